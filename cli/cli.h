@@ -1,0 +1,40 @@
+/* cli/cli.h — what the `modattn` subcommands share: global options and small helpers.
+ * Front end only: parse arguments, call the library, print. No model logic here. */
+#ifndef MODATTN_CLI_H
+#define MODATTN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "modattn/modattn.h"
+
+/* Options every subcommand accepts, before or after its name. */
+typedef struct cli_globals {
+    const char *attn;      /* --attn POLICY (NULL: auto) */
+    int threads;           /* --threads N (0: all CPUs) */
+    const char *trace;     /* --trace FILE */
+    bool stats;            /* --stats */
+    int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
+    const char *prog;      /* argv[0] */
+} cli_globals;
+
+/* A subcommand: argv[0] is its name; global options are already removed.
+ * Returns the process exit status (0 ok, 1 failure, 2 usage error). */
+typedef int (*cli_cmd_fn)(cli_globals *g, int argc, char **argv);
+
+/* Create the library context from the global options; prints the error and returns non-zero
+ * on failure. */
+int cli_open_ctx(const cli_globals *g, modattn_ctx **out);
+
+/* Print "modattn: <what>: <library message>" to stderr and return 1. */
+int cli_fail(const char *what, int status);
+
+/* true if argv[i] is -h or --help */
+bool cli_is_help(const char *arg);
+
+/* Subcommands. */
+int cli_cmd_backends(cli_globals *g, int argc, char **argv);
+int cli_cmd_check(cli_globals *g, int argc, char **argv);
+int cli_cmd_explain(cli_globals *g, int argc, char **argv);
+
+#endif

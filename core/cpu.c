@@ -1,0 +1,103 @@
+/* core/cpu.c — CPU feature detection (CPUID + XGETBV on x86, compile-time on ARM). */
+#include "modattn/core.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+#endif
+
+static modattn_cpu_features g_cpu;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static bool disabled(const char *list, const char *name) {
+    if (!list) return false;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static void detect(void) {
+    modattn_cpu_features f;
+    memset(&f, 0, sizeof f);
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d)) {
+        f.sse2 = (d >> 26) & 1;
+        bool osxsave = (c >> 27) & 1;
+        bool avx_hw = (c >> 28) & 1;
+        f.fma = (c >> 12) & 1;
+        f.f16c = (c >> 29) & 1;
+        uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+        bool ymm_ok = (xcr0 & 0x6) == 0x6;
+        bool zmm_ok = (xcr0 & 0xe6) == 0xe6;
+        f.avx = avx_hw && ymm_ok;
+        if (!f.avx) f.fma = f.f16c = false;
+        if (__get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, c, d);
+            f.avx2 = f.avx && ((b >> 5) & 1);
+            if (zmm_ok) {
+                f.avx512f = (b >> 16) & 1;
+                f.avx512dq = f.avx512f && ((b >> 17) & 1);
+                f.avx512bw = f.avx512f && ((b >> 30) & 1);
+                f.avx512vl = f.avx512f && ((b >> 31) & 1);
+                f.avx512_fp16 = f.avx512f && ((d >> 23) & 1);
+                __cpuid_count(7, 1, a, b, c, d);
+                f.avx512_bf16 = f.avx512f && ((a >> 5) & 1);
+            }
+        }
+    }
+#elif defined(__aarch64__)
+    f.neon = true;
+#endif
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    f.logical_cpus = n > 0 ? (int)n : 1;
+    const char *off = getenv("MODATTN_CPU_DISABLE");
+    if (disabled(off, "avx512f") || disabled(off, "avx512")) {
+        f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_bf16 = f.avx512_fp16 = false;
+    }
+    if (disabled(off, "avx512_bf16")) f.avx512_bf16 = false;
+    if (disabled(off, "avx2")) f.avx2 = false;
+    if (disabled(off, "fma")) f.fma = false;
+    if (disabled(off, "avx")) f.avx = f.avx2 = f.fma = f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq =
+        f.avx512_bf16 = f.avx512_fp16 = false;
+    if (disabled(off, "neon")) f.neon = false;
+    g_cpu = f;
+}
+
+const modattn_cpu_features *modattn_cpu_get(void) {
+    pthread_once(&g_once, detect);
+    return &g_cpu;
+}
+
+void modattn_cpu_describe(char *buf, size_t len) {
+    const modattn_cpu_features *f = modattn_cpu_get();
+    size_t used = 0;
+    buf[0] = '\0';
+#define ADD(flag, text)                                                          \
+    if (f->flag && used < len) {                                                \
+        int k = snprintf(buf + used, len - used, "%s%s", used ? " " : "", text); \
+        if (k > 0) used += (size_t)k;                                           \
+    }
+    ADD(sse2, "sse2") ADD(avx, "avx") ADD(avx2, "avx2") ADD(fma, "fma") ADD(f16c, "f16c")
+    ADD(avx512f, "avx512f") ADD(avx512bw, "avx512bw") ADD(avx512vl, "avx512vl")
+    ADD(avx512dq, "avx512dq") ADD(avx512_bf16, "avx512_bf16") ADD(avx512_fp16, "avx512_fp16")
+    ADD(neon, "neon")
+#undef ADD
+    if (used >= len && len) buf[len - 1] = '\0';
+}

@@ -1,0 +1,134 @@
+/* core/pool.c — a small fork-join thread pool: workers sleep on a condition variable, a job hands
+ * out indices through one atomic counter, and the calling thread works too. */
+#define _GNU_SOURCE
+#include "modattn/core.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+struct modattn_pool {
+    int nthreads; /* including the caller */
+    pthread_t *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    uint64_t generation;
+    int busy;       /* workers still on the current job */
+    bool stop;
+    /* current job */
+    modattn_task_fn fn;
+    void *ctx;
+    int64_t n;
+    _Atomic int64_t next;
+};
+
+typedef struct worker_arg {
+    modattn_pool *pool;
+    int id;
+} worker_arg;
+
+static void drain(modattn_pool *p, int id) {
+    for (;;) {
+        int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+        if (i >= p->n) break;
+        p->fn(p->ctx, i, id);
+    }
+}
+
+static void *worker_main(void *arg) {
+    modattn_pool *p = ((worker_arg *)arg)->pool;
+    int id = ((worker_arg *)arg)->id;
+    modattn_free(arg);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
+        if (p->stop) break;
+        seen = p->generation;
+        pthread_mutex_unlock(&p->mu);
+        drain(p, id);
+        pthread_mutex_lock(&p->mu);
+        if (--p->busy == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int modattn_pool_create(int nthreads, modattn_pool **out) {
+    *out = NULL;
+    if (nthreads <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        nthreads = n > 0 ? (int)n : 1;
+    }
+    if (nthreads > 1024) return modattn_error(MODATTN_EINVAL, "thread count %d is over 1024", nthreads);
+    modattn_pool *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    if (!p) return modattn_mem_last_status();
+    p->nthreads = nthreads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (nthreads > 1) {
+        p->threads = modattn_calloc((size_t)nthreads - 1, sizeof(pthread_t), MODATTN_MEM_OTHER);
+        if (!p->threads) goto fail;
+        for (int t = 1; t < nthreads; t++) {
+            worker_arg *a = modattn_malloc(sizeof *a, MODATTN_MEM_OTHER);
+            if (!a) {
+                p->nthreads = t;
+                goto fail;
+            }
+            a->pool = p;
+            a->id = t;
+            if (pthread_create(&p->threads[t - 1], NULL, worker_main, a) != 0) {
+                modattn_free(a);
+                p->nthreads = t;
+                modattn_error(MODATTN_ERUNTIME, "could not start thread %d of %d", t, nthreads);
+                modattn_pool_free(p);
+                return MODATTN_ERUNTIME;
+            }
+        }
+    }
+    *out = p;
+    return 0;
+fail: {
+    int st = modattn_mem_last_status();
+    modattn_pool_free(p);
+    return st;
+}
+}
+
+void modattn_pool_free(modattn_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int t = 1; t < p->nthreads; t++) pthread_join(p->threads[t - 1], NULL);
+    modattn_free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    modattn_free(p);
+}
+
+int modattn_pool_threads(const modattn_pool *p) { return p ? p->nthreads : 1; }
+
+void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx) {
+    if (n <= 0) return;
+    if (!p || p->nthreads == 1 || n == 1) {
+        for (int64_t i = 0; i < n; i++) fn(ctx, i, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n = n;
+    atomic_store(&p->next, 0);
+    p->busy = p->nthreads - 1;
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    drain(p, 0);
+    pthread_mutex_lock(&p->mu);
+    while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}

@@ -1,0 +1,144 @@
+/* modattn/core.h — memory accounting, thread pool, CPU features and tracing.
+ *
+ * Everything the library allocates goes through modattn_malloc() and friends, so that bytes in
+ * use and peak bytes are known per category, a budget can be enforced, and tests can make the
+ * Nth allocation fail. */
+#ifndef MODATTN_CORE_H
+#define MODATTN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "modattn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- memory */
+
+#define MODATTN_MEM_CATEGORY_MAP(X) \
+    X(WEIGHTS, "weights")           \
+    X(ACTIVATIONS, "activations")   \
+    X(WORKSPACE, "workspace")       \
+    X(INDEX, "index")               \
+    X(OTHER, "other")
+
+typedef enum modattn_mem_category {
+#define MODATTN__MEMCAT_ENUM(name, text) MODATTN_MEM_##name,
+    MODATTN_MEM_CATEGORY_MAP(MODATTN__MEMCAT_ENUM)
+#undef MODATTN__MEMCAT_ENUM
+    MODATTN_MEM_CATEGORY_COUNT
+} modattn_mem_category;
+
+const char *modattn_mem_category_name(modattn_mem_category cat);
+
+/* All returned blocks are aligned to MODATTN_ALIGN bytes (enough for AVX-512 loads).
+ * On failure (out of memory, over budget, injected failure) they return NULL and record an
+ * error message naming the category and the request size (status MODATTN_ENOMEM or
+ * MODATTN_EBUDGET, available from modattn_mem_last_status()).
+ * Ownership: the caller frees the block with modattn_free(). */
+#define MODATTN_ALIGN 64
+void *modattn_malloc(size_t bytes, modattn_mem_category cat);
+void *modattn_calloc(size_t count, size_t size, modattn_mem_category cat); /* checked count*size */
+void *modattn_realloc(void *ptr, size_t bytes, modattn_mem_category cat); /* ptr may be NULL */
+char *modattn_strdup(const char *s, modattn_mem_category cat);
+char *modattn_strndup(const char *s, size_t n, modattn_mem_category cat);
+void modattn_free(void *ptr); /* NULL is fine */
+/* Bytes requested for a live block (0 for NULL). */
+size_t modattn_mem_block_size(const void *ptr);
+/* Status of the last failed allocation on this thread (MODATTN_ENOMEM or MODATTN_EBUDGET). */
+int modattn_mem_last_status(void);
+
+/* Account for memory the library holds but did not allocate (e.g. mapped weight files).
+ * `delta` may be negative. Counts against the budget when positive; returns MODATTN_EBUDGET
+ * (and accounts nothing) when it would exceed it. */
+int modattn_mem_account(modattn_mem_category cat, int64_t delta);
+
+typedef struct modattn_mem_stats {
+    int64_t current[MODATTN_MEM_CATEGORY_COUNT];
+    int64_t peak[MODATTN_MEM_CATEGORY_COUNT];
+    int64_t current_total;
+    int64_t peak_total;
+    uint64_t allocations;  /* successful allocations since start */
+    uint64_t failures;     /* failed allocations (real, budget or injected) */
+    int64_t budget;        /* 0 = none */
+} modattn_mem_stats;
+
+void modattn_mem_get_stats(modattn_mem_stats *out);
+/* Reset the peaks to the current values. */
+void modattn_mem_reset_peak(void);
+/* Limit total bytes in use (allocated + accounted); 0 removes the limit. */
+void modattn_mem_set_budget(int64_t bytes);
+/* Parse "123", "64K", "512M", "2G" (powers of 1024). Returns MODATTN_EINVAL with a message. */
+int modattn_parse_bytes(const char *text, int64_t *out);
+
+/* Fault injection for tests: make the Nth allocation from now fail (1 = the next one);
+ * 0 disables. Returns how many allocations have been attempted since it was armed. */
+void modattn_mem_fail_nth(uint64_t n);
+uint64_t modattn_mem_fail_counter(void);
+
+/* ---------------------------------------------------------------- threads */
+
+typedef struct modattn_pool modattn_pool;
+
+/* fn(ctx, i, thread) is called once for every i in [0, n); thread is in [0, nthreads). */
+typedef void (*modattn_task_fn)(void *ctx, int64_t i, int thread);
+
+/* nthreads <= 0 means "one per online CPU". Ownership: free with modattn_pool_free(). */
+int modattn_pool_create(int nthreads, modattn_pool **out);
+void modattn_pool_free(modattn_pool *pool);
+int modattn_pool_threads(const modattn_pool *pool);
+/* Runs fn over [0, n) on the pool (the calling thread takes part) and returns when all are done.
+ * Items are handed out dynamically; an item's result must not depend on which thread ran it.
+ * Not re-entrant: do not call from inside a task. A NULL pool runs serially. */
+void modattn_pool_run(modattn_pool *pool, int64_t n, modattn_task_fn fn, void *ctx);
+
+/* ---------------------------------------------------------------- CPU */
+
+typedef struct modattn_cpu_features {
+    bool sse2, avx, avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_fp16;
+    bool neon;
+    int logical_cpus;
+} modattn_cpu_features;
+
+/* Detected once; the OS must also save the registers (XGETBV) for AVX/AVX-512 to count.
+ * MODATTN_CPU_DISABLE (comma list, e.g. "avx512f,avx2") masks features off, so tests can force
+ * the narrower code paths on a wide machine. */
+const modattn_cpu_features *modattn_cpu_get(void);
+/* "avx512f avx2 fma ..." into buf. */
+void modattn_cpu_describe(char *buf, size_t len);
+
+/* ---------------------------------------------------------------- tracing */
+
+typedef struct modattn_trace_span {
+    const char *name;   /* static string */
+    const char *impl;   /* static string or NULL */
+    char shape[64];
+    double bytes;
+    double flops;
+    int thread;
+    uint64_t t0_ns, t1_ns;
+} modattn_trace_span;
+
+/* Tracing is off by default; when off, modattn_trace_begin costs one relaxed atomic load. */
+void modattn_trace_enable(bool on);
+bool modattn_trace_enabled(void);
+uint64_t modattn_now_ns(void);
+/* Returns a start timestamp, or 0 when tracing is off. */
+uint64_t modattn_trace_begin(void);
+/* Records a span if t0 != 0. name and impl must be string literals (kept by pointer). */
+void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
+                       double bytes, double flops);
+/* Number of spans recorded; copy out with modattn_trace_get(i, &span). */
+size_t modattn_trace_count(void);
+int modattn_trace_get(size_t i, modattn_trace_span *out);
+void modattn_trace_clear(void);
+/* Write Chrome trace-event JSON (Perfetto, chrome://tracing). */
+int modattn_trace_write_json(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

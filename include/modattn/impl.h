@@ -1,0 +1,65 @@
+/* modattn/impl.h — the interface an attention implementation fills in (built in or plugin).
+ *
+ * This header is all a kernel author needs: an implementation does not link against the rest of
+ * modattn. Threads come from the host through modattn_exec; memory comes from the host as the
+ * workspace the implementation asked for in workspace_bytes(). `run` never allocates.
+ *
+ * Slots are only ever appended; MODATTN_IMPL_API_VERSION changes when the meaning of an existing
+ * slot changes, and the host refuses a table built against another version.
+ *
+ * Plugins: a shared object that exports
+ *     const modattn_attn_impl *modattn_plugin_entry(void);
+ * found on MODATTN_PLUGIN_PATH (colon-separated files or folders; every *.so in a folder). */
+#ifndef MODATTN_IMPL_H
+#define MODATTN_IMPL_H
+
+#include "modattn/attention.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MODATTN_IMPL_API_VERSION 1u
+#define MODATTN_PLUGIN_ENTRY "modattn_plugin_entry"
+
+/* The host's execution services, handed to run(). */
+typedef struct modattn_exec {
+    int nthreads; /* thread ids passed to tasks are in [0, nthreads) */
+    /* Runs fn(ctx, i, thread) for every i in [0, n) and returns when all are done. */
+    void (*parallel_for)(const struct modattn_exec *exec, int64_t n,
+                         void (*fn)(void *ctx, int64_t i, int thread), void *ctx);
+    void *host; /* the host's, opaque */
+} modattn_exec;
+
+typedef struct modattn_attn_impl {
+    uint32_t api_version;        /* MODATTN_IMPL_API_VERSION */
+    const char *name;            /* unique, [a-z0-9_]+ */
+    const char *description;     /* one line */
+    modattn_device_kind device;  /* where its tensors must live */
+    int priority;                /* higher is preferred by the `auto` policy on its device */
+    void *ctx;                   /* passed back to every slot */
+
+    /* Optional. Checks the machine (CPU features, driver, ...). A non-zero return makes the
+     * implementation unavailable; `reason` says why. */
+    int (*init)(void *ctx, char *reason, size_t reason_len);
+    /* Optional. Called once when the registry is freed, if init succeeded or was NULL. */
+    void (*shutdown)(void *ctx);
+    /* Required. true if it can run `desc`; otherwise false with the reason in words. */
+    bool (*supports)(void *ctx, const modattn_attn_desc *desc, char *reason, size_t reason_len);
+    /* Optional (NULL: none). Bytes of workspace run() needs for `desc` with `nthreads` threads. */
+    size_t (*workspace_bytes)(void *ctx, const modattn_attn_desc *desc, int nthreads);
+    /* Required. Computes the call. `workspace` is MODATTN_ALIGN-aligned with at least the bytes
+     * asked for. Returns 0, or a negative modattn_status; `reason` may say why. */
+    int (*run)(void *ctx, const modattn_attn_desc *desc, const modattn_attn_call *call,
+               void *workspace, size_t workspace_bytes, const modattn_exec *exec,
+               char *reason, size_t reason_len);
+    /* Optional escape hatch for implementation-specific knobs; MODATTN_EUNSUPPORTED if unknown. */
+    int (*control)(void *ctx, int op, void *arg);
+} modattn_attn_impl;
+
+typedef const modattn_attn_impl *(*modattn_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
