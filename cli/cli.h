@@ -16,15 +16,16 @@ typedef struct cli_globals {
     bool stats;            /* --stats */
     int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
     const char *prog;      /* argv[0] */
+    modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */
 } cli_globals;
 
 /* A subcommand: argv[0] is its name; global options are already removed.
  * Returns the process exit status (0 ok, 1 failure, 2 usage error). */
 typedef int (*cli_cmd_fn)(cli_globals *g, int argc, char **argv);
 
-/* Create the library context from the global options; prints the error and returns non-zero
- * on failure. */
-int cli_open_ctx(const cli_globals *g, modattn_ctx **out);
+/* Create the library context from the global options (once; later calls return the same one).
+ * main() owns it: commands must not free it. Prints the error and returns non-zero on failure. */
+int cli_open_ctx(cli_globals *g, modattn_ctx **out);
 
 /* Print "modattn: <what>: <library message>" to stderr and return 1. */
 int cli_fail(const char *what, int status);

@@ -6,5 +6,6 @@
 #include "modattn/attention.h"
 #include "modattn/impl.h"
 #include "modattn/dispatch.h"
+#include "modattn/conformance.h"
 #define MODATTN_VERSION_STRING "0.1.0"
 #endif

@@ -1,0 +1,580 @@
+/* attn/conformance.c — the conformance suite (see modattn/conformance.h): a generated grid of
+ * configurations, the fp64 oracle, a naive fp32 implementation that sets the tolerance, guard
+ * regions, and the comparison. */
+#include "modattn/modattn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ configurations */
+
+enum { LAYOUT_CONTIG, LAYOUT_PACKED_QKV, LAYOUT_BSHD, LAYOUT_PADDED, LAYOUT_COUNT };
+enum { MASK_NONE, MASK_FULL, MASK_1H, MASK_B1, MASK_11, MASK_COUNT };
+
+typedef struct cfg {
+    int B, Hq, Hkv, Sq, Sk, D, Dv;
+    bool causal, lse, mask_dead_rows;
+    int mask;    /* MASK_* */
+    int kvl;     /* 0 none, 1 random lengths, 2 random with zeros */
+    int layout;  /* LAYOUT_* for q, k, v */
+    int olayout; /* LAYOUT_CONTIG, LAYOUT_BSHD or LAYOUT_PADDED for o */
+    float scale; /* 0: default */
+    float mag;   /* magnitude of q and k entries */
+} cfg;
+
+#define GRID_MAX 640
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static int rng_int(uint64_t *s, int n) { return (int)(rng_next(s) % (uint64_t)n); }
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static const int k_dims[] = {8, 16, 32, 40, 64, 80, 96, 128, 160, 256};
+static const int k_lens[] = {1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 129, 200, 257};
+static const int k_heads[][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 2}, {4, 1}, {8, 2}, {12, 12}, {12, 6}, {12, 3}, {12, 1}, {6, 3}};
+
+static cfg base(int B, int Hq, int Hkv, int Sq, int Sk, int D) {
+    cfg c;
+    memset(&c, 0, sizeof c);
+    c.B = B, c.Hq = Hq, c.Hkv = Hkv, c.Sq = Sq, c.Sk = Sk, c.D = D, c.Dv = D;
+    c.mag = 1.0f;
+    return c;
+}
+
+static double cfg_work(const cfg *c) { return (double)c->B * c->Hq * c->Sq * c->Sk * (c->D + c->Dv); }
+
+static int build_grid(cfg *g) {
+    int n = 0;
+    /* hand-picked cases first: every feature the contract names */
+    for (size_t i = 0; i < sizeof k_dims / sizeof *k_dims; i++) {
+        g[n++] = base(1, 2, 2, 1, 1, k_dims[i]);          /* Sq = Sk = 1 */
+        g[n++] = base(2, 2, 1, 33, 65, k_dims[i]);        /* every head dim, odd lengths */
+        cfg c = base(1, 4, 2, 17, 63, k_dims[i]);
+        c.causal = true;
+        g[n++] = c;
+    }
+    g[n++] = base(2, 3, 3, 1, 100, 64);                   /* decode-like: Sq = 1 */
+    g[n++] = base(2, 3, 3, 100, 1, 64);                   /* Sk = 1 */
+    g[n++] = base(1, 12, 12, 31, 31, 32);                 /* GQA 1 */
+    g[n++] = base(1, 12, 6, 31, 31, 32);                  /* GQA 2 */
+    g[n++] = base(1, 12, 3, 31, 31, 32);                  /* GQA 4 */
+    g[n++] = base(1, 12, 1, 31, 31, 32);                  /* GQA 12 (MQA) */
+    {
+        cfg c = base(2, 2, 2, 40, 17, 32); c.causal = true; c.lse = true; g[n++] = c; /* causal Sq > Sk */
+        c = base(2, 2, 2, 17, 40, 32); c.causal = true; c.lse = true; g[n++] = c;     /* causal Sq < Sk */
+        c = base(3, 2, 1, 20, 50, 16); c.kvl = 2; c.lse = true; g[n++] = c;           /* zero-length batch rows */
+        c = base(3, 2, 1, 20, 50, 16); c.kvl = 2; c.causal = true; c.lse = true; g[n++] = c;
+        c = base(2, 4, 4, 30, 30, 32); c.mask = MASK_FULL; c.mask_dead_rows = true; c.lse = true; g[n++] = c;
+        c = base(2, 4, 2, 30, 45, 32); c.mask = MASK_1H; c.mask_dead_rows = true; g[n++] = c;
+        c = base(2, 4, 2, 30, 45, 32); c.mask = MASK_B1; g[n++] = c;
+        c = base(2, 4, 2, 30, 45, 32); c.mask = MASK_11; c.causal = true; g[n++] = c;
+        c = base(2, 4, 4, 37, 37, 32); c.layout = LAYOUT_PACKED_QKV; g[n++] = c;      /* views into one QKV buffer */
+        c = base(2, 12, 12, 65, 65, 32); c.layout = LAYOUT_PACKED_QKV; c.olayout = LAYOUT_BSHD; c.kvl = 1; g[n++] = c;
+        c = base(2, 4, 2, 33, 47, 64); c.layout = LAYOUT_BSHD; c.olayout = LAYOUT_PADDED; g[n++] = c;
+        c = base(2, 4, 2, 33, 47, 64); c.layout = LAYOUT_PADDED; c.olayout = LAYOUT_PADDED; c.lse = true; g[n++] = c;
+        c = base(1, 2, 2, 0, 10, 32); g[n++] = c;                                     /* Sq = 0: no-op */
+        c = base(1, 2, 2, 10, 0, 32); c.lse = true; g[n++] = c;                        /* Sk = 0: O = 0, LSE = -inf */
+        c = base(0, 2, 2, 10, 10, 32); g[n++] = c;                                     /* B = 0 */
+        c = base(1, 2, 2, 64, 64, 64); c.mag = 8.0f; c.lse = true; g[n++] = c;        /* large scores */
+        c = base(1, 2, 2, 64, 64, 64); c.scale = 0.9f; c.mag = 4.0f; g[n++] = c;      /* custom scale */
+        c = base(1, 2, 2, 48, 80, 64); c.Dv = 32; g[n++] = c;                         /* Dv != D */
+        c = base(1, 2, 1, 48, 80, 40); c.Dv = 96; c.causal = true; g[n++] = c;
+        c = base(1, 1, 1, 300, 300, 16); c.causal = true; g[n++] = c;                 /* longer sequences */
+        c = base(1, 1, 1, 520, 130, 8); g[n++] = c;
+    }
+    /* then a seeded random sweep */
+    uint64_t s = 0x6d6f6461747431ull;
+    while (n < GRID_MAX) {
+        const int *hh = k_heads[rng_int(&s, (int)(sizeof k_heads / sizeof *k_heads))];
+        cfg c = base(1 + rng_int(&s, 3), hh[0], hh[1], k_lens[rng_int(&s, 18)], k_lens[rng_int(&s, 18)],
+                     k_dims[rng_int(&s, 10)]);
+        if (rng_int(&s, 6) == 0) c.Dv = k_dims[rng_int(&s, 10)];
+        c.causal = rng_int(&s, 5) < 2;
+        c.lse = rng_int(&s, 3) == 0;
+        c.mask = rng_int(&s, 10) < 3 ? 1 + rng_int(&s, MASK_COUNT - 1) : MASK_NONE;
+        c.mask_dead_rows = c.mask != MASK_NONE && rng_int(&s, 2) == 0;
+        c.kvl = rng_int(&s, 10) < 3 ? 1 + rng_int(&s, 2) : 0;
+        c.layout = rng_int(&s, LAYOUT_COUNT);
+        if (c.layout == LAYOUT_PACKED_QKV && (c.Sq != c.Sk || c.Hq != c.Hkv || c.D != c.Dv)) {
+            if (rng_int(&s, 2)) { c.Sk = c.Sq; c.Hkv = c.Hq; c.Dv = c.D; }
+            else c.layout = LAYOUT_BSHD;
+        }
+        int ol[3] = {LAYOUT_CONTIG, LAYOUT_BSHD, LAYOUT_PADDED};
+        c.olayout = ol[rng_int(&s, 3)];
+        if (rng_int(&s, 8) == 0) c.mag = 6.0f;
+        if (rng_int(&s, 10) == 0) c.scale = (float)(0.05 + rng_unit(&s));
+        if (cfg_work(&c) > 4e6) continue;
+        g[n++] = c;
+    }
+    return n;
+}
+
+int modattn_conformance_grid_size(void) {
+    static cfg g[GRID_MAX];
+    return build_grid(g);
+}
+
+/* ------------------------------------------------------------ buffers */
+
+#define GUARD 64 /* elements of sentinel before and after every buffer */
+static const uint32_t SENTINEL = 0x7fa5a5a5u; /* a NaN nobody computes */
+
+typedef struct buf {
+    float *base; /* GUARD + cap + GUARD floats */
+    int64_t cap;
+} buf;
+
+static int buf_alloc(buf *b, int64_t cap) {
+    b->cap = cap;
+    b->base = modattn_malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
+    return b->base ? 0 : modattn_mem_last_status();
+}
+static float *buf_data(const buf *b) { return b->base + GUARD; }
+static void buf_free(buf *b) { modattn_free(b->base); b->base = NULL; }
+static void buf_fill_sentinel(buf *b) {
+    for (int64_t i = 0; i < b->cap + 2 * GUARD; i++) memcpy(&b->base[i], &SENTINEL, 4);
+}
+
+/* A view of logical shape [d0, d1, d2, d3] in `layout` (not packed) over a fresh buffer. */
+static int make_view(buf *b, modattn_tensor *t, int layout, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    memset(t, 0, sizeof *t);
+    t->dtype = MODATTN_DTYPE_F32;
+    t->device.kind = MODATTN_DEVICE_CPU;
+    t->shape[0] = d0, t->shape[1] = d1, t->shape[2] = d2, t->shape[3] = d3;
+    int64_t cap;
+    if (layout == LAYOUT_BSHD) { /* [d0, d2, d1, d3] in memory */
+        t->stride[3] = 1, t->stride[1] = d3, t->stride[2] = d1 * d3, t->stride[0] = d2 * d1 * d3;
+        cap = d0 * d1 * d2 * d3;
+    } else if (layout == LAYOUT_PADDED) { /* gaps after every row, head and batch */
+        t->stride[3] = 1, t->stride[2] = d3 + 3, t->stride[1] = d2 * (d3 + 3) + 5;
+        t->stride[0] = d1 * t->stride[1] + 7;
+        cap = d0 * t->stride[0];
+    } else {
+        t->stride[3] = 1, t->stride[2] = d3, t->stride[1] = d2 * d3, t->stride[0] = d1 * d2 * d3;
+        cap = d0 * d1 * d2 * d3;
+    }
+    int st = buf_alloc(b, cap);
+    if (st) return st;
+    t->data = buf_data(b);
+    t->capacity = cap;
+    return 0;
+}
+
+static int64_t off4(const modattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+
+/* ------------------------------------------------------------ one configuration */
+
+typedef struct setup {
+    cfg c;
+    buf bq, bk, bv, bm, bo, bl; /* bk/bv unused (base NULL) when packed */
+    modattn_attn_call call;
+    int32_t kv_lens[8];
+    /* oracle (f64, contiguous) */
+    double *o64, *lse64;
+    /* naive fp32 errors */
+    double naive_err_o, naive_err_lse;
+    /* input snapshot */
+    float *snap;
+    int64_t snap_n;
+    unsigned char *touched_o, *touched_l; /* which elements of the o / lse buffers the views address */
+} setup;
+
+static void setup_free(setup *s) {
+    buf_free(&s->bq), buf_free(&s->bk), buf_free(&s->bv), buf_free(&s->bm), buf_free(&s->bo), buf_free(&s->bl);
+    modattn_free(s->o64), modattn_free(s->lse64), modattn_free(s->snap);
+    modattn_free(s->touched_o), modattn_free(s->touched_l);
+    memset(s, 0, sizeof *s);
+}
+
+static void fill_random(buf *b, uint64_t *rng, double mag) {
+    float *d = buf_data(b);
+    for (int64_t i = 0; i < b->cap; i++) d[i] = (float)((2.0 * rng_unit(rng) - 1.0) * mag);
+}
+
+/* Visible key range [0, lim) for row i of batch b, before the mask. */
+static int64_t visible_limit(const cfg *c, const int32_t *kv_lens, int64_t b, int64_t i) {
+    int64_t L = kv_lens ? kv_lens[b] : c->Sk;
+    if (!c->causal) return L;
+    int64_t lim = i + L - c->Sq + 1;
+    if (lim > L) lim = L;
+    return lim < 0 ? 0 : lim;
+}
+
+/* The naive fp32 implementation: float everywhere, softmax with max subtraction. */
+static void naive_f32(const setup *s, float *o, float *lse, float *scores, float scale) {
+    const cfg *c = &s->c;
+    const modattn_attn_call *k = &s->call;
+    int G = c->Hkv ? c->Hq / c->Hkv : 1;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->Hq; h++)
+            for (int64_t i = 0; i < c->Sq; i++) {
+                int64_t lim = visible_limit(c, k->kv_lens, b, i);
+                float mx = -INFINITY;
+                for (int64_t j = 0; j < lim; j++) {
+                    float dot = 0.0f;
+                    const float *q = (const float *)k->q.data + off4(&k->q, b, h, i, 0);
+                    const float *kk = (const float *)k->k.data + off4(&k->k, b, h / G, j, 0);
+                    for (int e = 0; e < c->D; e++) dot += q[e] * kk[e];
+                    float v = scale * dot;
+                    if (k->mask.data) {
+                        float m = ((const float *)k->mask.data)[off4(&k->mask, k->mask.shape[0] == 1 ? 0 : b,
+                                                                      k->mask.shape[1] == 1 ? 0 : h, i, j)];
+                        v = m == -INFINITY ? -INFINITY : v + m;
+                    }
+                    scores[j] = v;
+                    if (v > mx) mx = v;
+                }
+                float *orow = o + ((b * c->Hq + h) * c->Sq + i) * c->Dv;
+                for (int e = 0; e < c->Dv; e++) orow[e] = 0.0f;
+                if (mx == -INFINITY) {
+                    lse[(b * c->Hq + h) * c->Sq + i] = -INFINITY;
+                    continue;
+                }
+                float sum = 0.0f;
+                for (int64_t j = 0; j < lim; j++) {
+                    if (scores[j] == -INFINITY) continue;
+                    float p = expf(scores[j] - mx);
+                    sum += p;
+                    const float *vv = (const float *)k->v.data + off4(&k->v, b, h / G, j, 0);
+                    for (int e = 0; e < c->Dv; e++) orow[e] += p * vv[e];
+                }
+                for (int e = 0; e < c->Dv; e++) orow[e] /= sum;
+                lse[(b * c->Hq + h) * c->Sq + i] = mx + logf(sum);
+            }
+}
+
+static void mark_touched(unsigned char *touched, const modattn_tensor *t) {
+    for (int64_t a = 0; a < t->shape[0]; a++)
+        for (int64_t b = 0; b < t->shape[1]; b++)
+            for (int64_t c = 0; c < t->shape[2]; c++)
+                for (int64_t d = 0; d < t->shape[3]; d++) touched[GUARD + off4(t, a, b, c, d)] = 1;
+}
+
+/* Gather a strided f32 view into a contiguous f64 array. */
+static double *gather64(const modattn_tensor *t) {
+    int64_t n = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
+    double *out = modattn_malloc((size_t)(n ? n : 1) * sizeof(double), MODATTN_MEM_OTHER);
+    if (!out) return NULL;
+    int64_t k = 0;
+    for (int64_t a = 0; a < t->shape[0]; a++)
+        for (int64_t b = 0; b < t->shape[1]; b++)
+            for (int64_t c = 0; c < t->shape[2]; c++)
+                for (int64_t d = 0; d < t->shape[3]; d++) out[k++] = ((const float *)t->data)[off4(t, a, b, c, d)];
+    return out;
+}
+
+static modattn_tensor view64(double *data, const int64_t shape[4]) {
+    modattn_tensor t = modattn_tensor_contiguous(data, MODATTN_DTYPE_F64, shape[0], shape[1], shape[2], shape[3]);
+    return t;
+}
+
+static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setup *s) {
+    memset(s, 0, sizeof *s);
+    s->c = *c;
+    uint64_t rng = seed;
+    int st;
+    modattn_attn_call *k = &s->call;
+    if (c->layout == LAYOUT_PACKED_QKV) {
+        /* one [B, S, 3, H, D] buffer, as a fused QKV projection writes it */
+        int64_t H = c->Hq, S = c->Sq, D = c->D;
+        if ((st = buf_alloc(&s->bq, c->B * S * 3 * H * D))) return st;
+        fill_random(&s->bq, &rng, c->mag);
+        float *base = buf_data(&s->bq);
+        int64_t strides[4] = {S * 3 * H * D, D, 3 * H * D, 1};
+        modattn_tensor *views[3] = {&k->q, &k->k, &k->v};
+        for (int w = 0; w < 3; w++) {
+            modattn_tensor *t = views[w];
+            memset(t, 0, sizeof *t);
+            t->data = base + w * H * D;
+            t->dtype = MODATTN_DTYPE_F32;
+            t->device.kind = MODATTN_DEVICE_CPU;
+            t->shape[0] = c->B, t->shape[1] = H, t->shape[2] = S, t->shape[3] = D;
+            memcpy(t->stride, strides, sizeof strides);
+            t->capacity = s->bq.cap - w * H * D;
+        }
+    } else {
+        if ((st = make_view(&s->bq, &k->q, c->layout, c->B, c->Hq, c->Sq, c->D))) return st;
+        if ((st = make_view(&s->bk, &k->k, c->layout, c->B, c->Hkv, c->Sk, c->D))) return st;
+        if ((st = make_view(&s->bv, &k->v, c->layout, c->B, c->Hkv, c->Sk, c->Dv))) return st;
+        fill_random(&s->bq, &rng, c->mag);
+        fill_random(&s->bk, &rng, c->mag);
+        fill_random(&s->bv, &rng, 1.0);
+    }
+    if ((st = make_view(&s->bo, &k->o, c->olayout, c->B, c->Hq, c->Sq, c->Dv))) return st;
+    if (c->mask != MASK_NONE) {
+        int64_t mb = (c->mask == MASK_FULL || c->mask == MASK_B1) ? c->B : 1;
+        int64_t mh = (c->mask == MASK_FULL || c->mask == MASK_1H) ? c->Hq : 1;
+        if ((st = make_view(&s->bm, &k->mask, LAYOUT_CONTIG, mb, mh, c->Sq, c->Sk))) return st;
+        float *m = buf_data(&s->bm);
+        for (int64_t i = 0; i < s->bm.cap; i++) m[i] = rng_int(&rng, 8) == 0 ? -INFINITY : (float)(4.0 * rng_unit(&rng) - 2.0);
+        if (c->mask_dead_rows && c->Sq > 0)
+            for (int64_t r = 0; r < mb * mh * c->Sq; r += 3) /* every third row fully masked */
+                for (int64_t j = 0; j < c->Sk; j++) m[r * c->Sk + j] = -INFINITY;
+    }
+    if (c->lse) {
+        if ((st = make_view(&s->bl, &k->lse, c->olayout == LAYOUT_PADDED ? LAYOUT_PADDED : LAYOUT_CONTIG, c->B, c->Hq,
+                            c->Sq, 1)))
+            return st;
+    }
+    if (c->kvl) {
+        for (int b = 0; b < c->B; b++) s->kv_lens[b] = rng_int(&rng, c->Sk + 1);
+        if (c->kvl == 2 && c->B > 0) s->kv_lens[0] = 0;
+        k->kv_lens = s->kv_lens;
+    }
+    k->scale = c->scale;
+    k->causal = c->causal;
+
+    /* which output elements the views address (everything else must stay sentinel) */
+    s->touched_o = modattn_calloc((size_t)(s->bo.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
+    if (!s->touched_o) return modattn_mem_last_status();
+    mark_touched(s->touched_o, &k->o);
+    if (c->lse) {
+        s->touched_l = modattn_calloc((size_t)(s->bl.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
+        if (!s->touched_l) return modattn_mem_last_status();
+        mark_touched(s->touched_l, &k->lse);
+    }
+
+    /* snapshot every input buffer */
+    buf *ins[4] = {&s->bq, &s->bk, &s->bv, &s->bm};
+    s->snap_n = 0;
+    for (int i = 0; i < 4; i++) if (ins[i]->base) s->snap_n += ins[i]->cap + 2 * GUARD;
+    s->snap = modattn_malloc((size_t)(s->snap_n ? s->snap_n : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!s->snap) return modattn_mem_last_status();
+    int64_t at = 0;
+    for (int i = 0; i < 4; i++)
+        if (ins[i]->base) {
+            memcpy(s->snap + at, ins[i]->base, (size_t)(ins[i]->cap + 2 * GUARD) * sizeof(float));
+            at += ins[i]->cap + 2 * GUARD;
+        }
+
+    /* the oracle: the reference implementation on f64 copies */
+    int64_t no = (int64_t)c->B * c->Hq * c->Sq * c->Dv, nl = (int64_t)c->B * c->Hq * c->Sq;
+    s->o64 = modattn_calloc((size_t)(no ? no : 1), sizeof(double), MODATTN_MEM_OTHER);
+    s->lse64 = modattn_calloc((size_t)(nl ? nl : 1), sizeof(double), MODATTN_MEM_OTHER);
+    double *q64 = gather64(&k->q), *k64 = gather64(&k->k), *v64 = gather64(&k->v);
+    double *m64 = k->mask.data ? gather64(&k->mask) : NULL;
+    st = (!s->o64 || !s->lse64 || !q64 || !k64 || !v64 || (k->mask.data && !m64)) ? modattn_mem_last_status() : 0;
+    if (st == 0) {
+        modattn_attn_call o;
+        memset(&o, 0, sizeof o);
+        o.q = view64(q64, k->q.shape);
+        o.k = view64(k64, k->k.shape);
+        o.v = view64(v64, k->v.shape);
+        o.o = view64(s->o64, k->o.shape);
+        o.lse = view64(s->lse64, (int64_t[4]){c->B, c->Hq, c->Sq, 1});
+        if (m64) o.mask = view64(m64, k->mask.shape);
+        o.kv_lens = k->kv_lens;
+        o.scale = k->scale;
+        o.causal = k->causal;
+        st = modattn_attention_with(ctx, (size_t)ref, &o);
+        if (st) modattn_error_prefix(st, "oracle");
+        if (c->B == 0 || c->Hq == 0 || c->Sq == 0) st = 0;
+    }
+    modattn_free(q64), modattn_free(k64), modattn_free(v64), modattn_free(m64);
+    if (st) return st;
+    /* Sk = 0 is a no-op for the oracle's buffers' sake: make its expectation explicit */
+    if (c->Sk == 0)
+        for (int64_t i = 0; i < nl; i++) s->lse64[i] = -INFINITY;
+
+    /* the naive fp32 error sets the tolerance */
+    float *on = modattn_malloc((size_t)(no ? no : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    float *ln = modattn_malloc((size_t)(nl ? nl : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    float *sc = modattn_malloc((size_t)(c->Sk ? c->Sk : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!on || !ln || !sc) {
+        modattn_free(on), modattn_free(ln), modattn_free(sc);
+        return modattn_mem_last_status();
+    }
+    float scale = c->scale != 0.0f ? c->scale : (float)(1.0 / sqrt((double)c->D));
+    naive_f32(s, on, ln, sc, scale);
+    s->naive_err_o = s->naive_err_lse = 0.0;
+    for (int64_t i = 0; i < no; i++) {
+        double e = fabs((double)on[i] - s->o64[i]);
+        if (e > s->naive_err_o) s->naive_err_o = e;
+    }
+    for (int64_t i = 0; i < nl; i++)
+        if (isfinite(s->lse64[i])) {
+            double e = fabs((double)ln[i] - s->lse64[i]);
+            if (e > s->naive_err_lse) s->naive_err_lse = e;
+        }
+    modattn_free(on), modattn_free(ln), modattn_free(sc);
+    return 0;
+}
+
+static void describe_cfg(const cfg *c, char *buf, size_t len) {
+    static const char *lay[] = {"contiguous", "packed-qkv", "bshd", "padded"};
+    static const char *msk[] = {"none", "[B,H]", "[1,H]", "[B,1]", "[1,1]"};
+    snprintf(buf, len, "B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d Dv=%d%s mask=%s%s kv_lens=%d layout=%s o=%s%s scale=%g mag=%g",
+             c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D, c->Dv, c->causal ? " causal" : "", msk[c->mask],
+             c->mask_dead_rows ? "+dead-rows" : "", c->kvl, lay[c->layout], lay[c->olayout], c->lse ? " lse" : "",
+             (double)c->scale, (double)c->mag);
+}
+
+/* Check one implementation's output; returns true if it passes, else fills why. */
+static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
+    const cfg *c = &s->c;
+    const modattn_attn_call *k = &s->call;
+    double tol_o = 2.0 * s->naive_err_o + 1e-6, tol_l = 2.0 * s->naive_err_lse + 1e-6;
+    double worst_o = 0, worst_l = 0;
+    for (int64_t i = 0; i < s->bo.cap + 2 * GUARD; i++)
+        if (!s->touched_o[i] && memcmp(&s->bo.base[i], &SENTINEL, 4) != 0) {
+            snprintf(why, len, "wrote outside o's view at element %lld of its buffer (guard %d)", (long long)(i - GUARD), GUARD);
+            return false;
+        }
+    if (c->lse)
+        for (int64_t i = 0; i < s->bl.cap + 2 * GUARD; i++)
+            if (!s->touched_l[i] && memcmp(&s->bl.base[i], &SENTINEL, 4) != 0) {
+                snprintf(why, len, "wrote outside lse's view at element %lld of its buffer", (long long)(i - GUARD));
+                return false;
+            }
+    const buf *ins[4] = {&s->bq, &s->bk, &s->bv, &s->bm};
+    int64_t at = 0;
+    for (int i = 0; i < 4; i++)
+        if (ins[i]->base) {
+            if (memcmp(s->snap + at, ins[i]->base, (size_t)(ins[i]->cap + 2 * GUARD) * sizeof(float)) != 0) {
+                snprintf(why, len, "modified its input %s", i == 0 ? "q" : i == 1 ? "k" : i == 2 ? "v" : "mask");
+                return false;
+            }
+            at += ins[i]->cap + 2 * GUARD;
+        }
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->Hq; h++)
+            for (int64_t i = 0; i < c->Sq; i++) {
+                int64_t row = (b * c->Hq + h) * c->Sq + i;
+                for (int64_t e = 0; e < c->Dv; e++) {
+                    double got = ((const float *)k->o.data)[off4(&k->o, b, h, i, e)];
+                    double want = s->o64[row * c->Dv + e];
+                    if (isnan(got)) {
+                        snprintf(why, len, "NaN in o[%lld,%lld,%lld,%lld] (expected %.9g)", (long long)b, (long long)h,
+                                 (long long)i, (long long)e, want);
+                        return false;
+                    }
+                    double err = fabs(got - want);
+                    if (!(err <= worst_o)) worst_o = err;
+                }
+                if (c->lse) {
+                    double got = ((const float *)k->lse.data)[off4(&k->lse, b, h, i, 0)];
+                    double want = s->lse64[row];
+                    if (isnan(got) || (isinf(want) != isinf(got)) || (isinf(want) && (want < 0) != (got < 0))) {
+                        snprintf(why, len, "lse[%lld,%lld,%lld] is %g, expected %g", (long long)b, (long long)h,
+                                 (long long)i, got, want);
+                        return false;
+                    }
+                    if (isfinite(want)) {
+                        double err = fabs(got - want);
+                        if (err > worst_l) worst_l = err;
+                    }
+                }
+            }
+    double r = worst_o / tol_o;
+    if (worst_l / tol_l > r) r = worst_l / tol_l;
+    *ratio = r;
+    if (worst_o > tol_o) {
+        snprintf(why, len, "max |o - oracle| = %.3g exceeds the tolerance %.3g (naive fp32 error %.3g)", worst_o, tol_o,
+                 s->naive_err_o);
+        return false;
+    }
+    if (worst_l > tol_l) {
+        snprintf(why, len, "max |lse - oracle| = %.3g exceeds the tolerance %.3g (naive fp32 error %.3g)", worst_l,
+                 tol_l, s->naive_err_lse);
+        return false;
+    }
+    return true;
+}
+
+int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options *opt, modattn_conformance_result *out,
+                            size_t max, size_t *count) {
+    modattn_conformance_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!opt) opt = &defaults;
+    *count = 0;
+    long ref = modattn_ctx_find(ctx, "reference");
+    if (ref < 0)
+        return modattn_error(MODATTN_ENOTFOUND, "conformance needs the 'reference' implementation as its fp64 oracle, "
+                                                "and this build has none");
+    size_t nimpl = modattn_ctx_impl_count(ctx);
+    size_t idx[64], nt = 0;
+    for (size_t i = 0; i < nimpl && nt < 64; i++) {
+        modattn_impl_info info;
+        modattn_ctx_impl_info(ctx, i, &info);
+        if (opt->only && strcmp(opt->only, info.name) != 0) continue;
+        idx[nt++] = i;
+    }
+    if (opt->only && nt == 0)
+        return modattn_error(MODATTN_ENOTFOUND, "no implementation named '%s'", opt->only);
+    if (nt > max) nt = max;
+    for (size_t t = 0; t < nt; t++) {
+        memset(&out[t], 0, sizeof out[t]);
+        modattn_impl_info info;
+        modattn_ctx_impl_info(ctx, idx[t], &info);
+        snprintf(out[t].name, sizeof out[t].name, "%s", info.name);
+    }
+    static cfg grid[GRID_MAX];
+    int ng = build_grid(grid);
+    if (opt->max_configs > 0 && opt->max_configs < ng) ng = opt->max_configs;
+    uint64_t seed0 = opt->seed ? opt->seed : 0x5eed5eedull;
+    for (int gi = 0; gi < ng; gi++) {
+        setup s;
+        uint64_t seed = seed0 ^ ((uint64_t)gi * 0x9e3779b97f4a7c15ull);
+        int st = prepare(ctx, ref, &grid[gi], seed, &s);
+        if (st) {
+            char d[300];
+            describe_cfg(&grid[gi], d, sizeof d);
+            modattn_error_prefix(st, "conformance configuration %d (%s)", gi, d);
+            setup_free(&s);
+            *count = nt;
+            return st;
+        }
+        for (size_t t = 0; t < nt; t++) {
+            modattn_conformance_result *r = &out[t];
+            modattn_impl_info info;
+            modattn_ctx_impl_info(ctx, idx[t], &info);
+            const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx[t]);
+            char why[512] = "";
+            modattn_attn_desc desc;
+            modattn_attn_describe(&s.call, &desc);
+            if (!info.available || impl->device != MODATTN_DEVICE_CPU ||
+                !impl->supports(impl->ctx, &desc, why, sizeof why)) {
+                r->unsupported++;
+                if (!r->unsupported_reason[0])
+                    snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s",
+                             !info.available ? info.reason
+                             : impl->device != MODATTN_DEVICE_CPU ? "runs on another device than the suite's CPU tensors"
+                                                                  : why);
+                continue;
+            }
+            buf_fill_sentinel(&s.bo);
+            if (s.c.lse) buf_fill_sentinel(&s.bl);
+            double ratio = 0;
+            bool ok;
+            st = modattn_attention_with(ctx, idx[t], &s.call);
+            if (st) {
+                snprintf(why, sizeof why, "returned %s: %s", modattn_status_name(st), modattn_last_error());
+                ok = false;
+            } else {
+                ok = check_output(&s, &ratio, why, sizeof why);
+            }
+            if (ratio > r->worst_ratio) r->worst_ratio = ratio;
+            if (ok) {
+                r->passed++;
+            } else {
+                r->failed++;
+                char d[300];
+                describe_cfg(&s.c, d, sizeof d);
+                if (!r->first_failure[0])
+                    snprintf(r->first_failure, sizeof r->first_failure, "config %d (%s): %s", gi, d, why);
+                if (opt->log) fprintf(opt->log, "FAIL %s config %d (%s): %s\n", r->name, gi, d, why);
+            }
+        }
+        if (opt->log && opt->verbose && (gi + 1) % 100 == 0) fprintf(opt->log, "  %d/%d configurations\n", gi + 1, ng);
+        setup_free(&s);
+    }
+    *count = nt;
+    return 0;
+}

@@ -1,0 +1,279 @@
+/* attn/dispatch.c — the dispatcher: orders the implementations by the policy, asks each whether
+ * it supports the call, runs the first capable one, falls back to the next on run-time failure,
+ * and explains every choice and refusal. */
+#include "attn/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *modattn_verdict_name(modattn_verdict v) {
+    switch (v) {
+    case MODATTN_VERDICT_CHOSEN: return "chosen";
+    case MODATTN_VERDICT_CAPABLE: return "capable";
+    case MODATTN_VERDICT_REFUSED: return "refused";
+    case MODATTN_VERDICT_UNAVAILABLE: return "unavailable";
+    case MODATTN_VERDICT_EXCLUDED: return "excluded";
+    default: return "unknown";
+    }
+}
+
+static void known_names(const modattn_ctx *ctx, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ctx->n && used < len; i++) {
+        int k = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", ctx->entries[i].impl->name);
+        if (k > 0) used += (size_t)k;
+    }
+}
+
+int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
+    if (!policy || !*policy) policy = "auto";
+    long order[MODATTN__MAX_POLICY];
+    size_t norder = 0;
+    bool is_auto = strcmp(policy, "auto") == 0;
+    if (!is_auto) {
+        const char *p = policy;
+        while (*p) {
+            const char *end = strchr(p, ',');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            char name[64];
+            if (len == 0 || len >= sizeof name)
+                return modattn_error(MODATTN_EINVAL, "attention policy '%s': empty or over-long name", policy);
+            memcpy(name, p, len);
+            name[len] = '\0';
+            long idx = modattn_ctx_find(ctx, name);
+            if (idx < 0) {
+                char known[512];
+                known_names(ctx, known, sizeof known);
+                return modattn_error(MODATTN_EINVAL,
+                                     "attention policy '%s': no implementation named '%s' (known: auto, %s)",
+                                     policy, name, known);
+            }
+            for (size_t k = 0; k < norder; k++)
+                if (order[k] == idx)
+                    return modattn_error(MODATTN_EINVAL, "attention policy '%s' names '%s' twice", policy, name);
+            if (norder == MODATTN__MAX_POLICY)
+                return modattn_error(MODATTN_EINVAL, "attention policy '%s' names more than %d implementations",
+                                     policy, MODATTN__MAX_POLICY);
+            order[norder++] = idx;
+            p = end ? end + 1 : p + len;
+        }
+    }
+    char *copy = modattn_strdup(policy, MODATTN_MEM_OTHER);
+    if (!copy) return modattn_mem_last_status();
+    modattn_free(ctx->policy);
+    ctx->policy = copy;
+    ctx->policy_auto = is_auto;
+    memcpy(ctx->order, order, norder * sizeof *order);
+    ctx->norder = norder;
+    return 0;
+}
+
+const char *modattn_ctx_policy(const modattn_ctx *ctx) { return ctx->policy; }
+
+/* The order in which implementations are considered for `d` (before asking supports()). */
+static size_t candidate_order(const modattn_ctx *ctx, const modattn_attn_desc *d, long *out) {
+    size_t n = 0;
+    if (!ctx->policy_auto) {
+        for (size_t k = 0; k < ctx->norder; k++) out[n++] = ctx->order[k];
+        return n;
+    }
+    for (size_t i = 0; i < ctx->n; i++)
+        if (ctx->entries[i].impl->device == d->device.kind) out[n++] = (long)i;
+    /* stable insertion sort by priority, highest first */
+    for (size_t a = 1; a < n; a++)
+        for (size_t b = a; b > 0 && ctx->entries[out[b]].impl->priority > ctx->entries[out[b - 1]].impl->priority; b--) {
+            long t = out[b];
+            out[b] = out[b - 1];
+            out[b - 1] = t;
+        }
+    return n;
+}
+
+/* Can entry i run d? false with the reason in words. */
+static bool capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
+                    modattn_verdict *verdict) {
+    const modattn__entry *e = &ctx->entries[i];
+    if (!e->available) {
+        snprintf(reason, len, "unavailable on this machine: %s", e->reason);
+        *verdict = MODATTN_VERDICT_UNAVAILABLE;
+        return false;
+    }
+    if (e->impl->device != d->device.kind) {
+        snprintf(reason, len, "runs on %s tensors; these are on %s", modattn_device_kind_name(e->impl->device),
+                 modattn_device_kind_name(d->device.kind));
+        *verdict = MODATTN_VERDICT_REFUSED;
+        return false;
+    }
+    reason[0] = '\0';
+    if (!e->impl->supports(e->impl->ctx, d, reason, len)) {
+        if (!reason[0]) snprintf(reason, len, "refused without a reason");
+        *verdict = MODATTN_VERDICT_REFUSED;
+        return false;
+    }
+    return true;
+}
+
+int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explain_entry *out, size_t max,
+                    size_t *count) {
+    long order[256];
+    size_t n = candidate_order(ctx, d, order);
+    if (n > 256) n = 256;
+    size_t filled = ctx->n < max ? ctx->n : max;
+    for (size_t i = 0; i < filled; i++) {
+        out[i].name = ctx->entries[i].impl->name;
+        out[i].verdict = MODATTN_VERDICT_EXCLUDED;
+        out[i].rank = -1;
+        out[i].measured_ms = -1;
+        if (ctx->policy_auto)
+            snprintf(out[i].reason, sizeof out[i].reason, "runs on %s; the tensors are on %s",
+                     modattn_device_kind_name(ctx->entries[i].impl->device), modattn_device_kind_name(d->device.kind));
+        else
+            snprintf(out[i].reason, sizeof out[i].reason, "not named by the policy '%s'", ctx->policy);
+    }
+    int rank = 0;
+    char refusals[1024] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = (size_t)order[k];
+        char reason[256];
+        modattn_verdict v;
+        bool ok = capable(ctx, i, d, reason, sizeof reason, &v);
+        if (!ok && used < sizeof refusals) {
+            int w = snprintf(refusals + used, sizeof refusals - used, "%s%s: %s", used ? "; " : "",
+                             ctx->entries[i].impl->name, reason);
+            if (w > 0) used += (size_t)w;
+        }
+        if (i >= filled) {
+            if (ok) rank++;
+            continue;
+        }
+        if (ok) {
+            out[i].verdict = rank == 0 ? MODATTN_VERDICT_CHOSEN : MODATTN_VERDICT_CAPABLE;
+            out[i].rank = rank++;
+            snprintf(out[i].reason, sizeof out[i].reason, "%s",
+                     out[i].rank == 0 ? "first capable in the policy's order"
+                                      : "capable; tried if the ones before it fail");
+        } else {
+            out[i].verdict = v;
+            snprintf(out[i].reason, sizeof out[i].reason, "%s", reason);
+        }
+    }
+    if (count) *count = filled;
+    if (rank == 0) {
+        char shape[200];
+        modattn_attn_desc_format(d, shape, sizeof shape);
+        return modattn_error(MODATTN_EUNSUPPORTED, "no attention implementation can run %s under policy '%s'%s%s",
+                             shape, ctx->policy, used ? ": " : "", refusals);
+    }
+    return 0;
+}
+
+static int ensure_workspace(modattn_ctx *ctx, size_t bytes) {
+    if (bytes <= ctx->ws_bytes) return 0;
+    modattn_free(ctx->ws);
+    ctx->ws = NULL;
+    ctx->ws_bytes = 0;
+    ctx->ws = modattn_malloc(bytes, MODATTN_MEM_WORKSPACE);
+    if (!ctx->ws) return modattn_error_prefix(modattn_mem_last_status(), "attention workspace");
+    ctx->ws_bytes = bytes;
+    return 0;
+}
+
+static double call_bytes(const modattn_attn_desc *d) {
+    double es = (double)modattn_dtype_size(d->dtype);
+    return es * ((double)d->B * d->Hq * d->Sq * (d->D + d->Dv) + (double)d->B * d->Hkv * d->Sk * (d->D + d->Dv));
+}
+
+/* Run entry i once; on failure the message names the implementation. */
+static int run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c) {
+    modattn__entry *e = &ctx->entries[i];
+    const modattn_attn_impl *impl = e->impl;
+    size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, ctx->exec.nthreads) : 0;
+    int st = ensure_workspace(ctx, ws);
+    if (st) return st;
+    char reason[256] = "";
+    uint64_t t0 = modattn_now_ns();
+    uint64_t tr = modattn_trace_begin();
+    e->stats.calls++;
+    st = impl->run(impl->ctx, d, c, ctx->ws, ws, &ctx->exec, reason, sizeof reason);
+    uint64_t t1 = modattn_now_ns();
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)d->B, (long long)d->Hq,
+                 (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D, d->causal ? "c" : "");
+        modattn_trace_end(tr, "attention", impl->name, shape, call_bytes(d), modattn_attn_desc_flops(d));
+    }
+    if (st != 0) {
+        e->stats.failures++;
+        return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name,
+                             reason[0] ? reason : modattn_strerror(st));
+    }
+    e->stats.total_ms += (double)(t1 - t0) / 1e6;
+    e->stats.flops += modattn_attn_desc_flops(d);
+    return 0;
+}
+
+static bool nothing_to_do(const modattn_attn_desc *d) { return d->B == 0 || d->Hq == 0 || d->Sq == 0; }
+
+int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
+    if (!ctx) return modattn_error(MODATTN_EINVAL, "attention: context is NULL");
+    modattn_attn_desc d;
+    int st = modattn_attn_describe(call, &d);
+    if (st) return st;
+    if (nothing_to_do(&d)) return 0;
+    long order[256];
+    size_t n = candidate_order(ctx, &d, order);
+    char errors[1024] = "";
+    size_t used = 0;
+    int tried = 0, last = MODATTN_EUNSUPPORTED;
+    for (size_t k = 0; k < n && k < 256; k++) {
+        size_t i = (size_t)order[k];
+        char reason[256];
+        modattn_verdict v;
+        if (!capable(ctx, i, &d, reason, sizeof reason, &v)) {
+            if (!ctx->policy_auto && ctx->norder == 1) {
+                char shape[200];
+                modattn_attn_desc_format(&d, shape, sizeof shape);
+                return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run %s: %s",
+                                     ctx->entries[i].impl->name, shape, reason);
+            }
+            continue;
+        }
+        if (tried > 0) {
+            ctx->entries[i].stats.fallbacks++;
+            ctx->fallbacks++;
+        }
+        tried++;
+        st = run_entry(ctx, i, &d, call);
+        if (st == 0) return 0;
+        last = st;
+        if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st; /* memory: the next one won't fare better */
+        if (used < sizeof errors) {
+            int w = snprintf(errors + used, sizeof errors - used, "%s%s", used ? "; " : "", modattn_last_error());
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    if (tried == 0) {
+        modattn_explain_entry tmp[1];
+        size_t cnt;
+        return modattn_explain(ctx, &d, tmp, 0, &cnt); /* builds the message listing every refusal */
+    }
+    return modattn_error(last, "every capable attention implementation failed (%d tried): %s", tried, errors);
+}
+
+int modattn_attention_with(modattn_ctx *ctx, size_t i, const modattn_attn_call *call) {
+    if (!ctx) return modattn_error(MODATTN_EINVAL, "attention: context is NULL");
+    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+    modattn_attn_desc d;
+    int st = modattn_attn_describe(call, &d);
+    if (st) return st;
+    if (nothing_to_do(&d)) return 0;
+    char reason[256];
+    modattn_verdict v;
+    if (!capable(ctx, i, &d, reason, sizeof reason, &v))
+        return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run this call: %s",
+                             ctx->entries[i].impl->name, reason);
+    return run_entry(ctx, i, &d, call);
+}

@@ -1,0 +1,289 @@
+/* attn/registry.c — the context: built-in implementations, in-process registrations and plugins
+ * loaded from MODATTN_PLUGIN_PATH, each validated before it is listed (never half-loaded). */
+#include "attn/internal.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "modattn_builtins.h"
+
+#define X(name) const modattn_attn_impl *modattn__backend_##name(void);
+MODATTN_BUILTIN_BACKENDS(X)
+#undef X
+
+static void exec_parallel_for(const modattn_exec *exec, int64_t n, void (*fn)(void *, int64_t, int), void *arg) {
+    modattn_pool_run((modattn_pool *)exec->host, n, fn, arg);
+}
+
+static int valid_name(const char *s) {
+    if (!s || !*s || strlen(s) > 63) return 0;
+    for (; *s; s++)
+        if (!(islower((unsigned char)*s) || isdigit((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char *origin, void *dl,
+                     bool refuse_on_init_failure) {
+    if (!impl) return modattn_error(MODATTN_EINVAL, "%s: implementation table is NULL", origin);
+    if (impl->api_version != MODATTN_IMPL_API_VERSION)
+        return modattn_error(MODATTN_EVERSION,
+                             "%s: implementation '%s' was built for api_version %u, this modattn speaks "
+                             "api_version %u; rebuild it against this modattn/impl.h",
+                             origin, valid_name(impl->name) ? impl->name : "?", impl->api_version,
+                             MODATTN_IMPL_API_VERSION);
+    if (!valid_name(impl->name))
+        return modattn_error(MODATTN_EINVAL, "%s: implementation name must be 1-63 characters of [a-z0-9_]", origin);
+    if (!impl->supports || !impl->run)
+        return modattn_error(MODATTN_EINVAL, "%s: implementation '%s' lacks the required slot '%s'", origin,
+                             impl->name, !impl->supports ? "supports" : "run");
+    if ((unsigned)impl->device >= MODATTN_DEVICE_KIND_COUNT)
+        return modattn_error(MODATTN_EINVAL, "%s: implementation '%s' names unknown device kind %d", origin,
+                             impl->name, (int)impl->device);
+    if (modattn_ctx_find(ctx, impl->name) >= 0)
+        return modattn_error(MODATTN_EINVAL, "%s: an implementation named '%s' is already registered", origin,
+                             impl->name);
+    modattn__entry e;
+    memset(&e, 0, sizeof e);
+    e.impl = impl;
+    e.available = true;
+    if (impl->init) {
+        char why[256] = "";
+        int st = impl->init(impl->ctx, why, sizeof why);
+        if (st != 0) {
+            if (refuse_on_init_failure)
+                return modattn_error(MODATTN_ERUNTIME, "%s: implementation '%s' failed to initialise: %s", origin,
+                                     impl->name, why[0] ? why : modattn_strerror(st));
+            e.available = false;
+            snprintf(e.reason, sizeof e.reason, "%s", why[0] ? why : modattn_strerror(st));
+        } else {
+            e.inited = true;
+        }
+    } else {
+        e.inited = true;
+    }
+    e.origin = modattn_strdup(origin, MODATTN_MEM_OTHER);
+    if (!e.origin) goto oom;
+    if (ctx->n == ctx->cap) {
+        size_t cap = ctx->cap ? ctx->cap * 2 : 8;
+        modattn__entry *n = modattn_realloc(ctx->entries, cap * sizeof *n, MODATTN_MEM_OTHER);
+        if (!n) goto oom;
+        ctx->entries = n;
+        ctx->cap = cap;
+    }
+    e.dl = dl;
+    ctx->entries[ctx->n++] = e;
+    return 0;
+oom:
+    modattn_free(e.origin);
+    if (e.inited && impl->shutdown) impl->shutdown(impl->ctx);
+    return MODATTN_ENOMEM;
+}
+
+static int add_plugin_error(modattn_ctx *ctx, const char *msg) {
+    char **n = modattn_realloc(ctx->plugin_errors, (ctx->nerrors + 1) * sizeof *n, MODATTN_MEM_OTHER);
+    if (!n) return MODATTN_ENOMEM;
+    ctx->plugin_errors = n;
+    n[ctx->nerrors] = modattn_strdup(msg, MODATTN_MEM_OTHER);
+    if (!n[ctx->nerrors]) return MODATTN_ENOMEM;
+    ctx->nerrors++;
+    return 0;
+}
+
+int modattn_ctx_load_plugin(modattn_ctx *ctx, const char *path) {
+    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        return modattn_error(MODATTN_EIO, "plugin %s: cannot load: %s", path, why ? why : "unknown error");
+    }
+    dlerror();
+    void *sym = dlsym(dl, MODATTN_PLUGIN_ENTRY);
+    if (!sym) {
+        dlclose(dl);
+        return modattn_error(MODATTN_ENOTFOUND, "plugin %s: refused: it exports no '%s' function", path,
+                             MODATTN_PLUGIN_ENTRY);
+    }
+    modattn_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof entry); /* object pointer to function pointer, the POSIX way */
+    const modattn_attn_impl *impl = entry();
+    char origin[1100];
+    snprintf(origin, sizeof origin, "plugin %s", path);
+    int st = impl ? modattn__ctx_add(ctx, impl, origin, dl, true)
+                  : modattn_error(MODATTN_EINVAL, "%s: %s() returned NULL", origin, MODATTN_PLUGIN_ENTRY);
+    if (st != 0) {
+        modattn_error_prefix(st, "refused");
+        dlclose(dl);
+        return st;
+    }
+    /* the entry's origin is the bare path */
+    modattn__entry *e = &ctx->entries[ctx->n - 1];
+    char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
+    if (p) {
+        modattn_free(e->origin);
+        e->origin = p;
+    }
+    return 0;
+}
+
+static int has_suffix(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int load_one(modattn_ctx *ctx, const char *path) {
+    int st = modattn_ctx_load_plugin(ctx, path);
+    if (st == MODATTN_ENOMEM) return st;
+    if (st != 0) return add_plugin_error(ctx, modattn_last_error());
+    return 0;
+}
+
+static int load_plugin_path(modattn_ctx *ctx, const char *list) {
+    char *copy = modattn_strdup(list, MODATTN_MEM_OTHER);
+    if (!copy) return MODATTN_ENOMEM;
+    int st = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ":", &save); item && st == 0; item = strtok_r(NULL, ":", &save)) {
+        struct stat sb;
+        if (stat(item, &sb) != 0) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "plugin path entry %s: does not exist", item);
+            st = add_plugin_error(ctx, msg);
+            continue;
+        }
+        if (!S_ISDIR(sb.st_mode)) {
+            st = load_one(ctx, item);
+            continue;
+        }
+        DIR *dir = opendir(item);
+        if (!dir) {
+            char msg[1200];
+            snprintf(msg, sizeof msg, "plugin folder %s: cannot be read", item);
+            st = add_plugin_error(ctx, msg);
+            continue;
+        }
+        char **names = NULL;
+        size_t n = 0;
+        struct dirent *de;
+        while ((de = readdir(dir)) && st == 0) {
+            if (!has_suffix(de->d_name, ".so")) continue;
+            char **nn = modattn_realloc(names, (n + 1) * sizeof *nn, MODATTN_MEM_OTHER);
+            if (!nn) { st = MODATTN_ENOMEM; break; }
+            names = nn;
+            size_t len = strlen(item) + strlen(de->d_name) + 2;
+            names[n] = modattn_malloc(len, MODATTN_MEM_OTHER);
+            if (!names[n]) { st = MODATTN_ENOMEM; break; }
+            snprintf(names[n], len, "%s/%s", item, de->d_name);
+            n++;
+        }
+        closedir(dir);
+        if (names) qsort(names, n, sizeof *names, cmp_str); /* deterministic order */
+        for (size_t i = 0; i < n; i++) {
+            if (st == 0) st = load_one(ctx, names[i]);
+            modattn_free(names[i]);
+        }
+        modattn_free(names);
+    }
+    modattn_free(copy);
+    return st;
+}
+
+int modattn_ctx_create(const modattn_ctx_options *opt, modattn_ctx **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_ctx_create: out is NULL");
+    *out = NULL;
+    modattn_ctx_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!opt) opt = &defaults;
+    modattn_ctx *ctx = modattn_calloc(1, sizeof *ctx, MODATTN_MEM_OTHER);
+    if (!ctx) return modattn_mem_last_status();
+    int st = modattn_pool_create(opt->threads, &ctx->pool);
+    if (st) goto fail;
+    ctx->exec.nthreads = modattn_pool_threads(ctx->pool);
+    ctx->exec.parallel_for = exec_parallel_for;
+    ctx->exec.host = ctx->pool;
+    if (!opt->no_builtins) {
+#define X(name)                                                                          \
+    if (st == 0) st = modattn__ctx_add(ctx, modattn__backend_##name(), "builtin", NULL, false);
+        MODATTN_BUILTIN_BACKENDS(X)
+#undef X
+        if (st) goto fail;
+    }
+    const char *path = opt->plugin_path ? opt->plugin_path : getenv("MODATTN_PLUGIN_PATH");
+    if (path && *path && (st = load_plugin_path(ctx, path))) goto fail;
+    if ((st = modattn_ctx_set_policy(ctx, opt->policy ? opt->policy : "auto"))) goto fail;
+    *out = ctx;
+    return 0;
+fail:
+    modattn_ctx_free(ctx);
+    return st;
+}
+
+void modattn_ctx_free(modattn_ctx *ctx) {
+    if (!ctx) return;
+    for (size_t i = 0; i < ctx->n; i++) {
+        modattn__entry *e = &ctx->entries[i];
+        if (e->inited && e->impl->shutdown) e->impl->shutdown(e->impl->ctx);
+        if (e->dl) dlclose(e->dl);
+        modattn_free(e->origin);
+    }
+    for (size_t i = 0; i < ctx->nerrors; i++) modattn_free(ctx->plugin_errors[i]);
+    modattn_free(ctx->plugin_errors);
+    modattn_free(ctx->entries);
+    modattn_free(ctx->policy);
+    modattn_free(ctx->ws);
+    modattn_pool_free(ctx->pool);
+    modattn_free(ctx);
+}
+
+int modattn_ctx_register(modattn_ctx *ctx, const modattn_attn_impl *impl) {
+    return modattn__ctx_add(ctx, impl, "registered", NULL, false);
+}
+
+size_t modattn_ctx_impl_count(const modattn_ctx *ctx) { return ctx->n; }
+
+const modattn_attn_impl *modattn_ctx_impl(const modattn_ctx *ctx, size_t i) {
+    return i < ctx->n ? ctx->entries[i].impl : NULL;
+}
+
+int modattn_ctx_impl_info(const modattn_ctx *ctx, size_t i, modattn_impl_info *out) {
+    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+    const modattn__entry *e = &ctx->entries[i];
+    memset(out, 0, sizeof *out);
+    out->name = e->impl->name;
+    out->description = e->impl->description ? e->impl->description : "";
+    out->device = e->impl->device;
+    out->priority = e->impl->priority;
+    out->available = e->available;
+    snprintf(out->reason, sizeof out->reason, "%s", e->reason);
+    out->origin = e->origin;
+    return 0;
+}
+
+long modattn_ctx_find(const modattn_ctx *ctx, const char *name) {
+    for (size_t i = 0; i < ctx->n; i++)
+        if (strcmp(ctx->entries[i].impl->name, name) == 0) return (long)i;
+    return -1;
+}
+
+size_t modattn_ctx_plugin_error_count(const modattn_ctx *ctx) { return ctx->nerrors; }
+
+const char *modattn_ctx_plugin_error(const modattn_ctx *ctx, size_t i) {
+    return i < ctx->nerrors ? ctx->plugin_errors[i] : NULL;
+}
+
+int modattn_ctx_threads(const modattn_ctx *ctx) { return ctx->exec.nthreads; }
+
+const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
+
+int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
+    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+    *out = ctx->entries[i].stats;
+    return 0;
+}
+
+uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx) { return ctx->fallbacks; }

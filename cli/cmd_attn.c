@@ -1,0 +1,238 @@
+/* cli/cmd_attn.c — `modattn backends`, `modattn check`, `modattn explain`. */
+#include "cli/cli.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int print_json(json_t *j) {
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    if (!s) {
+        fprintf(stderr, "modattn: out of memory writing JSON\n");
+        return 1;
+    }
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* --------------------------------------------------------------- backends */
+
+int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            printf("usage: modattn backends [--json]\n\n"
+                   "Lists every attention implementation: built in, registered, or loaded as a plugin from\n"
+                   "MODATTN_PLUGIN_PATH (colon-separated files or folders of *.so), with the device it runs on,\n"
+                   "its priority under --attn auto, and, when it cannot run here, why. Refused plugins are\n"
+                   "listed with the reason.\n");
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) json = true;
+        else {
+            fprintf(stderr, "modattn backends: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    modattn_ctx *ctx;
+    if (cli_open_ctx(g, &ctx)) return 1;
+    size_t n = modattn_ctx_impl_count(ctx);
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            modattn_impl_info info;
+            modattn_ctx_impl_info(ctx, i, &info);
+            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:b, s:s}", "name", info.name, "description", info.description,
+                                  "device", modattn_device_kind_name(info.device), "priority", info.priority,
+                                  "available", info.available, "origin", info.origin);
+            if (!info.available) json_object_set_new(o, "reason", json_string(info.reason));
+            json_array_append_new(arr, o);
+        }
+        json_t *errs = json_array();
+        for (size_t i = 0; i < modattn_ctx_plugin_error_count(ctx); i++)
+            json_array_append_new(errs, json_string(modattn_ctx_plugin_error(ctx, i)));
+        char cpu[256];
+        modattn_cpu_describe(cpu, sizeof cpu);
+        return print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
+                                    "cpu_features", cpu, "threads", modattn_ctx_threads(ctx)));
+    }
+    char cpu[256];
+    modattn_cpu_describe(cpu, sizeof cpu);
+    printf("CPU features: %s; threads: %d\n\n", cpu, modattn_ctx_threads(ctx));
+    printf("%-18s %-7s %-8s %-10s %s\n", "implementation", "device", "priority", "status", "description");
+    for (size_t i = 0; i < n; i++) {
+        modattn_impl_info info;
+        modattn_ctx_impl_info(ctx, i, &info);
+        printf("%-18s %-7s %-8d %-10s %s%s%s\n", info.name, modattn_device_kind_name(info.device), info.priority,
+               info.available ? "available" : "UNAVAILABLE", info.description,
+               strcmp(info.origin, "builtin") ? " — from " : "", strcmp(info.origin, "builtin") ? info.origin : "");
+        if (!info.available) printf("%-18s   why: %s\n", "", info.reason);
+    }
+    size_t ne = modattn_ctx_plugin_error_count(ctx);
+    if (ne) {
+        printf("\nrefused plugins:\n");
+        for (size_t i = 0; i < ne; i++) printf("  %s\n", modattn_ctx_plugin_error(ctx, i));
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- check */
+
+int cli_cmd_check(cli_globals *g, int argc, char **argv) {
+    bool json = false, verbose = false;
+    const char *only = NULL;
+    int max_configs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            printf("usage: modattn check [--backend NAME] [--configs N] [--verbose] [--json]\n\n"
+                   "Runs the conformance suite (%d generated configurations) on every attention\n"
+                   "implementation, or only NAME, against the fp64 oracle. An implementation passes a\n"
+                   "configuration when its error is at most twice a naive fp32 implementation's plus 1e-6,\n"
+                   "with no NaN, guard regions untouched and inputs unchanged; 'unsupported' is counted apart.\n"
+                   "Exit status 1 if any configuration failed.\n",
+                   modattn_conformance_grid_size());
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) json = true;
+        else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) verbose = true;
+        else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strncmp(argv[i], "--backend=", 10) == 0) only = argv[i] + 10;
+        else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v <= 0) {
+                fprintf(stderr, "modattn check: --configs needs a positive count\n");
+                return 2;
+            }
+            max_configs = (int)(v > 1000000 ? 1000000 : v);
+        } else {
+            fprintf(stderr, "modattn check: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    modattn_ctx *ctx;
+    if (cli_open_ctx(g, &ctx)) return 1;
+    modattn_conformance_options o;
+    memset(&o, 0, sizeof o);
+    o.only = only;
+    o.max_configs = max_configs;
+    o.log = stderr;
+    o.verbose = verbose;
+    modattn_conformance_result res[64];
+    size_t n = 0;
+    int st = modattn_conformance_run(ctx, &o, res, 64, &n);
+    if (st) return cli_fail("check", st);
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) failed += res[i].failed;
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:f}", "name", res[i].name, "passed", res[i].passed, "failed",
+                                  res[i].failed, "unsupported", res[i].unsupported, "worst_error_ratio",
+                                  res[i].worst_ratio);
+            if (res[i].first_failure[0]) json_object_set_new(r, "first_failure", json_string(res[i].first_failure));
+            if (res[i].unsupported) json_object_set_new(r, "unsupported_reason", json_string(res[i].unsupported_reason));
+            json_array_append_new(arr, r);
+        }
+        int rc = print_json(json_pack("{s:o, s:i}", "implementations", arr, "configurations",
+                                      max_configs ? max_configs : modattn_conformance_grid_size()));
+        return rc ? rc : (failed ? 1 : 0);
+    }
+    printf("conformance: %d configurations against the fp64 oracle\n",
+           max_configs && max_configs < modattn_conformance_grid_size() ? max_configs : modattn_conformance_grid_size());
+    printf("%-18s %7s %7s %12s %12s\n", "implementation", "passed", "failed", "unsupported", "worst err/tol");
+    for (size_t i = 0; i < n; i++) {
+        printf("%-18s %7d %7d %12d %12.3f\n", res[i].name, res[i].passed, res[i].failed, res[i].unsupported,
+               res[i].worst_ratio);
+        if (res[i].first_failure[0]) printf("    first failure: %s\n", res[i].first_failure);
+        if (res[i].unsupported && !res[i].passed && !res[i].failed)
+            printf("    unsupported here: %s\n", res[i].unsupported_reason);
+    }
+    printf("%s\n", failed ? "FAILED" : "OK");
+    return failed ? 1 : 0;
+}
+
+/* --------------------------------------------------------------- explain */
+
+static int parse_shape(const char *s, int64_t v[6]) {
+    int k = 0;
+    const char *p = s;
+    while (k < 6) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || x < 0 || x > (1ll << 40)) return -1;
+        v[k++] = x;
+        if (*end == '\0') break;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+    return k == 6 && p[strcspn(p, ",")] == '\0' ? 0 : -1;
+}
+
+int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
+    bool json = false, causal = false;
+    const char *shape = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            printf("usage: modattn explain --shape B,Hq,Hkv,Sq,Sk,D [--causal] [--attn POLICY] [--json]\n\n"
+                   "Shows, for contiguous fp32 CPU tensors of that shape, what the dispatcher would do under the\n"
+                   "policy: the chosen implementation, the capable ones in the order they would be tried if\n"
+                   "it failed, and every refusal with the implementation's own reason.\n");
+            return 0;
+        } else if (strcmp(argv[i], "--json") == 0) json = true;
+        else if (strcmp(argv[i], "--causal") == 0) causal = true;
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) shape = argv[++i];
+        else if (strncmp(argv[i], "--shape=", 8) == 0) shape = argv[i] + 8;
+        else {
+            fprintf(stderr, "modattn explain: unknown option '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    int64_t v[6];
+    if (!shape || parse_shape(shape, v) != 0) {
+        fprintf(stderr, "modattn explain: --shape B,Hq,Hkv,Sq,Sk,D is required (six non-negative integers), e.g. "
+                        "--shape 1,12,12,128,128,32\n");
+        return 2;
+    }
+    if (v[2] == 0 || v[1] % v[2] != 0) {
+        fprintf(stderr, "modattn explain: Hq (%lld) must be a multiple of Hkv (%lld), and Hkv > 0\n", (long long)v[1],
+                (long long)v[2]);
+        return 2;
+    }
+    modattn_ctx *ctx;
+    if (cli_open_ctx(g, &ctx)) return 1;
+    modattn_attn_desc d = modattn_attn_desc_make(v[0], v[1], v[2], v[3], v[4], v[5], causal);
+    modattn_explain_entry e[64];
+    size_t n = 0;
+    int st = modattn_explain(ctx, &d, e, 64, &n);
+    const char *none_msg = st ? modattn_last_error() : NULL;
+    char desc[200];
+    modattn_attn_desc_format(&d, desc, sizeof desc);
+    if (json) {
+        json_t *arr = json_array();
+        for (size_t i = 0; i < n; i++) {
+            json_t *o = json_pack("{s:s, s:s, s:s}", "name", e[i].name, "verdict", modattn_verdict_name(e[i].verdict),
+                                  "reason", e[i].reason);
+            if (e[i].rank >= 0) json_object_set_new(o, "rank", json_integer(e[i].rank));
+            if (e[i].measured_ms >= 0) json_object_set_new(o, "measured_ms", json_real(e[i].measured_ms));
+            json_array_append_new(arr, o);
+        }
+        json_t *root = json_pack("{s:s, s:s, s:o}", "shape", desc, "policy", modattn_ctx_policy(ctx), "implementations", arr);
+        if (none_msg) json_object_set_new(root, "error", json_string(none_msg));
+        int rc = print_json(root);
+        return rc ? rc : (st ? 1 : 0);
+    }
+    printf("shape: %s\npolicy: %s\n\n", desc, modattn_ctx_policy(ctx));
+    for (size_t i = 0; i < n; i++) {
+        char rank[16] = "";
+        if (e[i].rank >= 0) snprintf(rank, sizeof rank, "#%d", e[i].rank + 1);
+        printf("  %-18s %-12s %-4s %s", e[i].name, modattn_verdict_name(e[i].verdict), rank, e[i].reason);
+        if (e[i].measured_ms >= 0) printf(" (measured %.3f ms)", e[i].measured_ms);
+        printf("\n");
+    }
+    if (st) {
+        fprintf(stderr, "modattn: %s\n", none_msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* cli/main.c — the `modattn` command: global options, then one subcommand. */
+#include "cli/cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cli_command {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *summary;
+} cli_command;
+
+static const cli_command k_commands[] = {
+    {"backends", cli_cmd_backends, "list attention implementations, where they run and whether they are available"},
+    {"check", cli_cmd_check, "run the conformance suite against the fp64 oracle on this machine"},
+    {"explain", cli_cmd_explain, "show the dispatcher's verdict on every implementation for a shape"},
+};
+
+static void usage(FILE *f, const char *prog) {
+    fprintf(f,
+            "usage: %s [GLOBAL OPTIONS] COMMAND [ARGS]\n\n"
+            "modattn %s — portable attention and document embeddings.\n\ncommands:\n",
+            prog, MODATTN_VERSION_STRING);
+    for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
+        fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].summary);
+    fprintf(f,
+            "\nglobal options (before or after the command):\n"
+            "  --attn POLICY      attention policy: auto (default), an implementation name, or a\n"
+            "                     comma-separated preference list (see `modattn backends`)\n"
+            "  --threads N        worker threads (default: all CPUs)\n"
+            "  --trace FILE       write a Chrome/Perfetto trace of the run to FILE\n"
+            "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes)\n"
+            "  -h, --help         this help; `%s COMMAND --help` for a command's\n"
+            "  --version          print the version\n",
+            prog);
+}
+
+/* --stats: per implementation calls, time, GFLOP/s, fallbacks; memory per category. */
+static void cli_print_stats(const cli_globals *g, FILE *f) {
+    if (g->ctx) {
+        fprintf(f, "attention implementations:\n  %-16s %8s %8s %10s %10s %9s\n", "name", "calls", "failed", "total ms",
+                "GFLOP/s", "fallbacks");
+        for (size_t i = 0; i < modattn_ctx_impl_count(g->ctx); i++) {
+            modattn_impl_stats s;
+            modattn_impl_info info;
+            modattn_ctx_impl_stats(g->ctx, i, &s);
+            modattn_ctx_impl_info(g->ctx, i, &info);
+            fprintf(f, "  %-16s %8llu %8llu %10.3f %10.2f %9llu\n", info.name, (unsigned long long)s.calls,
+                    (unsigned long long)s.failures, s.total_ms, s.total_ms > 0 ? s.flops / (s.total_ms * 1e6) : 0.0,
+                    (unsigned long long)s.fallbacks);
+        }
+    }
+    modattn_mem_stats m;
+    modattn_mem_get_stats(&m);
+    fprintf(f, "memory (bytes):\n  %-12s %14s %14s\n", "category", "current", "peak");
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+        fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c), (long long)m.current[c],
+                (long long)m.peak[c]);
+    fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)m.current_total, (long long)m.peak_total);
+}
+
+bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_fail(const char *what, int status) {
+    const char *msg = modattn_last_error();
+    fprintf(stderr, "modattn: %s: %s\n", what, msg && *msg ? msg : modattn_strerror(status));
+    return 1;
+}
+
+int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
+    if (g->ctx) {
+        *out = g->ctx;
+        return 0;
+    }
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = g->threads;
+    o.policy = g->attn;
+    int st = modattn_ctx_create(&o, out);
+    if (st) return cli_fail("cannot start", st);
+    g->ctx = *out;
+    return 0;
+}
+
+/* Takes a global option at argv[*i] (advancing *i past its value). 1 taken, 0 not global, -1 error. */
+static int take_global(cli_globals *g, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    const char *val = NULL;
+    const char *names[] = {"--attn", "--threads", "--trace", "--mem-budget"};
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) != 0) continue;
+        if (a[n] == '=') val = a + n + 1;
+        else if (a[n] == '\0') {
+            if (*i + 1 >= argc) {
+                fprintf(stderr, "modattn: %s needs a value\n", names[k]);
+                return -1;
+            }
+            val = argv[++*i];
+        } else continue;
+        if (k == 0) g->attn = val;
+        else if (k == 1) {
+            char *end;
+            long t = strtol(val, &end, 10);
+            if (*end || t < 0 || t > 1024) {
+                fprintf(stderr, "modattn: --threads: '%s' is not a thread count (0..1024; 0 = all CPUs)\n", val);
+                return -1;
+            }
+            g->threads = (int)t;
+        } else if (k == 2) g->trace = val;
+        else {
+            if (modattn_parse_bytes(val, &g->mem_budget) != 0) {
+                fprintf(stderr, "modattn: --mem-budget: %s\n", modattn_last_error());
+                return -1;
+            }
+        }
+        return 1;
+    }
+    if (strcmp(a, "--stats") == 0) {
+        g->stats = true;
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    cli_globals g;
+    memset(&g, 0, sizeof g);
+    g.prog = "modattn";
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    if (!rest) {
+        fprintf(stderr, "modattn: out of memory\n");
+        return 1;
+    }
+    int nrest = 0;
+    bool after_dashdash = false;
+    for (int i = 1; i < argc; i++) {
+        if (!after_dashdash) {
+            if (strcmp(argv[i], "--") == 0) {
+                after_dashdash = true;
+                rest[nrest++] = argv[i];
+                continue;
+            }
+            int r = take_global(&g, argc, argv, &i);
+            if (r < 0) { free(rest); return 2; }
+            if (r > 0) continue;
+        }
+        rest[nrest++] = argv[i];
+    }
+    if (nrest == 0 || (cli_is_help(rest[0]))) {
+        usage(nrest == 0 ? stderr : stdout, g.prog);
+        free(rest);
+        return nrest == 0 ? 2 : 0;
+    }
+    if (strcmp(rest[0], "--version") == 0) {
+        printf("modattn %s\n", MODATTN_VERSION_STRING);
+        free(rest);
+        return 0;
+    }
+    const cli_command *cmd = NULL;
+    for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
+        if (strcmp(rest[0], k_commands[i].name) == 0) cmd = &k_commands[i];
+    if (!cmd) {
+        fprintf(stderr, "modattn: unknown command '%s'\n\n", rest[0]);
+        usage(stderr, g.prog);
+        free(rest);
+        return 2;
+    }
+    if (g.mem_budget > 0) modattn_mem_set_budget(g.mem_budget);
+    if (g.trace) modattn_trace_enable(true);
+    int rc = cmd->fn(&g, nrest, rest);
+    if (g.stats) cli_print_stats(&g, stderr);
+    modattn_ctx_free(g.ctx);
+    if (g.trace) {
+        if (modattn_trace_write_json(g.trace) != 0) rc = cli_fail("trace", MODATTN_EIO);
+        modattn_trace_clear();
+    }
+    free(rest);
+    return rc;
+}

@@ -1,0 +1,110 @@
+/* modattn/model.h — BERT-family sentence-embedding models, loaded from a Hugging Face /
+ * sentence-transformers model directory as it is on disk:
+ *
+ *   config.json                 architecture (model_type "bert": sizes, activation, eps, ...)
+ *   model.safetensors           weights (memory-mapped, validated, used in place)
+ *   tokenizer.json              WordPiece tokenizer (see modattn/tokenizer.h)
+ *   modules.json                the sentence-transformers pipeline: Transformer -> Pooling
+ *                               [-> Normalize]
+ *   sentence_bert_config.json   max_seq_length (truncation), do_lower_case
+ *   <pooling path>/config.json  pooling modes (cls, mean, max, mean_sqrt_len, weightedmean,
+ *                               lasttoken; several at once are concatenated in that
+ *                               sentence-transformers order: cls, max, mean, mean_sqrt_len,
+ *                               weightedmean, lasttoken)
+ *
+ * Attention runs only through the public dispatcher (modattn_attention) of the ctx given at load
+ * time, so the ctx's policy chooses the implementation; every conforming implementation gives the
+ * same embeddings within float rounding.
+ *
+ * Thread safety: a model may be used by one thread at a time (it keeps one activation arena).
+ * Load one model per thread, or serialise calls. */
+#ifndef MODATTN_MODEL_H
+#define MODATTN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "modattn/status.h"
+#include "modattn/dispatch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct modattn_model modattn_model;
+
+/* Pooling modes, a bit set (the pooling config may enable several; they are concatenated). */
+typedef enum modattn_pooling {
+    MODATTN_POOL_CLS = 1u << 0,
+    MODATTN_POOL_MAX = 1u << 1,
+    MODATTN_POOL_MEAN = 1u << 2,
+    MODATTN_POOL_MEAN_SQRT_LEN = 1u << 3,
+    MODATTN_POOL_WEIGHTED_MEAN = 1u << 4,
+    MODATTN_POOL_LAST = 1u << 5,
+} modattn_pooling;
+
+/* "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken" or "mean+max" ... into buf. */
+void modattn_pooling_format(unsigned pooling, char *buf, size_t len);
+
+#define MODATTN_MODEL_DEFAULT_BATCH_TOKENS 8192
+
+typedef struct modattn_model_info {
+    const char *name;        /* the directory's last component ("all-MiniLM-L6-v2") */
+    const char *dir;         /* the directory as given to modattn_model_load */
+    const char *model_type;  /* config.json model_type ("bert") */
+    size_t dim;              /* embedding size (hidden x number of pooling modes) */
+    int hidden;              /* hidden_size */
+    int layers;              /* num_hidden_layers */
+    int heads;               /* num_attention_heads */
+    int intermediate;        /* intermediate_size */
+    int vocab;               /* vocab_size */
+    size_t max_tokens;       /* word pieces per text after truncation, [CLS]/[SEP] included */
+    unsigned pooling;        /* modattn_pooling bits */
+    bool normalize;          /* modules.json has a Normalize module: L2-normalised output */
+    bool lower_case;         /* sentence_bert_config do_lower_case */
+    uint64_t weights_xxh3;   /* XXH3_64bits of model.safetensors (store compatibility checks) */
+    char weights_hash[17];   /* the same, 16 lowercase hex digits */
+    uint64_t weights_bytes;  /* size of model.safetensors */
+} modattn_model_info;
+
+/* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
+ * count are used by every embed call. Errors name the file and the field (MODATTN_ENOTFOUND for
+ * a missing file, MODATTN_EFORMAT for a malformed one or a tensor of the wrong shape or dtype,
+ * MODATTN_EUNSUPPORTED for an unknown architecture, activation or pooling mode).
+ * Ownership: free with modattn_model_free(). */
+int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out);
+void modattn_model_free(modattn_model *model); /* NULL is fine */
+
+/* Owned by the model; valid until modattn_model_free. */
+const modattn_model_info *modattn_model_get_info(const modattn_model *model);
+size_t modattn_model_dim(const modattn_model *model);
+size_t modattn_model_max_tokens(const modattn_model *model);
+
+/* Batching: texts are sorted by length and grouped so that a batch holds at most `tokens`
+ * (padded) tokens, each batch padded only to its longest text. A text longer than the budget
+ * runs alone. Default MODATTN_MODEL_DEFAULT_BATCH_TOKENS. 0 is EINVAL. */
+int modattn_model_set_batch_tokens(modattn_model *model, size_t tokens);
+size_t modattn_model_batch_tokens(const modattn_model *model);
+
+/* Tokenize one text as embed does (lower-casing if the model asks, truncation to max_tokens,
+ * [CLS] ... [SEP]). `ids` has room for `max` ids; *n receives the count (<= max). */
+int modattn_model_tokenize(const modattn_model *model, const char *text, size_t len,
+                           int32_t *ids, size_t max, size_t *n);
+
+/* Embed n texts. texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts).
+ * out: [n, dim] floats, written in input order. ntokens_out (may be NULL): [n], the word pieces
+ * fed to the model for each text ([CLS]/[SEP] included, after truncation).
+ * A text's embedding does not depend on the other texts of the call (within float rounding).
+ * On error nothing useful is in out. n = 0 is a no-op. */
+int modattn_model_embed(modattn_model *model, const char *const *texts, const size_t *lens,
+                        size_t n, float *out, int32_t *ntokens_out);
+
+/* Embed already tokenized inputs (ids[i] has counts[i] ids, each < vocab, counts[i] in
+ * [1, max_tokens]); same output as modattn_model_embed. */
+int modattn_model_embed_ids(modattn_model *model, const int32_t *const *ids,
+                            const size_t *counts, size_t n, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
