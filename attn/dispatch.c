@@ -57,6 +57,8 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
                 return modattn_error(MODATTN_EINVAL, "attention policy '%s' names more than %d implementations",
                                      policy, MODATTN__MAX_POLICY);
             order[norder++] = idx;
+            if (end && end[1] == '\0')
+                return modattn_error(MODATTN_EINVAL, "attention policy '%s': empty name after the last comma", policy);
             p = end ? end + 1 : p + len;
         }
     }

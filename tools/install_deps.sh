@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# tools/install_deps.sh — installs the Debian packages modattn needs to build and test.
+# Idempotent: does nothing (and needs no network) when every package is already installed.
+set -euo pipefail
+PKGS=(
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  libjansson-dev libutf8proc-dev libopenblas-dev libdnnl-dev
+  libsqlite3-dev libxxhash-dev libpoppler-glib-dev
+  python3 python3-pip unzip ca-certificates
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then missing+=("$p"); fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#PKGS[@]} Debian packages present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO=sudo; else
+    echo "deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
