@@ -31,7 +31,8 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
     if (!policy || !*policy) policy = "auto";
     long order[MODATTN__MAX_POLICY];
     size_t norder = 0;
-    bool is_auto = strcmp(policy, "auto") == 0;
+    bool is_tune = strcmp(policy, "tune") == 0;
+    bool is_auto = is_tune || strcmp(policy, "auto") == 0;
     if (!is_auto) {
         const char *p = policy;
         while (*p) {
@@ -47,7 +48,7 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
                 char known[512];
                 known_names(ctx, known, sizeof known);
                 return modattn_error(MODATTN_EINVAL,
-                                     "attention policy '%s': no implementation named '%s' (known: auto, %s)",
+                                     "attention policy '%s': no implementation named '%s' (known: auto, tune, %s)",
                                      policy, name, known);
             }
             for (size_t k = 0; k < norder; k++)
@@ -67,6 +68,7 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
     modattn_free(ctx->policy);
     ctx->policy = copy;
     ctx->policy_auto = is_auto;
+    ctx->policy_tune = is_tune;
     memcpy(ctx->order, order, norder * sizeof *order);
     ctx->norder = norder;
     return 0;
@@ -74,8 +76,9 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
 
 const char *modattn_ctx_policy(const modattn_ctx *ctx) { return ctx->policy; }
 
-/* The order in which implementations are considered for `d` (before asking supports()). */
-static size_t candidate_order(const modattn_ctx *ctx, const modattn_attn_desc *d, long *out) {
+/* The order in which implementations are considered for `d` (before asking supports()):
+ * explicit lists as given; auto and tune by priority, with a remembered tuned winner first. */
+static size_t candidate_order(modattn_ctx *ctx, const modattn_attn_desc *d, long *out) {
     size_t n = 0;
     if (!ctx->policy_auto) {
         for (size_t k = 0; k < ctx->norder; k++) out[n++] = ctx->order[k];
@@ -90,11 +93,20 @@ static size_t candidate_order(const modattn_ctx *ctx, const modattn_attn_desc *d
             out[b] = out[b - 1];
             out[b - 1] = t;
         }
+    const modattn__tune_entry *te = modattn__tune_lookup(ctx, d);
+    if (te)
+        for (size_t k = 1; k < n; k++)
+            if (strcmp(ctx->entries[out[k]].impl->name, te->winner) == 0) {
+                long w = out[k];
+                memmove(out + 1, out, k * sizeof *out);
+                out[0] = w;
+                break;
+            }
     return n;
 }
 
 /* Can entry i run d? false with the reason in words. */
-static bool capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
+bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
                     modattn_verdict *verdict) {
     const modattn__entry *e = &ctx->entries[i];
     if (!e->available) {
@@ -134,6 +146,9 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
         else
             snprintf(out[i].reason, sizeof out[i].reason, "not named by the policy '%s'", ctx->policy);
     }
+    const modattn__tune_entry *te = ctx->policy_auto ? modattn__tune_lookup(ctx, d) : NULL;
+    if (te)
+        for (size_t i = 0; i < filled; i++) out[i].measured_ms = modattn__tune_time(te, out[i].name);
     int rank = 0;
     char refusals[1024] = "";
     size_t used = 0;
@@ -141,7 +156,7 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
         size_t i = (size_t)order[k];
         char reason[256];
         modattn_verdict v;
-        bool ok = capable(ctx, i, d, reason, sizeof reason, &v);
+        bool ok = modattn__capable(ctx, i, d, reason, sizeof reason, &v);
         if (!ok && used < sizeof refusals) {
             int w = snprintf(refusals + used, sizeof refusals - used, "%s%s: %s", used ? "; " : "",
                              ctx->entries[i].impl->name, reason);
@@ -154,9 +169,11 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
         if (ok) {
             out[i].verdict = rank == 0 ? MODATTN_VERDICT_CHOSEN : MODATTN_VERDICT_CAPABLE;
             out[i].rank = rank++;
+            bool won = te && strcmp(te->winner, out[i].name) == 0;
             snprintf(out[i].reason, sizeof out[i].reason, "%s",
-                     out[i].rank == 0 ? "first capable in the policy's order"
-                                      : "capable; tried if the ones before it fail");
+                     out[i].rank == 0 ? (won ? "fastest when tuned on this shape class" : "first capable in the policy's order")
+                     : out[i].measured_ms >= 0 ? "capable; slower when tuned; tried if the ones before it fail"
+                                               : "capable; tried if the ones before it fail");
         } else {
             out[i].verdict = v;
             snprintf(out[i].reason, sizeof out[i].reason, "%s", reason);
@@ -189,7 +206,7 @@ static double call_bytes(const modattn_attn_desc *d) {
 }
 
 /* Run entry i once; on failure the message names the implementation. */
-static int run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c) {
+int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c) {
     modattn__entry *e = &ctx->entries[i];
     const modattn_attn_impl *impl = e->impl;
     size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, ctx->exec.nthreads) : 0;
@@ -227,6 +244,12 @@ int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
     if (nothing_to_do(&d)) return 0;
     long order[256];
     size_t n = candidate_order(ctx, &d, order);
+    if (n > 256) n = 256;
+    if (ctx->policy_tune && !modattn__tune_lookup(ctx, &d)) {
+        st = modattn__tune_measure(ctx, &d, call, order, n);
+        if (st != MODATTN_EUNSUPPORTED) return st;
+        /* nothing capable: fall through for the message that lists the refusals */
+    }
     char errors[1024] = "";
     size_t used = 0;
     int tried = 0, last = MODATTN_EUNSUPPORTED;
@@ -234,7 +257,7 @@ int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
         size_t i = (size_t)order[k];
         char reason[256];
         modattn_verdict v;
-        if (!capable(ctx, i, &d, reason, sizeof reason, &v)) {
+        if (!modattn__capable(ctx, i, &d, reason, sizeof reason, &v)) {
             if (!ctx->policy_auto && ctx->norder == 1) {
                 char shape[200];
                 modattn_attn_desc_format(&d, shape, sizeof shape);
@@ -248,7 +271,7 @@ int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
             ctx->fallbacks++;
         }
         tried++;
-        st = run_entry(ctx, i, &d, call);
+        st = modattn__run_entry(ctx, i, &d, call);
         if (st == 0) return 0;
         last = st;
         if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st; /* memory: the next one won't fare better */
@@ -274,8 +297,8 @@ int modattn_attention_with(modattn_ctx *ctx, size_t i, const modattn_attn_call *
     if (nothing_to_do(&d)) return 0;
     char reason[256];
     modattn_verdict v;
-    if (!capable(ctx, i, &d, reason, sizeof reason, &v))
+    if (!modattn__capable(ctx, i, &d, reason, sizeof reason, &v))
         return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run this call: %s",
                              ctx->entries[i].impl->name, reason);
-    return run_entry(ctx, i, &d, call);
+    return modattn__run_entry(ctx, i, &d, call);
 }

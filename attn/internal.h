@@ -16,6 +16,14 @@ typedef struct modattn__entry {
 
 #define MODATTN__MAX_POLICY 32
 
+/* One remembered tuning result: the winner for a shape bucket on this machine, and the median
+ * time of every implementation measured ("name=ms,name=ms"). */
+typedef struct modattn__tune_entry {
+    char key[192];
+    char winner[64];
+    char times[512];
+} modattn__tune_entry;
+
 struct modattn_ctx {
     modattn__entry *entries;
     size_t n, cap;
@@ -30,11 +38,32 @@ struct modattn_ctx {
     void *ws;                           /* workspace, grown on demand */
     size_t ws_bytes;
     uint64_t fallbacks;
+    bool policy_tune;
+    /* tuning cache (attn/tune.c) */
+    modattn__tune_entry *tune;
+    size_t ntune, captune;
+    bool tune_loaded;
+    char tune_path[1024]; /* "" if no cache directory could be found: tuning stays in memory */
 };
 
 /* Validate and append an implementation; for plugins `dl` is its handle (closed on refusal by
  * the caller). `refuse_on_init_failure`: plugins are refused, built-ins listed as unavailable. */
 int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char *origin, void *dl,
                      bool refuse_on_init_failure);
+
+/* attn/tune.c */
+void modattn__tune_key(const modattn_ctx *ctx, const modattn_attn_desc *d, char *key, size_t len);
+const modattn__tune_entry *modattn__tune_lookup(modattn_ctx *ctx, const modattn_attn_desc *d);
+/* Time the capable candidates (order[0..n)) on this call, remember and save the winner; the
+ * call's outputs hold a correct result afterwards. Returns 0 or the error of the last failure. */
+int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const modattn_attn_call *c,
+                          const long *order, size_t n);
+/* Median time of `name` in an entry, or -1. */
+double modattn__tune_time(const modattn__tune_entry *e, const char *name);
+void modattn__tune_free(modattn_ctx *ctx);
+/* attn/dispatch.c: run entry i once (workspace, stats, trace); the message names it on failure. */
+int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c);
+bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
+                      modattn_verdict *verdict);
 
 #endif

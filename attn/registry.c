@@ -236,6 +236,7 @@ void modattn_ctx_free(modattn_ctx *ctx) {
     modattn_free(ctx->entries);
     modattn_free(ctx->policy);
     modattn_free(ctx->ws);
+    modattn__tune_free(ctx);
     modattn_pool_free(ctx->pool);
     modattn_free(ctx);
 }

@@ -169,6 +169,39 @@ static int parse_shape(const char *s, int64_t v[6]) {
     return k == 6 && p[strcspn(p, ",")] == '\0' ? 0 : -1;
 }
 
+/* Under --attn tune, explain measures: one call on random tensors of the shape makes the
+ * dispatcher time the capable implementations (or reuse the cached times). */
+static int tune_now(modattn_ctx *ctx, const modattn_attn_desc *d) {
+    double nq = (double)d->B * d->Hq * d->Sq * d->D, nk = (double)d->B * d->Hkv * d->Sk * d->D;
+    if ((2 * nq + 2 * nk) * 4 > 8e9) {
+        fprintf(stderr, "modattn explain: the tensors of this shape need over 8 GB; not tuning\n");
+        return 1;
+    }
+    float *q = modattn_malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *k = modattn_malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *v = modattn_malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *o = modattn_malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    int st = (q && k && v && o) ? 0 : modattn_mem_last_status();
+    if (st == 0) {
+        uint32_t r = 12345;
+        for (size_t i = 0; i < (size_t)nq; i++) r = r * 1664525u + 1013904223u, q[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+        for (size_t i = 0; i < (size_t)nk; i++) {
+            r = r * 1664525u + 1013904223u, k[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+            r = r * 1664525u + 1013904223u, v[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
+        }
+        modattn_attn_call c;
+        memset(&c, 0, sizeof c);
+        c.q = modattn_tensor_contiguous(q, MODATTN_DTYPE_F32, d->B, d->Hq, d->Sq, d->D);
+        c.k = modattn_tensor_contiguous(k, MODATTN_DTYPE_F32, d->B, d->Hkv, d->Sk, d->D);
+        c.v = modattn_tensor_contiguous(v, MODATTN_DTYPE_F32, d->B, d->Hkv, d->Sk, d->D);
+        c.o = modattn_tensor_contiguous(o, MODATTN_DTYPE_F32, d->B, d->Hq, d->Sq, d->D);
+        c.causal = d->causal;
+        st = modattn_attention(ctx, &c);
+    }
+    modattn_free(q), modattn_free(k), modattn_free(v), modattn_free(o);
+    return st ? cli_fail("explain: tuning", st) : 0;
+}
+
 int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
     bool json = false, causal = false;
     const char *shape = NULL;
@@ -177,7 +210,9 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
             printf("usage: modattn explain --shape B,Hq,Hkv,Sq,Sk,D [--causal] [--attn POLICY] [--json]\n\n"
                    "Shows, for contiguous fp32 CPU tensors of that shape, what the dispatcher would do under the\n"
                    "policy: the chosen implementation, the capable ones in the order they would be tried if\n"
-                   "it failed, and every refusal with the implementation's own reason.\n");
+                   "it failed, and every refusal with the implementation's own reason.\n"
+                   "With --attn tune it first runs the shape once on random data, so the capable implementations\n"
+                   "are timed (or their cached times reused) and the times are shown.\n");
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--causal") == 0) causal = true;
@@ -202,6 +237,7 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
     modattn_ctx *ctx;
     if (cli_open_ctx(g, &ctx)) return 1;
     modattn_attn_desc d = modattn_attn_desc_make(v[0], v[1], v[2], v[3], v[4], v[5], causal);
+    if (strcmp(modattn_ctx_policy(ctx), "tune") == 0 && tune_now(ctx, &d) != 0) return 1;
     modattn_explain_entry e[64];
     size_t n = 0;
     int st = modattn_explain(ctx, &d, e, 64, &n);

@@ -62,9 +62,22 @@ static void detect(void) {
             }
         }
     }
+    if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000004u) {
+        unsigned r[12];
+        for (unsigned k = 0; k < 3; k++) __get_cpuid(0x80000002u + k, &r[4 * k], &r[4 * k + 1], &r[4 * k + 2], &r[4 * k + 3]);
+        memcpy(f.model_name, r, 48);
+        f.model_name[48] = '\0';
+    }
 #elif defined(__aarch64__)
     f.neon = true;
 #endif
+    { /* trim the padding CPUID leaves */
+        char *s = f.model_name;
+        while (*s == ' ') memmove(s, s + 1, strlen(s));
+        size_t n = strlen(s);
+        while (n && s[n - 1] == ' ') s[--n] = '\0';
+        if (!n) snprintf(f.model_name, sizeof f.model_name, "unknown");
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     f.logical_cpus = n > 0 ? (int)n : 1;
     const char *off = getenv("MODATTN_CPU_DISABLE");

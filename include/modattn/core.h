@@ -101,6 +101,7 @@ typedef struct modattn_cpu_features {
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_fp16;
     bool neon;
     int logical_cpus;
+    char model_name[64]; /* "Intel(R) Xeon(R) ..." from CPUID, or "unknown" */
 } modattn_cpu_features;
 
 /* Detected once; the OS must also save the registers (XGETBV) for AVX/AVX-512 to count.

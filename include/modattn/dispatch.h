@@ -4,6 +4,11 @@
  * a thread pool and a policy:
  *   "auto"              implementations on the tensors' device, highest priority first, the
  *                       first capable one runs (a tuned choice, once measured, comes first);
+ *   "tune"              as auto, but the first call of each shape class times every capable
+ *                       implementation (priority > 0 ones; the reference only if nothing else
+ *                       can run) and remembers the fastest per machine in a cache file
+ *                       ($MODATTN_CACHE_DIR, else $XDG_CACHE_HOME/modattn, else
+ *                       ~/.cache/modattn: tune-v1.tsv); `auto` then puts that winner first;
  *   "NAME"              only that implementation; if it refuses, the call fails with its reason;
  *   "NAME1,NAME2,..."   that preference order, first capable runs, the next on run-time failure.
  * If the chosen implementation fails at run time, the next capable one runs and the fallback is
@@ -80,7 +85,8 @@ typedef struct modattn_explain_entry {
     double measured_ms;     /* from tuning, or < 0 if never measured */
 } modattn_explain_entry;
 
-/* Fills up to `max` entries (one per registered implementation) and sets *count.
+/* Fills up to `max` entries (one per registered implementation) and sets *count. Under auto and
+ * tune, measured_ms gives the tuned median time of each implementation for desc's shape class.
  * Returns MODATTN_EUNSUPPORTED (with every refusal in the message) if nothing can run desc. */
 int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *desc, modattn_explain_entry *out,
                     size_t max, size_t *count);
@@ -91,6 +97,8 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *desc, modattn_exp
 int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call);
 /* Run one named implementation, no policy, no fallback (conformance, benchmarks). */
 int modattn_attention_with(modattn_ctx *ctx, size_t impl_index, const modattn_attn_call *call);
+
+/* A context is used by one thread at a time (it owns one workspace and one thread pool). */
 
 /* ---- counters */
 typedef struct modattn_impl_stats {

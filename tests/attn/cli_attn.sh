@@ -58,6 +58,14 @@ expect 0 "api_version" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
 expect 0 "no accelerator found" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
 json_check "len(j['refused_plugins'])==3 and not any(i['name']=='future_plugin' for i in j['implementations'])" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends --json
 
+# bench and tune
+expect 0 "GFLOP/s" -- "$BIN" bench attn --shape 1,2,2,64,64,32 --min-time 0.01
+json_check "all(r['valid'] and r['gflops']>0 and r['shape']==[1,2,1,32,48,16] and r['causal'] for r in j['results']) and len(j['results'])>=1" -- "$BIN" bench attn --shape 1,2,1,32,48,16 --causal --min-time 0.01 --json
+expect 2 "--shape wants" -- "$BIN" bench attn --shape 1,2,3
+expect 2 "unknown benchmark" -- "$BIN" bench frob
+expect 0 "measured" -- "$BIN" --attn tune explain --shape 1,4,4,64,64,32
+json_check "any(i['verdict']=='chosen' and 'measured_ms' in i for i in j['implementations'])" -- "$BIN" explain --shape 1,4,4,64,64,32 --json
+
 # trace and stats
 tr=$(mktemp)
 expect 0 "attention implementations" -- "$BIN" --stats --trace "$tr" check --backend reference --configs 20
