@@ -229,7 +229,15 @@ int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, c
         return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name,
                              reason[0] ? reason : modattn_strerror(st));
     }
-    e->stats.total_ms += (double)(t1 - t0) / 1e6;
+    double ms = (double)(t1 - t0) / 1e6;
+    uint64_t done = e->stats.calls - e->stats.failures; /* this call included */
+    if (done <= MODATTN__SAMPLES) e->samples[done - 1] = (float)ms;
+    else { /* reservoir sampling keeps a uniform sample for the median */
+        e->rng = e->rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (e->rng >> 17) % done;
+        if (j < MODATTN__SAMPLES) e->samples[j] = (float)ms;
+    }
+    e->stats.total_ms += ms;
     e->stats.flops += modattn_attn_desc_flops(d);
     return 0;
 }

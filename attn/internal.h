@@ -12,7 +12,11 @@ typedef struct modattn__entry {
     char *origin; /* "builtin", "registered" or a plugin path */
     void *dl;     /* dlopen handle for plugins */
     modattn_impl_stats stats;
+    float *samples;     /* reservoir of call times (ms) for the median; MODATTN__SAMPLES of them */
+    uint64_t rng;
 } modattn__entry;
+
+#define MODATTN__SAMPLES 2048
 
 #define MODATTN__MAX_POLICY 32
 

@@ -68,6 +68,9 @@ int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char
     }
     e.origin = modattn_strdup(origin, MODATTN_MEM_OTHER);
     if (!e.origin) goto oom;
+    e.samples = modattn_malloc(MODATTN__SAMPLES * sizeof *e.samples, MODATTN_MEM_OTHER);
+    if (!e.samples) goto oom;
+    e.rng = 0x853c49e6748fea9bull;
     if (ctx->n == ctx->cap) {
         size_t cap = ctx->cap ? ctx->cap * 2 : 8;
         modattn__entry *n = modattn_realloc(ctx->entries, cap * sizeof *n, MODATTN_MEM_OTHER);
@@ -80,6 +83,7 @@ int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char
     return 0;
 oom:
     modattn_free(e.origin);
+    modattn_free(e.samples);
     if (e.inited && impl->shutdown) impl->shutdown(impl->ctx);
     return MODATTN_ENOMEM;
 }
@@ -230,6 +234,7 @@ void modattn_ctx_free(modattn_ctx *ctx) {
         if (e->inited && e->impl->shutdown) e->impl->shutdown(e->impl->ctx);
         if (e->dl) dlclose(e->dl);
         modattn_free(e->origin);
+        modattn_free(e->samples);
     }
     for (size_t i = 0; i < ctx->nerrors; i++) modattn_free(ctx->plugin_errors[i]);
     modattn_free(ctx->plugin_errors);
@@ -283,7 +288,23 @@ const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
 
 int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
     if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
-    *out = ctx->entries[i].stats;
+    const modattn__entry *e = &ctx->entries[i];
+    *out = e->stats;
+    /* median of the reservoir (a uniform sample of every successful call's time) */
+    size_t n = e->stats.calls - e->stats.failures;
+    if (n > MODATTN__SAMPLES) n = MODATTN__SAMPLES;
+    out->median_ms = 0;
+    if (n) {
+        float tmp[MODATTN__SAMPLES];
+        memcpy(tmp, e->samples, n * sizeof *tmp);
+        for (size_t a = 1; a < n; a++) /* insertion sort: n is small and this is not a hot path */
+            for (size_t b = a; b > 0 && tmp[b] < tmp[b - 1]; b--) {
+                float t = tmp[b];
+                tmp[b] = tmp[b - 1];
+                tmp[b - 1] = t;
+            }
+        out->median_ms = tmp[n / 2];
+    }
     return 0;
 }
 

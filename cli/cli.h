@@ -14,6 +14,7 @@ typedef struct cli_globals {
     int threads;           /* --threads N (0: all CPUs) */
     const char *trace;     /* --trace FILE */
     bool stats;            /* --stats */
+    bool json_stats;       /* --stats with the command's --json: stats as one JSON line */
     int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
     const char *prog;      /* argv[0] */
     modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */
@@ -37,5 +38,7 @@ bool cli_is_help(const char *arg);
 int cli_cmd_backends(cli_globals *g, int argc, char **argv);
 int cli_cmd_check(cli_globals *g, int argc, char **argv);
 int cli_cmd_explain(cli_globals *g, int argc, char **argv);
+int cli_cmd_bench(cli_globals *g, int argc, char **argv);
+int cli_cmd_embed(cli_globals *g, int argc, char **argv);
 
 #endif

@@ -1,6 +1,7 @@
 /* cli/main.c — the `modattn` command: global options, then one subcommand. */
 #include "cli/cli.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@ static const cli_command k_commands[] = {
     {"backends", cli_cmd_backends, "list attention implementations, where they run and whether they are available"},
     {"check", cli_cmd_check, "run the conformance suite against the fp64 oracle on this machine"},
     {"explain", cli_cmd_explain, "show the dispatcher's verdict on every implementation for a shape"},
+    {"bench", cli_cmd_bench, "benchmark attention implementations (`modattn bench attn --help`)"},
+    {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
 };
 
 static void usage(FILE *f, const char *prog) {
@@ -30,23 +33,60 @@ static void usage(FILE *f, const char *prog) {
             "  --threads N        worker threads (default: all CPUs)\n"
             "  --trace FILE       write a Chrome/Perfetto trace of the run to FILE\n"
             "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes)\n"
+            "  --stats            at exit, print per-implementation calls, time, GFLOP/s and fallbacks,\n"
+            "                     and current/peak memory per category, to stderr (JSON with --json)\n"
             "  -h, --help         this help; `%s COMMAND --help` for a command's\n"
             "  --version          print the version\n",
             prog);
 }
 
+/* --stats --json: the same as one JSON object on its own line. */
+static void cli_print_stats_json(const cli_globals *g, FILE *f) {
+    json_t *impls = json_array();
+    for (size_t i = 0; g->ctx && i < modattn_ctx_impl_count(g->ctx); i++) {
+        modattn_impl_stats s;
+        modattn_impl_info info;
+        modattn_ctx_impl_stats(g->ctx, i, &s);
+        modattn_ctx_impl_info(g->ctx, i, &info);
+        json_array_append_new(impls, json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f}", "name", info.name, "calls",
+                                               (json_int_t)s.calls, "failures", (json_int_t)s.failures, "fallbacks",
+                                               (json_int_t)s.fallbacks, "total_ms", s.total_ms, "median_ms",
+                                               s.median_ms, "gflops",
+                                               s.total_ms > 0 ? s.flops / (s.total_ms * 1e6) : 0.0));
+    }
+    modattn_mem_stats m;
+    modattn_mem_get_stats(&m);
+    json_t *mem = json_object();
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+        json_object_set_new(mem, modattn_mem_category_name((modattn_mem_category)c),
+                            json_pack("{s:I, s:I}", "current", (json_int_t)m.current[c], "peak", (json_int_t)m.peak[c]));
+    json_object_set_new(mem, "total", json_pack("{s:I, s:I}", "current", (json_int_t)m.current_total, "peak",
+                                                (json_int_t)m.peak_total));
+    json_t *root = json_pack("{s:o, s:o, s:I}", "implementations", impls, "memory", mem, "fallbacks",
+                             (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
+    char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (txt) fprintf(f, "{\"stats\": %s}\n", txt);
+    free(txt);
+}
+
 /* --stats: per implementation calls, time, GFLOP/s, fallbacks; memory per category. */
 static void cli_print_stats(const cli_globals *g, FILE *f) {
+    if (g->json_stats) {
+        cli_print_stats_json(g, f);
+        return;
+    }
     if (g->ctx) {
-        fprintf(f, "attention implementations:\n  %-16s %8s %8s %10s %10s %9s\n", "name", "calls", "failed", "total ms",
-                "GFLOP/s", "fallbacks");
+        fprintf(f, "attention implementations:\n  %-16s %8s %8s %10s %10s %10s %9s\n", "name", "calls", "failed",
+                "total ms", "median ms", "GFLOP/s", "fallbacks");
         for (size_t i = 0; i < modattn_ctx_impl_count(g->ctx); i++) {
             modattn_impl_stats s;
             modattn_impl_info info;
             modattn_ctx_impl_stats(g->ctx, i, &s);
             modattn_ctx_impl_info(g->ctx, i, &info);
-            fprintf(f, "  %-16s %8llu %8llu %10.3f %10.2f %9llu\n", info.name, (unsigned long long)s.calls,
-                    (unsigned long long)s.failures, s.total_ms, s.total_ms > 0 ? s.flops / (s.total_ms * 1e6) : 0.0,
+            fprintf(f, "  %-16s %8llu %8llu %10.3f %10.4f %10.2f %9llu\n", info.name, (unsigned long long)s.calls,
+                    (unsigned long long)s.failures, s.total_ms, s.median_ms,
+                    s.total_ms > 0 ? s.flops / (s.total_ms * 1e6) : 0.0,
                     (unsigned long long)s.fallbacks);
         }
     }
@@ -166,6 +206,8 @@ int main(int argc, char **argv) {
         free(rest);
         return 2;
     }
+    for (int i = 1; i < nrest; i++)
+        if (strcmp(rest[i], "--json") == 0) g.json_stats = true; /* --stats --json: stats as JSON too */
     if (g.mem_budget > 0) modattn_mem_set_budget(g.mem_budget);
     if (g.trace) modattn_trace_enable(true);
     int rc = cmd->fn(&g, nrest, rest);

@@ -106,6 +106,7 @@ typedef struct modattn_impl_stats {
     uint64_t failures;   /* runs that returned an error */
     uint64_t fallbacks;  /* times this one ran because an earlier choice failed */
     double total_ms;
+    double median_ms;    /* median time of a successful call (from a uniform sample of 2048) */
     double flops;        /* summed over successful calls */
 } modattn_impl_stats;
 int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out);

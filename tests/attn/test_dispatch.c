@@ -4,6 +4,8 @@
 #include "modattn/modattn.h"
 #include "test_util.h"
 
+#include <math.h>
+
 enum { B = 1, H = 2, S = 5, D = 8 };
 static float q[B * H * S * D], k[B * H * S * D], v[B * H * S * D], o[B * H * S * D], o_ref[B * H * S * D];
 
@@ -32,7 +34,9 @@ int main(void) {
     CHECK(modattn_ctx_create(&opt, &ctx) == 0);
     CHECK(strcmp(modattn_ctx_policy(ctx), "auto") == 0);
     modattn_attn_call c = call(o_ref);
+    CHECK(modattn_ctx_set_policy(ctx, "reference") == 0);
     CHECK(modattn_attention(ctx, &c) == 0);
+    CHECK(modattn_ctx_set_policy(ctx, "auto") == 0);
 
     faulty_setup(ctx);
     CHECK(modattn_ctx_register(ctx, &g_faulty[FAULT_RUN_FAILS]) == 0);
@@ -67,7 +71,11 @@ int main(void) {
     size_t n;
     CHECK(modattn_explain(ctx, &d, e, 16, &n) == 0 && n == modattn_ctx_impl_count(ctx));
     CHECK(find(e, n, "faulty_fails")->verdict == MODATTN_VERDICT_CHOSEN);
-    CHECK(find(e, n, "reference")->verdict == MODATTN_VERDICT_CAPABLE && find(e, n, "reference")->rank == 1);
+    CHECK(find(e, n, "reference")->verdict == MODATTN_VERDICT_CAPABLE);
+    const char *second = NULL; /* whichever capable built-in ranks next */
+    for (size_t i = 0; i < n; i++)
+        if (e[i].rank == 1) second = e[i].name;
+    CHECK(second != NULL);
     CHECK(find(e, n, "faulty_refuses")->verdict == MODATTN_VERDICT_REFUSED &&
           strstr(find(e, n, "faulty_refuses")->reason, "on purpose"));
     CHECK(find(e, n, "faulty_init")->verdict == MODATTN_VERDICT_UNAVAILABLE &&
@@ -75,12 +83,14 @@ int main(void) {
     memset(o, 0, sizeof o);
     c = call(o);
     CHECK(modattn_attention(ctx, &c) == 0);
-    CHECK(memcmp(o, o_ref, sizeof o) == 0);
+    float maxerr = 0;
+    for (int i = 0; i < B * H * S * D; i++) maxerr = fmaxf(maxerr, fabsf(o[i] - o_ref[i]));
+    CHECK_MSG(maxerr < 1e-5f, "fallback result differs from the reference by %g", (double)maxerr);
     CHECK(modattn_ctx_fallbacks(ctx) == 1);
     modattn_impl_stats st;
     CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "faulty_fails"), &st) == 0 && st.calls == 1 &&
           st.failures == 1);
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "reference"), &st) == 0 && st.fallbacks == 1);
+    CHECK(second && modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, second), &st) == 0 && st.fallbacks == 1);
 
     /* an explicit name that refuses: the call fails with its reason */
     CHECK(modattn_ctx_set_policy(ctx, "faulty_refuses") == 0);
