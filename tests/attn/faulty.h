@@ -84,7 +84,7 @@ static const char *const g_faulty_names[FAULT_COUNT] = {"faulty_fails", "faulty_
                                                         "faulty_accuracy", "faulty_nan", "faulty_lse_sign", "faulty_init"};
 static modattn_attn_impl g_faulty[FAULT_COUNT];
 
-/* Fills the tables; priority 100 so that `auto` prefers them over the built-ins. */
+/* Fills the tables; priority 100000 so that `auto` prefers them over the built-ins. */
 static void faulty_setup(modattn_ctx *ctx) {
     g_faulty_ref = modattn_ctx_impl(ctx, (size_t)modattn_ctx_find(ctx, "reference"));
     for (int k = 0; k < FAULT_COUNT; k++) {
@@ -93,7 +93,7 @@ static void faulty_setup(modattn_ctx *ctx) {
             /* .name = */ g_faulty_names[k],
             /* .description = */ "deliberately faulty (test only)",
             /* .device = */ MODATTN_DEVICE_CPU,
-            /* .priority = */ 100,
+            /* .priority = */ 100000,
             /* .ctx = */ (void *)(intptr_t)k,
             /* .init = */ faulty_init,
             /* .shutdown = */ NULL,
