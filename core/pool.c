@@ -69,7 +69,10 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     pthread_cond_init(&p->done, NULL);
     if (nthreads > 1) {
         p->threads = modattn_calloc((size_t)nthreads - 1, sizeof(pthread_t), MODATTN_MEM_OTHER);
-        if (!p->threads) goto fail;
+        if (!p->threads) {
+            p->nthreads = 1; /* no worker started: nothing to join */
+            goto fail;
+        }
         for (int t = 1; t < nthreads; t++) {
             worker_arg *a = modattn_malloc(sizeof *a, MODATTN_MEM_OTHER);
             if (!a) {

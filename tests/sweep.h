@@ -1,0 +1,54 @@
+/* tests/sweep.h — the allocation-failure sweep: run an operation with the Nth allocation failing,
+ * for N = 1, 2, ... until it succeeds. Every failing run must return an error (never crash), and
+ * leave the allocator's bytes in use exactly where they were: no leak on any error path. */
+#ifndef MODATTN_TEST_SWEEP_H
+#define MODATTN_TEST_SWEEP_H
+#include "modattn/modattn.h"
+#include "test_util.h"
+
+/* op returns 0 on success or a negative status, and must free everything it made either way. */
+typedef int (*sweep_op)(void *arg);
+
+/* Returns the number of allocation points swept (failing runs), or -1 if the sweep went wrong. */
+static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n) {
+    modattn_mem_stats before, after;
+    for (int n = 1; n <= max_n; n++) {
+        modattn_mem_get_stats(&before);
+        modattn_mem_fail_nth((uint64_t)n);
+        int st = op(arg);
+        uint64_t attempts = modattn_mem_fail_counter();
+        modattn_mem_fail_nth(0);
+        modattn_mem_get_stats(&after);
+        if (after.current_total != before.current_total) {
+            t_fail++;
+            fprintf(stderr, "%s: failing allocation #%d leaked %lld bytes (status %d: %s)\n", name, n,
+                    (long long)(after.current_total - before.current_total), st, modattn_last_error());
+            return -1;
+        }
+        if (st == 0) {
+            if (attempts >= (uint64_t)n) { /* the injected failure happened and was absorbed: fine if handled */
+                t_pass++;
+                continue;
+            }
+            t_pass++;
+            printf("%s: %d allocation points, each failure clean\n", name, n - 1);
+            return n - 1;
+        }
+        if (st != MODATTN_ENOMEM && st != MODATTN_EBUDGET && st != MODATTN_ERUNTIME) {
+            t_fail++;
+            fprintf(stderr, "%s: failing allocation #%d gave status %d (%s), expected an out-of-memory error\n",
+                    name, n, st, modattn_last_error());
+            return -1;
+        }
+        if (!modattn_last_error()[0]) {
+            t_fail++;
+            fprintf(stderr, "%s: failing allocation #%d gave no message\n", name, n);
+            return -1;
+        }
+        t_pass++;
+    }
+    t_fail++;
+    fprintf(stderr, "%s: still failing after %d allocations\n", name, max_n);
+    return -1;
+}
+#endif
