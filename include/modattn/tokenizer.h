@@ -1,0 +1,87 @@
+/* modattn/tokenizer.h — the Hugging Face BERT tokenizer (tokenizer.json), token for token.
+ *
+ * Reads the `normalizer` (BertNormalizer), `pre_tokenizer` (BertPreTokenizer), `model`
+ * (WordPiece), `added_tokens` and `post_processor` (TemplateProcessing, BertProcessing or null)
+ * of a tokenizer.json and reproduces what the `tokenizers` library gives for a single sequence:
+ * added tokens found in the text first ("[MASK]" typed in a text is the [MASK] id, as in HF),
+ * then clean_text, CJK spacing, accent stripping (NFD, drop non-spacing marks), lowercasing,
+ * whitespace and punctuation split, greedy longest-match-first WordPiece with its
+ * continuing-subword prefix, and [UNK] for words longer than max_input_chars_per_word.
+ *
+ * A loaded tokenizer is read-only: any number of threads may tokenize with it at once.
+ * Tokenizing never reads past `len`, never needs a NUL terminator, and costs time linear in the
+ * text it looks at; it stops reading once max_tokens ids are produced. */
+#ifndef MODATTN_TOKENIZER_H
+#define MODATTN_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "modattn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct modattn_tokenizer modattn_tokenizer;
+
+/* Load tokenizer.json (BertNormalizer + BertPreTokenizer + WordPiece). Errors name the file and
+ * field (MODATTN_EIO, MODATTN_EFORMAT, MODATTN_EUNSUPPORTED for an unknown normalizer,
+ * pre-tokenizer, model or post-processor type). The vocabulary is counted as
+ * MODATTN_MEM_WEIGHTS. Ownership: *out is freed with modattn_tokenizer_free. */
+int modattn_tokenizer_load(const char *tokenizer_json_path, modattn_tokenizer **out);
+void modattn_tokenizer_free(modattn_tokenizer *t); /* NULL is fine */
+
+/* Tokenise UTF-8 text of len bytes (invalid UTF-8 bytes are replaced by U+FFFD first, as
+ * Python's errors="replace").
+ * Writes [CLS] wordpieces... [SEP] into ids, truncated so that the total, specials included, is
+ * at most max_tokens (>= 2); *n gets the count. ids must hold max_tokens entries.
+ * ("[CLS]"/"[SEP]" stand for whatever the post_processor adds before and after the sequence;
+ * max_tokens smaller than that number of specials is MODATTN_EINVAL.) */
+int modattn_tokenize(const modattn_tokenizer *t, const char *text, size_t len, int32_t *ids,
+                     size_t max_tokens, size_t *n);
+
+/* Byte range [start, end) of a token in the original text; {0, 0} for special tokens. */
+typedef struct modattn_token_offset {
+    size_t start, end;
+} modattn_token_offset;
+
+/* As modattn_tokenize, and offsets[i] (offsets may be NULL; else it holds max_tokens entries)
+ * gets the bytes of `text` that token i came from. A word piece covers the bytes of the
+ * characters it was made from (a piece of an accented word covers the whole accented character;
+ * "[UNK]" for a whole word covers the word). Useful to cut documents into chunks by tokens. */
+int modattn_tokenize_offsets(const modattn_tokenizer *t, const char *text, size_t len,
+                             int32_t *ids, modattn_token_offset *offsets, size_t max_tokens,
+                             size_t *n);
+
+/* Flags for modattn_tokenize_ex. */
+#define MODATTN_TOKENIZE_NO_SPECIALS 1u /* word pieces only: no [CLS]/[SEP] */
+
+/* The general form: flags is 0 or MODATTN_TOKENIZE_NO_SPECIALS; offsets may be NULL.
+ * With MODATTN_TOKENIZE_NO_SPECIALS any max_tokens >= 0 is valid. */
+int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len, unsigned flags,
+                        int32_t *ids, modattn_token_offset *offsets, size_t max_tokens,
+                        size_t *n);
+
+/* Special token ids; -1 when the tokenizer has none.
+ * cls: first id the post_processor puts before the sequence (else the vocab's "[CLS]");
+ * sep: first id it puts after (else "[SEP]"); pad: `padding.pad_id` if given, else "[PAD]"
+ * from the vocabulary, else 0; unk: the WordPiece unk_token. */
+int32_t modattn_tokenizer_cls_id(const modattn_tokenizer *t);
+int32_t modattn_tokenizer_sep_id(const modattn_tokenizer *t);
+int32_t modattn_tokenizer_pad_id(const modattn_tokenizer *t);
+int32_t modattn_tokenizer_unk_id(const modattn_tokenizer *t);
+/* Number of ids: 1 + the largest id of the vocabulary and the added tokens. */
+size_t modattn_tokenizer_vocab_size(const modattn_tokenizer *t);
+/* Number of ids the post_processor adds around a single sequence (2 for BERT). */
+size_t modattn_tokenizer_num_specials(const modattn_tokenizer *t);
+
+/* id -> token string (NULL if out of range or unused), for debugging/printing. The string
+ * belongs to the tokenizer. */
+const char *modattn_tokenizer_token(const modattn_tokenizer *t, int32_t id);
+/* token string -> id (vocabulary or added token), -1 if absent. */
+int32_t modattn_tokenizer_find(const modattn_tokenizer *t, const char *token, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
