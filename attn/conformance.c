@@ -106,7 +106,7 @@ static int build_grid(cfg *g) {
         }
         int ol[3] = {LAYOUT_CONTIG, LAYOUT_BSHD, LAYOUT_PADDED};
         c.olayout = ol[rng_int(&s, 3)];
-        if (rng_int(&s, 8) == 0) c.mag = 6.0f;
+        if (rng_int(&s, 8) == 0) c.mag = 3.0f;
         if (rng_int(&s, 10) == 0) c.scale = (float)(0.05 + rng_unit(&s));
         if (cfg_work(&c) > 4e6) continue;
         g[n++] = c;
@@ -207,8 +207,13 @@ static int64_t visible_limit(const cfg *c, const int32_t *kv_lens, int64_t b, in
     return lim < 0 ? 0 : lim;
 }
 
-/* The naive fp32 implementation: float everywhere, softmax with max subtraction. */
-static void naive_f32(const setup *s, float *o, float *lse, float *scores, float scale) {
+/* The naive fp32 implementation: float everywhere, softmax with max subtraction, in one of three
+ * summation orders: 0 forward, 1 reverse, 2 eight interleaved partial sums (as a SIMD kernel
+ * adds). fp32 rounding noise depends on the order, so the tolerance takes the largest error of
+ * the three: one order alone can be luckily exact where any other fp32 kernel is not. */
+#define NAIVE_ORDERS 3
+static void naive_f32(const setup *s, float *o, float *lse, float *scores, float scale, int order) {
+    bool reverse = order == 1;
     const cfg *c = &s->c;
     const modattn_attn_call *k = &s->call;
     int G = c->Hkv ? c->Hq / c->Hkv : 1;
@@ -221,7 +226,15 @@ static void naive_f32(const setup *s, float *o, float *lse, float *scores, float
                     float dot = 0.0f;
                     const float *q = (const float *)k->q.data + off4(&k->q, b, h, i, 0);
                     const float *kk = (const float *)k->k.data + off4(&k->k, b, h / G, j, 0);
-                    for (int e = 0; e < c->D; e++) dot += q[e] * kk[e];
+                    if (order == 2) {
+                        float part[8] = {0};
+                        for (int e = 0; e < c->D; e++) part[e % 8] += q[e] * kk[e];
+                        dot = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) + (part[3] + part[7]));
+                    } else if (reverse) {
+                        for (int e = c->D - 1; e >= 0; e--) dot += q[e] * kk[e];
+                    } else {
+                        for (int e = 0; e < c->D; e++) dot += q[e] * kk[e];
+                    }
                     float v = scale * dot;
                     if (k->mask.data) {
                         float m = ((const float *)k->mask.data)[off4(&k->mask, k->mask.shape[0] == 1 ? 0 : b,
@@ -238,7 +251,8 @@ static void naive_f32(const setup *s, float *o, float *lse, float *scores, float
                     continue;
                 }
                 float sum = 0.0f;
-                for (int64_t j = 0; j < lim; j++) {
+                for (int64_t jj = 0; jj < lim; jj++) {
+                    int64_t j = reverse ? lim - 1 - jj : jj;
                     if (scores[j] == -INFINITY) continue;
                     float p = expf(scores[j] - mx);
                     sum += p;
@@ -392,17 +406,19 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
         return modattn_mem_last_status();
     }
     float scale = c->scale != 0.0f ? c->scale : (float)(1.0 / sqrt((double)c->D));
-    naive_f32(s, on, ln, sc, scale);
     s->naive_err_o = s->naive_err_lse = 0.0;
-    for (int64_t i = 0; i < no; i++) {
-        double e = fabs((double)on[i] - s->o64[i]);
-        if (e > s->naive_err_o) s->naive_err_o = e;
-    }
-    for (int64_t i = 0; i < nl; i++)
-        if (isfinite(s->lse64[i])) {
-            double e = fabs((double)ln[i] - s->lse64[i]);
-            if (e > s->naive_err_lse) s->naive_err_lse = e;
+    for (int order = 0; order < NAIVE_ORDERS; order++) {
+        naive_f32(s, on, ln, sc, scale, order);
+        for (int64_t i = 0; i < no; i++) {
+            double e = fabs((double)on[i] - s->o64[i]);
+            if (e > s->naive_err_o) s->naive_err_o = e;
         }
+        for (int64_t i = 0; i < nl; i++)
+            if (isfinite(s->lse64[i])) {
+                double e = fabs((double)ln[i] - s->lse64[i]);
+                if (e > s->naive_err_lse) s->naive_err_lse = e;
+            }
+    }
     modattn_free(on), modattn_free(ln), modattn_free(sc);
     return 0;
 }
@@ -416,12 +432,22 @@ static void describe_cfg(const cfg *c, char *buf, size_t len) {
              (double)c->scale, (double)c->mag);
 }
 
+/* The spacing of fp32 numbers at |x|. */
+static double ulp32(double x) {
+    float f = (float)fabs(x);
+    if (!isfinite(f)) return 0.0;
+    return (double)nextafterf(f, INFINITY) - (double)f;
+}
+
 /* Check one implementation's output; returns true if it passes, else fills why. */
 static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
     const cfg *c = &s->c;
     const modattn_attn_call *k = &s->call;
-    double tol_o = 2.0 * s->naive_err_o + 1e-6, tol_l = 2.0 * s->naive_err_lse + 1e-6;
-    double worst_o = 0, worst_l = 0;
+    /* Per element: tol = 2 * naive error + 1e-6 + one fp32 ulp of the expected value (an fp32
+     * output cannot be closer to the fp64 oracle than its own rounding; large LSE values need it). */
+    double base_o = 2.0 * s->naive_err_o + 1e-6, base_l = 2.0 * s->naive_err_lse + 1e-6;
+    double worst_o = 0, worst_l = 0, tol_o = base_o, tol_l = base_l; /* the worst element's error and tolerance */
+    double ratio_o = 0, ratio_l = 0;
     for (int64_t i = 0; i < s->bo.cap + 2 * GUARD; i++)
         if (!s->touched_o[i] && memcmp(&s->bo.base[i], &SENTINEL, 4) != 0) {
             snprintf(why, len, "wrote outside o's view at element %lld of its buffer (guard %d)", (long long)(i - GUARD), GUARD);
@@ -455,8 +481,8 @@ static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
                                  (long long)i, (long long)e, want);
                         return false;
                     }
-                    double err = fabs(got - want);
-                    if (!(err <= worst_o)) worst_o = err;
+                    double err = fabs(got - want), tol = base_o + ulp32(want);
+                    if (err / tol > ratio_o) ratio_o = err / tol, worst_o = err, tol_o = tol;
                 }
                 if (c->lse) {
                     double got = ((const float *)k->lse.data)[off4(&k->lse, b, h, i, 0)];
@@ -467,20 +493,18 @@ static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
                         return false;
                     }
                     if (isfinite(want)) {
-                        double err = fabs(got - want);
-                        if (err > worst_l) worst_l = err;
+                        double err = fabs(got - want), tol = base_l + ulp32(want);
+                        if (err / tol > ratio_l) ratio_l = err / tol, worst_l = err, tol_l = tol;
                     }
                 }
             }
-    double r = worst_o / tol_o;
-    if (worst_l / tol_l > r) r = worst_l / tol_l;
-    *ratio = r;
-    if (worst_o > tol_o) {
+    *ratio = ratio_o > ratio_l ? ratio_o : ratio_l;
+    if (ratio_o > 1.0) {
         snprintf(why, len, "max |o - oracle| = %.3g exceeds the tolerance %.3g (naive fp32 error %.3g)", worst_o, tol_o,
                  s->naive_err_o);
         return false;
     }
-    if (worst_l > tol_l) {
+    if (ratio_l > 1.0) {
         snprintf(why, len, "max |lse - oracle| = %.3g exceeds the tolerance %.3g (naive fp32 error %.3g)", worst_l,
                  tol_l, s->naive_err_lse);
         return false;

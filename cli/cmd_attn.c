@@ -81,15 +81,17 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
 
 int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     bool json = false, verbose = false;
+    unsigned long long seed = 0;
     const char *only = NULL;
     int max_configs = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: modattn check [--backend NAME] [--configs N] [--verbose] [--json]\n\n"
+            printf("usage: modattn check [--backend NAME] [--configs N] [--seed N] [--verbose] [--json]\n\n"
                    "Runs the conformance suite (%d generated configurations) on every attention\n"
                    "implementation, or only NAME, against the fp64 oracle. An implementation passes a\n"
                    "configuration when its error is at most twice a naive fp32 implementation's plus 1e-6,\n"
                    "with no NaN, guard regions untouched and inputs unchanged; 'unsupported' is counted apart.\n"
+                   "--seed changes the random inputs (the configurations stay the same).\n"
                    "Exit status 1 if any configuration failed.\n",
                    modattn_conformance_grid_size());
             return 0;
@@ -97,6 +99,7 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) verbose = true;
         else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) only = argv[++i];
         else if (strncmp(argv[i], "--backend=", 10) == 0) only = argv[i] + 10;
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -118,6 +121,7 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     o.max_configs = max_configs;
     o.log = stderr;
     o.verbose = verbose;
+    o.seed = seed;
     modattn_conformance_result res[64];
     size_t n = 0;
     int st = modattn_conformance_run(ctx, &o, res, 64, &n);

@@ -3,8 +3,9 @@
  * grid of configurations. The same suite is a CTest and `modattn check`.
  *
  * Per configuration and implementation the outcome is one of:
- *   passed       max |O - oracle| <= 2 * (max error of a naive fp32 implementation) + 1e-6, the
- *                same for LSE, no NaN, infinities match in sign, guard regions around and gaps
+ *   passed       every |O - oracle| <= 2 * (max error of a naive fp32 implementation) + 1e-6
+ *                + one fp32 ulp of the oracle's value (the output's own unavoidable rounding), the
+ *                same for LSE; the naive error is the largest of three summation orders, no NaN, infinities match in sign, guard regions around and gaps
  *                inside every output untouched, inputs unchanged;
  *   failed       any of those broken (or the run returned an error);
  *   unsupported  supports() refused or the implementation is unavailable: counted apart. */

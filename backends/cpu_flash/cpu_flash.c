@@ -1,0 +1,252 @@
+/* backends/cpu_flash/cpu_flash.c — "cpu_flash": exact attention on the CPU, tiled with an online
+ * softmax (FlashAttention's algorithm), SIMD kernels chosen at run time. Fast version; the oracle
+ * is backends/reference.
+ *
+ * This file is the driver: supports(), the per-thread workspace layout, splitting the call into
+ * work items (b, kv head, query tile) over exec->parallel_for, and the choice of ISA kernel
+ * (arch/avx512.c, arch/avx2.c, arch/neon.c, arch/scalar.c; see flash.h and flash_kernel.inc.h).
+ * Deterministic: every output element is computed by one work item in a fixed order, so results
+ * are bitwise identical whatever the thread count or scheduling. */
+#include "backends/cpu_flash/flash.h"
+
+#include "modattn/core.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ ISA choice */
+
+static const flash_isa *_Atomic g_forced_isa;
+
+static const flash_isa *isa_auto(void) {
+    const modattn_cpu_features *f = modattn_cpu_get();
+    (void)f;
+#if defined(__x86_64__) || defined(__i386__)
+    if (f->avx512f && f->fma) return modattn__flash_isa_avx512();
+    if (f->avx2 && f->fma) return modattn__flash_isa_avx2();
+#endif
+#if defined(__aarch64__)
+    if (f->neon) return modattn__flash_isa_neon();
+#endif
+    return modattn__flash_isa_scalar();
+}
+
+const flash_isa *modattn__flash_isa_select(void) {
+    const flash_isa *forced = atomic_load(&g_forced_isa);
+    return forced ? forced : isa_auto();
+}
+
+const flash_isa *modattn__flash_isa_by_name(const char *name) {
+    const modattn_cpu_features *f = modattn_cpu_get();
+    (void)f;
+    if (!name) return NULL;
+    if (strcmp(name, "scalar") == 0) return modattn__flash_isa_scalar();
+#if defined(__x86_64__) || defined(__i386__)
+    if (strcmp(name, "avx512") == 0) return f->avx512f && f->fma ? modattn__flash_isa_avx512() : NULL;
+    if (strcmp(name, "avx2") == 0) return f->avx2 && f->fma ? modattn__flash_isa_avx2() : NULL;
+#endif
+#if defined(__aarch64__)
+    if (strcmp(name, "neon") == 0) return f->neon ? modattn__flash_isa_neon() : NULL;
+#endif
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ workspace layout */
+
+#define FLASH_MAX_DIM 65536          /* D, Dv: keeps every size below trivially in range */
+#define FLASH_MAX_SEQ (INT64_C(1) << 30) /* key/query indices are compared as int32 */
+
+static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Fills the offsets of one thread's slice; everything follows from desc alone, so that
+ * workspace_bytes() and run() agree. */
+static void layout(const modattn_attn_desc *d, const flash_isa *isa, flash_job *job) {
+    const size_t L = (size_t)isa->lanes, BK = (size_t)isa->bk;
+    const size_t D = (size_t)d->D, Dv = (size_t)d->Dv;
+    size_t at = 0;
+    job->lanes = isa->lanes;
+    job->bk = isa->bk;
+    job->off_qt = at, at += round16(D * L);
+    job->off_st = at, at += round16(BK * L);
+    job->off_ot = at, at += round16(Dv * L);
+    job->off_lane = at, at += round16(3 * L);
+    job->off_mt = job->off_mrow = 0;
+    if (d->has_mask) {
+        job->off_mt = at, at += round16(BK * L);
+        job->off_mrow = at, at += round16(BK);
+    }
+    job->off_kp = job->off_vp = 0;
+    if (!d->inner_contiguous) { /* some last-dim stride is not 1: K / V tiles get packed */
+        job->off_kp = at, at += round16(BK * D);
+        job->off_vp = at, at += round16(BK * Dv);
+    }
+    job->ws_slice_floats = at;
+}
+
+/* ------------------------------------------------------------------ the impl slots */
+
+static bool flash_supports(void *ctx, const modattn_attn_desc *d, char *reason, size_t len) {
+    (void)ctx;
+    if (d->device.kind != MODATTN_DEVICE_CPU) {
+        snprintf(reason, len, "cpu_flash runs on the CPU; tensors are on %s", modattn_device_kind_name(d->device.kind));
+        return false;
+    }
+    if (d->dtype != MODATTN_DTYPE_F32) {
+        snprintf(reason, len, "cpu_flash computes in fp32 only; dtype is %s", modattn_dtype_name(d->dtype));
+        return false;
+    }
+    if (d->D < 0 || d->D > FLASH_MAX_DIM || d->Dv < 0 || d->Dv > FLASH_MAX_DIM) {
+        snprintf(reason, len, "cpu_flash needs D, Dv <= %d (D=%lld, Dv=%lld)",
+                 FLASH_MAX_DIM, (long long)d->D, (long long)d->Dv);
+        return false;
+    }
+    if (d->Sq > FLASH_MAX_SEQ || d->Sk > FLASH_MAX_SEQ) {
+        snprintf(reason, len, "cpu_flash handles Sq, Sk <= 2^30 (Sq=%lld, Sk=%lld)", (long long)d->Sq,
+                 (long long)d->Sk);
+        return false;
+    }
+    if (d->Hq > 0 && (d->Hkv < 1 || d->Hq % d->Hkv != 0)) {
+        snprintf(reason, len, "Hq=%lld is not a multiple of Hkv=%lld", (long long)d->Hq, (long long)d->Hkv);
+        return false;
+    }
+    return true;
+}
+
+static size_t flash_workspace_bytes(void *ctx, const modattn_attn_desc *d, int nthreads) {
+    (void)ctx;
+    flash_job job;
+    layout(d, modattn__flash_isa_select(), &job);
+    if (nthreads < 1) nthreads = 1;
+    return (size_t)nthreads * job.ws_slice_floats * sizeof(float);
+}
+
+typedef struct flash_run {
+    const flash_job *job;
+    flash_tile_fn tile;
+    float *ws;
+    int nthreads;
+    atomic_int bad_thread;
+} flash_run;
+
+static void flash_task(void *ctx, int64_t item, int thread) {
+    flash_run *r = ctx;
+    if (thread < 0 || thread >= r->nthreads) { /* the host broke its promise: refuse, don't race */
+        atomic_store(&r->bad_thread, 1);
+        return;
+    }
+    r->tile(r->job, item, r->ws + (size_t)thread * r->job->ws_slice_floats);
+}
+
+static void copy_strides(int64_t *dst, const modattn_tensor *t, int n) {
+    for (int i = 0; i < n; i++) dst[i] = t->shape[i] == 1 ? 0 : t->stride[i];
+}
+
+static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_attn_call *call, void *workspace,
+                          size_t workspace_bytes, const modattn_exec *exec, char *reason, size_t len) {
+    (void)ctx;
+    if (!flash_supports(NULL, d, reason, len)) return MODATTN_EUNSUPPORTED;
+    if (d->B == 0 || d->Hq == 0 || d->Sq == 0) return 0;
+    if (d->Dv == 0 && !d->has_lse) return 0;
+
+    const flash_isa *isa = modattn__flash_isa_select();
+    flash_job job;
+    memset(&job, 0, sizeof job);
+    layout(d, isa, &job);
+    const int nthreads = exec && exec->parallel_for && exec->nthreads > 0 ? exec->nthreads : 1;
+    const size_t need = (size_t)nthreads * job.ws_slice_floats * sizeof(float);
+    if (!workspace || workspace_bytes < need || ((uintptr_t)workspace % 64) != 0) {
+        snprintf(reason, len, "cpu_flash needs %zu bytes of 64-byte aligned workspace for %d threads, got %zu",
+                 need, nthreads, workspace ? workspace_bytes : (size_t)0);
+        return MODATTN_EINVAL;
+    }
+
+    job.B = d->B, job.Hq = d->Hq, job.Hkv = d->Hkv, job.G = d->Hq / d->Hkv;
+    job.Sq = d->Sq, job.Sk = d->Sk, job.D = d->D, job.Dv = d->Dv;
+    job.rows = job.G * job.Sq;
+    job.ntiles = (job.rows + job.lanes - 1) / job.lanes;
+    job.scale = d->scale;
+    job.causal = d->causal;
+    job.q = call->q.data, job.k = call->k.data, job.v = call->v.data, job.o = call->o.data;
+    memcpy(job.qs, call->q.stride, sizeof job.qs);
+    memcpy(job.ks, call->k.stride, sizeof job.ks);
+    memcpy(job.vs, call->v.stride, sizeof job.vs);
+    memcpy(job.os, call->o.stride, sizeof job.os);
+    job.k_unit = job.ks[3] == 1 || d->D <= 1;
+    job.v_unit = job.vs[3] == 1 || d->Dv <= 1;
+    if ((!job.k_unit || !job.v_unit) && d->inner_contiguous) {
+        snprintf(reason, len, "cpu_flash: desc says inner_contiguous but k/v last-dim strides are %lld/%lld",
+                 (long long)job.ks[3], (long long)job.vs[3]);
+        return MODATTN_EINVAL;
+    }
+    job.mask_mode = FLASH_MASK_NONE;
+    if (d->has_mask && call->mask.data) {
+        job.mask = call->mask.data;
+        copy_strides(job.ms, &call->mask, 4);
+        if (d->Sq == 1) job.ms[2] = 0;
+        job.mask_mode = (job.ms[2] == 0 && (job.G == 1 || job.ms[1] == 0)) ? FLASH_MASK_ROW : FLASH_MASK_TILE;
+    }
+    if (d->has_lse && call->lse.data) {
+        job.lse = call->lse.data;
+        memcpy(job.ls, call->lse.stride, sizeof job.ls);
+    }
+    job.kv_lens = d->has_kv_lens ? call->kv_lens : NULL;
+
+    flash_run r;
+    r.job = &job;
+    r.tile = isa->tile;
+    r.ws = workspace;
+    r.nthreads = nthreads;
+    atomic_init(&r.bad_thread, 0);
+    const int64_t items = job.B * job.Hkv * job.ntiles;
+    if (exec && exec->parallel_for) {
+        exec->parallel_for(exec, items, flash_task, &r);
+    } else {
+        for (int64_t i = 0; i < items; i++) flash_task(&r, i, 0);
+    }
+    if (atomic_load(&r.bad_thread)) {
+        snprintf(reason, len, "cpu_flash: the host ran a task with a thread id outside [0, %d)", nthreads);
+        return MODATTN_ERUNTIME;
+    }
+    return 0;
+}
+
+static int flash_control(void *ctx, int op, void *arg) {
+    (void)ctx;
+    switch (op) {
+    case MODATTN_CPU_FLASH_CTL_ISA_NAME:
+        if (!arg) return MODATTN_EINVAL;
+        *(const char **)arg = modattn__flash_isa_select()->name;
+        return 0;
+    case MODATTN_CPU_FLASH_CTL_FORCE_ISA: {
+        if (!arg) {
+            atomic_store(&g_forced_isa, NULL);
+            return 0;
+        }
+        const flash_isa *isa = modattn__flash_isa_by_name(arg);
+        if (!isa) return MODATTN_EUNSUPPORTED;
+        atomic_store(&g_forced_isa, isa);
+        return 0;
+    }
+    default:
+        return MODATTN_EUNSUPPORTED;
+    }
+}
+
+static const modattn_attn_impl cpu_flash_impl = {
+    /* .api_version = */ MODATTN_IMPL_API_VERSION,
+    /* .name = */ "cpu_flash",
+    /* .description = */ "tiled exact attention with online softmax; AVX-512 / AVX2+FMA / NEON / scalar kernels",
+    /* .device = */ MODATTN_DEVICE_CPU,
+    /* .priority = */ 100,
+    /* .ctx = */ NULL,
+    /* .init = */ NULL,
+    /* .shutdown = */ NULL,
+    /* .supports = */ flash_supports,
+    /* .workspace_bytes = */ flash_workspace_bytes,
+    /* .run = */ flash_run_call,
+    /* .control = */ flash_control,
+};
+
+const modattn_attn_impl *modattn__backend_cpu_flash(void) { return &cpu_flash_impl; }

@@ -1,0 +1,83 @@
+/* backends/cpu_flash/flash.h — what the cpu_flash driver (cpu_flash.c) and its per-ISA kernels
+ * (the files under arch/) share: the resolved job, the per-thread workspace layout and the one kernel
+ * signature every ISA file implements.
+ *
+ * The kernel works "query-transposed": a tile of LANES query rows is packed as Qt[d][lane], so a
+ * SIMD vector holds one score for LANES different queries. Then
+ *   - S^T = K . Qt needs no packing of K or V (rows broadcast straight from the tensors),
+ *   - the softmax row max / row sum are vertical (element-wise) over key rows: no shuffles,
+ *   - causal masking is one integer compare per vector (key index vs per-lane limit),
+ *   - O^T[e][lane] += V[j][e] * P^T[j][lane] again broadcasts V straight from the tensor.
+ * Work item = (b, kv head, query tile); query rows of the G heads sharing a kv head are
+ * interleaved into one row space r = i * G + g, so GQA decode (Sq = 1) still fills the lanes. */
+#ifndef MODATTN_CPU_FLASH_H
+#define MODATTN_CPU_FLASH_H
+
+#include "modattn/impl.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { FLASH_MASK_NONE = 0, FLASH_MASK_ROW = 1, FLASH_MASK_TILE = 2 };
+
+typedef struct flash_job {
+    int64_t B, Hq, Hkv, G, Sq, Sk, D, Dv;
+    int64_t rows;   /* G * Sq: query rows per (b, kv head) */
+    int64_t ntiles; /* ceil(rows / lanes) */
+    float scale;
+    bool causal;
+    int mask_mode;  /* FLASH_MASK_*: ROW when every lane of a tile reads the same mask row */
+    bool k_unit, v_unit; /* last-dim stride 1: rows are broadcast from the tensor, no packing */
+    /* q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], o [B, Hq, Sq, Dv] */
+    const float *q, *k, *v;
+    float *o;
+    const float *mask; /* [B|1, Hq|1, Sq, Sk]: broadcast dims have stride 0 here */
+    float *lse;        /* [B, Hq, Sq] or NULL */
+    const int32_t *kv_lens;
+    int64_t qs[4], ks[4], vs[4], os[4], ms[4], ls[3];
+    /* per-thread workspace */
+    int lanes, bk;
+    size_t ws_slice_floats; /* floats per thread slice (a multiple of 16) */
+    size_t off_qt, off_st, off_ot, off_mt, off_kp, off_vp, off_mrow, off_lane; /* in floats */
+} flash_job;
+
+/* Per-lane bookkeeping kept at ws + off_lane (as floats/ints of `lanes` each). */
+typedef struct flash_lane_view {
+    int32_t *lim; /* key j is visible to the lane iff j <= lim (causal), INT32_MAX otherwise */
+    float *m;     /* running max (base-2 units) */
+    float *l;     /* running sum */
+} flash_lane_view;
+
+/* One ISA's kernel: computes work item `item` (b, kv head, query tile) into o / lse using the
+ * thread's workspace slice `ws` (16-float aligned). */
+typedef void (*flash_tile_fn)(const flash_job *job, int64_t item, float *ws);
+/* Vector exp / exp2 over an array (tests and benchmarks): y[i] = e^x[i] / 2^x[i]. */
+typedef void (*flash_vec_fn)(const float *x, float *y, int64_t n);
+
+typedef struct flash_isa {
+    const char *name;
+    int lanes; /* query rows per tile */
+    int bk;    /* keys per tile */
+    flash_tile_fn tile;
+    flash_vec_fn exp, exp2;
+} flash_isa;
+
+const flash_isa *modattn__flash_isa_scalar(void);
+#if defined(__x86_64__) || defined(__i386__)
+const flash_isa *modattn__flash_isa_avx2(void);
+const flash_isa *modattn__flash_isa_avx512(void);
+#endif
+#if defined(__aarch64__)
+const flash_isa *modattn__flash_isa_neon(void);
+#endif
+
+/* The ISA chosen for this machine (modattn_cpu_get(), MODATTN_CPU_DISABLE respected). */
+const flash_isa *modattn__flash_isa_select(void);
+/* An ISA by name ("avx512", "avx2", "neon", "scalar") if compiled in and supported here, else NULL. */
+const flash_isa *modattn__flash_isa_by_name(const char *name);
+
+/* cpu_flash control() ops */
+#define MODATTN_CPU_FLASH_CTL_ISA_NAME 1 /* arg: const char ** — the ISA run() will use */
+#define MODATTN_CPU_FLASH_CTL_FORCE_ISA 2 /* arg: const char * name or NULL to restore auto (tests) */
+
+#endif

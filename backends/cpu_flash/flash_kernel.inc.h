@@ -1,0 +1,422 @@
+/* backends/cpu_flash/flash_kernel.inc.h — the cpu_flash tile kernel, written once over a small
+ * vector vocabulary and included by each arch/<isa>.c after it defines that vocabulary. Fast
+ * version (the oracle is backends/reference).
+ *
+ * The including file defines:
+ *   VL            floats per vector;        NV   vectors per query tile (LANES = VL * NV)
+ *   RQK           key rows per S^T block;   EPV  value columns per O^T block (register blocking)
+ *   DB            terms per partial sum of a score (blocked summation)
+ *   BKT           keys per K/V tile;        FLASH_NAME(x)  the ISA-specific name of x
+ *   vf            the vector type and the static inline ops
+ *     vf_load vf_store vf_bcast vf_set1 vf_zero vf_fma(a,b,c)=a*b+c vf_add vf_sub vf_mul vf_max
+ *     vf_mask_gt(s, j, lim)  s where j <= lim[lane], -inf elsewhere
+ *     vf_exp(x)              e^x, ~1-2 ulp, -inf -> 0
+ *     vf_exp2(x)             2^x, ~1-2 ulp, -inf -> 0
+ *   and optionally VF_HAS_TRANSPOSE with vf_transpose(vf r[VL]) (transpose a VL x VL block in
+ *   registers) to pack Q^T and unpack O^T with vector moves.
+ *
+ * One work item = (b, kv head, query tile of LANES rows of the interleaved row space
+ * r = i * G + g). Per key tile [j0, j0 + nk):
+ *   S^T[jj][lane] = scale * sum_d K[j0+jj][d] * Qt[d][lane]   (+ mask; causal -> -inf)
+ *   m' = max(m, max_jj S^T);  P^T = exp(S^T - m');  l = l * e^(m - m') + sum_jj P^T
+ *   O^T[e][lane] = O^T[e][lane] * e^(m - m') + sum_jj V[j0+jj][e] * P^T[jj][lane]
+ * Nothing of size Sq x Sk exists; the workspace is O((D + Dv + BKT) * LANES) per thread. */
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LANES (VL * NV)
+#define FLASH_INLINE static inline __attribute__((always_inline))
+
+/* S^T rows [jj, jj + R) of the current key tile: R key rows x LANES queries in registers, then
+ * the fused epilogue (scale, mask, causal, running tile max) and one store.
+ * The dot products are summed in blocks of DB terms (a fresh partial sum per block, added to the
+ * total): the rounding error grows like sqrt(D * DB) + D / sqrt(DB) instead of D, which halves
+ * the score error of a plain running sum at D = 64..256 for the price of one add per DB FMAs.
+ * The scale is applied after the sum (pre-scaling q adds a rounding per term). */
+typedef struct FLASH_NAME(qk_epi) {
+    float scale;
+    const float *mrow;  /* FLASH_MASK_ROW: one mask value per key row, or NULL */
+    const float *mt;    /* FLASH_MASK_TILE: mask tile [BKT][LANES], or NULL */
+    const int32_t *lim; /* per-lane causal limits */
+    int64_t kfull;      /* keys >= kfull need the causal compare */
+    int causal;
+} FLASH_NAME(qk_epi);
+
+FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t D, const float *k0,
+                                       int64_t kstride, float *st, int64_t j, const FLASH_NAME(qk_epi) *ep,
+                                       int64_t jj, vf *tmax) {
+    vf acc[RQK][NV], blk[RQK][NV], qv[NV];
+    const float *kr[RQK];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+        kr[r] = k0 + r * kstride;
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[r][v] = vf_zero();
+    }
+    for (int64_t d0 = 0; d0 < D; d0 += DB) {
+        const int64_t d1 = D - d0 < DB ? D : d0 + DB;
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) blk[r][v] = vf_zero();
+        }
+        for (int64_t d = d0; d < d1; d++) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) qv[v] = vf_load(qt + d * LANES + v * VL);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; r++) {
+                vf kb = vf_bcast(kr[r] + d);
+#pragma GCC unroll 8
+                for (int v = 0; v < NV; v++) blk[r][v] = vf_fma(kb, qv[v], blk[r][v]);
+            }
+        }
+#pragma GCC unroll 16
+        for (int r = 0; r < R; r++) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_add(acc[r][v], blk[r][v]);
+        }
+    }
+    /* epilogue: the arguments come from memory here, keeping registers free for the loop above */
+    const vf scale = vf_set1(ep->scale);
+    const float *mrow = ep->mrow ? ep->mrow + jj : NULL;
+    const float *mt = ep->mt ? ep->mt + jj * LANES : NULL;
+    const int partial = ep->causal && j + R - 1 >= ep->kfull;
+    const int32_t *lim = ep->lim;
+#pragma GCC unroll 16
+    for (int r = 0; r < R; r++) {
+        if (mrow) {
+            vf mb = vf_set1(mrow[r]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_fma(acc[r][v], scale, mb);
+        } else if (mt) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_fma(acc[r][v], scale, vf_load(mt + r * LANES + v * VL));
+        } else {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_mul(acc[r][v], scale);
+        }
+        if (partial) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_mask_gt(acc[r][v], (int32_t)(j + r), lim + v * VL);
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) {
+            tmax[v] = vf_max(tmax[v], acc[r][v]);
+            vf_store(st + r * LANES + v * VL, acc[r][v]);
+        }
+    }
+}
+
+/* O^T rows [e, e + E): the tile's sum over its nk key rows of P^T x V, started from zero (a
+ * blocked sum again: one block per key tile), then O^T = O^T * alpha + sum. */
+FLASH_INLINE void FLASH_NAME(pv_block)(const int E, float *ot, const float *pt, int64_t nk, const float *v0,
+                                       int64_t vstride, const vf *alpha) {
+    vf acc[EPV][NV];
+#pragma GCC unroll 16
+    for (int r = 0; r < E; r++) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[r][v] = vf_zero();
+    }
+    const float *vp = v0;
+    for (int64_t jj = 0; jj < nk; jj++, vp += vstride) {
+        vf p[NV];
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) p[v] = vf_load(pt + jj * LANES + v * VL);
+#pragma GCC unroll 16
+        for (int r = 0; r < E; r++) {
+            vf vb = vf_bcast(vp + r);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_fma(vb, p[v], acc[r][v]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < E; r++) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) {
+            float *op = ot + r * LANES + v * VL;
+            vf_store(op, vf_fma(vf_load(op), alpha[v], acc[r][v]));
+        }
+    }
+}
+
+__attribute__((noinline)) static void FLASH_NAME(qk_tile)(const float *qt, int64_t D, const float *kbase, int64_t kstride, float *st,
+                                int64_t j0, int64_t nk, const FLASH_NAME(qk_epi) *ep, vf *tmax) {
+    int64_t jj = 0;
+#define FLASH_QK(Rn)                                                                                         \
+    FLASH_NAME(qk_block)(Rn, qt, D, kbase + jj * kstride, kstride, st + jj * LANES, j0 + jj, ep, jj, tmax); \
+    jj += (Rn)
+    while (jj + RQK <= nk) { FLASH_QK(RQK); }
+#if RQK > 8
+    while (nk - jj >= 8) { FLASH_QK(8); }
+#endif
+#if RQK > 4
+    while (nk - jj >= 4) { FLASH_QK(4); }
+#endif
+#if RQK > 2
+    while (nk - jj >= 2) { FLASH_QK(2); }
+#endif
+#if RQK > 1
+    while (nk - jj >= 1) { FLASH_QK(1); }
+#endif
+#undef FLASH_QK
+}
+
+__attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dv, const float *pt, int64_t nk, const float *vbase,
+                                int64_t vstride, const vf *alpha) {
+    int64_t e = 0;
+#define FLASH_PV(En)                                                                          \
+    FLASH_NAME(pv_block)(En, ot + e * LANES, pt, nk, vbase + e, vstride, alpha);             \
+    e += (En)
+    while (e + EPV <= Dv) { FLASH_PV(EPV); }
+#if EPV > 8
+    while (Dv - e >= 8) { FLASH_PV(8); }
+#endif
+#if EPV > 4
+    while (Dv - e >= 4) { FLASH_PV(4); }
+#endif
+#if EPV > 2
+    while (Dv - e >= 2) { FLASH_PV(2); }
+#endif
+#if EPV > 1
+    while (Dv - e >= 1) { FLASH_PV(1); }
+#endif
+#undef FLASH_PV
+}
+
+/* Qt[d][lane] = q_lane[d * qsd] for the nrow valid lanes, 0 for the others. With unit stride, whole
+ * VL x VL blocks go through a register transpose when the ISA has one (vf_transpose). */
+static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nrow, int64_t D, int64_t qsd) {
+    int l0 = 0;
+#ifdef VF_HAS_TRANSPOSE
+    if (qsd == 1) {
+        for (; l0 + VL <= nrow; l0 += VL) {
+            int64_t d0 = 0;
+            for (; d0 + VL <= D; d0 += VL) {
+                vf t[VL];
+#pragma GCC unroll 16
+                for (int k = 0; k < VL; k++) t[k] = vf_load(qrow[l0 + k] + d0);
+                vf_transpose(t);
+#pragma GCC unroll 16
+                for (int k = 0; k < VL; k++) vf_store(qt + (d0 + k) * LANES + l0, t[k]);
+            }
+            for (; d0 < D; d0++)
+                for (int k = 0; k < VL; k++) qt[d0 * LANES + l0 + k] = qrow[l0 + k][d0];
+        }
+    }
+#endif
+    for (int l = l0; l < LANES; l++) {
+        if (l < nrow) {
+            const float *q = qrow[l];
+            for (int64_t d = 0; d < D; d++) qt[d * LANES + l] = q[d * qsd];
+        } else {
+            for (int64_t d = 0; d < D; d++) qt[d * LANES + l] = 0.0f;
+        }
+    }
+}
+
+/* o_lane[e * osd] = Ot[e][lane] * inv[lane] for the nrow valid lanes (transposed back like Q). */
+static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float *inv, int64_t nrow, int64_t Dv,
+                                int64_t osd) {
+    int l0 = 0;
+#ifdef VF_HAS_TRANSPOSE
+    if (osd == 1) {
+        for (; l0 + VL <= nrow; l0 += VL) {
+            int64_t e0 = 0;
+            for (; e0 + VL <= Dv; e0 += VL) {
+                vf t[VL];
+#pragma GCC unroll 16
+                for (int k = 0; k < VL; k++) t[k] = vf_load(ot + (e0 + k) * LANES + l0);
+                vf_transpose(t);
+#pragma GCC unroll 16
+                for (int k = 0; k < VL; k++) vf_store(orow[l0 + k] + e0, vf_mul(t[k], vf_set1(inv[l0 + k])));
+            }
+            for (; e0 < Dv; e0++)
+                for (int k = 0; k < VL; k++) orow[l0 + k][e0] = ot[e0 * LANES + l0 + k] * inv[l0 + k];
+        }
+    }
+#endif
+    for (int l = l0; l < nrow; l++) {
+        float *o = orow[l];
+        for (int64_t e = 0; e < Dv; e++) o[e * osd] = ot[e * LANES + l] * inv[l];
+    }
+}
+
+static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
+    const int64_t G = job->G, D = job->D, Dv = job->Dv;
+    const int64_t nt = job->ntiles;
+    const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
+    const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
+    const int64_t r0 = t * LANES;
+    const int64_t nrow = job->rows - r0 < LANES ? job->rows - r0 : LANES;
+
+    float *qt = ws + job->off_qt, *st = ws + job->off_st, *ot = ws + job->off_ot;
+    float *mt = job->mask_mode == FLASH_MASK_TILE ? ws + job->off_mt : NULL;
+    float *mrow = job->mask_mode == FLASH_MASK_ROW ? ws + job->off_mrow : NULL;
+    int32_t *lim = (int32_t *)(void *)(ws + job->off_lane);
+    float *mrun = ws + job->off_lane + LANES, *lrun = ws + job->off_lane + 2 * LANES;
+
+    int64_t Lb = job->Sk;
+    if (job->kv_lens) {
+        Lb = job->kv_lens[b];
+        if (Lb < 0) Lb = 0;
+        if (Lb > job->Sk) Lb = job->Sk;
+    }
+    const int64_t off = Lb - job->Sq; /* causal: query i sees keys j <= i + off */
+
+    /* Lanes: causal limits, the query range of the tile, then Q^T packed. */
+    int64_t imin = INT64_MAX, imax = -1;
+    const float *qrow[LANES];
+    for (int l = 0; l < LANES; l++) {
+        if (l < nrow) {
+            const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+            qrow[l] = job->q + b * job->qs[0] + h * job->qs[1] + i * job->qs[2];
+            int64_t li = i + off;
+            lim[l] = !job->causal ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
+            if (i < imin) imin = i;
+            if (i > imax) imax = i;
+        } else {
+            qrow[l] = NULL;
+            lim[l] = INT32_MAX;
+        }
+        mrun[l] = -INFINITY;
+        lrun[l] = 0.0f;
+    }
+    FLASH_NAME(pack_qt)(qt, qrow, nrow, D, job->qs[3]);
+    memset(ot, 0, sizeof(float) * (size_t)(Dv * LANES));
+
+    /* Keys [0, kend) are visible to some lane; keys [0, kfull) to every lane. Everything past
+     * kend (causal future, kv_lens padding) is never touched. */
+    int64_t kend = Lb, kfull = Lb;
+    if (job->causal) {
+        kend = imax + off + 1 < Lb ? imax + off + 1 : Lb;
+        if (kend < 0) kend = 0;
+        kfull = imin + off + 1 < kend ? imin + off + 1 : kend;
+        if (kfull < 0) kfull = 0;
+    }
+
+    const float *kh = job->k + b * job->ks[0] + hk * job->ks[1];
+    const float *vh = job->v + b * job->vs[0] + hk * job->vs[1];
+    const float *mb = NULL;
+    if (job->mask) mb = job->mask + b * job->ms[0];
+    if (mrow) {
+        /* every lane reads the same row: take lane 0's */
+        const int64_t i = r0 / G, h = hk * G + r0 % G;
+        mb += h * job->ms[1] + i * job->ms[2];
+    }
+
+    FLASH_NAME(qk_epi) epi;
+    epi.scale = job->scale;
+    epi.mrow = mrow;
+    epi.mt = mt;
+    epi.lim = lim;
+    epi.kfull = kfull;
+    epi.causal = job->causal;
+
+    for (int64_t j0 = 0; j0 < kend; j0 += BKT) {
+        const int64_t nk = kend - j0 < BKT ? kend - j0 : BKT;
+
+        const float *kbase = kh + j0 * job->ks[2];
+        int64_t kstride = job->ks[2];
+        if (!job->k_unit) {
+            float *kp = ws + job->off_kp;
+            for (int64_t jj = 0; jj < nk; jj++)
+                for (int64_t d = 0; d < D; d++) kp[jj * D + d] = kbase[jj * job->ks[2] + d * job->ks[3]];
+            kbase = kp;
+            kstride = D;
+        }
+        if (mrow) {
+            for (int64_t jj = 0; jj < nk; jj++) mrow[jj] = mb[(j0 + jj) * job->ms[3]];
+        } else if (mt) {
+            for (int l = 0; l < LANES; l++) {
+                if (l < nrow) {
+                    const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+                    const float *mr = mb + h * job->ms[1] + i * job->ms[2] + j0 * job->ms[3];
+                    for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = mr[jj * job->ms[3]];
+                } else {
+                    for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = 0.0f;
+                }
+            }
+        }
+
+        vf tmax[NV];
+        for (int v = 0; v < NV; v++) tmax[v] = vf_set1(-INFINITY);
+        FLASH_NAME(qk_tile)(qt, D, kbase, kstride, st, j0, nk, &epi, tmax);
+
+        /* Online softmax. msafe keeps a lane that has seen only -inf finite (exp(-inf) = 0, never
+         * -inf - -inf = NaN). */
+        vf alpha[NV], msafe[NV], lsum[NV];
+        for (int v = 0; v < NV; v++) {
+            vf mold = vf_load(mrun + v * VL);
+            vf mnew = vf_max(mold, tmax[v]);
+            msafe[v] = vf_max(mnew, vf_set1(-FLT_MAX));
+            alpha[v] = vf_exp(vf_sub(mold, msafe[v]));
+            vf_store(mrun + v * VL, mnew);
+            lsum[v] = vf_zero();
+        }
+        for (int64_t jj = 0; jj < nk; jj++) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) {
+                float *sp = st + jj * LANES + v * VL;
+                vf p = vf_exp(vf_sub(vf_load(sp), msafe[v]));
+                vf_store(sp, p);
+                lsum[v] = vf_add(lsum[v], p);
+            }
+        }
+        for (int v = 0; v < NV; v++)
+            vf_store(lrun + v * VL, vf_fma(vf_load(lrun + v * VL), alpha[v], lsum[v]));
+
+        const float *vbase = vh + j0 * job->vs[2];
+        int64_t vstride = job->vs[2];
+        if (!job->v_unit) {
+            float *vpk = ws + job->off_vp;
+            for (int64_t jj = 0; jj < nk; jj++)
+                for (int64_t e = 0; e < Dv; e++) vpk[jj * Dv + e] = vbase[jj * job->vs[2] + e * job->vs[3]];
+            vbase = vpk;
+            vstride = Dv;
+        }
+        FLASH_NAME(pv_tile)(ot, Dv, st, nk, vbase, vstride, alpha);
+    }
+
+    /* O = O^T / l, LSE = m + log l; a lane that saw no key gets O = 0, LSE = -inf. */
+    float *orow[LANES];
+    float *inv = st; /* the scores are done with: LANES floats of scratch */
+    for (int l = 0; l < nrow; l++) {
+        const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+        const float lv = lrun[l];
+        inv[l] = lv > 0.0f ? 1.0f / lv : 0.0f;
+        orow[l] = job->o + b * job->os[0] + h * job->os[1] + i * job->os[2];
+        if (job->lse)
+            job->lse[b * job->ls[0] + h * job->ls[1] + i * job->ls[2]] =
+                lv > 0.0f ? (float)((double)mrun[l] + log((double)lv)) : -INFINITY;
+    }
+    FLASH_NAME(store_o)(orow, ot, inv, nrow, Dv, job->os[3]);
+}
+
+static void FLASH_NAME(exp_array)(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) vf_store(y + i, vf_exp(vf_load(x + i)));
+    if (i < n) {
+        float bx[VL], by[VL];
+        for (int k = 0; k < VL; k++) bx[k] = i + k < n ? x[i + k] : 0.0f;
+        vf_store(by, vf_exp(vf_load(bx)));
+        for (int k = 0; i + k < n; k++) y[i + k] = by[k];
+    }
+}
+
+static void FLASH_NAME(exp2_array)(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) vf_store(y + i, vf_exp2(vf_load(x + i)));
+    if (i < n) {
+        float bx[VL], by[VL];
+        for (int k = 0; k < VL; k++) bx[k] = i + k < n ? x[i + k] : 0.0f;
+        vf_store(by, vf_exp2(vf_load(bx)));
+        for (int k = 0; i + k < n; k++) y[i + k] = by[k];
+    }
+}
+
+#undef LANES
+#undef FLASH_INLINE

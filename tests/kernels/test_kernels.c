@@ -1,0 +1,410 @@
+/* tests/kernels/test_kernels.c — the fast CPU implementations (cpu_flash, cpu_blas, whichever are
+ * built in) against a naive fp64 computation written here, on random shapes that cover the
+ * contract: GQA, causal with Sq != Sk, kv_lens (zeros included), broadcast masks with -inf rows,
+ * stride-0 mask rows, BSHD / padded / element-strided views, lse, D from 1 to 256, Dv != D.
+ * Also: guard regions around o and lse, inputs unchanged, no NaN, bitwise determinism (two runs
+ * with 2 threads, one with 1 thread), run() allocating nothing through the modattn allocator,
+ * refusals with a reason, a too-small workspace refused.
+ *
+ *   test_kernels [NAME...]    (default: every built-in implementation except `reference`)
+ * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
+#include "modattn/modattn.h"
+#include "test_util.h"
+
+#include <float.h>
+#include <math.h>
+
+static uint64_t g_rng;
+static uint64_t rnd(void) {
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static int rint_(int n) { return (int)(rnd() % (uint64_t)n); }
+static double runit(void) { return (double)(rnd() >> 11) * (1.0 / 9007199254740992.0); }
+
+#define GUARD 64
+static const float SENT = 1234.5f;
+
+typedef struct tbuf {
+    float *base; /* GUARD + cap + GUARD floats */
+    int64_t cap;
+} tbuf;
+
+static float *tb_alloc(tbuf *b, int64_t cap) {
+    b->cap = cap;
+    b->base = modattn_malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!b->base) abort();
+    for (int64_t i = 0; i < cap + 2 * GUARD; i++) b->base[i] = SENT;
+    return b->base + GUARD;
+}
+
+/* A view of shape s in a fresh buffer with one of four layouts:
+ *   0 contiguous; 1 BSHD (dims 1 and 2 swapped in memory); 2 padded rows (row stride > last dim);
+ *   3 element-strided (last-dim stride 2 and padded rows). */
+static modattn_tensor make_view(tbuf *b, const int64_t s[4], int layout) {
+    int64_t st[4], cap;
+    switch (layout) {
+    case 1: /* memory order b, i, h, d */
+        st[3] = 1, st[1] = s[3], st[2] = s[1] * s[3], st[0] = s[2] * s[1] * s[3];
+        cap = s[0] * st[0];
+        break;
+    case 2:
+        st[3] = 1, st[2] = s[3] + 5, st[1] = s[2] * st[2] + 3, st[0] = s[1] * st[1] + 1;
+        cap = s[0] * st[0];
+        break;
+    case 3:
+        st[3] = 2, st[2] = 2 * s[3] + 3, st[1] = s[2] * st[2], st[0] = s[1] * st[1] + 7;
+        cap = s[0] * st[0];
+        break;
+    default:
+        st[3] = 1, st[2] = s[3], st[1] = s[2] * s[3], st[0] = s[1] * s[2] * s[3];
+        cap = s[0] * st[0];
+    }
+    if (cap < 1) cap = 1;
+    modattn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.data = tb_alloc(b, cap);
+    t.dtype = MODATTN_DTYPE_F32;
+    t.device.kind = MODATTN_DEVICE_CPU;
+    memcpy(t.shape, s, sizeof t.shape);
+    memcpy(t.stride, st, sizeof t.stride);
+    t.capacity = cap;
+    return t;
+}
+
+static int64_t off(const modattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+static float *at(const modattn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return (float *)t->data + off(t, a, b, c, d);
+}
+
+typedef struct tcase {
+    int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
+    modattn_attn_call call;
+    tbuf bq, bk, bv, bo, bm, bl;
+    int32_t kvl[8];
+    double *o64, *lse64, *mag; /* expected; per row: max |scaled score| (sets the tolerance) */
+    char what[256];
+} tcase;
+
+static void fill(const modattn_tensor *t, double mag) {
+    for (int64_t a = 0; a < t->shape[0]; a++)
+        for (int64_t b = 0; b < t->shape[1]; b++)
+            for (int64_t c = 0; c < t->shape[2]; c++)
+                for (int64_t d = 0; d < t->shape[3]; d++) *at(t, a, b, c, d) = (float)((2 * runit() - 1) * mag);
+}
+
+/* The fp64 oracle for this test: straight from the contract in attention.h. */
+static void oracle(tcase *tc) {
+    const modattn_attn_call *c = &tc->call;
+    const int64_t G = tc->Hq / tc->Hkv;
+    double scale = c->scale != 0.0f ? c->scale : 1.0 / sqrt((double)tc->D);
+    double *s = malloc(sizeof(double) * (size_t)(tc->Sk + 1));
+    for (int64_t b = 0; b < tc->B; b++)
+        for (int64_t h = 0; h < tc->Hq; h++)
+            for (int64_t i = 0; i < tc->Sq; i++) {
+                int64_t row = (b * tc->Hq + h) * tc->Sq + i;
+                int64_t L = c->kv_lens ? c->kv_lens[b] : tc->Sk;
+                double mx = -INFINITY, amax = 0;
+                for (int64_t j = 0; j < tc->Sk; j++) {
+                    s[j] = -INFINITY;
+                    if (j >= L || (c->causal && j > i + L - tc->Sq)) continue;
+                    double dot = 0;
+                    for (int64_t d = 0; d < tc->D; d++)
+                        dot += (double)*at(&c->q, b, h, i, d) * *at(&c->k, b, h / G, j, d);
+                    s[j] = (float)scale * dot;
+                    if (fabs(s[j]) > amax) amax = fabs(s[j]);
+                    if (c->mask.data) {
+                        float m = *at(&c->mask, c->mask.shape[0] == 1 ? 0 : b, c->mask.shape[1] == 1 ? 0 : h, i, j);
+                        s[j] = m == -INFINITY ? -INFINITY : s[j] + m;
+                    }
+                    if (s[j] > mx) mx = s[j];
+                }
+                tc->mag[row] = amax;
+                double sum = 0;
+                for (int64_t j = 0; j < tc->Sk; j++) sum += s[j] == -INFINITY ? 0 : (s[j] = exp(s[j] - mx));
+                for (int64_t e = 0; e < tc->Dv; e++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < tc->Sk; j++)
+                        if (s[j] != -INFINITY) acc += s[j] * *at(&c->v, b, h / G, j, e);
+                    tc->o64[row * tc->Dv + e] = mx == -INFINITY ? 0.0 : acc / sum;
+                }
+                tc->lse64[row] = mx == -INFINITY ? -INFINITY : mx + log(sum);
+            }
+    free(s);
+}
+
+static void tc_free(tcase *tc) {
+    tbuf *all[6] = {&tc->bq, &tc->bk, &tc->bv, &tc->bo, &tc->bm, &tc->bl};
+    for (int i = 0; i < 6; i++) modattn_free(all[i]->base);
+    free(tc->o64), free(tc->lse64), free(tc->mag);
+    memset(tc, 0, sizeof *tc);
+}
+
+/* A random configuration; `k` selects some hand-picked edge cases first. */
+static void tc_make(tcase *tc, int k) {
+    static const int dims[] = {1, 3, 8, 16, 32, 40, 64, 80, 96, 128, 160, 256};
+    memset(tc, 0, sizeof *tc);
+    int64_t B = 1 + rint_(3), Hkv = 1 + rint_(3), G = 1 + rint_(4);
+    int64_t Sq = rint_(4) == 0 ? 1 + rint_(3) : 1 + rint_(70), Sk = rint_(4) == 0 ? 1 + rint_(3) : 1 + rint_(140);
+    int64_t D = dims[rint_(12)], Dv = rint_(4) == 0 ? dims[rint_(12)] : D;
+    bool causal = rint_(2), lse = rint_(2);
+    int kvl = rint_(3), mask = rint_(6), lay_in = rint_(4), lay_o = rint_(4);
+    double mag = rint_(5) == 0 ? 4.0 : 1.0;
+    float scale = rint_(4) == 0 ? (float)(0.05 + runit()) : 0.0f;
+    switch (k) { /* edge cases */
+    case 0: Sq = 0; break;
+    case 1: Sk = 0; lse = true; break;
+    case 2: B = 0; break;
+    case 3: kvl = 3; lse = true; break;                 /* every kv_len 0 */
+    case 4: causal = true; Sq = 70; Sk = 20; lse = true; break; /* rows seeing nothing */
+    case 5: mask = 1; lse = true; break;                /* with dead rows (below) */
+    case 6: D = 1; Dv = 1; break;
+    case 7: D = 256; Dv = 256; Sq = 33; Sk = 130; break;
+    case 8: mag = 30.0; lse = true; break;              /* huge logits: still no NaN */
+    case 9: mask = 6; lse = true; Sq = 5; break;        /* -FLT_MAX everywhere: uniform rows */
+    case 10: Dv = 0; lse = true; break;
+    case 11: G = 8; Hkv = 1; Sq = 1; Sk = 100; break;   /* MQA decode */
+    default: break;
+    }
+    tc->B = B, tc->Hq = Hkv * G, tc->Hkv = Hkv, tc->Sq = Sq, tc->Sk = Sk, tc->D = D, tc->Dv = Dv;
+    modattn_attn_call *c = &tc->call;
+    c->q = make_view(&tc->bq, (int64_t[4]){B, tc->Hq, Sq, D}, lay_in);
+    c->k = make_view(&tc->bk, (int64_t[4]){B, Hkv, Sk, D}, lay_in);
+    c->v = make_view(&tc->bv, (int64_t[4]){B, Hkv, Sk, Dv}, (lay_in + rint_(2)) % 4);
+    c->o = make_view(&tc->bo, (int64_t[4]){B, tc->Hq, Sq, Dv}, lay_o);
+    fill(&c->q, mag), fill(&c->k, mag), fill(&c->v, 1.0);
+    c->scale = scale;
+    c->causal = causal;
+    if (kvl && B > 0) {
+        for (int64_t b = 0; b < B; b++) tc->kvl[b] = kvl == 3 ? 0 : (int32_t)rint_((int)Sk + 1);
+        if (kvl == 2) tc->kvl[0] = 0;
+        c->kv_lens = tc->kvl;
+    }
+    if (mask) {
+        /* 1: [B,Hq]  2: [1,Hq]  3: [B,1]  4: [1,1]  5: [B,1] with stride 0 over Sq (padding mask)
+         * 6: [1,1] all -FLT_MAX */
+        int64_t mb = (mask == 1 || mask == 3 || mask == 5) ? B : 1, mh = (mask == 1 || mask == 2) ? tc->Hq : 1;
+        c->mask = make_view(&tc->bm, (int64_t[4]){mb, mh, Sq, Sk}, 0);
+        if (mask == 5) c->mask.stride[2] = 0; /* every query row reads the same mask row */
+        for (int64_t a = 0; a < mb; a++)
+            for (int64_t h = 0; h < mh; h++)
+                for (int64_t i = 0; i < Sq; i++) {
+                    bool dead = mask != 5 && rint_(5) == 0;
+                    for (int64_t j = 0; j < Sk; j++) {
+                        float m = mask == 6 ? -FLT_MAX
+                                  : dead || rint_(4) == 0 ? -INFINITY
+                                                         : (float)(2 * runit() - 1);
+                        *at(&c->mask, a, h, i, j) = m;
+                    }
+                }
+    }
+    if (lse) c->lse = make_view(&tc->bl, (int64_t[4]){B, tc->Hq, Sq, 1}, lay_o == 1 ? 1 : 0);
+    int64_t rows = B * tc->Hq * Sq;
+    tc->o64 = calloc((size_t)(rows * Dv + 1), sizeof(double));
+    tc->lse64 = calloc((size_t)(rows + 1), sizeof(double));
+    tc->mag = calloc((size_t)(rows + 1), sizeof(double));
+    oracle(tc);
+    snprintf(tc->what, sizeof tc->what,
+             "case %d: B=%lld Hq=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld causal=%d kvl=%d mask=%d lse=%d layout=%d/%d "
+             "mag=%g scale=%g",
+             k, (long long)B, (long long)tc->Hq, (long long)Hkv, (long long)Sq, (long long)Sk, (long long)D,
+             (long long)Dv, causal, kvl, mask, lse, lay_in, lay_o, mag, (double)scale);
+}
+
+/* Compares the outputs with the oracle; also guard regions. Returns the worst err/tol. */
+static double tc_check(const tcase *tc, const char *impl) {
+    const modattn_attn_call *c = &tc->call;
+    double worst = 0;
+    const tbuf *outs[2] = {&tc->bo, &tc->bl};
+    for (int k = 0; k < 2; k++) {
+        const tbuf *b = outs[k];
+        if (!b->base) continue;
+        for (int64_t i = 0; i < GUARD; i++) {
+            CHECK_MSG(b->base[i] == SENT && b->base[GUARD + b->cap + i] == SENT, "%s %s: wrote outside %s", impl,
+                      tc->what, k ? "lse" : "o");
+            if (b->base[i] != SENT || b->base[GUARD + b->cap + i] != SENT) return INFINITY;
+        }
+    }
+    for (int64_t b = 0; b < tc->B; b++)
+        for (int64_t h = 0; h < tc->Hq; h++)
+            for (int64_t i = 0; i < tc->Sq; i++) {
+                int64_t row = (b * tc->Hq + h) * tc->Sq + i;
+                /* fp32 scores carry an absolute error ~ u * |score| * sqrt(D): scale the tolerance */
+                double tol = 2e-6 + 2e-6 * tc->mag[row];
+                for (int64_t e = 0; e < tc->Dv; e++) {
+                    double got = *at(&c->o, b, h, i, e), want = tc->o64[row * tc->Dv + e];
+                    double r = fabs(got - want) / tol;
+                    if (!(r <= 1.0)) {
+                        CHECK_MSG(0, "%s %s: o[%lld,%lld,%lld,%lld] = %.9g, want %.9g", impl, tc->what, (long long)b,
+                                  (long long)h, (long long)i, (long long)e, got, want);
+                        return isnan(r) ? INFINITY : r;
+                    }
+                    if (r > worst) worst = r;
+                }
+                if (c->lse.data) {
+                    double got = *at(&c->lse, b, h, i, 0), want = tc->lse64[row];
+                    bool ok = isinf(want) ? got == want : fabs(got - want) <= tol * (1 + fabs(want));
+                    if (!ok) {
+                        CHECK_MSG(0, "%s %s: lse[%lld,%lld,%lld] = %.9g, want %.9g", impl, tc->what, (long long)b,
+                                  (long long)h, (long long)i, got, want);
+                        return INFINITY;
+                    }
+                }
+            }
+    return worst;
+}
+
+static bool same_bits(const tcase *tc, const float *o1, const float *l1) {
+    bool same = memcmp(o1, tc->bo.base, (size_t)(tc->bo.cap + 2 * GUARD) * sizeof(float)) == 0;
+    if (tc->bl.base) same = same && memcmp(l1, tc->bl.base, (size_t)(tc->bl.cap + 2 * GUARD) * sizeof(float)) == 0;
+    return same;
+}
+
+static void reset_outputs(tcase *tc) {
+    for (int64_t i = 0; i < tc->bo.cap + 2 * GUARD; i++) tc->bo.base[i] = SENT;
+    for (int64_t i = 0; tc->bl.base && i < tc->bl.cap + 2 * GUARD; i++) tc->bl.base[i] = SENT;
+}
+
+static void test_impl(modattn_ctx *ctx2, modattn_ctx *ctx1, const char *name, int ncases) {
+    long i2 = modattn_ctx_find(ctx2, name), i1 = modattn_ctx_find(ctx1, name);
+    if (i2 < 0 || i1 < 0) {
+        printf("%s: not built in, skipped\n", name);
+        return;
+    }
+    modattn_impl_info info;
+    modattn_ctx_impl_info(ctx2, (size_t)i2, &info);
+    if (!info.available) {
+        printf("%s: unavailable here (%s), skipped\n", name, info.reason);
+        return;
+    }
+    const modattn_attn_impl *impl = modattn_ctx_impl(ctx2, (size_t)i2);
+    g_rng = 42;
+    double worst = 0;
+    int ran = 0, refused = 0;
+    for (int k = 0; k < ncases; k++) {
+        tcase tc;
+        tc_make(&tc, k);
+        modattn_attn_desc desc;
+        int st = modattn_attn_describe(&tc.call, &desc);
+        CHECK_MSG(st == 0, "%s: describe failed: %s", tc.what, modattn_last_error());
+        char why[256] = "";
+        if (st || !impl->supports(impl->ctx, &desc, why, sizeof why)) {
+            refused++;
+            CHECK_MSG(why[0] != '\0', "%s refused %s without a reason", name, tc.what);
+            tc_free(&tc);
+            continue;
+        }
+        /* snapshot inputs */
+        size_t nin = (size_t)(tc.bq.cap + tc.bk.cap + tc.bv.cap + (tc.bm.base ? tc.bm.cap : 0) + 8 * GUARD);
+        float *snap = malloc(nin * sizeof(float)), *p = snap;
+        const tbuf *ins[4] = {&tc.bq, &tc.bk, &tc.bv, &tc.bm};
+        for (int a = 0; a < 4; a++)
+            if (ins[a]->base) memcpy(p, ins[a]->base, (size_t)(ins[a]->cap + 2 * GUARD) * 4), p += ins[a]->cap + 2 * GUARD;
+
+        st = modattn_attention_with(ctx2, (size_t)i2, &tc.call);
+        CHECK_MSG(st == 0, "%s %s: %s", name, tc.what, modattn_last_error());
+        if (st == 0) {
+            double r = tc_check(&tc, name);
+            if (r > worst) worst = r;
+            ran++;
+            /* determinism: again with 2 threads, then with 1 thread: bitwise equal */
+            float *o1 = malloc((size_t)(tc.bo.cap + 2 * GUARD) * 4), *l1 = NULL;
+            memcpy(o1, tc.bo.base, (size_t)(tc.bo.cap + 2 * GUARD) * 4);
+            if (tc.bl.base) {
+                l1 = malloc((size_t)(tc.bl.cap + 2 * GUARD) * 4);
+                memcpy(l1, tc.bl.base, (size_t)(tc.bl.cap + 2 * GUARD) * 4);
+            }
+            reset_outputs(&tc);
+            modattn_attention_with(ctx2, (size_t)i2, &tc.call);
+            CHECK_MSG(same_bits(&tc, o1, l1), "%s %s: two runs with 2 threads differ", name, tc.what);
+            reset_outputs(&tc);
+            modattn_attention_with(ctx1, (size_t)i1, &tc.call);
+            CHECK_MSG(same_bits(&tc, o1, l1), "%s %s: 1 thread and 2 threads differ", name, tc.what);
+            free(o1), free(l1);
+        }
+        p = snap;
+        for (int a = 0; a < 4; a++)
+            if (ins[a]->base) {
+                CHECK_MSG(memcmp(p, ins[a]->base, (size_t)(ins[a]->cap + 2 * GUARD) * 4) == 0, "%s %s: input %d changed",
+                          name, tc.what, a);
+                p += ins[a]->cap + 2 * GUARD;
+            }
+        free(snap);
+        tc_free(&tc);
+    }
+    printf("%s: %d configurations run, %d refused, worst err/tol %.3f\n", name, ran, refused, worst);
+}
+
+/* run() itself: no allocation through the modattn allocator, a short workspace refused. */
+static void test_run_contract(modattn_ctx *ctx, const char *name) {
+    long idx = modattn_ctx_find(ctx, name);
+    if (idx < 0) return;
+    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const modattn_exec *exec = modattn_ctx_exec(ctx);
+    g_rng = 7;
+    tcase tc;
+    tc_make(&tc, 100);
+    modattn_attn_desc desc;
+    CHECK(modattn_attn_describe(&tc.call, &desc) == 0);
+    char why[256] = "";
+    if (!impl->supports(impl->ctx, &desc, why, sizeof why)) {
+        tc_free(&tc);
+        return;
+    }
+    size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &desc, exec->nthreads) : 0;
+    void *w = modattn_malloc(ws ? ws : 1, MODATTN_MEM_WORKSPACE);
+    modattn_mem_stats before, after;
+    modattn_mem_get_stats(&before);
+    int st = impl->run(impl->ctx, &desc, &tc.call, w, ws, exec, why, sizeof why);
+    modattn_mem_get_stats(&after);
+    CHECK_MSG(st == 0, "%s run: %s", name, why);
+    CHECK_MSG(after.allocations == before.allocations, "%s: run() allocated %llu blocks", name,
+              (unsigned long long)(after.allocations - before.allocations));
+    if (ws >= 64) {
+        why[0] = '\0';
+        st = impl->run(impl->ctx, &desc, &tc.call, w, ws - 64, exec, why, sizeof why);
+        CHECK_MSG(st != 0 && why[0] != '\0', "%s: a short workspace was accepted (st %d)", name, st);
+    }
+    modattn_free(w);
+    /* dtype refusal with a reason */
+    modattn_attn_desc d16 = desc;
+    d16.dtype = MODATTN_DTYPE_F16;
+    why[0] = '\0';
+    CHECK_MSG(!impl->supports(impl->ctx, &d16, why, sizeof why) && strstr(why, "f16"), "%s: f16 not refused clearly ('%s')",
+              name, why);
+    tc_free(&tc);
+}
+
+int main(int argc, char **argv) {
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 2;
+    modattn_ctx *ctx2 = NULL, *ctx1 = NULL;
+    CHECK(modattn_ctx_create(&o, &ctx2) == 0);
+    o.threads = 1;
+    CHECK(modattn_ctx_create(&o, &ctx1) == 0);
+    if (!ctx1 || !ctx2) return test_finish("test_kernels");
+    const char *cpu_disable = getenv("MODATTN_CPU_DISABLE");
+    printf("MODATTN_CPU_DISABLE=%s\n", cpu_disable ? cpu_disable : "");
+    int ncases = getenv("MODATTN_TEST_CASES") ? atoi(getenv("MODATTN_TEST_CASES")) : 160;
+    if (argc > 1) {
+        for (int a = 1; a < argc; a++) test_impl(ctx2, ctx1, argv[a], ncases), test_run_contract(ctx2, argv[a]);
+    } else {
+        for (size_t i = 0; i < modattn_ctx_impl_count(ctx2); i++) {
+            modattn_impl_info info;
+            modattn_ctx_impl_info(ctx2, i, &info);
+            if (!strcmp(info.name, "reference") || strcmp(info.origin, "builtin") != 0 ||
+                info.device != MODATTN_DEVICE_CPU)
+                continue;
+            test_impl(ctx2, ctx1, info.name, ncases);
+            test_run_contract(ctx2, info.name);
+        }
+    }
+    modattn_ctx_free(ctx2);
+    modattn_ctx_free(ctx1);
+    return test_finish("test_kernels");
+}
