@@ -1,0 +1,695 @@
+#!/usr/bin/env python3
+"""Embedding throughput benchmark (issue 3): sentence-transformers vs ONNX Runtime vs modattn.
+
+    bench/.venv/bin/python bench/embed_bench.py                 # all three systems, 3 runs each
+    bench/.venv/bin/python bench/embed_bench.py --systems modattn   # refresh only the modattn row
+    bench/.venv/bin/python bench/embed_bench.py --make-corpus   # (re)write bench/corpus_sentences.txt
+
+Systems, all on CPU with 2 threads, model all-MiniLM-L6-v2 from .models/ (tools/setup_model.sh):
+  st       sentence-transformers (PyTorch), encode(batch_size=32) - its own length-sorted batching
+  onnx     ONNX Runtime: the same BertModel exported with torch.onnx.export (cached under
+           .models/.cache/onnx/), tokenizers (Rust) for the ids, length-sorted batches of 32,
+           mean pooling + L2 normalisation in numpy
+  modattn  the C CLI: build/modattn embed --model DIR - < corpus (one JSON line per input:
+           {"index": i, "tokens": n, "embedding": [...]}); "not built" when the binary is missing or
+           does not know `embed`
+
+Each system runs --runs times (default 3), each run in its own child process, so peak RSS (ru_maxrss
+from wait4 on that child) belongs to that run alone. The medians are reported. Throughput counts
+the corpus' word pieces as all-MiniLM-L6-v2 sees them (incl. [CLS]/[SEP], truncated at 256).
+The Python workers time encoding only (model load excluded) and also report process wall time;
+for modattn, whose process cannot report that split, the encode time is the process wall time minus
+the median wall time of the same command on a one-line input (load + start-up).
+
+modattn's and ONNX Runtime's embeddings are checked against sentence-transformers' (min cosine,
+max abs difference) in the same invocation.
+
+Writes bench/results/embed.md (table), bench/results/embed.png (bar plot) and
+bench/results/embed.json (raw numbers, reused when only some systems are re-run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+CORPUS = BENCH / "corpus_sentences.txt"
+RESULTS = BENCH / "results"
+MODEL_DIR = REPO / ".models" / "all-MiniLM-L6-v2"
+CACHE = REPO / ".models" / ".cache" / "bench"
+MODATTN_EXE = [REPO / "build" / "modattn"]  # --modattn overrides
+MAX_SEQ = 256
+BATCH = 32
+SYSTEM_LABELS = {
+    "st": "sentence-transformers (PyTorch)",
+    "onnx": "ONNX Runtime",
+    "modattn": "modattn (C)",
+}
+
+# ============================================================================================
+# Corpus: deterministic, written from word lists in this file (no outside text).
+# ============================================================================================
+
+_SUBJ = ["the engineer", "a small team", "the committee", "my neighbour", "the old library", "our server",
+         "the river", "a young student", "the city council", "the orchestra", "the compiler",
+         "the research group", "a travelling merchant", "the museum", "the weather service",
+         "the startup", "her grandmother", "the night train", "the hospital", "every visitor",
+         "the farmer", "the new model", "the database", "a stray cat", "the school board",
+         "the pilot", "the bakery on the corner", "the mayor", "the satellite", "the captain"]
+_VERB = ["announced", "rebuilt", "measured", "questioned", "painted", "delivered", "rejected",
+         "described", "repaired", "studied", "ignored", "celebrated", "shipped", "translated",
+         "documented", "tested", "borrowed", "discovered", "planned", "reviewed", "explained",
+         "compressed", "recorded", "published", "cleaned", "replaced", "counted", "sorted"]
+_OBJ = ["a detailed report", "the broken bridge", "three hundred letters", "the quarterly budget",
+        "an unusual painting", "the new schedule", "a faster algorithm", "the harbour lights",
+        "the missing files", "a long list of complaints", "the winter garden", "a set of old maps",
+        "the results of the survey", "the kitchen", "a strange noise", "the final draft",
+        "every single invoice", "the rules of the game", "a pile of wet leaves", "the test suite",
+        "the evening news", "a fragile vase", "the memory leak", "the railway timetable"]
+_PP = ["after the storm", "before lunch", "in the main hall", "during the festival",
+       "without any warning", "under a grey sky", "for the third time this year", "with great care",
+       "at the edge of town", "on a quiet Sunday", "despite the noise", "by the end of the week",
+       "in less than an hour", "near the old harbour", "across the valley", "behind closed doors",
+       "on the second floor", "since early March", "until midnight", "in front of everyone"]
+_SUB = ["because the deadline was moving closer", "although nobody had asked for it",
+        "while the rest of the city was asleep", "so that the children could see it",
+        "even though the numbers did not add up", "when the lights finally came back on",
+        "as soon as the rain stopped", "since the previous version kept crashing",
+        "unless someone objected in writing", "after the first attempt had failed",
+        "before the inspectors arrived", "which surprised almost everyone"]
+_QUEST = ["Why did {s} wait so long?", "Has {s} {v} {o} yet?", "Who {v} {o} {p}?",
+          "How many people noticed that {s} {v} {o}?", "Is it true that {s} {v} {o}?"]
+_SHORT = ["Thanks!", "See you tomorrow.", "It works.", "Not again.", "Good morning, everyone.",
+          "Please try again later.", "The meeting is cancelled.", "Coffee is ready.",
+          "Everything is fine.", "Read the manual.", "Turn left at the lights.", "Well done.",
+          "The door is open.", "Call me back.", "Nobody knows."]
+_NAMES = ["Alice", "Bob", "Chen", "Dana", "Emeka", "Farah", "Giulia", "Hiro", "Ines", "Jonas",
+          "Kofi", "Lena", "Mateo", "Noor", "Oskar", "Priya"]
+
+
+def _clause(rng: random.Random) -> str:
+    s, v, o = rng.choice(_SUBJ), rng.choice(_VERB), rng.choice(_OBJ)
+    parts = [s, v, o]
+    if rng.random() < 0.6:
+        parts.append(rng.choice(_PP))
+    if rng.random() < 0.35:
+        parts.append(rng.choice(_SUB))
+    return " ".join(parts)
+
+
+def _sentence(rng: random.Random) -> str:
+    r = rng.random()
+    if r < 0.08:
+        return rng.choice(_SHORT)
+    if r < 0.16:
+        q = rng.choice(_QUEST)
+        return q.format(s=rng.choice(_SUBJ), v=rng.choice(_VERB), o=rng.choice(_OBJ), p=rng.choice(_PP))
+    if r < 0.24:
+        n = rng.choice(_NAMES)
+        return (f"{n} said that {_clause(rng)}, and that the figure was {rng.randint(2, 9999):,} "
+                f"({rng.randint(1, 99)}% more than in {rng.randint(1990, 2024)}).")
+    text = _clause(rng)
+    while rng.random() < 0.3:
+        text += rng.choice([", and ", "; ", ", but ", ", so "]) + _clause(rng)
+    return text[0].upper() + text[1:] + "."
+
+
+def make_corpus(n_lines: int = 2000, seed: int = 3) -> list[str]:
+    """Lines of mixed length: mostly single sentences, some short paragraphs, a few long ones
+    (over 256 word pieces, so truncation is part of the workload)."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n_lines):
+        r = rng.random()
+        if r < 0.60:
+            k = 1
+        elif r < 0.88:
+            k = rng.randint(2, 4)
+        elif r < 0.975:
+            k = rng.randint(5, 9)
+        else:
+            k = rng.randint(14, 22)
+        lines.append(" ".join(_sentence(rng) for _ in range(k)))
+    return lines
+
+
+def load_corpus() -> list[str]:
+    if not CORPUS.exists():
+        raise SystemExit(f"{CORPUS} missing: run with --make-corpus")
+    return CORPUS.read_text(encoding="utf-8").splitlines()
+
+
+# ============================================================================================
+# Workers (run in child processes)
+# ============================================================================================
+
+def _sorted_batches(lengths: list[int], batch: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i:i + batch] for i in range(0, len(order), batch)]
+
+
+def worker_st(corpus: list[str], threads: int, out: Path, _onnx_file: str = "") -> dict:
+    import numpy as np
+    import torch
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(1)
+    t0 = time.perf_counter()
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer(str(MODEL_DIR), device="cpu")
+    model.encode(["warm up"], batch_size=1)
+    t1, c1 = time.perf_counter(), time.process_time()
+    emb = model.encode(corpus, batch_size=BATCH, convert_to_numpy=True, show_progress_bar=False)
+    t2, c2 = time.perf_counter(), time.process_time()
+    np.save(out, emb.astype(np.float32))
+    return {"load_s": t1 - t0, "encode_s": t2 - t1, "encode_cpu_s": c2 - c1}
+
+
+def onnx_path() -> Path:
+    import torch
+    h = hashlib.sha256()
+    h.update((MODEL_DIR / "model.safetensors").read_bytes())
+    h.update(torch.__version__.encode())
+    return REPO / ".models" / ".cache" / "onnx" / f"all-MiniLM-L6-v2-{h.hexdigest()[:16]}.onnx"
+
+
+def export_onnx() -> Path:
+    """Export the BertModel (last_hidden_state) to ONNX once; later runs reuse the file."""
+    path = onnx_path()
+    if path.exists():
+        return path
+    import torch
+    from transformers import AutoModel
+    model = AutoModel.from_pretrained(str(MODEL_DIR))
+    model.eval()
+    ids = torch.ones(2, 16, dtype=torch.long)
+    mask = torch.ones(2, 16, dtype=torch.long)
+    tt = torch.zeros(2, 16, dtype=torch.long)
+
+    class Wrap(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.onnx")
+    axes = {0: "batch", 1: "seq"}
+    with torch.no_grad():
+        try:  # TorchScript-based exporter: one self-contained file, dynamic axes by name
+            torch.onnx.export(Wrap(model), (ids, mask, tt), str(tmp), dynamo=False,
+                              input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["last_hidden_state"], opset_version=17,
+                              dynamic_axes={"input_ids": axes, "attention_mask": axes,
+                                            "token_type_ids": axes, "last_hidden_state": axes})
+            exporter = "torchscript"
+        except Exception as e:  # torch versions without it: the dynamo exporter
+            print(f"embed_bench: torchscript ONNX export failed ({e}); trying dynamo=True", file=sys.stderr)
+            b, s = torch.export.Dim("batch"), torch.export.Dim("seq", max=512)
+            prog = torch.onnx.export(Wrap(model), (ids, mask, tt), dynamo=True,
+                                     input_names=["input_ids", "attention_mask", "token_type_ids"],
+                                     output_names=["last_hidden_state"],
+                                     dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}, {0: b, 1: s}))
+            prog.save(str(tmp), external_data=False)
+            exporter = "dynamo"
+    os.replace(tmp, path)
+    path.with_suffix(".txt").write_text(f"exporter={exporter} torch={torch.__version__}\n")
+    return path
+
+
+def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> dict:
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+    t0 = time.perf_counter()
+    path = Path(onnx_file)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    sess = ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    tok.enable_truncation(max_length=MAX_SEQ)
+    tok.no_padding()
+    tok.encode("warm up")
+    t1, c1 = time.perf_counter(), time.process_time()
+    encs = tok.encode_batch(corpus)
+    lengths = [len(e.ids) for e in encs]
+    emb = np.zeros((len(corpus), 384), dtype=np.float32)
+    for idx in _sorted_batches(lengths, BATCH):
+        L = max(lengths[i] for i in idx)
+        ids = np.zeros((len(idx), L), dtype=np.int64)
+        mask = np.zeros((len(idx), L), dtype=np.int64)
+        for r, i in enumerate(idx):
+            ids[r, :lengths[i]] = encs[i].ids
+            mask[r, :lengths[i]] = 1
+        (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask,
+                               "token_type_ids": np.zeros_like(ids)})
+        m = mask[:, :, None].astype(np.float32)
+        pooled = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        emb[idx] = pooled
+    t2, c2 = time.perf_counter(), time.process_time()
+    np.save(out, emb)
+    return {"load_s": t1 - t0, "encode_s": t2 - t1, "encode_cpu_s": c2 - c1}
+
+
+def worker_main(args) -> int:
+    corpus = Path(args.corpus).read_text(encoding="utf-8").splitlines()
+    fn = {"st": worker_st, "onnx": worker_onnx}[args.worker]
+    res = fn(corpus, args.threads, Path(args.out), args.onnx or "")
+    print("RESULT " + json.dumps(res), flush=True)
+    return 0
+
+
+# ============================================================================================
+# Parent: runs children, measures wall time and peak RSS per child
+# ============================================================================================
+
+def cpu_busy_fraction(seconds: float = 3.0) -> float:
+    """Fraction of all CPUs busy over `seconds` (from /proc/stat), i.e. what others are using."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)
+        return idle, sum(v)
+    i0, t0 = snap()
+    time.sleep(seconds)
+    i1, t1 = snap()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+QUIET = {"max_wait_s": 0.0, "busy_max": 0.15}
+
+
+def wait_quiet() -> dict:
+    """Before a timed run: wait (up to QUIET['max_wait_s']) until the other users of this shared
+    machine leave the CPUs nearly idle. Returns what was seen, recorded with the run."""
+    t0 = time.perf_counter()
+    busy = cpu_busy_fraction(2.0)
+    while busy > QUIET["busy_max"] and time.perf_counter() - t0 < QUIET["max_wait_s"]:
+        busy = cpu_busy_fraction(3.0)
+    return {"busy_before": round(busy, 3), "waited_s": round(time.perf_counter() - t0, 1),
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
+
+
+class Child:
+    """Popen + wait4: the rusage of exactly this child, however its output is read."""
+    last_cpu_s = 0.0
+
+    @staticmethod
+    def run(cmd, stdin_path=None, stdout_path=None, env=None):
+        fin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        fout = open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()
+        ferr = tempfile.TemporaryFile()
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=ferr, env=env)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        text = ""
+        if not stdout_path:
+            fout.seek(0)
+            text += fout.read().decode("utf-8", "replace")
+        ferr.seek(0)
+        text += ferr.read().decode("utf-8", "replace")
+        for f in (fin, fout, ferr):
+            if hasattr(f, "close"):
+                f.close()
+        Child.last_cpu_s = ru.ru_utime + ru.ru_stime
+        return p.returncode, wall, int(ru.ru_maxrss), text
+
+
+def child_env(threads: int) -> dict:
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MODATTN_THREADS"):
+        env[k] = str(threads)
+    env["HF_HUB_OFFLINE"] = "1"
+    env["TRANSFORMERS_OFFLINE"] = "1"
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    return env
+
+
+def corpus_token_counts(corpus: list[str]) -> list[int]:
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+    tok.enable_truncation(max_length=MAX_SEQ)
+    tok.no_padding()  # tokenizer.json pads to 128 by default
+    return [len(e.ids) for e in tok.encode_batch(corpus)]
+
+
+def bench_python(system: str, runs: int, threads: int, tmp: Path, onnx_file: Path | None = None) -> dict:
+    import numpy as np
+    rows = []
+    emb = None
+    for r in range(runs):
+        out = tmp / f"{system}_{r}.npy"
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", system, "--corpus", str(CORPUS),
+               "--out", str(out), "--threads", str(threads)]
+        if onnx_file:
+            cmd += ["--onnx", str(onnx_file)]
+        quiet = wait_quiet()
+        rc, wall, rss, text = Child.run(cmd, env=child_env(threads))
+        line = [l for l in text.splitlines() if l.startswith("RESULT ")]
+        if rc != 0 or not line:
+            raise SystemExit(f"embed_bench: {system} run {r} failed (rc={rc}):\n{text[-3000:]}")
+        res = json.loads(line[-1][7:])
+        res.update(wall_s=wall, peak_rss_kib=rss, process_cpu_s=Child.last_cpu_s, **quiet)
+        rows.append(res)
+        print(f"embed_bench: {system} run {r + 1}/{runs}: encode {res['encode_s']:.2f} s "
+              f"(CPU {res['encode_cpu_s']:.1f} s), process {wall:.2f} s, peak RSS {rss / 1024:.0f} MiB, "
+              f"others' CPU use before {quiet['busy_before']:.0%}", file=sys.stderr)
+        emb = np.load(out)
+    return {"runs": rows, "embeddings": emb}
+
+
+def modattn_binary() -> tuple[Path | None, str]:
+    """build/modattn if it exists and lists an `embed` command; else (None, why)."""
+    import re
+    exe = MODATTN_EXE[0]
+    if not exe.exists():
+        return None, f"not built ({exe.relative_to(REPO) if exe.is_relative_to(REPO) else exe} missing)"
+    try:
+        top = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60)
+        top_txt = top.stdout + top.stderr
+        if not re.search(r"^\s+embed\b", top_txt, re.M):
+            return None, f"not built ({exe.name} has no `embed` command yet)"
+        sub = subprocess.run([str(exe), "embed", "--help"], capture_output=True, text=True, timeout=60)
+        if sub.returncode != 0:
+            return None, f"not built (`modattn embed --help` exits {sub.returncode})"
+        return exe, top_txt + sub.stdout + sub.stderr
+    except Exception as e:  # noqa: BLE001
+        return None, f"not built (build/modattn failed to run: {e})"
+
+
+def bench_modattn(runs: int, threads: int, tmp: Path, n: int) -> dict:
+    import numpy as np
+    exe, helptext = modattn_binary()
+    if exe is None:
+        return {"status": helptext}
+    cmd = [str(exe), "embed", "--model", str(MODEL_DIR)]
+    if "--threads" in helptext:
+        cmd += ["--threads", str(threads)]
+    cmd.append("-")
+    env = child_env(threads)
+    one = tmp / "one_line.txt"
+    one.write_text("warm up\n", encoding="utf-8")
+    loads, load_cpu = [], []
+    for _ in range(runs):
+        rc, wall, _, text = Child.run(cmd, stdin_path=one, stdout_path=tmp / "one.jsonl", env=env)
+        load_cpu.append(Child.last_cpu_s)
+        if rc != 0:
+            print(text[-3000:], file=sys.stderr)
+            return {"status": f"failed (exit {rc} on a one-line input)", "stderr_tail": text[-2000:]}
+        loads.append(wall)
+    load_s = statistics.median(loads)
+    load_cpu_s = statistics.median(load_cpu)
+    rows, emb, tokens = [], None, None
+    for r in range(runs):
+        out = tmp / f"modattn_{r}.jsonl"
+        quiet = wait_quiet()
+        rc, wall, rss, text = Child.run(cmd, stdin_path=CORPUS, stdout_path=out, env=env)
+        if rc != 0:
+            print(text[-3000:], file=sys.stderr)
+            return {"status": f"failed (exit {rc} on the corpus)", "stderr_tail": text[-2000:]}
+        recs = [json.loads(l) for l in out.read_text(encoding="utf-8").splitlines() if l.strip()]
+        if len(recs) != n:
+            return {"status": f"failed: {len(recs)} output lines for {n} inputs"}
+        recs.sort(key=lambda x: x["index"])
+        emb = np.asarray([x["embedding"] for x in recs], dtype=np.float32)
+        tokens = [int(x.get("tokens", -1)) for x in recs]
+        cpu = Child.last_cpu_s
+        rows.append({"load_s": load_s, "encode_s": max(wall - load_s, 1e-9), "wall_s": wall,
+                     "encode_cpu_s": max(cpu - load_cpu_s, 1e-9), "process_cpu_s": cpu,
+                     "peak_rss_kib": rss, **quiet})
+        print(f"embed_bench: modattn run {r + 1}/{runs}: process {wall:.2f} s (CPU {cpu:.1f} s, "
+              f"start-up {load_s:.2f} s), peak RSS {rss / 1024:.0f} MiB, "
+              f"others' CPU use before {quiet['busy_before']:.0%}", file=sys.stderr)
+    shown = [c.replace(str(REPO) + "/", "") for c in cmd[:-1]]
+    return {"runs": rows, "embeddings": emb, "tokens": tokens,
+            "cmd": " ".join(shown) + " - < bench/corpus_sentences.txt"}
+
+
+def compare(a, b) -> dict:
+    import numpy as np
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return {"min_cosine": float(cos.min()), "max_abs_diff": float(np.abs(a - b).max())}
+
+
+# ============================================================================================
+# Environment record, report
+# ============================================================================================
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def environment(threads: int) -> dict:
+    import importlib.metadata as md
+    vers = {}
+    for pkg in ("sentence-transformers", "transformers", "torch", "tokenizers", "onnxruntime", "onnx",
+                "numpy"):
+        try:
+            vers[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            vers[pkg] = None
+    try:
+        import torch
+        blas = "MKL" if torch.backends.mkl.is_available() else "other"
+    except Exception:  # noqa: BLE001
+        blas = "?"
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    return {
+        "cpu": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "threads": threads,
+        "loadavg_at_start": os.getloadavg(),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "(unset)"),
+        "OPENBLAS_L2_SIZE": os.environ.get("OPENBLAS_L2_SIZE", "(unset)"),
+        "python": platform.python_version(),
+        "versions": vers,
+        "torch_cpu_blas": blas,
+        "kernel": platform.release(),
+        "git_commit": commit,
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
+
+
+def summarize(res: dict, n_sent: int, n_tok: int) -> dict:
+    runs = res["runs"]
+    enc = statistics.median(r["encode_s"] for r in runs)
+    return {
+        "encode_s_median": enc,
+        "process_s_median": statistics.median(r["wall_s"] for r in runs),
+        "load_s_median": statistics.median(r["load_s"] for r in runs),
+        "sentences_per_s": n_sent / enc,
+        "tokens_per_s": n_tok / enc,
+        "tokens_per_s_best": n_tok / min(r["encode_s"] for r in runs),
+        "encode_cpu_s_median": statistics.median(r["encode_cpu_s"] for r in runs),
+        "peak_rss_mib_median": statistics.median(r["peak_rss_kib"] for r in runs) / 1024,
+        "encode_s_all": [round(r["encode_s"], 3) for r in runs],
+    }
+
+
+def write_report(data: dict) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    env, corpus = data["environment"], data["corpus"]
+    quiet = data.get("quiet", QUIET)
+    L = ["# Embedding throughput: all-MiniLM-L6-v2 on CPU", "",
+         "Made by `bench/embed_bench.py` (see its docstring for the method). "
+         f"Corpus `bench/corpus_sentences.txt`: {corpus['sentences']} lines, {corpus['tokens']} word pieces "
+         f"(incl. [CLS]/[SEP], truncated at {MAX_SEQ}; {corpus['truncated']} lines truncated), "
+         f"sha256 `{corpus['sha256'][:16]}…`. {data['runs']} runs per system, each in its own process; medians shown. "
+         "Throughput counts encoding only (model load excluded); peak RSS is the whole process. "
+         "\"encode CPU s\" is user+system CPU time of the encode phase over all threads: on this shared "
+         "2-core machine it is the figure least disturbed by other users; wall-clock figures are noisy "
+         f"(before each run the script waited up to {quiet['max_wait_s']:.0f} s for the CPUs to be "
+         f"≤ {quiet['busy_max']:.0%} busy; per-run figures are in embed.json).", "",
+         "| system | sentences/s | tokens/s | tokens/s, best run | encode s | encode CPU s | tokens per CPU s | process s | peak RSS MiB | others' CPU use before runs | vs sentence-transformers |",
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for key in ("st", "onnx", "modattn"):
+        row = data["systems"].get(key)
+        label = SYSTEM_LABELS[key]
+        if not row or "summary" not in row:
+            status = (row or {}).get("status", "not run")
+            L.append(f"| {label} | {status} | | | | | | | | | |")
+            continue
+        s = row["summary"]
+        busy = ", ".join(f"{r['busy_before']:.0%}" for r in row["runs"] if "busy_before" in r) or "n/a"
+        cmp_ = row.get("vs_st")
+        cmp_txt = "reference" if key == "st" else (
+            f"min cos {cmp_['min_cosine']:.7f}, max abs diff {cmp_['max_abs_diff']:.2e}" if cmp_ else "")
+        L.append(f"| {label} | {s['sentences_per_s']:.1f} | {s['tokens_per_s']:.0f} | {s['tokens_per_s_best']:.0f} | "
+                 f"{s['encode_s_median']:.2f} | {s['encode_cpu_s_median']:.1f} | "
+                 f"{corpus['tokens'] / s['encode_cpu_s_median']:.0f} | "
+                 f"{s['process_s_median']:.2f} | {s['peak_rss_mib_median']:.0f} | {busy} | {cmp_txt} |")
+    L += ["", "## Settings", "",
+          f"- CPU: {env['cpu']} ({env['logical_cpus']} logical CPUs, shared machine; load average at start "
+          f"{', '.join(f'{x:.2f}' for x in env['loadavg_at_start'])})",
+          f"- Threads: {env['threads']} for every system (torch.set_num_threads, ORT intra_op_num_threads, "
+          "OMP/MKL/OPENBLAS_NUM_THREADS and MODATTN_THREADS in the environment; `--threads` to modattn if it has it)",
+          f"- Batching: sentence-transformers encode(batch_size={BATCH}) with its length sort; ONNX Runtime the same "
+          f"(length-sorted batches of {BATCH}, padded to the longest in the batch)",
+          f"- OPENBLAS_CORETYPE: `{env['OPENBLAS_CORETYPE']}`, OPENBLAS_L2_SIZE: `{env['OPENBLAS_L2_SIZE']}`",
+          f"- PyTorch CPU BLAS: {env['torch_cpu_blas']}",
+          "- Versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()) + f", Python {env['python']}",
+          f"- ONNX model: {data.get('onnx_export', 'n/a')}",
+          f"- modattn: {data['systems'].get('modattn', {}).get('cmd', 'n/a')}",
+          f"- Repository commit: {env['git_commit']}; measured {env['date_utc']} UTC", ""]
+    (RESULTS / "embed.md").write_text("\n".join(L), encoding="utf-8")
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("embed_bench: matplotlib missing, no plot", file=sys.stderr)
+        return
+    keys = [k for k in ("st", "onnx", "modattn") if "summary" in data["systems"].get(k, {})]
+    labels = [SYSTEM_LABELS[k] for k in keys]
+    fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
+    for k in keys:  # load-robust efficiency: word pieces per CPU-second of encoding
+        data["systems"][k]["summary"]["tokens_per_cpu_s"] = corpus["tokens"] / data["systems"][k]["summary"]["encode_cpu_s_median"]
+    metrics = [("sentences_per_s", "sentences / s, median (higher is better)"),
+               ("tokens_per_s", "tokens / s, median (higher is better)"),
+               ("tokens_per_cpu_s", "tokens per CPU-second (higher is better)"),
+               ("peak_rss_mib_median", "peak RSS, MiB (lower is better)")]
+    colors = {"st": "#4c72b0", "onnx": "#dd8452", "modattn": "#55a868"}
+    for ax, (m, title) in zip(axes, metrics):
+        vals = [data["systems"][k]["summary"][m] for k in keys]
+        bars = ax.bar(range(len(keys)), vals, color=[colors[k] for k in keys])
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels([l.replace(" (", "\n(") for l in labels], fontsize=8)
+        ax.set_title(title, fontsize=10)
+        for b, v in zip(bars, vals):
+            ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.margins(y=0.15)
+    missing = [SYSTEM_LABELS[k] for k in ("st", "onnx", "modattn") if k not in keys]
+    sub = f"all-MiniLM-L6-v2, {corpus['sentences']} lines / {corpus['tokens']} tokens, {env['threads']} threads, {env['cpu']}"
+    if missing:
+        sub += "  |  not measured: " + ", ".join(missing)
+    fig.suptitle(sub, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(RESULTS / "embed.png", dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--systems", default="st,onnx,modattn")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--quiet-wait", type=float, default=120.0,
+                    help="seconds to wait before each run for other processes to leave the CPUs idle")
+    ap.add_argument("--make-corpus", action="store_true", help="write bench/corpus_sentences.txt and exit")
+    ap.add_argument("--modattn", type=Path, default=MODATTN_EXE[0], help="the modattn binary (default build/modattn)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite embed.md / embed.png from bench/results/embed.json without running anything")
+    ap.add_argument("--worker", choices=["st", "onnx"], help=argparse.SUPPRESS)
+    ap.add_argument("--corpus", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--onnx", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        return worker_main(args)
+    if args.make_corpus:
+        lines = make_corpus()
+        CORPUS.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        print(f"embed_bench: wrote {CORPUS} ({len(lines)} lines, {CORPUS.stat().st_size} bytes)")
+        return 0
+    if args.report_only:
+        write_report(json.loads((RESULTS / "embed.json").read_text()))
+        print((RESULTS / "embed.md").read_text())
+        return 0
+    if not (MODEL_DIR / "model.safetensors").exists():
+        raise SystemExit(f"embed_bench: {MODEL_DIR} missing: run tools/setup_model.sh")
+
+    import numpy as np
+    QUIET["max_wait_s"] = args.quiet_wait
+    MODATTN_EXE[0] = args.modattn.resolve()
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    corpus = load_corpus()
+    counts = corpus_token_counts(corpus)
+    n_sent, n_tok = len(corpus), sum(counts)
+    corpus_sha = hashlib.sha256(CORPUS.read_bytes()).hexdigest()
+    prev_path = RESULTS / "embed.json"
+    data = json.loads(prev_path.read_text()) if prev_path.exists() else {}
+    if data.get("corpus", {}).get("sha256") != corpus_sha:
+        data = {}
+    data.setdefault("systems", {})
+    data["corpus"] = {"sentences": n_sent, "tokens": n_tok, "sha256": corpus_sha,
+                      "truncated": sum(1 for c in counts if c >= MAX_SEQ)}
+    data["runs"] = args.runs
+    data["quiet"] = dict(QUIET)
+    data["environment"] = environment(args.threads)
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    st_ref = CACHE / f"st_embeddings_{corpus_sha[:16]}.npy"
+    with tempfile.TemporaryDirectory(prefix="embed_bench.") as td:
+        tmp = Path(td)
+        if "st" in systems:
+            r = bench_python("st", args.runs, args.threads, tmp)
+            np.save(st_ref, r["embeddings"])
+            data["systems"]["st"] = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"]}
+        if ("onnx" in systems or "modattn" in systems) and not st_ref.exists():
+            print("embed_bench: computing sentence-transformers reference embeddings (1 run)", file=sys.stderr)
+            r = bench_python("st", 1, args.threads, tmp)
+            np.save(st_ref, r["embeddings"])
+        ref = np.load(st_ref) if st_ref.exists() else None
+        if "onnx" in systems:
+            onnx_file = export_onnx()  # once, outside the timed runs
+            r = bench_python("onnx", args.runs, args.threads, tmp, onnx_file)
+            data["systems"]["onnx"] = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"],
+                                       "vs_st": compare(r["embeddings"], ref)}
+            data["onnx_export"] = (f"{onnx_path().name} ({onnx_path().with_suffix('.txt').read_text().strip()}, "
+                                   "ORT_ENABLE_ALL, CPUExecutionProvider)")
+        if "modattn" in systems:
+            r = bench_modattn(args.runs, args.threads, tmp, n_sent)
+            if "runs" in r:
+                entry = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"],
+                         "vs_st": compare(r["embeddings"], ref), "cmd": r["cmd"]}
+                if r["tokens"] and r["tokens"] != counts:
+                    bad = sum(1 for a, b in zip(r["tokens"], counts) if a != b)
+                    entry["token_count_mismatches"] = bad
+                    print(f"embed_bench: WARNING modattn token counts differ from the HF tokenizer on "
+                          f"{bad} lines", file=sys.stderr)
+                data["systems"]["modattn"] = entry
+            else:
+                data["systems"]["modattn"] = r
+                print(f"embed_bench: modattn: {r['status']}", file=sys.stderr)
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    prev_path.write_text(json.dumps(data, indent=2) + "\n")
+    write_report(data)
+    print((RESULTS / "embed.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

