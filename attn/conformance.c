@@ -129,10 +129,13 @@ typedef struct buf {
     int64_t cap;
 } buf;
 
+static void buf_fill_sentinel(buf *b);
 static int buf_alloc(buf *b, int64_t cap) {
     b->cap = cap;
     b->base = modattn_malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
-    return b->base ? 0 : modattn_mem_last_status();
+    if (!b->base) return modattn_mem_last_status();
+    buf_fill_sentinel(b); /* guards and gaps defined from the start */
+    return 0;
 }
 static float *buf_data(const buf *b) { return b->base + GUARD; }
 static void buf_free(buf *b) { modattn_free(b->base); b->base = NULL; }

@@ -5,8 +5,8 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libjansson-dev libutf8proc-dev libopenblas-dev libdnnl-dev
-  libsqlite3-dev libxxhash-dev libpoppler-glib-dev
-  python3 python3-pip unzip ca-certificates
+  libsqlite3-dev libxxhash-dev libpoppler-glib-dev libxml2-dev
+  python3 python3-pip unzip ca-certificates valgrind
 )
 missing=()
 for p in "${PKGS[@]}"; do
