@@ -40,5 +40,15 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv);
 int cli_cmd_explain(cli_globals *g, int argc, char **argv);
 int cli_cmd_bench(cli_globals *g, int argc, char **argv);
 int cli_cmd_embed(cli_globals *g, int argc, char **argv);
+int cli_cmd_index(cli_globals *g, int argc, char **argv);
+int cli_cmd_search(cli_globals *g, int argc, char **argv);
+
+/* The model directory: `given` (--model) if not NULL, else $MODATTN_MODEL, else
+ * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.
+ * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_paths.c) */
+const char *cli_model_dir(const char *given, char *buf, size_t len);
+/* A stored absolute path as the user sees it: relative to the current directory when it lies
+ * under it, else unchanged. Returns buf or abs. (cli/cli_paths.c) */
+const char *cli_display_path(const char *abs, char *buf, size_t len);
 
 #endif

@@ -17,6 +17,8 @@ static const cli_command k_commands[] = {
     {"explain", cli_cmd_explain, "show the dispatcher's verdict on every implementation for a shape"},
     {"bench", cli_cmd_bench, "benchmark attention implementations (`modattn bench attn --help`)"},
     {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
+    {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
+    {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
 };
 
 static void usage(FILE *f, const char *prog) {

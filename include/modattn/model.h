@@ -65,6 +65,8 @@ typedef struct modattn_model_info {
     uint64_t weights_xxh3;   /* XXH3_64bits of model.safetensors (store compatibility checks) */
     char weights_hash[17];   /* the same, 16 lowercase hex digits */
     uint64_t weights_bytes;  /* size of model.safetensors */
+    modattn_device device;   /* where the weights and the whole forward pass live (the CPU
+                              * today; the GEMMs, norms and attention all run there) */
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -91,10 +93,23 @@ size_t modattn_model_batch_tokens(const modattn_model *model);
 int modattn_model_tokenize(const modattn_model *model, const char *text, size_t len,
                            int32_t *ids, size_t max, size_t *n);
 
-/* Embed n texts. texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts).
+/* A separate copy of the model's tokenizer (the tokenizer.json of its Transformer module), for
+ * callers that need what modattn_model_tokenize does not give: token byte offsets, word pieces
+ * without [CLS]/[SEP] (document chunking). It does not apply the sentence_bert_config lower-casing
+ * (for BERT tokenizers the tokenizer.json normalizer lower-cases anyway).
+ * Ownership: free *out with modattn_tokenizer_free(); it does not depend on the model's lifetime.
+ * (model/model_tokenizer_access.c) */
+struct modattn_tokenizer;
+int modattn_model_load_tokenizer(const modattn_model *model, struct modattn_tokenizer **out);
+
+/* Embed n texts. texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts; a NULL
+ * texts[i] is the empty text, EINVAL if lens[i] > 0). Nothing is kept after the call returns:
+ * activations come from one arena (MODATTN_MEM_ACTIVATIONS) sized for the call's largest batch
+ * and freed before returning. A text's embedding does not depend on the other texts of the
+ * call, the token budget or the thread count: within 1e-6 always, and bit for bit with the
+ * default oneDNN GEMM and the built-in attention implementations (tests/model/test_golden.c).
  * out: [n, dim] floats, written in input order. ntokens_out (may be NULL): [n], the word pieces
  * fed to the model for each text ([CLS]/[SEP] included, after truncation).
- * A text's embedding does not depend on the other texts of the call (within float rounding).
  * On error nothing useful is in out. n = 0 is a no-op. */
 int modattn_model_embed(modattn_model *model, const char *const *texts, const size_t *lens,
                         size_t n, float *out, int32_t *ntokens_out);

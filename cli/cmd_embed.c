@@ -1,0 +1,260 @@
+/* cli/cmd_embed.c — `modattn embed`: texts in, one JSON line per text out, in input order.
+ * Front end only: argument parsing, reading stdin in chunks, printing; the model does the rest. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "modattn/model.h"
+
+/* Texts read from stdin are embedded this many at a time (bounded memory on long streams). */
+#define EMBED_CHUNK_TEXTS 2048
+#define EMBED_CHUNK_BYTES ((size_t)8 << 20)
+
+static void embed_usage(FILE *f) {
+    fprintf(f,
+            "usage: modattn embed [--model DIR] [--jsonl] [--batch-tokens N] [TEXT ... | -]\n\n"
+            "Embed texts with a sentence-transformers model and print one JSON line per text,\n"
+            "in input order:\n"
+            "  {\"index\": i, \"tokens\": n, \"embedding\": [...]}\n"
+            "where tokens counts the word pieces fed to the model ([CLS] and [SEP] included,\n"
+            "after truncation to the model's max_seq_length).\n\n"
+            "options:\n"
+            "  --model DIR        model directory (default: $MODATTN_MODEL, else\n"
+            "                     <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
+            "                     ./.models/all-MiniLM-L6-v2)\n"
+            "  --jsonl            with -, each stdin line is a JSON string (texts with newlines)\n"
+            "  --batch-tokens N   padded tokens per batch (default %d)\n"
+            "  -                  read texts from stdin, one per line\n"
+            "  -h, --help         this help\n"
+            "global options --attn, --threads, --trace, --stats, --mem-budget apply.\n",
+            MODATTN_MODEL_DEFAULT_BATCH_TOKENS);
+}
+
+static void print_result(size_t index, int32_t tokens, const float *e, size_t dim) {
+    printf("{\"index\": %zu, \"tokens\": %d, \"embedding\": [", index, (int)tokens);
+    for (size_t k = 0; k < dim; k++) printf(k ? ", %.9g" : "%.9g", (double)e[k]);
+    fputs("]}\n", stdout);
+}
+
+typedef struct batch {
+    char **texts;
+    size_t *lens;
+    size_t n, bytes;
+    float *out;
+    int32_t *ntok;
+} batch;
+
+/* Embeds the texts held, prints them with indices from `first`, and empties the batch. */
+static int flush(modattn_model *m, batch *b, size_t first) {
+    if (b->n == 0) return 0;
+    size_t dim = modattn_model_dim(m);
+    int st = modattn_model_embed(m, (const char *const *)b->texts, b->lens, b->n, b->out, b->ntok);
+    if (st) return cli_fail("embed", st);
+    for (size_t i = 0; i < b->n; i++) print_result(first + i, b->ntok[i], b->out + i * dim, dim);
+    for (size_t i = 0; i < b->n; i++) free(b->texts[i]);
+    b->n = 0;
+    b->bytes = 0;
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "modattn: embed: writing the output: %s\n", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* One line of stdin into an owned text: plain (the line without its newline) or a JSON string. */
+static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, char **out,
+                     size_t *out_len) {
+    if (len && line[len - 1] == '\n') len--;
+    if (len && line[len - 1] == '\r') len--;
+    if (!jsonl) {
+        char *t = malloc(len + 1);
+        if (!t) return -1;
+        memcpy(t, line, len);
+        t[len] = '\0';
+        *out = t;
+        *out_len = len;
+        return 0;
+    }
+    json_error_t err;
+    json_t *j = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    if (!j || !json_is_string(j)) {
+        fprintf(stderr, "modattn: embed: stdin line %zu: expected a JSON string%s%s\n", lineno,
+                j ? "" : ": ", j ? "" : err.text);
+        json_decref(j);
+        return 1;
+    }
+    size_t n = json_string_length(j);
+    char *t = malloc(n + 1);
+    if (!t) {
+        json_decref(j);
+        return -1;
+    }
+    memcpy(t, json_string_value(j), n);
+    t[n] = '\0';
+    json_decref(j);
+    *out = t;
+    *out_len = n;
+    return 0;
+}
+
+static int embed_stdin(modattn_model *m, bool jsonl) {
+    batch b = {0};
+    size_t dim = modattn_model_dim(m);
+    b.texts = calloc(EMBED_CHUNK_TEXTS, sizeof *b.texts);
+    b.lens = calloc(EMBED_CHUNK_TEXTS, sizeof *b.lens);
+    b.out = malloc(EMBED_CHUNK_TEXTS * dim * sizeof(float));
+    b.ntok = malloc(EMBED_CHUNK_TEXTS * sizeof(int32_t));
+    char *line = NULL;
+    size_t cap = 0, index = 0, lineno = 0;
+    int rc = 0;
+    if (!b.texts || !b.lens || !b.out || !b.ntok) {
+        fprintf(stderr, "modattn: embed: out of memory\n");
+        rc = 1;
+        goto done;
+    }
+    ssize_t got;
+    while ((got = getline(&line, &cap, stdin)) >= 0) {
+        lineno++;
+        int r = line_text(line, (size_t)got, jsonl, lineno, &b.texts[b.n], &b.lens[b.n]);
+        if (r) {
+            if (r < 0) fprintf(stderr, "modattn: embed: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        b.bytes += b.lens[b.n];
+        b.n++;
+        if (b.n == EMBED_CHUNK_TEXTS || b.bytes >= EMBED_CHUNK_BYTES) {
+            size_t n = b.n;
+            if ((rc = flush(m, &b, index))) goto done;
+            index += n;
+        }
+    }
+    if (ferror(stdin)) {
+        fprintf(stderr, "modattn: embed: reading stdin: %s\n", strerror(errno));
+        rc = 1;
+        goto done;
+    }
+    rc = flush(m, &b, index);
+done:
+    if (b.texts)
+        for (size_t i = 0; i < b.n; i++) free(b.texts[i]);
+    free(b.texts);
+    free(b.lens);
+    free(b.out);
+    free(b.ntok);
+    free(line);
+    return rc;
+}
+
+int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
+    const char *model_dir = NULL;
+    bool jsonl = false, from_stdin = false, dashdash = false;
+    long long batch_tokens = 0;
+    char **texts = calloc((size_t)argc + 1, sizeof *texts);
+    size_t ntexts = 0;
+    if (!texts) {
+        fprintf(stderr, "modattn: embed: out of memory\n");
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!dashdash && a[0] == '-' && a[1] != '\0') {
+            if (strcmp(a, "--") == 0) {
+                dashdash = true;
+            } else if (cli_is_help(a)) {
+                embed_usage(stdout);
+                free(texts);
+                return 0;
+            } else if (strcmp(a, "--jsonl") == 0) {
+                jsonl = true;
+            } else if (strcmp(a, "--model") == 0 || strncmp(a, "--model=", 8) == 0) {
+                if (a[7] == '=') model_dir = a + 8;
+                else if (i + 1 < argc) model_dir = argv[++i];
+                else goto missing;
+            } else if (strcmp(a, "--batch-tokens") == 0 || strncmp(a, "--batch-tokens=", 15) == 0) {
+                const char *v = a[14] == '=' ? a + 15 : (i + 1 < argc ? argv[++i] : NULL);
+                if (!v) goto missing;
+                char *end;
+                errno = 0;
+                batch_tokens = strtoll(v, &end, 10);
+                if (*v == '\0' || *end || errno || batch_tokens < 1 || batch_tokens > (1 << 22)) {
+                    fprintf(stderr, "modattn: embed: --batch-tokens: '%s' is not a count in "
+                            "[1, %d]\n", v, 1 << 22);
+                    free(texts);
+                    return 2;
+                }
+            } else {
+                fprintf(stderr, "modattn: embed: unknown option '%s' (see modattn embed --help)\n",
+                        a);
+                free(texts);
+                return 2;
+            }
+            continue;
+        }
+        if (!dashdash && strcmp(a, "-") == 0) from_stdin = true;
+        else texts[ntexts++] = argv[i];
+    }
+    if (from_stdin && ntexts) {
+        fprintf(stderr, "modattn: embed: give TEXT arguments or -, not both\n");
+        free(texts);
+        return 2;
+    }
+    if (!from_stdin && ntexts == 0) {
+        fprintf(stderr, "modattn: embed: no input: give TEXT arguments, or - to read stdin\n");
+        embed_usage(stderr);
+        free(texts);
+        return 2;
+    }
+    if (jsonl && !from_stdin) {
+        fprintf(stderr, "modattn: embed: --jsonl applies to stdin (-)\n");
+        free(texts);
+        return 2;
+    }
+    char dbuf[PATH_MAX + 64];
+    model_dir = cli_model_dir(model_dir, dbuf, sizeof dbuf); /* --model, $MODATTN_MODEL, ... */
+
+    modattn_ctx *ctx = NULL;
+    if (cli_open_ctx(g, &ctx)) {
+        free(texts);
+        return 1;
+    }
+    modattn_model *m = NULL;
+    int st = modattn_model_load(ctx, model_dir, &m);
+    if (st) {
+        free(texts);
+        return cli_fail("loading the model", st);
+    }
+    int rc = 0;
+    if (batch_tokens && (st = modattn_model_set_batch_tokens(m, (size_t)batch_tokens))) {
+        rc = cli_fail("--batch-tokens", st);
+    } else if (from_stdin) {
+        rc = embed_stdin(m, jsonl);
+    } else {
+        size_t dim = modattn_model_dim(m);
+        float *out = malloc(ntexts * dim * sizeof(float));
+        int32_t *ntok = malloc(ntexts * sizeof(int32_t));
+        if (!out || !ntok) {
+            fprintf(stderr, "modattn: embed: out of memory\n");
+            rc = 1;
+        } else if ((st = modattn_model_embed(m, (const char *const *)texts, NULL, ntexts, out,
+                                             ntok))) {
+            rc = cli_fail("embed", st);
+        } else {
+            for (size_t i = 0; i < ntexts; i++) print_result(i, ntok[i], out + i * dim, dim);
+            if (fflush(stdout) != 0) rc = 1;
+        }
+        free(out);
+        free(ntok);
+    }
+    modattn_model_free(m);
+    free(texts);
+    return rc;
+missing:
+    fprintf(stderr, "modattn: embed: %s needs a value\n", argv[argc - 1]);
+    free(texts);
+    return 2;
+}

@@ -1,0 +1,352 @@
+/* model/config.c — reads the configuration files of a Hugging Face / sentence-transformers model
+ * directory into a modattn__model_config, checking every field it uses: its presence, its JSON
+ * type and its range. Nothing model-specific is assumed; every size comes from config.json.
+ * Every error names the file and the field. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/model_internal.h"
+#include "modattn/core.h"
+#include "modattn/status.h"
+
+int modattn__path_join(char *buf, size_t len, const char *dir, const char *name) {
+    int n;
+    if (!dir || !*dir) n = snprintf(buf, len, "%s", name);
+    else if (!name || !*name) n = snprintf(buf, len, "%s", dir);
+    else n = snprintf(buf, len, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+    if (n < 0 || (size_t)n >= len)
+        return modattn_error(MODATTN_EINVAL, "path %s/%s is too long", dir ? dir : "", name);
+    return 0;
+}
+
+/* Load a JSON file. `shown` is the name used in messages (relative to the model directory). */
+static int load_json(const char *dir, const char *name, json_t **out) {
+    char path[MODATTN__PATH_MAX];
+    int st = modattn__path_join(path, sizeof path, dir, name);
+    if (st) return st;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return modattn_error(MODATTN_ENOTFOUND, "%s: missing (is %s a model directory? run `make "
+                             "model`)", path, dir);
+    json_error_t err;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+    if (!j)
+        return modattn_error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
+                             err.text, err.line, err.column);
+    *out = j;
+    return 0;
+}
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* Integer field in [lo, hi]. `required` false: *out keeps its default when the field is absent
+ * or null. */
+static int get_int(const char *file, const json_t *obj, const char *field, bool required,
+                   long long lo, long long hi, int *out) {
+    const json_t *v = json_object_get(obj, field);
+    if (!v || json_is_null(v)) {
+        if (!required) return 0;
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+    }
+    if (!json_is_integer(v))
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be an integer, not %s", file,
+                             field, json_kind(v));
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" = %lld is out of range [%lld, %lld]",
+                             file, field, x, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+static int get_num(const char *file, const json_t *obj, const char *field, bool required,
+                   double lo, double hi, double *out) {
+    const json_t *v = json_object_get(obj, field);
+    if (!v || json_is_null(v)) {
+        if (!required) return 0;
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+    }
+    if (!json_is_number(v))
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be a number, not %s", file,
+                             field, json_kind(v));
+    double x = json_number_value(v);
+    if (!(x >= lo && x <= hi))
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" = %g is out of range [%g, %g]",
+                             file, field, x, lo, hi);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const char *file, const json_t *obj, const char *field, bool *out) {
+    const json_t *v = json_object_get(obj, field);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v))
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be true or false, not %s",
+                             file, field, json_kind(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* String field; NULL when absent and not required. */
+static int get_str(const char *file, const json_t *obj, const char *field, bool required,
+                   const char **out) {
+    const json_t *v = json_object_get(obj, field);
+    *out = NULL;
+    if (!v || json_is_null(v)) {
+        if (!required) return 0;
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+    }
+    if (!json_is_string(v))
+        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be a string, not %s", file,
+                             field, json_kind(v));
+    *out = json_string_value(v);
+    return 0;
+}
+
+/* config.json of the Transformer module. */
+static int read_config(const char *dir, modattn__model_config *c) {
+    char F[MODATTN__PATH_MAX];
+    json_t *j = NULL;
+    int st = modattn__path_join(F, sizeof F, dir, "config.json");
+    if (st || (st = load_json(dir, "config.json", &j))) return st;
+    if (!json_is_object(j)) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        goto out;
+    }
+    const char *mt, *act, *pet;
+    if ((st = get_str(F, j, "model_type", true, &mt))) goto out;
+    /* BERT family: the encoder below is BertModel's (absolute positions, post-LayerNorm). */
+    if (strcmp(mt, "bert") != 0) {
+        st = modattn_error(MODATTN_EUNSUPPORTED,
+                           "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
+                           "runs \"bert\")", F, mt);
+        goto out;
+    }
+    snprintf(c->model_type, sizeof c->model_type, "%s", mt);
+    if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden))) goto out;
+    if ((st = get_int(F, j, "num_hidden_layers", true, 1, 1024, &c->layers))) goto out;
+    if ((st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads))) goto out;
+    if ((st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate))) goto out;
+    if ((st = get_int(F, j, "max_position_embeddings", true, 1, 1 << 20, &c->max_positions)))
+        goto out;
+    c->type_vocab = 2;
+    if ((st = get_int(F, j, "type_vocab_size", false, 1, 1 << 16, &c->type_vocab))) goto out;
+    if ((st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab))) goto out;
+    c->pad_id = 0;
+    if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) goto out;
+    c->ln_eps = 1e-12;
+    if ((st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps))) goto out;
+    if (c->hidden % c->heads != 0) {
+        st = modattn_error(MODATTN_EFORMAT,
+                           "%s: field \"hidden_size\" = %d is not a multiple of "
+                           "\"num_attention_heads\" = %d", F, c->hidden, c->heads);
+        goto out;
+    }
+    if ((st = get_str(F, j, "hidden_act", true, &act))) goto out;
+    if (strcmp(act, "gelu") == 0) c->act = MODATTN__ACT_GELU_ERF;
+    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 ||
+             strcmp(act, "gelu_fast") == 0)
+        c->act = MODATTN__ACT_GELU_TANH;
+    else if (strcmp(act, "relu") == 0) c->act = MODATTN__ACT_RELU;
+    else {
+        st = modattn_error(MODATTN_EUNSUPPORTED,
+                           "%s: field \"hidden_act\" = \"%.40s\" is not supported (gelu, gelu_new, "
+                           "gelu_pytorch_tanh, gelu_fast, relu)", F, act);
+        goto out;
+    }
+    if ((st = get_str(F, j, "position_embedding_type", false, &pet))) goto out;
+    if (pet && strcmp(pet, "absolute") != 0) {
+        st = modattn_error(MODATTN_EUNSUPPORTED,
+                           "%s: field \"position_embedding_type\" = \"%.40s\" is not supported "
+                           "(absolute)", F, pet);
+        goto out;
+    }
+    bool is_decoder = false;
+    if ((st = get_bool(F, j, "is_decoder", &is_decoder))) goto out;
+    if (is_decoder) {
+        st = modattn_error(MODATTN_EUNSUPPORTED, "%s: field \"is_decoder\" = true is not supported "
+                           "(an encoder only)", F);
+        goto out;
+    }
+out:
+    json_decref(j);
+    return st;
+}
+
+static const char k_transformer[] = "sentence_transformers.models.Transformer";
+static const char k_pooling[] = "sentence_transformers.models.Pooling";
+static const char k_normalize[] = "sentence_transformers.models.Normalize";
+
+/* modules.json: Transformer -> Pooling [-> Normalize]. Fills the module paths. */
+static int read_modules(const char *dir, modattn__model_config *c, char *pool_dir, size_t plen) {
+    char F[MODATTN__PATH_MAX];
+    json_t *j = NULL;
+    int st = modattn__path_join(F, sizeof F, dir, "modules.json");
+    if (st || (st = load_json(dir, "modules.json", &j))) return st;
+    if (!json_is_array(j) || json_array_size(j) == 0) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: must be a non-empty array of modules", F);
+        goto out;
+    }
+    size_t n = json_array_size(j);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *m = json_array_get(j, i);
+        char where[MODATTN__PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s[%zu]", F, i);
+        if (!json_is_object(m)) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: module must be an object, not %s", where,
+                               json_kind(m));
+            goto out;
+        }
+        const char *type, *path;
+        if ((st = get_str(where, m, "type", true, &type))) goto out;
+        if ((st = get_str(where, m, "path", false, &path))) goto out;
+        if (!path) path = "";
+        if (strstr(path, "..")) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: field \"path\" = \"%.100s\" leaves the model "
+                               "directory", where, path);
+            goto out;
+        }
+        const char *want = i == 0 ? k_transformer : i == 1 ? k_pooling : k_normalize;
+        if (i > 2 || strcmp(type, want) != 0) {
+            st = modattn_error(MODATTN_EUNSUPPORTED,
+                               "%s: field \"type\" = \"%.100s\" is not supported here (this "
+                               "encoder runs %s -> %s [-> %s])", where, type, k_transformer,
+                               k_pooling, k_normalize);
+            goto out;
+        }
+        if (i == 0 && (st = modattn__path_join(c->transformer_dir, sizeof c->transformer_dir, dir,
+                                               path)))
+            goto out;
+        if (i == 1 && (st = modattn__path_join(pool_dir, plen, dir, path))) goto out;
+        if (i == 2) c->normalize = true;
+    }
+    if (n < 2) {
+        st = modattn_error(MODATTN_EUNSUPPORTED, "%s: no %s module after the Transformer", F,
+                           k_pooling);
+        goto out;
+    }
+out:
+    json_decref(j);
+    return st;
+}
+
+static int read_sbert(modattn__model_config *c) {
+    char F[MODATTN__PATH_MAX];
+    json_t *j = NULL;
+    int st = modattn__path_join(F, sizeof F, c->transformer_dir, "sentence_bert_config.json");
+    if (st || (st = load_json(c->transformer_dir, "sentence_bert_config.json", &j))) return st;
+    if (!json_is_object(j)) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        goto out;
+    }
+    int msl = c->max_positions;
+    if ((st = get_int(F, j, "max_seq_length", false, 2, 1 << 20, &msl))) goto out;
+    /* Positions past max_position_embeddings have no embedding: sentence-transformers would fail
+     * on them, we truncate there. */
+    c->max_tokens = (size_t)(msl < c->max_positions ? msl : c->max_positions);
+    c->lower_case = false;
+    if ((st = get_bool(F, j, "do_lower_case", &c->lower_case))) goto out;
+out:
+    json_decref(j);
+    return st;
+}
+
+static const struct {
+    const char *key;
+    unsigned bit;
+} k_modes[] = {
+    {"pooling_mode_cls_token", MODATTN_POOL_CLS},
+    {"pooling_mode_max_tokens", MODATTN_POOL_MAX},
+    {"pooling_mode_mean_tokens", MODATTN_POOL_MEAN},
+    {"pooling_mode_mean_sqrt_len_tokens", MODATTN_POOL_MEAN_SQRT_LEN},
+    {"pooling_mode_weightedmean_tokens", MODATTN_POOL_WEIGHTED_MEAN},
+    {"pooling_mode_lasttoken", MODATTN_POOL_LAST},
+};
+
+static int read_pooling(const char *pool_dir, modattn__model_config *c) {
+    char F[MODATTN__PATH_MAX];
+    int st = modattn__path_join(F, sizeof F, pool_dir, "config.json");
+    if (st) return st;
+    json_t *j = NULL;
+    if ((st = load_json(pool_dir, "config.json", &j))) return st;
+    if (!json_is_object(j)) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        goto out;
+    }
+    int wdim = 0;
+    if ((st = get_int(F, j, "word_embedding_dimension", true, 1, 1 << 20, &wdim))) goto out;
+    if (wdim != c->hidden) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: field \"word_embedding_dimension\" = %d differs "
+                           "from config.json hidden_size = %d", F, wdim, c->hidden);
+        goto out;
+    }
+    c->pooling = 0;
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (strncmp(key, "pooling_mode", 12) != 0) continue;
+        size_t m = 0;
+        while (m < sizeof k_modes / sizeof k_modes[0] && strcmp(k_modes[m].key, key) != 0) m++;
+        if (!json_is_boolean(v)) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: field \"%.100s\" must be true or false, not %s",
+                               F, key, json_kind(v));
+            goto out;
+        }
+        if (!json_is_true(v)) continue;
+        if (m == sizeof k_modes / sizeof k_modes[0]) {
+            st = modattn_error(MODATTN_EUNSUPPORTED, "%s: field \"%.100s\": unknown pooling mode",
+                               F, key);
+            goto out;
+        }
+        c->pooling |= k_modes[m].bit;
+    }
+    if (c->pooling == 0) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: no pooling mode is enabled (pooling_mode_*_tokens)",
+                           F);
+        goto out;
+    }
+    size_t k = 0;
+    for (unsigned b = c->pooling; b; b &= b - 1) k++;
+    c->dim = k * (size_t)c->hidden;
+out:
+    json_decref(j);
+    return st;
+}
+
+int modattn__config_load(const char *dir, modattn__model_config *c) {
+    memset(c, 0, sizeof *c);
+    char pool_dir[MODATTN__PATH_MAX];
+    int st = read_modules(dir, c, pool_dir, sizeof pool_dir);
+    if (st) return st;
+    if ((st = read_config(c->transformer_dir, c))) return st;
+    if ((st = read_sbert(c))) return st;
+    return read_pooling(pool_dir, c);
+}
+
+void modattn_pooling_format(unsigned pooling, char *buf, size_t len) {
+    static const char *names[] = {"cls", "max", "mean", "mean_sqrt_len", "weightedmean",
+                                  "lasttoken"};
+    size_t o = 0;
+    if (len) buf[0] = '\0';
+    for (int b = 0; b < 6; b++) {
+        if (!(pooling & (1u << b))) continue;
+        int n = snprintf(buf + o, o < len ? len - o : 0, "%s%s", o ? "+" : "", names[b]);
+        if (n < 0 || o + (size_t)n >= len) return;
+        o += (size_t)n;
+    }
+}

@@ -1,0 +1,69 @@
+/* model/model_internal.h — what the model/ files share: the parsed configuration of a model
+ * directory (config.c) and the CPU GEMM wrapper (gemm.c). Not a public header. */
+#ifndef MODATTN_MODEL_INTERNAL_H
+#define MODATTN_MODEL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "modattn/model.h"
+
+typedef enum modattn__act {
+    MODATTN__ACT_GELU_ERF = 0, /* "gelu": x/2 (1 + erf(x/sqrt 2)) */
+    MODATTN__ACT_GELU_TANH,    /* "gelu_new", "gelu_pytorch_tanh", "gelu_fast" */
+    MODATTN__ACT_RELU,         /* "relu" */
+} modattn__act;
+
+#define MODATTN__PATH_MAX 4096
+
+typedef struct modattn__model_config {
+    /* config.json */
+    char model_type[32];
+    int hidden;         /* hidden_size */
+    int layers;         /* num_hidden_layers */
+    int heads;          /* num_attention_heads */
+    int intermediate;   /* intermediate_size */
+    int max_positions;  /* max_position_embeddings */
+    int type_vocab;     /* type_vocab_size */
+    int vocab;          /* vocab_size */
+    int pad_id;         /* pad_token_id */
+    double ln_eps;      /* layer_norm_eps */
+    modattn__act act;   /* hidden_act */
+    /* modules.json + sentence_bert_config.json + the pooling config */
+    char transformer_dir[MODATTN__PATH_MAX]; /* dir + the Transformer module's path */
+    size_t max_tokens;  /* max_seq_length, at most max_position_embeddings */
+    bool lower_case;    /* do_lower_case */
+    unsigned pooling;   /* modattn_pooling bits */
+    bool normalize;     /* a Normalize module follows the pooling */
+    size_t dim;         /* hidden x number of pooling modes */
+} modattn__model_config;
+
+/* Read and check every configuration file of a model directory. Errors name the file and the
+ * field: MODATTN_ENOTFOUND (missing file), MODATTN_EFORMAT (not JSON, missing or wrong-typed
+ * field, value out of range), MODATTN_EUNSUPPORTED (architecture, activation, module or pooling
+ * mode this encoder does not run). */
+int modattn__config_load(const char *dir, modattn__model_config *cfg);
+
+/* "dir/name" into buf; MODATTN_EINVAL if it does not fit. */
+int modattn__path_join(char *buf, size_t len, const char *dir, const char *name);
+
+/* ---- GEMM on the CPU (gemm.c): C[M,N] = alpha * A[M,K] . B[N,K]^T + beta * C, all row-major
+ * fp32 with leading dimensions lda, ldb, ldc (the layout of a PyTorch Linear: weight [out, in]).
+ * Runs on the calling thread only; safe to call from several threads at once. */
+void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* ---- elementwise row kernels (encoder_ops.c): y[0..n) op= bias[0..n) */
+float modattn__erf(float x); /* |error| < 4e-7 */
+void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
+void modattn__gelu_tanh_bias(float *y, const float *bias, int64_t n);
+void modattn__relu_bias(float *y, const float *bias, int64_t n);
+void modattn__bias_add(float *y, const float *bias, int64_t n);
+/* y = LayerNorm(y + bias) * g + b (bias may be NULL) */
+void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
+                              int64_t n, double eps);
+
+/* "onednn" or "openblas". */
+const char *modattn__gemm_name(void);
+
+#endif

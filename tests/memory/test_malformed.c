@@ -1,0 +1,257 @@
+/* tests/memory/test_malformed.c — malformed files are rejected or loaded, never a crash (run under
+ * ASan+UBSan by `make test-sanitize`): every prefix truncation and 1,000 seeded random byte flips of
+ * model.safetensors' header region, tokenizer.json (every prefix of the small test tokenizer; the
+ * real one at a stride), config.json, and a store file. Each mutant sits in a temporary model
+ * folder whose other files are links to the real ones. Nothing may leak either way. */
+#include "modattn/model.h"
+#include "modattn/modattn.h"
+#include "modattn/store.h"
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FLIPS 1000
+
+static char g_tmp[] = "/tmp/modattn_malformed_XXXXXX";
+static char g_model[512];
+static modattn_ctx *g_ctx;
+static int g_loaded, g_rejected;
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc((size_t)len + 1);
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static void write_file(const char *path, const unsigned char *data, size_t n, off_t total) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || (n && write(fd, data, n) != (ssize_t)n) || (total > (off_t)n && ftruncate(fd, total) != 0)) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(2);
+    }
+    close(fd);
+}
+
+/* A model folder in g_tmp/m: links to every real file except `mutant`. */
+static void make_model_dir(void) {
+    static const char *files[] = {"config.json", "tokenizer.json", "model.safetensors", "modules.json",
+                                  "sentence_bert_config.json", "tokenizer_config.json", "special_tokens_map.json",
+                                  "vocab.txt", "1_Pooling"};
+    snprintf(g_model, sizeof g_model, "%s/m", g_tmp);
+    mkdir(g_model, 0755);
+    char real[PATH_MAX], src[1024], dst[1024];
+    if (!realpath(".models/all-MiniLM-L6-v2", real)) exit(2);
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(src, sizeof src, "%s/%s", real, files[i]);
+        snprintf(dst, sizeof dst, "%s/%s", g_model, files[i]);
+        unlink(dst);
+        if (symlink(src, dst) != 0) exit(2);
+    }
+}
+
+/* Load the model with the mutant in place: rejected or loaded, no leak. */
+static void try_load(const char *what, size_t variant) {
+    modattn_mem_stats a, b;
+    modattn_mem_get_stats(&a);
+    modattn_model *m = NULL;
+    int st = modattn_model_load(g_ctx, g_model, &m);
+    if (st == 0) {
+        g_loaded++;
+        const char *txt = "a test";
+        float *out = malloc(modattn_model_dim(m) * sizeof(float) + 4);
+        (void)modattn_model_embed(m, &txt, NULL, 1, out, NULL); /* may fail cleanly: must not crash */
+        free(out);
+        modattn_model_free(m);
+    } else {
+        g_rejected++;
+        if (!modattn_last_error()[0]) {
+            t_fail++;
+            fprintf(stderr, "%s variant %zu: rejected without a message\n", what, variant);
+        }
+    }
+    modattn_mem_get_stats(&b);
+    /* the context keeps its attention workspace (grown by the first embedding): not a leak */
+    int64_t kept_a = a.current_total - a.current[MODATTN_MEM_WORKSPACE];
+    int64_t kept_b = b.current_total - b.current[MODATTN_MEM_WORKSPACE];
+    if (kept_b != kept_a) {
+        t_fail++;
+        fprintf(stderr, "%s variant %zu: %lld bytes leaked (status %d)\n", what, variant, (long long)(kept_b - kept_a),
+                st);
+    } else {
+        t_pass++;
+    }
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t next(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+/* Prefixes (every `stride` bytes up to `limit`) and FLIPS byte flips within [0, region). */
+static void mutate_file(const char *name, const unsigned char *orig, size_t n, size_t region, size_t stride,
+                        off_t pad_to) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", g_model, name);
+    unsigned char *buf = malloc(n);
+    int before_l = g_loaded, before_r = g_rejected;
+    for (size_t len = 0; len < region; len += stride) {
+        unlink(path);
+        write_file(path, orig, len, 0);
+        try_load(name, len);
+    }
+    for (int k = 0; k < FLIPS; k++) {
+        memcpy(buf, orig, region);
+        int nflip = 1 + (int)(next() % 4);
+        for (int f = 0; f < nflip; f++) buf[next() % region] ^= (unsigned char)(1u << (next() % 8));
+        unlink(path);
+        write_file(path, buf, region, pad_to);
+        try_load(name, (size_t)k);
+    }
+    printf("%s: %d mutants loaded, %d rejected\n", name, g_loaded - before_l, g_rejected - before_r);
+    free(buf);
+    make_model_dir(); /* restore the link */
+}
+
+static void store_mutants(void) {
+    char db[1024];
+    snprintf(db, sizeof db, "%s/store.db", g_tmp);
+    modattn_store *s;
+    CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
+    modattn_store_model sm = {"test-model", "0123456789abcdef", 4};
+    CHECK(modattn_store_bind_model(s, &sm) == 0);
+    CHECK(modattn_store_begin(s) == 0);
+    for (int d = 0; d < 3; d++) {
+        char p[64];
+        snprintf(p, sizeof p, "/docs/doc%d.txt", d);
+        modattn_store_doc doc = {.path = p, .hash = 42u + (unsigned)d, .mtime_ns = 1, .size = 10, .kind = "text",
+                                 .chunk_tokens = 256, .overlap = 32, .nchunks = 2};
+        CHECK(modattn_store_put_document(s, &doc) == 0);
+        for (int c = 0; c < 2; c++) {
+            float v[4] = {0.5f, 0.5f, (float)d, (float)c};
+            modattn_store_chunk_in ci = {.seq = c, .start = 0, .end = 5, .line = 1, .ntokens = 3, .text = "hello", .len = 5};
+            CHECK(modattn_store_put_chunk(s, doc.id, &ci, v, 4) == 0);
+        }
+    }
+    CHECK(modattn_store_commit(s) == 0);
+    modattn_store_close(s);
+    size_t n;
+    unsigned char *orig = slurp(db, &n);
+    CHECK(orig != NULL && n > 0);
+    char mut[1024];
+    snprintf(mut, sizeof mut, "%s/mutant.db", g_tmp);
+    unsigned char *buf = malloc(n);
+    int opened = 0, refused = 0;
+    for (size_t k = 0; k < n / 512 + FLIPS; k++) {
+        size_t len = n;
+        memcpy(buf, orig, n);
+        if (k < n / 512) len = k * 512; /* every page-aligned prefix: SQLite files grow by pages */
+        else {
+            int nflip = 1 + (int)(next() % 8);
+            for (int f = 0; f < nflip; f++) buf[next() % n] ^= (unsigned char)(1u << (next() % 8));
+        }
+        unlink(mut);
+        char wal[1100];
+        snprintf(wal, sizeof wal, "%s-wal", mut), unlink(wal);
+        snprintf(wal, sizeof wal, "%s-shm", mut), unlink(wal);
+        write_file(mut, buf, len, 0);
+        modattn_mem_stats a, b;
+        modattn_mem_get_stats(&a);
+        modattn_store *m = NULL;
+        if (modattn_store_open(mut, MODATTN_STORE_READONLY, &m) == 0) {
+            opened++;
+            char name[128], hash[17];
+            size_t dim;
+            (void)modattn_store_get_model(m, name, sizeof name, hash, &dim);
+            modattn_store_counts cnt;
+            (void)modattn_store_get_counts(m, &cnt);
+            (void)modattn_store_integrity_check(m);
+            modattn_store_vectors v;
+            if (modattn_store_load_vectors(m, &v) == 0) {
+                for (size_t i = 0; i < v.n; i++) {
+                    modattn_store_chunk ch;
+                    if (modattn_store_get_chunk(m, v.chunk_ids[i], &ch) == 0) modattn_store_chunk_clear(&ch);
+                }
+                modattn_store_vectors_free(&v);
+            }
+            modattn_store_close(m);
+        } else {
+            refused++;
+        }
+        modattn_mem_get_stats(&b);
+        CHECK_MSG(b.current_total == a.current_total, "store mutant %zu leaked %lld bytes", k,
+                  (long long)(b.current_total - a.current_total));
+    }
+    printf("store: %d mutants opened, %d refused\n", opened, refused);
+    free(buf);
+    free(orig);
+}
+
+int main(void) {
+    struct stat sb;
+    if (stat(".models/all-MiniLM-L6-v2/model.safetensors", &sb) != 0) {
+        fprintf(stderr, "test_malformed: .models/all-MiniLM-L6-v2 is missing: run `make model`\n");
+        return 1;
+    }
+    if (!mkdtemp(g_tmp)) return 2;
+    modattn_ctx_options o = {.threads = 1, .plugin_path = ""};
+    CHECK(modattn_ctx_create(&o, &g_ctx) == 0);
+    make_model_dir();
+
+    size_t n;
+    /* config.json: every prefix, 1,000 flips */
+    unsigned char *cfg = slurp(".models/all-MiniLM-L6-v2/config.json", &n);
+    CHECK(cfg != NULL);
+    mutate_file("config.json", cfg, n, n, 1, 0);
+    free(cfg);
+
+    /* model.safetensors: every prefix of the header region, 1,000 flips in it (the data after the
+     * header is a sparse hole of the right size, so the mutant is as long as the real file) */
+    unsigned char head[8];
+    FILE *f = fopen(".models/all-MiniLM-L6-v2/model.safetensors", "rb");
+    CHECK(f && fread(head, 1, 8, f) == 8);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | head[i];
+    size_t region = (size_t)(8 + hlen);
+    unsigned char *st = malloc(region);
+    fseek(f, 0, SEEK_SET);
+    CHECK(fread(st, 1, region, f) == region);
+    fclose(f);
+    mutate_file("model.safetensors", st, region, region, region > 20000 ? 3 : 1, (off_t)sb.st_size);
+    free(st);
+
+    /* tokenizer.json: the real one at a stride of 4093 bytes plus its first 2,000 prefixes, then flips */
+    unsigned char *tok = slurp(".models/all-MiniLM-L6-v2/tokenizer.json", &n);
+    CHECK(tok != NULL);
+    mutate_file("tokenizer.json", tok, n, 2000, 1, 0);
+    mutate_file("tokenizer.json", tok, n, n, 4093, 0);
+    free(tok);
+    /* the small test tokenizer: every prefix */
+    unsigned char *tiny = slurp("tests/fixtures/tokenizer_tiny.json", &n);
+    CHECK(tiny != NULL);
+    mutate_file("tokenizer.json", tiny, n, n, 1, 0);
+    free(tiny);
+
+    store_mutants();
+
+    printf("model mutants: %d loaded, %d rejected\n", g_loaded, g_rejected);
+    CHECK(g_rejected > 0);
+    modattn_ctx_free(g_ctx);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    CHECK(system(cmd) == 0);
+    return test_finish("test_malformed");
+}

@@ -1,0 +1,218 @@
+/* tests/model/test_config.c — the model directory's configuration files: a valid set, then one
+ * broken file or field at a time; every error must name the file and the field. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/model_internal.h"
+#include "modattn/core.h"
+#include "modattn/status.h"
+#include "test_util.h"
+
+static char g_dir[64];
+
+static const char k_config[] =
+    "{\"architectures\":[\"BertModel\"],\"model_type\":\"bert\",\"hidden_size\":64,"
+    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":128,"
+    "\"hidden_act\":\"gelu\",\"layer_norm_eps\":1e-12,\"max_position_embeddings\":32,"
+    "\"type_vocab_size\":2,\"vocab_size\":100,\"pad_token_id\":0,"
+    "\"position_embedding_type\":\"absolute\"}";
+static const char k_modules[] =
+    "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
+    "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},"
+    "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":\"sentence_transformers.models.Normalize\"}]";
+static const char k_sbert[] = "{\"max_seq_length\":16,\"do_lower_case\":false}";
+static const char k_pool[] =
+    "{\"word_embedding_dimension\":64,\"pooling_mode_cls_token\":false,"
+    "\"pooling_mode_mean_tokens\":true,\"pooling_mode_max_tokens\":false,"
+    "\"pooling_mode_mean_sqrt_len_tokens\":false}";
+
+static void put(const char *name, const char *text) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    if (!text) {
+        unlink(path);
+        return;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        CHECK_MSG(0, "cannot write %s", path);
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void reset(void) {
+    put("config.json", k_config);
+    put("modules.json", k_modules);
+    put("sentence_bert_config.json", k_sbert);
+    put("1_Pooling/config.json", k_pool);
+}
+
+/* Replace `from` by `to` in `base`, write it as `file`, expect status + both needles. */
+static void expect(const char *file, const char *base, const char *from, const char *to, int want,
+                   const char *n1, const char *n2) {
+    char text[4096];
+    const char *p = strstr(base, from);
+    if (!p) {
+        CHECK_MSG(0, "test bug: '%s' not in the base text", from);
+        return;
+    }
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(p - base), base, to, p + strlen(from));
+    reset();
+    put(file, text);
+    modattn__model_config c;
+    int st = modattn__config_load(g_dir, &c);
+    const char *msg = modattn_last_error();
+    CHECK_MSG(st == want && strstr(msg, n1) && (!n2 || strstr(msg, n2)),
+              "%s with '%s' -> '%s': status %d (want %d), message '%s' (want '%s', '%s')", file,
+              from, to, st, want, msg, n1, n2 ? n2 : "");
+}
+
+static void test_valid(void) {
+    reset();
+    modattn__model_config c;
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "valid: %s", modattn_last_error());
+    CHECK(strcmp(c.model_type, "bert") == 0);
+    CHECK(c.hidden == 64 && c.layers == 2 && c.heads == 4 && c.intermediate == 128);
+    CHECK(c.max_positions == 32 && c.type_vocab == 2 && c.vocab == 100 && c.pad_id == 0);
+    CHECK(c.ln_eps == 1e-12 && c.act == MODATTN__ACT_GELU_ERF);
+    CHECK(c.max_tokens == 16 && !c.lower_case && c.normalize);
+    CHECK(c.pooling == MODATTN_POOL_MEAN && c.dim == 64);
+
+    /* several pooling modes concatenate; max_seq_length past the positions is clamped */
+    expect("1_Pooling/config.json", k_pool, "\"pooling_mode_cls_token\":false",
+           "\"pooling_mode_cls_token\":true,\"pooling_mode_lasttoken\":true", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.pooling == (MODATTN_POOL_CLS | MODATTN_POOL_MEAN | MODATTN_POOL_LAST) &&
+          c.dim == 3 * 64);
+    expect("sentence_bert_config.json", k_sbert, "16", "512", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.max_tokens == 32);
+    /* no Normalize module; tanh GELU; do_lower_case */
+    expect("modules.json", k_modules,
+           ",{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":\"sentence_transformers."
+           "models.Normalize\"}",
+           "", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && !c.normalize);
+    expect("config.json", k_config, "\"gelu\"", "\"gelu_new\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.act == MODATTN__ACT_GELU_TANH);
+    expect("sentence_bert_config.json", k_sbert, "false", "true", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.lower_case);
+    char buf[64];
+    modattn_pooling_format(MODATTN_POOL_MEAN | MODATTN_POOL_MAX, buf, sizeof buf);
+    CHECK(strcmp(buf, "max+mean") == 0);
+}
+
+static void test_errors(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
+    /* missing files */
+    const char *files[] = {"config.json", "modules.json", "sentence_bert_config.json",
+                           "1_Pooling/config.json"};
+    for (int i = 0; i < 4; i++) {
+        reset();
+        put(files[i], NULL);
+        modattn__model_config c;
+        CHECK_ERR(modattn__config_load(g_dir, &c), N, files[i]);
+        /* malformed */
+        reset();
+        put(files[i], "{\"a\": ");
+        CHECK_ERR(modattn__config_load(g_dir, &c), F, files[i]);
+    }
+    {
+        modattn__model_config c;
+        CHECK_ERR(modattn__config_load("/nonexistent/model", &c), N, "modules.json");
+    }
+    /* config.json: wrong types, ranges, architecture */
+    expect("config.json", k_config, "\"hidden_size\":64", "\"hidden_size\":\"64\"", F,
+           "config.json", "\"hidden_size\" must be an integer");
+    expect("config.json", k_config, "\"hidden_size\":64", "\"hidden_size\":64.5", F,
+           "config.json", "\"hidden_size\"");
+    expect("config.json", k_config, "\"hidden_size\":64,", "", F, "config.json",
+           "\"hidden_size\" is missing");
+    expect("config.json", k_config, "\"num_hidden_layers\":2", "\"num_hidden_layers\":0", F,
+           "config.json", "\"num_hidden_layers\" = 0 is out of range");
+    expect("config.json", k_config, "\"num_attention_heads\":4", "\"num_attention_heads\":5", F,
+           "config.json", "\"num_attention_heads\"");
+    expect("config.json", k_config, "\"intermediate_size\":128", "\"intermediate_size\":-1", F,
+           "config.json", "\"intermediate_size\"");
+    expect("config.json", k_config, "\"vocab_size\":100", "\"vocab_size\":true", F, "config.json",
+           "\"vocab_size\"");
+    expect("config.json", k_config, "\"pad_token_id\":0", "\"pad_token_id\":100", F,
+           "config.json", "\"pad_token_id\"");
+    expect("config.json", k_config, "1e-12", "\"small\"", F, "config.json",
+           "\"layer_norm_eps\" must be a number");
+    expect("config.json", k_config, "\"max_position_embeddings\":32",
+           "\"max_position_embeddings\":[32]", F, "config.json", "\"max_position_embeddings\"");
+    expect("config.json", k_config, "\"type_vocab_size\":2", "\"type_vocab_size\":0", F,
+           "config.json", "\"type_vocab_size\"");
+    expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
+           "\"model_type\" = \"gpt2\"");
+    expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
+           "\"model_type\" is missing");
+    expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
+           "\"hidden_act\" = \"swish\"");
+    expect("config.json", k_config, "\"gelu\"", "1", F, "config.json",
+           "\"hidden_act\" must be a string");
+    expect("config.json", k_config, "\"absolute\"", "\"relative_key\"", U, "config.json",
+           "\"position_embedding_type\"");
+    expect("config.json", k_config, "{", "{\"is_decoder\":true,", U, "config.json",
+           "\"is_decoder\"");
+    expect("config.json", k_config, "{\"architectures\"", "[{\"architectures\"", F, "config.json",
+           NULL);
+    /* modules.json */
+    expect("modules.json", "{\"a\":1}", "1", "2", F, "modules.json", "array");
+    expect("modules.json", k_modules, "models.Pooling", "models.Dense", U, "modules.json[1]",
+           "\"type\" = \"sentence_transformers.models.Dense\"");
+    expect("modules.json", k_modules, "\"type\":\"sentence_transformers.models.Transformer\"",
+           "\"type\":7", F, "modules.json[0]", "\"type\" must be a string");
+    expect("modules.json", k_modules, "\"1_Pooling\"", "\"../x\"", F, "modules.json[1]",
+           "\"path\"");
+    expect("modules.json", k_modules,
+           ",{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers."
+           "models.Pooling\"},{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":"
+           "\"sentence_transformers.models.Normalize\"}",
+           "", U, "modules.json", "Pooling");
+    /* sentence_bert_config.json */
+    expect("sentence_bert_config.json", k_sbert, "16", "\"16\"", F, "sentence_bert_config.json",
+           "\"max_seq_length\" must be an integer");
+    expect("sentence_bert_config.json", k_sbert, "16", "1", F, "sentence_bert_config.json",
+           "\"max_seq_length\" = 1 is out of range");
+    expect("sentence_bert_config.json", k_sbert, "false", "\"no\"", F,
+           "sentence_bert_config.json", "\"do_lower_case\" must be true or false");
+    /* pooling */
+    expect("1_Pooling/config.json", k_pool, "64", "32", F, "1_Pooling/config.json",
+           "\"word_embedding_dimension\" = 32 differs");
+    expect("1_Pooling/config.json", k_pool, "\"word_embedding_dimension\":64,", "", F,
+           "1_Pooling/config.json", "\"word_embedding_dimension\" is missing");
+    expect("1_Pooling/config.json", k_pool, "\"pooling_mode_mean_tokens\":true",
+           "\"pooling_mode_mean_tokens\":false", F, "1_Pooling/config.json", "no pooling mode");
+    expect("1_Pooling/config.json", k_pool, "\"pooling_mode_mean_tokens\":true",
+           "\"pooling_mode_mean_tokens\":1", F, "1_Pooling/config.json",
+           "\"pooling_mode_mean_tokens\" must be true or false");
+    expect("1_Pooling/config.json", k_pool, "{", "{\"pooling_mode_median_tokens\":true,", U,
+           "1_Pooling/config.json", "\"pooling_mode_median_tokens\": unknown pooling mode");
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/modattn_cfg_XXXXXX");
+    if (!mkdtemp(g_dir)) return 1;
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
+    mkdir(sub, 0755);
+    test_valid();
+    test_errors();
+    const char *files[] = {"config.json", "modules.json", "sentence_bert_config.json",
+                           "1_Pooling/config.json"};
+    for (int i = 0; i < 4; i++) put(files[i], NULL);
+    rmdir(sub);
+    rmdir(g_dir);
+    return test_finish("test_config");
+}

@@ -1,0 +1,303 @@
+/* tests/model/test_golden.c — end to end against sentence-transformers' own output
+ * (tests/fixtures/golden_*.jsonl, made by tools/make_goldens.py): for every input, the same ids
+ * and an embedding with cosine >= 0.99999, on every available CPU attention implementation.
+ * Also: a text's embedding does not depend on its batch-mates or on the token budget (1e-6),
+ * and the model gives back every byte it took.
+ *
+ * The model directories come from `make model` (tools/setup_model.sh); when they are missing the
+ * test fails and says so: a golden test that skips quietly proves nothing. (bge-small-en-v1.5,
+ * which no package carries, is the exception: see main().) */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "modattn/modattn.h"
+#include "modattn/model.h"
+#include "test_util.h"
+
+#define MIN_COSINE 0.99999
+#define BATCH_TOL 1e-6f
+
+typedef struct golden {
+    char *text;
+    size_t len;
+    int32_t *ids;
+    size_t nids;
+    float *emb;
+    size_t dim;
+} golden;
+
+static int b64_val(int c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Decodes standard base64 (with '=' padding) into a malloc'ed buffer. */
+static char *b64_decode(const char *s, size_t *out_len) {
+    size_t n = strlen(s);
+    char *o = malloc(n / 4 * 3 + 4);
+    size_t k = 0;
+    unsigned acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n && s[i] != '='; i++) {
+        int v = b64_val((unsigned char)s[i]);
+        if (v < 0) {
+            free(o);
+            return NULL;
+        }
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            o[k++] = (char)((acc >> bits) & 0xff);
+        }
+    }
+    o[k] = '\0';
+    *out_len = k;
+    return o;
+}
+
+static golden *load_goldens(const char *path, size_t *n_out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    golden *g = NULL;
+    size_t n = 0, cap = 0;
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t got;
+    while ((got = getline(&line, &lcap, f)) > 0) {
+        json_error_t err;
+        json_t *j = json_loadb(line, (size_t)got, JSON_ALLOW_NUL, &err);
+        if (!j) {
+            CHECK_MSG(0, "%s line %zu: %s", path, n + 1, err.text);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            g = realloc(g, cap * sizeof *g);
+        }
+        golden *e = &g[n++];
+        memset(e, 0, sizeof *e);
+        json_t *b64 = json_object_get(j, "bytes_b64");
+        json_t *text = json_object_get(j, "text");
+        if (json_is_string(b64)) {
+            e->text = b64_decode(json_string_value(b64), &e->len);
+        } else {
+            e->len = json_string_length(text);
+            e->text = malloc(e->len + 1);
+            memcpy(e->text, json_string_value(text), e->len);
+            e->text[e->len] = '\0';
+        }
+        json_t *ids = json_object_get(j, "ids"), *emb = json_object_get(j, "embedding");
+        e->nids = json_array_size(ids);
+        e->ids = malloc((e->nids + 1) * sizeof *e->ids);
+        for (size_t k = 0; k < e->nids; k++)
+            e->ids[k] = (int32_t)json_integer_value(json_array_get(ids, k));
+        e->dim = json_array_size(emb);
+        e->emb = malloc((e->dim + 1) * sizeof *e->emb);
+        for (size_t k = 0; k < e->dim; k++)
+            e->emb[k] = (float)json_number_value(json_array_get(emb, k));
+        json_decref(j);
+    }
+    free(line);
+    fclose(f);
+    *n_out = n;
+    return g;
+}
+
+static void free_goldens(golden *g, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        free(g[i].text);
+        free(g[i].ids);
+        free(g[i].emb);
+    }
+    free(g);
+}
+
+static double cosine(const float *a, const float *b, size_t n) {
+    double d = 0, x = 0, y = 0;
+    for (size_t k = 0; k < n; k++) {
+        d += (double)a[k] * b[k];
+        x += (double)a[k] * a[k];
+        y += (double)b[k] * b[k];
+    }
+    return d / sqrt(x * y + 1e-300);
+}
+
+static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, const char *path) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        CHECK_MSG(0, "%s: model directory %s is missing: run `make model` (tools/setup_model.sh) "
+                  "first", label, dir);
+        return;
+    }
+    size_t n = 0;
+    golden *g = load_goldens(path, &n);
+    CHECK_MSG(g && n > 0, "%s: cannot read the fixture %s", label, path);
+    if (!g || n == 0) return;
+
+    modattn_mem_stats m0, m1;
+    modattn_mem_get_stats(&m0);
+    modattn_model *m = NULL;
+    int st = modattn_model_load(ctx, dir, &m);
+    CHECK_MSG(st == 0, "%s: load: %s", label, modattn_last_error());
+    if (st) {
+        free_goldens(g, n);
+        return;
+    }
+    const modattn_model_info *info = modattn_model_get_info(m);
+    const size_t dim = modattn_model_dim(m);
+    CHECK_MSG(g[0].dim == dim, "%s: fixture dim %zu, model dim %zu", label, g[0].dim, dim);
+    char pool[64];
+    modattn_pooling_format(info->pooling, pool, sizeof pool);
+    printf("%s: %s, %d layers, hidden %d, dim %zu, pooling %s%s, max %zu tokens, weights %s\n",
+           label, info->name, info->layers, info->hidden, dim, pool,
+           info->normalize ? " + normalize" : "", info->max_tokens, info->weights_hash);
+
+    const char **texts = malloc(n * sizeof *texts);
+    size_t *lens = malloc(n * sizeof *lens);
+    for (size_t i = 0; i < n; i++) texts[i] = g[i].text, lens[i] = g[i].len;
+    float *out = malloc(n * dim * sizeof *out);
+    float *ref = malloc(n * dim * sizeof *ref);
+    int32_t *ntok = malloc(n * sizeof *ntok);
+
+    /* ids */
+    int32_t *ids = malloc(info->max_tokens * sizeof *ids);
+    size_t ids_equal = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        st = modattn_model_tokenize(m, texts[i], lens[i], ids, info->max_tokens, &k);
+        bool eq = st == 0 && k == g[i].nids && memcmp(ids, g[i].ids, k * sizeof *ids) == 0;
+        ids_equal += eq;
+        CHECK_MSG(eq, "%s: input %zu: ids differ from sentence-transformers (%zu vs %zu ids)",
+                  label, i, k, g[i].nids);
+    }
+    free(ids);
+    printf("%s: ids equal for %zu/%zu inputs\n", label, ids_equal, n);
+
+    /* embeddings on every available CPU implementation */
+    const char *saved = modattn_ctx_policy(ctx);
+    char saved_policy[256];
+    snprintf(saved_policy, sizeof saved_policy, "%s", saved ? saved : "auto");
+    int impls = 0;
+    for (size_t x = 0; x < modattn_ctx_impl_count(ctx); x++) {
+        modattn_impl_info ii;
+        if (modattn_ctx_impl_info(ctx, x, &ii) != 0) continue;
+        if (ii.device != MODATTN_DEVICE_CPU || !ii.available) continue;
+        if (modattn_ctx_set_policy(ctx, ii.name) != 0) {
+            CHECK_MSG(0, "set policy %s: %s", ii.name, modattn_last_error());
+            continue;
+        }
+        impls++;
+        uint64_t t0 = modattn_now_ns();
+        st = modattn_model_embed(m, texts, lens, n, out, ntok);
+        double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        CHECK_MSG(st == 0, "%s/%s: embed: %s", label, ii.name, modattn_last_error());
+        if (st) continue;
+        double mn = 2.0;
+        size_t worst = 0, below = 0, tokens = 0;
+        for (size_t i = 0; i < n; i++) {
+            double c = cosine(out + i * dim, g[i].emb, dim);
+            if (c < mn) mn = c, worst = i;
+            if (!(c >= MIN_COSINE)) {
+                below++;
+                CHECK_MSG(0, "%s/%s: input %zu: cosine %.9f < %g", label, ii.name, i, c,
+                          MIN_COSINE);
+            }
+            CHECK_MSG(ntok[i] == (int32_t)g[i].nids, "%s/%s: input %zu: %d tokens, want %zu",
+                      label, ii.name, i, (int)ntok[i], g[i].nids);
+            tokens += (size_t)ntok[i];
+        }
+        t_pass += below == 0;
+        printf("%s/%s: %zu inputs, min cosine %.9f (1 - cos = %.1e, input %zu), %zu below %g, "
+               "%.0f tokens/s\n",
+               label, ii.name, n, mn, 1.0 - mn, worst, below, MIN_COSINE, (double)tokens / secs);
+    }
+    CHECK_MSG(impls > 0, "%s: no available CPU attention implementation", label);
+    CHECK(modattn_ctx_set_policy(ctx, saved_policy) == 0);
+
+    /* batch independence: all at once (default budget) vs one at a time vs a small budget */
+    st = modattn_model_embed(m, texts, lens, n, ref, NULL);
+    CHECK(st == 0);
+    float worst_single = 0, worst_small = 0;
+    for (size_t i = 0; i < n && st == 0; i++) {
+        st = modattn_model_embed(m, texts + i, lens + i, 1, out + i * dim, NULL);
+        CHECK(st == 0);
+    }
+    for (size_t k = 0; k < n * dim && st == 0; k++) {
+        float d = fabsf(out[k] - ref[k]);
+        if (d > worst_single) worst_single = d;
+    }
+    CHECK(modattn_model_set_batch_tokens(m, 300) == 0);
+    CHECK(modattn_model_batch_tokens(m) == 300);
+    st = modattn_model_embed(m, texts, lens, n, out, NULL);
+    CHECK(st == 0);
+    for (size_t k = 0; k < n * dim && st == 0; k++) {
+        float d = fabsf(out[k] - ref[k]);
+        if (d > worst_small) worst_small = d;
+    }
+    CHECK_MSG(worst_single <= BATCH_TOL, "%s: alone vs batched differ by %g", label,
+              (double)worst_single);
+    CHECK_MSG(worst_small <= BATCH_TOL, "%s: budget 300 vs 8192 differ by %g", label,
+              (double)worst_small);
+    printf("%s: batch independence: alone vs batched max |diff| %.3g, budget 300 vs default %.3g\n",
+           label, (double)worst_single, (double)worst_small);
+    /* the same text twice in one call, and n = 0 */
+    {
+        const char *two[2] = {texts[0], texts[0]};
+        size_t l2[2] = {lens[0], lens[0]};
+        CHECK(modattn_model_embed(m, two, l2, 2, out, NULL) == 0);
+        float d2 = 0;
+        for (size_t k = 0; k < dim; k++)
+            if (fabsf(out[k] - out[dim + k]) > d2) d2 = fabsf(out[k] - out[dim + k]);
+        CHECK_MSG(d2 <= BATCH_TOL, "%s: the same text twice differs by %g", label, (double)d2);
+        CHECK(modattn_model_embed(m, two, l2, 0, out, NULL) == 0);
+    }
+
+    modattn_model_free(m);
+    modattn_mem_get_stats(&m1);
+    /* the attention workspace is the ctx's (kept between calls): not the model's to give back */
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+        if (c != MODATTN_MEM_WORKSPACE)
+            CHECK_MSG(m1.current[c] == m0.current[c], "%s: %s: %lld bytes not given back", label,
+                      modattn_mem_category_name((modattn_mem_category)c),
+                      (long long)(m1.current[c] - m0.current[c]));
+    free(texts);
+    free(lens);
+    free(out);
+    free(ref);
+    free(ntok);
+    free_goldens(g, n);
+}
+
+int main(void) {
+    modattn_ctx *ctx = NULL;
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    int st = modattn_ctx_create(&o, &ctx);
+    CHECK_MSG(st == 0, "ctx: %s", modattn_last_error());
+    if (st) return test_finish("test_golden");
+    run_fixture(ctx, "minilm", ".models/all-MiniLM-L6-v2", "tests/fixtures/golden_minilm.jsonl");
+    /* bge-small-en-v1.5 (CLS pooling) proves generality on a real second model, but no pip
+     * package carries its weights (tools/setup_model.sh lays it out only from BGE_SRC_DIR): it
+     * runs whenever its directory is there, and must be there with MODATTN_REQUIRE_BGE=1, as in
+     * setup_model.sh. (The synthetic models of test_encoder cover CLS pooling and the other
+     * modes in the meantime.) */
+    struct stat sb;
+    const char *req = getenv("MODATTN_REQUIRE_BGE");
+    if (stat(".models/bge-small-en-v1.5", &sb) == 0 || (req && strcmp(req, "1") == 0))
+        run_fixture(ctx, "bge", ".models/bge-small-en-v1.5", "tests/fixtures/golden_bge.jsonl");
+    else
+        printf("bge: NOT RUN: .models/bge-small-en-v1.5 is not on this machine (no package carries "
+               "it: see tools/setup_model.sh, BGE_SRC_DIR; MODATTN_REQUIRE_BGE=1 makes this a "
+               "failure)\n");
+    modattn_ctx_free(ctx);
+    return test_finish("test_golden");
+}
