@@ -1,0 +1,296 @@
+/* cli/cmd_index.c — `modattn index`: files and folders into a document store.
+ * Front end only: options, the progress line, messages and the summary; the work is
+ * modattn_index_paths (pipeline/indexer.c). */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "modattn/ingest.h"
+#include "modattn/model.h"
+#include "modattn/store.h"
+
+static void index_usage(FILE *f) {
+    fprintf(f,
+            "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--prune]\n"
+            "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
+            "                     [--batch N] PATH...\n\n"
+            "Index files and folders (recursively) into a document store for `modattn search`.\n"
+            "Reads .txt, .md, .html/.htm (visible text), .pdf, and other files that look like\n"
+            "text; skips binary, empty and special files (FIFOs, sockets, devices) and files\n"
+            "over the size cap, and does not walk into hidden folders. Each document is cut\n"
+            "into overlapping chunks of word pieces, embedded, and written in one transaction:\n"
+            "an interrupted run loses at most the document it was writing, and the next run\n"
+            "skips what is already there. Unchanged files (same size and mtime, or same\n"
+            "content hash) are not embedded again; changed ones are re-embedded. Invalid UTF-8\n"
+            "is replaced by U+FFFD for embedding and storing; a chunk's byte range points into\n"
+            "the file (for HTML and PDF, into the extracted text). Files over the size cap are\n"
+            "skipped with a message without being read.\n\n"
+            "options:\n"
+            "  --db FILE            the store (default ./" MODATTN_STORE_DEFAULT_PATH "; created if missing)\n"
+            "  --model DIR          model directory (default: $MODATTN_MODEL, else\n"
+            "                       <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
+            "                       ./.models/all-MiniLM-L6-v2); a store keeps its model\n"
+            "  --prune              also remove stored documents whose file no longer exists\n"
+            "  --chunk-tokens N     tokens per chunk, [CLS]/[SEP] included (default: the\n"
+            "                       model's max_seq_length, 256 for all-MiniLM-L6-v2)\n"
+            "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
+            "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes)\n"
+            "  --batch N            chunks per model call, across documents (default 64)\n"
+            "  --json               print the summary as JSON:\n"
+            "                       {\"files_seen\", \"files_indexed\", \"files_unchanged\",\n"
+            "                        \"files_skipped\", \"files_pruned\", \"chunks_embedded\",\n"
+            "                        \"tokens_embedded\", \"seconds\", \"db\", \"errors\": [{\"path\",\n"
+            "                        \"message\"}], \"skipped\": [{\"path\", \"reason\"}]}\n"
+            "  --quiet              no progress line and no notes on skipped files\n"
+            "  -h, --help           this help\n\n"
+            "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
+            "stopped (store, model, memory); 2 usage error.\n"
+            "global options --attn, --threads, --trace, --stats, --mem-budget apply.\n");
+}
+
+typedef struct index_ui {
+    bool json, quiet, tty;
+    bool line_shown; /* a progress line is on the terminal */
+    json_t *errors, *skipped;
+    int oom;
+} index_ui;
+
+static void clear_line(index_ui *ui) {
+    if (ui->line_shown) {
+        fputs("\r\033[K", stderr);
+        ui->line_shown = false;
+    }
+}
+
+static void on_event(void *ud, modattn_index_event ev, const char *path, const char *msg) {
+    index_ui *ui = ud;
+    char buf[PATH_MAX];
+    const char *shown = cli_display_path(path, buf, sizeof buf);
+    if (ev == MODATTN_INDEX_ERROR || ev == MODATTN_INDEX_SKIPPED) {
+        json_t *list = ev == MODATTN_INDEX_ERROR ? ui->errors : ui->skipped;
+        json_t *o = json_pack("{s:s, s:s}", "path", shown, ev == MODATTN_INDEX_ERROR ? "message" : "reason", msg);
+        if (!o || json_array_append_new(list, o)) ui->oom = 1;
+    }
+    if (ui->json) return;
+    if (ev == MODATTN_INDEX_ERROR || (ev != MODATTN_INDEX_INDEXED && !ui->quiet)) {
+        clear_line(ui);
+        if (ev == MODATTN_INDEX_SKIPPED) fprintf(stderr, "modattn: index: %s: skipped (%s)\n", shown, msg);
+        else if (ev == MODATTN_INDEX_PRUNED) fprintf(stderr, "modattn: index: %s: pruned (%s)\n", shown, msg);
+        else fprintf(stderr, "modattn: index: %s: %s\n", shown, msg);
+    }
+}
+
+static void fmt_duration(double s, char *buf, size_t len) {
+    if (!(s >= 0) || s > 359999) {
+        snprintf(buf, len, "--:--");
+        return;
+    }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void on_progress(void *ud, const modattn_index_progress *p) {
+    index_ui *ui = ud;
+    if (!ui->tty || ui->quiet) return;
+    double rate = p->elapsed_s > 0 ? (double)p->tokens / p->elapsed_s : 0;
+    char eta[32] = "--:--";
+    if (p->bytes_done > 0 && p->bytes_total >= p->bytes_done && p->elapsed_s > 0.5)
+        fmt_duration(p->elapsed_s * (double)(p->bytes_total - p->bytes_done) / (double)p->bytes_done,
+                     eta, sizeof eta);
+    fprintf(stderr, "\r\033[Kindexing: %llu/%llu files  %llu chunks  %.0f tok/s  ETA %s",
+            (unsigned long long)p->files_done, (unsigned long long)p->files_total,
+            (unsigned long long)p->chunks, rate, eta);
+    fflush(stderr);
+    ui->line_shown = true;
+}
+
+/* --name VALUE or --name=VALUE at argv[*i]; NULL if argv[*i] is not this option. */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static bool parse_count(const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (*v == '\0' || *end || errno || x < lo || x > hi) return false;
+    *out = x;
+    return true;
+}
+
+int cli_cmd_index(cli_globals *g, int argc, char **argv) {
+    const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL;
+    bool json = false, quiet = false, prune = false, dashdash = false;
+    long long chunk_tokens = 0, overlap = -1, batch = 0;
+    int64_t max_size = 0;
+    const char **paths = calloc((size_t)argc + 1, sizeof *paths);
+    size_t npaths = 0;
+    if (!paths) {
+        fprintf(stderr, "modattn: index: out of memory\n");
+        return 1;
+    }
+    int rc = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        bool missing = false;
+        if (dashdash || a[0] != '-' || a[1] == '\0') {
+            paths[npaths++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) dashdash = true;
+        else if (cli_is_help(a)) {
+            index_usage(stdout);
+            free(paths);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) json = true;
+        else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) quiet = true;
+        else if (strcmp(a, "--prune") == 0) prune = true;
+        else if ((v = opt_value(argc, argv, &i, "--db", &missing))) db = v;
+        else if ((v = opt_value(argc, argv, &i, "--model", &missing))) model_dir = v;
+        else if ((v = opt_value(argc, argv, &i, "--chunk-tokens", &missing))) {
+            if (!parse_count(v, 3, 1 << 20, &chunk_tokens)) {
+                fprintf(stderr, "modattn: index: --chunk-tokens: '%s' is not a token count\n", v);
+                rc = 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--overlap", &missing))) {
+            if (!parse_count(v, 0, 1 << 20, &overlap)) {
+                fprintf(stderr, "modattn: index: --overlap: '%s' is not a count of word pieces\n", v);
+                rc = 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--batch", &missing))) {
+            if (!parse_count(v, 1, 65536, &batch)) {
+                fprintf(stderr, "modattn: index: --batch: '%s' is not a count in [1, 65536]\n", v);
+                rc = 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--max-file-size", &missing))) {
+            if (modattn_parse_bytes(v, &max_size) != 0 || max_size <= 0) {
+                fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
+                rc = 2;
+            }
+        } else if (missing) {
+            fprintf(stderr, "modattn: index: %s needs a value\n", a);
+            rc = 2;
+        } else {
+            fprintf(stderr, "modattn: index: unknown option '%s' (see modattn index --help)\n", a);
+            rc = 2;
+        }
+        if (rc) {
+            free(paths);
+            return rc;
+        }
+    }
+    if (npaths == 0) {
+        fprintf(stderr, "modattn: index: no PATH given\n\n");
+        index_usage(stderr);
+        free(paths);
+        return 2;
+    }
+
+    modattn_ctx *ctx = NULL;
+    if (cli_open_ctx(g, &ctx)) {
+        free(paths);
+        return 1;
+    }
+    char mbuf[PATH_MAX + 64];
+    model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
+    modattn_model *model = NULL;
+    modattn_store *store = NULL;
+    int st = modattn_model_load(ctx, model_dir, &model);
+    if (st) {
+        free(paths);
+        return cli_fail("loading the model", st);
+    }
+    if ((st = modattn_store_open(db, MODATTN_STORE_CREATE, &store))) {
+        modattn_model_free(model);
+        free(paths);
+        return cli_fail("opening the store", st);
+    }
+
+    index_ui ui;
+    memset(&ui, 0, sizeof ui);
+    ui.json = json;
+    ui.quiet = quiet;
+    ui.tty = isatty(STDERR_FILENO) == 1;
+    ui.errors = json_array();
+    ui.skipped = json_array();
+    modattn_index_options o;
+    memset(&o, 0, sizeof o);
+    o.chunk_tokens = (size_t)chunk_tokens;
+    o.overlap = (long)overlap;
+    o.max_file_bytes = (uint64_t)max_size;
+    o.batch_chunks = (size_t)batch;
+    o.prune = prune;
+    o.on_event = on_event;
+    o.on_progress = on_progress;
+    o.ud = &ui;
+    modattn_index_stats s;
+    uint64_t t0 = modattn_now_ns();
+    st = modattn_index_paths(store, model, paths, npaths, &o, &s);
+    double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    clear_line(&ui);
+    if (st) {
+        rc = cli_fail("index", st);
+    } else if (!ui.errors || !ui.skipped || ui.oom) {
+        fprintf(stderr, "modattn: index: out of memory\n");
+        rc = 1;
+    } else {
+        char dbuf[PATH_MAX];
+        char *abs_db = modattn_path_absolute(db);
+        const char *db_shown = abs_db ? cli_display_path(abs_db, dbuf, sizeof dbuf) : db;
+        if (json) {
+            json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:O, s:O}",
+                                  "files_seen", (json_int_t)s.files_seen,
+                                  "files_indexed", (json_int_t)s.files_indexed,
+                                  "files_unchanged", (json_int_t)s.files_unchanged,
+                                  "files_skipped", (json_int_t)s.files_skipped,
+                                  "files_pruned", (json_int_t)s.files_pruned,
+                                  "chunks_embedded", (json_int_t)s.chunks_embedded,
+                                  "tokens_embedded", (json_int_t)s.tokens_embedded,
+                                  "seconds", secs, "db", db_shown,
+                                  "errors", ui.errors, "skipped", ui.skipped);
+            char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
+            if (!text) {
+                fprintf(stderr, "modattn: index: out of memory\n");
+                rc = 1;
+            } else {
+                puts(text);
+                free(text);
+            }
+            json_decref(j);
+        } else {
+            printf("%s: %llu files seen: %llu indexed (%llu chunks, %llu tokens, %.0f tokens/s), "
+                   "%llu unchanged, %llu skipped",
+                   db_shown, (unsigned long long)s.files_seen,
+                   (unsigned long long)s.files_indexed, (unsigned long long)s.chunks_embedded,
+                   (unsigned long long)s.tokens_embedded,
+                   secs > 0 ? (double)s.tokens_embedded / secs : 0.0,
+                   (unsigned long long)s.files_unchanged, (unsigned long long)s.files_skipped);
+            if (s.errors) printf(" (%llu unreadable)", (unsigned long long)s.errors);
+            if (prune) printf(", %llu pruned", (unsigned long long)s.files_pruned);
+            printf(" in %.1f s\n", secs);
+        }
+        modattn_free(abs_db);
+        if (fflush(stdout) != 0) rc = 1;
+        else if (s.errors) rc = 3;
+    }
+    json_decref(ui.errors);
+    json_decref(ui.skipped);
+    modattn_store_close(store);
+    modattn_model_free(model);
+    free(paths);
+    return rc;
+}

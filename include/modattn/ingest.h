@@ -1,0 +1,161 @@
+/* modattn/ingest.h — documents in: file kinds, text extraction, chunking by tokens, and the
+ * indexer that walks paths into a store (modattn/store.h).
+ *
+ * Document text. A chunk's byte range [start, end) is an offset into the document's text:
+ *   .txt, .md and other text files: the file's own bytes (ranges point into the file);
+ *   .html/.htm: the visible text libxml2's HTML parser finds (scripts, styles, comments and
+ *               elements with the `hidden` attribute dropped, entities decoded, whitespace
+ *               collapsed as a browser would, block elements on their own lines);
+ *   .pdf:       poppler's text of each page, pages separated by a blank line.
+ * A chunk also records the source line of its start (text and HTML files) or its PDF page.
+ *
+ * Invalid UTF-8: text files are read as they are; each ill-formed sequence (its maximal subpart,
+ * as Python's errors="replace") becomes U+FFFD in what is embedded and stored, so ranges still
+ * point at the original bytes while stored chunk texts are valid UTF-8.
+ *
+ * Size cap: files larger than max_file_bytes (default 64 MiB) are skipped with a message, never
+ * read; nothing bigger is ever held in memory at once. */
+#ifndef MODATTN_INGEST_H
+#define MODATTN_INGEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "modattn/status.h"
+#include "modattn/dispatch.h"
+#include "modattn/model.h"
+#include "modattn/store.h"
+#include "modattn/tokenizer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES ((uint64_t)64 << 20)
+#define MODATTN_INGEST_DEFAULT_OVERLAP 32
+#define MODATTN_INGEST_SNIFF_BYTES 65536
+
+/* ---- kinds */
+typedef enum modattn_doc_kind {
+    MODATTN_DOC_BINARY = 0, /* not indexed */
+    MODATTN_DOC_TEXT,
+    MODATTN_DOC_MARKDOWN,
+    MODATTN_DOC_HTML,
+    MODATTN_DOC_PDF,
+} modattn_doc_kind;
+const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... */
+
+/* The kind of a file from its name and its first bytes (head, up to MODATTN_INGEST_SNIFF_BYTES):
+ * ".pdf" or a "%PDF-" start: PDF; ".html"/".htm"/".xhtml": HTML; ".md"/".markdown": Markdown;
+ * anything else (".txt" included) that sniffs as text: TEXT. Text means: no NUL byte, and
+ * control characters plus bytes of ill-formed UTF-8 are at most 10% of the head (Latin-1 prose
+ * passes; executables, images, archives and UTF-16 do not). Named HTML and Markdown files must
+ * pass the same test. */
+modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head, size_t len);
+
+/* ---- text */
+/* A document's text and where its bytes came from. */
+typedef struct modattn_text_mark {
+    size_t offset;   /* from this byte of text on ... */
+    int64_t number;  /* ... the source line (HTML) or page (PDF) is this */
+} modattn_text_mark;
+
+typedef struct modattn_doc_text {
+    char *text;                /* owned; len bytes (+ a NUL) */
+    size_t len;
+    modattn_text_mark *marks;  /* owned, sorted by offset; NULL for text files (lines counted) */
+    size_t nmarks;
+    bool pages;                /* marks are PDF pages (else source lines) */
+} modattn_doc_text;
+void modattn_doc_text_clear(modattn_doc_text *d);
+
+/* Visible text of an HTML document (see the top of this file). MODATTN_EFORMAT if libxml2 finds
+ * no document at all. */
+int modattn_extract_html(const char *html, size_t len, modattn_doc_text *out);
+/* Text of a PDF held in memory. MODATTN_EFORMAT for a damaged or encrypted file. */
+int modattn_extract_pdf(const char *pdf, size_t len, modattn_doc_text *out);
+/* The source line (text files and HTML) or page (PDF) of byte `offset` of the text. */
+int64_t modattn_doc_text_locate(const modattn_doc_text *d, size_t offset);
+
+/* Copy of s[0..len) with every ill-formed UTF-8 sequence replaced by U+FFFD (EF BF BD), one per
+ * maximal subpart (Unicode 15 section 3.9, as Python's errors="replace"). Ownership: modattn_free;
+ * *out_len gets its length (NUL-terminated too). NULL on allocation failure. */
+char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len);
+/* true if s[0..len) is well-formed UTF-8. */
+bool modattn_utf8_valid(const char *s, size_t len);
+
+/* ---- chunking */
+typedef struct modattn_chunk {
+    size_t start, end;   /* bytes of the text: from the first word piece's first byte to the
+                          * last one's last byte */
+    size_t ntokens;      /* word pieces, specials not counted */
+} modattn_chunk;
+
+/* Cuts text into windows of at most `window` word pieces (tokenizer `tok`, no specials), each
+ * starting `window - overlap` pieces after the previous one, moved forward to the next piece that
+ * begins a word so that a chunk never starts inside a word (a chunk tokenised on its own gives
+ * the same pieces as inside the document). A text with no word piece has no chunk; the last chunk
+ * is the one that reaches the end. Memory: O(window) scratch plus the chunk array.
+ * Ownership: *out is freed with modattn_free (NULL when *n is 0). overlap < window. */
+int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
+                       size_t overlap, modattn_chunk **out, size_t *n);
+
+/* ---- the indexer */
+typedef enum modattn_index_event {
+    MODATTN_INDEX_SKIPPED = 0, /* not indexed, by policy: binary, empty, too large, special file */
+    MODATTN_INDEX_ERROR,       /* not indexed: unreadable, dangling link, loop, damaged file */
+    MODATTN_INDEX_PRUNED,      /* removed from the store: the file no longer exists */
+    MODATTN_INDEX_INDEXED,     /* (re)indexed */
+} modattn_index_event;
+
+typedef struct modattn_index_stats {
+    uint64_t files_seen;      /* = indexed + unchanged + skipped */
+    uint64_t files_indexed;   /* new or changed, embedded and committed */
+    uint64_t files_unchanged; /* same size+mtime, or same content hash */
+    uint64_t files_skipped;   /* binary, empty, too large, special, or an error */
+    uint64_t files_pruned;
+    uint64_t errors;          /* events of kind MODATTN_INDEX_ERROR */
+    uint64_t chunks_embedded;
+    uint64_t tokens_embedded; /* word pieces fed to the model, specials included */
+    uint64_t bytes_read;
+} modattn_index_stats;
+
+typedef struct modattn_index_progress {
+    uint64_t files_done, files_total;
+    uint64_t bytes_done, bytes_total; /* sizes of the files seen by the walk */
+    uint64_t chunks, tokens;          /* embedded so far */
+    double elapsed_s;                 /* since the files were listed */
+} modattn_index_progress;
+
+typedef struct modattn_index_options {
+    size_t chunk_tokens;     /* tokens per chunk, [CLS]/[SEP] included; 0: the model's max_tokens */
+    long overlap;            /* word pieces shared by consecutive chunks; < 0: the default (32,
+                              * at most a quarter of the window) */
+    uint64_t max_file_bytes; /* 0: MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES */
+    bool prune;              /* remove stored documents whose file no longer exists */
+    size_t batch_chunks;     /* chunks per model call; 0: 64 */
+    /* Called for every event on a file (optional); msg says why. */
+    void (*on_event)(void *ud, modattn_index_event ev, const char *path, const char *msg);
+    /* Called after each file and at most every few hundred milliseconds (optional). */
+    void (*on_progress)(void *ud, const modattn_index_progress *p);
+    void *ud;
+} modattn_index_options;
+
+/* Walks paths (files and folders, recursively; symbolic links followed, loops detected and
+ * reported), and indexes every new or changed document into the store with the model, one
+ * transaction per document. Per-file problems are events, counted, and never stop the run;
+ * the return value is non-zero only for what stops it (the store, the model, memory, invalid
+ * options), with the stats of what was done until then. The store is bound to the model first
+ * (MODATTN_EVERSION if it belongs to another one). */
+int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
+                        size_t npaths, const modattn_index_options *opt,
+                        modattn_index_stats *stats);
+
+/* Stored paths are absolute and lexically normalised ("a/./b/../c" -> "/cwd/a/c"; symbolic
+ * links kept as named). Ownership: modattn_free. NULL on allocation failure or no cwd. */
+char *modattn_path_absolute(const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* modattn/search.h — exact top-k search by cosine similarity.
+ *
+ * The scan: vectors lie contiguously in memory ([n, dim], L2-normalised, so cosine = dot); the
+ * query is dotted with every row by the widest SIMD the CPU has (AVX-512, AVX2+FMA, or portable
+ * C; chosen at run time by modattn_cpu_get(), so MODATTN_CPU_DISABLE narrows it), threaded over
+ * the host's pool for large matrices, and the k best rows are kept. Exact: every row is scored;
+ * ties go to the lower row; NaN scores rank last. */
+#ifndef MODATTN_SEARCH_H
+#define MODATTN_SEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "modattn/status.h"
+#include "modattn/impl.h"
+#include "modattn/model.h"
+#include "modattn/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum modattn_scan_isa {
+    MODATTN_SCAN_AUTO = 0,
+    MODATTN_SCAN_SCALAR,
+    MODATTN_SCAN_AVX2,
+    MODATTN_SCAN_AVX512,
+} modattn_scan_isa;
+/* "scalar", "avx2", "avx512" ("auto" for AUTO). */
+const char *modattn_scan_isa_name(modattn_scan_isa isa);
+/* What AUTO picks on this machine (and whether a forced one can run: EUNSUPPORTED if not). */
+modattn_scan_isa modattn_scan_isa_auto(void);
+int modattn_scan_isa_available(modattn_scan_isa isa);
+
+typedef struct modattn_hit {
+    size_t row;
+    float score;
+} modattn_hit;
+
+/* Rows at and above which modattn_topk spreads the scan over exec's threads. */
+#define MODATTN_TOPK_PARALLEL_ROWS 8192
+
+/* The k rows of mat ([n, dim], rows ld floats apart, ld >= dim) with the largest dot product with
+ * query ([dim]), best first, into out (room for k); *nout = min(k, n). exec may be NULL (serial).
+ * Allocates O(k x threads + block) workspace (category WORKSPACE). */
+int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
+                 const modattn_exec *exec, modattn_scan_isa isa, modattn_hit *out, size_t *nout);
+
+/* scores[i] = dot(mat row i, query) for i in [0, n), with one ISA (tests, benchmarks). */
+int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
+                        modattn_scan_isa isa, float *scores);
+
+/* L2-normalise v in place (a zero vector stays zero). */
+void modattn_vec_normalize(float *v, size_t dim);
+
+/* ---- searching a store */
+typedef struct modattn_search_result {
+    int rank;            /* 1-based */
+    float score;         /* cosine similarity */
+    modattn_store_chunk chunk; /* path, byte range, line/page, text */
+} modattn_search_result;
+
+/* Embeds query with model, checks the store belongs to the model (MODATTN_EVERSION if not,
+ * MODATTN_ENOTFOUND if the store is empty), scans every stored vector and returns the k best
+ * chunks. exec: threads for the scan (NULL: serial). Ownership: free with
+ * modattn_search_results_free(). */
+int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
+                   const modattn_exec *exec, modattn_search_result **out, size_t *nout);
+void modattn_search_results_free(modattn_search_result *r, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

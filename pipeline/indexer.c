@@ -1,0 +1,823 @@
+/* pipeline/indexer.c — `modattn index`: walk the paths, decide per file (unchanged, skipped,
+ * (re)indexed), extract and chunk the text, embed the chunks in batches that span documents, and
+ * write every document in its own transaction.
+ *
+ * Flow. The walk lists regular files first (so the progress line knows the total). Each file is
+ * then looked up in the store: same size and mtime (and chunking) means unchanged without reading
+ * it; otherwise it is read (at most max_file_bytes, checked before reading), hashed with XXH3, and
+ * compared by content. New or changed documents join a queue of chunks; whenever the queue holds
+ * a batch, the batch is embedded and its chunks written in order: a document's transaction opens
+ * with its first chunk and commits with its last, so at most one is open at any time and a kill
+ * leaves every document complete or absent. A document whose file became binary, empty or too
+ * large has its old entries removed. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "modattn/core.h"
+#include "modattn/ingest.h"
+#include "modattn/search.h"
+#include "modattn/store.h"
+#include "modattn/tokenizer.h"
+#include "pipeline/pipeline_internal.h"
+
+#define DEFAULT_BATCH_CHUNKS 64
+
+/* ------------------------------------------------------------------ paths */
+
+char *modattn_path_absolute(const char *path) {
+    if (!path) return NULL;
+    char cwd[4096] = "";
+    if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) {
+        modattn_error(MODATTN_EIO, "cannot read the current directory: %s", strerror(errno));
+        return NULL;
+    }
+    size_t cap = strlen(cwd) + strlen(path) + 3;
+    char *in = modattn_malloc(cap, MODATTN_MEM_OTHER);
+    char *out = modattn_malloc(cap, MODATTN_MEM_OTHER);
+    if (!in || !out) {
+        modattn_free(in);
+        modattn_free(out);
+        return NULL;
+    }
+    snprintf(in, cap, "%s/%s", cwd, path);
+    /* lexical normalisation: drop "" and ".", ".." removes the previous component */
+    size_t o = 0;
+    const char *p = in;
+    while (*p) {
+        while (*p == '/') p++;
+        if (!*p) break;
+        const char *e = strchr(p, '/');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == 1 && p[0] == '.') {
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (o > 0 && out[o - 1] != '/') o--;
+            if (o > 0) o--;
+        } else {
+            out[o++] = '/';
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    if (o == 0) out[o++] = '/';
+    out[o] = '\0';
+    modattn_free(in);
+    return out;
+}
+
+static char *path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = modattn_malloc(a + b + 2, MODATTN_MEM_OTHER);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    size_t o = a;
+    if (o == 0 || p[o - 1] != '/') p[o++] = '/';
+    memcpy(p + o, name, b + 1);
+    return p;
+}
+
+/* ------------------------------------------------------------------ the run */
+
+typedef struct file_entry {
+    char *path;
+    uint64_t size;
+} file_entry;
+
+typedef struct dir_id {
+    dev_t dev;
+    ino_t ino;
+    const char *path;
+} dir_id;
+
+/* a document waiting for (the rest of) its embeddings */
+typedef struct pdoc {
+    char *path;
+    uint64_t hash;
+    int64_t mtime_ns, size;
+    modattn_doc_kind kind;
+    modattn_doc_text text;
+    modattn_chunk *chunks;
+    size_t nchunks;
+    size_t queued;   /* chunks handed to a batch */
+    size_t written;  /* chunks written to the store */
+    int64_t doc_id;
+    /* incremental line counting for text files */
+    size_t line_off;
+    int64_t line_no;
+    struct pdoc *next;
+} pdoc;
+
+typedef struct run {
+    modattn_store *store;
+    modattn_model *model;
+    modattn_tokenizer *tok;
+    const modattn_index_options *opt;
+    modattn_index_stats *stats;
+    size_t dim, window, overlap, batch;
+    int32_t chunk_tokens;
+    uint64_t max_bytes;
+    const char *skip_paths[4]; /* the store's own files, by path ... */
+    bool have_store_dir;       /* ... and by name in the store's folder, however it is reached */
+    dev_t store_dev;
+    ino_t store_ino;
+    const char *store_base;
+    /* walk */
+    file_entry *files;
+    size_t nfiles, fcap;
+    dir_id *dirs;
+    size_t ndirs, dcap;
+    /* queue */
+    pdoc *head, *tail;
+    size_t unqueued; /* chunks in the queue not yet in a batch */
+    /* batch buffers */
+    const char **btexts;
+    size_t *blens;
+    char **bclean;
+    pdoc **bdoc;
+    size_t *bidx;
+    float *bvec;
+    int32_t *bntok;
+    /* progress */
+    uint64_t bytes_total, bytes_done, files_done;
+    uint64_t t0_ns, last_progress_ns;
+} run;
+
+static void event(run *r, modattn_index_event ev, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void event(run *r, modattn_index_event ev, const char *path, const char *fmt, ...) {
+    if (ev == MODATTN_INDEX_ERROR) r->stats->errors++;
+    if (!r->opt->on_event) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->opt->on_event(r->opt->ud, ev, path, msg);
+}
+
+static void progress(run *r, bool force) {
+    if (!r->opt->on_progress) return;
+    uint64_t now = modattn_now_ns();
+    if (!force && now - r->last_progress_ns < 200000000ull) return;
+    r->last_progress_ns = now;
+    modattn_index_progress p;
+    p.files_done = r->files_done;
+    p.files_total = r->nfiles;
+    /* documents in the queue count by the share of their chunks written */
+    uint64_t partial = 0;
+    for (pdoc *d = r->head; d; d = d->next)
+        if (d->nchunks) partial += (uint64_t)d->size * d->written / d->nchunks;
+    p.bytes_done = r->bytes_done + partial;
+    p.bytes_total = r->bytes_total;
+    p.chunks = r->stats->chunks_embedded;
+    p.tokens = r->stats->tokens_embedded;
+    p.elapsed_s = (double)(now - r->t0_ns) * 1e-9;
+    r->opt->on_progress(r->opt->ud, &p);
+}
+
+/* A file's outcome is final: count it for the progress line. */
+static void file_done(run *r, uint64_t size) {
+    r->files_done++;
+    r->bytes_done += size;
+    progress(r, false);
+}
+
+/* ---- walk */
+
+static int add_file(run *r, const char *path, uint64_t size) {
+    if (r->nfiles == r->fcap) {
+        size_t nc = r->fcap ? r->fcap * 2 : 64;
+        file_entry *n = modattn_realloc(r->files, nc * sizeof *n, MODATTN_MEM_OTHER);
+        if (!n) return modattn_mem_last_status();
+        r->files = n;
+        r->fcap = nc;
+    }
+    char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
+    if (!p) return modattn_mem_last_status();
+    r->files[r->nfiles++] = (file_entry){p, size};
+    r->bytes_total += size;
+    return 0;
+}
+
+/* Something the walk met that is not indexed: counted as a seen, skipped file. */
+static void walk_skip(run *r, modattn_index_event ev, const char *path, const char *why) {
+    r->stats->files_seen++;
+    r->stats->files_skipped++;
+    event(r, ev, path, "%s", why);
+}
+
+static int walk(run *r, const char *path, bool top);
+
+/* name is base, or base followed by SQLite's "-wal", "-shm" or "-journal" */
+static bool is_store_file(const char *base, const char *name) {
+    size_t n = strlen(base);
+    if (strncmp(name, base, n) != 0) return false;
+    const char *rest = name + n;
+    return !*rest || !strcmp(rest, "-wal") || !strcmp(rest, "-shm") || !strcmp(rest, "-journal");
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int walk_dir(run *r, const char *path, const struct stat *sb) {
+    for (size_t i = 0; i < r->ndirs; i++) {
+        if (r->dirs[i].dev == sb->st_dev && r->dirs[i].ino == sb->st_ino) {
+            char why[600];
+            snprintf(why, sizeof why, "symbolic link loop: leads back to %s", r->dirs[i].path);
+            walk_skip(r, MODATTN_INDEX_ERROR, path, why);
+            return 0;
+        }
+    }
+    DIR *d = opendir(path);
+    if (!d) {
+        char why[300];
+        snprintf(why, sizeof why, "cannot open the folder: %s", strerror(errno));
+        walk_skip(r, MODATTN_INDEX_ERROR, path, why);
+        return 0;
+    }
+    /* names, sorted: the walk's order does not depend on the file system */
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int st = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d)) != NULL) {
+        /* hidden entries (".git", ".cache", ...) are not walked into; name them to index them */
+        if (e->d_name[0] == '.') continue;
+        if (r->have_store_dir && sb->st_dev == r->store_dev && sb->st_ino == r->store_ino &&
+            is_store_file(r->store_base, e->d_name))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 32;
+            char **nn = modattn_realloc(names, nc * sizeof *nn, MODATTN_MEM_OTHER);
+            if (!nn) {
+                st = modattn_mem_last_status();
+                break;
+            }
+            names = nn;
+            cap = nc;
+        }
+        if (!(names[n] = modattn_strdup(e->d_name, MODATTN_MEM_OTHER))) {
+            st = modattn_mem_last_status();
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (!st) {
+        if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+        if (r->ndirs == r->dcap) {
+            size_t nc = r->dcap ? r->dcap * 2 : 16;
+            dir_id *nd = modattn_realloc(r->dirs, nc * sizeof *nd, MODATTN_MEM_OTHER);
+            if (!nd) st = modattn_mem_last_status();
+            else {
+                r->dirs = nd;
+                r->dcap = nc;
+            }
+        }
+    }
+    if (!st) {
+        r->dirs[r->ndirs++] = (dir_id){sb->st_dev, sb->st_ino, path};
+        for (size_t i = 0; i < n && !st; i++) {
+            char *child = path_join(path, names[i]);
+            if (!child) {
+                st = modattn_mem_last_status();
+                break;
+            }
+            st = walk(r, child, false);
+            modattn_free(child);
+        }
+        r->ndirs--;
+    }
+    for (size_t i = 0; i < n; i++) modattn_free(names[i]);
+    modattn_free(names);
+    return st;
+}
+
+static const char *type_name(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    return "not a regular file";
+}
+
+static int walk(run *r, const char *path, bool top) {
+    for (size_t i = 0; i < sizeof r->skip_paths / sizeof *r->skip_paths; i++)
+        if (r->skip_paths[i] && strcmp(path, r->skip_paths[i]) == 0) return 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        struct stat lb;
+        char why[300];
+        if (err == ELOOP)
+            snprintf(why, sizeof why, "symbolic link loop (%s)", strerror(err));
+        else if (err == ENOENT && lstat(path, &lb) == 0 && S_ISLNK(lb.st_mode))
+            snprintf(why, sizeof why, "dangling symbolic link");
+        else
+            snprintf(why, sizeof why, "%s%s", top ? "" : "cannot read: ", strerror(err));
+        walk_skip(r, MODATTN_INDEX_ERROR, path, why);
+        return 0;
+    }
+    if (S_ISDIR(sb.st_mode)) return walk_dir(r, path, &sb);
+    if (!S_ISREG(sb.st_mode)) {
+        char why[64];
+        snprintf(why, sizeof why, "%s", type_name(sb.st_mode));
+        walk_skip(r, MODATTN_INDEX_SKIPPED, path, why);
+        return 0;
+    }
+    return add_file(r, path, (uint64_t)sb.st_size);
+}
+
+static int cmp_files(const void *a, const void *b) {
+    return strcmp(((const file_entry *)a)->path, ((const file_entry *)b)->path);
+}
+
+/* ---- per file */
+
+static void pdoc_free(pdoc *d) {
+    if (!d) return;
+    modattn_free(d->path);
+    modattn_doc_text_clear(&d->text);
+    modattn_free(d->chunks);
+    modattn_free(d);
+}
+
+/* A file that is not indexed any more: remove what the store had for it. */
+static int drop_stale(run *r, const char *path, bool had) {
+    if (!had) return 0;
+    int st = modattn_store_delete_document(r->store, path);
+    return st < 0 ? st : 0;
+}
+
+/* Reads the whole file (size known to be <= the cap). *err gets errno on failure. */
+static char *read_fd(int fd, size_t size, size_t *got, int *err) {
+    char *buf = modattn_malloc(size + 1, MODATTN_MEM_OTHER);
+    if (!buf) {
+        *err = ENOMEM;
+        return NULL;
+    }
+    size_t o = 0;
+    while (o < size) {
+        ssize_t k = read(fd, buf + o, size - o);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            *err = errno;
+            modattn_free(buf);
+            return NULL;
+        }
+        if (k == 0) break; /* shrank meanwhile: what we read is the document */
+        o += (size_t)k;
+    }
+    buf[o] = '\0';
+    *got = o;
+    return buf;
+}
+
+static int64_t chunk_line(pdoc *d, size_t offset) {
+    if (d->kind == MODATTN_DOC_PDF) return 0;
+    if (d->text.marks) return modattn_doc_text_locate(&d->text, offset);
+    /* text file: count newlines from the previous chunk's start on (chunks come in order) */
+    if (offset < d->line_off) {
+        d->line_off = 0;
+        d->line_no = 1;
+    }
+    const char *p = d->text.text + d->line_off, *end = d->text.text + offset;
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        d->line_no++;
+        p++;
+    }
+    d->line_off = offset;
+    return d->line_no;
+}
+
+static int flush_batch(run *r);
+
+static int process_file(run *r, const file_entry *f) {
+    modattn_index_stats *s = r->stats;
+    s->files_seen++;
+    modattn_store_doc old;
+    int had = modattn_store_find_document(r->store, f->path, &old);
+    if (had < 0) return had;
+    int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_ERROR, f->path, "cannot read: %s", strerror(err));
+        file_done(r, f->size);
+        return 0;
+    }
+    int st = 0;
+    char *buf = NULL;
+    pdoc *d = NULL;
+    if (!S_ISREG(sb.st_mode)) {
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_SKIPPED, f->path, "%s", type_name(sb.st_mode));
+        goto out;
+    }
+    const int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+    const int64_t size = (int64_t)sb.st_size;
+    const bool same_chunking = had == 1 && old.chunk_tokens == r->chunk_tokens &&
+                               old.overlap == (int32_t)r->overlap;
+    if (size == 0) {
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_SKIPPED, f->path, "empty file%s",
+              had == 1 ? " (its old entries removed)" : "");
+        st = drop_stale(r, f->path, had == 1);
+        goto out;
+    }
+    if ((uint64_t)size > r->max_bytes) {
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_SKIPPED, f->path,
+              "%lld bytes, over the size cap of %llu bytes (--max-file-size)%s",
+              (long long)size, (unsigned long long)r->max_bytes,
+              had == 1 ? " (its old entries removed)" : "");
+        st = drop_stale(r, f->path, had == 1);
+        goto out;
+    }
+    if (same_chunking && old.size == size && old.mtime_ns == mtime) {
+        s->files_unchanged++;
+        goto out;
+    }
+    size_t len = 0;
+    int err = 0;
+    buf = read_fd(fd, (size_t)size, &len, &err);
+    if (!buf) {
+        if (err == ENOMEM) {
+            st = modattn_mem_last_status();
+            goto out;
+        }
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_ERROR, f->path, "cannot read: %s", strerror(err));
+        goto out;
+    }
+    s->bytes_read += len;
+    const uint64_t hash = XXH3_64bits(buf, len);
+    if (same_chunking && old.hash == hash) {
+        s->files_unchanged++;
+        if (old.mtime_ns != mtime || old.size != (int64_t)len)
+            st = modattn_store_touch_document(r->store, old.id, mtime, (int64_t)len);
+        goto out;
+    }
+    modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)buf, len);
+    if (kind == MODATTN_DOC_BINARY) {
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_SKIPPED, f->path, "binary file%s",
+              had == 1 ? " (its old entries removed)" : "");
+        st = drop_stale(r, f->path, had == 1);
+        goto out;
+    }
+    d = modattn_calloc(1, sizeof *d, MODATTN_MEM_OTHER);
+    if (!d || !(d->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
+        st = modattn_mem_last_status();
+        goto out;
+    }
+    d->hash = hash;
+    d->mtime_ns = mtime;
+    d->size = (int64_t)len;
+    d->kind = kind;
+    d->line_no = 1;
+    size_t from = 0; /* a UTF-8 byte order mark is not text */
+    if (kind == MODATTN_DOC_HTML || kind == MODATTN_DOC_PDF) {
+        st = kind == MODATTN_DOC_HTML ? modattn_extract_html(buf, len, &d->text)
+                                      : modattn_extract_pdf(buf, len, &d->text);
+        modattn_free(buf);
+        buf = NULL;
+        if (st) {
+            if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) goto out;
+            s->files_skipped++;
+            event(r, MODATTN_INDEX_ERROR, f->path, "cannot extract its text: %s",
+                  modattn_last_error());
+            st = drop_stale(r, f->path, had == 1);
+            goto out;
+        }
+    } else {
+        d->text.text = buf; /* the file's bytes are the text: ranges point into the file */
+        d->text.len = len;
+        buf = NULL;
+        if (len >= 3 && memcmp(d->text.text, "\xef\xbb\xbf", 3) == 0) from = 3;
+    }
+    st = modattn_chunk_text(r->tok, d->text.text + from, d->text.len - from, r->window, r->overlap,
+                            &d->chunks, &d->nchunks);
+    if (st) goto out;
+    for (size_t i = 0; i < d->nchunks; i++) {
+        d->chunks[i].start += from;
+        d->chunks[i].end += from;
+    }
+    if (d->nchunks == 0) {
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_SKIPPED, f->path, "no text to index%s",
+              had == 1 ? " (its old entries removed)" : "");
+        st = drop_stale(r, f->path, had == 1);
+        goto out;
+    }
+    /* into the queue; it is counted when its last chunk is committed */
+    if (r->tail) r->tail->next = d;
+    else r->head = d;
+    r->tail = d;
+    r->unqueued += d->nchunks;
+    d = NULL;
+    close(fd);
+    fd = -1;
+    while (r->unqueued >= r->batch && !st) st = flush_batch(r);
+    return st;
+out:
+    if (fd >= 0) close(fd);
+    modattn_free(buf);
+    pdoc_free(d);
+    if (!st) file_done(r, f->size);
+    return st;
+}
+
+/* ---- batches */
+
+/* Embeds the next batch of queued chunks (across documents) and writes them in order. */
+static int flush_batch(run *r) {
+    size_t n = 0;
+    int st = 0;
+    for (pdoc *d = r->head; d && n < r->batch; d = d->next) {
+        while (d->queued < d->nchunks && n < r->batch) {
+            const modattn_chunk *c = &d->chunks[d->queued];
+            const char *t = d->text.text + c->start;
+            size_t len = c->end - c->start;
+            r->bclean[n] = NULL;
+            if (!modattn_utf8_valid(t, len)) {
+                /* what is embedded is what is stored: U+FFFD for ill-formed bytes */
+                r->bclean[n] = modattn_utf8_sanitize(t, len, &len);
+                if (!r->bclean[n]) {
+                    st = modattn_mem_last_status();
+                    goto done;
+                }
+                t = r->bclean[n];
+            }
+            r->btexts[n] = t;
+            r->blens[n] = len;
+            r->bdoc[n] = d;
+            r->bidx[n] = d->queued;
+            d->queued++;
+            n++;
+        }
+    }
+    if (n == 0) return 0;
+    r->unqueued -= n;
+    if ((st = modattn_model_embed(r->model, r->btexts, r->blens, n, r->bvec, r->bntok))) {
+        st = modattn_error_prefix(st, "embedding %s", r->bdoc[0]->path);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pdoc *d = r->bdoc[i];
+        const modattn_chunk *c = &d->chunks[r->bidx[i]];
+        float *v = r->bvec + i * r->dim;
+        modattn_vec_normalize(v, r->dim);
+        if (r->bidx[i] == 0) {
+            if ((st = modattn_store_begin(r->store))) goto done;
+            modattn_store_doc sd;
+            memset(&sd, 0, sizeof sd);
+            sd.path = d->path;
+            sd.hash = d->hash;
+            sd.mtime_ns = d->mtime_ns;
+            sd.size = d->size;
+            sd.kind = modattn_doc_kind_name(d->kind);
+            sd.chunk_tokens = r->chunk_tokens;
+            sd.overlap = (int32_t)r->overlap;
+            sd.nchunks = (int64_t)d->nchunks;
+            if ((st = modattn_store_put_document(r->store, &sd))) goto done;
+            d->doc_id = sd.id;
+        }
+        modattn_store_chunk_in ci;
+        ci.seq = (int64_t)r->bidx[i];
+        ci.start = (int64_t)c->start;
+        ci.end = (int64_t)c->end;
+        ci.line = chunk_line(d, c->start);
+        ci.page = d->kind == MODATTN_DOC_PDF ? modattn_doc_text_locate(&d->text, c->start) : 0;
+        ci.ntokens = r->bntok[i];
+        ci.text = r->btexts[i];
+        ci.len = r->blens[i];
+        if ((st = modattn_store_put_chunk(r->store, d->doc_id, &ci, v, r->dim))) goto done;
+        r->stats->chunks_embedded++;
+        r->stats->tokens_embedded += (uint64_t)r->bntok[i];
+        d->written++;
+        if (d->written == d->nchunks) {
+            if ((st = modattn_store_commit(r->store))) goto done;
+            r->stats->files_indexed++;
+            event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
+            /* d is the head of the queue: documents are written in queue order */
+            r->head = d->next;
+            if (!r->head) r->tail = NULL;
+            uint64_t size = (uint64_t)d->size;
+            pdoc_free(d);
+            r->files_done++;
+            r->bytes_done += size;
+        }
+    }
+    progress(r, false);
+done:
+    for (size_t i = 0; i < n; i++) {
+        modattn_free(r->bclean[i]);
+        r->bclean[i] = NULL;
+    }
+    if (st) modattn_store_rollback(r->store);
+    return st;
+}
+
+/* ---- prune */
+
+typedef struct path_list {
+    char **v;
+    size_t n, cap;
+    int st;
+} path_list;
+
+static int collect_path(void *ud, const char *path) {
+    path_list *l = ud;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        char **nv = modattn_realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return l->st = modattn_mem_last_status();
+        l->v = nv;
+        l->cap = nc;
+    }
+    if (!(l->v[l->n] = modattn_strdup(path, MODATTN_MEM_OTHER)))
+        return l->st = modattn_mem_last_status();
+    l->n++;
+    return 0;
+}
+
+static int prune(run *r) {
+    path_list l = {0};
+    int st = modattn_store_each_path(r->store, collect_path, &l);
+    for (size_t i = 0; i < l.n && !st; i++) {
+        struct stat sb;
+        if (stat(l.v[i], &sb) == 0 && S_ISREG(sb.st_mode)) continue;
+        if (stat(l.v[i], &sb) != 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+            continue; /* it may exist: don't drop what we cannot see */
+        int k = modattn_store_delete_document(r->store, l.v[i]);
+        if (k < 0) st = k;
+        else if (k == 1) {
+            r->stats->files_pruned++;
+            event(r, MODATTN_INDEX_PRUNED, l.v[i], "the file no longer exists");
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) modattn_free(l.v[i]);
+    modattn_free(l.v);
+    return st;
+}
+
+/* ------------------------------------------------------------------ entry point */
+
+int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
+                        size_t npaths, const modattn_index_options *opt,
+                        modattn_index_stats *stats) {
+    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
+    memset(stats, 0, sizeof *stats);
+    if (!store || !model || (!paths && npaths))
+        return modattn_error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
+    modattn_index_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    defaults.overlap = -1;
+    if (!opt) opt = &defaults;
+
+    run r;
+    memset(&r, 0, sizeof r);
+    char *own[4] = {NULL, NULL, NULL, NULL};
+    r.store = store;
+    r.model = model;
+    r.opt = opt;
+    r.stats = stats;
+    const modattn_model_info *info = modattn_model_get_info(model);
+    r.dim = info->dim;
+    int st = modattn_model_load_tokenizer(model, &r.tok);
+    if (st) return modattn_error_prefix(st, "loading the tokenizer");
+    const size_t specials = modattn_tokenizer_num_specials(r.tok);
+    size_t ct = opt->chunk_tokens ? opt->chunk_tokens : info->max_tokens;
+    if (ct > info->max_tokens || ct <= specials) {
+        st = modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
+                           "(its max_seq_length is %zu, [CLS]/[SEP] included)", ct, specials + 1,
+                           info->max_tokens, info->name, info->max_tokens);
+        goto done;
+    }
+    r.chunk_tokens = (int32_t)ct;
+    r.window = ct - specials;
+    if (opt->overlap < 0) {
+        r.overlap = MODATTN_INGEST_DEFAULT_OVERLAP;
+        if (r.overlap > r.window / 4) r.overlap = r.window / 4;
+    } else if ((size_t)opt->overlap >= r.window) {
+        st = modattn_error(MODATTN_EINVAL, "--overlap %ld: must be smaller than the chunk's %zu "
+                           "word pieces (--chunk-tokens %zu less %zu special tokens)",
+                           opt->overlap, r.window, ct, specials);
+        goto done;
+    } else {
+        r.overlap = (size_t)opt->overlap;
+    }
+    r.max_bytes = opt->max_file_bytes ? opt->max_file_bytes : MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES;
+    r.batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
+    if (r.batch > 65536) r.batch = 65536;
+
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim};
+    if ((st = modattn_store_bind_model(store, &sm))) goto done;
+
+    /* the store's own files are never indexed */
+    own[0] = modattn_path_absolute(modattn_store_path(store));
+    if (own[0]) {
+        static const char *const sfx[] = {"-wal", "-shm", "-journal"};
+        size_t n0 = strlen(own[0]);
+        for (int i = 0; i < 3; i++) {
+            own[i + 1] = modattn_malloc(n0 + 9, MODATTN_MEM_OTHER);
+            if (own[i + 1]) snprintf(own[i + 1], n0 + 9, "%s%s", own[0], sfx[i]);
+        }
+    }
+    for (int i = 0; i < 4; i++) r.skip_paths[i] = own[i];
+    if (own[0]) {
+        char *slash = strrchr(own[0], '/');
+        struct stat db_dir;
+        *slash = '\0';
+        if (stat(own[0][0] ? own[0] : "/", &db_dir) == 0) {
+            r.have_store_dir = true;
+            r.store_dev = db_dir.st_dev;
+            r.store_ino = db_dir.st_ino;
+            r.store_base = slash + 1;
+        }
+        *slash = '/';
+    }
+
+    r.btexts = modattn_malloc(r.batch * sizeof *r.btexts, MODATTN_MEM_OTHER);
+    r.blens = modattn_malloc(r.batch * sizeof *r.blens, MODATTN_MEM_OTHER);
+    r.bclean = modattn_calloc(r.batch, sizeof *r.bclean, MODATTN_MEM_OTHER);
+    r.bdoc = modattn_malloc(r.batch * sizeof *r.bdoc, MODATTN_MEM_OTHER);
+    r.bidx = modattn_malloc(r.batch * sizeof *r.bidx, MODATTN_MEM_OTHER);
+    r.bvec = modattn_malloc(r.batch * r.dim * sizeof(float), MODATTN_MEM_INDEX);
+    r.bntok = modattn_malloc(r.batch * sizeof *r.bntok, MODATTN_MEM_OTHER);
+    if (!r.btexts || !r.blens || !r.bclean || !r.bdoc || !r.bidx || !r.bvec || !r.bntok) {
+        st = modattn_mem_last_status();
+        goto free_own;
+    }
+
+    /* 1. walk */
+    for (size_t i = 0; i < npaths && !st; i++) {
+        char *abs = modattn_path_absolute(paths[i]);
+        if (!abs) {
+            st = modattn_mem_last_status();
+            break;
+        }
+        st = walk(&r, abs, true);
+        modattn_free(abs);
+    }
+    if (st) goto free_own;
+    /* the same file named twice (a folder and a file in it) is indexed once */
+    if (r.nfiles > 1) qsort(r.files, r.nfiles, sizeof *r.files, cmp_files);
+    size_t u = 0;
+    for (size_t i = 0; i < r.nfiles; i++) {
+        if (u > 0 && strcmp(r.files[u - 1].path, r.files[i].path) == 0) {
+            r.bytes_total -= r.files[i].size;
+            modattn_free(r.files[i].path);
+            continue;
+        }
+        r.files[u++] = r.files[i];
+    }
+    r.nfiles = u;
+
+    /* 2. index */
+    r.t0_ns = modattn_now_ns();
+    progress(&r, true);
+    for (size_t i = 0; i < r.nfiles && !st; i++) st = process_file(&r, &r.files[i]);
+    while (!st && r.head) st = flush_batch(&r);
+    if (!st) progress(&r, true);
+
+    /* 3. prune */
+    if (!st && opt->prune) st = prune(&r);
+
+free_own:
+    modattn_store_rollback(store);
+    while (r.head) {
+        pdoc *n = r.head->next;
+        pdoc_free(r.head);
+        r.head = n;
+    }
+    for (size_t i = 0; i < r.nfiles; i++) modattn_free(r.files[i].path);
+    modattn_free(r.files);
+    modattn_free(r.dirs);
+    if (r.bclean)
+        for (size_t i = 0; i < r.batch; i++) modattn_free(r.bclean[i]);
+    modattn_free(r.btexts);
+    modattn_free(r.blens);
+    modattn_free(r.bclean);
+    modattn_free(r.bdoc);
+    modattn_free(r.bidx);
+    modattn_free(r.bvec);
+    modattn_free(r.bntok);
+    for (int i = 0; i < 4; i++) modattn_free(own[i]);
+done:
+    modattn_tokenizer_free(r.tok);
+    return st;
+}

@@ -1,0 +1,73 @@
+/* pipeline/search.c — `modattn search`: embed the query, load the store's vectors into one
+ * contiguous block, scan them all (scan.c) and fetch the k best chunks with their documents. */
+#include <string.h>
+
+#include "modattn/core.h"
+#include "modattn/search.h"
+#include "modattn/store.h"
+
+int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
+                   const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
+    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
+    *out = NULL;
+    *nout = 0;
+    if (!store || !model || !query)
+        return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
+    const modattn_model_info *info = modattn_model_get_info(model);
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim};
+    int st = modattn_store_check_model(store, &sm);
+    if (st) return st;
+    if (k == 0) return 0;
+
+    const size_t dim = info->dim;
+    float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
+    modattn_hit *hits = NULL;
+    modattn_search_result *res = NULL;
+    modattn_store_vectors v;
+    memset(&v, 0, sizeof v);
+    size_t nh = 0;
+    if (!q) return modattn_mem_last_status();
+    const char *texts[1] = {query};
+    if ((st = modattn_model_embed(model, texts, NULL, 1, q, NULL))) {
+        st = modattn_error_prefix(st, "embedding the query");
+        goto done;
+    }
+    modattn_vec_normalize(q, dim);
+    if ((st = modattn_store_load_vectors(store, &v))) goto done;
+    if (v.n == 0) goto done;
+    if (k > v.n) k = v.n;
+    hits = modattn_malloc(k * sizeof *hits, MODATTN_MEM_OTHER);
+    res = modattn_calloc(k, sizeof *res, MODATTN_MEM_OTHER);
+    if (!hits || !res) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    if ((st = modattn_topk(v.data, v.n, dim, v.ld, q, k, exec, MODATTN_SCAN_AUTO, hits, &nh)))
+        goto done;
+    for (size_t i = 0; i < nh; i++) {
+        res[i].rank = (int)i + 1;
+        res[i].score = hits[i].score;
+        if ((st = modattn_store_get_chunk(store, v.chunk_ids[hits[i].row], &res[i].chunk))) {
+            nh = i;
+            goto done;
+        }
+    }
+done:
+    if (st) {
+        modattn_search_results_free(res, nh);
+        res = NULL;
+        nh = 0;
+    }
+    modattn_store_vectors_free(&v);
+    modattn_free(hits);
+    modattn_free(q);
+    *out = res;
+    *nout = nh;
+    return st;
+}
+
+void modattn_search_results_free(modattn_search_result *r, size_t n) {
+    if (!r) return;
+    for (size_t i = 0; i < n; i++) modattn_store_chunk_clear(&r[i].chunk);
+    modattn_free(r);
+}

@@ -1,0 +1,770 @@
+/* pipeline/store.c — the document store on SQLite (schema and guarantees in modattn/store.h).
+ *
+ * SQLite's own memory goes through modattn_malloc (category "other") so that --stats and
+ * --mem-budget see it; that is configured once per process, before SQLite initialises. Statements
+ * are prepared once per store and reset after each use. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "modattn/core.h"
+#include "modattn/ingest.h"
+#include "modattn/store.h"
+#include "pipeline/pipeline_internal.h"
+
+/* ------------------------------------------------------------------ SQLite memory */
+
+static void *sq_malloc(int n) { return modattn_malloc((size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER); }
+static void sq_free(void *p) { modattn_free(p); }
+static void *sq_realloc(void *p, int n) {
+    return modattn_realloc(p, (size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER);
+}
+static int sq_size(void *p) { return (int)modattn_mem_block_size(p); }
+static int sq_roundup(int n) { return (n + 7) & ~7; }
+static int sq_init(void *ud) { (void)ud; return SQLITE_OK; }
+static void sq_shutdown(void *ud) { (void)ud; }
+
+static pthread_once_t g_sqlite_once = PTHREAD_ONCE_INIT;
+static void sqlite_setup(void) {
+    static const sqlite3_mem_methods mm = {sq_malloc, sq_free, sq_realloc, sq_size,
+                                           sq_roundup, sq_init, sq_shutdown, NULL};
+    /* Fails harmlessly (SQLITE_MISUSE) if something else in the process initialised SQLite
+     * first: its memory is then simply not counted. */
+    (void)sqlite3_config(SQLITE_CONFIG_MALLOC, &mm);
+    (void)sqlite3_initialize();
+}
+
+/* ------------------------------------------------------------------ the store */
+
+enum {
+    ST_FIND_DOC,
+    ST_TOUCH_DOC,
+    ST_DEL_EMB,
+    ST_DEL_CHUNKS,
+    ST_DEL_DOC,
+    ST_PUT_DOC,
+    ST_PUT_CHUNK,
+    ST_PUT_EMB,
+    ST_GET_CHUNK,
+    ST_COUNT
+};
+
+static const char *const k_sql[ST_COUNT] = {
+    [ST_FIND_DOC] = "SELECT id, hash, mtime_ns, size, chunk_tokens, overlap, nchunks "
+                    "FROM documents WHERE path = ?1",
+    [ST_TOUCH_DOC] = "UPDATE documents SET mtime_ns = ?2, size = ?3 WHERE id = ?1",
+    [ST_DEL_EMB] = "DELETE FROM embeddings WHERE chunk IN "
+                   "(SELECT id FROM chunks WHERE document = ?1)",
+    [ST_DEL_CHUNKS] = "DELETE FROM chunks WHERE document = ?1",
+    [ST_DEL_DOC] = "DELETE FROM documents WHERE id = ?1",
+    [ST_PUT_DOC] = "INSERT INTO documents(path, hash, mtime_ns, size, kind, chunk_tokens, overlap, "
+                   "nchunks, indexed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [ST_PUT_CHUNK] = "INSERT INTO chunks(document, seq, start_byte, end_byte, line, page, ntokens, "
+                     "text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_PUT_EMB] = "INSERT INTO embeddings(chunk, model, vector) VALUES (?1, ?2, ?3)",
+    [ST_GET_CHUNK] = "SELECT c.id, c.document, d.path, d.kind, c.seq, c.start_byte, c.end_byte, "
+                     "c.line, c.page, c.ntokens, c.text FROM chunks c JOIN documents d "
+                     "ON d.id = c.document WHERE c.id = ?1",
+};
+
+static const char k_schema[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;\n"
+    "CREATE TABLE models(id INTEGER PRIMARY KEY, name TEXT NOT NULL, weights_hash TEXT NOT NULL,\n"
+    "  dim INTEGER NOT NULL, UNIQUE(name, weights_hash, dim));\n"
+    "CREATE TABLE documents(id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE,\n"
+    "  hash TEXT NOT NULL, mtime_ns INTEGER NOT NULL, size INTEGER NOT NULL, kind TEXT NOT NULL,\n"
+    "  chunk_tokens INTEGER NOT NULL, overlap INTEGER NOT NULL, nchunks INTEGER NOT NULL,\n"
+    "  indexed_at INTEGER NOT NULL);\n"
+    "CREATE TABLE chunks(id INTEGER PRIMARY KEY,\n"
+    "  document INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,\n"
+    "  seq INTEGER NOT NULL, start_byte INTEGER NOT NULL, end_byte INTEGER NOT NULL,\n"
+    "  line INTEGER NOT NULL, page INTEGER NOT NULL, ntokens INTEGER NOT NULL, text TEXT NOT NULL,\n"
+    "  UNIQUE(document, seq));\n"
+    "CREATE TABLE embeddings(chunk INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,\n"
+    "  model INTEGER NOT NULL REFERENCES models(id), vector BLOB NOT NULL);\n";
+
+struct modattn_store {
+    sqlite3 *db;
+    char *path;
+    bool readonly;
+    bool in_tx;
+    int64_t model_id; /* models.id of the bound model, 0 if none */
+    size_t dim;       /* of the bound model */
+    sqlite3_stmt *st[ST_COUNT];
+};
+
+static int map_rc(int rc) {
+    if (rc == SQLITE_IOERR_NOMEM) return MODATTN_ENOMEM;
+    switch (rc & 0xff) {
+    case SQLITE_NOMEM: return MODATTN_ENOMEM;
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+    case SQLITE_FORMAT: return MODATTN_EFORMAT;
+    case SQLITE_CANTOPEN: return MODATTN_ENOTFOUND;
+    case SQLITE_RANGE:
+    case SQLITE_MISUSE: return MODATTN_EINTERNAL;
+    default: return MODATTN_EIO;
+    }
+}
+
+/* Error with the store's path, what was being done and SQLite's message. */
+static int sq_err(modattn_store *s, int rc, const char *what) {
+    const char *msg = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    return modattn_error(map_rc(rc), "%s: %s: %s", s && s->path ? s->path : "store", what, msg);
+}
+
+static int exec_sql(modattn_store *s, const char *sql, const char *what) {
+    char *msg = NULL;
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        int st = modattn_error(map_rc(rc), "%s: %s: %s", s->path, what,
+                               msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return st;
+    }
+    return 0;
+}
+
+/* Ends a transaction that wrote nothing (or whose writes we give up): COMMIT, else ROLLBACK, so
+ * that the connection is never left inside a transaction (an allocation failure in COMMIT leaves
+ * it open). */
+static int end_read_tx(modattn_store *s) {
+    if (sqlite3_get_autocommit(s->db)) return 0;
+    if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) return 0;
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (sqlite3_get_autocommit(s->db)) return 0;
+    return modattn_error(MODATTN_EIO, "%s: cannot end a read transaction: %s", s->path,
+                         sqlite3_errmsg(s->db));
+}
+
+static int stmt(modattn_store *s, int which, sqlite3_stmt **out) {
+    if (!s->st[which]) {
+        int rc = sqlite3_prepare_v3(s->db, k_sql[which], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &s->st[which], NULL);
+        if (rc != SQLITE_OK) return sq_err(s, rc, "preparing a statement");
+    }
+    *out = s->st[which];
+    return 0;
+}
+
+/* Runs a single-row query returning one integer (or -1 when no row). */
+static int query_int(modattn_store *s, const char *sql, int64_t *out) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, sql);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(q, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        *out = -1;
+        rc = SQLITE_OK;
+    }
+    int st = rc == SQLITE_OK ? 0 : sq_err(s, rc, sql);
+    sqlite3_finalize(q);
+    return st;
+}
+
+/* Reads user_version and the table list; creates the schema in an empty writable database. */
+static int check_schema(modattn_store *s) {
+    int64_t version = 0, tables = 0;
+    int st = query_int(s, "PRAGMA user_version", &version);
+    if (st) return st;
+    if (version > MODATTN_STORE_SCHEMA_VERSION)
+        return modattn_error(MODATTN_EVERSION,
+                             "%s: store schema version %" PRId64 " is newer than this modattn "
+                             "knows (%d): use a newer modattn",
+                             s->path, version, MODATTN_STORE_SCHEMA_VERSION);
+    if (version == MODATTN_STORE_SCHEMA_VERSION) return 0;
+    if (version != 0)
+        return modattn_error(MODATTN_EVERSION, "%s: store schema version %" PRId64 " is not %d",
+                             s->path, version, MODATTN_STORE_SCHEMA_VERSION);
+    if (s->readonly) return modattn_error(MODATTN_ENOTFOUND, "%s: empty store (nothing indexed)",
+                                          s->path);
+    /* version 0: a new file, or somebody else's database */
+    if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema transaction"))) return st;
+    if ((st = query_int(s, "PRAGMA user_version", &version))) goto fail;
+    if (version == MODATTN_STORE_SCHEMA_VERSION) return end_read_tx(s);
+    if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", &tables))) goto fail;
+    if (tables > 0) {
+        st = modattn_error(MODATTN_EFORMAT,
+                           "%s: an SQLite database that is not a modattn store (it has %" PRId64
+                           " objects and no modattn schema version)",
+                           s->path, tables);
+        goto fail;
+    }
+    if ((st = exec_sql(s, k_schema, "creating the schema"))) goto fail;
+    char sql[64];
+    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", MODATTN_STORE_SCHEMA_VERSION);
+    if ((st = exec_sql(s, sql, "setting the schema version"))) goto fail;
+    if ((st = exec_sql(s, "COMMIT", "committing the schema"))) goto fail;
+    return 0;
+fail:
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return st;
+}
+
+int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_store_open: out is NULL");
+    *out = NULL;
+    if (!path || !*path) return modattn_error(MODATTN_EINVAL, "modattn_store_open: no path");
+    pthread_once(&g_sqlite_once, sqlite_setup);
+    bool readonly = (flags & MODATTN_STORE_READONLY) != 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT && !(flags & MODATTN_STORE_CREATE) )
+            return modattn_error(MODATTN_ENOTFOUND, "%s: no such store (run `modattn index` first)",
+                                 path);
+        if (errno != ENOENT)
+            return modattn_error(MODATTN_EIO, "%s: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        return modattn_error(MODATTN_EINVAL, "%s: not a regular file", path);
+    }
+    modattn_store *s = modattn_calloc(1, sizeof *s, MODATTN_MEM_OTHER);
+    if (!s) return modattn_mem_last_status();
+    s->readonly = readonly;
+    s->path = modattn_strdup(path, MODATTN_MEM_OTHER);
+    if (!s->path) {
+        modattn_free(s);
+        return modattn_mem_last_status();
+    }
+    int oflags = readonly ? SQLITE_OPEN_READONLY
+                          : SQLITE_OPEN_READWRITE | ((flags & MODATTN_STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
+    int rc = sqlite3_open_v2(path, &s->db, oflags | SQLITE_OPEN_NOMUTEX, NULL);
+    int st = 0;
+    if (rc != SQLITE_OK) {
+        st = sq_err(s, rc, "opening");
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, 10000);
+    if (!readonly) {
+        /* WAL first: it is what makes a killed writer leave a consistent file. */
+        sqlite3_stmt *q = NULL;
+        rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &q, NULL);
+        if (rc == SQLITE_OK) rc = sqlite3_step(q);
+        if (rc == SQLITE_ROW) {
+            const char *mode = (const char *)sqlite3_column_text(q, 0);
+            if (!mode || strcmp(mode, "wal") != 0) {
+                st = modattn_error(MODATTN_EIO, "%s: cannot switch to WAL mode (journal mode is "
+                                   "'%s'; is the file on a network file system?)",
+                                   path, mode ? mode : "?");
+                sqlite3_finalize(q);
+                goto fail;
+            }
+            rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+        if (rc != SQLITE_OK) {
+            st = sq_err(s, rc, "setting WAL mode");
+            goto fail;
+        }
+        if ((st = exec_sql(s, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
+                           "setting pragmas")))
+            goto fail;
+    }
+    if ((st = check_schema(s))) goto fail;
+    /* the bound model, if any */
+    {
+        char name[256], hash[17];
+        size_t dim = 0;
+        st = modattn_store_get_model(s, name, sizeof name, hash, &dim);
+        if (st == 0) {
+            sqlite3_stmt *q = NULL;
+            rc = sqlite3_prepare_v2(s->db,
+                                    "SELECT id FROM models WHERE name = ?1 AND weights_hash = ?2 "
+                                    "AND dim = ?3", -1, &q, NULL);
+            if (rc == SQLITE_OK) {
+                sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+                sqlite3_bind_text(q, 2, hash, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(q, 3, (sqlite3_int64)dim);
+                rc = sqlite3_step(q);
+                if (rc == SQLITE_ROW) {
+                    s->model_id = sqlite3_column_int64(q, 0);
+                    s->dim = dim;
+                    rc = SQLITE_OK;
+                } else if (rc == SQLITE_DONE) {
+                    rc = SQLITE_CORRUPT;
+                }
+            }
+            sqlite3_finalize(q);
+            if (rc != SQLITE_OK) {
+                st = rc == SQLITE_CORRUPT
+                         ? modattn_error(MODATTN_EFORMAT, "%s: the recorded model is missing from "
+                                         "the models table", path)
+                         : sq_err(s, rc, "reading the model");
+                goto fail;
+            }
+        } else if (st != MODATTN_ENOTFOUND) {
+            goto fail;
+        }
+        st = 0;
+    }
+    *out = s;
+    return 0;
+fail:
+    modattn_store_close(s);
+    return st;
+}
+
+void modattn_store_close(modattn_store *s) {
+    if (!s) return;
+    if (s->in_tx) modattn_store_rollback(s);
+    for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
+    if (s->db) sqlite3_close_v2(s->db);
+    modattn_free(s->path);
+    modattn_free(s);
+}
+
+const char *modattn_store_path(const modattn_store *s) { return s ? s->path : ""; }
+
+/* ------------------------------------------------------------------ the model */
+
+static int meta_get(modattn_store *s, const char *key, char *buf, size_t len, bool *found) {
+    sqlite3_stmt *q = NULL;
+    *found = false;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?1", -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "reading meta");
+    sqlite3_bind_text(q, 1, key, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(q, 0);
+        snprintf(buf, len, "%s", v ? v : "");
+        *found = true;
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_OK ? 0 : sq_err(s, rc, "reading meta");
+}
+
+int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char hash[17],
+                            size_t *dim) {
+    if (!s || !name || !name_len || !hash || !dim)
+        return modattn_error(MODATTN_EINVAL, "modattn_store_get_model: NULL argument");
+    char dbuf[32];
+    bool f1, f2, f3;
+    int st;
+    if ((st = meta_get(s, "model_name", name, name_len, &f1))) return st;
+    if ((st = meta_get(s, "model_weights_hash", hash, 17, &f2))) return st;
+    if ((st = meta_get(s, "model_dim", dbuf, sizeof dbuf, &f3))) return st;
+    if (!f1 && !f2 && !f3)
+        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+                             s->path);
+    char *end;
+    unsigned long long d = f3 ? strtoull(dbuf, &end, 10) : 0;
+    if (!f1 || !f2 || !f3 || *end || d == 0 || d > (1u << 20))
+        return modattn_error(MODATTN_EFORMAT, "%s: the model record in table meta is incomplete",
+                             s->path);
+    *dim = (size_t)d;
+    return 0;
+}
+
+static int model_mismatch(modattn_store *s, const modattn_store_model *m, const char *name,
+                          const char *hash, size_t dim) {
+    return modattn_error(MODATTN_EVERSION,
+                         "%s holds embeddings of model %s (weights %s, %zu dimensions), not of "
+                         "the model in use, %s (weights %s, %zu dimensions): vectors of different "
+                         "models cannot be compared. Use --model with the store's model, or "
+                         "another --db for this one",
+                         s->path, name, hash, dim, m->name, m->weights_hash, m->dim);
+}
+
+int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
+    if (!s || !m || !m->name || !m->weights_hash || !m->dim)
+        return modattn_error(MODATTN_EINVAL, "modattn_store_check_model: NULL argument");
+    char name[256], hash[17];
+    size_t dim = 0;
+    int st = modattn_store_get_model(s, name, sizeof name, hash, &dim);
+    if (st) return st;
+    if (strcmp(name, m->name) != 0 || strcmp(hash, m->weights_hash) != 0 || dim != m->dim)
+        return model_mismatch(s, m, name, hash, dim);
+    return 0;
+}
+
+int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
+    int st = modattn_store_check_model(s, m);
+    if (st != MODATTN_ENOTFOUND) return st;
+    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: opened read-only", s->path);
+    if ((st = exec_sql(s, "BEGIN IMMEDIATE", "recording the model"))) return st;
+    /* somebody may have bound it meanwhile */
+    st = modattn_store_check_model(s, m);
+    if (st != MODATTN_ENOTFOUND) {
+        int e = end_read_tx(s);
+        return st ? st : e;
+    }
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT INTO models(name, weights_hash, dim) VALUES "
+                                "(?1, ?2, ?3)", -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, m->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q, 2, m->weights_hash, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q, 3, (sqlite3_int64)m->dim);
+        rc = sqlite3_step(q);
+        if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    int64_t id = sqlite3_last_insert_rowid(s->db);
+    if (rc == SQLITE_OK) {
+        rc = sqlite3_prepare_v2(s->db, "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
+                                "('model_weights_hash', ?2), ('model_dim', ?3)", -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            char dbuf[32];
+            snprintf(dbuf, sizeof dbuf, "%zu", m->dim);
+            sqlite3_bind_text(q, 1, m->name, -1, SQLITE_STATIC);
+            sqlite3_bind_text(q, 2, m->weights_hash, -1, SQLITE_STATIC);
+            sqlite3_bind_text(q, 3, dbuf, -1, SQLITE_STATIC);
+            rc = sqlite3_step(q);
+            if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+    }
+    if (rc != SQLITE_OK) {
+        st = sq_err(s, rc, "recording the model");
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return st;
+    }
+    if ((st = exec_sql(s, "COMMIT", "committing the model"))) {
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        return st;
+    }
+    s->model_id = id;
+    s->dim = m->dim;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ documents */
+
+int modattn_store_find_document(modattn_store *s, const char *path, modattn_store_doc *out) {
+    if (!s || !path || !out) return modattn_error(MODATTN_EINVAL, "find_document: NULL argument");
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q;
+    int st = stmt(s, ST_FIND_DOC, &q);
+    if (st) return st;
+    sqlite3_bind_text(q, 1, path, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    int found = 0;
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(q, 0);
+        const char *h = (const char *)sqlite3_column_text(q, 1);
+        out->hash = h ? strtoull(h, NULL, 16) : 0;
+        out->mtime_ns = sqlite3_column_int64(q, 2);
+        out->size = sqlite3_column_int64(q, 3);
+        out->chunk_tokens = sqlite3_column_int(q, 4);
+        out->overlap = sqlite3_column_int(q, 5);
+        out->nchunks = sqlite3_column_int64(q, 6);
+        found = 1;
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    return rc == SQLITE_OK ? found : sq_err(s, rc, "looking up a document");
+}
+
+static int step_done(modattn_store *s, sqlite3_stmt *q, const char *what) {
+    int rc = sqlite3_step(q);
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (rc != SQLITE_DONE) return sq_err(s, rc, what);
+    return 0;
+}
+
+int modattn_store_touch_document(modattn_store *s, int64_t id, int64_t mtime_ns, int64_t size) {
+    sqlite3_stmt *q;
+    int st = stmt(s, ST_TOUCH_DOC, &q);
+    if (st) return st;
+    sqlite3_bind_int64(q, 1, id);
+    sqlite3_bind_int64(q, 2, mtime_ns);
+    sqlite3_bind_int64(q, 3, size);
+    return step_done(s, q, "updating a document's mtime");
+}
+
+int modattn_store_begin(modattn_store *s) {
+    if (s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
+    int st = exec_sql(s, "BEGIN IMMEDIATE", "starting a transaction");
+    if (!st) s->in_tx = true;
+    return st;
+}
+
+int modattn_store_commit(modattn_store *s) {
+    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: no transaction to commit", s->path);
+    int st = exec_sql(s, "COMMIT", "committing");
+    if (st) modattn_store_rollback(s);
+    s->in_tx = false;
+    return st;
+}
+
+void modattn_store_rollback(modattn_store *s) {
+    if (!s || !s->in_tx) return;
+    for (int i = 0; i < ST_COUNT; i++)
+        if (s->st[i]) sqlite3_reset(s->st[i]);
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    s->in_tx = false;
+}
+
+static int delete_by_id(modattn_store *s, int64_t id) {
+    static const int order[] = {ST_DEL_EMB, ST_DEL_CHUNKS, ST_DEL_DOC};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        sqlite3_stmt *q;
+        int st = stmt(s, order[i], &q);
+        if (st) return st;
+        sqlite3_bind_int64(q, 1, id);
+        if ((st = step_done(s, q, "deleting a document"))) return st;
+    }
+    return 0;
+}
+
+int modattn_store_put_document(modattn_store *s, modattn_store_doc *d) {
+    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "put_document outside a transaction");
+    if (!s->model_id) return modattn_error(MODATTN_EINTERNAL, "put_document before bind_model");
+    modattn_store_doc old;
+    int f = modattn_store_find_document(s, d->path, &old);
+    if (f < 0) return f;
+    int st;
+    if (f == 1 && (st = delete_by_id(s, old.id))) return st;
+    sqlite3_stmt *q;
+    if ((st = stmt(s, ST_PUT_DOC, &q))) return st;
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, d->hash);
+    sqlite3_bind_text(q, 1, d->path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, hex, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 3, d->mtime_ns);
+    sqlite3_bind_int64(q, 4, d->size);
+    sqlite3_bind_text(q, 5, d->kind ? d->kind : "text", -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 6, d->chunk_tokens);
+    sqlite3_bind_int(q, 7, d->overlap);
+    sqlite3_bind_int64(q, 8, d->nchunks);
+    sqlite3_bind_int64(q, 9, (sqlite3_int64)time(NULL));
+    if ((st = step_done(s, q, "storing a document"))) return st;
+    d->id = sqlite3_last_insert_rowid(s->db);
+    return 0;
+}
+
+int modattn_store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_store_chunk_in *c,
+                            const float *vec, size_t dim) {
+    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "put_chunk outside a transaction");
+    if (dim != s->dim)
+        return modattn_error(MODATTN_EINVAL, "%s: vector of %zu dimensions, the store's model has "
+                             "%zu", s->path, dim, s->dim);
+    if (c->len > (size_t)INT32_MAX / 2)
+        return modattn_error(MODATTN_ERANGE, "%s: chunk text of %zu bytes", s->path, c->len);
+    char *clean = NULL;
+    size_t clen = c->len;
+    const char *text = c->text;
+    if (!modattn_utf8_valid(c->text, c->len)) {
+        clean = modattn_utf8_sanitize(c->text, c->len, &clen);
+        if (!clean) return modattn_mem_last_status();
+        text = clean;
+    }
+    sqlite3_stmt *q;
+    int st = stmt(s, ST_PUT_CHUNK, &q);
+    if (!st) {
+        sqlite3_bind_int64(q, 1, doc_id);
+        sqlite3_bind_int64(q, 2, c->seq);
+        sqlite3_bind_int64(q, 3, c->start);
+        sqlite3_bind_int64(q, 4, c->end);
+        sqlite3_bind_int64(q, 5, c->line);
+        sqlite3_bind_int64(q, 6, c->page);
+        sqlite3_bind_int64(q, 7, c->ntokens);
+        sqlite3_bind_text(q, 8, text, (int)clen, SQLITE_STATIC);
+        st = step_done(s, q, "storing a chunk");
+    }
+    modattn_free(clean);
+    if (st) return st;
+    int64_t chunk_id = sqlite3_last_insert_rowid(s->db);
+    if ((st = stmt(s, ST_PUT_EMB, &q))) return st;
+    sqlite3_bind_int64(q, 1, chunk_id);
+    sqlite3_bind_int64(q, 2, s->model_id);
+    sqlite3_bind_blob(q, 3, vec, (int)(dim * sizeof(float)), SQLITE_STATIC);
+    return step_done(s, q, "storing an embedding");
+}
+
+int modattn_store_delete_document(modattn_store *s, const char *path) {
+    modattn_store_doc d;
+    int f = modattn_store_find_document(s, path, &d);
+    if (f <= 0) return f;
+    bool own_tx = !s->in_tx;
+    int st;
+    if (own_tx && (st = modattn_store_begin(s))) return st;
+    st = delete_by_id(s, d.id);
+    if (own_tx) {
+        if (st) modattn_store_rollback(s);
+        else st = modattn_store_commit(s);
+    }
+    return st ? st : 1;
+}
+
+int modattn_store_each_path(modattn_store *s, int (*fn)(void *ud, const char *path), void *ud) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT path FROM documents ORDER BY path", -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "listing documents");
+    int st = 0;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *p = (const char *)sqlite3_column_text(q, 0);
+        if (p && (st = fn(ud, p)) != 0) break;
+    }
+    if (!st && rc != SQLITE_DONE) st = sq_err(s, rc, "listing documents");
+    sqlite3_finalize(q);
+    return st;
+}
+
+int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out) {
+    memset(out, 0, sizeof *out);
+    int st;
+    if ((st = query_int(s, "SELECT count(*) FROM documents", &out->documents))) return st;
+    if ((st = query_int(s, "SELECT count(*) FROM chunks", &out->chunks))) return st;
+    return query_int(s, "SELECT count(*) FROM embeddings", &out->embeddings);
+}
+
+/* ------------------------------------------------------------------ search side */
+
+int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
+    if (!s || !out) return modattn_error(MODATTN_EINVAL, "load_vectors: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!s->model_id)
+        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+                             s->path);
+    int st = exec_sql(s, "BEGIN", "starting a read transaction");
+    if (st) return st;
+    int64_t n = 0;
+    sqlite3_stmt *q = NULL;
+    if ((st = query_int(s, "SELECT count(*) FROM embeddings", &n))) goto done;
+    const size_t dim = s->dim;
+    const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
+    if (n > 0 && (uint64_t)n > SIZE_MAX / sizeof(float) / ld) {
+        st = modattn_error(MODATTN_ERANGE, "%s: %" PRId64 " vectors do not fit in memory", s->path, n);
+        goto done;
+    }
+    out->dim = dim;
+    out->ld = ld;
+    if (n > 0) {
+        out->data = modattn_calloc((size_t)n * ld, sizeof(float), MODATTN_MEM_INDEX);
+        out->chunk_ids = modattn_malloc((size_t)n * sizeof(int64_t), MODATTN_MEM_INDEX);
+        if (!out->data || !out->chunk_ids) {
+            st = modattn_mem_last_status();
+            goto done;
+        }
+    }
+    int rc = sqlite3_prepare_v2(s->db, "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
+                                "ORDER BY chunk", -1, &q, NULL);
+    if (rc != SQLITE_OK) {
+        st = sq_err(s, rc, "reading vectors");
+        goto done;
+    }
+    sqlite3_bind_int64(q, 1, s->model_id);
+    size_t i = 0;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (i >= (size_t)n) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", s->path);
+            goto done;
+        }
+        const void *blob = sqlite3_column_blob(q, 1);
+        int bytes = sqlite3_column_bytes(q, 1);
+        if (!blob || (size_t)bytes != dim * sizeof(float)) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: embedding of chunk %" PRId64 " has %d bytes, "
+                               "expected %zu", s->path, (int64_t)sqlite3_column_int64(q, 0), bytes,
+                               dim * sizeof(float));
+            goto done;
+        }
+        out->chunk_ids[i] = sqlite3_column_int64(q, 0);
+        memcpy(out->data + i * ld, blob, dim * sizeof(float));
+        i++;
+    }
+    if (rc != SQLITE_DONE) {
+        st = sq_err(s, rc, "reading vectors");
+        goto done;
+    }
+    if (i != (size_t)n) {
+        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %" PRId64 " embeddings belong to the "
+                           "store's model", s->path, i, n);
+        goto done;
+    }
+    out->n = i;
+done:
+    sqlite3_finalize(q);
+    {
+        int e = end_read_tx(s);
+        if (!st) st = e;
+    }
+    if (st) modattn_store_vectors_free(out);
+    return st;
+}
+
+void modattn_store_vectors_free(modattn_store_vectors *v) {
+    if (!v) return;
+    modattn_free(v->data);
+    modattn_free(v->chunk_ids);
+    memset(v, 0, sizeof *v);
+}
+
+static char *col_dup(sqlite3_stmt *q, int i) {
+    const char *t = (const char *)sqlite3_column_text(q, i);
+    int n = sqlite3_column_bytes(q, i);
+    return modattn_strndup(t ? t : "", (size_t)n, MODATTN_MEM_OTHER);
+}
+
+int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_chunk *out) {
+    if (!s || !out) return modattn_error(MODATTN_EINVAL, "get_chunk: NULL argument");
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *q;
+    int st = stmt(s, ST_GET_CHUNK, &q);
+    if (st) return st;
+    sqlite3_bind_int64(q, 1, chunk_id);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        out->id = sqlite3_column_int64(q, 0);
+        out->document = sqlite3_column_int64(q, 1);
+        out->path = col_dup(q, 2);
+        out->kind = col_dup(q, 3);
+        out->seq = sqlite3_column_int64(q, 4);
+        out->start = sqlite3_column_int64(q, 5);
+        out->end = sqlite3_column_int64(q, 6);
+        out->line = sqlite3_column_int64(q, 7);
+        out->page = sqlite3_column_int64(q, 8);
+        out->ntokens = sqlite3_column_int64(q, 9);
+        out->text = col_dup(q, 10);
+        if (!out->path || !out->kind || !out->text) st = modattn_mem_last_status();
+    } else if (rc == SQLITE_DONE) {
+        st = modattn_error(MODATTN_ENOTFOUND, "%s: no chunk %" PRId64, s->path, chunk_id);
+    } else {
+        st = sq_err(s, rc, "reading a chunk");
+    }
+    sqlite3_reset(q);
+    sqlite3_clear_bindings(q);
+    if (st) modattn_store_chunk_clear(out);
+    return st;
+}
+
+void modattn_store_chunk_clear(modattn_store_chunk *c) {
+    if (!c) return;
+    modattn_free(c->path);
+    modattn_free(c->kind);
+    modattn_free(c->text);
+    memset(c, 0, sizeof *c);
+}
+
+int modattn_store_integrity_check(modattn_store *s) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "PRAGMA integrity_check", -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "integrity_check");
+    int st = 0;
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *r = (const char *)sqlite3_column_text(q, 0);
+        if (!r || strcmp(r, "ok") != 0)
+            st = modattn_error(MODATTN_EFORMAT, "%s: integrity_check: %s", s->path, r ? r : "?");
+    } else {
+        st = sq_err(s, rc, "integrity_check");
+    }
+    sqlite3_finalize(q);
+    return st;
+}

@@ -1,0 +1,91 @@
+/* pipeline/utf8.c — UTF-8 validation and repair (U+FFFD for each maximal subpart of an ill-formed
+ * sequence, Unicode 15 section 3.9 and Table 3-7; what Python's errors="replace" does, and so what
+ * the tokenizer does before it tokenises). */
+#include <string.h>
+
+#include "modattn/core.h"
+#include "modattn/ingest.h"
+#include "pipeline/pipeline_internal.h"
+
+size_t modattn__utf8_next(const unsigned char *s, size_t len, bool *valid) {
+    unsigned char b = s[0];
+    *valid = true;
+    if (b < 0x80) return 1;
+    size_t need;
+    unsigned char lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+    if (b >= 0xc2 && b <= 0xdf) need = 1;
+    else if (b == 0xe0) { need = 2; lo = 0xa0; }
+    else if (b >= 0xe1 && b <= 0xec) need = 2;
+    else if (b == 0xed) { need = 2; hi = 0x9f; }
+    else if (b >= 0xee && b <= 0xef) need = 2;
+    else if (b == 0xf0) { need = 3; lo = 0x90; }
+    else if (b >= 0xf1 && b <= 0xf3) need = 3;
+    else if (b == 0xf4) { need = 3; hi = 0x8f; }
+    else {
+        *valid = false; /* 80..C1, F5..FF: never start a character */
+        return 1;
+    }
+    size_t i = 1;
+    for (; i <= need; i++) {
+        if (i >= len) break;
+        unsigned char c = s[i];
+        unsigned char l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xbf;
+        if (c < l || c > h) break;
+    }
+    if (i <= need) *valid = false; /* the maximal subpart: bytes [0, i) */
+    return i;
+}
+
+bool modattn_utf8_valid(const char *s, size_t len) {
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        /* ASCII fast path, 8 bytes at a time */
+        while (i + 8 <= len) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (w & 0x8080808080808080ull) break;
+            i += 8;
+        }
+        if (i >= len) break;
+        bool ok;
+        i += modattn__utf8_next(p + i, len - i, &ok);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len) {
+    /* each replaced byte becomes at most 3 bytes */
+    if (len > (SIZE_MAX - 1) / 3) {
+        modattn_error(MODATTN_ENOMEM, "utf8_sanitize: %zu bytes is too long", len);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0;
+    for (size_t i = 0; i < len;) {
+        bool ok;
+        size_t k = modattn__utf8_next(p + i, len - i, &ok);
+        if (!ok) bad += 3;
+        i += k;
+    }
+    char *out = modattn_malloc(len + bad + 1, MODATTN_MEM_OTHER);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        bool ok;
+        size_t k = modattn__utf8_next(p + i, len - i, &ok);
+        if (ok) {
+            memcpy(out + o, p + i, k);
+            o += k;
+        } else {
+            out[o++] = (char)0xef;
+            out[o++] = (char)0xbf;
+            out[o++] = (char)0xbd;
+        }
+        i += k;
+    }
+    out[o] = '\0';
+    if (out_len) *out_len = o;
+    return out;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# tests/pipeline/kill_index.sh MODATTN MODEL_DIR — crash safety of `modattn index`.
+#
+# 20 times (20 kills that hit a running indexer; rounds whose run had finished do not count):
+# start indexing a corpus of 30 small documents (small chunks and batches, so commits
+# are spread over the run), kill -9 it after a random delay within the time a full run takes,
+# then check: PRAGMA integrity_check says ok; every stored document is complete (its nchunks
+# chunks, each with its vector); no document finished by an earlier run was embedded again (it
+# keeps its row id). Every fourth time, and at the end, a resumed run completes and reports
+# exactly the finished documents as unchanged and the others as indexed. The store starts afresh
+# once it is complete. The random seed is printed; MODATTN_KILL_SEED=N replays a run.
+set -u
+BIN=$1
+MODEL=$2
+ROUNDS=${MODATTN_KILL_ROUNDS:-20}
+SEED=${MODATTN_KILL_SEED:-$(( $(date +%s) % 32768 ))}
+RANDOM=$SEED
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+[ -f "$MODEL/model.safetensors" ] || { echo "FAIL: no model at $MODEL: run tools/setup_model.sh" >&2; echo "kill_index: 0 passed, 1 failed"; exit 1; }
+echo "kill_index: seed $SEED (MODATTN_KILL_SEED=$SEED replays it)"
+
+T=$(mktemp -d /tmp/modattn-kill-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+C=$T/corpus
+DB=$T/kill.db
+mkdir -p "$C"
+# 30 documents of about 700 bytes, cut from public-domain texts of the demo corpus
+python3 - "$C" demo/corpus/alice-ch01-down-the-rabbit-hole.txt demo/corpus/devils-dictionary-l.txt <<'EOF'
+import sys
+out, srcs = sys.argv[1], sys.argv[2:]
+words = []
+for s in srcs:
+    words += open(s, encoding='utf-8').read().split()
+n = 0
+for i in range(0, len(words), 120):
+    if n == 30:
+        break
+    open('%s/doc%02d.txt' % (out, n), 'w').write(' '.join(words[i:i + 120]) + '\n')
+    n += 1
+assert n == 30, n
+EOF
+N=30
+ARGS=(index --quiet --model "$MODEL" --db "$DB" --chunk-tokens 48 --overlap 8 --batch 6 "$C")
+
+# a query on the store; an empty database (killed before its schema was made) has no rows
+sqlq() { python3 -c "import sqlite3,sys
+c=sqlite3.connect(sys.argv[1])
+if c.execute('pragma user_version').fetchone()[0] == 0: sys.exit(0)
+for r in c.execute(sys.argv[2]): print('|'.join(str(x) for x in r))" "$DB" "$1"; }
+
+# state check after a kill: integrity, completeness; prints the number of documents
+check_state() {
+  python3 - "$DB" <<'EOF'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+r = c.execute("pragma integrity_check").fetchall()
+if r != [("ok",)]:
+    print("integrity_check:", r, file=sys.stderr); sys.exit(1)
+# killed before the schema transaction committed: an empty database, which the next run sets up
+if c.execute("pragma user_version").fetchone()[0] == 0:
+    if c.execute("select count(*) from sqlite_master").fetchone()[0] != 0:
+        print("tables without a schema version", file=sys.stderr); sys.exit(1)
+    print(0); sys.exit(0)
+bad = c.execute("""select d.path, d.nchunks,
+    (select count(*) from chunks where document = d.id),
+    (select count(*) from embeddings e join chunks k on k.id = e.chunk where k.document = d.id)
+    from documents d""").fetchall()
+for path, n, nc, ne in bad:
+    if not (n == nc == ne and n > 0):
+        print("incomplete document", path, n, nc, ne, file=sys.stderr); sys.exit(1)
+orphans = c.execute("select count(*) from chunks where document not in (select id from documents)").fetchone()[0]
+orphans += c.execute("select count(*) from embeddings where chunk not in (select id from chunks)").fetchone()[0]
+if orphans:
+    print("orphan rows:", orphans, file=sys.stderr); sys.exit(1)
+print(len(bad))
+EOF
+}
+
+# a full run first: it must succeed, and it gives the time window for the kills
+t0=$(date +%s%N)
+out=$("$BIN" "${ARGS[@]}" --json 2>&1)
+t1=$(date +%s%N)
+FULL_MS=$(( (t1 - t0) / 1000000 ))
+if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_indexed']==$N else 1)" <<<"$out"; then ok
+else bad "full run: $out"; fi
+echo "kill_index: a full run takes $FULL_MS ms"
+rm -f "$DB" "$DB-wal" "$DB-shm"
+
+landed=0
+round=0
+while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
+  round=$((round + 1))
+  if [ -f "$DB" ] && [ "$(sqlq 'select count(*) from documents')" = "$N" ]; then
+    rm -f "$DB" "$DB-wal" "$DB-shm"
+  fi
+  before=""
+  [ -f "$DB" ] && before=$(sqlq 'select path, id from documents order by path')
+  # within the time the rest of the work should take (the model loads in every run)
+  done_docs=0
+  [ -f "$DB" ] && done_docs=$(sqlq 'select count(*) from documents')
+  [ -n "$done_docs" ] || done_docs=0
+  window=$(( FULL_MS * (N - done_docs) / N + 150 ))
+  delay_ms=$(( RANDOM % window + 20 ))
+  "$BIN" "${ARGS[@]}" >/dev/null 2>&1 &
+  pid=$!
+  sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+  if kill -9 "$pid" 2>/dev/null; then landed=$((landed + 1)); fi
+  wait "$pid" 2>/dev/null
+  docs=$(check_state)
+  if [ $? -ne 0 ]; then bad "round $round (killed after $delay_ms ms): inconsistent store"; continue; fi
+  ok
+  # documents finished earlier are still the same rows: not embedded again
+  if [ -n "$before" ]; then
+    now=$(sqlq 'select path, id from documents order by path')
+    missing=$(comm -23 <(printf '%s\n' "$before") <(printf '%s\n' "$now"))
+    if [ -z "$missing" ]; then ok; else bad "round $round: finished documents were rewritten: $missing"; fi
+  fi
+  echo "kill_index: round $round: killed after $delay_ms ms, $docs of $N documents complete"
+  if [ $((round % 4)) -eq 0 ] || [ "$landed" -eq "$ROUNDS" ]; then
+    out=$("$BIN" "${ARGS[@]}" --json 2>&1)
+    if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_unchanged']==$docs and j['files_indexed']==$N-$docs and j['files_skipped']==0 else 1)" <<<"$out"; then ok
+    else bad "round $round: resumed run after $docs finished documents: $out"; fi
+    if [ "$(check_state)" = "$N" ]; then ok; else bad "round $round: resumed run left an incomplete store"; fi
+  fi
+done
+# the kills must have hit a running indexer, or this test tested nothing
+if [ "$landed" -ge "$ROUNDS" ]; then ok; else bad "only $landed kills in $round rounds hit a running indexer"; fi
+echo "kill_index: $landed kills in $round rounds hit a running indexer"
+echo "kill_index: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

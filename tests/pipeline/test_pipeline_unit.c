@@ -1,0 +1,784 @@
+/* tests/pipeline/test_pipeline_unit.c — the pieces of the indexing pipeline one by one: UTF-8
+ * repair (against Python's errors="replace"), file-kind sniffing, HTML and PDF text extraction,
+ * chunk byte ranges (against the tokenizer on the whole text), the top-k scan on every instruction
+ * set (against an fp64 brute force), and the SQLite store (model binding, transactions, schema
+ * versions, foreign files). Runs from the repository root (the model's tokenizer.json is read from
+ * .models/all-MiniLM-L6-v2: `tools/setup_model.sh` puts it there). */
+#include <math.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "modattn/core.h"
+#include "modattn/ingest.h"
+#include "modattn/search.h"
+#include "modattn/store.h"
+#include "modattn/tokenizer.h"
+#include "test_util.h"
+#include "sweep.h"
+
+#define TOKENIZER_JSON ".models/all-MiniLM-L6-v2/tokenizer.json"
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+static void test_utf8(void) {
+    /* expected outputs: bytes.decode("utf-8", "replace").encode() in Python 3.11 */
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"abc", "abc"},
+        {"\xff", "\xef\xbf\xbd"},
+        {"\xe2\x82" "a", "\xef\xbf\xbd" "a"},
+        {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xf0\x9f\x98", "\xef\xbf\xbd"},
+        {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},
+        {"a\xf4\x90\x80\x80" "b", "a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "b"},
+        {"\xe0\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+        {"caf\xc3\xa9", "caf\xc3\xa9"},
+        {"\xf0\x9f\x98\x80", "\xf0\x9f\x98\x80"},
+        {"\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd"},
+        {"\xe2\x82\xac\xe2", "\xe2\x82\xac\xef\xbf\xbd"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t n = 0;
+        char *s = modattn_utf8_sanitize(cases[i].in, strlen(cases[i].in), &n);
+        CHECK_MSG(s && n == strlen(cases[i].out) && memcmp(s, cases[i].out, n) == 0,
+                  "utf8 case %zu", i);
+        CHECK(modattn_utf8_valid(cases[i].in, strlen(cases[i].in)) ==
+              (strcmp(cases[i].in, cases[i].out) == 0));
+        CHECK(s && modattn_utf8_valid(s, n));
+        modattn_free(s);
+    }
+    CHECK(modattn_utf8_valid("", 0));
+    /* a NUL inside is valid UTF-8 */
+    CHECK(modattn_utf8_valid("a\0b", 3));
+}
+
+/* ------------------------------------------------------------------ sniffing */
+
+static void test_sniff(void) {
+    const unsigned char *txt = (const unsigned char *)"Hello, world.\nSecond line\n";
+    size_t tl = strlen((const char *)txt);
+    CHECK(modattn_sniff_kind("a.txt", txt, tl) == MODATTN_DOC_TEXT);
+    CHECK(modattn_sniff_kind("notes", txt, tl) == MODATTN_DOC_TEXT);
+    CHECK(modattn_sniff_kind("dir.d/README.MD", txt, tl) == MODATTN_DOC_MARKDOWN);
+    CHECK(modattn_sniff_kind("x/page.HTM", txt, tl) == MODATTN_DOC_HTML);
+    CHECK(modattn_sniff_kind("x/page.xhtml", txt, tl) == MODATTN_DOC_HTML);
+    const unsigned char *h = (const unsigned char *)"\n  <!DOCTYPE html><html><body>x</body></html>";
+    CHECK(modattn_sniff_kind("page", h, strlen((const char *)h)) == MODATTN_DOC_HTML);
+    CHECK(modattn_sniff_kind("doc.bin", (const unsigned char *)"%PDF-1.4\n", 9) == MODATTN_DOC_PDF);
+    CHECK(modattn_sniff_kind("doc.pdf", (const unsigned char *)"garbage", 7) == MODATTN_DOC_PDF);
+    /* binary: a NUL, or too many control bytes / bad UTF-8 */
+    CHECK(modattn_sniff_kind("a.txt", (const unsigned char *)"ab\0cd", 5) == MODATTN_DOC_BINARY);
+    CHECK(modattn_sniff_kind("a.html", (const unsigned char *)"ab\0cd", 5) == MODATTN_DOC_BINARY);
+    unsigned char rnd[4096];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof rnd; i++) {
+        x = x * 1103515245u + 12345u;
+        rnd[i] = (unsigned char)((x >> 16) | 0x80); /* high bytes, no NUL: ill-formed UTF-8 */
+    }
+    CHECK(modattn_sniff_kind("r.dat", rnd, sizeof rnd) == MODATTN_DOC_BINARY);
+    /* UTF-16 has NULs */
+    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"\xff\xfeh\0i\0", 6) ==
+          MODATTN_DOC_BINARY);
+    /* a few invalid bytes in prose (Latin-1 accents) still make text */
+    const char *latin = "Caf\xe9 au lait, cr\xe8me br\xfbl\xe9" "e, and a long enough sentence.";
+    CHECK(modattn_sniff_kind("l.txt", (const unsigned char *)latin, strlen(latin)) ==
+          MODATTN_DOC_TEXT);
+    /* a UTF-8 character cut by the end of the sample is not held against the file */
+    CHECK(modattn_sniff_kind("c.txt", (const unsigned char *)"ab\xe2\x82", 4) == MODATTN_DOC_TEXT);
+    CHECK(strcmp(modattn_doc_kind_name(MODATTN_DOC_PDF), "pdf") == 0);
+}
+
+/* ------------------------------------------------------------------ HTML */
+
+static char *html_text(const char *html, modattn_doc_text *d) {
+    int st = modattn_extract_html(html, strlen(html), d);
+    CHECK_MSG(st == 0, "extract_html: %s", modattn_last_error());
+    return st ? NULL : d->text;
+}
+
+static void expect_html(const char *html, const char *want) {
+    modattn_doc_text d;
+    char *t = html_text(html, &d);
+    CHECK_MSG(t && strcmp(t, want) == 0, "html\n  in:   %s\n  got:  [%s]\n  want: [%s]", html,
+              t ? t : "(null)", want);
+    modattn_doc_text_clear(&d);
+}
+
+static void test_html(void) {
+    expect_html("<html><head><title>T</title><style>p{color:red}</style>"
+                "<script>var a = '<p>no</p>';</script></head>"
+                "<body><h1>Head &amp; shoulders</h1><p>One <b>bold</b> word.</p>"
+                "<!-- a comment --><p>Caf&eacute; &lt;3 &#x263A; &nbsp;x</p></body></html>",
+                "T\n\nHead & shoulders\n\nOne bold word.\n\nCaf\xc3\xa9 <3 \xe2\x98\xba x");
+    /* hidden elements, display:none, noscript, template */
+    expect_html("<body><p>seen</p><div hidden>not seen</div>"
+                "<div style=\"color: red; DISPLAY : None\">nor this</div>"
+                "<noscript>no</noscript><template><p>t</p></template><p>end</p></body>",
+                "seen\n\nend");
+    /* whitespace collapses; pre keeps it */
+    expect_html("<p>  a \n\t b  </p><pre>x  y\n  z</pre><p>c</p>", "a b\n\nx  y\n  z\n\nc");
+    /* inline elements do not split words; block elements do */
+    expect_html("<div>ab<span>cd</span></div><div>ef</div>", "abcd\nef");
+    expect_html("<ul><li>one</li><li>two</li></ul>", "one\ntwo");
+    expect_html("<table><tr><td>a</td><td>b</td></tr><tr><td>c</td><td>d</td></tr></table>",
+                "a\tb\nc\td");
+    expect_html("line one<br>line two", "line one\nline two");
+    /* tag soup: unclosed tags, stray end tags */
+    expect_html("<p>first<p>second</i></b><div>third", "first\n\nsecond\n\nthird");
+    /* no markup at all; empty; only a script */
+    expect_html("just text", "just text");
+    expect_html("", "");
+    expect_html("<script>x()</script>", "");
+    /* UTF-8 without a declaration, and Latin-1 with one */
+    expect_html("<p>na\xc3\xafve \xe2\x82\xac</p>", "na\xc3\xafve \xe2\x82\xac");
+    expect_html("<html><head><meta charset=\"iso-8859-1\"></head><body><p>caf\xe9</p></body></html>",
+                "caf\xc3\xa9");
+    /* source lines: the text of line 4 is marked with line 4 */
+    modattn_doc_text d;
+    char *t = html_text("<html>\n<body>\n<p>alpha</p>\n<p>beta</p>\n</body></html>", &d);
+    if (t) {
+        const char *b = strstr(t, "beta");
+        CHECK(b != NULL);
+        CHECK(modattn_doc_text_locate(&d, 0) == 3);
+        if (b) CHECK_MSG(modattn_doc_text_locate(&d, (size_t)(b - t)) == 4, "line of beta: %lld",
+                         (long long)modattn_doc_text_locate(&d, (size_t)(b - t)));
+    }
+    modattn_doc_text_clear(&d);
+    /* deep trees: 1000 levels keep their text; 20000 levels do not crash */
+    size_t depth = 1000;
+    char *deep = malloc(depth * 5 + 16);
+    size_t o = 0;
+    for (size_t i = 0; i < depth; i++) o += (size_t)sprintf(deep + o, "<div>");
+    o += (size_t)sprintf(deep + o, "deep");
+    deep[o] = '\0';
+    t = html_text(deep, &d);
+    CHECK(t && strstr(t, "deep"));
+    modattn_doc_text_clear(&d);
+    free(deep);
+    depth = 20000;
+    deep = malloc(depth * 5 + 16);
+    o = 0;
+    for (size_t i = 0; i < depth; i++) o += (size_t)sprintf(deep + o, "<div>");
+    o += (size_t)sprintf(deep + o, "deep");
+    modattn_doc_text_clear(&d);
+    CHECK(modattn_extract_html(deep, o, &d) == 0);
+    modattn_doc_text_clear(&d);
+    free(deep);
+}
+
+/* ------------------------------------------------------------------ PDF */
+
+/* A two-page PDF with Helvetica text, its xref table computed. */
+static size_t make_pdf(char *buf, size_t cap, const char *p1, const char *p2) {
+    size_t off[9], o = 0;
+    char s1[256], s2[256];
+    snprintf(s1, sizeof s1, "BT /F1 18 Tf 72 700 Td (%s) Tj ET", p1);
+    snprintf(s2, sizeof s2, "BT /F1 18 Tf 72 700 Td (%s) Tj ET", p2);
+    o += (size_t)snprintf(buf + o, cap - o, "%%PDF-1.4\n");
+    off[1] = o;
+    o += (size_t)snprintf(buf + o, cap - o, "1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n");
+    off[2] = o;
+    o += (size_t)snprintf(buf + o, cap - o,
+                          "2 0 obj\n<< /Type /Pages /Kids [3 0 R 5 0 R] /Count 2 >>\nendobj\n");
+    off[3] = o;
+    o += (size_t)snprintf(buf + o, cap - o,
+                          "3 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                          "/Contents 4 0 R /Resources << /Font << /F1 7 0 R >> >> >>\nendobj\n");
+    off[4] = o;
+    o += (size_t)snprintf(buf + o, cap - o, "4 0 obj\n<< /Length %zu >>\nstream\n%s\nendstream\nendobj\n",
+                          strlen(s1), s1);
+    off[5] = o;
+    o += (size_t)snprintf(buf + o, cap - o,
+                          "5 0 obj\n<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                          "/Contents 6 0 R /Resources << /Font << /F1 7 0 R >> >> >>\nendobj\n");
+    off[6] = o;
+    o += (size_t)snprintf(buf + o, cap - o, "6 0 obj\n<< /Length %zu >>\nstream\n%s\nendstream\nendobj\n",
+                          strlen(s2), s2);
+    off[7] = o;
+    o += (size_t)snprintf(buf + o, cap - o,
+                          "7 0 obj\n<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>\nendobj\n");
+    size_t xref = o;
+    o += (size_t)snprintf(buf + o, cap - o, "xref\n0 8\n0000000000 65535 f \n");
+    for (int i = 1; i <= 7; i++) o += (size_t)snprintf(buf + o, cap - o, "%010zu 00000 n \n", off[i]);
+    o += (size_t)snprintf(buf + o, cap - o,
+                          "trailer\n<< /Size 8 /Root 1 0 R >>\nstartxref\n%zu\n%%%%EOF\n", xref);
+    return o;
+}
+
+static void test_pdf(void) {
+    char pdf[4096];
+    size_t n = make_pdf(pdf, sizeof pdf, "Hello PDF page one", "Second page text");
+    modattn_doc_text d;
+    int st = modattn_extract_pdf(pdf, n, &d);
+    CHECK_MSG(st == 0, "extract_pdf: %s", modattn_last_error());
+    if (st == 0) {
+        const char *a = strstr(d.text, "Hello PDF page one");
+        const char *b = strstr(d.text, "Second page text");
+        CHECK_MSG(a && b && a < b, "pdf text: [%s]", d.text);
+        CHECK(d.pages);
+        if (a) CHECK(modattn_doc_text_locate(&d, (size_t)(a - d.text)) == 1);
+        if (b) CHECK(modattn_doc_text_locate(&d, (size_t)(b - d.text)) == 2);
+    }
+    modattn_doc_text_clear(&d);
+    /* not a PDF at all, and a truncated one */
+    CHECK_ERR(modattn_extract_pdf("%PDF-1.4\ngarbage", 16, &d), MODATTN_EFORMAT, "PDF");
+    modattn_doc_text_clear(&d);
+    CHECK(modattn_extract_pdf(pdf, 40, &d) != 0);
+    modattn_doc_text_clear(&d);
+}
+
+/* ------------------------------------------------------------------ chunking */
+
+static bool is_word_byte(unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
+}
+
+/* Every chunk: in bounds, ordered, overlapping its successor, starting on a word, tokenising on
+ * its own to ntokens <= window pieces; together they cover every piece of the whole text.
+ * strict: also no chunk starts inside a word and consecutive chunks overlap (true when no word
+ * has more pieces than the window and the overlap can hold). */
+static void check_chunks(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
+                         size_t overlap, bool strict, const char *what) {
+    modattn_chunk *c = NULL;
+    size_t n = 0;
+    int st = modattn_chunk_text(tok, text, len, window, overlap, &c, &n);
+    CHECK_MSG(st == 0, "%s: chunk_text: %s", what, modattn_last_error());
+    if (st) return;
+    /* the whole text's pieces */
+    size_t cap = len + 16, total = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    modattn_token_offset *offs = malloc(cap * sizeof *offs);
+    st = modattn_tokenize_ex(tok, text, len, MODATTN_TOKENIZE_NO_SPECIALS, ids, offs, cap, &total);
+    CHECK(st == 0);
+    CHECK_MSG((total == 0) == (n == 0), "%s: %zu pieces, %zu chunks", what, total, n);
+    int32_t *ids2 = malloc((window + 2) * sizeof *ids2);
+    size_t covered = 0; /* pieces of the whole text covered so far, in order */
+    for (size_t i = 0; i < n; i++) {
+        CHECK_MSG(c[i].start < c[i].end && c[i].end <= len, "%s: chunk %zu [%zu, %zu) of %zu",
+                  what, i, c[i].start, c[i].end, len);
+        CHECK_MSG(c[i].ntokens >= 1 && c[i].ntokens <= window, "%s: chunk %zu has %zu pieces",
+                  what, i, c[i].ntokens);
+        size_t alone = 0;
+        modattn_tokenize_ex(tok, text + c[i].start, c[i].end - c[i].start,
+                            MODATTN_TOKENIZE_NO_SPECIALS, ids2, NULL, window + 2, &alone);
+        CHECK_MSG(alone == c[i].ntokens, "%s: chunk %zu tokenises alone to %zu pieces, not %zu",
+                  what, i, alone, c[i].ntokens);
+        if (i > 0) {
+            CHECK_MSG(c[i].start > c[i - 1].start, "%s: chunk %zu does not move on", what, i);
+            if (strict && overlap > 0)
+                CHECK_MSG(c[i].start < c[i - 1].end, "%s: chunks %zu and %zu do not overlap", what,
+                          i - 1, i);
+            /* never inside an ASCII word */
+            if (strict)
+                CHECK_MSG(!(is_word_byte((unsigned char)text[c[i].start - 1]) &&
+                        is_word_byte((unsigned char)text[c[i].start]) &&
+                        (unsigned char)text[c[i].start] < 0x80),
+                      "%s: chunk %zu starts inside a word at %zu", what, i, c[i].start);
+        }
+        /* the pieces of the whole text that lie inside this chunk continue the covered run */
+        while (covered < total && offs[covered].start >= c[i].start && offs[covered].end <= c[i].end)
+            covered++;
+    }
+    if (strict) {
+        CHECK_MSG(covered == total, "%s: the chunks cover %zu of %zu pieces", what, covered, total);
+    } else {
+        /* a chunk forced to start inside a long word tokenises differently: check bytes */
+        char *in = calloc(len + 1, 1);
+        for (size_t i = 0; i < n; i++) memset(in + c[i].start, 1, c[i].end - c[i].start);
+        for (size_t p = 0; p < total; p++)
+            for (size_t b = offs[p].start; b < offs[p].end; b++)
+                if (!in[b]) {
+                    CHECK_MSG(0, "%s: byte %zu of piece %zu is in no chunk", what, b, p);
+                    p = total;
+                    break;
+                }
+        free(in);
+    }
+    if (n) {
+        CHECK(c[0].start == offs[0].start);
+        CHECK(c[n - 1].end == offs[total - 1].end);
+    }
+    free(ids);
+    free(ids2);
+    free(offs);
+    modattn_free(c);
+}
+
+static void test_chunking(void) {
+    if (access(TOKENIZER_JSON, R_OK) != 0) {
+        t_fail++;
+        fprintf(stderr, "FAIL: %s is missing: run tools/setup_model.sh (tests run from the "
+                "repository root)\n", TOKENIZER_JSON);
+        return;
+    }
+    modattn_tokenizer *tok = NULL;
+    int st = modattn_tokenizer_load(TOKENIZER_JSON, &tok);
+    CHECK_MSG(st == 0, "tokenizer: %s", modattn_last_error());
+    if (st) return;
+    /* a long text from the corpus */
+    FILE *f = fopen("demo/corpus/alice-ch01-down-the-rabbit-hole.txt", "rb");
+    CHECK_MSG(f != NULL, "demo/corpus/alice-ch01-down-the-rabbit-hole.txt is missing");
+    if (f) {
+        char *text = malloc(1 << 20);
+        size_t len = fread(text, 1, (1 << 20) - 1, f);
+        fclose(f);
+        check_chunks(tok, text, len, 254, 32, true, "alice 254/32");
+        check_chunks(tok, text, len, 64, 0, true, "alice 64/0");
+        check_chunks(tok, text, len, 16, 15, true, "alice 16/15");
+        check_chunks(tok, text, len, 3, 1, false, "alice 3/1");
+        free(text);
+    }
+    /* long words (many pieces), invalid UTF-8, accents, CJK, punctuation runs */
+    const char *odd = "Pneumonoultramicroscopicsilicovolcanoconiosis antidisestablishmentarianism "
+                      "bad\xff\xfe bytes \xe2\x82 here, caf\xc3\xa9 na\xc3\xafve "
+                      "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e !!!??? end.";
+    for (size_t w = 1; w <= 12; w++)
+        for (size_t ov = 0; ov < w; ov += (w > 4 ? 3 : 1)) {
+            char what[32];
+            snprintf(what, sizeof what, "odd %zu/%zu", w, ov);
+            check_chunks(tok, odd, strlen(odd), w, ov, false, what);
+        }
+    /* one chunk when the text fits; none for blank text */
+    modattn_chunk *c = NULL;
+    size_t n = 99;
+    CHECK(modattn_chunk_text(tok, "  short text  ", 14, 254, 32, &c, &n) == 0 && n == 1 && c &&
+          c[0].start == 2 && c[0].end == 12);
+    modattn_free(c);
+    CHECK(modattn_chunk_text(tok, " \n\t ", 4, 254, 32, &c, &n) == 0 && n == 0 && c == NULL);
+    CHECK(modattn_chunk_text(tok, "", 0, 254, 32, &c, &n) == 0 && n == 0);
+    CHECK_ERR(modattn_chunk_text(tok, "x", 1, 8, 8, &c, &n), MODATTN_EINVAL, "overlap");
+    CHECK_ERR(modattn_chunk_text(tok, "x", 1, 0, 0, &c, &n), MODATTN_EINVAL, "window");
+    modattn_tokenizer_free(tok);
+}
+
+/* ------------------------------------------------------------------ top-k */
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+typedef struct ref_hit {
+    double s;
+    size_t row;
+} ref_hit;
+static int cmp_ref(const void *a, const void *b) {
+    const ref_hit *x = a, *y = b;
+    if (x->s != y->s) return x->s > y->s ? -1 : 1;
+    return x->row < y->row ? -1 : 1;
+}
+
+static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *exec) {
+    size_t ld = dim + (dim % 3); /* rows need not be packed */
+    float *m = malloc((n ? n : 1) * ld * sizeof(float));
+    float *q = malloc(dim * sizeof(float));
+    for (size_t i = 0; i < n * ld; i++) m[i] = frand();
+    for (size_t j = 0; j < dim; j++) q[j] = frand();
+    ref_hit *ref = malloc((n ? n : 1) * sizeof *ref);
+    for (size_t i = 0; i < n; i++) {
+        double s = 0;
+        for (size_t j = 0; j < dim; j++) s += (double)m[i * ld + j] * q[j];
+        ref[i] = (ref_hit){s, i};
+    }
+    qsort(ref, n, sizeof *ref, cmp_ref);
+    float *sc = malloc((n ? n : 1) * sizeof(float));
+    modattn_hit *hits = malloc((k ? k : 1) * sizeof *hits);
+    static const modattn_scan_isa isas[] = {MODATTN_SCAN_SCALAR, MODATTN_SCAN_AVX2,
+                                            MODATTN_SCAN_AVX512, MODATTN_SCAN_AUTO};
+    for (size_t a = 0; a < sizeof isas / sizeof *isas; a++) {
+        if (modattn_scan_isa_available(isas[a]) != 0) continue;
+        const char *nm = modattn_scan_isa_name(isas[a]);
+        /* scores within float rounding of the fp64 dot products */
+        if (n && modattn_scan_scores(m, n, dim, ld, q, isas[a], sc) == 0) {
+            double worst = 0;
+            for (size_t i = 0; i < n; i++) {
+                double s = 0, mag = 0;
+                for (size_t j = 0; j < dim; j++) {
+                    s += (double)m[i * ld + j] * q[j];
+                    mag += fabs((double)m[i * ld + j] * q[j]);
+                }
+                double e = fabs(sc[i] - s) / (mag + 1e-30);
+                if (e > worst) worst = e;
+            }
+            CHECK_MSG(worst < 1e-5, "%s n=%zu dim=%zu: relative score error %g", nm, n, dim, worst);
+        }
+        size_t got = 99;
+        int st = modattn_topk(m, n, dim, ld, q, k, exec, isas[a], hits, &got);
+        CHECK_MSG(st == 0, "%s: topk: %s", nm, modattn_last_error());
+        size_t want = k < n ? k : n;
+        CHECK_MSG(got == want, "%s n=%zu k=%zu: %zu hits", nm, n, k, got);
+        for (size_t i = 0; i < got && i < want; i++) {
+            /* the same rows as the fp64 ranking, except where two scores are within rounding */
+            if (hits[i].row != ref[i].row) {
+                double sr = 0;
+                for (size_t j = 0; j < dim; j++) sr += (double)m[hits[i].row * ld + j] * q[j];
+                CHECK_MSG(fabs(sr - ref[i].s) < 1e-5 * (1 + fabs(ref[i].s)),
+                          "%s n=%zu dim=%zu k=%zu: rank %zu is row %zu (%.9g), fp64 says row %zu (%.9g)",
+                          nm, n, dim, k, i, hits[i].row, sr, ref[i].row, ref[i].s);
+            }
+            if (i) CHECK(hits[i - 1].score >= hits[i].score);
+        }
+    }
+    free(m);
+    free(q);
+    free(ref);
+    free(sc);
+    free(hits);
+}
+
+static void test_topk(void) {
+    static const size_t dims[] = {1, 3, 8, 15, 16, 17, 31, 33, 64, 384};
+    static const size_t ns[] = {0, 1, 3, 4, 5, 97, 1000};
+    for (size_t d = 0; d < sizeof dims / sizeof *dims; d++)
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+            test_topk_case(ns[i], dims[d], 1, NULL);
+            test_topk_case(ns[i], dims[d], 10, NULL);
+        }
+    /* threaded, past the parallel threshold, against serial: the same answer */
+    modattn_ctx *ctx = NULL;
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 3;
+    o.plugin_path = "";
+    CHECK(modattn_ctx_create(&o, &ctx) == 0);
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
+    test_topk_case(MODATTN_TOPK_PARALLEL_ROWS * 3 + 5, 384, 7, ex);
+    test_topk_case(MODATTN_TOPK_PARALLEL_ROWS + 1, 33, 100, ex);
+    {
+        size_t n = MODATTN_TOPK_PARALLEL_ROWS * 2 + 3, dim = 40;
+        float *m = malloc(n * dim * sizeof(float));
+        float q[40];
+        for (size_t i = 0; i < n * dim; i++) m[i] = frand();
+        for (size_t j = 0; j < dim; j++) q[j] = frand();
+        modattn_hit a[50], b[50];
+        size_t na = 0, nb = 0;
+        CHECK(modattn_topk(m, n, dim, dim, q, 50, NULL, MODATTN_SCAN_AUTO, a, &na) == 0);
+        CHECK(modattn_topk(m, n, dim, dim, q, 50, ex, MODATTN_SCAN_AUTO, b, &nb) == 0);
+        CHECK(na == 50 && nb == 50);
+        for (size_t i = 0; i < 50; i++) CHECK(a[i].row == b[i].row && a[i].score == b[i].score);
+        free(m);
+    }
+    /* ties go to the lower row; NaN ranks last */
+    {
+        float m[5 * 4] = {1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, NAN, 0, 0, 0, 1, 0, 0, 0};
+        float q[4] = {1, 0, 0, 0};
+        modattn_hit h[5];
+        size_t n = 0;
+        CHECK(modattn_topk(m, 5, 4, 4, q, 5, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 5);
+        CHECK(h[0].row == 0 && h[1].row == 2 && h[2].row == 4 && h[3].row == 1 && h[4].row == 3);
+        CHECK(h[4].score == -INFINITY);
+    }
+    /* errors */
+    modattn_hit h[1];
+    size_t n = 0;
+    float v[4] = {0};
+    CHECK_ERR(modattn_topk(v, 1, 4, 2, v, 1, NULL, MODATTN_SCAN_AUTO, h, &n), MODATTN_EINVAL, "ld");
+    CHECK(modattn_topk(v, 1, 4, 4, v, 0, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 0);
+    float z[3] = {0, 0, 0}, u[2] = {3, 4};
+    modattn_vec_normalize(z, 3);
+    CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0);
+    modattn_vec_normalize(u, 2);
+    CHECK(fabsf(u[0] - 0.6f) < 1e-6f && fabsf(u[1] - 0.8f) < 1e-6f);
+    modattn_ctx_free(ctx);
+}
+
+/* ------------------------------------------------------------------ store */
+
+static void raw_sql(const char *path, const char *sql) {
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+    char *err = NULL;
+    CHECK_MSG(sqlite3_exec(db, sql, NULL, NULL, &err) == SQLITE_OK, "%s: %s", sql, err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+}
+
+static void test_store(const char *dir) {
+    char path[512], other[512];
+    snprintf(path, sizeof path, "%s/unit.db", dir);
+    modattn_store *s = NULL;
+    CHECK_ERR(modattn_store_open(path, 0, &s), MODATTN_ENOTFOUND, "run `modattn index` first");
+    CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return;
+    modattn_store_model a = {"model-a", "0123456789abcdef", 4};
+    modattn_store_model b = {"model-b", "fedcba9876543210", 8};
+    CHECK_ERR(modattn_store_check_model(s, &a), MODATTN_ENOTFOUND, "no model");
+    CHECK(modattn_store_bind_model(s, &a) == 0);
+    CHECK(modattn_store_bind_model(s, &a) == 0);
+    CHECK_ERR(modattn_store_bind_model(s, &b), MODATTN_EVERSION, "holds embeddings of model model-a");
+    CHECK_ERR(modattn_store_check_model(s, &b), MODATTN_EVERSION, "model-b");
+    modattn_store_model a2 = {"model-a", "0123456789abcdee", 4}; /* same name, other weights */
+    CHECK_ERR(modattn_store_check_model(s, &a2), MODATTN_EVERSION, "0123456789abcdee");
+
+    /* a document in a transaction; a rolled back one leaves nothing */
+    float v1[4] = {1, 0, 0, 0}, v2[4] = {0, 1, 0, 0};
+    modattn_store_doc d;
+    memset(&d, 0, sizeof d);
+    d.path = "/x/doc.txt";
+    d.hash = 0x1234abcdull;
+    d.mtime_ns = 42;
+    d.size = 100;
+    d.kind = "text";
+    d.chunk_tokens = 256;
+    d.overlap = 32;
+    d.nchunks = 2;
+    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn_store_put_document(s, &d) == 0 && d.id > 0);
+    modattn_store_chunk_in c1 = {0, 0, 10, 1, 0, 5, "hello \xff world", 13};
+    modattn_store_chunk_in c2 = {1, 8, 20, 2, 0, 6, "second", 6};
+    CHECK(modattn_store_put_chunk(s, d.id, &c1, v1, 4) == 0);
+    CHECK_ERR(modattn_store_put_chunk(s, d.id, &c2, v2, 3), MODATTN_EINVAL, "dimensions");
+    CHECK(modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0);
+    CHECK(modattn_store_commit(s) == 0);
+    modattn_store_doc e;
+    memset(&d, 0, sizeof d);
+    d.path = "/x/gone.txt";
+    d.kind = "text";
+    d.nchunks = 1;
+    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn_store_put_document(s, &d) == 0);
+    CHECK(modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0);
+    modattn_store_rollback(s);
+    CHECK(modattn_store_find_document(s, "/x/gone.txt", &e) == 0);
+    CHECK(modattn_store_find_document(s, "/x/doc.txt", &e) == 1);
+    CHECK(e.hash == 0x1234abcdull && e.mtime_ns == 42 && e.size == 100 && e.nchunks == 2 &&
+          e.chunk_tokens == 256 && e.overlap == 32);
+    CHECK(modattn_store_touch_document(s, e.id, 43, 101) == 0);
+    CHECK(modattn_store_find_document(s, "/x/doc.txt", &e) == 1 && e.mtime_ns == 43 && e.size == 101);
+    modattn_store_counts cnt;
+    CHECK(modattn_store_get_counts(s, &cnt) == 0 && cnt.documents == 1 && cnt.chunks == 2 &&
+          cnt.embeddings == 2);
+
+    /* vectors: contiguous, aligned, in chunk order */
+    modattn_store_vectors vec;
+    CHECK(modattn_store_load_vectors(s, &vec) == 0);
+    CHECK(vec.n == 2 && vec.dim == 4 && vec.ld >= 4 && ((uintptr_t)vec.data % 64) == 0);
+    if (vec.n == 2) {
+        CHECK(memcmp(vec.data, v1, sizeof v1) == 0 && memcmp(vec.data + vec.ld, v2, sizeof v2) == 0);
+        modattn_store_chunk ch;
+        CHECK(modattn_store_get_chunk(s, vec.chunk_ids[0], &ch) == 0);
+        CHECK(ch.path && strcmp(ch.path, "/x/doc.txt") == 0 && ch.start == 0 && ch.end == 10 &&
+              ch.line == 1 && ch.ntokens == 5 && strcmp(ch.kind, "text") == 0);
+        /* stored text is valid UTF-8 */
+        CHECK(ch.text && strcmp(ch.text, "hello \xef\xbf\xbd world") == 0);
+        modattn_store_chunk_clear(&ch);
+        CHECK_ERR(modattn_store_get_chunk(s, 987654, &ch), MODATTN_ENOTFOUND, "no chunk");
+    }
+    modattn_store_vectors_free(&vec);
+    /* replacing a document replaces its chunks */
+    memset(&d, 0, sizeof d);
+    d.path = "/x/doc.txt";
+    d.kind = "markdown";
+    d.nchunks = 1;
+    CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0 &&
+          modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0 && modattn_store_commit(s) == 0);
+    CHECK(modattn_store_get_counts(s, &cnt) == 0 && cnt.documents == 1 && cnt.chunks == 1 &&
+          cnt.embeddings == 1);
+    CHECK(modattn_store_integrity_check(s) == 0);
+    CHECK(modattn_store_delete_document(s, "/x/doc.txt") == 1);
+    CHECK(modattn_store_delete_document(s, "/x/doc.txt") == 0);
+    CHECK(modattn_store_get_counts(s, &cnt) == 0 && cnt.documents == 0 && cnt.chunks == 0 &&
+          cnt.embeddings == 0);
+    modattn_store_close(s);
+
+    /* read-only: the model is still there */
+    CHECK(modattn_store_open(path, MODATTN_STORE_READONLY, &s) == 0);
+    CHECK(s && modattn_store_check_model(s, &a) == 0);
+    char name[64], hash[17];
+    size_t dim = 0;
+    CHECK(s && modattn_store_get_model(s, name, sizeof name, hash, &dim) == 0 &&
+          strcmp(name, "model-a") == 0 && strcmp(hash, "0123456789abcdef") == 0 && dim == 4);
+    modattn_store_close(s);
+
+    /* a newer schema is refused, not misread */
+    raw_sql(path, "PRAGMA user_version = 99");
+    CHECK_ERR(modattn_store_open(path, MODATTN_STORE_CREATE, &s), MODATTN_EVERSION, "newer");
+    /* not an SQLite file; somebody else's database; a folder */
+    snprintf(other, sizeof other, "%s/not-a-db.db", dir);
+    FILE *f = fopen(other, "wb");
+    if (f) {
+        fputs("this is not a database, just a text file that is long enough to have a header", f);
+        fclose(f);
+    }
+    CHECK_ERR(modattn_store_open(other, MODATTN_STORE_CREATE, &s), MODATTN_EFORMAT, "not-a-db.db");
+    snprintf(other, sizeof other, "%s/foreign.db", dir);
+    raw_sql(other, "CREATE TABLE t(x); INSERT INTO t VALUES (1)");
+    CHECK_ERR(modattn_store_open(other, MODATTN_STORE_CREATE, &s), MODATTN_EFORMAT,
+              "not a modattn store");
+    CHECK_ERR(modattn_store_open(dir, MODATTN_STORE_CREATE, &s), MODATTN_EINVAL, "not a regular file");
+}
+
+static void test_paths(void) {
+    char cwd[1024];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    char *p = modattn_path_absolute("/a/./b//c/../d/");
+    CHECK(p && strcmp(p, "/a/b/d") == 0);
+    modattn_free(p);
+    p = modattn_path_absolute("/../..");
+    CHECK(p && strcmp(p, "/") == 0);
+    modattn_free(p);
+    p = modattn_path_absolute("x/y");
+    char want[1100];
+    snprintf(want, sizeof want, "%s/x/y", strcmp(cwd, "/") ? cwd : "");
+    CHECK_MSG(p && strcmp(p, want) == 0, "%s vs %s", p ? p : "(null)", want);
+    modattn_free(p);
+}
+
+/* ------------------------------------------------------------------ allocation failures */
+
+typedef struct sweep_ctx {
+    const char *dir;
+    int round;
+    const modattn_tokenizer *tok;
+    const char *text;
+    size_t len;
+} sweep_ctx;
+
+/* the whole life of a store: every SQLite allocation goes through modattn_malloc too */
+static int sweep_store(void *arg) {
+    sweep_ctx *c = arg;
+    char path[512];
+    snprintf(path, sizeof path, "%s/sweep-%d.db", c->dir, c->round++);
+    modattn_store *s = NULL;
+    modattn_store_model m = {"model-a", "0123456789abcdef", 4};
+    float v[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    modattn_store_doc d;
+    memset(&d, 0, sizeof d);
+    d.path = "/x/a.txt";
+    d.kind = "text";
+    d.nchunks = 2;
+    modattn_store_chunk_in ci = {0, 0, 5, 1, 0, 3, "hello", 5};
+    modattn_store_vectors vec;
+    memset(&vec, 0, sizeof vec);
+    modattn_store_chunk ch;
+    memset(&ch, 0, sizeof ch);
+    int st = modattn_store_open(path, MODATTN_STORE_CREATE, &s);
+    if (!st) st = modattn_store_bind_model(s, &m);
+    if (!st) st = modattn_store_begin(s);
+    if (!st) st = modattn_store_put_document(s, &d);
+    if (!st) st = modattn_store_put_chunk(s, d.id, &ci, v, 4);
+    ci.seq = 1;
+    ci.text = "bad \xff";
+    ci.len = 5;
+    if (!st) st = modattn_store_put_chunk(s, d.id, &ci, v, 4);
+    if (!st) st = modattn_store_commit(s);
+    if (!st) st = modattn_store_load_vectors(s, &vec);
+    if (!st) st = modattn_store_get_chunk(s, vec.chunk_ids[1], &ch);
+    if (!st) {
+        int k = modattn_store_delete_document(s, "/x/a.txt");
+        st = k == 1 ? 0 : k < 0 ? k : MODATTN_EINTERNAL;
+    }
+    modattn_store_chunk_clear(&ch);
+    modattn_store_vectors_free(&vec);
+    modattn_store_close(s);
+    unlink(path);
+    char side[600];
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+    return st;
+}
+
+static int sweep_chunk(void *arg) {
+    sweep_ctx *c = arg;
+    modattn_chunk *ch = NULL;
+    size_t n = 0;
+    int st = modattn_chunk_text(c->tok, c->text, c->len, 30, 5, &ch, &n);
+    modattn_free(ch);
+    return st;
+}
+
+static int sweep_html(void *arg) {
+    (void)arg;
+    static const char html[] = "<html><head><title>T</title></head><body><h1>Head</h1>"
+                               "<p>para <b>bold</b></p><pre>a  b</pre><table><tr><td>1</td>"
+                               "<td>2</td></tr></table></body></html>";
+    modattn_doc_text d;
+    int st = modattn_extract_html(html, sizeof html - 1, &d);
+    modattn_doc_text_clear(&d);
+    return st;
+}
+
+static int sweep_topk(void *arg) {
+    const modattn_exec *ex = arg;
+    size_t n = MODATTN_TOPK_PARALLEL_ROWS + 10, dim = 8;
+    static float m[(MODATTN_TOPK_PARALLEL_ROWS + 10) * 8];
+    float q[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (size_t i = 0; i < n * dim; i++) m[i] = (float)((i * 7919) % 101) / 101.0f;
+    modattn_hit h[5];
+    size_t nh = 0;
+    return modattn_topk(m, n, dim, dim, q, 5, ex, MODATTN_SCAN_AUTO, h, &nh);
+}
+
+static int sweep_sanitize(void *arg) {
+    (void)arg;
+    size_t n = 0;
+    char *s = modattn_utf8_sanitize("a\xff" "b", 3, &n);
+    if (!s) return modattn_mem_last_status();
+    modattn_free(s);
+    return 0;
+}
+
+static void test_alloc_failures(const char *dir) {
+    sweep_ctx c = {dir, 0, NULL, NULL, 0};
+    sweep_allocations("store", sweep_store, &c, 5000);
+    sweep_allocations("html", sweep_html, NULL, 200);
+    sweep_allocations("sanitize", sweep_sanitize, NULL, 10);
+    modattn_ctx *ctx = NULL;
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 2;
+    o.plugin_path = "";
+    if (modattn_ctx_create(&o, &ctx) == 0) {
+        /* the pool's workers free their start-up argument when they first run: let them */
+        sweep_topk((void *)modattn_ctx_exec(ctx));
+        sweep_allocations("topk", sweep_topk, (void *)modattn_ctx_exec(ctx), 20);
+        modattn_ctx_free(ctx);
+    }
+    modattn_tokenizer *tok = NULL;
+    if (access(TOKENIZER_JSON, R_OK) == 0 && modattn_tokenizer_load(TOKENIZER_JSON, &tok) == 0) {
+        c.tok = tok;
+        c.text = "The quick brown fox jumps over the lazy dog. Pneumonoultramicroscopic words, "
+                 "caf\xc3\xa9 and more text so that there are several chunks of thirty pieces in "
+                 "it, with five pieces of overlap between them, again and again and again.";
+        c.len = strlen(c.text);
+        sweep_allocations("chunk", sweep_chunk, &c, 500);
+        modattn_tokenizer_free(tok);
+    }
+}
+
+int main(void) {
+    char dir[] = "/tmp/modattn-pipeline-unit-XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_utf8();
+    test_sniff();
+    test_html();
+    test_pdf();
+    test_chunking();
+    test_topk();
+    test_store(dir);
+    test_paths();
+    test_alloc_failures(dir);
+    modattn_mem_stats ms;
+    modattn_mem_get_stats(&ms);
+    CHECK_MSG(ms.current[MODATTN_MEM_INDEX] == 0, "%lld bytes of index memory still in use",
+              (long long)ms.current[MODATTN_MEM_INDEX]);
+    CHECK_MSG(ms.current[MODATTN_MEM_WORKSPACE] == 0, "%lld bytes of workspace still in use",
+              (long long)ms.current[MODATTN_MEM_WORKSPACE]);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish("test_pipeline_unit");
+}
