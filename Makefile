@@ -50,9 +50,14 @@ test-valgrind: deps model
 test: test-plain test-sanitize test-valgrind
 	@echo "make test: all suites passed (plain, ASan+UBSan, valgrind memcheck)"
 
+DEMO_DB ?= $(BUILD)/demo.db
 demo: build model
-	./$(BUILD)/modattn backends
-	./$(BUILD)/modattn check
+	@echo "== index demo/corpus (txt, md, html, pdf) into $(DEMO_DB); a re-run skips unchanged files"
+	./$(BUILD)/modattn index --db $(DEMO_DB) demo/corpus
+	@echo "== search 1"
+	./$(BUILD)/modattn search --db $(DEMO_DB) -k 3 "how does write-ahead logging keep the database safe after a crash"
+	@echo "== search 2"
+	./$(BUILD)/modattn search --db $(DEMO_DB) -k 3 "a tea party with the March Hare and the Hatter"
 
 fuzz: deps
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DMODATTN_FUZZ=ON -DMODATTN_SANITIZE=ON
