@@ -650,7 +650,13 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
         }
         arena a;
         arena_bind(c, base, (int64_t)(B * S), &a);
+        uint64_t tb = modattn_trace_begin(); /* span: one batch, padded to its longest text */
         st = forward(m, &a, (int64_t)B, (int64_t)S, bids, blens, outs);
+        if (tb) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "B=%zu S=%zu", B, S);
+            modattn_trace_end(tb, "batch", "encoder", shape, 0, 0);
+        }
         s = e;
     }
 done:
@@ -725,6 +731,7 @@ int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t
     size_t cap = 0;
     if (!off) return modattn_mem_last_status();
     off[0] = 0;
+    uint64_t tr = modattn_trace_begin(); /* span: tokenising the whole call */
     for (size_t i = 0; i < n; i++) {
         if (off[i] + maxt > cap) {
             size_t ncap = cap ? cap * 2 : 4096;
@@ -752,6 +759,11 @@ int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t
         if ((st = check_ids(m, flat + off[i], cnt, i))) goto done;
         off[i + 1] = off[i] + cnt;
         if (ntokens_out) ntokens_out[i] = (int32_t)cnt;
+    }
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "texts=%zu tokens=%zu", n, off[n]);
+        modattn_trace_end(tr, "tokenize", "wordpiece", shape, 0, 0);
     }
     st = embed_packed(m, flat, off, n, out);
 done:
