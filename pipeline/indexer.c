@@ -402,7 +402,21 @@ static int64_t chunk_line(pdoc *d, size_t offset) {
 
 static int flush_batch(run *r);
 
+static int process_file_inner(run *r, const file_entry *f);
+
+/* One file: read, extract, chunk, queue its chunks for embedding (a trace span per file). */
 static int process_file(run *r, const file_entry *f) {
+    uint64_t tr = modattn_trace_begin();
+    int st = process_file_inner(r, f);
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "bytes=%llu", (unsigned long long)f->size);
+        modattn_trace_end(tr, "index.read_extract_chunk", "pipeline", shape, (double)f->size, 0);
+    }
+    return st;
+}
+
+static int process_file_inner(run *r, const file_entry *f) {
     modattn_index_stats *s = r->stats;
     s->files_seen++;
     modattn_store_doc old;
@@ -575,6 +589,7 @@ static int flush_batch(run *r) {
         st = modattn_error_prefix(st, "embedding %s", r->bdoc[0]->path);
         goto done;
     }
+    uint64_t tr = modattn_trace_begin(); /* span: writing this batch's chunks to the store */
     for (size_t i = 0; i < n; i++) {
         pdoc *d = r->bdoc[i];
         const modattn_chunk *c = &d->chunks[r->bidx[i]];
@@ -620,6 +635,11 @@ static int flush_batch(run *r) {
             r->files_done++;
             r->bytes_done += size;
         }
+    }
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "chunks=%zu", n);
+        modattn_trace_end(tr, "index.store", "sqlite", shape, 0, 0);
     }
     progress(r, false);
 done:

@@ -1,5 +1,6 @@
 /* pipeline/search.c — `modattn search`: embed the query, load the store's vectors into one
  * contiguous block, scan them all (scan.c) and fetch the k best chunks with their documents. */
+#include <stdio.h>
 #include <string.h>
 
 #include "modattn/core.h"
@@ -33,7 +34,13 @@ int modattn_search(modattn_store *store, modattn_model *model, const char *query
         goto done;
     }
     modattn_vec_normalize(q, dim);
+    uint64_t tr = modattn_trace_begin();
     if ((st = modattn_store_load_vectors(store, &v))) goto done;
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "n=%zu dim=%zu", v.n, dim);
+        modattn_trace_end(tr, "search.load_vectors", "sqlite", shape, (double)v.n * (double)dim * 4.0, 0);
+    }
     if (v.n == 0) goto done;
     if (k > v.n) k = v.n;
     hits = modattn_malloc(k * sizeof *hits, MODATTN_MEM_OTHER);
@@ -42,8 +49,16 @@ int modattn_search(modattn_store *store, modattn_model *model, const char *query
         st = modattn_mem_last_status();
         goto done;
     }
+    tr = modattn_trace_begin();
     if ((st = modattn_topk(v.data, v.n, dim, v.ld, q, k, exec, MODATTN_SCAN_AUTO, hits, &nh)))
         goto done;
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v.n, dim, k);
+        modattn_trace_end(tr, "search.scan", "topk", shape, (double)v.n * (double)dim * 4.0,
+                          2.0 * (double)v.n * (double)dim);
+    }
+    tr = modattn_trace_begin();
     for (size_t i = 0; i < nh; i++) {
         res[i].rank = (int)i + 1;
         res[i].score = hits[i].score;
@@ -52,6 +67,7 @@ int modattn_search(modattn_store *store, modattn_model *model, const char *query
             goto done;
         }
     }
+    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
 done:
     if (st) {
         modattn_search_results_free(res, nh);
