@@ -5,8 +5,9 @@
  * and the model gives back every byte it took.
  *
  * The model directories come from `make model` (tools/setup_model.sh); when they are missing the
- * test fails and says so: a golden test that skips quietly proves nothing. (bge-small-en-v1.5,
- * which no package carries, is the exception: see main().) */
+ * test fails and says so: a golden test that skips quietly proves nothing. (The fp32
+ * bge-small-en-v1.5, which no package carries, is the exception: see main(); its int8 weights,
+ * dequantised, and a generated CLS model are tested by tests/second_model.) */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,120 +17,11 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "embed_golden.h"
 #include "test_util.h"
 
 #define MIN_COSINE 0.99999
 #define BATCH_TOL 1e-6f
-
-typedef struct golden {
-    char *text;
-    size_t len;
-    int32_t *ids;
-    size_t nids;
-    float *emb;
-    size_t dim;
-} golden;
-
-static int b64_val(int c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-/* Decodes standard base64 (with '=' padding) into a malloc'ed buffer. */
-static char *b64_decode(const char *s, size_t *out_len) {
-    size_t n = strlen(s);
-    char *o = malloc(n / 4 * 3 + 4);
-    size_t k = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < n && s[i] != '='; i++) {
-        int v = b64_val((unsigned char)s[i]);
-        if (v < 0) {
-            free(o);
-            return NULL;
-        }
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k++] = (char)((acc >> bits) & 0xff);
-        }
-    }
-    o[k] = '\0';
-    *out_len = k;
-    return o;
-}
-
-static golden *load_goldens(const char *path, size_t *n_out) {
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    golden *g = NULL;
-    size_t n = 0, cap = 0;
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t got;
-    while ((got = getline(&line, &lcap, f)) > 0) {
-        json_error_t err;
-        json_t *j = json_loadb(line, (size_t)got, JSON_ALLOW_NUL, &err);
-        if (!j) {
-            CHECK_MSG(0, "%s line %zu: %s", path, n + 1, err.text);
-            continue;
-        }
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            g = realloc(g, cap * sizeof *g);
-        }
-        golden *e = &g[n++];
-        memset(e, 0, sizeof *e);
-        json_t *b64 = json_object_get(j, "bytes_b64");
-        json_t *text = json_object_get(j, "text");
-        if (json_is_string(b64)) {
-            e->text = b64_decode(json_string_value(b64), &e->len);
-        } else {
-            e->len = json_string_length(text);
-            e->text = malloc(e->len + 1);
-            memcpy(e->text, json_string_value(text), e->len);
-            e->text[e->len] = '\0';
-        }
-        json_t *ids = json_object_get(j, "ids"), *emb = json_object_get(j, "embedding");
-        e->nids = json_array_size(ids);
-        e->ids = malloc((e->nids + 1) * sizeof *e->ids);
-        for (size_t k = 0; k < e->nids; k++)
-            e->ids[k] = (int32_t)json_integer_value(json_array_get(ids, k));
-        e->dim = json_array_size(emb);
-        e->emb = malloc((e->dim + 1) * sizeof *e->emb);
-        for (size_t k = 0; k < e->dim; k++)
-            e->emb[k] = (float)json_number_value(json_array_get(emb, k));
-        json_decref(j);
-    }
-    free(line);
-    fclose(f);
-    *n_out = n;
-    return g;
-}
-
-static void free_goldens(golden *g, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        free(g[i].text);
-        free(g[i].ids);
-        free(g[i].emb);
-    }
-    free(g);
-}
-
-static double cosine(const float *a, const float *b, size_t n) {
-    double d = 0, x = 0, y = 0;
-    for (size_t k = 0; k < n; k++) {
-        d += (double)a[k] * b[k];
-        x += (double)a[k] * a[k];
-        y += (double)b[k] * b[k];
-    }
-    return d / sqrt(x * y + 1e-300);
-}
 
 static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, const char *path) {
     struct stat sb;
@@ -139,7 +31,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
         return;
     }
     size_t n = 0;
-    golden *g = load_goldens(path, &n);
+    embed_golden *g = eg_load(path, &n);
     CHECK_MSG(g && n > 0, "%s: cannot read the fixture %s", label, path);
     if (!g || n == 0) return;
 
@@ -149,7 +41,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     int st = modattn_model_load(ctx, dir, &m);
     CHECK_MSG(st == 0, "%s: load: %s", label, modattn_last_error());
     if (st) {
-        free_goldens(g, n);
+        eg_free(g, n);
         return;
     }
     const modattn_model_info *info = modattn_model_get_info(m);
@@ -204,7 +96,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
         double mn = 2.0;
         size_t worst = 0, below = 0, tokens = 0;
         for (size_t i = 0; i < n; i++) {
-            double c = cosine(out + i * dim, g[i].emb, dim);
+            double c = eg_cosine(out + i * dim, g[i].emb, dim);
             if (c < mn) mn = c, worst = i;
             if (!(c >= MIN_COSINE)) {
                 below++;
@@ -274,7 +166,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     free(out);
     free(ref);
     free(ntok);
-    free_goldens(g, n);
+    eg_free(g, n);
 }
 
 int main(void) {

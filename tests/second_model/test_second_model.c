@@ -24,7 +24,7 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
-#include "second_model/embed_golden.h"
+#include "embed_golden.h"
 #include "test_util.h"
 
 #define MIN_COSINE 0.99999

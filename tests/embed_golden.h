@@ -1,4 +1,4 @@
-/* tests/second_model/embed_golden.h — reads an embedding fixture written by tools/make_goldens.py
+/* tests/embed_golden.h — reads an embedding fixture written by tools/make_goldens.py
  * (one JSON object per line: "text", "bytes_b64" for invalid UTF-8 inputs, "ids", "truncated",
  * "embedding") into memory. Texts may hold U+0000, hence JSON_ALLOW_NUL. */
 #ifndef MODATTN_TESTS_EMBED_GOLDEN_H
