@@ -11,10 +11,14 @@
  * oneDNN computes each row identically for any M >= 16 (not below: encoder.c never asks for
  * fewer rows); OpenBLAS with the Haswell kernels does not (rows change with M by ~1e-7). */
 #include "model/model_internal.h"
+#include "modattn/core.h"
+#include "modattn/status.h"
 
 #if defined(MODATTN_GEMM_ONEDNN)
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -26,6 +30,143 @@ void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float
 }
 
 const char *modattn__gemm_name(void) { return "onednn"; }
+
+/* Plans: oneDNN's matmul primitive with the weights reordered once into the layout it asks for
+ * (format_tag any). On this machine (Zen 4) that selects its brgemm AVX-512 kernels, which read
+ * the packed weights in place: 112-116 GFLOP/s on one core for 64-row blocks of the MiniLM shapes
+ * against 96-106 for dnnl_sgemm on 256-1024 rows, which repacks the weights on every call
+ * (bench/gemm_plan.c measures both). Scratch memory is ours (scratchpad mode user), so every
+ * byte the GEMMs use is counted, and concurrent runs of one plan share nothing. */
+struct modattn__gemm_plan {
+    dnnl_engine_t eng;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t src_md, dst_md, w_md, scratch_md;
+    float *packed; /* weights in w_md's layout, MODATTN_MEM_WEIGHTS */
+    size_t packed_bytes, scratch_bytes;
+};
+
+static int dnnl_fail(dnnl_status_t s, const char *what) {
+    if (s == dnnl_out_of_memory) return modattn_error(MODATTN_ENOMEM, "oneDNN: out of memory in %s", what);
+    return modattn_error(MODATTN_EINTERNAL, "oneDNN: %s failed (status %d)", what, (int)s);
+}
+
+void modattn__gemm_plan_free(modattn__gemm_plan *p) {
+    if (!p) return;
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+    if (p->eng) dnnl_engine_destroy(p->eng);
+    modattn_free(p->packed);
+    modattn_free(p);
+}
+
+int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
+                              bool accumulate, modattn__gemm_plan **out) {
+    *out = NULL;
+    /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison) */
+    const char *env = getenv("MODATTN_GEMM_PLANS");
+    if (env && strcmp(env, "0") == 0) return 0;
+    modattn__gemm_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    if (!p) return modattn_mem_last_status();
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+    dnnl_primitive_t reorder = NULL;
+    dnnl_memory_t wsrc = NULL, wdst = NULL;
+    dnnl_stream_t stream = NULL;
+    const char *what = "engine";
+    int st = 0;
+    dnnl_status_t s;
+    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {lda, 1};
+    dnnl_dims_t wdims = {K, N}, wstr = {1, K}; /* W[N, K] row-major is the [K, N] weights "ba" */
+    dnnl_dims_t ddims = {MODATTN__GEMM_BLOCK, N}, dstr = {ldc, 1};
+    dnnl_memory_desc_t w_user, w_any;
+    if ((s = dnnl_engine_create(&p->eng, dnnl_cpu, 0)) != dnnl_success) goto dnnl_err;
+    what = "memory descriptors";
+    if ((s = dnnl_memory_desc_init_by_strides(&p->src_md, 2, sdims, dnnl_f32, sstr)) ||
+        (s = dnnl_memory_desc_init_by_strides(&p->dst_md, 2, ddims, dnnl_f32, dstr)) ||
+        (s = dnnl_memory_desc_init_by_strides(&w_user, 2, wdims, dnnl_f32, wstr)) ||
+        (s = dnnl_memory_desc_init_by_tag(&w_any, 2, wdims, dnnl_f32, dnnl_format_tag_any)))
+        goto dnnl_err;
+    what = "matmul attributes";
+    if ((s = dnnl_primitive_attr_create(&attr)) ||
+        (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)))
+        goto dnnl_err;
+    if (accumulate) {
+        if ((s = dnnl_post_ops_create(&po)) || (s = dnnl_post_ops_append_sum(po, 1.0f)) ||
+            (s = dnnl_primitive_attr_set_post_ops(attr, po)))
+            goto dnnl_err;
+    }
+    what = "matmul";
+    dnnl_matmul_desc_t md;
+    if ((s = dnnl_matmul_desc_init(&md, &p->src_md, &w_any, NULL, &p->dst_md)) ||
+        (s = dnnl_primitive_desc_create(&pd, &md, attr, p->eng, NULL)))
+        goto dnnl_err;
+    p->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    p->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p->packed_bytes = dnnl_memory_desc_get_size(&p->w_md);
+    p->scratch_bytes = dnnl_memory_desc_get_size(&p->scratch_md);
+    if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
+    p->packed = modattn_malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
+    if (!p->packed) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    what = "weight reorder";
+    if ((s = dnnl_memory_create(&wsrc, &w_user, p->eng, (void *)W)) ||
+        (s = dnnl_memory_create(&wdst, &p->w_md, p->eng, p->packed)) ||
+        (s = dnnl_reorder_primitive_desc_create(&rpd, &w_user, p->eng, &p->w_md, p->eng, NULL)) ||
+        (s = dnnl_primitive_create(&reorder, rpd)) ||
+        (s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)))
+        goto dnnl_err;
+    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, wsrc}, {DNNL_ARG_TO, wdst}};
+    if ((s = dnnl_primitive_execute(reorder, stream, 2, ra)) || (s = dnnl_stream_wait(stream)))
+        goto dnnl_err;
+    goto done;
+dnnl_err:
+    st = dnnl_fail(s, what);
+done:
+    if (stream) dnnl_stream_destroy(stream);
+    if (reorder) dnnl_primitive_destroy(reorder);
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    if (wdst) dnnl_memory_destroy(wdst);
+    if (wsrc) dnnl_memory_destroy(wsrc);
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (st) {
+        modattn__gemm_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return 0;
+}
+
+size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->scratch_bytes : 0; }
+size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { return p ? p->packed_bytes : 0; }
+
+int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
+    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s;
+    if ((s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)) ||
+        (s = dnnl_memory_create(&src, &p->src_md, p->eng, (void *)A)) ||
+        (s = dnnl_memory_create(&wts, &p->w_md, p->eng, p->packed)) ||
+        (s = dnnl_memory_create(&dst, &p->dst_md, p->eng, C)) ||
+        (s = dnnl_memory_create(&scr, &p->scratch_md, p->eng, scratch)))
+        goto out;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst},
+                               {DNNL_ARG_SCRATCHPAD, scr}};
+    if ((s = dnnl_primitive_execute(p->prim, stream, 4, args)) == dnnl_success)
+        s = dnnl_stream_wait(stream);
+out:
+    if (scr) dnnl_memory_destroy(scr);
+    if (dst) dnnl_memory_destroy(dst);
+    if (wts) dnnl_memory_destroy(wts);
+    if (src) dnnl_memory_destroy(src);
+    if (stream) dnnl_stream_destroy(stream);
+    return s == dnnl_success ? 0 : dnnl_fail(s, "matmul");
+}
 
 #else
 #include <cblas.h>
@@ -44,4 +185,19 @@ void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float
 }
 
 const char *modattn__gemm_name(void) { return "openblas"; }
+
+/* OpenBLAS has no pre-packed path through CBLAS: no plans, the encoder calls sgemm_nt. */
+int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
+                              bool accumulate, modattn__gemm_plan **out) {
+    (void)W, (void)N, (void)K, (void)lda, (void)ldc, (void)accumulate;
+    *out = NULL;
+    return 0;
+}
+size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return 0; }
+size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }
+int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
+    (void)p, (void)A, (void)C, (void)scratch;
+    return modattn_error(MODATTN_EINTERNAL, "GEMM plans are not available with OpenBLAS");
+}
+void modattn__gemm_plan_free(modattn__gemm_plan *p) { (void)p; }
 #endif

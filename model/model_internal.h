@@ -53,6 +53,26 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
  * Runs on the calling thread only; safe to call from several threads at once. */
 void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* ---- GEMM plans (gemm.c): the same product for a fixed weight, prepared once at model load.
+ * C[MODATTN__GEMM_BLOCK, N] (= or +=) A[MODATTN__GEMM_BLOCK, K] . W[N, K]^T with the row strides
+ * lda and ldc fixed at creation. The weight is copied into the BLAS's own blocked layout (counted
+ * as weights memory), so no call packs it again; a call always computes exactly
+ * MODATTN__GEMM_BLOCK rows, so every row goes through the same kernel with the same summation
+ * order whatever its position and batch-mates. With a BLAS that has no such path (OpenBLAS)
+ * modattn__gemm_plan_create gives *out = NULL and status 0: use modattn__sgemm_nt.
+ * Runs on the calling thread only; any number of threads may run one plan at once, each with
+ * its own scratch of modattn__gemm_plan_scratch() bytes (MODATTN_ALIGN-aligned). */
+#define MODATTN__GEMM_BLOCK 64
+typedef struct modattn__gemm_plan modattn__gemm_plan;
+int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
+                              bool accumulate, modattn__gemm_plan **out);
+size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
+/* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
+int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch);
+void modattn__gemm_plan_free(modattn__gemm_plan *p);
+/* Bytes of packed weights a plan holds. */
+size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
+
 /* ---- elementwise row kernels (encoder_ops.c): y[0..n) op= bias[0..n) */
 float modattn__erf(float x); /* |error| < 4e-7 */
 void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
