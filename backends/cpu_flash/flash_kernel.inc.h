@@ -187,24 +187,31 @@ __attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dv,
 #undef FLASH_PV
 }
 
-/* Qt[d][lane] = q_lane[d * qsd] for the nrow valid lanes, 0 for the others. With unit stride, whole
- * VL x VL blocks go through a register transpose when the ISA has one (vf_transpose). */
+/* Qt[d][lane] = q_lane[d * qsd] for the nrow valid lanes, 0 for the others. With unit stride,
+ * VL x VL blocks go through a register transpose when the ISA has one (vf_transpose), a partly
+ * valid block too (zero vectors for its missing lanes: short sequences fill part of a tile, and
+ * a scalar loop there cost as much as the tile's arithmetic at Sq = 27, D = 32). */
 static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nrow, int64_t D, int64_t qsd) {
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (qsd == 1) {
-        for (; l0 + VL <= nrow; l0 += VL) {
+        for (; l0 < LANES; l0 += VL) {
+            const int64_t nv = nrow - l0 < 0 ? 0 : nrow - l0 > VL ? VL : nrow - l0;
             int64_t d0 = 0;
+            if (nv == 0) {
+                for (int64_t d = 0; d < D; d++) vf_store(qt + d * LANES + l0, vf_zero());
+                continue;
+            }
             for (; d0 + VL <= D; d0 += VL) {
                 vf t[VL];
 #pragma GCC unroll 16
-                for (int k = 0; k < VL; k++) t[k] = vf_load(qrow[l0 + k] + d0);
+                for (int k = 0; k < VL; k++) t[k] = k < nv ? vf_load(qrow[l0 + k] + d0) : vf_zero();
                 vf_transpose(t);
 #pragma GCC unroll 16
                 for (int k = 0; k < VL; k++) vf_store(qt + (d0 + k) * LANES + l0, t[k]);
             }
             for (; d0 < D; d0++)
-                for (int k = 0; k < VL; k++) qt[d0 * LANES + l0 + k] = qrow[l0 + k][d0];
+                for (int k = 0; k < VL; k++) qt[d0 * LANES + l0 + k] = k < nv ? qrow[l0 + k][d0] : 0.0f;
         }
     }
 #endif
@@ -224,7 +231,8 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (osd == 1) {
-        for (; l0 + VL <= nrow; l0 += VL) {
+        for (; l0 < nrow; l0 += VL) {
+            const int64_t nv = nrow - l0 > VL ? VL : nrow - l0; /* a partly valid block too */
             int64_t e0 = 0;
             for (; e0 + VL <= Dv; e0 += VL) {
                 vf t[VL];
@@ -232,10 +240,11 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
                 for (int k = 0; k < VL; k++) t[k] = vf_load(ot + (e0 + k) * LANES + l0);
                 vf_transpose(t);
 #pragma GCC unroll 16
-                for (int k = 0; k < VL; k++) vf_store(orow[l0 + k] + e0, vf_mul(t[k], vf_set1(inv[l0 + k])));
+                for (int k = 0; k < VL; k++)
+                    if (k < nv) vf_store(orow[l0 + k] + e0, vf_mul(t[k], vf_set1(inv[l0 + k])));
             }
             for (; e0 < Dv; e0++)
-                for (int k = 0; k < VL; k++) orow[l0 + k][e0] = ot[e0 * LANES + l0 + k] * inv[l0 + k];
+                for (int k = 0; k < nv; k++) orow[l0 + k][e0] = ot[e0 * LANES + l0 + k] * inv[l0 + k];
         }
     }
 #endif
@@ -272,7 +281,7 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
     const float *qrow[LANES];
     for (int l = 0; l < LANES; l++) {
         if (l < nrow) {
-            const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+            const int64_t r = r0 + l, i = G == 1 ? r : r / G, h = G == 1 ? hk : hk * G + r % G;
             qrow[l] = job->q + b * job->qs[0] + h * job->qs[1] + i * job->qs[2];
             int64_t li = i + off;
             lim[l] = !job->causal ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
@@ -385,7 +394,7 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
     float *orow[LANES];
     float *inv = st; /* the scores are done with: LANES floats of scratch */
     for (int l = 0; l < nrow; l++) {
-        const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+        const int64_t r = r0 + l, i = G == 1 ? r : r / G, h = G == 1 ? hk : hk * G + r % G;
         const float lv = lrun[l];
         inv[l] = lv > 0.0f ? 1.0f / lv : 0.0f;
         orow[l] = job->o + b * job->os[0] + h * job->os[1] + i * job->os[2];
