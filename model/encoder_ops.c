@@ -64,21 +64,37 @@ CLONES void modattn__bias_add(float *restrict y, const float *restrict bias, int
 }
 
 /* y = LN(y + bias) * g + b; the statistics accumulate in double (n is the hidden size: a few
- * hundred values whose mean may be large against their spread). bias may be NULL. */
+ * hundred values whose mean may be large against their spread), in 16 partial sums so that the
+ * compiler can keep them in vector registers: one running double sum is a serial chain of n
+ * dependent adds that the compiler may not reorder (it took 3.6% of all-MiniLM-L6-v2's time).
+ * bias may be NULL. */
+#define LN_PARTS 16
 CLONES void modattn__bias_layer_norm(float *restrict y, const float *restrict bias,
                                      const float *restrict g, const float *restrict b, int64_t n,
                                      double eps) {
     if (bias)
         for (int64_t k = 0; k < n; k++) y[k] += bias[k];
+    double part[LN_PARTS] = {0};
+    int64_t k = 0;
+    for (; k + LN_PARTS <= n; k += LN_PARTS)
+        for (int u = 0; u < LN_PARTS; u++) part[u] += (double)y[k + u];
     double s = 0;
-    for (int64_t k = 0; k < n; k++) s += y[k];
+    for (; k < n; k++) s += y[k];
+    for (int u = 0; u < LN_PARTS; u++) s += part[u];
     const double mean = s / (double)n;
+    double vpart[LN_PARTS] = {0};
+    for (k = 0; k + LN_PARTS <= n; k += LN_PARTS)
+        for (int u = 0; u < LN_PARTS; u++) {
+            const double d = (double)y[k + u] - mean;
+            vpart[u] += d * d;
+        }
     double v = 0;
-    for (int64_t k = 0; k < n; k++) {
+    for (; k < n; k++) {
         const double d = (double)y[k] - mean;
         v += d * d;
     }
+    for (int u = 0; u < LN_PARTS; u++) v += vpart[u];
     const float mu = (float)mean;
     const float inv = (float)(1.0 / sqrt(v / (double)n + eps));
-    for (int64_t k = 0; k < n; k++) y[k] = (y[k] - mu) * inv * g[k] + b[k];
+    for (k = 0; k < n; k++) y[k] = (y[k] - mu) * inv * g[k] + b[k];
 }
