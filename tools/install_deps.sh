@@ -7,6 +7,9 @@ PKGS=(
   libjansson-dev libutf8proc-dev libopenblas-dev libdnnl-dev
   libsqlite3-dev libxxhash-dev libpoppler-glib-dev libxml2-dev
   python3 python3-pip unzip ca-certificates valgrind
+  # test_flash_neon_cross: the NEON kernel cross-compiled for AArch64 and run under user-mode qemu
+  # (libc6-dev-arm64-cross is only a Recommends of the compiler, and recommends are not installed)
+  gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
 )
 missing=()
 for p in "${PKGS[@]}"; do
