@@ -8,12 +8,13 @@
 static int print_json(json_t *j) {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
-    if (!s) {
-        fprintf(stderr, "modattn: out of memory writing JSON\n");
-        return 1;
+    /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
+    if (modattn_json_take_failure() != 0 || !s) {
+        modattn_json_free(s);
+        return cli_fail("writing JSON", MODATTN_ENOMEM);
     }
     puts(s);
-    free(s);
+    modattn_json_free(s);
     return 0;
 }
 

@@ -281,8 +281,9 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
         if (peak > 0) json_object_set_new(root, "peak_gflops", json_real(peak));
         char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(root);
-        if (out) puts(out);
-        free(out);
+        if (modattn_json_take_failure() != 0 || !out) rc = cli_fail("bench: writing JSON", MODATTN_ENOMEM);
+        else puts(out);
+        modattn_json_free(out);
     } else {
         json_decref(results);
     }

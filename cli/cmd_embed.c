@@ -80,7 +80,12 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
         return 0;
     }
     json_error_t err;
-    json_t *j = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+    json_t *j = NULL;
+    int st = modattn_json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &j, &err);
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
+        fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
+        return 1;
+    }
     if (!j || !json_is_string(j)) {
         fprintf(stderr, "modattn: embed: stdin line %zu: expected a JSON string%s%s\n", lineno,
                 j ? "" : ": ", j ? "" : err.text);

@@ -263,12 +263,13 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                                   "seconds", secs, "db", db_shown,
                                   "errors", ui.errors, "skipped", ui.skipped);
             char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
-            if (!text) {
-                fprintf(stderr, "modattn: index: out of memory\n");
-                rc = 1;
+            if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
+                modattn_json_free(text);
+                text = NULL;
+                rc = cli_fail("index: writing JSON", MODATTN_ENOMEM);
             } else {
                 puts(text);
-                free(text);
+                modattn_json_free(text);
             }
             json_decref(j);
         } else {

@@ -174,12 +174,13 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         json_t *j = bad ? NULL : json_pack("{s:o}", "results", arr);
         if (bad) json_decref(arr);
         char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(7)) : NULL;
-        if (!text) {
-            fprintf(stderr, "modattn: search: out of memory\n");
-            rc = 1;
+        if (modattn_json_take_failure() != 0 || !text) {
+            modattn_json_free(text);
+            text = NULL;
+            rc = cli_fail("search: writing JSON", MODATTN_ENOMEM);
         } else {
             puts(text);
-            free(text);
+            modattn_json_free(text);
         }
         json_decref(j);
     } else {

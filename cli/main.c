@@ -68,8 +68,9 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
                              (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
     char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (txt) fprintf(f, "{\"stats\": %s}\n", txt);
-    free(txt);
+    if (modattn_json_take_failure() != 0 || !txt) cli_fail("--stats: writing JSON", MODATTN_ENOMEM);
+    else fprintf(f, "{\"stats\": %s}\n", txt);
+    modattn_json_free(txt);
 }
 
 /* --stats: per implementation calls, time, GFLOP/s, fallbacks; memory per category. */
@@ -166,6 +167,9 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
 }
 
 int main(int argc, char **argv) {
+    /* First, before any JSON exists: jansson's allocations (tokenizer.json, config.json, the
+     * safetensors header, the JSON we print) count in --stats and against --mem-budget. */
+    if (modattn_json_count_allocations() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
     cli_globals g;
     memset(&g, 0, sizeof g);
     g.prog = "modattn";

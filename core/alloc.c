@@ -4,6 +4,7 @@
  * that free() can un-count it. Counters are atomics: allocations may come from any thread.
  * A budget caps the total in use; fault injection fails the Nth attempt (tests). */
 #include "modattn/core.h"
+#include "core/alloc_internal.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -90,6 +91,26 @@ static int reserve(modattn_mem_category cat, size_t bytes) {
 static void release(modattn_mem_category cat, size_t bytes) {
     atomic_fetch_sub(&g_cur[cat], (int64_t)bytes);
     atomic_fetch_sub(&g_cur_total, (int64_t)bytes);
+}
+
+/* For the other allocators of the library (core/json.c): the same accounting, their own blocks. */
+int modattn__mem_reserve(modattn_mem_category cat, size_t bytes) { return reserve(cat, bytes); }
+
+void modattn__mem_reserve_forced(modattn_mem_category cat, size_t bytes) {
+    int64_t b = (int64_t)bytes;
+    int64_t total = atomic_fetch_add(&g_cur_total, b) + b;
+    int64_t c = atomic_fetch_add(&g_cur[cat], b) + b;
+    update_peak(&g_peak[cat], c);
+    update_peak(&g_peak_total, total);
+}
+
+void modattn__mem_release(modattn_mem_category cat, size_t bytes) { release(cat, bytes); }
+
+void modattn__mem_note_success(void) { atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed); }
+
+void modattn__mem_note_failure(int status) {
+    atomic_fetch_add(&g_failures, 1);
+    g_last_status = status;
 }
 
 void *modattn_malloc(size_t bytes, modattn_mem_category cat) {

@@ -32,10 +32,13 @@ static int load_json(const char *dir, const char *name, json_t **out) {
         return modattn_error(MODATTN_ENOTFOUND, "%s: missing (is %s a model directory? run `make "
                              "model`)", path, dir);
     json_error_t err;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-    if (!j)
+    json_t *j = NULL;
+    st = modattn_json_load_file(path, JSON_REJECT_DUPLICATES, &j, &err);
+    if (st == MODATTN_EFORMAT)
         return modattn_error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
                              err.text, err.line, err.column);
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return modattn_error_prefix(st, "reading %s", path);
+    if (st) return st; /* MODATTN_EIO: the message names the file */
     *out = j;
     return 0;
 }

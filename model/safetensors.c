@@ -264,11 +264,13 @@ static int parse_header(modattn_st_file *f) {
         return fmt_err(f, "header-start", NULL, "the header does not start with '{'");
 
     json_error_t jerr;
-    json_t *root = json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
+    json_t *root = NULL;
+    int st = modattn_json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &root, &jerr);
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
+        return modattn_error_prefix(st, "%s: reading the header", f->path);
+    if (st)
         return fmt_err(f, "header-json", NULL, "%.200s (header line %d, column %d)", jerr.text,
                        jerr.line, jerr.column);
-    int st = 0;
     if (!json_is_object(root)) {
         st = fmt_err(f, "header-json", NULL, "the header is not a JSON object");
         goto out;

@@ -1359,14 +1359,14 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!path || !out) return modattn_error(MODATTN_EINVAL, "modattn_tokenizer_load: NULL argument");
     *out = NULL;
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        FILE *f = fopen(path, "rb");
-        if (!f) return modattn_error(MODATTN_EIO, "tokenizer %s: cannot open: %s", path, jerr.text);
-        fclose(f);
+    json_t *root = NULL;
+    int st = modattn_json_load_file(path, 0, &root, &jerr);
+    if (st == MODATTN_EIO)
+        return modattn_error(MODATTN_EIO, "tokenizer %s: cannot open: %s", path, jerr.text);
+    if (st == MODATTN_EFORMAT)
         return modattn_error(MODATTN_EFORMAT, "tokenizer %s: line %d column %d: %s", path, jerr.line,
                              jerr.column, jerr.text);
-    }
+    if (st) return modattn_error_prefix(st, "tokenizer %s: reading the JSON", path);
     modattn_tokenizer *t = modattn_calloc(1, sizeof *t, MODATTN_MEM_WEIGHTS);
     if (!t) {
         json_decref(root);

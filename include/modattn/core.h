@@ -2,7 +2,8 @@
  *
  * Everything the library allocates goes through modattn_malloc() and friends, so that bytes in
  * use and peak bytes are known per category, a budget can be enforced, and tests can make the
- * Nth allocation fail. */
+ * Nth allocation fail. jansson's allocations (the JSON files the library reads) join them when
+ * the application asks: modattn_json_count_allocations(). */
 #ifndef MODATTN_CORE_H
 #define MODATTN_CORE_H
 
@@ -77,6 +78,69 @@ int modattn_parse_bytes(const char *text, int64_t *out);
  * 0 disables. Returns how many allocations have been attempted since it was armed. */
 void modattn_mem_fail_nth(uint64_t n);
 uint64_t modattn_mem_fail_counter(void);
+
+/* ---------------------------------------------------------------- jansson */
+
+/* modattn reads its JSON files (config.json, tokenizer.json, the safetensors header) with
+ * jansson. By default jansson allocates with malloc(), out of sight of the accounting above. */
+struct json_t;
+struct json_error_t;
+
+/* Route every allocation jansson makes (parsing, json_dumps(), objects built with json_pack()
+ * and the like, by modattn or by the application) through modattn's accounting, in category
+ * MODATTN_MEM_OTHER: counted in modattn_mem_get_stats() (the bytes jansson asked for), checked
+ * against modattn_mem_set_budget() and modattn_mem_fail_nth().
+ *
+ * Opt-in: the library never calls it, because it calls json_set_alloc_funcs(), which is
+ * process-global. The `modattn` command calls it first thing. Rules once it is on:
+ *   - Call it once at start-up: before other threads use jansson, and while no memory jansson
+ *     allocated is live (simplest: before the first jansson object or string exists). Freeing a
+ *     block jansson allocated before the switch aborts with a message.
+ *   - Memory jansson hands the caller to free (the string from json_dumps()) must be released
+ *     with modattn_json_free(), never free().
+ *   - A refused allocation (over the budget, or an injected failure) is not refused to jansson:
+ *     jansson 2.14 does not survive a NULL from its allocator (its parser and its json_dumps()
+ *     drop bytes and return wrong JSON as success; the parser can also write past a heap buffer
+ *     or fail an assert). The block is served and counted (the budget is exceeded), the failure
+ *     is counted in the statistics and recorded for the thread:
+ *       . modattn_json_load_file() / modattn_json_loadb() stop the parse at the end of the 1 KiB
+ *         block of input being read and fail with the allocator's error; parse with them, not
+ *         json_load*(), which would read on to the end. The budget is exceeded by the refused
+ *         allocation (which can be large: a big object's hash table, a long string) and what
+ *         jansson allocates for the rest of that block;
+ *       . after building or dumping JSON, call modattn_json_take_failure() and discard the result
+ *         if it reports a failure.
+ *     Only a failure of the system's malloc itself reaches jansson as NULL.
+ * Returns 0 (also when already on), or MODATTN_EINVAL, changing nothing, when other code has
+ * already given jansson its own allocation functions. Not thread-safe. */
+int modattn_json_count_allocations(void);
+/* Whether jansson's allocations are routed through modattn's accounting. */
+bool modattn_json_allocations_counted(void);
+/* The first jansson allocation refused on this thread since the last call (over the budget:
+ * MODATTN_EBUDGET, injected or real failure: MODATTN_ENOMEM), with the allocator's message
+ * recorded again for modattn_last_error(); 0 if none. Clears it. */
+int modattn_json_take_failure(void);
+/* Free memory that jansson allocated for the caller (json_dumps()) with the free function
+ * jansson uses now (json_get_alloc_funcs()): right whether or not allocations are routed.
+ * NULL is fine. */
+void modattn_json_free(void *ptr);
+
+/* Parse JSON like json_load_file() / json_loadb() (same flags) into *out; the caller
+ * json_decref()s it. Works whether or not allocations are routed. Returns
+ *   0                              success;
+ *   MODATTN_EFORMAT                not valid JSON: `err` holds jansson's text, line, column and
+ *                                  position; the message is "line L, column C: text";
+ *   MODATTN_EIO                    the file cannot be opened or read (message and err->text
+ *                                  say why);
+ *   MODATTN_ENOMEM/MODATTN_EBUDGET an allocation was refused: the allocator's message (budget,
+ *                                  category, size); err->text is "out of memory". The parse
+ *                                  stopped within 1 KiB of input of it (see above).
+ * *out is NULL on every error; `err` may be NULL. A refusal recorded before the call and not
+ * yet taken stays recorded. */
+int modattn_json_load_file(const char *path, size_t flags, struct json_t **out,
+                           struct json_error_t *err);
+int modattn_json_loadb(const char *buf, size_t len, size_t flags, struct json_t **out,
+                       struct json_error_t *err);
 
 /* ---------------------------------------------------------------- threads */
 

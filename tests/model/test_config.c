@@ -1,5 +1,6 @@
 /* tests/model/test_config.c — the model directory's configuration files: a valid set, then one
- * broken file or field at a time; every error must name the file and the field. */
+ * broken file or field at a time; every error must name the file and the field. Then every
+ * allocation of a load (jansson's, routed through modattn's allocator) is made to fail in turn. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "model/model_internal.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "sweep.h"
 #include "test_util.h"
 
 static char g_dir[64];
@@ -201,14 +203,54 @@ static void test_errors(void) {
            "1_Pooling/config.json", "\"pooling_mode_median_tokens\": unknown pooling mode");
 }
 
+static int op_config(void *dir) {
+    modattn__model_config c;
+    return modattn__config_load((const char *)dir, &c);
+}
+
+/* Allocations a load attempts (none fail). */
+static uint64_t count_allocations(const char *dir) {
+    modattn_mem_fail_nth(UINT64_MAX);
+    int st = op_config((void *)dir);
+    uint64_t n = modattn_mem_fail_counter();
+    modattn_mem_fail_nth(0);
+    CHECK_MSG(st == 0, "%s: %s", dir, modattn_last_error());
+    return n;
+}
+
+/* The sweep with jansson routed; `plain` is the count from before it was. */
+static void test_alloc_sweep(const char *dir, uint64_t plain) {
+    int points = sweep_allocations(dir, op_config, (void *)dir, 20000);
+    printf("config load of %s: %d allocation points with jansson's allocations counted, %llu without\n", dir,
+           points, (unsigned long long)plain);
+    CHECK(points > 0 && (uint64_t)points > plain);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/modattn_cfg_XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     char sub[128];
     snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
     mkdir(sub, 0755);
+    /* the allocations of a load before jansson's are counted, for comparison; then route them,
+     * with no jansson memory live */
+    reset();
+    const char *real = ".models/all-MiniLM-L6-v2";
+    struct stat sb;
+    bool have_real = stat(real, &sb) == 0;
+    uint64_t plain = count_allocations(g_dir), plain_real = have_real ? count_allocations(real) : 0;
+    CHECK(modattn_json_count_allocations() == 0);
+    modattn_mem_stats m0;
+    modattn_mem_get_stats(&m0);
     test_valid();
     test_errors();
+    reset();
+    test_alloc_sweep(g_dir, plain);
+    if (have_real) test_alloc_sweep(real, plain_real);
+    modattn_mem_stats m1;
+    modattn_mem_get_stats(&m1);
+    CHECK_MSG(m1.current_total == m0.current_total, "%lld bytes left allocated",
+              (long long)(m1.current_total - m0.current_total));
     const char *files[] = {"config.json", "modules.json", "sentence_bert_config.json",
                            "1_Pooling/config.json"};
     for (int i = 0; i < 4; i++) put(files[i], NULL);

@@ -173,7 +173,7 @@ static void write_safetensors(const weights *w, const spec *s) {
     for (size_t i = hl; i < want; i++) fputc(' ', f);
     for (int k = 0; k < n; k++) fwrite(t[k].data, 1, t[k].bytes, f);
     fclose(f);
-    free(text);
+    modattn_json_free(text); /* from json_dumps */
 }
 
 static const char *k_vocab[V] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "the",

@@ -290,34 +290,59 @@ static void test_file(void) {
 }
 
 /* Fail the Nth allocation for N = 1, 2, ... until parsing succeeds: every failure is a clean
- * error and leaks nothing. */
-static void test_alloc_failures(void) {
-    img m = make("{\"__metadata__\":{\"format\":\"pt\",\"x\":\"y\"}," A16
-                 ",\"b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[16,24]}}",
-                 24);
+ * error and leaks nothing. Returns the number of allocation points. */
+static int sweep_parse(img m) {
     modattn_mem_stats s0, s1;
     modattn_mem_get_stats(&s0);
     int ok_at = 0;
-    for (int n = 1; n < 100 && !ok_at; n++) {
+    for (int n = 1; n < 5000 && !ok_at; n++) {
         modattn_mem_fail_nth((uint64_t)n);
         modattn_st_file *f = NULL;
         int st = parse(m, &f);
         modattn_mem_fail_nth(0);
         if (st == 0) ok_at = n;
-        else CHECK_MSG(st == MODATTN_ENOMEM && f == NULL, "n=%d: status %d", n, st);
+        else CHECK_MSG(st == MODATTN_ENOMEM && f == NULL && strstr(modattn_last_error(), "injected"),
+                       "n=%d: status %d: %s", n, st, modattn_last_error());
         modattn__st_close(f);
         modattn_mem_get_stats(&s1);
         CHECK_MSG(s1.current_total == s0.current_total, "n=%d: %lld bytes leaked", n,
                   (long long)(s1.current_total - s0.current_total));
     }
     CHECK(ok_at > 1);
+    return ok_at - 1;
+}
+
+static img sweep_image(void) {
+    return make("{\"__metadata__\":{\"format\":\"pt\",\"x\":\"y\"}," A16
+                ",\"b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[16,24]}}",
+                24);
+}
+
+/* With jansson routed the header's parse fails in turn too; `plain` is the count from before. */
+static void test_alloc_failures(int plain) {
+    img m = sweep_image();
+    int points = sweep_parse(m);
+    printf("header parse: %d allocation points with jansson's allocations counted, %d without\n", points, plain);
+    CHECK(points > plain);
     free(m.b);
 }
 
 int main(void) {
+    /* the sweep before jansson is routed, for comparison; then route it, with no jansson memory
+     * live, so that everything below counts jansson too */
+    img m = sweep_image();
+    int plain = sweep_parse(m);
+    free(m.b);
+    CHECK(modattn_json_count_allocations() == 0);
+    modattn_mem_stats s0;
+    modattn_mem_get_stats(&s0);
     test_valid();
     test_rules();
     test_file();
-    test_alloc_failures();
+    test_alloc_failures(plain);
+    modattn_mem_stats s1;
+    modattn_mem_get_stats(&s1);
+    CHECK_MSG(s1.current_total == s0.current_total, "%lld bytes left allocated",
+              (long long)(s1.current_total - s0.current_total));
     return test_finish("test_safetensors");
 }

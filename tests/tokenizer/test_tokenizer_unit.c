@@ -70,7 +70,7 @@ static void check_load_error(const char *field, const char *value, int want, con
     CHECK_MSG(rc == want && strstr(msg, needle) && strstr(msg, path),
               "%s=%s: status %d (want %d), message '%s' (want '%s' and the file name)", field, value,
               rc, want, msg, needle);
-    free(text);
+    modattn_json_free(text); /* from json_dumps */
 }
 
 static void test_errors(void) {
@@ -157,10 +157,12 @@ static void test_api(const modattn_tokenizer *t) {
     CHECK(n == 3 && strcmp(modattn_tokenizer_token(t, ids[1]), "cafe") == 0 && off[1].start == 0 && off[1].end == 6);
 }
 
-static void test_fault_injection(void) {
+/* Loading with the Nth allocation failing, N = 1, 2, ... until it loads: a clean out-of-memory
+ * error each time and nothing leaked. Returns the number of allocation points. */
+static int sweep_load(void) {
     int64_t base = mem_now();
-    int loaded = 0;
-    for (uint64_t k = 1; k < 200 && !loaded; k++) {
+    int loaded = 0, points = 0;
+    for (uint64_t k = 1; k < 20000 && !loaded; k++) {
         modattn_tokenizer *t = NULL;
         modattn_mem_fail_nth(k);
         int rc = modattn_tokenizer_load(TINY, &t);
@@ -169,12 +171,23 @@ static void test_fault_injection(void) {
             loaded = 1;
             modattn_tokenizer_free(t);
         } else {
-            CHECK_MSG(rc == MODATTN_ENOMEM && t == NULL, "fail at %llu: status %d", (unsigned long long)k, rc);
+            points++;
+            CHECK_MSG(rc == MODATTN_ENOMEM && t == NULL && strstr(modattn_last_error(), "injected"),
+                      "fail at %llu: status %d: %s", (unsigned long long)k, rc, modattn_last_error());
         }
         CHECK_MSG(mem_now() == base, "allocation %llu failed: %lld bytes leaked", (unsigned long long)k,
                   (long long)(mem_now() - base));
     }
     CHECK(loaded);
+    return points;
+}
+
+static void test_fault_injection(int points_plain) {
+    int64_t base = mem_now();
+    int points = sweep_load(); /* jansson's allocations fail in turn too */
+    printf("tokenizer load: %d allocation points with jansson's allocations counted, %d without\n", points,
+           points_plain);
+    CHECK(points > points_plain);
 
     modattn_tokenizer *t = NULL;
     CHECK(modattn_tokenizer_load(TINY, &t) == 0);
@@ -278,6 +291,10 @@ static void test_threads(const modattn_tokenizer *t) {
 }
 
 int main(void) {
+    /* the load sweep before jansson is routed, for comparison; then route it, with no jansson
+     * memory live, so that everything below counts jansson too (and must leave nothing) */
+    int points_plain = sweep_load();
+    CHECK(modattn_json_count_allocations() == 0);
     modattn_tokenizer *t = NULL;
     int rc = modattn_tokenizer_load(TINY, &t);
     CHECK_MSG(rc == 0, "load %s: %s", TINY, modattn_last_error());
@@ -296,7 +313,7 @@ int main(void) {
     test_long_inputs(t);
     test_threads(t);
     modattn_tokenizer_free(t);
-    test_fault_injection();
+    test_fault_injection(points_plain);
 
     CHECK_MSG(mem_now() == 0, "%lld bytes still allocated", (long long)mem_now());
     return test_finish("test_tokenizer_unit");
