@@ -516,6 +516,60 @@ def summarize(res: dict, n_sent: int, n_tok: int) -> dict:
     }
 
 
+PEAK_PROBE = REPO / "build" / "bench" / "peak_flops"
+
+
+def model_flops(counts: list[int]) -> dict:
+    """FLOPs all-MiniLM-L6-v2 must do on the corpus, from its config.json: per token and layer the
+    four dense products 2*(4*H*H + 2*H*I) (QKV, output, FFN up and down), per text and layer
+    attention 4*len^2*H (scores and P.V over all heads). Padding, softmax, LayerNorm, GELU and
+    pooling not counted: a lower bound on the arithmetic any exact fp32 implementation does."""
+    cfg = json.loads((MODEL_DIR / "config.json").read_text())
+    H, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    dense = 2.0 * L * (4 * H * H + 2 * H * I) * sum(counts)
+    attn = 4.0 * L * H * sum(c * c for c in counts)
+    return {"dense": dense, "attention": attn, "total": dense + attn}
+
+
+def peak_gflops(threads: int) -> dict | None:
+    """The machine's fp32 FMA peak by CPU-second from bench/peak_flops (None if not built)."""
+    if not PEAK_PROBE.exists():
+        return None
+    out = subprocess.run([str(PEAK_PROBE), "0.3", str(threads)], capture_output=True, text=True)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        return None
+    p = json.loads(lines[-1])
+    return {"per_core": p["gflops_1thread_cpu"], "all": p["gflops_all_cpu"] if threads > 1 else p["gflops_1thread_cpu"]}
+
+
+def ceiling_lines(data: dict) -> list[str]:
+    fl, peak = data.get("flops"), data.get("peak")
+    if not fl or not peak:
+        return []
+    n_tok, thr = data["corpus"]["tokens"], data["environment"]["threads"]
+    per_tok = fl["total"] / n_tok
+    max_tps = peak["all"] * 1e9 / per_tok
+    L = ["", "## What the hardware allows", "",
+         f"The corpus needs {fl['total'] / 1e12:.3f} TFLOP of fp32 arithmetic at the least "
+         f"({fl['dense'] / 1e12:.3f} in the dense layers, {fl['attention'] / 1e12:.3f} in attention; padding, "
+         f"softmax, LayerNorm, GELU not counted): {per_tok / 1e6:.1f} MFLOP per token. The measured FMA peak "
+         f"(`build/bench/peak_flops`, by CPU-second) is {peak['per_core']:.1f} GFLOP/s per core, {peak['all']:.1f} "
+         f"on {thr} threads, so no exact fp32 implementation can exceed **{max_tps:,.0f} tokens/s** here, even "
+         "with every instruction an FMA at full rate and nothing else to do.", ""]
+    rows = ["| system | tokens/s | arithmetic rate, GFLOP/s | % of the FMA peak | tokens/s needed for 2x it | 2x it as % of the peak |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key in ("st", "onnx", "modattn"):
+        row = data["systems"].get(key)
+        if not row or "summary" not in row:
+            continue
+        tps = row["summary"]["tokens_per_s"]
+        g = tps * per_tok / 1e9
+        rows.append(f"| {SYSTEM_LABELS[key]} | {tps:,.0f} | {g:.1f} | {g / peak['all']:.0%} | {2 * tps:,.0f} | "
+                    f"{2 * g / peak['all']:.0%} |")
+    return L + rows
+
+
 def write_report(data: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     env, corpus = data["environment"], data["corpus"]
@@ -561,6 +615,7 @@ def write_report(data: dict) -> None:
           f"- ONNX model: {data.get('onnx_export', 'n/a')}",
           f"- modattn: {data['systems'].get('modattn', {}).get('cmd', 'n/a')}",
           f"- Repository commit: {env['git_commit']}; measured {env['date_utc']} UTC", ""]
+    L[-1:-1] = ceiling_lines(data)
     (RESULTS / "embed.md").write_text("\n".join(L), encoding="utf-8")
 
     try:
@@ -648,6 +703,8 @@ def main() -> int:
     data["runs"] = args.runs
     data["quiet"] = dict(QUIET)
     data["environment"] = environment(args.threads)
+    data["flops"] = model_flops(counts)
+    data["peak"] = peak_gflops(args.threads)
 
     CACHE.mkdir(parents=True, exist_ok=True)
     st_ref = CACHE / f"st_embeddings_{corpus_sha[:16]}.npy"
