@@ -515,6 +515,88 @@ static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
     return true;
 }
 
+/* ------------------------------------------------------------ on a device */
+
+/* The suite's host buffers mirrored on a device, guards included: uploaded before a run,
+ * downloaded after it into the host buffers, so that the host-side checks (guards, gaps,
+ * unchanged inputs, accuracy) see exactly what the device wrote. */
+typedef struct dev_mirror {
+    buf *host[6];
+    modattn_buffer *dev[6];
+    int n;
+} dev_mirror;
+
+static void mirror_free(dev_mirror *m) {
+    for (int i = 0; i < m->n; i++) modattn_buffer_free(m->dev[i]);
+    m->n = 0;
+}
+
+static int mirror_make(const modattn_device_iface *dev, setup *s, dev_mirror *m) {
+    buf *all[6] = {&s->bq, &s->bk, &s->bv, &s->bm, &s->bo, &s->bl};
+    memset(m, 0, sizeof *m);
+    for (int i = 0; i < 6; i++) {
+        if (!all[i]->base) continue;
+        size_t bytes = (size_t)(all[i]->cap + 2 * GUARD) * sizeof(float);
+        modattn_buffer *b = NULL;
+        int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_OTHER, "conformance buffer", &b);
+        if (!st) st = modattn_buffer_write(b, 0, all[i]->base, bytes);
+        if (st) {
+            modattn_buffer_free(b);
+            mirror_free(m);
+            return st;
+        }
+        m->host[m->n] = all[i];
+        m->dev[m->n++] = b;
+    }
+    return 0;
+}
+
+/* The view `t` of a host buffer re-pointed at its mirror. */
+static void mirror_view(const dev_mirror *m, modattn_tensor *t) {
+    if (!t->data) return;
+    for (int i = 0; i < m->n; i++) {
+        const float *lo = m->host[i]->base, *hi = lo + m->host[i]->cap + 2 * GUARD;
+        if ((const float *)t->data >= lo && (const float *)t->data < hi) {
+            t->offset = (int64_t)((const float *)t->data - lo) * (int64_t)sizeof(float);
+            t->buffer = m->dev[i];
+            t->device = m->dev[i]->device;
+            t->data = m->dev[i]->host ? (char *)m->dev[i]->host + t->offset : NULL;
+            return;
+        }
+    }
+}
+
+static int mirror_download(dev_mirror *m) {
+    for (int i = 0; i < m->n; i++) {
+        int st = modattn_buffer_read(m->dev[i], 0, m->host[i]->base, (size_t)(m->host[i]->cap + 2 * GUARD) * sizeof(float));
+        if (st) return st;
+    }
+    return 0;
+}
+
+/* Runs implementation `idx` on the configuration: on the host, or on its device through a
+ * mirror. Returns the run's status; a mirror that cannot be made is reported in *setup_err. */
+static int run_on(modattn_ctx *ctx, size_t idx, const modattn_device_iface *dev, setup *s, int *setup_err) {
+    *setup_err = 0;
+    if (!dev || dev->id.kind == MODATTN_DEVICE_CPU) return modattn_attention_with(ctx, idx, &s->call);
+    dev_mirror m;
+    int st = mirror_make(dev, s, &m);
+    if (st) {
+        *setup_err = st;
+        return st;
+    }
+    modattn_attn_call c = s->call;
+    mirror_view(&m, &c.q), mirror_view(&m, &c.k), mirror_view(&m, &c.v), mirror_view(&m, &c.o);
+    mirror_view(&m, &c.mask), mirror_view(&m, &c.lse);
+    st = modattn_attention_with(ctx, idx, &c);
+    if (st == 0) {
+        int d = mirror_download(&m);
+        if (d) *setup_err = st = d;
+    }
+    mirror_free(&m);
+    return st;
+}
+
 int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options *opt, modattn_conformance_result *out,
                             size_t max, size_t *count) {
     modattn_conformance_options defaults;
@@ -564,23 +646,43 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
             modattn_ctx_impl_info(ctx, idx[t], &info);
             const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx[t]);
             char why[512] = "";
+            /* the suite's tensors go to the implementation's device (index opt->device_index) */
+            const modattn_device_iface *dev = NULL;
+            if (impl->device != MODATTN_DEVICE_CPU) {
+                modattn_device id = {impl->device, opt->device_index};
+                dev = modattn_device_find(id);
+            }
             modattn_attn_desc desc;
             modattn_attn_describe(&s.call, &desc);
-            if (!info.available || impl->device != MODATTN_DEVICE_CPU ||
-                !impl->supports(impl->ctx, &desc, why, sizeof why)) {
+            desc.device.kind = impl->device;
+            desc.device.index = impl->device == MODATTN_DEVICE_CPU ? 0 : opt->device_index;
+            bool no_device = impl->device != MODATTN_DEVICE_CPU && !dev;
+            if (!info.available || no_device || !impl->supports(impl->ctx, &desc, why, sizeof why)) {
                 r->unsupported++;
-                if (!r->unsupported_reason[0])
-                    snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s",
-                             !info.available ? info.reason
-                             : impl->device != MODATTN_DEVICE_CPU ? "runs on another device than the suite's CPU tensors"
-                                                                  : why);
+                if (!r->unsupported_reason[0]) {
+                    char dn[32];
+                    modattn_device_format(desc.device, dn, sizeof dn);
+                    if (!info.available) snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s", info.reason);
+                    else if (no_device)
+                        snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "no device %s here", dn);
+                    else snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s", why);
+                }
                 continue;
             }
             buf_fill_sentinel(&s.bo);
             if (s.c.lse) buf_fill_sentinel(&s.bl);
             double ratio = 0;
             bool ok;
-            st = modattn_attention_with(ctx, idx[t], &s.call);
+            int setup_err = 0;
+            st = run_on(ctx, idx[t], dev, &s, &setup_err);
+            if (setup_err) {
+                char d[300];
+                describe_cfg(&grid[gi], d, sizeof d);
+                modattn_error_prefix(setup_err, "conformance configuration %d (%s) on the device", gi, d);
+                setup_free(&s);
+                *count = nt;
+                return setup_err;
+            }
             if (st) {
                 snprintf(why, sizeof why, "returned %s: %s", modattn_status_name(st), modattn_last_error());
                 ok = false;

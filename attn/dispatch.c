@@ -115,8 +115,9 @@ bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc 
         return false;
     }
     if (e->impl->device != d->device.kind) {
-        snprintf(reason, len, "runs on %s tensors; these are on %s", modattn_device_kind_name(e->impl->device),
-                 modattn_device_kind_name(d->device.kind));
+        char where[32];
+        modattn_device_format(d->device, where, sizeof where);
+        snprintf(reason, len, "runs on %s tensors; the tensors are on %s", modattn_device_kind_name(e->impl->device), where);
         *verdict = MODATTN_VERDICT_REFUSED;
         return false;
     }
@@ -137,12 +138,15 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
     size_t filled = ctx->n < max ? ctx->n : max;
     for (size_t i = 0; i < filled; i++) {
         out[i].name = ctx->entries[i].impl->name;
-        out[i].verdict = MODATTN_VERDICT_EXCLUDED;
+        out[i].verdict = ctx->policy_auto ? MODATTN_VERDICT_REFUSED : MODATTN_VERDICT_EXCLUDED;
         out[i].rank = -1;
         out[i].measured_ms = -1;
-        if (ctx->policy_auto)
+        if (ctx->policy_auto) {
+            char where[32];
+            modattn_device_format(d->device, where, sizeof where);
             snprintf(out[i].reason, sizeof out[i].reason, "runs on %s; the tensors are on %s",
-                     modattn_device_kind_name(ctx->entries[i].impl->device), modattn_device_kind_name(d->device.kind));
+                     modattn_device_kind_name(ctx->entries[i].impl->device), where);
+        }
         else
             snprintf(out[i].reason, sizeof out[i].reason, "not named by the policy '%s'", ctx->policy);
     }
@@ -200,6 +204,38 @@ static int ensure_workspace(modattn_ctx *ctx, size_t bytes) {
     return 0;
 }
 
+/* A workspace on the tensors' device (not the CPU): one buffer per device, grown on demand. */
+static int ensure_device_workspace(modattn_ctx *ctx, modattn_device id, size_t bytes, modattn_buffer **out) {
+    *out = NULL;
+    if (bytes == 0) return 0;
+    size_t slot = ctx->ndws;
+    for (size_t i = 0; i < ctx->ndws; i++)
+        if (ctx->dws[i]->device.kind == id.kind && ctx->dws[i]->device.index == id.index) slot = i;
+    if (slot < ctx->ndws && ctx->dws[slot]->bytes >= bytes) {
+        *out = ctx->dws[slot];
+        return 0;
+    }
+    const modattn_device_iface *dev = modattn_device_find(id);
+    if (!dev) {
+        char name[32];
+        modattn_device_format(id, name, sizeof name);
+        return modattn_error(MODATTN_ENOTFOUND, "attention workspace: no device %s in this process", name);
+    }
+    if (slot == ctx->ndws && slot == sizeof ctx->dws / sizeof *ctx->dws)
+        return modattn_error(MODATTN_ERANGE, "attention workspace: more than %zu devices in one context", slot);
+    if (slot < ctx->ndws) { /* grow: free first, so the device need not hold both */
+        modattn_buffer_free(ctx->dws[slot]);
+        ctx->dws[slot] = ctx->dws[--ctx->ndws];
+        slot = ctx->ndws;
+    }
+    modattn_buffer *b;
+    int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_WORKSPACE, "attention workspace", &b);
+    if (st) return st;
+    ctx->dws[ctx->ndws++] = b;
+    *out = b;
+    return 0;
+}
+
 static double call_bytes(const modattn_attn_desc *d) {
     double es = (double)modattn_dtype_size(d->dtype);
     return es * ((double)d->B * d->Hq * d->Sq * (d->D + d->Dv) + (double)d->B * d->Hkv * d->Sk * (d->D + d->Dv));
@@ -210,13 +246,22 @@ int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, c
     modattn__entry *e = &ctx->entries[i];
     const modattn_attn_impl *impl = e->impl;
     size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, ctx->exec.nthreads) : 0;
-    int st = ensure_workspace(ctx, ws);
+    void *wsp;
+    int st;
+    if (impl->device == MODATTN_DEVICE_CPU) {
+        st = ensure_workspace(ctx, ws);
+        wsp = ctx->ws;
+    } else {
+        modattn_buffer *b = NULL;
+        st = ensure_device_workspace(ctx, d->device, ws, &b);
+        wsp = b;
+    }
     if (st) return st;
     char reason[256] = "";
     uint64_t t0 = modattn_now_ns();
     uint64_t tr = modattn_trace_begin();
     e->stats.calls++;
-    st = impl->run(impl->ctx, d, c, ctx->ws, ws, &ctx->exec, reason, sizeof reason);
+    st = impl->run(impl->ctx, d, c, wsp, ws, &ctx->exec, reason, sizeof reason);
     uint64_t t1 = modattn_now_ns();
     if (tr) {
         char shape[64];

@@ -41,6 +41,9 @@ struct modattn_ctx {
     size_t norder;
     void *ws;                           /* workspace, grown on demand */
     size_t ws_bytes;
+    /* workspaces on other devices than the CPU, one per device, grown on demand */
+    modattn_buffer *dws[8];
+    size_t ndws;
     uint64_t fallbacks;
     bool policy_tune;
     /* tuning cache (attn/tune.c) */

@@ -241,6 +241,7 @@ void modattn_ctx_free(modattn_ctx *ctx) {
     modattn_free(ctx->entries);
     modattn_free(ctx->policy);
     modattn_free(ctx->ws);
+    for (size_t i = 0; i < ctx->ndws; i++) modattn_buffer_free(ctx->dws[i]);
     modattn__tune_free(ctx);
     modattn_pool_free(ctx->pool);
     modattn_free(ctx);

@@ -1,6 +1,7 @@
 /* attn/tensor.c — tensor views and validation of an attention call against the contract in
  * include/modattn/attention.h. Every check names the tensor and the dimension at fault. */
 #include "modattn/attention.h"
+#include "modattn/core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,9 +97,40 @@ static int check_view(const char *name, const modattn_tensor *t, const int64_t w
     int64_t n = numel(t);
     if (n < 0) return modattn_error(MODATTN_EINVAL, "%s: element count overflows", name);
     if (n == 0) return 0;
-    if (!t->data) return modattn_error(MODATTN_EINVAL, "%s: data is NULL", name);
+    if (!modattn_tensor_present(t)) return modattn_error(MODATTN_EINVAL, "%s: data is NULL", name);
     int64_t m = max_index(t);
     if (m == -2) return modattn_error(MODATTN_EINVAL, "%s: strides overflow the address range", name);
+    size_t es = modattn_dtype_size(t->dtype);
+    if ((uint64_t)m + 1 > (uint64_t)INT64_MAX / es)
+        return modattn_error(MODATTN_EINVAL, "%s: byte size overflows", name);
+    if (t->buffer) {
+        const modattn_buffer *b = t->buffer;
+        if (b->device.kind != t->device.kind || b->device.index != t->device.index)
+            return modattn_error(MODATTN_EINVAL, "%s: the view says %s:%d but its buffer is on %s:%d", name,
+                                 modattn_device_kind_name(t->device.kind), t->device.index,
+                                 modattn_device_kind_name(b->device.kind), b->device.index);
+        if (t->offset < 0 || (uint64_t)t->offset % es != 0)
+            return modattn_error(MODATTN_EINVAL, "%s: offset %lld bytes is negative or not a multiple of the %zu-byte element",
+                                 name, (long long)t->offset, es);
+        uint64_t end = (uint64_t)t->offset + ((uint64_t)m + 1) * es;
+        if (end > b->bytes)
+            return modattn_error(MODATTN_EINVAL,
+                                 "%s: strides reach byte %llu of a %zu-byte buffer (offset %lld, shape "
+                                 "[%lld,%lld,%lld,%lld], strides [%lld,%lld,%lld,%lld])",
+                                 name, (unsigned long long)end, b->bytes, (long long)t->offset, (long long)t->shape[0],
+                                 (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3],
+                                 (long long)t->stride[0], (long long)t->stride[1], (long long)t->stride[2],
+                                 (long long)t->stride[3]);
+        void *want = b->host ? (char *)b->host + t->offset : NULL;
+        if (t->data != want)
+            return modattn_error(MODATTN_EINVAL, "%s: data must be %s for a view on a %s buffer", name,
+                                 b->host ? "the buffer's host address + offset" : "NULL",
+                                 b->host ? "host-addressable" : "device");
+        return 0;
+    }
+    if (t->device.kind != MODATTN_DEVICE_CPU)
+        return modattn_error(MODATTN_EINVAL, "%s: a tensor on %s must refer to a device buffer (tensor.buffer)", name,
+                             modattn_device_kind_name(t->device.kind));
     if (m >= t->capacity)
         return modattn_error(MODATTN_EINVAL,
                              "%s: strides reach element %lld but the buffer holds %lld elements "
@@ -107,9 +139,6 @@ static int check_view(const char *name, const modattn_tensor *t, const int64_t w
                              (long long)t->shape[1], (long long)t->shape[2], (long long)t->shape[3],
                              (long long)t->stride[0], (long long)t->stride[1], (long long)t->stride[2],
                              (long long)t->stride[3]);
-    size_t es = modattn_dtype_size(t->dtype);
-    if ((uint64_t)m + 1 > (uint64_t)INT64_MAX / es)
-        return modattn_error(MODATTN_EINVAL, "%s: byte size overflows", name);
     return 0;
 }
 
@@ -139,14 +168,17 @@ static int check_no_self_overlap(const char *name, const modattn_tensor *t) {
     return 0;
 }
 
+/* Byte range of a view in its address space: the host's, or its device buffer's. */
 static void byte_range(const modattn_tensor *t, uintptr_t *lo, uintptr_t *hi) {
     int64_t m = max_index(t);
-    *lo = (uintptr_t)t->data;
+    *lo = t->data ? (uintptr_t)t->data : (uintptr_t)t->offset;
     *hi = m < 0 ? *lo : *lo + (uintptr_t)(m + 1) * modattn_dtype_size(t->dtype);
 }
 
 static bool overlaps(const modattn_tensor *a, const modattn_tensor *b) {
-    if (!a->data || !b->data) return false;
+    if (!modattn_tensor_present(a) || !modattn_tensor_present(b)) return false;
+    /* views on device buffers can only overlap within one buffer */
+    if ((!a->data || !b->data) && a->buffer != b->buffer) return false;
     uintptr_t alo, ahi, blo, bhi;
     byte_range(a, &alo, &ahi);
     byte_range(b, &blo, &bhi);
@@ -191,26 +223,26 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
     bool inner = true;
     for (int i = 0; i < 4; i++)
         if (all[i]->shape[3] > 1 && all[i]->stride[3] != 1) inner = false;
-    d->has_mask = c->mask.data != NULL;
+    d->has_mask = modattn_tensor_present(&c->mask);
     if (d->has_mask) {
         if ((st = check_view("mask", &c->mask, (int64_t[4]){B, Hq, Sq, Sk}, mdims, true))) return st;
         if (c->mask.dtype != c->q.dtype)
             return modattn_error(MODATTN_EINVAL, "mask: dtype %s differs from q's %s", modattn_dtype_name(c->mask.dtype),
                                  modattn_dtype_name(c->q.dtype));
-        if (c->mask.device.kind != c->q.device.kind)
+        if (c->mask.device.kind != c->q.device.kind || c->mask.device.index != c->q.device.index)
             return modattn_error(MODATTN_EINVAL, "mask: on another device than q");
         if (overlaps(&c->o, &c->mask)) return modattn_error(MODATTN_EINVAL, "o overlaps mask");
         if (c->mask.shape[3] > 1 && c->mask.stride[3] != 1) inner = false;
         d->mask_b = c->mask.shape[0];
         d->mask_h = c->mask.shape[1];
     }
-    d->has_lse = c->lse.data != NULL;
+    d->has_lse = modattn_tensor_present(&c->lse);
     if (d->has_lse) {
         if ((st = check_view("lse", &c->lse, (int64_t[4]){B, Hq, Sq, 1}, ldims, false))) return st;
         if (c->lse.dtype != MODATTN_DTYPE_F32 && c->lse.dtype != c->q.dtype)
             return modattn_error(MODATTN_EINVAL, "lse: dtype must be f32 (or q's dtype), got %s",
                                  modattn_dtype_name(c->lse.dtype));
-        if (c->lse.device.kind != c->q.device.kind)
+        if (c->lse.device.kind != c->q.device.kind || c->lse.device.index != c->q.device.index)
             return modattn_error(MODATTN_EINVAL, "lse: on another device than q");
         if ((st = check_no_self_overlap("lse", &c->lse))) return st;
         if (overlaps(&c->lse, &c->o)) return modattn_error(MODATTN_EINVAL, "lse overlaps o");

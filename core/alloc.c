@@ -106,6 +106,17 @@ void modattn__mem_reserve_forced(modattn_mem_category cat, size_t bytes) {
 
 void modattn__mem_release(modattn_mem_category cat, size_t bytes) { release(cat, bytes); }
 
+int modattn__mem_inject(modattn_mem_category cat, size_t bytes, const char *where) {
+    uint64_t nth = atomic_load_explicit(&g_fail_nth, memory_order_relaxed);
+    if (!nth) return 0;
+    uint64_t k = atomic_fetch_add(&g_fail_count, 1) + 1;
+    if (k != nth) return 0;
+    atomic_fetch_add(&g_failures, 1);
+    g_last_status = MODATTN_ENOMEM;
+    return modattn_error(MODATTN_ENOMEM, "allocation of %zu bytes (%s) on %s failed: injected failure #%llu", bytes,
+                         modattn_mem_category_name(cat), where, (unsigned long long)k);
+}
+
 void modattn__mem_note_success(void) { atomic_fetch_add_explicit(&g_allocs, 1, memory_order_relaxed); }
 
 void modattn__mem_note_failure(int status) {

@@ -20,4 +20,9 @@ void modattn__mem_note_success(void);
  * modattn_mem_last_status(). */
 void modattn__mem_note_failure(int status);
 
+/* The fault injection alone (allocators whose bytes are counted elsewhere: device memory):
+ * 0, or MODATTN_ENOMEM with the message recorded and the failure counted, when this attempt is
+ * the Nth armed by modattn_mem_fail_nth(). */
+int modattn__mem_inject(modattn_mem_category cat, size_t bytes, const char *where);
+
 #endif

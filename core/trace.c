@@ -49,11 +49,8 @@ uint64_t modattn_trace_begin(void) {
     return modattn_now_ns();
 }
 
-void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
-                       double bytes, double flops) {
-    if (!t0) return;
-    uint64_t t1 = modattn_now_ns();
-    if (!g_tid) g_tid = (int)syscall(SYS_gettid);
+static void push(const char *name, const char *impl, const char *shape, double bytes, double flops, int tid,
+                 uint64_t t0, uint64_t t1) {
     pthread_mutex_lock(&g_mu);
     if (!g_tail || g_tail->used == BLOCK) {
         block *b = modattn_malloc(sizeof *b, MODATTN_MEM_OTHER);
@@ -73,11 +70,27 @@ void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const ch
     snprintf(s->shape, sizeof s->shape, "%s", shape ? shape : "");
     s->bytes = bytes;
     s->flops = flops;
-    s->thread = g_tid;
+    s->thread = tid;
     s->t0_ns = t0;
     s->t1_ns = t1;
     g_count++;
     pthread_mutex_unlock(&g_mu);
+}
+
+void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
+                       double bytes, double flops) {
+    if (!t0) return;
+    uint64_t t1 = modattn_now_ns();
+    if (!g_tid) g_tid = (int)syscall(SYS_gettid);
+    push(name, impl, shape, bytes, flops, g_tid, t0, t1);
+}
+
+void modattn_trace_record(const char *name, const char *impl, const char *shape, double bytes, double flops,
+                          int track, uint64_t t0_ns, uint64_t t1_ns) {
+    if (!modattn_trace_enabled() || t1_ns < t0_ns) return;
+    if (t0_ns < g_epoch) t0_ns = g_epoch; /* a device clock mapped a little before tracing began */
+    if (t1_ns < t0_ns) t1_ns = t0_ns;
+    push(name, impl, shape, bytes, flops, track, t0_ns, t1_ns);
 }
 
 size_t modattn_trace_count(void) {
@@ -133,6 +146,22 @@ int modattn_trace_write_json(const char *path) {
     pthread_mutex_lock(&g_mu);
     int pid = (int)getpid();
     bool first = true;
+    /* device queues are tracks of their own: name them */
+    int named[64], nnamed = 0;
+    for (block *b = g_head; b; b = b->next)
+        for (size_t i = 0; i < b->used; i++) {
+            int t = b->spans[i].thread;
+            if (t < MODATTN_TRACE_DEVICE_TRACK(0, 0)) continue;
+            bool seen = false;
+            for (int k = 0; k < nnamed; k++) seen |= named[k] == t;
+            if (seen || nnamed == 64) continue;
+            named[nnamed++] = t;
+            int kind = (t - MODATTN_TRACE_DEVICE_TRACK(0, 0)) / 1000, index = (t - MODATTN_TRACE_DEVICE_TRACK(0, 0)) % 1000;
+            static const char *kinds[] = {"cpu", "cuda", "opencl"};
+            fprintf(f, "%s{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s:%d queue\"}}",
+                    first ? "" : ",\n", pid, t, kind >= 0 && kind < 3 ? kinds[kind] : "device", index);
+            first = false;
+        }
     for (block *b = g_head; b; b = b->next) {
         for (size_t i = 0; i < b->used; i++) {
             const modattn_trace_span *s = &b->spans[i];

@@ -25,6 +25,9 @@ typedef struct modattn_conformance_options {
     uint64_t seed;        /* 0: the default seed */
     FILE *log;            /* failures (and progress when verbose) go here; NULL: quiet */
     bool verbose;
+    int device_index;     /* implementations on a device (OpenCL, CUDA) run on that kind's device
+                           * of this index (0: the first); the suite's buffers, guards included,
+                           * are mirrored there and read back for the checks */
 } modattn_conformance_options;
 
 typedef struct modattn_conformance_result {

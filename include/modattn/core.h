@@ -196,6 +196,12 @@ uint64_t modattn_trace_begin(void);
 /* Records a span if t0 != 0. name and impl must be string literals (kept by pointer). */
 void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
                        double bytes, double flops);
+/* Records a span with explicit times (CLOCK_MONOTONIC ns, as modattn_now_ns) on a track: a
+ * thread id, or MODATTN_TRACE_DEVICE_TRACK(kind, index) for a device's queue (device ops timed
+ * by the device's own profiling events). Nothing when tracing is off. */
+#define MODATTN_TRACE_DEVICE_TRACK(kind, index) (1000000000 + (int)(kind) * 1000 + (int)(index))
+void modattn_trace_record(const char *name, const char *impl, const char *shape, double bytes, double flops,
+                          int track, uint64_t t0_ns, uint64_t t1_ns);
 /* Number of spans recorded; copy out with modattn_trace_get(i, &span). */
 size_t modattn_trace_count(void);
 int modattn_trace_get(size_t i, modattn_trace_span *out);

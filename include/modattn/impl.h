@@ -19,7 +19,8 @@
 extern "C" {
 #endif
 
-#define MODATTN_IMPL_API_VERSION 1u
+/* 2: tensors gained buffer/offset (device memory); device workspaces are buffers. */
+#define MODATTN_IMPL_API_VERSION 2u
 #define MODATTN_PLUGIN_ENTRY "modattn_plugin_entry"
 
 /* The host's execution services, handed to run(). */
@@ -49,7 +50,11 @@ typedef struct modattn_attn_impl {
     /* Optional (NULL: none). Bytes of workspace run() needs for `desc` with `nthreads` threads. */
     size_t (*workspace_bytes)(void *ctx, const modattn_attn_desc *desc, int nthreads);
     /* Required. Computes the call. `workspace` is MODATTN_ALIGN-aligned with at least the bytes
-     * asked for. Returns 0, or a negative modattn_status; `reason` may say why. */
+     * asked for. For an implementation whose device is not the CPU, `workspace` is a
+     * `modattn_buffer *` on the tensors' device (NULL when 0 bytes were asked), and the call's
+     * tensors are in buffer form. run() returns when the outputs are complete on the device
+     * (later reads on the device's queue see them). Returns 0, or a negative modattn_status;
+     * `reason` may say why. */
     int (*run)(void *ctx, const modattn_attn_desc *desc, const modattn_attn_call *call,
                void *workspace, size_t workspace_bytes, const modattn_exec *exec,
                char *reason, size_t reason_len);

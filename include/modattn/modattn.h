@@ -4,6 +4,7 @@
 #include "modattn/status.h"
 #include "modattn/core.h"
 #include "modattn/attention.h"
+#include "modattn/device.h"
 #include "modattn/impl.h"
 #include "modattn/dispatch.h"
 #include "modattn/conformance.h"

@@ -23,7 +23,8 @@ extern "C" {
     X(ERUNTIME, -8, "implementation failed at run time")                  \
     X(EBUDGET, -9, "memory budget exceeded")                              \
     X(ERANGE, -10, "value out of range")                                  \
-    X(EINTERNAL, -11, "internal error")
+    X(EINTERNAL, -11, "internal error")                                   \
+    X(EDEVICE, -12, "device error")
 
 typedef enum modattn_status {
 #define MODATTN__STATUS_ENUM(name, value, text) MODATTN_##name = value,

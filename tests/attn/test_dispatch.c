@@ -115,7 +115,8 @@ int main(void) {
     dc.device.kind = MODATTN_DEVICE_CUDA;
     CHECK(modattn_ctx_set_policy(ctx, "auto") == 0);
     CHECK(modattn_explain(ctx, &dc, e, 16, &n) == MODATTN_EUNSUPPORTED);
-    CHECK(find(e, n, "reference")->verdict == MODATTN_VERDICT_EXCLUDED && strstr(find(e, n, "reference")->reason, "cuda"));
+    CHECK(find(e, n, "reference")->verdict == MODATTN_VERDICT_REFUSED &&
+          strstr(find(e, n, "reference")->reason, "the tensors are on cuda:0"));
 
     /* memory: the workspace is accounted, and everything is returned at teardown */
     modattn_mem_stats m1;

@@ -63,7 +63,8 @@ int main(void) {
     INVALID(c, "not a multiple");
     c = good(); c.q.dtype = (modattn_dtype)42; INVALID(c, "unknown dtype");
     c = good(); c.k.dtype = MODATTN_DTYPE_F16; INVALID(c, "dtypes differ");
-    c = good(); c.v.device.kind = MODATTN_DEVICE_CUDA; INVALID(c, "different devices");
+    c = good(); c.v.device.kind = MODATTN_DEVICE_CUDA; INVALID(c, "v: a tensor on cuda must refer to a device buffer");
+    c = good(); c.v.device.index = 1; INVALID(c, "different devices");
     c = good(); c.o.stride[2] = 0; INVALID(c, "overlaps itself");
     c = good(); c.o.data = q; INVALID(c, "o overlaps q");
     c = good(); c.scale = NAN; INVALID(c, "scale is not finite");

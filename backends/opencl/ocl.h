@@ -1,0 +1,66 @@
+/* backends/opencl/ocl.h — what the OpenCL device and its attention implementations share (this
+ * folder only): per-device state, error text, and the program cache. */
+#ifndef MODATTN_OCL_H
+#define MODATTN_OCL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <CL/cl.h>
+
+#include "modattn/device.h"
+#include "modattn/impl.h"
+
+#define OCL_MAX_DEVICES 16
+
+typedef struct ocl_program {
+    char options[64];   /* "-DBN=32" */
+    cl_program program;
+} ocl_program;
+
+typedef struct ocl_dev {
+    modattn_device_iface iface; /* iface.ctx points back here */
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;     /* in order, profiling on */
+    modattn_device_info info;
+    pthread_mutex_t mu;         /* programs, and kernels' argument setting (per device) */
+    ocl_program programs[8];
+    int nprograms;
+    char build_error[1024];     /* the first failed build's log (for `devices` and errors) */
+    /* monotonic host time minus device time, for trace spans on the host's time axis */
+    bool clock_known;
+    int64_t clock_offset_ns;
+} ocl_dev;
+
+/* The devices found (ocl_device.c). */
+int modattn__ocl_count(void);
+ocl_dev *modattn__ocl_get(int index);
+
+/* "clEnqueueNDRangeKernel: -5 CL_OUT_OF_RESOURCES" into reason; returns MODATTN_EDEVICE (or
+ * MODATTN_ENOMEM for the out-of-memory codes). */
+int modattn__ocl_fail(char *reason, size_t len, const char *call, cl_int err);
+const char *modattn__ocl_errname(cl_int err);
+
+/* The attention program built with `options` for this device: from the in-process table, the
+ * on-disk cache ($MODATTN_CACHE_DIR or $XDG_CACHE_HOME/modattn or ~/.cache/modattn: opencl/),
+ * or compiled now (and saved). A build failure returns MODATTN_EDEVICE with the compiler's log
+ * in the message. Thread-safe. */
+int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char *reason, size_t len);
+
+/* Waits for ev, and records a trace span for it on the device's track from its profiling
+ * times. Releases ev. */
+int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *impl, const char *shape, double bytes,
+                        double flops, char *reason, size_t len);
+
+/* Shared by both attention implementations (ocl_flash.c): device kind and index, dtype, index
+ * ranges; and kv_lens uploaded into the workspace's first bytes (*out NULL when there are none). */
+bool modattn__ocl_common_supports(const modattn_attn_desc *d, char *reason, size_t len);
+int modattn__ocl_upload_kvl(ocl_dev *dev, const modattn_attn_desc *d, const modattn_attn_call *c, void *workspace,
+                            cl_mem *out, char *reason, size_t len);
+
+/* The cl_mem of a tensor in buffer form. */
+static inline cl_mem modattn__ocl_mem(const modattn_tensor *t) { return t->buffer ? (cl_mem)t->buffer->handle : NULL; }
+
+#endif

@@ -1,0 +1,68 @@
+/* device/cpu.c — the CPU device: host memory from modattn's allocator, work on the calling
+ * thread and the thread pools. Every op of the encoder runs here (model/ computes them). */
+#include "modattn/device.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void cpu_info(void *ctx, modattn_device_info *out) {
+    (void)ctx;
+    const modattn_cpu_features *f = modattn_cpu_get();
+    snprintf(out->vendor, sizeof out->vendor, "%s", "host");
+    snprintf(out->model, sizeof out->model, "%s", f->model_name);
+    modattn_cpu_describe(out->driver, sizeof out->driver);
+    out->compute_units = f->logical_cpus;
+    out->fp64 = true;
+    out->fp16 = f->f16c;
+    out->host_memory = true;
+    FILE *m = fopen("/proc/meminfo", "r");
+    if (m) {
+        char line[128];
+        long long kb;
+        while (fgets(line, sizeof line, m))
+            if (sscanf(line, "MemTotal: %lld kB", &kb) == 1) out->memory_bytes = kb * 1024;
+        fclose(m);
+    }
+    out->max_alloc_bytes = out->memory_bytes;
+}
+
+static int cpu_alloc(void *ctx, size_t bytes, modattn_mem_category cat, void **handle, void **host, char *reason,
+                     size_t len) {
+    (void)ctx;
+    void *p = modattn_malloc(bytes, cat);
+    if (!p) {
+        snprintf(reason, len, "%s", modattn_last_error());
+        return modattn_mem_last_status();
+    }
+    *handle = *host = p;
+    return 0;
+}
+
+static void cpu_free(void *ctx, void *handle) {
+    (void)ctx;
+    modattn_free(handle);
+}
+
+static bool cpu_supports_op(void *ctx, modattn_op op, char *reason, size_t len) {
+    (void)ctx, (void)reason, (void)len;
+    return (unsigned)op < MODATTN_OP_COUNT;
+}
+
+static const modattn_device_iface k_cpu = {
+    /* .api_version  = */ MODATTN_DEVICE_API_VERSION,
+    /* .id           = */ {MODATTN_DEVICE_CPU, 0},
+    /* .ctx          = */ NULL,
+    /* .get_info     = */ cpu_info,
+    /* .buffer_alloc = */ cpu_alloc,
+    /* .buffer_free  = */ cpu_free,
+    /* .buffer_write = */ NULL, /* host memory: the layer copies directly */
+    /* .buffer_read  = */ NULL,
+    /* .buffer_copy  = */ NULL,
+    /* .buffer_fill  = */ NULL,
+    /* .synchronize  = */ NULL,
+    /* .supports_op  = */ cpu_supports_op,
+    /* .shutdown     = */ NULL,
+    /* .control      = */ NULL,
+};
+
+const modattn_device_iface *modattn__device_cpu(void) { return &k_cpu; }

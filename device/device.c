@@ -1,0 +1,399 @@
+/* device/device.c — the device layer's one home: finds the devices once, and wraps every slot of
+ * modattn_device_iface with its default, its argument checks and its memory accounting. Nothing
+ * else in modattn calls a device slot directly (SQLite's os.c, ggml's ggml-backend.cpp). */
+#include "modattn/device.h"
+#include "core/alloc_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modattn_builtins.h"
+
+#define X(name) int modattn__devices_##name(const modattn_device_iface **out, int max, char *why, size_t len);
+MODATTN_BUILTIN_DEVICES(X)
+#undef X
+const modattn_device_iface *modattn__device_cpu(void);
+
+#define MAX_DEVICES 32
+
+typedef struct dev_mem {
+    _Atomic int64_t cur[MODATTN_MEM_CATEGORY_COUNT], peak[MODATTN_MEM_CATEGORY_COUNT];
+    _Atomic int64_t cur_total, peak_total;
+    _Atomic uint64_t allocs, failures;
+} dev_mem;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static const modattn_device_iface *g_dev[MAX_DEVICES];
+static dev_mem g_mem[MAX_DEVICES];
+static int g_ndev;
+static char g_absent[1024];
+
+const char *modattn_op_name(modattn_op op) {
+    static const char *names[] = {
+#define N(name, text) text,
+        MODATTN_OP_MAP(N)
+#undef N
+    };
+    return (unsigned)op < MODATTN_OP_COUNT ? names[op] : "unknown";
+}
+
+typedef int (*probe_fn)(const modattn_device_iface **out, int max, char *why, size_t len);
+
+/* Asks one backend for its devices; records why it found none. */
+__attribute__((unused)) static void probe(const char *backend, probe_fn fn, size_t *used) {
+    const modattn_device_iface *found[MAX_DEVICES];
+    char why[256] = "";
+    int n = fn(found, MAX_DEVICES - g_ndev, why, sizeof why);
+    int kept = 0;
+    for (int i = 0; i < n && g_ndev < MAX_DEVICES; i++)
+        if (found[i] && found[i]->api_version == MODATTN_DEVICE_API_VERSION && found[i]->get_info &&
+            found[i]->buffer_alloc && found[i]->buffer_free) {
+            g_dev[g_ndev++] = found[i];
+            kept++;
+        }
+    if (kept == 0 && *used < sizeof g_absent) {
+        int w = snprintf(g_absent + *used, sizeof g_absent - *used, "%s%s: %s", *used ? "; " : "", backend,
+                         why[0] ? why : n > 0 ? "its devices were built against another device api_version" : "no device found");
+        if (w > 0) *used += (size_t)w;
+    }
+}
+
+static void find_devices(void) {
+    g_dev[g_ndev++] = modattn__device_cpu();
+    size_t used = 0;
+#define X(name) probe(#name, modattn__devices_##name, &used);
+    MODATTN_BUILTIN_DEVICES(X)
+#undef X
+    (void)used;
+}
+
+void modattn_devices_init(void) { pthread_once(&g_once, find_devices); }
+
+void modattn_devices_shutdown(void) {
+    pthread_mutex_lock(&g_mu);
+    for (int i = g_ndev - 1; i >= 0; i--)
+        if (g_dev[i]->shutdown) g_dev[i]->shutdown(g_dev[i]->ctx);
+    g_ndev = 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
+int modattn_device_count(void) {
+    modattn_devices_init();
+    return g_ndev;
+}
+
+const modattn_device_iface *modattn_device_get(int i) {
+    modattn_devices_init();
+    return i >= 0 && i < g_ndev ? g_dev[i] : NULL;
+}
+
+static int slot_of(const modattn_device_iface *dev) {
+    for (int i = 0; i < g_ndev; i++)
+        if (g_dev[i] == dev) return i;
+    return -1;
+}
+
+const modattn_device_iface *modattn_device_find(modattn_device id) {
+    modattn_devices_init();
+    for (int i = 0; i < g_ndev; i++)
+        if (g_dev[i]->id.kind == id.kind && g_dev[i]->id.index == id.index) return g_dev[i];
+    return NULL;
+}
+
+const char *modattn_device_absent_reasons(void) {
+    modattn_devices_init();
+    return g_absent;
+}
+
+void modattn_device_format(modattn_device id, char *buf, size_t len) {
+    if (id.kind == MODATTN_DEVICE_CPU && id.index == 0) snprintf(buf, len, "cpu");
+    else snprintf(buf, len, "%s:%d", modattn_device_kind_name(id.kind), id.index);
+}
+
+int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
+    *out = NULL;
+    if (!name || !*name) return modattn_error(MODATTN_EINVAL, "device name is empty (expected cpu, opencl[:N], cuda[:N])");
+    const char *colon = strchr(name, ':');
+    size_t klen = colon ? (size_t)(colon - name) : strlen(name);
+    modattn_device id = {MODATTN_DEVICE_KIND_COUNT, 0};
+    for (int k = 0; k < MODATTN_DEVICE_KIND_COUNT; k++) {
+        const char *kn = modattn_device_kind_name((modattn_device_kind)k);
+        if (strlen(kn) == klen && strncmp(kn, name, klen) == 0) id.kind = (modattn_device_kind)k;
+    }
+    if (id.kind == MODATTN_DEVICE_KIND_COUNT)
+        return modattn_error(MODATTN_EINVAL, "unknown device '%s' (expected cpu, opencl[:N] or cuda[:N])", name);
+    if (colon) {
+        char *end;
+        long v = strtol(colon + 1, &end, 10);
+        if (!colon[1] || *end || v < 0 || v > 1000)
+            return modattn_error(MODATTN_EINVAL, "device '%s': the index after ':' must be a number from 0", name);
+        id.index = (int)v;
+    }
+    modattn_devices_init();
+    *out = modattn_device_find(id);
+    if (*out) return 0;
+    int same = 0;
+    for (int i = 0; i < g_ndev; i++) same += g_dev[i]->id.kind == id.kind;
+    if (same > 0)
+        return modattn_error(MODATTN_ENOTFOUND, "device '%s' not found: this machine has %d %s device%s (0..%d)", name,
+                             same, modattn_device_kind_name(id.kind), same == 1 ? "" : "s", same - 1);
+    const char *why = strstr(g_absent, modattn_device_kind_name(id.kind));
+    return modattn_error(MODATTN_ENOTFOUND, "device '%s' not found: %s", name,
+                         why ? why : "this build has no backend for that kind of device");
+}
+
+int modattn_device_info_get(const modattn_device_iface *dev, modattn_device_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!dev) return modattn_error(MODATTN_EINVAL, "device is NULL");
+    dev->get_info(dev->ctx, out);
+    modattn_device_format(dev->id, out->name, sizeof out->name);
+    return 0;
+}
+
+bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, char *reason, size_t len) {
+    if (len) reason[0] = '\0';
+    if ((unsigned)op >= MODATTN_OP_COUNT) {
+        snprintf(reason, len, "unknown op %d", (int)op);
+        return false;
+    }
+    if (!dev->supports_op) {
+        snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
+        return false;
+    }
+    bool ok = dev->supports_op(dev->ctx, op, reason, len);
+    if (!ok && len && !reason[0]) snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
+    return ok;
+}
+
+static int dev_error(const modattn_device_iface *dev, int st, const char *what, const char *reason) {
+    char name[32];
+    modattn_device_format(dev->id, name, sizeof name);
+    return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: %s: %s", name, what, reason[0] ? reason : modattn_strerror(st));
+}
+
+int modattn_device_synchronize(const modattn_device_iface *dev) {
+    if (!dev->synchronize) return 0;
+    char reason[256] = "";
+    int st = dev->synchronize(dev->ctx, reason, sizeof reason);
+    return st ? dev_error(dev, st, "synchronize", reason) : 0;
+}
+
+/* ---------------------------------------------------------------- accounting */
+
+static void peak_up(_Atomic int64_t *p, int64_t v) {
+    int64_t o = atomic_load(p);
+    while (v > o && !atomic_compare_exchange_weak(p, &o, v)) {
+    }
+}
+
+/* Host buffers (the CPU device) are counted by the host allocator itself; other devices here,
+ * with the budget applied to each device's total. */
+static int dev_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes, const char *what) {
+    int s = slot_of(dev);
+    char name[32];
+    modattn_device_format(dev->id, name, sizeof name);
+    if (s < 0) return modattn_error(MODATTN_EINVAL, "buffer: device %s is not one of this process's devices", name);
+    dev_mem *m = &g_mem[s];
+    int st = modattn__mem_inject(cat, bytes, name);
+    if (st) {
+        atomic_fetch_add(&m->failures, 1);
+        return modattn_error_prefix(st, "%s", what);
+    }
+    modattn_mem_stats hs;
+    modattn_mem_get_stats(&hs);
+    int64_t b = (int64_t)bytes;
+    int64_t total = atomic_fetch_add(&m->cur_total, b) + b;
+    if (hs.budget > 0 && total > hs.budget) {
+        atomic_fetch_sub(&m->cur_total, b);
+        atomic_fetch_add(&m->failures, 1);
+        modattn__mem_note_failure(MODATTN_EBUDGET);
+        return modattn_error(MODATTN_EBUDGET,
+                             "memory budget of %lld bytes exceeded on %s: %s asked for %zu bytes (%s) with %lld "
+                             "bytes already in use on that device",
+                             (long long)hs.budget, name, what, bytes, modattn_mem_category_name(cat),
+                             (long long)(total - b));
+    }
+    peak_up(&m->peak_total, total);
+    peak_up(&m->peak[cat], atomic_fetch_add(&m->cur[cat], b) + b);
+    return 0;
+}
+
+static void dev_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes) {
+    int s = slot_of(dev);
+    if (s < 0) return;
+    atomic_fetch_sub(&g_mem[s].cur[cat], (int64_t)bytes);
+    atomic_fetch_sub(&g_mem[s].cur_total, (int64_t)bytes);
+}
+
+int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out) {
+    memset(out, 0, sizeof *out);
+    int s = slot_of(dev);
+    if (s < 0) return modattn_error(MODATTN_EINVAL, "device is not one of this process's devices");
+    if (dev->id.kind == MODATTN_DEVICE_CPU) { /* host memory: the host allocator's figures */
+        modattn_mem_stats hs;
+        modattn_mem_get_stats(&hs);
+        for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++) out->current[c] = hs.current[c], out->peak[c] = hs.peak[c];
+        out->current_total = hs.current_total, out->peak_total = hs.peak_total;
+        out->allocations = hs.allocations, out->failures = hs.failures;
+        return 0;
+    }
+    dev_mem *m = &g_mem[s];
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++) out->current[c] = atomic_load(&m->cur[c]), out->peak[c] = atomic_load(&m->peak[c]);
+    out->current_total = atomic_load(&m->cur_total), out->peak_total = atomic_load(&m->peak_total);
+    out->allocations = atomic_load(&m->allocs), out->failures = atomic_load(&m->failures);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- buffers */
+
+int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
+                         modattn_buffer **out) {
+    *out = NULL;
+    if (!dev) return modattn_error(MODATTN_EINVAL, "%s: device is NULL", what);
+    if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
+    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
+    b->device = dev->id;
+    b->iface = dev;
+    b->category = (int)cat;
+    b->bytes = bytes;
+    if (bytes == 0) {
+        *out = b;
+        return 0;
+    }
+    bool host_dev = dev->id.kind == MODATTN_DEVICE_CPU;
+    int st = host_dev ? 0 : dev_reserve(dev, cat, bytes, what);
+    if (st) {
+        modattn_free(b);
+        return st;
+    }
+    char reason[256] = "";
+    st = dev->buffer_alloc(dev->ctx, bytes, cat, &b->handle, &b->host, reason, sizeof reason);
+    if (st) {
+        if (!host_dev) {
+            dev_release(dev, cat, bytes);
+            int s = slot_of(dev);
+            if (s >= 0) atomic_fetch_add(&g_mem[s].failures, 1);
+        }
+        modattn_free(b);
+        char name[32];
+        modattn_device_format(dev->id, name, sizeof name);
+        return modattn_error(st, "%s: %s of %zu bytes (%s) failed: %s", name, what, bytes, modattn_mem_category_name(cat),
+                             reason[0] ? reason : modattn_strerror(st));
+    }
+    if (!host_dev) {
+        int s = slot_of(dev);
+        if (s >= 0) atomic_fetch_add(&g_mem[s].allocs, 1);
+    }
+    *out = b;
+    return 0;
+}
+
+void modattn_buffer_free(modattn_buffer *b) {
+    if (!b) return;
+    const modattn_device_iface *dev = b->iface;
+    if (b->bytes) {
+        dev->buffer_free(dev->ctx, b->handle);
+        if (dev->id.kind != MODATTN_DEVICE_CPU) dev_release(dev, (modattn_mem_category)b->category, b->bytes);
+    }
+    modattn_free(b);
+}
+
+static int range_ok(const modattn_buffer *b, size_t off, size_t n, const char *op) {
+    if (!b) return modattn_error(MODATTN_EINVAL, "buffer %s: buffer is NULL", op);
+    if (off > b->bytes || n > b->bytes - off)
+        return modattn_error(MODATTN_ERANGE, "buffer %s: bytes [%zu, %zu + %zu) are outside the %zu-byte buffer", op, off,
+                             off, n, b->bytes);
+    return 0;
+}
+
+int modattn_buffer_write(modattn_buffer *b, size_t off, const void *src, size_t n) {
+    int st = range_ok(b, off, n, "write");
+    if (st || n == 0) return st;
+    if (b->host) {
+        memcpy((char *)b->host + off, src, n);
+        return 0;
+    }
+    char reason[256] = "";
+    st = b->iface->buffer_write(b->iface->ctx, b->handle, off, src, n, reason, sizeof reason);
+    return st ? dev_error(b->iface, st, "buffer write", reason) : 0;
+}
+
+int modattn_buffer_read(const modattn_buffer *b, size_t off, void *dst, size_t n) {
+    int st = range_ok(b, off, n, "read");
+    if (st || n == 0) return st;
+    if (b->host) {
+        memcpy(dst, (const char *)b->host + off, n);
+        return 0;
+    }
+    char reason[256] = "";
+    st = b->iface->buffer_read(b->iface->ctx, b->handle, off, dst, n, reason, sizeof reason);
+    return st ? dev_error(b->iface, st, "buffer read", reason) : 0;
+}
+
+int modattn_buffer_copy(modattn_buffer *dst, size_t doff, const modattn_buffer *src, size_t soff, size_t n) {
+    int st = range_ok(dst, doff, n, "copy (destination)");
+    if (!st) st = range_ok(src, soff, n, "copy (source)");
+    if (st || n == 0) return st;
+    if (dst->host && src->host) {
+        memmove((char *)dst->host + doff, (const char *)src->host + soff, n);
+        return 0;
+    }
+    if (dst->iface == src->iface && dst->iface->buffer_copy) {
+        char reason[256] = "";
+        st = dst->iface->buffer_copy(dst->iface->ctx, dst->handle, doff, src->handle, soff, n, reason, sizeof reason);
+        return st ? dev_error(dst->iface, st, "buffer copy", reason) : 0;
+    }
+    if (src->host) return modattn_buffer_write(dst, doff, (const char *)src->host + soff, n);
+    if (dst->host) return modattn_buffer_read(src, soff, (char *)dst->host + doff, n);
+    /* default: through the host, in pieces */
+    size_t piece = n < (1u << 20) ? n : (1u << 20);
+    char *tmp = modattn_malloc(piece, MODATTN_MEM_WORKSPACE);
+    if (!tmp) return modattn_error_prefix(modattn_mem_last_status(), "buffer copy through the host");
+    for (size_t at = 0; at < n && !st; at += piece) {
+        size_t k = n - at < piece ? n - at : piece;
+        st = modattn_buffer_read(src, soff + at, tmp, k);
+        if (!st) st = modattn_buffer_write(dst, doff + at, tmp, k);
+    }
+    modattn_free(tmp);
+    return st;
+}
+
+int modattn_buffer_fill(modattn_buffer *b, size_t off, uint8_t byte, size_t n) {
+    int st = range_ok(b, off, n, "fill");
+    if (st || n == 0) return st;
+    if (b->host) {
+        memset((char *)b->host + off, byte, n);
+        return 0;
+    }
+    if (b->iface->buffer_fill) {
+        char reason[256] = "";
+        st = b->iface->buffer_fill(b->iface->ctx, b->handle, off, byte, n, reason, sizeof reason);
+        return st ? dev_error(b->iface, st, "buffer fill", reason) : 0;
+    }
+    size_t piece = n < (1u << 20) ? n : (1u << 20);
+    char *tmp = modattn_malloc(piece, MODATTN_MEM_WORKSPACE);
+    if (!tmp) return modattn_error_prefix(modattn_mem_last_status(), "buffer fill through the host");
+    memset(tmp, byte, piece);
+    for (size_t at = 0; at < n && !st; at += piece) st = modattn_buffer_write(b, off + at, tmp, n - at < piece ? n - at : piece);
+    modattn_free(tmp);
+    return st;
+}
+
+modattn_tensor modattn_tensor_on_buffer(modattn_buffer *buf, size_t offset, modattn_dtype dtype, int64_t d0,
+                                        int64_t d1, int64_t d2, int64_t d3) {
+    modattn_tensor t = modattn_tensor_contiguous(NULL, dtype, d0, d1, d2, d3);
+    t.buffer = buf;
+    t.offset = (int64_t)offset;
+    if (buf) {
+        t.device = buf->device;
+        t.data = buf->host ? (char *)buf->host + offset : NULL;
+        size_t es = modattn_dtype_size(dtype);
+        t.capacity = es && buf->bytes > offset ? (int64_t)((buf->bytes - offset) / es) : 0;
+    }
+    return t;
+}

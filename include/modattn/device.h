@@ -1,0 +1,170 @@
+/* modattn/device.h — the device layer: where tensors live and who computes on them.
+ *
+ * A device is one table of function pointers (modattn_device_iface) plus a context pointer, in
+ * the manner of SQLite's sqlite3_io_methods and ggml's backend interface: versioned, slots only
+ * ever appended, every optional slot defaulted in one place (device/device.c). Callers never use
+ * a slot directly; they call the modattn_device_* / modattn_buffer_* wrappers below, which add
+ * the defaults, the memory accounting, tracing and argument checks.
+ *
+ * Devices are found once per process (modattn_devices_init): the CPU always, then every device
+ * of every backend built in (OpenCL: each platform's devices, in platform order). A device is
+ * named "KIND" or "KIND:N" ("cpu", "opencl:0", "cuda:1"); "KIND" alone is "KIND:0".
+ *
+ * Buffers: memory on one device, allocated through modattn's accounting (category, per-device
+ * current/peak, the --mem-budget applies to each device's total on its own). A buffer may or
+ * may not be addressable from the host: `host` is its address when it is (the CPU device), NULL
+ * when it is not (an OpenCL cl_mem, a CUDA pointer). Tensors refer to a buffer and a byte offset
+ * (modattn_tensor.buffer / .offset), so a device tensor is a tensor like any other.
+ *
+ * Ordering: every device has one in-order queue. Writes, reads, copies and computations are
+ * executed in the order they are issued; reads return when the bytes are on the host. */
+#ifndef MODATTN_DEVICE_H
+#define MODATTN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+#include "modattn/attention.h"
+#include "modattn/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MODATTN_DEVICE_API_VERSION 1u
+
+/* The encoder's coarse operations. A device says which it runs (supports_op) and why not. */
+#define MODATTN_OP_MAP(X)                                                   \
+    X(EMBED_GATHER, "embed_gather")   /* token/position/type rows -> sum */ \
+    X(LINEAR, "linear")               /* GEMM + bias                     */ \
+    X(LINEAR_GELU, "linear_gelu")     /* GEMM + bias + GELU epilogue     */ \
+    X(LINEAR_RESIDUAL, "linear_residual") /* GEMM + bias + residual add  */ \
+    X(LAYERNORM, "layernorm")                                               \
+    X(ATTENTION, "attention")         /* through the dispatcher          */ \
+    X(POOL_MEAN, "pool_mean")                                               \
+    X(POOL_CLS, "pool_cls")                                                 \
+    X(POOL_MAX, "pool_max")                                                 \
+    X(L2_NORMALIZE, "l2_normalize")
+
+typedef enum modattn_op {
+#define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
+    MODATTN_OP_MAP(MODATTN__OP_ENUM)
+#undef MODATTN__OP_ENUM
+    MODATTN_OP_COUNT
+} modattn_op;
+const char *modattn_op_name(modattn_op op);
+
+/* What `modattn devices` prints. */
+typedef struct modattn_device_info {
+    char name[32];          /* "opencl:0" */
+    char platform[128];     /* "Portable Computing Language" ("" for the CPU) */
+    char vendor[128];
+    char model[128];        /* device name */
+    char driver[128];       /* driver / platform version */
+    int64_t memory_bytes;   /* global memory */
+    int64_t max_alloc_bytes;/* largest single buffer */
+    int64_t local_mem_bytes;/* per work-group local memory (0: not applicable) */
+    int compute_units;
+    bool fp16, fp64;
+    bool host_memory;       /* buffers are host pointers */
+} modattn_device_info;
+
+/* The table a device fills in. `ctx` is passed back to every slot; `reason` buffers receive a
+ * message in words when a slot fails or refuses. Return values are 0 or a negative
+ * modattn_status. */
+typedef struct modattn_device_iface {
+    uint32_t api_version;   /* MODATTN_DEVICE_API_VERSION */
+    modattn_device id;      /* kind and index */
+    void *ctx;
+
+    /* Required. Fills the description. */
+    void (*get_info)(void *ctx, modattn_device_info *out);
+    /* Required. Allocates `bytes` (> 0) of device memory: *handle is the device's own handle
+     * (cl_mem, device pointer; the host pointer on the CPU), *host the host address or NULL.
+     * The device layer has already counted the bytes against the device's budget (except on the
+     * CPU device, whose buffers come from modattn_malloc in category `cat`). */
+    int (*buffer_alloc)(void *ctx, size_t bytes, modattn_mem_category cat, void **handle, void **host, char *reason,
+                        size_t len);
+    /* Required. Releases what buffer_alloc returned. */
+    void (*buffer_free)(void *ctx, void *handle);
+    /* Required unless every buffer has a host address. Blocking copies host <-> device. */
+    int (*buffer_write)(void *ctx, void *handle, size_t offset, const void *src, size_t bytes, char *reason, size_t len);
+    int (*buffer_read)(void *ctx, void *handle, size_t offset, void *dst, size_t bytes, char *reason, size_t len);
+    /* Optional (default: through the host in 1 MiB pieces). Device-side copy. */
+    int (*buffer_copy)(void *ctx, void *dst, size_t dst_offset, void *src, size_t src_offset, size_t bytes,
+                       char *reason, size_t len);
+    /* Optional (default: writes of a pattern-filled host block). */
+    int (*buffer_fill)(void *ctx, void *handle, size_t offset, uint8_t byte, size_t bytes, char *reason, size_t len);
+    /* Optional (default: nothing to wait for). Returns when everything queued has finished. */
+    int (*synchronize)(void *ctx, char *reason, size_t len);
+    /* Optional (default: refuses every op with "not implemented on this device"). */
+    bool (*supports_op)(void *ctx, modattn_op op, char *reason, size_t len);
+    /* Optional. Called once at process teardown (modattn_devices_shutdown). */
+    void (*shutdown)(void *ctx);
+    /* Optional escape hatch for device-specific knobs; MODATTN_EUNSUPPORTED if unknown. */
+    int (*control)(void *ctx, int op, void *arg);
+} modattn_device_iface;
+
+/* A backend folder that provides devices defines
+ *     int modattn__devices_<name>(const modattn_device_iface **out, int max, char *why, size_t len);
+ * returning how many it found (0 with `why` filled when there are none: no platform, no
+ * driver). The device layer calls it once. */
+
+/* ---- finding devices */
+
+/* Finds the devices once (thread-safe, idempotent). Never fails: a backend that finds nothing
+ * records why (modattn_device_absent_reasons). */
+void modattn_devices_init(void);
+/* Releases every device (their queues and contexts). Buffers must all have been freed. */
+void modattn_devices_shutdown(void);
+int modattn_device_count(void);
+const modattn_device_iface *modattn_device_get(int i);
+/* The device with this identity, or NULL. */
+const modattn_device_iface *modattn_device_find(modattn_device id);
+/* Parse "cpu", "opencl", "opencl:1", "cuda:0" into an identity and look it up. Errors:
+ * MODATTN_EINVAL (a name that is no device kind, a bad index) or MODATTN_ENOTFOUND (no such
+ * device here: the message says what was found, or why none was). */
+int modattn_device_lookup(const char *name, const modattn_device_iface **out);
+/* "opencl: no OpenCL platform found (clGetPlatformIDs: -1001 CL_PLATFORM_NOT_FOUND_KHR)" for
+ * each built-in backend that found no device; "" if none. */
+const char *modattn_device_absent_reasons(void);
+/* "cpu", "opencl:0" */
+void modattn_device_format(modattn_device id, char *buf, size_t len);
+int modattn_device_info_get(const modattn_device_iface *dev, modattn_device_info *out);
+/* Does the device run op? false with the reason (the default for an op it does not list). */
+bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, char *reason, size_t len);
+int modattn_device_synchronize(const modattn_device_iface *dev);
+
+/* ---- buffers */
+
+/* Allocates `bytes` on `dev` in category `cat`, counted for that device (and against the budget,
+ * per device). Errors: MODATTN_EBUDGET / MODATTN_ENOMEM with a message naming the device, the
+ * buffer (`what`, a short label such as "attention workspace") and the bytes asked.
+ * Ownership: release with modattn_buffer_free(). bytes == 0 gives a valid empty buffer. */
+int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
+                         modattn_buffer **out);
+void modattn_buffer_free(modattn_buffer *buf); /* NULL is fine */
+/* Blocking transfers; offsets and sizes are checked against the buffer (MODATTN_ERANGE). */
+int modattn_buffer_write(modattn_buffer *buf, size_t offset, const void *src, size_t bytes);
+int modattn_buffer_read(const modattn_buffer *buf, size_t offset, void *dst, size_t bytes);
+int modattn_buffer_copy(modattn_buffer *dst, size_t dst_offset, const modattn_buffer *src, size_t src_offset,
+                        size_t bytes);
+int modattn_buffer_fill(modattn_buffer *buf, size_t offset, uint8_t byte, size_t bytes);
+
+/* A contiguous row-major view of [d0, d1, d2, d3] starting `offset` bytes into `buf`. */
+modattn_tensor modattn_tensor_on_buffer(modattn_buffer *buf, size_t offset, modattn_dtype dtype, int64_t d0,
+                                        int64_t d1, int64_t d2, int64_t d3);
+
+/* Memory held on each device, per category, like modattn_mem_get_stats() for the host. */
+typedef struct modattn_device_mem_stats {
+    int64_t current[MODATTN_MEM_CATEGORY_COUNT];
+    int64_t peak[MODATTN_MEM_CATEGORY_COUNT];
+    int64_t current_total, peak_total;
+    uint64_t allocations, failures;
+} modattn_device_mem_stats;
+int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
