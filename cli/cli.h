@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "modattn/modattn.h"
+#include "modattn/model.h"
 
 /* Options every subcommand accepts, before or after its name. */
 typedef struct cli_globals {
@@ -16,6 +17,7 @@ typedef struct cli_globals {
     bool stats;            /* --stats */
     bool json_stats;       /* --stats with the command's --json: stats as one JSON line */
     int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
+    const char *device;    /* --device D or $MODATTN_DEVICE (NULL: the CPU), checked by main */
     const char *prog;      /* argv[0] */
     modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */
 } cli_globals;
@@ -42,6 +44,10 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv);
 int cli_cmd_embed(cli_globals *g, int argc, char **argv);
 int cli_cmd_index(cli_globals *g, int argc, char **argv);
 int cli_cmd_search(cli_globals *g, int argc, char **argv);
+int cli_cmd_devices(cli_globals *g, int argc, char **argv);
+
+/* Load the model in dir on the global --device (the CPU when none). (cli/cmd_devices.c) */
+int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out);
 
 /* The model directory: `given` (--model) if not NULL, else $MODATTN_MODEL, else
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.

@@ -30,7 +30,7 @@ static void embed_usage(FILE *f) {
             "  --batch-tokens N   padded tokens per batch (default %d)\n"
             "  -                  read texts from stdin, one per line\n"
             "  -h, --help         this help\n"
-            "global options --attn, --threads, --trace, --stats, --mem-budget apply.\n",
+            "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n",
             MODATTN_MODEL_DEFAULT_BATCH_TOKENS);
 }
 
@@ -228,7 +228,7 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
         return 1;
     }
     modattn_model *m = NULL;
-    int st = modattn_model_load(ctx, model_dir, &m);
+    int st = cli_load_model(g, ctx, model_dir, &m);
     if (st) {
         free(texts);
         return cli_fail("loading the model", st);

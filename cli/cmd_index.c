@@ -49,7 +49,7 @@ static void index_usage(FILE *f) {
             "  -h, --help           this help\n\n"
             "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
             "stopped (store, model, memory); 2 usage error.\n"
-            "global options --attn, --threads, --trace, --stats, --mem-budget apply.\n");
+            "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
 }
 
 typedef struct index_ui {
@@ -209,7 +209,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
     modattn_model *model = NULL;
     modattn_store *store = NULL;
-    int st = modattn_model_load(ctx, model_dir, &model);
+    int st = cli_load_model(g, ctx, model_dir, &model);
     if (st) {
         free(paths);
         return cli_fail("loading the model", st);

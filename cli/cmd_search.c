@@ -29,7 +29,7 @@ static void search_usage(FILE *f) {
             "  --json        {\"results\": [{\"rank\", \"score\", \"path\", \"start\", \"end\", \"line\",\n"
             "                \"page\", \"text\"}, ...]} with each chunk's whole text\n"
             "  -h, --help    this help\n"
-            "global options --attn, --threads, --trace, --stats, --mem-budget apply.\n");
+            "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
 }
 
 /* The chunk's text on one line, whitespace collapsed, cut at a character boundary. */
@@ -147,7 +147,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     char mbuf[PATH_MAX + 64];
     model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
-    if ((st = modattn_model_load(ctx, model_dir, &model))) {
+    if ((st = cli_load_model(g, ctx, model_dir, &model))) {
         modattn_store_close(store);
         free(query);
         return cli_fail("loading the model", st);

@@ -19,6 +19,7 @@ static const cli_command k_commands[] = {
     {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
     {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
+    {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL), their memory, and what runs on each"},
 };
 
 static void usage(FILE *f, const char *prog) {
@@ -33,6 +34,8 @@ static void usage(FILE *f, const char *prog) {
             "  --attn POLICY      attention policy: auto (default), an implementation name, or a\n"
             "                     comma-separated preference list (see `modattn backends`)\n"
             "  --threads N        worker threads (default: all CPUs)\n"
+            "  --device D         where models run: cpu (default), opencl[:N] (also $MODATTN_DEVICE;\n"
+            "                     see `modattn devices`)\n"
             "  --trace FILE       write a Chrome/Perfetto trace of the run to FILE\n"
             "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes)\n"
             "  --stats            at exit, print per-implementation calls, time, GFLOP/s and fallbacks,\n"
@@ -64,8 +67,24 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
                             json_pack("{s:I, s:I}", "current", (json_int_t)m.current[c], "peak", (json_int_t)m.peak[c]));
     json_object_set_new(mem, "total", json_pack("{s:I, s:I}", "current", (json_int_t)m.current_total, "peak",
                                                 (json_int_t)m.peak_total));
-    json_t *root = json_pack("{s:o, s:o, s:I}", "implementations", impls, "memory", mem, "fallbacks",
-                             (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
+    json_t *devmem = json_object();
+    for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host */
+        const modattn_device_iface *dev = modattn_device_get(d);
+        modattn_device_mem_stats ds;
+        modattn_device_mem_get_stats(dev, &ds);
+        if (ds.allocations == 0 && ds.failures == 0) continue;
+        char name[32];
+        modattn_device_format(dev->id, name, sizeof name);
+        json_t *o = json_object();
+        for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+            json_object_set_new(o, modattn_mem_category_name((modattn_mem_category)c),
+                                json_pack("{s:I, s:I}", "current", (json_int_t)ds.current[c], "peak", (json_int_t)ds.peak[c]));
+        json_object_set_new(o, "total", json_pack("{s:I, s:I}", "current", (json_int_t)ds.current_total, "peak",
+                                                  (json_int_t)ds.peak_total));
+        json_object_set_new(devmem, name, o);
+    }
+    json_t *root = json_pack("{s:o, s:o, s:o, s:I}", "implementations", impls, "memory", mem, "device_memory", devmem,
+                             "fallbacks", (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
     char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
     if (modattn_json_take_failure() != 0 || !txt) cli_fail("--stats: writing JSON", MODATTN_ENOMEM);
@@ -100,6 +119,19 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c), (long long)m.current[c],
                 (long long)m.peak[c]);
     fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)m.current_total, (long long)m.peak_total);
+    for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host, if used */
+        const modattn_device_iface *dev = modattn_device_get(d);
+        modattn_device_mem_stats ds;
+        modattn_device_mem_get_stats(dev, &ds);
+        if (ds.allocations == 0 && ds.failures == 0) continue;
+        char name[32];
+        modattn_device_format(dev->id, name, sizeof name);
+        fprintf(f, "device memory on %s (bytes):\n  %-12s %14s %14s\n", name, "category", "current", "peak");
+        for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+            fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c),
+                    (long long)ds.current[c], (long long)ds.peak[c]);
+        fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)ds.current_total, (long long)ds.peak_total);
+    }
 }
 
 bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
@@ -129,7 +161,7 @@ int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
 static int take_global(cli_globals *g, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     const char *val = NULL;
-    const char *names[] = {"--attn", "--threads", "--trace", "--mem-budget"};
+    const char *names[] = {"--attn", "--threads", "--trace", "--mem-budget", "--device"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         size_t n = strlen(names[k]);
         if (strncmp(a, names[k], n) != 0) continue;
@@ -151,6 +183,7 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
             }
             g->threads = (int)t;
         } else if (k == 2) g->trace = val;
+        else if (k == 4) g->device = val;
         else {
             if (modattn_parse_bytes(val, &g->mem_budget) != 0) {
                 fprintf(stderr, "modattn: --mem-budget: %s\n", modattn_last_error());
@@ -214,11 +247,26 @@ int main(int argc, char **argv) {
     }
     for (int i = 1; i < nrest; i++)
         if (strcmp(rest[i], "--json") == 0) g.json_stats = true; /* --stats --json: stats as JSON too */
+    if (!g.device) {
+        const char *e = getenv("MODATTN_DEVICE");
+        if (e && *e) g.device = e;
+    }
+    if (g.device && strcmp(cmd->name, "devices") != 0) { /* a wrong --device fails before any work */
+        const modattn_device_iface *dev;
+        int dst = modattn_device_lookup(g.device, &dev);
+        if (dst) {
+            int code = dst == MODATTN_EINVAL ? 2 : 1;
+            fprintf(stderr, "modattn: --device: %s\n", modattn_last_error());
+            free(rest);
+            return code;
+        }
+    }
     if (g.mem_budget > 0) modattn_mem_set_budget(g.mem_budget);
     if (g.trace) modattn_trace_enable(true);
     int rc = cmd->fn(&g, nrest, rest);
     if (g.stats) cli_print_stats(&g, stderr);
     modattn_ctx_free(g.ctx);
+    modattn_devices_shutdown();
     if (g.trace) {
         if (modattn_trace_write_json(g.trace) != 0) rc = cli_fail("trace", MODATTN_EIO);
         modattn_trace_clear();

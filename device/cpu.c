@@ -63,6 +63,7 @@ static const modattn_device_iface k_cpu = {
     /* .supports_op  = */ cpu_supports_op,
     /* .shutdown     = */ NULL,
     /* .control      = */ NULL,
+    /* .ops          = */ NULL, /* host memory: the model's host engine computes the ops */
 };
 
 const modattn_device_iface *modattn__device_cpu(void) { return &k_cpu; }

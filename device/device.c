@@ -182,6 +182,50 @@ int modattn_device_synchronize(const modattn_device_iface *dev) {
     return st ? dev_error(dev, st, "synchronize", reason) : 0;
 }
 
+int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
+    if (!dev->control) return modattn_error(MODATTN_EUNSUPPORTED, "device control %d: the device has none", op);
+    return dev->control(dev->ctx, op, arg);
+}
+
+/* Runs one encoder op: the device must have it and say yes to it. */
+#define RUN_OP(dev, slot, opcode, args)                                                                  \
+    do {                                                                                                 \
+        char reason_[256] = "", name_[32];                                                               \
+        modattn_device_format((dev)->id, name_, sizeof name_);                                          \
+        if (!(dev)->ops || !(dev)->ops->slot || !modattn_device_supports_op(dev, opcode, reason_, sizeof reason_)) \
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s does not run the encoder op '%s': %s", name_,  \
+                                 modattn_op_name(opcode), reason_[0] ? reason_ : "no such slot");       \
+        uint64_t t0_ = modattn_trace_begin();                                                            \
+        int st_ = (dev)->ops->slot((dev)->ctx, args, reason_, sizeof reason_);                           \
+        modattn_trace_end(t0_, "device." #slot, name_[0] == 'o' ? "opencl" : "device", "", 0, 0);        \
+        if (st_) return modattn_error(st_ < 0 ? st_ : MODATTN_EDEVICE, "%s: %s: %s", name_, modattn_op_name(opcode), \
+                                      reason_[0] ? reason_ : modattn_strerror(st_));                    \
+        return 0;                                                                                        \
+    } while (0)
+
+int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
+    RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a);
+}
+
+int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a) {
+    modattn_op code = a->gamma ? MODATTN_OP_LINEAR_RESIDUAL : a->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU : MODATTN_OP_LINEAR;
+    if (a->gamma) { /* the LayerNorm after it is an op of its own too */
+        char r[256];
+        if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r))
+            return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
+    }
+    RUN_OP(dev, linear, code, a);
+}
+
+int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a) {
+    if (a->normalize) {
+        char r[256];
+        if (!modattn_device_supports_op(dev, MODATTN_OP_L2_NORMALIZE, r, sizeof r))
+            return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'l2_normalize': %s", r);
+    }
+    RUN_OP(dev, pool, a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN, a);
+}
+
 /* ---------------------------------------------------------------- accounting */
 
 static void peak_up(_Atomic int64_t *p, int64_t v) {

@@ -55,6 +55,10 @@ struct modattn_model {
     size_t nowned;
     size_t batch_tokens;
     size_t gemm_scratch; /* largest scratch of any plan, rounded up to MODATTN_ALIGN */
+    /* a device with its own memory (modattn_model_load_ex): the weights live there and every
+     * batch runs there (encoder_device.c); NULL: the host engine below */
+    const modattn_device_iface *dev;
+    modattn__dev_model *dm;
 };
 
 /* ------------------------------------------------------------------ loading */
@@ -169,6 +173,7 @@ static int load_weights(modattn_model *m) {
         memcpy(L->bqkv, bq, (size_t)H * sizeof(float));
         memcpy(L->bqkv + H, bk, (size_t)H * sizeof(float));
         memcpy(L->bqkv + 2 * H, bv, (size_t)H * sizeof(float));
+        if (m->dev) continue; /* the device's GEMMs take the weights as they are */
         /* the strides are the arena's (see arena_bind): x and att [.., H], big [.., max(3H, I)] */
         if ((st = modattn__gemm_plan_create(L->wqkv, 3 * H, H, H, 3 * H, false, &L->pqkv)) ||
             (st = modattn__gemm_plan_create(L->wo, H, H, H, H, true, &L->po)) ||
@@ -199,13 +204,45 @@ static const char *base_name(const char *dir) {
 }
 
 int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
+    return modattn_model_load_ex(ctx, dir, NULL, out);
+}
+
+/* Uploads the weights to the model's device (after load_weights: wqkv are the host copies). */
+static int upload_to_device(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    modattn__layer_weights *lw = modattn_calloc((size_t)c->layers, sizeof *lw, MODATTN_MEM_OTHER);
+    if (!lw) return modattn_mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        const layer_w *L = &m->layers[l];
+        lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
+                                         L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
+    }
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw, &m->dm);
+    modattn_free(lw);
+    if (st) return st;
+    for (int l = 0; l < c->layers; l++) { /* the device holds them now */
+        modattn_free(m->layers[l].wqkv);
+        modattn_free(m->layers[l].bqkv);
+        m->layers[l].wqkv = m->layers[l].bqkv = NULL;
+    }
+    return 0;
+}
+
+int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                          modattn_model **out) {
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
     *out = NULL;
     if (!ctx || !dir || !*dir)
         return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+    const modattn_device_iface *dev = NULL;
+    if (opt && opt->device && *opt->device) {
+        int dst = modattn_device_lookup(opt->device, &dev);
+        if (dst) return dst;
+    }
     modattn_model *m = modattn_calloc(1, sizeof *m, MODATTN_MEM_OTHER);
     if (!m) return modattn_mem_last_status();
     m->ctx = ctx;
+    m->dev = dev && dev->ops ? dev : NULL; /* the CPU device is the host engine */
     m->batch_tokens = MODATTN_MODEL_DEFAULT_BATCH_TOKENS;
     int st = 0;
     m->dir = modattn_strdup(dir, MODATTN_MEM_OTHER);
@@ -225,6 +262,7 @@ int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
         }
     }
     if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
+    if (m->dev && (st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name))) goto fail;
     char path[MODATTN__PATH_MAX];
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "model.safetensors")))
         goto fail;
@@ -234,6 +272,7 @@ int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
         goto fail;
     }
     if ((st = load_weights(m))) goto fail;
+    if (m->dev && (st = upload_to_device(m))) goto fail;
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "tokenizer.json")))
         goto fail;
     if ((st = modattn_tokenizer_load(path, &m->tok))) goto fail;
@@ -263,7 +302,7 @@ int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
     snprintf(in->weights_hash, sizeof in->weights_hash, "%016llx",
              (unsigned long long)in->weights_xxh3);
     in->weights_bytes = m->st->len;
-    in->device = (modattn_device){MODATTN_DEVICE_CPU, 0};
+    in->device = m->dev ? m->dev->id : (modattn_device){MODATTN_DEVICE_CPU, 0};
     *out = m;
     return 0;
 fail:
@@ -273,6 +312,7 @@ fail:
 
 void modattn_model_free(modattn_model *m) {
     if (!m) return;
+    modattn__dev_model_free(m->dm);
     if (m->layers) {
         for (int l = 0; l < m->cfg.layers; l++) {
             layer_w *L = &m->layers[l];
@@ -684,17 +724,23 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
         if (e - s > max_B) max_B = e - s;
         s = e;
     }
-    const size_t nf = arena_floats(c, (int64_t)max_T);
+    const bool on_dev = m->dm != NULL;
+    modattn__dev_arena *da = NULL;
+    if (on_dev && (st = modattn__dev_arena_create(m->dm, (int64_t)max_T, (int64_t)max_B, &da))) {
+        modattn_free(keys);
+        return st;
+    }
+    const size_t nf = on_dev ? 1 : arena_floats(c, (int64_t)max_T); /* the host arena is the device's there */
     float *base = modattn_calloc(nf, sizeof(float), MODATTN_MEM_ACTIVATIONS);
     int32_t *bids = modattn_calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     int32_t *blens = modattn_calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     float **outs = modattn_calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
     const modattn_exec *ex = modattn_ctx_exec(m->ctx);
     const size_t nth = ex && ex->nthreads > 1 ? (size_t)ex->nthreads : 1;
-    char *scratch = m->gemm_scratch
+    char *scratch = m->gemm_scratch && !on_dev
                         ? modattn_malloc(nth * m->gemm_scratch, MODATTN_MEM_WORKSPACE)
                         : NULL;
-    if (!base || !bids || !blens || !outs || (m->gemm_scratch && !scratch)) {
+    if (!base || !bids || !blens || !outs || (m->gemm_scratch && !on_dev && !scratch)) {
         st = modattn_mem_last_status();
         goto done;
     }
@@ -710,11 +756,15 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
             blens[b] = (int32_t)len;
             outs[b] = out + i * c->dim;
         }
-        arena a;
-        arena_bind(c, base, (int64_t)(B * S), &a);
-        a.scratch = scratch;
         uint64_t tb = modattn_trace_begin(); /* span: one batch, padded to its longest text */
-        st = forward(m, &a, (int64_t)B, (int64_t)S, bids, blens, outs);
+        if (on_dev) {
+            st = modattn__dev_forward(m->dm, m->ctx, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
+        } else {
+            arena a;
+            arena_bind(c, base, (int64_t)(B * S), &a);
+            a.scratch = scratch;
+            st = forward(m, &a, (int64_t)B, (int64_t)S, bids, blens, outs);
+        }
         if (tb) {
             char shape[64];
             snprintf(shape, sizeof shape, "B=%zu S=%zu", B, S);
@@ -723,6 +773,7 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
         s = e;
     }
 done:
+    modattn__dev_arena_free(da);
     modattn_free(scratch);
     modattn_free(outs);
     modattn_free(blens);

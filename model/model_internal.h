@@ -83,6 +83,41 @@ void modattn__bias_add(float *y, const float *bias, int64_t n);
 void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
                               int64_t n, double eps);
 
+/* ---- the forward pass on a device with its own memory (encoder_device.c): weights uploaded once
+ * at load, activations kept on the device through every layer; per batch only ids and lengths
+ * go in and the pooled vectors come out. Every op goes through the device layer's wrappers
+ * (modattn/device.h) and attention through the dispatcher, on buffer-form tensors. */
+#include "modattn/device.h"
+
+typedef struct modattn__layer_weights {
+    const float *wqkv, *bqkv;   /* [3H, H], [3H] */
+    const float *wo, *bo;       /* [H, H], [H] */
+    const float *ln1_g, *ln1_b; /* [H] */
+    const float *w1, *b1;       /* [I, H], [I] */
+    const float *w2, *b2;       /* [H, I], [H] */
+    const float *ln2_g, *ln2_b; /* [H] */
+} modattn__layer_weights;
+
+typedef struct modattn__dev_model modattn__dev_model;
+typedef struct modattn__dev_arena modattn__dev_arena;
+
+/* The ops this model needs on `dev`, each asked of the device (supports_op) and attention of the
+ * dispatcher (an implementation on the device that takes the model's shape): MODATTN_EUNSUPPORTED
+ * naming the first op the device does not run and why. */
+int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
+                             const char *model_name);
+/* Uploads the weights (device memory, category weights). Ownership: modattn__dev_model_free. */
+int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
+                              const float *pos, const float *type0, const float *emb_g, const float *emb_b,
+                              const modattn__layer_weights *layers, modattn__dev_model **out);
+void modattn__dev_model_free(modattn__dev_model *dm);
+/* Activation buffers for batches of up to max_T padded tokens in max_B rows. */
+int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out);
+void modattn__dev_arena_free(modattn__dev_arena *a);
+/* One batch: B rows padded to S (ids [B*S], lens [B]); pooled vectors to outs[b][0..dim). */
+int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_arena *a, int64_t B, int64_t S,
+                         const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name);
+
 /* "onednn" or "openblas". */
 const char *modattn__gemm_name(void);
 

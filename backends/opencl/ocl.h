@@ -30,6 +30,8 @@ typedef struct ocl_dev {
     int nprograms;
     char build_error[1024];     /* the first failed build's log (for `devices` and errors) */
     /* monotonic host time minus device time, for trace spans on the host's time axis */
+    bool clblast_tuned;         /* our Xgemm parameters replace CLBlast's defaults (CPU devices) */
+    unsigned disabled_ops;      /* bits of modattn_op refused on request (control) */
     bool clock_known;
     int64_t clock_offset_ns;
 } ocl_dev;
@@ -59,6 +61,11 @@ int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *i
 bool modattn__ocl_common_supports(const modattn_attn_desc *d, char *reason, size_t len);
 int modattn__ocl_upload_kvl(ocl_dev *dev, const modattn_attn_desc *d, const modattn_attn_call *c, void *workspace,
                             cl_mem *out, char *reason, size_t len);
+
+/* The encoder's ops on OpenCL (ocl_encoder.c). */
+const modattn_encoder_ops *modattn__ocl_encoder_ops(void);
+/* CLBlast parameters for CPU-type devices (ocl_encoder.c). */
+void modattn__ocl_tune_clblast(ocl_dev *d);
 
 /* The cl_mem of a tensor in buffer form. */
 static inline cl_mem modattn__ocl_mem(const modattn_tensor *t) { return t->buffer ? (cl_mem)t->buffer->handle : NULL; }

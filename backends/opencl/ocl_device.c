@@ -112,10 +112,29 @@ static int ocl_sync(void *ctx, char *reason, size_t len) {
 }
 
 static bool ocl_supports_op(void *ctx, modattn_op op, char *reason, size_t len) {
-    (void)ctx;
-    if (op == MODATTN_OP_ATTENTION) return true;
-    snprintf(reason, len, "'%s' is not implemented on OpenCL yet (only attention is)", modattn_op_name(op));
-    return false;
+    ocl_dev *d = ctx;
+    if ((unsigned)op < MODATTN_OP_COUNT && (d->disabled_ops & (1u << op))) {
+        snprintf(reason, len, "'%s' disabled by request (MODATTN_DEVICE_CONTROL_DISABLE_OP)", modattn_op_name(op));
+        return false;
+    }
+#ifndef MODATTN_HAVE_CLBLAST
+    if (op == MODATTN_OP_LINEAR || op == MODATTN_OP_LINEAR_GELU || op == MODATTN_OP_LINEAR_RESIDUAL) {
+        snprintf(reason, len, "'%s' needs CLBlast (libclblast-dev), which this build lacks", modattn_op_name(op));
+        return false;
+    }
+#endif
+    return (unsigned)op < MODATTN_OP_COUNT;
+}
+
+static int ocl_control(void *ctx, int op, void *arg) {
+    ocl_dev *d = ctx;
+    if (op == MODATTN_DEVICE_CONTROL_DISABLE_OP && arg) {
+        int o = *(const int *)arg;
+        if (o < 0 || o >= MODATTN_OP_COUNT) return modattn_error(MODATTN_EINVAL, "unknown op %d", o);
+        d->disabled_ops |= 1u << o;
+        return 0;
+    }
+    return MODATTN_EUNSUPPORTED;
 }
 
 static void ocl_shutdown(void *ctx) {
@@ -161,7 +180,8 @@ static const modattn_device_iface k_template = {
     /* .synchronize  = */ ocl_sync,
     /* .supports_op  = */ ocl_supports_op,
     /* .shutdown     = */ ocl_shutdown,
-    /* .control      = */ NULL,
+    /* .control      = */ ocl_control,
+    /* .ops          = */ NULL, /* set in setup_device: modattn__ocl_encoder_ops() */
 };
 
 static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int index, char *why, size_t len) {
@@ -180,12 +200,13 @@ static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int i
     d->iface = k_template;
     d->iface.id.index = index;
     d->iface.ctx = d;
+    d->iface.ops = modattn__ocl_encoder_ops();
     modattn_device_info *in = &d->info;
     clGetPlatformInfo(plat, CL_PLATFORM_NAME, sizeof in->platform, in->platform, NULL);
     in->platform[sizeof in->platform - 1] = '\0';
     str_info(dev, CL_DEVICE_VENDOR, in->vendor, sizeof in->vendor);
     str_info(dev, CL_DEVICE_NAME, in->model, sizeof in->model);
-    char drv[64], ver[64];
+    char drv[96], ver[160];
     str_info(dev, CL_DRIVER_VERSION, drv, sizeof drv);
     str_info(dev, CL_DEVICE_VERSION, ver, sizeof ver);
     snprintf(in->driver, sizeof in->driver, "%s (%s)", drv, ver);
@@ -198,6 +219,7 @@ static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int i
     in->fp16 = has_ext(dev, "cl_khr_fp16");
     in->fp64 = has_ext(dev, "cl_khr_fp64");
     in->host_memory = false;
+    modattn__ocl_tune_clblast(d);
     return 0;
 }
 
@@ -332,14 +354,14 @@ int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char 
     h = fnv1a(h, d->info.platform, strlen(d->info.platform));
     h = fnv1a(h, d->info.model, strlen(d->info.model));
     h = fnv1a(h, d->info.driver, strlen(d->info.driver));
-    h = fnv1a(h, modattn__ocl_attention_src, sizeof modattn__ocl_attention_src);
+    h = fnv1a(h, modattn__ocl_kernels_src, sizeof modattn__ocl_kernels_src);
     h = fnv1a(h, options, strlen(options));
     char dir[1024], path[1100];
     cache_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/attention-%016llx.bin", dir, (unsigned long long)h);
+    snprintf(path, sizeof path, "%s/kernels-%016llx.bin", dir, (unsigned long long)h);
     cl_program prog = dir[0] ? load_cached(d, path) : NULL;
     if (!prog) {
-        const char *src = modattn__ocl_attention_src;
+        const char *src = modattn__ocl_kernels_src;
         cl_int err;
         prog = clCreateProgramWithSource(d->context, 1, &src, NULL, &err);
         if (!prog) {

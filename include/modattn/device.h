@@ -69,6 +69,61 @@ typedef struct modattn_device_info {
     bool host_memory;       /* buffers are host pointers */
 } modattn_device_info;
 
+/* ---- the encoder's ops on a device (slots of modattn_encoder_ops). Every buffer is on the
+ * device that runs the op; activations are token-major [B*S, H] with row b*S+i = token i of
+ * batch row b; rows with i >= lens[b] are padding and are written as zeros. */
+typedef enum modattn_act {
+    MODATTN_ACT_NONE = 0,
+    MODATTN_ACT_GELU_ERF,   /* x/2 (1 + erf(x/sqrt 2)) */
+    MODATTN_ACT_GELU_TANH,  /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    MODATTN_ACT_RELU,
+} modattn_act;
+
+/* x[r] = LayerNorm(word[ids[r]] + pos[i] + type0) * gamma + beta */
+typedef struct modattn_op_embed_args {
+    const modattn_buffer *ids, *lens;  /* int32 [B*S], int32 [B] */
+    const modattn_buffer *word, *pos, *type0, *gamma, *beta; /* [V,H], [P,H], [H], [H], [H] */
+    modattn_buffer *x;                 /* [B*S, H] */
+    int64_t B, S, H;
+    float eps;
+} modattn_op_embed_args;
+
+/* y[r, 0..N) = (accumulate ? y[r] : 0) + a[r] . w^T + bias, then act, then (if gamma)
+ * LayerNorm(y[r]) * gamma + beta; padding rows zero. */
+typedef struct modattn_op_linear_args {
+    const modattn_buffer *a; int64_t lda;   /* [rows, K] */
+    const modattn_buffer *w;                /* [N, K] (a PyTorch Linear's weight) */
+    const modattn_buffer *bias;             /* [N] */
+    modattn_buffer *y; int64_t ldy;         /* [rows, N] */
+    int64_t rows, N, K;
+    bool accumulate;                        /* the residual: y already holds it */
+    modattn_act act;
+    const modattn_buffer *gamma, *beta;     /* LayerNorm after (NULL: none) */
+    float eps;
+    const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
+} modattn_op_linear_args;
+
+/* out[b] = the pooling modes' vectors of x's rows 0..lens[b]) concatenated, in
+ * sentence-transformers' order (cls, max, mean, mean_sqrt_len, weightedmean, lasttoken; bits
+ * as modattn_pooling in modattn/model.h), then L2-normalised if `normalize`. */
+typedef struct modattn_op_pool_args {
+    const modattn_buffer *x, *lens;         /* [B*S, H], int32 [B] */
+    int64_t B, S, H;
+    unsigned modes;
+    bool normalize;
+    modattn_buffer *out;                    /* [B, dim] */
+    int64_t dim;
+} modattn_op_pool_args;
+
+/* A device that computes the encoder's ops on its own memory fills these in. A device without
+ * them (ops == NULL) has host memory, and the model computes on it with its host engine (the
+ * CPU device). Attention is never here: it goes through the dispatcher. */
+typedef struct modattn_encoder_ops {
+    int (*embed)(void *ctx, const modattn_op_embed_args *a, char *reason, size_t len);
+    int (*linear)(void *ctx, const modattn_op_linear_args *a, char *reason, size_t len);
+    int (*pool)(void *ctx, const modattn_op_pool_args *a, char *reason, size_t len);
+} modattn_encoder_ops;
+
 /* The table a device fills in. `ctx` is passed back to every slot; `reason` buffers receive a
  * message in words when a slot fails or refuses. Return values are 0 or a negative
  * modattn_status. */
@@ -103,7 +158,16 @@ typedef struct modattn_device_iface {
     void (*shutdown)(void *ctx);
     /* Optional escape hatch for device-specific knobs; MODATTN_EUNSUPPORTED if unknown. */
     int (*control)(void *ctx, int op, void *arg);
+    /* Optional: the encoder's ops on this device's memory (see modattn_encoder_ops). */
+    const modattn_encoder_ops *ops;
 } modattn_device_iface;
+
+/* control() ops every device may answer. */
+enum {
+    /* arg: const int *op (a modattn_op): from now on supports_op refuses it, "disabled by
+     * request" (tests of the refusal paths). */
+    MODATTN_DEVICE_CONTROL_DISABLE_OP = 1,
+};
 
 /* A backend folder that provides devices defines
  *     int modattn__devices_<name>(const modattn_device_iface **out, int max, char *why, size_t len);
@@ -134,6 +198,14 @@ int modattn_device_info_get(const modattn_device_iface *dev, modattn_device_info
 /* Does the device run op? false with the reason (the default for an op it does not list). */
 bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, char *reason, size_t len);
 int modattn_device_synchronize(const modattn_device_iface *dev);
+int modattn_device_control(const modattn_device_iface *dev, int op, void *arg);
+
+/* The encoder's ops (wrappers: argument checks, the op's trace span named "device.<op>" on the
+ * calling thread; the device's own spans go on its track). MODATTN_EUNSUPPORTED, naming the op
+ * and the device, when the device does not run it. */
+int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
+int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
+int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
 
 /* ---- buffers */
 

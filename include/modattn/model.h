@@ -65,8 +65,8 @@ typedef struct modattn_model_info {
     uint64_t weights_xxh3;   /* XXH3_64bits of model.safetensors (store compatibility checks) */
     char weights_hash[17];   /* the same, 16 lowercase hex digits */
     uint64_t weights_bytes;  /* size of model.safetensors */
-    modattn_device device;   /* where the weights and the whole forward pass live (the CPU
-                              * today; the GEMMs, norms and attention all run there) */
+    modattn_device device;   /* where the weights and the whole forward pass live (the GEMMs,
+                              * norms, pooling and attention all run there) */
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -76,6 +76,22 @@ typedef struct modattn_model_info {
  * Ownership: free with modattn_model_free(). */
 int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out);
 void modattn_model_free(modattn_model *model); /* NULL is fine */
+
+/* Where and how to load. Zero-initialise, then fill in. */
+typedef struct modattn_model_options {
+    /* "cpu" (or NULL / ""): the host engine; "opencl[:N]", ...: a device with its own memory.
+     * The model refuses to load on a device that lacks an op it needs (MODATTN_EUNSUPPORTED,
+     * naming the op and the device's reason): no op is ever run elsewhere silently. On such a
+     * device the weights are uploaded once, activations stay on the device, and each batch
+     * sends only token ids and lengths and reads back the pooled vectors. Attention runs
+     * through ctx's dispatcher, among the implementations on that device. */
+    const char *device;
+} modattn_model_options;
+
+/* modattn_model_load with options (NULL: the defaults). Errors of modattn_model_load, and
+ * MODATTN_EINVAL / MODATTN_ENOTFOUND for a device name that is wrong or not here. */
+int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                          modattn_model **out);
 
 /* Owned by the model; valid until modattn_model_free. */
 const modattn_model_info *modattn_model_get_info(const modattn_model *model);
