@@ -213,7 +213,8 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             printf("usage: modattn explain --shape B,Hq,Hkv,Sq,Sk,D [--causal] [--attn POLICY] [--json]\n\n"
-                   "Shows, for contiguous fp32 CPU tensors of that shape, what the dispatcher would do under the\n"
+                   "Shows, for contiguous fp32 tensors of that shape on the --device (default: the CPU), what\n"
+                   "the dispatcher would do under the\n"
                    "policy: the chosen implementation, the capable ones in the order they would be tried if\n"
                    "it failed, and every refusal with the implementation's own reason.\n"
                    "With --attn tune it first runs the shape once on random data, so the capable implementations\n"
@@ -242,6 +243,10 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
     modattn_ctx *ctx;
     if (cli_open_ctx(g, &ctx)) return 1;
     modattn_attn_desc d = modattn_attn_desc_make(v[0], v[1], v[2], v[3], v[4], v[5], causal);
+    if (g->device) { /* main() has checked the name */
+        const modattn_device_iface *dev;
+        if (modattn_device_lookup(g->device, &dev) == 0) d.device = dev->id;
+    }
     if (strcmp(modattn_ctx_policy(ctx), "tune") == 0 && tune_now(ctx, &d) != 0) return 1;
     modattn_explain_entry e[64];
     size_t n = 0;

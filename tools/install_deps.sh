@@ -10,6 +10,9 @@ PKGS=(
   # test_flash_neon_cross: the NEON kernel cross-compiled for AArch64 and run under user-mode qemu
   # (libc6-dev-arm64-cross is only a Recommends of the compiler, and recommends are not installed)
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user
+  # the OpenCL device: headers, the ICD loader, PoCL (OpenCL on this CPU, so CI runs the device
+  # suites) and CLBlast for the GEMMs; clinfo to see what the loader finds
+  opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
 )
 missing=()
 for p in "${PKGS[@]}"; do

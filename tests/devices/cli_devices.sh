@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# tests/devices/cli_devices.sh MODATTN — `modattn devices`, --device on the commands, and the
+# pipeline on OpenCL against the CPU: embed gives the same vectors, index + search of the demo
+# corpus the same top-10, traces show the device's queue, --stats its memory, the program cache
+# is written (and an unwritable one only costs a recompile). Exit 77 (skipped) with the reason
+# when there is no OpenCL device.
+set -u
+BIN=$1
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+py() { python3 -c "$@"; }
+
+"$BIN" devices --json > "$TMP/dev.json" 2>&1 || bad "devices --json failed: $(cat "$TMP/dev.json")"
+if ! py "import json,sys; j=json.load(open('$TMP/dev.json')); sys.exit(0 if any(d['name']=='opencl:0' for d in j['devices']) else 1)"; then
+  echo "cli_devices: SKIPPED: no OpenCL device ($(py "import json; print(json.load(open('$TMP/dev.json'))['absent'])" 2>&1))"
+  exit 77
+fi
+if py "import json,sys
+j=json.load(open('$TMP/dev.json'))
+d={x['name']:x for x in j['devices']}
+c,o=d['cpu'],d['opencl:0']
+ok=c['host_memory'] and not o['host_memory'] and o['memory_bytes']>0 and o['compute_units']>0 and o['platform']
+ok=ok and 'opencl_flash' in o['implementations'] and 'cpu_flash' in c['implementations'] and 'cpu_flash' not in o['implementations']
+ok=ok and all(op in o['ops'] for op in ['embed_gather','linear','layernorm','attention','pool_mean','l2_normalize'])
+sys.exit(0 if ok else 1)"; then ok; else bad "devices --json content: $(cat "$TMP/dev.json")"; fi
+"$BIN" devices > "$TMP/dev.txt" 2>&1 && grep -q "^opencl:0" "$TMP/dev.txt" && grep -q "attention       opencl_flash" "$TMP/dev.txt" && ok || bad "devices: $(cat "$TMP/dev.txt")"
+"$BIN" devices --help | grep -q -- "--device opencl:0" && ok || bad "devices --help"
+
+# wrong device names: usage error (2) or not found (1), with a message, before any work
+"$BIN" --device gpu embed hi > /dev/null 2> "$TMP/e"; rc=$?
+[ $rc -eq 2 ] && grep -q "unknown device 'gpu'" "$TMP/e" && ok || bad "--device gpu: rc $rc, $(cat "$TMP/e")"
+"$BIN" embed --device opencl:9 hi > /dev/null 2> "$TMP/e"; rc=$?
+[ $rc -eq 1 ] && grep -q "device 'opencl:9' not found: this machine has 1 opencl device" "$TMP/e" && ok || bad "--device opencl:9: rc $rc, $(cat "$TMP/e")"
+MODATTN_DEVICE=opencl:3 "$BIN" embed hi > /dev/null 2> "$TMP/e"; rc=$?
+[ $rc -eq 1 ] && grep -q "opencl:3" "$TMP/e" && ok || bad "MODATTN_DEVICE=opencl:3: rc $rc, $(cat "$TMP/e")"
+
+# embed: same vectors and token counts as the CPU
+texts=("The quick brown fox jumps over the lazy dog." "Attention is all you need" "x" "Ünïcödé and 中文 text, with punctuation!?")
+"$BIN" embed "${texts[@]}" > "$TMP/cpu.jsonl" 2> "$TMP/e" || bad "embed on cpu: $(cat "$TMP/e")"
+MODATTN_CACHE_DIR="$TMP/cache" "$BIN" --device opencl --stats --trace "$TMP/trace.json" embed "${texts[@]}" > "$TMP/ocl.jsonl" 2> "$TMP/stats" || bad "embed on opencl: $(cat "$TMP/stats")"
+if py "import json,math,sys
+a=[json.loads(l) for l in open('$TMP/cpu.jsonl')]; b=[json.loads(l) for l in open('$TMP/ocl.jsonl')]
+ok=len(a)==len(b)==4
+for x,y in zip(a,b):
+  u,v=x['embedding'],y['embedding']
+  c=sum(p*q for p,q in zip(u,v))/math.sqrt(sum(p*p for p in u)*sum(q*q for q in v))
+  ok=ok and x['tokens']==y['tokens'] and c>=0.99999
+sys.exit(0 if ok else 1)"; then ok; else bad "embed --device opencl differs from the CPU"; fi
+grep -q "device memory on opencl:0" "$TMP/stats" && grep -q "opencl_flash" "$TMP/stats" && ok || bad "--stats on opencl: $(cat "$TMP/stats")"
+if py "import json,sys
+ev=json.load(open('$TMP/trace.json'))['traceEvents']
+names=[e for e in ev if e.get('ph')=='M' and e['args']['name']=='opencl:0 queue']
+tid=names[0]['tid'] if names else None
+dev={e['name'] for e in ev if e.get('ph')=='X' and e['tid']==tid}
+sys.exit(0 if tid and {'opencl.flash_fwd','opencl.sgemm','opencl.embed_ln','opencl.pool'}<=dev else 1)"; then ok; else bad "trace lacks the device track's spans"; fi
+ls "$TMP/cache/opencl/"kernels-*.bin > /dev/null 2>&1 && ok || bad "no compiled program in the cache $TMP/cache/opencl"
+# an unwritable cache costs a recompile, never the result
+mkdir -p "$TMP/ro" && touch "$TMP/ro/opencl" # a file where the folder should be
+MODATTN_CACHE_DIR="$TMP/ro" "$BIN" --device opencl embed hi > "$TMP/ro.jsonl" 2> "$TMP/e" && [ -s "$TMP/ro.jsonl" ] && ok || bad "unwritable cache: $(cat "$TMP/e")"
+
+# check on the device
+"$BIN" check --backend opencl_flash --configs 60 > "$TMP/check" 2>&1 && grep -q "opencl_flash *60 *0" "$TMP/check" && ok || bad "check opencl_flash: $(cat "$TMP/check")"
+"$BIN" --device opencl explain --shape 1,12,12,128,128,32 --json > "$TMP/ex" 2>&1
+py "import json,sys
+j=json.load(open('$TMP/ex')); e={x['name']:x for x in j['implementations']}
+sys.exit(0 if e['opencl_flash']['verdict']=='chosen' and e['cpu_flash']['verdict']=='refused' and 'opencl:0' in e['cpu_flash']['reason'] else 1)" && ok || bad "explain on opencl: $(cat "$TMP/ex")"
+
+# index + search on the device: the same top-10 as the CPU
+"$BIN" index --quiet --db "$TMP/cpu.db" demo/corpus > /dev/null 2> "$TMP/e" || bad "index on cpu: $(cat "$TMP/e")"
+t0=$(date +%s)
+"$BIN" index --device opencl --quiet --json --db "$TMP/ocl.db" demo/corpus > "$TMP/idx.json" 2> "$TMP/e" || bad "index on opencl: $(cat "$TMP/e")"
+echo "cli_devices: indexed demo/corpus on opencl:0 in $(( $(date +%s) - t0 )) s"
+py "import json,sys; j=json.load(open('$TMP/idx.json')); sys.exit(0 if j['files_indexed']==j['files_seen']>0 and not j['errors'] else 1)" && ok || bad "index on opencl: $(cat "$TMP/idx.json")"
+same=0
+for q in "how does write-ahead logging keep the database safe after a crash" \
+         "a tea party with the March Hare and the Hatter" \
+         "fallen angels cast out of heaven" "what is a hacker"; do
+  "$BIN" search --db "$TMP/cpu.db" -k 10 --json "$q" > "$TMP/s1" 2>&1
+  "$BIN" search --device opencl --db "$TMP/ocl.db" -k 10 --json "$q" > "$TMP/s2" 2>&1
+  if py "import json,sys
+a=json.load(open('$TMP/s1'))['results']; b=json.load(open('$TMP/s2'))['results']
+key=lambda r:(r['path'],r.get('byte_start',r.get('start')),r.get('byte_end',r.get('end')))
+sys.exit(0 if len(a)==10 and [key(r) for r in a]==[key(r) for r in b] and all(abs(x['score']-y['score'])<1e-4 for x,y in zip(a,b)) else 1)"; then
+    same=$((same + 1))
+  else bad "search '$q': top-10 differs between cpu and opencl"; fi
+done
+[ $same -eq 4 ] && ok
+echo "cli_devices: $pass passed, $fail failed"
+[ $fail -eq 0 ]
