@@ -17,7 +17,8 @@ typedef struct bench_shape {
 static void usage(void) {
     printf("usage: modattn bench attn [--backend NAME[,NAME...]] [--shape B,Hq,Hkv,Sq,Sk,D]... [--causal]\n"
            "                          [--min-time SEC] [--peak GFLOPS] [--json]\n\n"
-           "Times attention implementations on fp32 CPU tensors (random inputs, contiguous) and prints, per\n"
+           "Times attention implementations on fp32 tensors (random inputs, contiguous; on the device an\n"
+           "implementation runs on: the --device of that kind, else its first) and prints, per\n"
            "implementation and shape: median ms, GFLOP/s (4*B*Hq*Sq*Sk*D FLOPs, halved when causal), the\n"
            "workspace the implementation declares, and %% of the FMA peak when known (--peak, or the\n"
            "MODATTN_PEAK_GFLOPS environment variable; measure it with build/peak_flops).\n"
@@ -161,7 +162,6 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
     for (size_t i = 0; i < nimpl && nchosen < 64; i++) {
         modattn_impl_info info;
         modattn_ctx_impl_info(ctx, i, &info);
-        if (info.device != MODATTN_DEVICE_CPU) continue;
         if (backends) {
             const char *p = strstr(backends, info.name);
             size_t L = strlen(info.name);
@@ -175,7 +175,7 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
         chosen[nchosen++] = i;
     }
     if (backends && nchosen == 0) {
-        fprintf(stderr, "modattn bench attn: no CPU implementation named in '%s' (see `modattn backends`)\n", backends);
+        fprintf(stderr, "modattn bench attn: no implementation named in '%s' (see `modattn backends`)\n", backends);
         modattn_free(sweep);
         return 2;
     }
@@ -215,8 +215,22 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
             modattn_ctx_impl_info(ctx, idx, &info);
             char reason[256] = "";
             const char *skip = NULL;
-            if (!info.available) skip = info.reason;
-            else if (!impl->supports(impl->ctx, &d, reason, sizeof reason)) skip = reason;
+            /* an implementation on a device gets the same inputs in that device's buffers (the
+             * --device of its kind, else the kind's first device); its output is read back for
+             * the check */
+            const modattn_device_iface *dev = NULL;
+            modattn_attn_desc dd = d;
+            if (info.device != MODATTN_DEVICE_CPU && info.available) {
+                modattn_device id = {info.device, 0};
+                const modattn_device_iface *want = NULL;
+                if (g->device && modattn_device_lookup(g->device, &want) == 0 && want->id.kind == info.device) id = want->id;
+                dev = modattn_device_find(id);
+                if (!dev) skip = "no such device here";
+                else dd.device = dev->id;
+            }
+            if (skip) {
+            } else if (!info.available) skip = info.reason;
+            else if (!impl->supports(impl->ctx, &dd, reason, sizeof reason)) skip = reason;
             else if ((long)idx == ref && !backends && flops > 2e9) skip = "the oracle is too slow at this size (name it with --backend)";
             if (skip) {
                 if (!json) printf("%-12s %lld,%lld,%lld,%lld,%lld,%lld  skipped: %s\n", info.name, (long long)s->B,
@@ -224,11 +238,33 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
                                   (long long)s->D, skip);
                 continue;
             }
-            int st = modattn_attention_with(ctx, idx, &c); /* warm-up */
+            modattn_attn_call cd = c, *cc = &c;
+            modattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+            int st = 0;
+            if (dev) {
+                if ((st = modattn_buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench q", &bq)) ||
+                    (st = modattn_buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench k", &bk)) ||
+                    (st = modattn_buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench v", &bv)) ||
+                    (st = modattn_buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench o", &bo)) ||
+                    (st = modattn_buffer_write(bq, 0, q, (size_t)nq * 4)) || (st = modattn_buffer_write(bk, 0, k, (size_t)nk * 4)) ||
+                    (st = modattn_buffer_write(bv, 0, v, (size_t)nk * 4))) {
+                    rc = cli_fail(info.name, st);
+                    modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
+                    continue;
+                }
+                cd.q = modattn_tensor_on_buffer(bq, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
+                cd.k = modattn_tensor_on_buffer(bk, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
+                cd.v = modattn_tensor_on_buffer(bv, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
+                cd.o = modattn_tensor_on_buffer(bo, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
+                cc = &cd;
+            }
+            st = modattn_attention_with(ctx, idx, cc); /* warm-up */
+            if (st == 0 && dev) st = modattn_buffer_read(bo, 0, o, (size_t)nq * 4);
             double err = 0;
             if (st == 0 && ref >= 0) st = validate(ctx, ref, &c, s, &err);
             if (st) {
                 rc = cli_fail(info.name, st);
+                modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
                 continue;
             }
             bool valid = err <= 1e-4;
@@ -237,12 +273,13 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
             double spent = 0;
             while (reps < 1000 && (reps < 3 || spent < min_time)) {
                 uint64_t t0 = modattn_now_ns();
-                st = modattn_attention_with(ctx, idx, &c);
+                st = modattn_attention_with(ctx, idx, cc);
                 double ms = (double)(modattn_now_ns() - t0) / 1e6;
                 if (st) break;
                 times[reps++] = ms;
                 spent += ms / 1e3;
             }
+            modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
             if (st) {
                 rc = cli_fail(info.name, st);
                 continue;
@@ -250,10 +287,13 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
             qsort(times, (size_t)reps, sizeof *times, cmp_d);
             double med = times[reps / 2];
             double gflops = flops / (med * 1e6);
-            size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &d, modattn_ctx_threads(ctx)) : 0;
+            size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &dd, modattn_ctx_threads(ctx)) : 0;
             if (!valid) rc = 1;
             if (json) {
-                json_t *r = json_pack("{s:s, s:[I,I,I,I,I,I], s:b, s:f, s:f, s:I, s:i, s:b, s:f}", "backend", info.name,
+                char devname[32];
+                modattn_device_format(dd.device, devname, sizeof devname);
+                json_t *r = json_pack("{s:s, s:s, s:[I,I,I,I,I,I], s:b, s:f, s:f, s:I, s:i, s:b, s:f}", "backend", info.name,
+                                      "device", devname,
                                       "shape", (json_int_t)s->B, (json_int_t)s->Hq, (json_int_t)s->Hkv, (json_int_t)s->Sq,
                                       (json_int_t)s->Sk, (json_int_t)s->D, "causal", s->causal, "ms", med, "gflops",
                                       gflops, "workspace_bytes", (json_int_t)ws, "reps", reps, "valid", valid,

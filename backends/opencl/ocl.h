@@ -30,6 +30,7 @@ typedef struct ocl_dev {
     int nprograms;
     char build_error[1024];     /* the first failed build's log (for `devices` and errors) */
     /* monotonic host time minus device time, for trace spans on the host's time axis */
+    bool is_cpu;                /* CL_DEVICE_TYPE_CPU: kernels without local-memory tiling */
     bool clblast_tuned;         /* our Xgemm parameters replace CLBlast's defaults (CPU devices) */
     unsigned disabled_ops;      /* bits of modattn_op refused on request (control) */
     bool clock_known;

@@ -219,6 +219,9 @@ static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int i
     in->fp16 = has_ext(dev, "cl_khr_fp16");
     in->fp64 = has_ext(dev, "cl_khr_fp64");
     in->host_memory = false;
+    cl_device_type type = 0;
+    d->is_cpu = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS && (type & CL_DEVICE_TYPE_CPU);
+    if (getenv("MODATTN_OPENCL_TILED")) d->is_cpu = false; /* force the local-memory kernel (tests) */
     modattn__ocl_tune_clblast(d);
     return 0;
 }

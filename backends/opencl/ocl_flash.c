@@ -14,7 +14,8 @@
 /* Rows of K and V per tile: 32, or fewer where local memory is small (GPUs at D = 256). */
 static int tile_rows(const ocl_dev *d, int64_t D, int64_t Dv) {
     int bn = 32;
-    while (bn > 4 && (int64_t)bn * (D + Dv) * 4 > d->info.local_mem_bytes - 1024) bn /= 2;
+    const int64_t row = ((D + 3) / 4 + (Dv + 3) / 4) * 16; /* bytes of one padded K and V row */
+    while (bn > 4 && (int64_t)bn * row > d->info.local_mem_bytes - 1024) bn /= 2;
     return bn;
 }
 
@@ -95,8 +96,10 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
     ocl_dev *dev = modattn__ocl_get(d->device.index);
     if (d->Sq == 0 || d->B == 0 || d->Hq == 0) return 0;
     int bn = tile_rows(dev, d->D, d->Dv);
+    const bool direct = dev->is_cpu;
+    const int bm = OCL_BM;
     char opts[64];
-    snprintf(opts, sizeof opts, "-DBM=%d -DBN=%d", OCL_BM, bn);
+    snprintf(opts, sizeof opts, "-DBM=%d -DBN=%d", bm, bn);
     cl_program prog;
     int st = modattn__ocl_program(dev, opts, &prog, reason, len);
     if (st) return st;
@@ -116,7 +119,8 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
 
     /* a kernel object per call: argument setting is then private to this call (thread-safe) */
     cl_int err;
-    cl_kernel k = clCreateKernel(prog, "flash_fwd", &err);
+    /* CPU drivers: the barrier-free variant (see kernels/attention.cl); GPUs: local-memory tiles */
+    cl_kernel k = clCreateKernel(prog, direct ? "flash_fwd_direct" : "flash_fwd", &err);
     if (!k) return modattn__ocl_fail(reason, len, "clCreateKernel(flash_fwd)", err);
     cl_uint a = 0;
     err = CL_SUCCESS;
@@ -124,8 +128,10 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
 #define VIEW(mem, arr, n) do { ARG(mem); for (int _i = 0; _i < (n); _i++) ARG(arr[_i]); } while (0)
     VIEW(mq, qa, 5); VIEW(mk, ka, 5); VIEW(mv, va, 5); VIEW(mo, oa, 5); VIEW(mm, ma, 5); VIEW(ml, la, 4);
     ARG(kvl); ARG(Hq); ARG(G); ARG(Sq); ARG(Sk); ARG(D); ARG(Dv); ARG(scale); ARG(flags);
-    err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)D * sizeof(float), NULL);
-    err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)Dv * sizeof(float), NULL);
+    if (!direct) {
+        err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)((D + 3) / 4 * 4) * sizeof(float), NULL);
+        err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)((Dv + 3) / 4 * 4) * sizeof(float), NULL);
+    }
 #undef VIEW
 #undef ARG
     if (err != CL_SUCCESS) {
@@ -133,8 +139,8 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
         snprintf(reason, len, "clSetKernelArg(flash_fwd) failed");
         return MODATTN_EDEVICE;
     }
-    size_t local[2] = {OCL_BM, 1};
-    size_t global[2] = {(size_t)((d->Sq + OCL_BM - 1) / OCL_BM) * OCL_BM, (size_t)(d->B * d->Hq)};
+    size_t local[2] = {(size_t)bm, 1};
+    size_t global[2] = {(size_t)((d->Sq + bm - 1) / bm) * bm, (size_t)(d->B * d->Hq)};
     cl_event ev;
     err = clEnqueueNDRangeKernel(dev->queue, k, 2, NULL, global, local, 0, NULL, &ev);
     clReleaseKernel(k);
@@ -142,7 +148,7 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
     char shape[64];
     snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)d->B, (long long)d->Hq,
              (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D, d->causal ? "c" : "");
-    return modattn__ocl_finish(dev, ev, "opencl.flash_fwd", "opencl_flash", shape, 0, modattn_attn_desc_flops(d), reason,
+    return modattn__ocl_finish(dev, ev, direct ? "opencl.flash_fwd_direct" : "opencl.flash_fwd", "opencl_flash", shape, 0, modattn_attn_desc_flops(d), reason,
                                len);
 }
 

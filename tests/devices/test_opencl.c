@@ -156,7 +156,7 @@ static void test_dispatch(modattn_ctx *ctx) {
     for (size_t i = 0; i < modattn_trace_count(); i++) {
         modattn_trace_span s;
         modattn_trace_get(i, &s);
-        if (s.thread == MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, 0) && strcmp(s.name, "opencl.flash_fwd") == 0 &&
+        if (s.thread == MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, 0) && strncmp(s.name, "opencl.flash_fwd", 16) == 0 &&
             s.t1_ns >= s.t0_ns && s.flops > 0)
             device_span = true;
     }
