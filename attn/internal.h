@@ -1,4 +1,6 @@
-/* attn/internal.h — the context's insides, shared by registry.c and dispatch.c only. */
+/* attn/internal.h — the context's insides, shared by the files of attn/ only. From the top down:
+ * context.c (create/free) -> dispatch.c (policy, explain, run with fallback) -> tune.c (the
+ * tuning cache) -> run.c (one implementation once) -> registry.c (the implementations). */
 #ifndef MODATTN_ATTN_INTERNAL_H
 #define MODATTN_ATTN_INTERNAL_H
 
@@ -34,6 +36,7 @@ struct modattn_ctx {
     char **plugin_errors;
     size_t nerrors;
     modattn_pool *pool;
+    bool own_pool;                      /* created here (else borrowed from the options) */
     modattn_exec exec;
     char *policy;                       /* as given */
     bool policy_auto;
@@ -58,6 +61,10 @@ struct modattn_ctx {
 int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char *origin, void *dl,
                      bool refuse_on_init_failure);
 
+/* attn/registry.c: built-ins and plugins into a new context; release them */
+int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt);
+void modattn__registry_free(modattn_ctx *ctx);
+
 /* attn/tune.c */
 void modattn__tune_key(const modattn_ctx *ctx, const modattn_attn_desc *d, char *key, size_t len);
 const modattn__tune_entry *modattn__tune_lookup(modattn_ctx *ctx, const modattn_attn_desc *d);
@@ -68,7 +75,7 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const mo
 /* Median time of `name` in an entry, or -1. */
 double modattn__tune_time(const modattn__tune_entry *e, const char *name);
 void modattn__tune_free(modattn_ctx *ctx);
-/* attn/dispatch.c: run entry i once (workspace, stats, trace); the message names it on failure. */
+/* attn/run.c: run entry i once (workspace, stats, trace); the message names it on failure. */
 int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c);
 bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
                       modattn_verdict *verdict);

@@ -1,5 +1,7 @@
-/* attn/registry.c — the context: built-in implementations, in-process registrations and plugins
- * loaded from MODATTN_PLUGIN_PATH, each validated before it is listed (never half-loaded). */
+/* attn/registry.c — the implementations of a context: built-ins, in-process registrations and
+ * plugins loaded from MODATTN_PLUGIN_PATH, each validated before it is listed (never
+ * half-loaded); lookups and per-implementation counters. The lowest file of attn/: it calls
+ * nothing above it (context.c creates and frees the context). */
 #include "attn/internal.h"
 
 #include <ctype.h>
@@ -16,9 +18,6 @@
 MODATTN_BUILTIN_BACKENDS(X)
 #undef X
 
-static void exec_parallel_for(const modattn_exec *exec, int64_t n, void (*fn)(void *, int64_t, int), void *arg) {
-    modattn_pool_run((modattn_pool *)exec->host, n, fn, arg);
-}
 
 static int valid_name(const char *s) {
     if (!s || !*s || strlen(s) > 63) return 0;
@@ -197,38 +196,23 @@ static int load_plugin_path(modattn_ctx *ctx, const char *list) {
     return st;
 }
 
-int modattn_ctx_create(const modattn_ctx_options *opt, modattn_ctx **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_ctx_create: out is NULL");
-    *out = NULL;
-    modattn_ctx_options defaults;
-    memset(&defaults, 0, sizeof defaults);
-    if (!opt) opt = &defaults;
-    modattn_ctx *ctx = modattn_calloc(1, sizeof *ctx, MODATTN_MEM_OTHER);
-    if (!ctx) return modattn_mem_last_status();
-    int st = modattn_pool_create(opt->threads, &ctx->pool);
-    if (st) goto fail;
-    ctx->exec.nthreads = modattn_pool_threads(ctx->pool);
-    ctx->exec.parallel_for = exec_parallel_for;
-    ctx->exec.host = ctx->pool;
+/* The registry's part of a context: built-ins and plugins (context.c calls it at creation). */
+int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt) {
+    int st = 0;
     if (!opt->no_builtins) {
 #define X(name)                                                                          \
     if (st == 0) st = modattn__ctx_add(ctx, modattn__backend_##name(), "builtin", NULL, false);
         MODATTN_BUILTIN_BACKENDS(X)
 #undef X
-        if (st) goto fail;
+        if (st) return st;
     }
     const char *path = opt->plugin_path ? opt->plugin_path : getenv("MODATTN_PLUGIN_PATH");
-    if (path && *path && (st = load_plugin_path(ctx, path))) goto fail;
-    if ((st = modattn_ctx_set_policy(ctx, opt->policy ? opt->policy : "auto"))) goto fail;
-    *out = ctx;
+    if (path && *path && (st = load_plugin_path(ctx, path))) return st;
     return 0;
-fail:
-    modattn_ctx_free(ctx);
-    return st;
 }
 
-void modattn_ctx_free(modattn_ctx *ctx) {
-    if (!ctx) return;
+/* Releases the entries (shutdown, dlclose) and the plugin errors. */
+void modattn__registry_free(modattn_ctx *ctx) {
     for (size_t i = 0; i < ctx->n; i++) {
         modattn__entry *e = &ctx->entries[i];
         if (e->inited && e->impl->shutdown) e->impl->shutdown(e->impl->ctx);
@@ -239,12 +223,8 @@ void modattn_ctx_free(modattn_ctx *ctx) {
     for (size_t i = 0; i < ctx->nerrors; i++) modattn_free(ctx->plugin_errors[i]);
     modattn_free(ctx->plugin_errors);
     modattn_free(ctx->entries);
-    modattn_free(ctx->policy);
-    modattn_free(ctx->ws);
-    for (size_t i = 0; i < ctx->ndws; i++) modattn_buffer_free(ctx->dws[i]);
-    modattn__tune_free(ctx);
-    modattn_pool_free(ctx->pool);
-    modattn_free(ctx);
+    ctx->entries = NULL;
+    ctx->n = ctx->nerrors = 0;
 }
 
 int modattn_ctx_register(modattn_ctx *ctx, const modattn_attn_impl *impl) {

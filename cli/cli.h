@@ -20,6 +20,7 @@ typedef struct cli_globals {
     const char *device;    /* --device D or $MODATTN_DEVICE (NULL: the CPU), checked by main */
     const char *prog;      /* argv[0] */
     modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */
+    modattn_pool *pool;    /* the one thread pool, shared by ctx and the model; main frees it */
 } cli_globals;
 
 /* A subcommand: argv[0] is its name; global options are already removed.

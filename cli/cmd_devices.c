@@ -10,6 +10,7 @@ int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_mo
     modattn_model_options o;
     memset(&o, 0, sizeof o);
     o.device = g->device;
+    o.pool = g->pool; /* the ctx's pool too: one set of threads in the process */
     return modattn_model_load_ex(ctx, dir, &o, out);
 }
 

@@ -147,11 +147,14 @@ int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
         *out = g->ctx;
         return 0;
     }
+    int st = g->pool ? 0 : modattn_pool_create(g->threads, &g->pool);
+    if (st) return cli_fail("cannot start", st);
     modattn_ctx_options o;
     memset(&o, 0, sizeof o);
     o.threads = g->threads;
     o.policy = g->attn;
-    int st = modattn_ctx_create(&o, out);
+    o.pool = g->pool;
+    st = modattn_ctx_create(&o, out);
     if (st) return cli_fail("cannot start", st);
     g->ctx = *out;
     return 0;
@@ -266,6 +269,7 @@ int main(int argc, char **argv) {
     int rc = cmd->fn(&g, nrest, rest);
     if (g.stats) cli_print_stats(&g, stderr);
     modattn_ctx_free(g.ctx);
+    modattn_pool_free(g.pool);
     modattn_devices_shutdown();
     if (g.trace) {
         if (modattn_trace_write_json(g.trace) != 0) rc = cli_fail("trace", MODATTN_EIO);

@@ -7,9 +7,12 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+typedef struct worker_arg worker_arg;
+
 struct modattn_pool {
     int nthreads; /* including the caller */
     pthread_t *threads;
+    worker_arg *args; /* [nthreads - 1] */
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     uint64_t generation;
@@ -22,10 +25,10 @@ struct modattn_pool {
     _Atomic int64_t next;
 };
 
-typedef struct worker_arg {
+struct worker_arg {
     modattn_pool *pool;
     int id;
-} worker_arg;
+};
 
 static void drain(modattn_pool *p, int id) {
     for (;;) {
@@ -37,8 +40,8 @@ static void drain(modattn_pool *p, int id) {
 
 static void *worker_main(void *arg) {
     modattn_pool *p = ((worker_arg *)arg)->pool;
-    int id = ((worker_arg *)arg)->id;
-    modattn_free(arg);
+    int id = ((worker_arg *)arg)->id; /* arg lives in the pool (freed with it): the bytes in use
+                                       * do not change when a thread happens to start */
     uint64_t seen = 0;
     pthread_mutex_lock(&p->mu);
     for (;;) {
@@ -69,20 +72,16 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     pthread_cond_init(&p->done, NULL);
     if (nthreads > 1) {
         p->threads = modattn_calloc((size_t)nthreads - 1, sizeof(pthread_t), MODATTN_MEM_OTHER);
-        if (!p->threads) {
+        p->args = modattn_calloc((size_t)nthreads - 1, sizeof(worker_arg), MODATTN_MEM_OTHER);
+        if (!p->threads || !p->args) {
             p->nthreads = 1; /* no worker started: nothing to join */
             goto fail;
         }
         for (int t = 1; t < nthreads; t++) {
-            worker_arg *a = modattn_malloc(sizeof *a, MODATTN_MEM_OTHER);
-            if (!a) {
-                p->nthreads = t;
-                goto fail;
-            }
+            worker_arg *a = &p->args[t - 1];
             a->pool = p;
             a->id = t;
             if (pthread_create(&p->threads[t - 1], NULL, worker_main, a) != 0) {
-                modattn_free(a);
                 p->nthreads = t;
                 modattn_error(MODATTN_ERUNTIME, "could not start thread %d of %d", t, nthreads);
                 modattn_pool_free(p);
@@ -107,6 +106,7 @@ void modattn_pool_free(modattn_pool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int t = 1; t < p->nthreads; t++) pthread_join(p->threads[t - 1], NULL);
     modattn_free(p->threads);
+    modattn_free(p->args);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);

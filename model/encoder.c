@@ -59,6 +59,9 @@ struct modattn_model {
      * batch runs there (encoder_device.c); NULL: the host engine below */
     const modattn_device_iface *dev;
     modattn__dev_model *dm;
+    /* the host engine's threads: borrowed (options) or its own; never the ctx's */
+    modattn_pool *pool;
+    bool own_pool;
 };
 
 /* ------------------------------------------------------------------ loading */
@@ -243,8 +246,17 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     if (!m) return modattn_mem_last_status();
     m->ctx = ctx;
     m->dev = dev && dev->ops ? dev : NULL; /* the CPU device is the host engine */
-    m->batch_tokens = MODATTN_MODEL_DEFAULT_BATCH_TOKENS;
     int st = 0;
+    if (opt && opt->pool) {
+        m->pool = opt->pool;
+    } else if (!m->dev) { /* a device model runs no host passes */
+        if ((st = modattn_pool_create(modattn_ctx_threads(ctx), &m->pool))) {
+            modattn_free(m);
+            return st;
+        }
+        m->own_pool = true;
+    }
+    m->batch_tokens = MODATTN_MODEL_DEFAULT_BATCH_TOKENS;
     m->dir = modattn_strdup(dir, MODATTN_MEM_OTHER);
     if (!m->dir) {
         st = modattn_mem_last_status();
@@ -313,6 +325,7 @@ fail:
 void modattn_model_free(modattn_model *m) {
     if (!m) return;
     modattn__dev_model_free(m->dm);
+    if (m->own_pool) modattn_pool_free(m->pool);
     if (m->layers) {
         for (int l = 0; l < m->cfg.layers; l++) {
             layer_w *L = &m->layers[l];
@@ -470,12 +483,11 @@ static int run_rows(modattn_model *m, row_job *j, char *scratch) {
     j->m = m;
     j->scratch = scratch;
     j->err = 0;
-    const modattn_exec *ex = modattn_ctx_exec(m->ctx);
-    const int nth = ex && ex->parallel_for && ex->nthreads > 1 ? ex->nthreads : 1;
+    const int nth = m->pool && modattn_pool_threads(m->pool) > 1 ? modattn_pool_threads(m->pool) : 1;
     j->chunk = rows_per_task(j->rows, nth);
     const int64_t ntasks = (j->rows + j->chunk - 1) / j->chunk;
     if (nth > 1 && ntasks > 1)
-        ex->parallel_for(ex, ntasks, row_task, j);
+        modattn_pool_run(m->pool, ntasks, row_task, j);
     else
         for (int64_t t = 0; t < ntasks; t++) row_task(j, t, 0);
     if (t0) {
@@ -735,8 +747,7 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
     int32_t *bids = modattn_calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     int32_t *blens = modattn_calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     float **outs = modattn_calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
-    const modattn_exec *ex = modattn_ctx_exec(m->ctx);
-    const size_t nth = ex && ex->nthreads > 1 ? (size_t)ex->nthreads : 1;
+    const size_t nth = m->pool && modattn_pool_threads(m->pool) > 1 ? (size_t)modattn_pool_threads(m->pool) : 1;
     char *scratch = m->gemm_scratch && !on_dev
                         ? modattn_malloc(nth * m->gemm_scratch, MODATTN_MEM_WORKSPACE)
                         : NULL;

@@ -18,6 +18,7 @@
 
 #include "modattn/attention.h"
 #include "modattn/impl.h"
+#include "modattn/core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,10 @@ typedef struct modattn_ctx_options {
     const char *policy;       /* NULL: "auto" */
     const char *plugin_path;  /* NULL: $MODATTN_PLUGIN_PATH; "" : no plugins */
     bool no_builtins;         /* register no built-in implementation (tests) */
+    modattn_pool *pool;       /* borrowed (must outlive the context): implementations run their
+                               * threads on it, and `threads` is ignored; NULL: the context makes
+                               * its own pool of `threads` threads. Share one pool between a
+                               * context and the models that use it (modattn_model_options.pool). */
 } modattn_ctx_options;
 
 /* Ownership: free with modattn_ctx_free(). Plugins that fail to load do not fail the creation:

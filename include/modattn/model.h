@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include "modattn/status.h"
 #include "modattn/dispatch.h"
+#include "modattn/core.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,6 +87,9 @@ typedef struct modattn_model_options {
      * sends only token ids and lengths and reads back the pooled vectors. Attention runs
      * through ctx's dispatcher, among the implementations on that device. */
     const char *device;
+    /* Borrowed (must outlive the model): the host engine's row passes run on it. NULL: the model
+     * makes its own pool with the ctx's thread count. The model never uses the ctx's pool. */
+    modattn_pool *pool;
 } modattn_model_options;
 
 /* modattn_model_load with options (NULL: the defaults). Errors of modattn_model_load, and

@@ -1,0 +1,127 @@
+/* attn/run.c — one implementation, once: can it run this call (capable), and running it with
+ * its workspace (host memory, or a buffer on its device), its counters and its trace span. Used
+ * by dispatch.c and tune.c; calls only the registry's data (attn/internal.h). */
+#include "attn/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Can entry i run d? false with the reason in words. */
+bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
+                    modattn_verdict *verdict) {
+    const modattn__entry *e = &ctx->entries[i];
+    if (!e->available) {
+        snprintf(reason, len, "unavailable on this machine: %s", e->reason);
+        *verdict = MODATTN_VERDICT_UNAVAILABLE;
+        return false;
+    }
+    if (e->impl->device != d->device.kind) {
+        char where[32];
+        modattn_device_format(d->device, where, sizeof where);
+        snprintf(reason, len, "runs on %s tensors; the tensors are on %s", modattn_device_kind_name(e->impl->device), where);
+        *verdict = MODATTN_VERDICT_REFUSED;
+        return false;
+    }
+    reason[0] = '\0';
+    if (!e->impl->supports(e->impl->ctx, d, reason, len)) {
+        if (!reason[0]) snprintf(reason, len, "refused without a reason");
+        *verdict = MODATTN_VERDICT_REFUSED;
+        return false;
+    }
+    return true;
+}
+
+static int ensure_workspace(modattn_ctx *ctx, size_t bytes) {
+    if (bytes <= ctx->ws_bytes) return 0;
+    modattn_free(ctx->ws);
+    ctx->ws = NULL;
+    ctx->ws_bytes = 0;
+    ctx->ws = modattn_malloc(bytes, MODATTN_MEM_WORKSPACE);
+    if (!ctx->ws) return modattn_error_prefix(modattn_mem_last_status(), "attention workspace");
+    ctx->ws_bytes = bytes;
+    return 0;
+}
+
+/* A workspace on the tensors' device (not the CPU): one buffer per device, grown on demand. */
+static int ensure_device_workspace(modattn_ctx *ctx, modattn_device id, size_t bytes, modattn_buffer **out) {
+    *out = NULL;
+    if (bytes == 0) return 0;
+    size_t slot = ctx->ndws;
+    for (size_t i = 0; i < ctx->ndws; i++)
+        if (ctx->dws[i]->device.kind == id.kind && ctx->dws[i]->device.index == id.index) slot = i;
+    if (slot < ctx->ndws && ctx->dws[slot]->bytes >= bytes) {
+        *out = ctx->dws[slot];
+        return 0;
+    }
+    const modattn_device_iface *dev = modattn_device_find(id);
+    if (!dev) {
+        char name[32];
+        modattn_device_format(id, name, sizeof name);
+        return modattn_error(MODATTN_ENOTFOUND, "attention workspace: no device %s in this process", name);
+    }
+    if (slot == ctx->ndws && slot == sizeof ctx->dws / sizeof *ctx->dws)
+        return modattn_error(MODATTN_ERANGE, "attention workspace: more than %zu devices in one context", slot);
+    if (slot < ctx->ndws) { /* grow: free first, so the device need not hold both */
+        modattn_buffer_free(ctx->dws[slot]);
+        ctx->dws[slot] = ctx->dws[--ctx->ndws];
+        slot = ctx->ndws;
+    }
+    modattn_buffer *b;
+    int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_WORKSPACE, "attention workspace", &b);
+    if (st) return st;
+    ctx->dws[ctx->ndws++] = b;
+    *out = b;
+    return 0;
+}
+
+static double call_bytes(const modattn_attn_desc *d) {
+    double es = (double)modattn_dtype_size(d->dtype);
+    return es * ((double)d->B * d->Hq * d->Sq * (d->D + d->Dv) + (double)d->B * d->Hkv * d->Sk * (d->D + d->Dv));
+}
+
+/* Run entry i once; on failure the message names the implementation. */
+int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c) {
+    modattn__entry *e = &ctx->entries[i];
+    const modattn_attn_impl *impl = e->impl;
+    size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, ctx->exec.nthreads) : 0;
+    void *wsp;
+    int st;
+    if (impl->device == MODATTN_DEVICE_CPU) {
+        st = ensure_workspace(ctx, ws);
+        wsp = ctx->ws;
+    } else {
+        modattn_buffer *b = NULL;
+        st = ensure_device_workspace(ctx, d->device, ws, &b);
+        wsp = b;
+    }
+    if (st) return st;
+    char reason[256] = "";
+    uint64_t t0 = modattn_now_ns();
+    uint64_t tr = modattn_trace_begin();
+    e->stats.calls++;
+    st = impl->run(impl->ctx, d, c, wsp, ws, &ctx->exec, reason, sizeof reason);
+    uint64_t t1 = modattn_now_ns();
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)d->B, (long long)d->Hq,
+                 (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D, d->causal ? "c" : "");
+        modattn_trace_end(tr, "attention", impl->name, shape, call_bytes(d), modattn_attn_desc_flops(d));
+    }
+    if (st != 0) {
+        e->stats.failures++;
+        return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name,
+                             reason[0] ? reason : modattn_strerror(st));
+    }
+    double ms = (double)(t1 - t0) / 1e6;
+    uint64_t done = e->stats.calls - e->stats.failures; /* this call included */
+    if (done <= MODATTN__SAMPLES) e->samples[done - 1] = (float)ms;
+    else { /* reservoir sampling keeps a uniform sample for the median */
+        e->rng = e->rng * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (e->rng >> 17) % done;
+        if (j < MODATTN__SAMPLES) e->samples[j] = (float)ms;
+    }
+    e->stats.total_ms += ms;
+    e->stats.flops += modattn_attn_desc_flops(d);
+    return 0;
+}
+
