@@ -1,0 +1,305 @@
+/* model/encoder_load.c — loading a BERT-family model directory: configuration, the mapped
+ * weights (validated shapes, QKV concatenated, GEMM plans prepared once), the tokenizer, and the
+ * upload to a device when the model runs on one; freeing it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "model/encoder_internal.h"
+
+/* ------------------------------------------------------------------ loading */
+
+static int own(modattn_model *m, float *p) {
+    float **n = modattn_realloc(m->owned, (m->nowned + 1) * sizeof *n, MODATTN_MEM_OTHER);
+    if (!n) {
+        modattn_free(p);
+        return modattn_mem_last_status();
+    }
+    m->owned = n;
+    m->owned[m->nowned++] = p;
+    return 0;
+}
+
+/* The fp32 tensor prefix+name with exactly the shape [d0] or [d0, d1] (d1 = 0: 1-D). Errors name
+ * the file and the tensor. A tensor not 4-byte aligned in the file is copied. */
+static int get_f32(modattn_model *m, const char *prefix, const char *name, int64_t d0, int64_t d1,
+                   const float **out) {
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const modattn_st_tensor *t = modattn__st_find(m->st, full);
+    if (!t)
+        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s' is missing", m->st->path, full);
+    if (t->dtype != MODATTN_ST_F32)
+        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': dtype %s, expected F32",
+                             m->st->path, full, modattn__st_dtype_name(t->dtype));
+    int nd = d1 ? 2 : 1;
+    if (t->ndim != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1)) {
+        char got[128] = "[";
+        for (int d = 0; d < t->ndim; d++) {
+            size_t o = strlen(got);
+            snprintf(got + o, sizeof got - o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        }
+        strncat(got, "]", sizeof got - strlen(got) - 1);
+        if (nd == 2)
+            return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld, %lld]",
+                                 m->st->path, full, got, (long long)d0, (long long)d1);
+        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld]",
+                             m->st->path, full, got, (long long)d0);
+    }
+    if (((uintptr_t)t->data & 3u) == 0) {
+        *out = t->data;
+        return 0;
+    }
+    float *copy = modattn_malloc(t->end - t->begin, MODATTN_MEM_WEIGHTS);
+    if (!copy) return modattn_mem_last_status();
+    memcpy(copy, t->data, t->end - t->begin);
+    int st = own(m, copy);
+    if (st) return st;
+    *out = copy;
+    return 0;
+}
+
+static int load_weights(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    const int64_t H = c->hidden, I = c->intermediate;
+    const char *prefix = NULL;
+    static const char *prefixes[] = {"", "bert.", "model."};
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !prefix; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%sembeddings.word_embeddings.weight", prefixes[i]);
+        if (modattn__st_find(m->st, nm)) prefix = prefixes[i];
+    }
+    if (!prefix)
+        return modattn_error(MODATTN_EFORMAT,
+                             "%s: tensor 'embeddings.word_embeddings.weight' is missing (also "
+                             "without a 'bert.' prefix): not a BERT checkpoint",
+                             m->st->path);
+    int st;
+    const float *type;
+    if ((st = get_f32(m, prefix, "embeddings.word_embeddings.weight", c->vocab, H, &m->word)) ||
+        (st = get_f32(m, prefix, "embeddings.position_embeddings.weight", c->max_positions, H,
+                      &m->pos)) ||
+        (st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H,
+                      &type)) ||
+        (st = get_f32(m, prefix, "embeddings.LayerNorm.weight", H, 0, &m->emb_g)) ||
+        (st = get_f32(m, prefix, "embeddings.LayerNorm.bias", H, 0, &m->emb_b)))
+        return st;
+    m->type0 = type;
+    m->layers = modattn_calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn_mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        layer_w *L = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, "%sencoder.layer.%d.", prefix, l);
+        const float *wq, *wk, *wv, *bq, *bk, *bv;
+        if ((st = get_f32(m, p, "attention.self.query.weight", H, H, &wq)) ||
+            (st = get_f32(m, p, "attention.self.key.weight", H, H, &wk)) ||
+            (st = get_f32(m, p, "attention.self.value.weight", H, H, &wv)) ||
+            (st = get_f32(m, p, "attention.self.query.bias", H, 0, &bq)) ||
+            (st = get_f32(m, p, "attention.self.key.bias", H, 0, &bk)) ||
+            (st = get_f32(m, p, "attention.self.value.bias", H, 0, &bv)) ||
+            (st = get_f32(m, p, "attention.output.dense.weight", H, H, &L->wo)) ||
+            (st = get_f32(m, p, "attention.output.dense.bias", H, 0, &L->bo)) ||
+            (st = get_f32(m, p, "attention.output.LayerNorm.weight", H, 0, &L->ln1_g)) ||
+            (st = get_f32(m, p, "attention.output.LayerNorm.bias", H, 0, &L->ln1_b)) ||
+            (st = get_f32(m, p, "intermediate.dense.weight", I, H, &L->w1)) ||
+            (st = get_f32(m, p, "intermediate.dense.bias", I, 0, &L->b1)) ||
+            (st = get_f32(m, p, "output.dense.weight", H, I, &L->w2)) ||
+            (st = get_f32(m, p, "output.dense.bias", H, 0, &L->b2)) ||
+            (st = get_f32(m, p, "output.LayerNorm.weight", H, 0, &L->ln2_g)) ||
+            (st = get_f32(m, p, "output.LayerNorm.bias", H, 0, &L->ln2_b)))
+            return st;
+        /* One [3H, H] matrix so that Q, K and V come out of one GEMM as one [tokens, 3H] row. */
+        L->wqkv = modattn_malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn_malloc((size_t)(3 * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!L->wqkv || !L->bqkv) return modattn_mem_last_status();
+        memcpy(L->wqkv, wq, (size_t)(H * H) * sizeof(float));
+        memcpy(L->wqkv + H * H, wk, (size_t)(H * H) * sizeof(float));
+        memcpy(L->wqkv + 2 * H * H, wv, (size_t)(H * H) * sizeof(float));
+        memcpy(L->bqkv, bq, (size_t)H * sizeof(float));
+        memcpy(L->bqkv + H, bk, (size_t)H * sizeof(float));
+        memcpy(L->bqkv + 2 * H, bv, (size_t)H * sizeof(float));
+        if (m->dev) continue; /* the device's GEMMs take the weights as they are */
+        /* the strides are the arena's (see arena_bind): x and att [.., H], big [.., max(3H, I)] */
+        if ((st = modattn__gemm_plan_create(L->wqkv, 3 * H, H, H, 3 * H, false, &L->pqkv)) ||
+            (st = modattn__gemm_plan_create(L->wo, H, H, H, H, true, &L->po)) ||
+            (st = modattn__gemm_plan_create(L->w1, I, H, H, I, false, &L->p1)) ||
+            (st = modattn__gemm_plan_create(L->w2, H, I, I, H, true, &L->p2)))
+            return modattn_error_prefix(st, "%s: layer %d: preparing the GEMMs", m->st->path, l);
+        modattn__gemm_plan *ps[4] = {L->pqkv, L->po, L->p1, L->p2};
+        for (int k = 0; k < 4; k++) {
+            size_t b = modattn__gemm_plan_scratch(ps[k]);
+            b = (b + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
+            if (b > m->gemm_scratch) m->gemm_scratch = b;
+        }
+        if (L->pqkv) { /* the packed copy replaces the concatenated one */
+            modattn_free(L->wqkv);
+            L->wqkv = NULL;
+        }
+    }
+    return 0;
+}
+
+static const char *base_name(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/') b--;
+    (void)b;
+    return dir + b;
+}
+
+int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
+    return modattn_model_load_ex(ctx, dir, NULL, out);
+}
+
+/* Uploads the weights to the model's device (after load_weights: wqkv are the host copies). */
+static int upload_to_device(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    modattn__layer_weights *lw = modattn_calloc((size_t)c->layers, sizeof *lw, MODATTN_MEM_OTHER);
+    if (!lw) return modattn_mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        const layer_w *L = &m->layers[l];
+        lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
+                                         L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
+    }
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw, &m->dm);
+    modattn_free(lw);
+    if (st) return st;
+    for (int l = 0; l < c->layers; l++) { /* the device holds them now */
+        modattn_free(m->layers[l].wqkv);
+        modattn_free(m->layers[l].bqkv);
+        m->layers[l].wqkv = m->layers[l].bqkv = NULL;
+    }
+    return 0;
+}
+
+int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                          modattn_model **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
+    *out = NULL;
+    if (!ctx || !dir || !*dir)
+        return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+    const modattn_device_iface *dev = NULL;
+    if (opt && opt->device && *opt->device) {
+        int dst = modattn_device_lookup(opt->device, &dev);
+        if (dst) return dst;
+    }
+    modattn_model *m = modattn_calloc(1, sizeof *m, MODATTN_MEM_OTHER);
+    if (!m) return modattn_mem_last_status();
+    m->ctx = ctx;
+    m->dev = dev && dev->ops ? dev : NULL; /* the CPU device is the host engine */
+    int st = 0;
+    if (opt && opt->pool) {
+        m->pool = opt->pool;
+    } else if (!m->dev) { /* a device model runs no host passes */
+        if ((st = modattn_pool_create(modattn_ctx_threads(ctx), &m->pool))) {
+            modattn_free(m);
+            return st;
+        }
+        m->own_pool = true;
+    }
+    m->batch_tokens = MODATTN_MODEL_DEFAULT_BATCH_TOKENS;
+    m->dir = modattn_strdup(dir, MODATTN_MEM_OTHER);
+    if (!m->dir) {
+        st = modattn_mem_last_status();
+        goto fail;
+    }
+    {
+        /* the name without a trailing slash */
+        const char *b = base_name(m->dir);
+        size_t n = strlen(b);
+        while (n > 1 && b[n - 1] == '/') n--;
+        m->name = modattn_strndup(b, n, MODATTN_MEM_OTHER);
+        if (!m->name) {
+            st = modattn_mem_last_status();
+            goto fail;
+        }
+    }
+    if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
+    if (m->dev && (st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name))) goto fail;
+    char path[MODATTN__PATH_MAX];
+    if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "model.safetensors")))
+        goto fail;
+    if ((st = modattn__st_open(path, &m->st))) {
+        if (st == MODATTN_EIO)
+            st = modattn_error_prefix(MODATTN_ENOTFOUND, "model weights (run `make model`?)");
+        goto fail;
+    }
+    if ((st = load_weights(m))) goto fail;
+    if (m->dev && (st = upload_to_device(m))) goto fail;
+    if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "tokenizer.json")))
+        goto fail;
+    if ((st = modattn_tokenizer_load(path, &m->tok))) goto fail;
+    size_t tv = modattn_tokenizer_vocab_size(m->tok);
+    if (tv > (size_t)m->cfg.vocab) {
+        st = modattn_error(MODATTN_EFORMAT,
+                           "%s: the vocabulary has %zu tokens but config.json vocab_size is %d: "
+                           "ids past the embedding table",
+                           path, tv, m->cfg.vocab);
+        goto fail;
+    }
+    modattn_model_info *in = &m->info;
+    in->name = m->name;
+    in->dir = m->dir;
+    in->model_type = m->cfg.model_type;
+    in->dim = m->cfg.dim;
+    in->hidden = m->cfg.hidden;
+    in->layers = m->cfg.layers;
+    in->heads = m->cfg.heads;
+    in->intermediate = m->cfg.intermediate;
+    in->vocab = m->cfg.vocab;
+    in->max_tokens = m->cfg.max_tokens;
+    in->pooling = m->cfg.pooling;
+    in->normalize = m->cfg.normalize;
+    in->lower_case = m->cfg.lower_case;
+    in->weights_xxh3 = XXH3_64bits(m->st->bytes, m->st->len);
+    snprintf(in->weights_hash, sizeof in->weights_hash, "%016llx",
+             (unsigned long long)in->weights_xxh3);
+    in->weights_bytes = m->st->len;
+    in->device = m->dev ? m->dev->id : (modattn_device){MODATTN_DEVICE_CPU, 0};
+    *out = m;
+    return 0;
+fail:
+    modattn_model_free(m);
+    return st;
+}
+
+void modattn_model_free(modattn_model *m) {
+    if (!m) return;
+    modattn__dev_model_free(m->dm);
+    if (m->own_pool) modattn_pool_free(m->pool);
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.layers; l++) {
+            layer_w *L = &m->layers[l];
+            modattn_free(L->wqkv);
+            modattn_free(L->bqkv);
+            modattn__gemm_plan_free(L->pqkv);
+            modattn__gemm_plan_free(L->po);
+            modattn__gemm_plan_free(L->p1);
+            modattn__gemm_plan_free(L->p2);
+        }
+        modattn_free(m->layers);
+    }
+    for (size_t i = 0; i < m->nowned; i++) modattn_free(m->owned[i]);
+    modattn_free(m->owned);
+    if (m->tok) modattn_tokenizer_free(m->tok);
+    modattn__st_close(m->st);
+    modattn_free(m->name);
+    modattn_free(m->dir);
+    modattn_free(m);
+}
+
+const modattn_model_info *modattn_model_get_info(const modattn_model *m) { return &m->info; }
+size_t modattn_model_dim(const modattn_model *m) { return m->cfg.dim; }
+size_t modattn_model_max_tokens(const modattn_model *m) { return m->cfg.max_tokens; }
+size_t modattn_model_batch_tokens(const modattn_model *m) { return m->batch_tokens; }
+
+int modattn_model_set_batch_tokens(modattn_model *m, size_t tokens) {
+    if (tokens == 0 || tokens > ((size_t)1 << 22))
+        return modattn_error(MODATTN_EINVAL, "batch token budget %zu is out of range [1, %zu]",
+                             tokens, (size_t)1 << 22);
+    m->batch_tokens = tokens;
+    return 0;
+}
