@@ -1,0 +1,137 @@
+/* model/tokenizer_internal.h — what the tokenizer's two halves share: the tokenizer object and
+ * its tables (tokenizer_load.c builds them from tokenizer.json; tokenizer.c runs texts through
+ * them), the scratch vectors, and the few helpers loading borrows from run time (the
+ * normaliser, for normalised added tokens; the vocabulary hash). Not a public header. */
+#ifndef MODATTN_TOKENIZER_INTERNAL_H
+#define MODATTN_TOKENIZER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "modattn/tokenizer.h"
+#include "model/tokenizer_unicode.h"
+
+#define TK_BLOCK_BYTES 8192u      /* target raw bytes per processing block */
+#define TK_MAX_PREFIX 64u         /* longest continuing_subword_prefix accepted */
+#define TK_MAX_ID (1 << 24)       /* ids above this are refused (the id table is dense) */
+#define TK_NONE 0xFFFFFFFFu
+
+/* ------------------------------------------------------------------ types */
+
+typedef struct tk_added {
+    uint32_t *cps; /* content as code points (normalised for `normalized` tokens) */
+    uint32_t ncps;
+    int32_t id;
+    bool single_word, lstrip, rstrip, normalized;
+} tk_added;
+
+/* One set of added tokens to match (raw or normalised): indices into added[], sorted by first
+ * code point, then longest first, so the first hit at a position is the longest. */
+typedef struct tk_match_set {
+    uint32_t *order;
+    uint32_t n;
+    uint64_t ascii_first[2]; /* bitmap of first code points < 128 */
+    uint32_t min_first, max_first;
+    bool has_space; /* some token contains whitespace */
+} tk_match_set;
+
+/* Trie node; the children of a node are contiguous, sorted by label. Node 0 is the root.
+ * Nodes with many children (the root, "##", first bytes of scripts) also get a dense 256-entry
+ * table; the others are found by scanning their labels, kept in a byte array of their own. */
+typedef struct tk_node {
+    int32_t id;     /* vocab id of the key ending here, -1 if none */
+    uint32_t first; /* index of the first child */
+    uint32_t dense; /* index of its 256-entry child table, or TK_NONE */
+    uint16_t n;     /* number of children */
+} tk_node;
+
+#define TK_DENSE_MIN 9 /* children from which a node gets a dense table */
+
+typedef struct tk_slot {
+    uint32_t id1; /* id + 1; 0 = empty */
+    uint32_t tag; /* upper hash bits */
+} tk_slot;
+
+struct modattn_tokenizer {
+    /* vocabulary (model.vocab) */
+    char *slab;           /* all token strings, NUL-terminated */
+    uint32_t *tok_off;    /* [nids] offset in slab or TK_NONE */
+    uint32_t *tok_len;    /* [nids] */
+    size_t nids;          /* 1 + largest id */
+    tk_slot *slots;       /* vocab hash table: string -> id */
+    size_t slot_mask;
+    size_t max_key_len;   /* longest vocab key in bytes */
+    tk_node *trie;        /* byte trie of the vocab: WordPiece's longest match in one walk */
+    uint8_t *trie_label;  /* [nodes] byte on the edge into each node */
+    uint32_t *trie_dense; /* 256 child indices (0 = none) per dense node */
+    uint32_t cont_root;   /* trie node of continuing_subword_prefix, or TK_NONE */
+    /* normalizer */
+    bool has_norm, clean_text, cjk, strip_accents, lowercase;
+    bool has_pretok;
+    /* WordPiece */
+    char prefix[TK_MAX_PREFIX + 1];
+    size_t prefix_len;
+    size_t max_chars;
+    int32_t unk_id;
+    /* added tokens */
+    tk_added *added;
+    uint32_t nadded;
+    uint32_t *added_cps; /* slab for all added token code points */
+    tk_match_set raw, norm;
+    bool can_block;
+    bool strip_ws_tokens; /* some added token has lstrip or rstrip */
+    uint8_t ascii_cut[128]; /* whitespace / punctuation in no added token: blocks end there */
+    /* post processor */
+    int32_t pre_ids[8], post_ids[8];
+    size_t npre, npost;
+    int32_t cls_id, sep_id, pad_id;
+    uint8_t ascii_cls[128];
+};
+
+enum { C_DROP = 1, C_SPACE = 2, C_WS = 4, C_PUNCT = 8 };
+
+
+/* A character and the bytes [s, s + len) of the current block it came from (12 bytes: long
+ * texts without a place to cut cost memory per character). */
+typedef struct tk_char {
+    uint32_t cp;
+    uint32_t s;
+    uint8_t len;
+    uint8_t ccc; /* canonical combining class while reordering */
+} tk_char;
+#define CH_S(c) ((c).s)
+#define CH_E(c) ((c).s + (uint32_t)(c).len)
+
+typedef struct tk_vec {
+    tk_char *v;
+    size_t n, cap;
+} tk_vec;
+
+bool modattn__tk_in_ranges(const modattn__cp_range *r, size_t n, uint32_t cp);
+#define IN_TABLE(tab, cp) modattn__tk_in_ranges(tab, sizeof(tab) / sizeof(tab[0]), cp)
+
+static inline bool tk_is_ws(const modattn_tokenizer *t, uint32_t cp) {
+    return cp < 128 ? (t->ascii_cls[cp] & C_WS) != 0 : IN_TABLE(modattn__tok_white, cp);
+}
+
+/* Child of `node` along byte b, or 0 (the root is nobody's child). */
+static inline uint32_t trie_child(const modattn_tokenizer *t, uint32_t node, uint8_t b) {
+    const tk_node *nd = &t->trie[node];
+    if (nd->dense != TK_NONE) return t->trie_dense[(size_t)nd->dense * 256 + b];
+    const uint8_t *lab = t->trie_label + nd->first;
+    for (uint32_t i = 0; i < nd->n; i++)
+        if (lab[i] == b) return nd->first + i;
+    return 0;
+}
+
+uint64_t modattn__tk_hash(const void *p, size_t n);
+/* The id of a vocabulary string, or -1. */
+int32_t modattn__tk_vocab_find(const modattn_tokenizer *t, const char *key, size_t len);
+int modattn__tk_vec_push(tk_vec *x, uint32_t cp, uint32_t s, uint32_t e);
+void modattn__tk_vec_free(tk_vec *x);
+/* BertNormalizer over in[a, b) -> out (cleared first); mid and tmp are scratch (tokenizer.c). */
+int modattn__tk_normalize(const modattn_tokenizer *t, const tk_char *in, size_t a, size_t b, tk_vec *out, tk_vec *mid,
+                          tk_vec *tmp);
+
+#endif
