@@ -29,6 +29,10 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static const modattn_device_iface *g_dev[MAX_DEVICES];
 static dev_mem g_mem[MAX_DEVICES];
+/* fault injection (tests): after this many more encoder ops, every op on the device fails as a
+ * lost device would; -1: off. Set from MODATTN_DEVICE_FAIL_AFTER=NAME:N at start-up. */
+static _Atomic int64_t g_fail_after[MAX_DEVICES];
+static int slot_of(const modattn_device_iface *dev);
 static int g_ndev;
 static char g_absent[1024];
 
@@ -69,6 +73,30 @@ static void find_devices(void) {
     MODATTN_BUILTIN_DEVICES(X)
 #undef X
     (void)used;
+    for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&g_fail_after[i], -1);
+    const char *fa = getenv("MODATTN_DEVICE_FAIL_AFTER"); /* "opencl:0:120" */
+    const char *last = fa ? strrchr(fa, ':') : NULL;
+    if (last && last > fa) {
+        char name[32];
+        size_t n = (size_t)(last - fa) < sizeof name - 1 ? (size_t)(last - fa) : sizeof name - 1;
+        memcpy(name, fa, n);
+        name[n] = '\0';
+        for (int i = 0; i < g_ndev; i++) {
+            char dn[32];
+            modattn_device_format(g_dev[i]->id, dn, sizeof dn);
+            if (strcmp(dn, name) == 0) atomic_store(&g_fail_after[i], strtoll(last + 1, NULL, 10));
+        }
+    }
+}
+
+/* 0, or MODATTN_EDEVICE when the injected loss of the device has come. */
+static int injected_loss(const modattn_device_iface *dev, const char *name, modattn_op op) {
+    int s = slot_of(dev);
+    if (s < 0 || atomic_load(&g_fail_after[s]) < 0) return 0;
+    if (atomic_fetch_sub(&g_fail_after[s], 1) > 0) return 0;
+    atomic_store(&g_fail_after[s], 0);
+    return modattn_error(MODATTN_EDEVICE, "%s: %s: device lost (injected by MODATTN_DEVICE_FAIL_AFTER)", name,
+                         modattn_op_name(op));
 }
 
 void modattn_devices_init(void) { pthread_once(&g_once, find_devices); }
@@ -195,6 +223,7 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
         if (!(dev)->ops || !(dev)->ops->slot || !modattn_device_supports_op(dev, opcode, reason_, sizeof reason_)) \
             return modattn_error(MODATTN_EUNSUPPORTED, "%s does not run the encoder op '%s': %s", name_,  \
                                  modattn_op_name(opcode), reason_[0] ? reason_ : "no such slot");       \
+        if (injected_loss(dev, name_, opcode)) return MODATTN_EDEVICE;                                   \
         uint64_t t0_ = modattn_trace_begin();                                                            \
         int st_ = (dev)->ops->slot((dev)->ctx, args, reason_, sizeof reason_);                           \
         modattn_trace_end(t0_, "device." #slot, name_[0] == 'o' ? "opencl" : "device", "", 0, 0);        \

@@ -93,5 +93,25 @@ sys.exit(0 if len(a)==10 and [key(r) for r in a]==[key(r) for r in b] and all(ab
   else bad "search '$q': top-10 differs between cpu and opencl"; fi
 done
 [ $same -eq 4 ] && ok
+
+# the device lost in the middle of indexing (injected after 100 ops): a clear error, exit 1, and
+# the store keeps whole documents only; the next run finishes without redoing them
+MODATTN_DEVICE_FAIL_AFTER=opencl:0:100 "$BIN" index --device opencl --quiet --json --db "$TMP/lost2.db" demo/corpus > "$TMP/lost.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "device lost" "$TMP/lost.out" && ok || bad "device lost: rc $rc, $(cat "$TMP/lost.out")"
+kept=$(py "import sqlite3,sys
+c=sqlite3.connect('$TMP/lost2.db')
+assert c.execute('pragma integrity_check').fetchall()==[('ok',)]
+bad=c.execute('select count(*) from documents d where d.nchunks=0 or d.nchunks!=(select count(*) from chunks where document=d.id) or d.nchunks!=(select count(*) from embeddings e join chunks k on k.id=e.chunk where k.document=d.id)').fetchone()[0]
+assert bad==0, bad
+print(c.execute('select count(*) from documents').fetchone()[0])" 2>&1) && ok || bad "store after the device was lost: $kept"
+"$BIN" index --device opencl --quiet --json --db "$TMP/lost2.db" demo/corpus > "$TMP/lost.out" 2>&1
+py "import json,sys; j=json.load(open('$TMP/lost.out')); sys.exit(0 if j['files_unchanged']==int('$kept') and j['files_indexed']+j['files_unchanged']==j['files_seen'] else 1)" && ok ||
+  bad "resumed run after the lost device ($kept documents kept): $(cat "$TMP/lost.out")"
+
+# no OpenCL platform at all (the ICD loader finds no vendor): --device opencl says so
+OCL_ICD_VENDORS=/nonexistent "$BIN" --device opencl embed hi > /dev/null 2> "$TMP/e"; rc=$?
+[ $rc -eq 1 ] && grep -q "no OpenCL platform found" "$TMP/e" && ok || bad "no platform: rc $rc, $(cat "$TMP/e")"
+OCL_ICD_VENDORS=/nonexistent "$BIN" devices | grep -q "not found: opencl: no OpenCL platform" && ok || bad "devices without a platform"
+
 echo "cli_devices: $pass passed, $fail failed"
 [ $fail -eq 0 ]
