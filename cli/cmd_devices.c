@@ -82,6 +82,7 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
                                                  (json_int_t)in.local_mem_bytes, "compute_units", in.compute_units,
                                                  "fp16", in.fp16, "fp64", in.fp64, "host_memory", in.host_memory,
                                                  "implementations", im, "ops", ops, "ops_refused", no));
+            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "note", json_string(in.note));
         }
         json_t *root = json_pack("{s:o, s:s}", "devices", arr, "absent", absent);
         char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -110,6 +111,7 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
         ops_on(dev, yes, sizeof yes, no, sizeof no);
         printf("  encoder ops     %s\n", yes[0] ? yes : "(none)");
         if (no[0]) printf("  not run here    %s\n", no);
+        if (in.note[0]) printf("  note            %s\n", in.note);
     }
     if (absent[0]) printf("not found: %s\n", absent);
     return 0;

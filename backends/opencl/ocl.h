@@ -28,7 +28,7 @@ typedef struct ocl_dev {
     pthread_mutex_t mu;         /* programs, and kernels' argument setting (per device) */
     ocl_program programs[8];
     int nprograms;
-    char build_error[1024];     /* the first failed build's log (for `devices` and errors) */
+    char cache_dir[1024];       /* where compiled programs are kept; "" when none can be */
     /* monotonic host time minus device time, for trace spans on the host's time axis */
     bool is_cpu;                /* CL_DEVICE_TYPE_CPU: kernels without local-memory tiling */
     bool clblast_tuned;         /* our Xgemm parameters replace CLBlast's defaults (CPU devices) */
@@ -51,6 +51,10 @@ const char *modattn__ocl_errname(cl_int err);
  * or compiled now (and saved). A build failure returns MODATTN_EDEVICE with the compiler's log
  * in the message. Thread-safe. */
 int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char *reason, size_t len);
+
+/* The program cache folder (created): MODATTN_CACHE_DIR/opencl, else XDG_CACHE_HOME/modattn/opencl,
+ * else ~/.cache/modattn/opencl; "" when there is none or it is not writable, with `note` saying so. */
+void modattn__ocl_cache_dir(char *buf, size_t len, char *note, size_t nlen);
 
 /* Waits for ev, and records a trace span for it on the device's track from its profiling
  * times. Releases ev. */

@@ -47,8 +47,8 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* The cache folder (created), or "" when there is none. */
-static void cache_dir(char *buf, size_t len) {
+/* The cache folder (created), or "" when there is none; `note` says which, or why not. */
+void modattn__ocl_cache_dir(char *buf, size_t len, char *note, size_t nlen) {
     const char *e = getenv("MODATTN_CACHE_DIR");
     const char *x = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
@@ -57,6 +57,8 @@ static void cache_dir(char *buf, size_t len) {
     else if (home && *home) snprintf(buf, len, "%s/.cache/modattn/opencl", home);
     else {
         buf[0] = '\0';
+        snprintf(note, nlen, "no program cache (no MODATTN_CACHE_DIR, XDG_CACHE_HOME or HOME): kernels are compiled at "
+                             "every start");
         return;
     }
     /* mkdir -p */
@@ -67,6 +69,14 @@ static void cache_dir(char *buf, size_t len) {
             *p = '/';
         }
     mkdir(buf, 0755);
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(buf, W_OK) != 0) {
+        snprintf(note, nlen, "program cache %s is not a writable folder (%s): kernels are compiled at every start", buf,
+                 strerror(errno ? errno : ENOTDIR));
+        buf[0] = '\0';
+        return;
+    }
+    snprintf(note, nlen, "program cache %s", buf);
 }
 
 static cl_program load_cached(ocl_dev *d, const char *path) {
@@ -110,9 +120,9 @@ static void save_cached(ocl_dev *d, cl_program prog, const char *path) {
             bool ok = write(fd, bin, sz) == (ssize_t)sz && fsync(fd) == 0;
             ok = close(fd) == 0 && ok;
             if (!ok || rename(tmp, path) != 0) unlink(tmp);
-        } else if (!d->build_error[0]) {
-            snprintf(d->build_error, sizeof d->build_error, "program cache not writable (%s: %s): programs are compiled "
-                     "at every start", tmp, strerror(errno));
+        } else {
+            snprintf(d->info.note, sizeof d->info.note, "program cache not writable (%s: %s): kernels are compiled at every "
+                     "start", tmp, strerror(errno));
         }
     }
     free(bin);
@@ -138,8 +148,8 @@ int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char 
     h = fnv1a(h, d->info.driver, strlen(d->info.driver));
     h = fnv1a(h, modattn__ocl_kernels_src, sizeof modattn__ocl_kernels_src);
     h = fnv1a(h, options, strlen(options));
-    char dir[1024], path[1100];
-    cache_dir(dir, sizeof dir);
+    const char *dir = d->cache_dir;
+    char path[1100];
     snprintf(path, sizeof path, "%s/kernels-%016llx.bin", dir, (unsigned long long)h);
     cl_program prog = dir[0] ? load_cached(d, path) : NULL;
     if (!prog) {

@@ -197,6 +197,7 @@ static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int i
     d->is_cpu = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS && (type & CL_DEVICE_TYPE_CPU);
     if (getenv("MODATTN_OPENCL_TILED")) d->is_cpu = false; /* force the local-memory kernel (tests) */
     modattn__ocl_tune_clblast(d);
+    modattn__ocl_cache_dir(d->cache_dir, sizeof d->cache_dir, in->note, sizeof in->note);
     return 0;
 }
 

@@ -67,6 +67,7 @@ typedef struct modattn_device_info {
     int compute_units;
     bool fp16, fp64;
     bool host_memory;       /* buffers are host pointers */
+    char note[512];         /* anything the user should know ("program cache not writable: ...") */
 } modattn_device_info;
 
 /* ---- the encoder's ops on a device (slots of modattn_encoder_ops). Every buffer is on the

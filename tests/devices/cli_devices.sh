@@ -61,6 +61,8 @@ ls "$TMP/cache/opencl/"kernels-*.bin > /dev/null 2>&1 && ok || bad "no compiled 
 # an unwritable cache costs a recompile, never the result
 mkdir -p "$TMP/ro" && touch "$TMP/ro/opencl" # a file where the folder should be
 MODATTN_CACHE_DIR="$TMP/ro" "$BIN" --device opencl embed hi > "$TMP/ro.jsonl" 2> "$TMP/e" && [ -s "$TMP/ro.jsonl" ] && ok || bad "unwritable cache: $(cat "$TMP/e")"
+MODATTN_CACHE_DIR="$TMP/ro" "$BIN" devices | grep -q "note .*program cache $TMP/ro/opencl is not a writable folder" && ok ||
+  bad "devices does not say the program cache is unwritable: $(MODATTN_CACHE_DIR="$TMP/ro" "$BIN" devices | grep note)"
 
 # check on the device
 "$BIN" check --backend opencl_flash --configs 60 > "$TMP/check" 2>&1 && grep -q "opencl_flash *60 *0" "$TMP/check" && ok || bad "check opencl_flash: $(cat "$TMP/check")"

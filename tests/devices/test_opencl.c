@@ -14,6 +14,7 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "backends/opencl/ocl.h" /* the program builder, for the build-failure case */
 #include "embed_golden.h"
 #include "test_util.h"
 
@@ -321,6 +322,19 @@ static void sweep(modattn_ctx *ctx) {
            "the same vectors)\n", points, survived);
 }
 
+/* A kernel build that fails: a status, and the compiler's log in the message. */
+static void build_failure(void) {
+    ocl_dev *d = modattn__ocl_get(0);
+    cl_program p = NULL;
+    char reason[256] = "";
+    int st = modattn__ocl_program(d, "-DBM=(", &p, reason, sizeof reason); /* a macro that breaks the source */
+    CHECK_MSG(st == MODATTN_EDEVICE && p == NULL && strstr(reason, "clBuildProgram") &&
+                  strstr(modattn_last_error(), "compiler log:") && strstr(modattn_last_error(), "error"),
+              "status %d, reason '%s', message '%s'", st, reason, modattn_last_error());
+    /* and the device still builds and runs the real program afterwards */
+    CHECK(modattn__ocl_program(d, "-DBM=32 -DBN=32", &p, reason, sizeof reason) == 0 && p != NULL);
+}
+
 /* An op the device refuses: the model does not load there, and the message names the op. */
 static void refusal(modattn_ctx *ctx) {
     int op = MODATTN_OP_LAYERNORM;
@@ -359,6 +373,7 @@ int main(void) {
     golden_on_device(ctx, "bge-small-int8", ".models/bge-small-en-v1.5-int8", "tests/fixtures/golden_bge_small_int8.jsonl",
                      "opencl_flash");
     sweep(ctx);
+    build_failure();
     refusal(ctx);
     modattn_ctx_free(ctx);
     modattn_devices_shutdown();
