@@ -93,6 +93,8 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
                    "configuration when its error is at most twice a naive fp32 implementation's plus 1e-6,\n"
                    "with no NaN, guard regions untouched and inputs unchanged; 'unsupported' is counted apart.\n"
                    "--seed changes the random inputs (the configurations stay the same).\n"
+                   "Implementations on a device (OpenCL) run there, through device buffers with the same\n"
+                   "guard regions: on the --device of their kind (e.g. --device opencl:1), else its first.\n"
                    "Exit status 1 if any configuration failed.\n",
                    modattn_conformance_grid_size());
             return 0;
@@ -123,6 +125,10 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     o.log = stderr;
     o.verbose = verbose;
     o.seed = seed;
+    if (g->device) { /* main() has checked the name */
+        const modattn_device_iface *dev;
+        if (modattn_device_lookup(g->device, &dev) == 0) o.device_index = dev->id.index;
+    }
     modattn_conformance_result res[64];
     size_t n = 0;
     int st = modattn_conformance_run(ctx, &o, res, 64, &n);
