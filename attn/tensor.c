@@ -249,6 +249,7 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
         for (int i = 0; i < 3; i++)
             if (overlaps(&c->lse, all[i]))
                 return modattn_error(MODATTN_EINVAL, "lse overlaps %s", i == 0 ? "q" : i == 1 ? "k" : "v");
+        if (d->has_mask && overlaps(&c->lse, &c->mask)) return modattn_error(MODATTN_EINVAL, "lse overlaps mask");
     }
     for (int i = 0; i < 3; i++)
         if (overlaps(&c->o, all[i]))

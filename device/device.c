@@ -271,6 +271,10 @@ static int dev_reserve(const modattn_device_iface *dev, modattn_mem_category cat
     modattn_device_format(dev->id, name, sizeof name);
     if (s < 0) return modattn_error(MODATTN_EINVAL, "buffer: device %s is not one of this process's devices", name);
     dev_mem *m = &g_mem[s];
+    if (bytes > (size_t)INT64_MAX / 2) {
+        atomic_fetch_add(&m->failures, 1);
+        return modattn_error(MODATTN_ENOMEM, "%s: %s of %zu bytes is too large", name, what, bytes);
+    }
     int st = modattn__mem_inject(cat, bytes, name);
     if (st) {
         atomic_fetch_add(&m->failures, 1);
@@ -416,15 +420,17 @@ int modattn_buffer_copy(modattn_buffer *dst, size_t doff, const modattn_buffer *
         memmove((char *)dst->host + doff, (const char *)src->host + soff, n);
         return 0;
     }
-    if (dst->iface == src->iface && dst->iface->buffer_copy) {
+    bool same_overlap = dst == src && doff < soff + n && soff < doff + n;
+    if (dst->iface == src->iface && dst->iface->buffer_copy && !same_overlap) {
         char reason[256] = "";
         st = dst->iface->buffer_copy(dst->iface->ctx, dst->handle, doff, src->handle, soff, n, reason, sizeof reason);
         return st ? dev_error(dst->iface, st, "buffer copy", reason) : 0;
     }
     if (src->host) return modattn_buffer_write(dst, doff, (const char *)src->host + soff, n);
     if (dst->host) return modattn_buffer_read(src, soff, (char *)dst->host + doff, n);
-    /* default: through the host, in pieces */
-    size_t piece = n < (1u << 20) ? n : (1u << 20);
+    /* default: through the host, in pieces (one piece when the ranges overlap in one buffer, as
+     * memmove; drivers refuse overlapping device copies) */
+    size_t piece = same_overlap || n < (1u << 20) ? n : (1u << 20);
     char *tmp = modattn_malloc(piece, MODATTN_MEM_WORKSPACE);
     if (!tmp) return modattn_error_prefix(modattn_mem_last_status(), "buffer copy through the host");
     for (size_t at = 0; at < n && !st; at += piece) {

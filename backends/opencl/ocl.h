@@ -4,6 +4,7 @@
 #define MODATTN_OCL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <CL/cl.h>
@@ -32,7 +33,7 @@ typedef struct ocl_dev {
     /* monotonic host time minus device time, for trace spans on the host's time axis */
     bool is_cpu;                /* CL_DEVICE_TYPE_CPU: kernels without local-memory tiling */
     bool clblast_tuned;         /* our Xgemm parameters replace CLBlast's defaults (CPU devices) */
-    unsigned disabled_ops;      /* bits of modattn_op refused on request (control) */
+    _Atomic unsigned disabled_ops; /* bits of modattn_op refused on request (control) */
     bool clock_known;
     int64_t clock_offset_ns;
 } ocl_dev;

@@ -6,6 +6,7 @@
 #include "backends/opencl/ocl.h"
 
 #include <clblast_c.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,9 +14,18 @@
 
 static size_t kvl_bytes(const modattn_attn_desc *d) { return d->has_kv_lens ? ((size_t)d->B * 4 + 255) / 256 * 256 : 0; }
 
+/* The scores' bytes, or 0 when they overflow (supports() refuses those shapes). */
+static size_t score_bytes(const modattn_attn_desc *d) {
+    uint64_t n = 4;
+    const int64_t f[4] = {d->B, d->Hq, d->Sq, d->Sk};
+    for (int i = 0; i < 4; i++)
+        if (f[i] < 0 || __builtin_mul_overflow(n, (uint64_t)f[i], &n) || n > (uint64_t)SIZE_MAX / 2) return 0;
+    return (size_t)n;
+}
+
 static size_t blas_workspace(void *ctx, const modattn_attn_desc *d, int nthreads) {
     (void)ctx, (void)nthreads;
-    return kvl_bytes(d) + (size_t)d->B * (size_t)d->Hq * (size_t)d->Sq * (size_t)d->Sk * sizeof(float);
+    return kvl_bytes(d) + score_bytes(d);
 }
 
 static bool blas_supports(void *ctx, const modattn_attn_desc *d, char *reason, size_t len) {
@@ -25,6 +35,10 @@ static bool blas_supports(void *ctx, const modattn_attn_desc *d, char *reason, s
         return false;
     }
     const ocl_dev *dev = modattn__ocl_get(d->device.index);
+    if (score_bytes(d) == 0 && d->B * d->Hq * d->Sq * d->Sk != 0) {
+        snprintf(reason, len, "the B*Hq*Sq*Sk score buffer's size overflows");
+        return false;
+    }
     double need = (double)blas_workspace(ctx, d, 1);
     if (need > (double)dev->info.max_alloc_bytes) {
         snprintf(reason, len, "the %.0f-byte score buffer exceeds the device's largest buffer (%lld bytes)", need,

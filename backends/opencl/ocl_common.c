@@ -170,7 +170,11 @@ int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char 
             clReleaseProgram(prog);
             pthread_mutex_unlock(&d->mu);
             int st = modattn__ocl_fail(reason, len, "clBuildProgram", err);
-            modattn_error(st, "opencl:%d: building the attention kernels (%s) failed: %d %s; compiler log:\n%s",
+            /* the log goes into the reason too (as much as fits): callers wrap the reason in their
+             * own message, which replaces this thread's */
+            size_t k = strlen(reason);
+            if (k + 16 < len) snprintf(reason + k, len - k, "; compiler log: %s", log);
+            modattn_error(st, "opencl:%d: building the kernels (%s) failed: %d %s; compiler log:\n%s",
                           d->iface.id.index, opts, (int)err, modattn__ocl_errname(err), log);
             return st;
         }
@@ -199,9 +203,12 @@ int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *i
             clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 >= t0) {
             /* the device clock's origin is its own: place the end of the command at (about) now */
             int64_t off = (int64_t)host_now - (int64_t)t1;
+            pthread_mutex_lock(&d->mu);
             if (!d->clock_known || off < d->clock_offset_ns) d->clock_offset_ns = off, d->clock_known = true;
+            off = d->clock_offset_ns;
+            pthread_mutex_unlock(&d->mu);
             modattn_trace_record(name, impl, shape, bytes, flops, MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, d->iface.id.index),
-                                 (uint64_t)((int64_t)t0 + d->clock_offset_ns), (uint64_t)((int64_t)t1 + d->clock_offset_ns));
+                                 (uint64_t)((int64_t)t0 + off), (uint64_t)((int64_t)t1 + off));
         }
     }
     clReleaseEvent(ev);

@@ -18,11 +18,18 @@ static ocl_dev g_devs[OCL_MAX_DEVICES];
 static int g_n;
 
 int modattn__ocl_count(void) { return g_n; }
-ocl_dev *modattn__ocl_get(int index) { return index >= 0 && index < g_n ? &g_devs[index] : NULL; }
+ocl_dev *modattn__ocl_get(int index) {
+    return index >= 0 && index < g_n && g_devs[index].queue ? &g_devs[index] : NULL; /* NULL once shut down */
+}
 
 /* ---------------------------------------------------------------- the table's slots */
 
-static void ocl_info(void *ctx, modattn_device_info *out) { *out = ((ocl_dev *)ctx)->info; }
+static void ocl_info(void *ctx, modattn_device_info *out) {
+    ocl_dev *d = ctx;
+    pthread_mutex_lock(&d->mu); /* the note may be rewritten by a program build */
+    *out = d->info;
+    pthread_mutex_unlock(&d->mu);
+}
 
 static int ocl_alloc(void *ctx, size_t bytes, modattn_mem_category cat, void **handle, void **host, char *reason,
                      size_t len) {
@@ -87,7 +94,7 @@ static int ocl_sync(void *ctx, char *reason, size_t len) {
 
 static bool ocl_supports_op(void *ctx, modattn_op op, char *reason, size_t len) {
     ocl_dev *d = ctx;
-    if ((unsigned)op < MODATTN_OP_COUNT && (d->disabled_ops & (1u << op))) {
+    if ((unsigned)op < MODATTN_OP_COUNT && (atomic_load(&d->disabled_ops) & (1u << op))) {
         snprintf(reason, len, "'%s' disabled by request (MODATTN_DEVICE_CONTROL_DISABLE_OP)", modattn_op_name(op));
         return false;
     }
@@ -105,7 +112,7 @@ static int ocl_control(void *ctx, int op, void *arg) {
     if (op == MODATTN_DEVICE_CONTROL_DISABLE_OP && arg) {
         int o = *(const int *)arg;
         if (o < 0 || o >= MODATTN_OP_COUNT) return modattn_error(MODATTN_EINVAL, "unknown op %d", o);
-        d->disabled_ops |= 1u << o;
+        atomic_fetch_or(&d->disabled_ops, 1u << o);
         return 0;
     }
     return MODATTN_EUNSUPPORTED;
@@ -120,6 +127,7 @@ static void ocl_shutdown(void *ctx) {
     d->queue = NULL;
     d->context = NULL;
     pthread_mutex_destroy(&d->mu);
+    if (d->iface.id.index == g_n - 1) g_n--; /* shut down last to first: none is left after all */
 }
 
 /* ---------------------------------------------------------------- discovery */
@@ -226,6 +234,7 @@ int modattn__devices_opencl(const modattn_device_iface **out, int max, char *why
             modattn__ocl_fail(last, sizeof last, "clGetDeviceIDs", err);
             continue;
         }
+        if (nd > OCL_MAX_DEVICES) nd = OCL_MAX_DEVICES; /* nd counts them all; devs holds the first 16 */
         for (cl_uint k = 0; k < nd && g_n < OCL_MAX_DEVICES && g_n < max; k++)
             if (setup_device(&g_devs[g_n], plats[p], devs[k], g_n, last, sizeof last) == 0) g_n++;
     }

@@ -48,9 +48,12 @@ static bool flash_supports(void *ctx, const modattn_attn_desc *d, char *reason, 
         return false;
     }
     const ocl_dev *dev = modattn__ocl_get(d->device.index);
-    if ((int64_t)4 * (d->D + d->Dv) > dev->info.local_mem_bytes) {
-        snprintf(reason, len, "the device's local memory (%lld bytes) cannot hold one K and V row",
-                 (long long)dev->info.local_mem_bytes);
+    /* the tiled kernel (GPUs) needs at least 4 padded K and V rows in local memory; the
+     * barrier-free one (CPU drivers) none */
+    const int64_t rows4 = 4 * ((d->D + 3) / 4 + (d->Dv + 3) / 4) * 16;
+    if (!dev->is_cpu && rows4 > dev->info.local_mem_bytes - 1024) {
+        snprintf(reason, len, "the device's local memory (%lld bytes) cannot hold 4 K and V rows of D=%lld, Dv=%lld",
+                 (long long)dev->info.local_mem_bytes, (long long)d->D, (long long)d->Dv);
         return false;
     }
     return true;
