@@ -34,6 +34,11 @@ int cli_open_ctx(cli_globals *g, modattn_ctx **out);
 /* Print "modattn: <what>: <library message>" to stderr and return 1. */
 int cli_fail(const char *what, int status);
 
+/* Print j (consumed) as indented JSON on stdout; 1 with a message if building or writing it ran
+ * out of memory. (cli/cmd_attn.c) */
+struct json_t;
+int cli_print_json(struct json_t *j);
+
 /* true if argv[i] is -h or --help */
 bool cli_is_help(const char *arg);
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int print_json(json_t *j) {
+int cli_print_json(json_t *j) {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
@@ -55,7 +55,7 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
             json_array_append_new(errs, json_string(modattn_ctx_plugin_error(ctx, i)));
         char cpu[256];
         modattn_cpu_describe(cpu, sizeof cpu);
-        return print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
+        return cli_print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
                                     "cpu_features", cpu, "threads", modattn_ctx_threads(ctx)));
     }
     char cpu[256];
@@ -145,7 +145,7 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
             if (res[i].unsupported) json_object_set_new(r, "unsupported_reason", json_string(res[i].unsupported_reason));
             json_array_append_new(arr, r);
         }
-        int rc = print_json(json_pack("{s:o, s:i}", "implementations", arr, "configurations",
+        int rc = cli_print_json(json_pack("{s:o, s:i}", "implementations", arr, "configurations",
                                       max_configs ? max_configs : modattn_conformance_grid_size()));
         return rc ? rc : (failed ? 1 : 0);
     }
@@ -271,7 +271,7 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
         }
         json_t *root = json_pack("{s:s, s:s, s:o}", "shape", desc, "policy", modattn_ctx_policy(ctx), "implementations", arr);
         if (none_msg) json_object_set_new(root, "error", json_string(none_msg));
-        int rc = print_json(root);
+        int rc = cli_print_json(root);
         return rc ? rc : (st ? 1 : 0);
     }
     printf("shape: %s\npolicy: %s\n\n", desc, modattn_ctx_policy(ctx));

@@ -84,16 +84,7 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
                                                  "implementations", im, "ops", ops, "ops_refused", no));
             json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "note", json_string(in.note));
         }
-        json_t *root = json_pack("{s:o, s:s}", "devices", arr, "absent", absent);
-        char *s = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        json_decref(root);
-        if (modattn_json_take_failure() != 0 || !s) {
-            modattn_json_free(s);
-            return cli_fail("writing JSON", MODATTN_ENOMEM);
-        }
-        puts(s);
-        modattn_json_free(s);
-        return 0;
+        return cli_print_json(json_pack("{s:o, s:s}", "devices", arr, "absent", absent));
     }
     for (int i = 0; i < n; i++) {
         const modattn_device_iface *dev = modattn_device_get(i);

@@ -45,6 +45,25 @@ static void usage(FILE *f, const char *prog) {
             prog);
 }
 
+/* {"weights": {"current": .., "peak": ..}, ..., "total": {...}} */
+static json_t *mem_json(const int64_t *cur, const int64_t *peak, int64_t cur_total, int64_t peak_total) {
+    json_t *o = json_object();
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+        json_object_set_new(o, modattn_mem_category_name((modattn_mem_category)c),
+                            json_pack("{s:I, s:I}", "current", (json_int_t)cur[c], "peak", (json_int_t)peak[c]));
+    json_object_set_new(o, "total", json_pack("{s:I, s:I}", "current", (json_int_t)cur_total, "peak", (json_int_t)peak_total));
+    return o;
+}
+
+/* The text table of one memory (the host's or a device's). */
+static void mem_table(FILE *f, const int64_t *cur, const int64_t *peak, int64_t cur_total, int64_t peak_total) {
+    fprintf(f, "  %-12s %14s %14s\n", "category", "current", "peak");
+    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
+        fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c), (long long)cur[c],
+                (long long)peak[c]);
+    fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)cur_total, (long long)peak_total);
+}
+
 /* --stats --json: the same as one JSON object on its own line. */
 static void cli_print_stats_json(const cli_globals *g, FILE *f) {
     json_t *impls = json_array();
@@ -61,12 +80,7 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
     }
     modattn_mem_stats m;
     modattn_mem_get_stats(&m);
-    json_t *mem = json_object();
-    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
-        json_object_set_new(mem, modattn_mem_category_name((modattn_mem_category)c),
-                            json_pack("{s:I, s:I}", "current", (json_int_t)m.current[c], "peak", (json_int_t)m.peak[c]));
-    json_object_set_new(mem, "total", json_pack("{s:I, s:I}", "current", (json_int_t)m.current_total, "peak",
-                                                (json_int_t)m.peak_total));
+    json_t *mem = mem_json(m.current, m.peak, m.current_total, m.peak_total);
     json_t *devmem = json_object();
     for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host */
         const modattn_device_iface *dev = modattn_device_get(d);
@@ -75,13 +89,7 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
         if (ds.allocations == 0 && ds.failures == 0) continue;
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
-        json_t *o = json_object();
-        for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
-            json_object_set_new(o, modattn_mem_category_name((modattn_mem_category)c),
-                                json_pack("{s:I, s:I}", "current", (json_int_t)ds.current[c], "peak", (json_int_t)ds.peak[c]));
-        json_object_set_new(o, "total", json_pack("{s:I, s:I}", "current", (json_int_t)ds.current_total, "peak",
-                                                  (json_int_t)ds.peak_total));
-        json_object_set_new(devmem, name, o);
+        json_object_set_new(devmem, name, mem_json(ds.current, ds.peak, ds.current_total, ds.peak_total));
     }
     json_t *root = json_pack("{s:o, s:o, s:o, s:I}", "implementations", impls, "memory", mem, "device_memory", devmem,
                              "fallbacks", (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
@@ -114,11 +122,8 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
     }
     modattn_mem_stats m;
     modattn_mem_get_stats(&m);
-    fprintf(f, "memory (bytes):\n  %-12s %14s %14s\n", "category", "current", "peak");
-    for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
-        fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c), (long long)m.current[c],
-                (long long)m.peak[c]);
-    fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)m.current_total, (long long)m.peak_total);
+    fprintf(f, "memory (bytes):\n");
+    mem_table(f, m.current, m.peak, m.current_total, m.peak_total);
     for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host, if used */
         const modattn_device_iface *dev = modattn_device_get(d);
         modattn_device_mem_stats ds;
@@ -126,11 +131,8 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         if (ds.allocations == 0 && ds.failures == 0) continue;
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
-        fprintf(f, "device memory on %s (bytes):\n  %-12s %14s %14s\n", name, "category", "current", "peak");
-        for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++)
-            fprintf(f, "  %-12s %14lld %14lld\n", modattn_mem_category_name((modattn_mem_category)c),
-                    (long long)ds.current[c], (long long)ds.peak[c]);
-        fprintf(f, "  %-12s %14lld %14lld\n", "total", (long long)ds.current_total, (long long)ds.peak_total);
+        fprintf(f, "device memory on %s (bytes):\n", name);
+        mem_table(f, ds.current, ds.peak, ds.current_total, ds.peak_total);
     }
 }
 

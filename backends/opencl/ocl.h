@@ -73,6 +73,9 @@ const modattn_encoder_ops *modattn__ocl_encoder_ops(void);
 /* CLBlast parameters for CPU-type devices (ocl_encoder.c). */
 void modattn__ocl_tune_clblast(ocl_dev *d);
 
+/* Both implementations' init slot (ocl_flash.c): available when an OpenCL device was found. */
+int modattn__ocl_impl_init(void *ctx, char *reason, size_t len);
+
 /* The cl_mem of a tensor in buffer form. */
 static inline cl_mem modattn__ocl_mem(const modattn_tensor *t) { return t->buffer ? (cl_mem)t->buffer->handle : NULL; }
 

@@ -195,16 +195,6 @@ softmax:;
     return 0;
 }
 
-static int blas_init(void *ctx, char *reason, size_t len) {
-    (void)ctx;
-    modattn_devices_init();
-    if (modattn__ocl_count() == 0) {
-        snprintf(reason, len, "no OpenCL device: %s", modattn_device_absent_reasons());
-        return MODATTN_EUNSUPPORTED;
-    }
-    return 0;
-}
-
 static void blas_shutdown(void *ctx) {
     (void)ctx;
     CLBlastClearCache(); /* CLBlast's compiled programs hold the contexts */
@@ -217,7 +207,7 @@ static const modattn_attn_impl k_impl = {
     /* .device          = */ MODATTN_DEVICE_OPENCL,
     /* .priority        = */ 10,
     /* .ctx             = */ NULL,
-    /* .init            = */ blas_init,
+    /* .init            = */ modattn__ocl_impl_init,
     /* .shutdown        = */ blas_shutdown,
     /* .supports        = */ blas_supports,
     /* .workspace_bytes = */ blas_workspace,

@@ -155,7 +155,7 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
                                len);
 }
 
-static int flash_init(void *ctx, char *reason, size_t len) {
+int modattn__ocl_impl_init(void *ctx, char *reason, size_t len) {
     (void)ctx;
     modattn_devices_init();
     if (modattn__ocl_count() == 0) {
@@ -172,7 +172,7 @@ static const modattn_attn_impl k_impl = {
     /* .device          = */ MODATTN_DEVICE_OPENCL,
     /* .priority        = */ 20,
     /* .ctx             = */ NULL,
-    /* .init            = */ flash_init,
+    /* .init            = */ modattn__ocl_impl_init,
     /* .shutdown        = */ NULL,
     /* .supports        = */ flash_supports,
     /* .workspace_bytes = */ flash_workspace,
