@@ -15,15 +15,6 @@
 #define BN 32
 #endif
 #define MAXD 256
-/* HD / HDV: the head dims as compile-time constants when the program is built for one shape
- * (the loops over them then unroll, and a CPU driver keeps a row in vector registers across
- * work-items); 0: taken from the arguments. */
-#ifndef HD
-#define HD 0
-#endif
-#ifndef HDV
-#define HDV 0
-#endif
 
 /* Visible key range [0, lim) of query row i (before the mask). */
 static int visible_limit(int i, int L, int Sq, int causal) {
@@ -37,16 +28,8 @@ static int visible_limit(int i, int L, int Sq, int causal) {
  * products and the accumulation are 4-wide within a work-item, which CPU drivers (PoCL) turn
  * into SIMD and GPUs into 128-bit local-memory loads. */
 #define MAXD4 (MAXD / 4)
-#if HD > 0
-#define D4C ((HD + 3) / 4)
-#else
 #define D4C MAXD4
-#endif
-#if HDV > 0
-#define DV4C ((HDV + 3) / 4)
-#else
 #define DV4C MAXD4
-#endif
 
 __kernel __attribute__((reqd_work_group_size(BM, 1, 1)))
 void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, long qs3,
@@ -59,12 +42,6 @@ void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, l
                int Hq, int G, int Sq, int Sk, int D, int Dv, float scale, int flags,
                __local float4 *Ks, __local float4 *Vs) {
     const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8;
-#if HD > 0
-    D = HD;
-#endif
-#if HDV > 0
-    Dv = HDV;
-#endif
     const int D4 = (D + 3) / 4, Dv4 = (Dv + 3) / 4;
     const int lid = get_local_id(0);
     const int bh = get_group_id(1);
@@ -170,12 +147,6 @@ void flash_fwd_direct(__global const float *Q, long q0, long qs0, long qs1, long
                       __global const int *kvl,
                       int Hq, int G, int Sq, int Sk, int D, int Dv, float scale, int flags) {
     const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8;
-#if HD > 0
-    D = HD;
-#endif
-#if HDV > 0
-    Dv = HDV;
-#endif
     const int D4 = (D + 3) / 4, Dv4 = (Dv + 3) / 4;
     const int bh = get_group_id(1);
     const int b = bh / Hq, h = bh % Hq, hk = h / G;
