@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/model_internal.h"
+#include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
 
 static double now_s(void) {

@@ -215,8 +215,9 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
     return dev->control(dev->ctx, op, arg);
 }
 
-/* Runs one encoder op: the device must have it and say yes to it. */
-#define RUN_OP(dev, slot, opcode, args)                                                                  \
+/* Runs one encoder op: the device must have it and say yes to it. The span is the caller's name
+ * for the op ("encoder.qkv") or "device.<slot>", labelled with the device. */
+#define RUN_OP(dev, slot, opcode, args, span)                                                            \
     do {                                                                                                 \
         char reason_[256] = "", name_[32];                                                               \
         modattn_device_format((dev)->id, name_, sizeof name_);                                          \
@@ -226,24 +227,31 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
         if (injected_loss(dev, name_, opcode)) return MODATTN_EDEVICE;                                   \
         uint64_t t0_ = modattn_trace_begin();                                                            \
         int st_ = (dev)->ops->slot((dev)->ctx, args, reason_, sizeof reason_);                           \
-        modattn_trace_end(t0_, "device." #slot, name_[0] == 'o' ? "opencl" : "device", "", 0, 0);        \
+        modattn_trace_end(t0_, (span) ? (span) : "device." #slot, name_, "", 0, 0);                     \
         if (st_) return modattn_error(st_ < 0 ? st_ : MODATTN_EDEVICE, "%s: %s: %s", name_, modattn_op_name(opcode), \
                                       reason_[0] ? reason_ : modattn_strerror(st_));                    \
         return 0;                                                                                        \
     } while (0)
 
 int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
-    RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a);
+    RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a, "encoder.embeddings");
+}
+
+static modattn_op linear_code(const modattn_op_linear_args *a) {
+    return a->gamma ? MODATTN_OP_LINEAR_RESIDUAL : a->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU : MODATTN_OP_LINEAR;
 }
 
 int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a) {
-    modattn_op code = a->gamma ? MODATTN_OP_LINEAR_RESIDUAL : a->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU : MODATTN_OP_LINEAR;
     if (a->gamma) { /* the LayerNorm after it is an op of its own too */
         char r[256];
         if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r))
             return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
     }
-    RUN_OP(dev, linear, code, a);
+    if (a->plan && a->plan->iface != dev)
+        return modattn_error(MODATTN_EINVAL, "linear: the weight was prepared for another device");
+    if (!a->w && !(a->plan && a->plan->owns_weight))
+        return modattn_error(MODATTN_EINVAL, "linear: no weight (w is NULL and no plan holds it)");
+    RUN_OP(dev, linear, linear_code(a), a, a->name);
 }
 
 int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a) {
@@ -252,7 +260,39 @@ int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_a
         if (!modattn_device_supports_op(dev, MODATTN_OP_L2_NORMALIZE, r, sizeof r))
             return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'l2_normalize': %s", r);
     }
-    RUN_OP(dev, pool, a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN, a);
+    RUN_OP(dev, pool, a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN, a,
+           "encoder.pool");
+}
+
+int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
+                                  modattn_linear_plan **out) {
+    *out = NULL;
+    if (!dev->ops || !dev->ops->linear_prepare) return 0;
+    char reason[256] = "";
+    void *impl = NULL;
+    bool owns = false;
+    int st = dev->ops->linear_prepare(dev->ctx, shape, &impl, &owns, reason, sizeof reason);
+    if (st) return dev_error(dev, st, "preparing a linear weight", reason);
+    if (!impl) return 0;
+    modattn_linear_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    if (!p) {
+        if (dev->ops->linear_release) dev->ops->linear_release(dev->ctx, impl);
+        return modattn_mem_last_status();
+    }
+    p->iface = dev, p->impl = impl, p->owns_weight = owns;
+    *out = p;
+    return 0;
+}
+
+void modattn_linear_plan_free(modattn_linear_plan *p) {
+    if (!p) return;
+    const modattn_device_iface *dev = p->iface;
+    if (dev->ops && dev->ops->linear_release) dev->ops->linear_release(dev->ctx, p->impl);
+    modattn_free(p);
+}
+
+int64_t modattn_device_row_block(const modattn_device_iface *dev) {
+    return dev->ops && dev->ops->row_block > 1 ? dev->ops->row_block : 1;
 }
 
 /* ---------------------------------------------------------------- accounting */
@@ -370,10 +410,36 @@ int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_
     return 0;
 }
 
+int modattn_buffer_from_host(const modattn_device_iface *dev, const void *src, size_t bytes, modattn_mem_category cat,
+                             const char *what, modattn_buffer **out) {
+    *out = NULL;
+    if (!dev) return modattn_error(MODATTN_EINVAL, "%s: device is NULL", what);
+    if (bytes && !src) return modattn_error(MODATTN_EINVAL, "%s: no host data", what);
+    if (dev->buffer_write) { /* buffers off the host (a device whose buffers all have a host address has none) */
+        int st = modattn_buffer_alloc(dev, bytes, cat, what, out);
+        if (!st) st = modattn_buffer_write(*out, 0, src, bytes);
+        if (st) {
+            modattn_buffer_free(*out);
+            *out = NULL;
+        }
+        return st;
+    }
+    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
+    b->device = dev->id;
+    b->iface = dev;
+    b->category = (int)cat;
+    b->bytes = bytes;
+    b->handle = b->host = (void *)src;
+    b->borrowed = true;
+    *out = b;
+    return 0;
+}
+
 void modattn_buffer_free(modattn_buffer *b) {
     if (!b) return;
     const modattn_device_iface *dev = b->iface;
-    if (b->bytes) {
+    if (b->bytes && !b->borrowed) {
         dev->buffer_free(dev->ctx, b->handle);
         if (dev->id.kind != MODATTN_DEVICE_CPU) dev_release(dev, (modattn_mem_category)b->category, b->bytes);
     }

@@ -1,6 +1,6 @@
 /* model/encoder.c — the sentence-embedding pipeline around the BERT-family encoder:
- * tokenize -> sort by length -> batches under a token budget -> the forward pass (host engine:
- * encoder_host.c; a device with its own memory: encoder_device.c) -> outputs in input order.
+ * tokenize -> sort by length -> batches under a token budget -> the forward pass on the model's
+ * device (encoder_device.c; the CPU's ops: backends/cpu) -> outputs in input order.
  *
  * Layout: activations are token-major [B*S, H] (row b*S+i is token i of batch row b, padded to
  * the batch's longest text S). The QKV projection writes [B*S, 3H]; Q, K and V are strided views
@@ -10,7 +10,9 @@
  * whatever an implementation does with them stays finite, and they never reach the pooling.
  *
  * Weights are used in place from the safetensors mapping (fp32, [out, in]: the GEMM takes them
- * transposed); only Q/K/V are concatenated once into one [3H, H] matrix (encoder_load.c). */
+ * transposed) on the CPU, or copied once to a device with its own memory; Q/K/V are concatenated
+ * once into one [3H, H] matrix (encoder_load.c), and a device may prepare each GEMM's weight in
+ * its own layout (the CPU: oneDNN's blocked copy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,33 +91,27 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
     size_t max_T = 0, max_B = 0;
     for (size_t s = 0; s < n;) {
         const size_t S = (size_t)keys[s].len;
-        const size_t e = batch_end(keys, n, s, budget, m->layers[0].pqkv != NULL);
+        const size_t e = batch_end(keys, n, s, budget, modattn__dev_model_prepared(m->dm));
         if ((e - s) * S > max_T) max_T = (e - s) * S;
         if (e - s > max_B) max_B = e - s;
         s = e;
     }
-    const bool on_dev = m->dm != NULL;
+    const bool tight = modattn__dev_model_prepared(m->dm);
     modattn__dev_arena *da = NULL;
-    if (on_dev && (st = modattn__dev_arena_create(m->dm, (int64_t)max_T, (int64_t)max_B, &da))) {
+    if ((st = modattn__dev_arena_create(m->dm, (int64_t)max_T, (int64_t)max_B, &da))) {
         modattn_free(keys);
         return st;
     }
-    const size_t nf = on_dev ? 1 : modattn__host_arena_floats(c, (int64_t)max_T); /* the host arena is the device's there */
-    float *base = modattn_calloc(nf, sizeof(float), MODATTN_MEM_ACTIVATIONS);
     int32_t *bids = modattn_calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     int32_t *blens = modattn_calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     float **outs = modattn_calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
-    const size_t nth = m->pool && modattn_pool_threads(m->pool) > 1 ? (size_t)modattn_pool_threads(m->pool) : 1;
-    char *scratch = m->gemm_scratch && !on_dev
-                        ? modattn_malloc(nth * m->gemm_scratch, MODATTN_MEM_WORKSPACE)
-                        : NULL;
-    if (!base || !bids || !blens || !outs || (m->gemm_scratch && !on_dev && !scratch)) {
+    if (!bids || !blens || !outs) {
         st = modattn_mem_last_status();
         goto done;
     }
     for (size_t s = 0; s < n && st == 0;) {
         const size_t S = (size_t)keys[s].len;
-        const size_t e = batch_end(keys, n, s, budget, m->layers[0].pqkv != NULL);
+        const size_t e = batch_end(keys, n, s, budget, tight);
         const size_t B = e - s;
         for (size_t b = 0; b < B; b++) {
             const size_t i = keys[s + b].idx;
@@ -126,11 +122,7 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
             outs[b] = out + i * c->dim;
         }
         uint64_t tb = modattn_trace_begin(); /* span: one batch, padded to its longest text */
-        if (on_dev) {
-            st = modattn__dev_forward(m->dm, m->ctx, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
-        } else {
-            st = modattn__host_forward(m, base, scratch, (int64_t)B, (int64_t)S, bids, blens, outs);
-        }
+        st = modattn__dev_forward(m->dm, m->ctx, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
         if (tb) {
             char shape[64];
             snprintf(shape, sizeof shape, "B=%zu S=%zu", B, S);
@@ -140,11 +132,9 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
     }
 done:
     modattn__dev_arena_free(da);
-    modattn_free(scratch);
     modattn_free(outs);
     modattn_free(blens);
     modattn_free(bids);
-    modattn_free(base);
     modattn_free(keys);
     return st;
 }

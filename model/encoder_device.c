@@ -1,8 +1,9 @@
-/* model/encoder_device.c — the BERT encoder's forward pass on a device with its own memory
- * (OpenCL today; CUDA next), through the device layer only: this file never learns which kind
- * of device it runs on. Same layout as the host engine (model/encoder.c): token-major [B*S, H]
- * activations, the fused QKV GEMM's output viewed as strided Q/K/V for the dispatcher, padding
- * by kv_lens with padded rows kept at zero by every op. */
+/* model/encoder_device.c — the BERT encoder's forward pass on a device (the CPU, OpenCL; CUDA
+ * next), through the device layer only: this file never learns which kind of device it runs on.
+ * Layout (model/encoder.c): token-major [B*S, H] activations, the fused QKV GEMM's output viewed
+ * as strided Q/K/V for the dispatcher, padding by kv_lens with padded rows kept at zero by every
+ * op. Activation buffers hold rows rounded up to the device's row block, the rows past a batch's
+ * last kept at zero (modattn_encoder_ops.row_block). */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,18 +13,21 @@
 
 typedef struct dev_layer {
     modattn_buffer *wqkv, *bqkv, *wo, *bo, *ln1_g, *ln1_b, *w1, *b1, *w2, *b2, *ln2_g, *ln2_b;
+    modattn_linear_plan *pqkv, *po, *p1, *p2; /* the device's prepared weights, or NULL */
 } dev_layer;
 
 struct modattn__dev_model {
     const modattn_device_iface *dev;
     modattn__model_config cfg;
+    int64_t row_block;
+    modattn_pool *pool; /* borrowed */
     modattn_buffer *word, *pos, *type0, *emb_g, *emb_b;
     dev_layer *layers;
 };
 
 struct modattn__dev_arena {
     modattn_buffer *x, *big, *att, *ids, *lens, *out;
-    int64_t max_T, max_B;
+    int64_t max_T, max_B, cap_rows; /* cap_rows: max_T rounded up to the row block */
     float *host_out; /* [max_B, dim] */
 };
 
@@ -59,11 +63,43 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     return 0;
 }
 
+/* A weight on the device: on a device with host memory the host array itself, else a copy. */
 static int upload(const modattn_device_iface *dev, const float *src, size_t count, const char *what,
                   modattn_buffer **out) {
-    int st = modattn_buffer_alloc(dev, count * sizeof(float), MODATTN_MEM_WEIGHTS, what, out);
+    return modattn_buffer_from_host(dev, src, count * sizeof(float), MODATTN_MEM_WEIGHTS, what, out);
+}
+
+/* Prepares a linear weight for the arena's strides; a plan holding its own copy replaces the
+ * buffer. */
+static int prepare(const modattn_device_iface *dev, modattn_buffer **w, int64_t N, int64_t K, int64_t lda, int64_t ldy,
+                   bool accumulate, modattn_linear_plan **out) {
+    modattn_op_linear_args shape = {.w = *w, .lda = lda, .ldy = ldy, .N = N, .K = K, .accumulate = accumulate};
+    int st = modattn_device_linear_prepare(dev, &shape, out);
     if (st) return st;
-    return modattn_buffer_write(*out, 0, src, count * sizeof(float));
+    if (*out && (*out)->owns_weight) {
+        modattn_buffer_free(*w);
+        *w = NULL;
+    }
+    return 0;
+}
+
+bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host) {
+    if (!dm || !host) return false;
+    for (int l = 0; l < dm->cfg.layers; l++) {
+        const dev_layer *L = &dm->layers[l];
+        const modattn_buffer *all[] = {L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
+                                       L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            if (all[i] && all[i]->borrowed && all[i]->host == host) return true;
+    }
+    const modattn_buffer *emb[] = {dm->word, dm->pos, dm->type0, dm->emb_g, dm->emb_b};
+    for (size_t i = 0; i < sizeof emb / sizeof *emb; i++)
+        if (emb[i] && emb[i]->borrowed && emb[i]->host == host) return true;
+    return false;
+}
+
+bool modattn__dev_model_prepared(const modattn__dev_model *dm) {
+    return dm && dm->cfg.layers > 0 && dm->layers && dm->layers[0].pqkv != NULL;
 }
 
 void modattn__dev_model_free(modattn__dev_model *dm) {
@@ -74,6 +110,8 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
             modattn_buffer *all[] = {L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
                                      L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
             for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn_buffer_free(all[i]);
+            modattn_linear_plan_free(L->pqkv), modattn_linear_plan_free(L->po);
+            modattn_linear_plan_free(L->p1), modattn_linear_plan_free(L->p2);
         }
     modattn_free(dm->layers);
     modattn_buffer_free(dm->word), modattn_buffer_free(dm->pos), modattn_buffer_free(dm->type0);
@@ -83,12 +121,14 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *lw, modattn__dev_model **out) {
+                              const modattn__layer_weights *lw, modattn_pool *pool, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
     dm->dev = dev;
     dm->cfg = *c;
+    dm->row_block = modattn_device_row_block(dev);
+    dm->pool = pool;
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
@@ -114,6 +154,14 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
             (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
             goto fail;
+        /* the strides are the arena's: x and att [.., H], big [.., 3H] for QKV and [.., I] for the FFN */
+        const int64_t h = (int64_t)H, i = (int64_t)I;
+        if ((st = prepare(dev, &L->wqkv, 3 * h, h, h, 3 * h, false, &L->pqkv)) ||
+            (st = prepare(dev, &L->wo, h, h, h, h, true, &L->po)) || (st = prepare(dev, &L->w1, i, h, h, i, false, &L->p1)) ||
+            (st = prepare(dev, &L->w2, h, i, i, h, true, &L->p2))) {
+            st = modattn_error_prefix(st, "layer %d: preparing the GEMMs", l);
+            goto fail;
+        }
     }
     *out = dm;
     return 0;
@@ -137,8 +185,9 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
     modattn__dev_arena *a = modattn_calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn_mem_last_status();
     a->max_T = max_T, a->max_B = max_B;
+    a->cap_rows = (max_T + dm->row_block - 1) / dm->row_block * dm->row_block;
     const modattn_device_iface *dev = dm->dev;
-    const size_t T = (size_t)max_T;
+    const size_t T = (size_t)a->cap_rows;
     int st;
     if ((st = modattn_buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "hidden states", &a->x)) ||
         (st = modattn_buffer_alloc(dev, T * W * 4, MODATTN_MEM_ACTIVATIONS, "QKV / FFN activations", &a->big)) ||
@@ -146,6 +195,13 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
         (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
         (st = modattn_buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
         (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out))) {
+        modattn__dev_arena_free(a);
+        return st;
+    }
+    /* the rows past a batch's are GEMM inputs and outputs of whole row blocks: zero, and finite */
+    if (dm->row_block > 1 &&
+        ((st = modattn_buffer_fill(a->x, 0, 0, a->x->bytes)) || (st = modattn_buffer_fill(a->big, 0, 0, a->big->bytes)) ||
+         (st = modattn_buffer_fill(a->att, 0, 0, a->att->bytes)))) {
         modattn__dev_arena_free(a);
         return st;
     }
@@ -182,9 +238,16 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
     int st;
     if ((st = modattn_buffer_write(a->ids, 0, ids, (size_t)T * 4)) || (st = modattn_buffer_write(a->lens, 0, lens, (size_t)B * 4)))
         return st;
+    /* the rows of the last row block past this batch's T: zero (an earlier, larger batch left its
+     * rows there); big's are only ever written by GEMMs of these zero rows */
+    const int64_t Tr = (T + dm->row_block - 1) / dm->row_block * dm->row_block;
+    if (Tr > T && ((st = modattn_buffer_fill(a->x, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4)) ||
+                   (st = modattn_buffer_fill(a->att, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4))))
+        return st;
+    modattn_pool *pool = dm->pool;
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
-                               .eps = (float)c->ln_eps};
+                               .eps = c->ln_eps, .pool = pool};
     if ((st = modattn_device_embed(dev, &e))) return st;
     const modattn_act act = c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
                             : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
@@ -192,7 +255,8 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
     for (int l = 0; l < c->layers; l++) {
         const dev_layer *L = &dm->layers[l];
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
-                                    .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S};
+                                    .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
+                                    .name = "encoder.qkv", .pool = pool};
         if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d QKV", model_name, l);
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
@@ -204,18 +268,21 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
         if ((st = modattn_attention(ctx, &call))) return modattn_error_prefix(st, "%s: layer %d attention", model_name, l);
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
-                                     .eps = (float)c->ln_eps, .lens = a->lens, .S = S};
+                                     .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
+                                     .name = "encoder.attn_out", .pool = pool};
         if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d attention output", model_name, l);
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
-                                     .N = I, .K = H, .act = act, .lens = a->lens, .S = S};
+                                     .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
+                                     .name = "encoder.ffn_up", .pool = pool};
         if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d FFN up", model_name, l);
         g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
-                                     .eps = (float)c->ln_eps, .lens = a->lens, .S = S};
+                                     .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
+                                     .name = "encoder.ffn_down", .pool = pool};
         if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     modattn_op_pool_args p = {.x = a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
-                              .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim};
+                              .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
     if ((st = modattn_device_pool(dev, &p))) return st;
     if ((st = modattn_buffer_read(a->out, 0, a->host_out, (size_t)B * c->dim * sizeof(float)))) return st;
     for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
@@ -223,7 +290,9 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
         char shape[64];
         snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
         const double fl = 2.0 * (double)T * (double)c->layers * ((double)(4 * H * H) + 2.0 * (double)H * (double)I);
-        modattn_trace_end(t0, "encoder.forward", "device", shape, 0, fl);
+        char name[32];
+        modattn_device_format(dev->id, name, sizeof name);
+        modattn_trace_end(t0, "encoder.forward", name, shape, 0, fl);
     }
     return 0;
 }

@@ -1,5 +1,5 @@
 /* model/encoder_internal.h — the model object shared by the encoder's files: encoder_load.c
- * (weights, load/free), encoder_host.c (the host engine's forward pass and pooling), encoder.c
+ * (weights, load/free), encoder_device.c (the forward pass, on whichever device), encoder.c
  * (tokenising, batching, the embed API). Not a public header. */
 #ifndef MODATTN_ENCODER_INTERNAL_H
 #define MODATTN_ENCODER_INTERNAL_H
@@ -12,15 +12,13 @@
 #include "modattn/tokenizer.h"
 
 typedef struct layer_w {
-    float *wqkv;        /* [3H, H], owned */
-    float *bqkv;        /* [3H], owned */
+    float *wqkv;        /* [3H, H], owned (freed once the device holds its own copy) */
+    float *bqkv;        /* [3H], owned (likewise) */
     const float *wo, *bo;       /* [H, H], [H] */
     const float *ln1_g, *ln1_b; /* [H] */
     const float *w1, *b1;       /* [I, H], [I] */
     const float *w2, *b2;       /* [H, I], [H] */
     const float *ln2_g, *ln2_b; /* [H] */
-    /* prepared GEMMs (NULL with a BLAS that has none): qkv, output, FFN up, FFN down */
-    modattn__gemm_plan *pqkv, *po, *p1, *p2;
 } layer_w;
 
 struct modattn_model {
@@ -38,21 +36,13 @@ struct modattn_model {
     float **owned;       /* weight copies (unaligned tensors), freed at close */
     size_t nowned;
     size_t batch_tokens;
-    size_t gemm_scratch; /* largest scratch of any plan, rounded up to MODATTN_ALIGN */
-    /* a device with its own memory (modattn_model_load_ex): the weights live there and every
-     * batch runs there (encoder_device.c); NULL: the host engine below */
+    /* the device every batch runs on (modattn_model_load_ex; the CPU by default) and the weights
+     * there (encoder_device.c) */
     const modattn_device_iface *dev;
     modattn__dev_model *dm;
-    /* the host engine's threads: borrowed (options) or its own; never the ctx's */
+    /* host threads for the device's ops: borrowed (options) or its own; never the ctx's */
     modattn_pool *pool;
     bool own_pool;
 };
-
-/* ---- the host engine (encoder_host.c): activations of one batch of T = B*S token rows live in
- * one arena of modattn__host_arena_floats(cfg, T) floats (the caller allocates it, zeroed);
- * scratch holds the GEMM plans' scratch per thread (m->gemm_scratch each, or NULL). */
-size_t modattn__host_arena_floats(const modattn__model_config *c, int64_t T);
-int modattn__host_forward(modattn_model *m, float *arena, char *scratch, int64_t B, int64_t S, const int32_t *ids,
-                          const int32_t *lens, float *const *outs);
 
 #endif

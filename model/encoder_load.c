@@ -1,6 +1,6 @@
 /* model/encoder_load.c — loading a BERT-family model directory: configuration, the mapped
- * weights (validated shapes, QKV concatenated, GEMM plans prepared once), the tokenizer, and the
- * upload to a device when the model runs on one; freeing it. */
+ * weights (validated shapes, QKV concatenated), the tokenizer, and the weights' move to the
+ * device the model runs on (encoder_device.c: GEMMs prepared once there); freeing it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,23 +120,6 @@ static int load_weights(modattn_model *m) {
         memcpy(L->bqkv, bq, (size_t)H * sizeof(float));
         memcpy(L->bqkv + H, bk, (size_t)H * sizeof(float));
         memcpy(L->bqkv + 2 * H, bv, (size_t)H * sizeof(float));
-        if (m->dev) continue; /* the device's GEMMs take the weights as they are */
-        /* the strides are the arena's (see arena_bind): x and att [.., H], big [.., max(3H, I)] */
-        if ((st = modattn__gemm_plan_create(L->wqkv, 3 * H, H, H, 3 * H, false, &L->pqkv)) ||
-            (st = modattn__gemm_plan_create(L->wo, H, H, H, H, true, &L->po)) ||
-            (st = modattn__gemm_plan_create(L->w1, I, H, H, I, false, &L->p1)) ||
-            (st = modattn__gemm_plan_create(L->w2, H, I, I, H, true, &L->p2)))
-            return modattn_error_prefix(st, "%s: layer %d: preparing the GEMMs", m->st->path, l);
-        modattn__gemm_plan *ps[4] = {L->pqkv, L->po, L->p1, L->p2};
-        for (int k = 0; k < 4; k++) {
-            size_t b = modattn__gemm_plan_scratch(ps[k]);
-            b = (b + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
-            if (b > m->gemm_scratch) m->gemm_scratch = b;
-        }
-        if (L->pqkv) { /* the packed copy replaces the concatenated one */
-            modattn_free(L->wqkv);
-            L->wqkv = NULL;
-        }
     }
     return 0;
 }
@@ -154,7 +137,7 @@ int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
     return modattn_model_load_ex(ctx, dir, NULL, out);
 }
 
-/* Uploads the weights to the model's device (after load_weights: wqkv are the host copies). */
+/* Moves the weights to the model's device (after load_weights: wqkv are the host copies). */
 static int upload_to_device(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
     modattn__layer_weights *lw = modattn_calloc((size_t)c->layers, sizeof *lw, MODATTN_MEM_OTHER);
@@ -164,13 +147,13 @@ static int upload_to_device(modattn_model *m) {
         lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
                                          L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
     }
-    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw, &m->dm);
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw, m->pool, &m->dm);
     modattn_free(lw);
-    if (st) return st;
-    for (int l = 0; l < c->layers; l++) { /* the device holds them now */
-        modattn_free(m->layers[l].wqkv);
-        modattn_free(m->layers[l].bqkv);
-        m->layers[l].wqkv = m->layers[l].bqkv = NULL;
+    if (st) return modattn_error_prefix(st, "%s", m->st->path);
+    for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
+        layer_w *L = &m->layers[l];
+        if (!modattn__dev_model_borrows(m->dm, L->wqkv)) modattn_free(L->wqkv), L->wqkv = NULL;
+        if (!modattn__dev_model_borrows(m->dm, L->bqkv)) modattn_free(L->bqkv), L->bqkv = NULL;
     }
     return 0;
 }
@@ -182,18 +165,19 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     if (!ctx || !dir || !*dir)
         return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
     const modattn_device_iface *dev = NULL;
-    if (opt && opt->device && *opt->device) {
-        int dst = modattn_device_lookup(opt->device, &dev);
-        if (dst) return dst;
-    }
+    int dst = modattn_device_lookup(opt && opt->device && *opt->device ? opt->device : "cpu", &dev);
+    if (dst) return dst;
+    modattn_device_info dinfo;
+    memset(&dinfo, 0, sizeof dinfo);
+    modattn_device_info_get(dev, &dinfo);
     modattn_model *m = modattn_calloc(1, sizeof *m, MODATTN_MEM_OTHER);
     if (!m) return modattn_mem_last_status();
     m->ctx = ctx;
-    m->dev = dev && dev->ops ? dev : NULL; /* the CPU device is the host engine */
+    m->dev = dev;
     int st = 0;
     if (opt && opt->pool) {
         m->pool = opt->pool;
-    } else if (!m->dev) { /* a device model runs no host passes */
+    } else if (dinfo.host_memory) { /* a device on its own silicon runs no host passes */
         if ((st = modattn_pool_create(modattn_ctx_threads(ctx), &m->pool))) {
             modattn_free(m);
             return st;
@@ -218,7 +202,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
         }
     }
     if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
-    if (m->dev && (st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name))) goto fail;
+    if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name))) goto fail;
     char path[MODATTN__PATH_MAX];
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "model.safetensors")))
         goto fail;
@@ -228,7 +212,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
         goto fail;
     }
     if ((st = load_weights(m))) goto fail;
-    if (m->dev && (st = upload_to_device(m))) goto fail;
+    if ((st = upload_to_device(m))) goto fail;
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "tokenizer.json")))
         goto fail;
     if ((st = modattn_tokenizer_load(path, &m->tok))) goto fail;
@@ -258,7 +242,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     snprintf(in->weights_hash, sizeof in->weights_hash, "%016llx",
              (unsigned long long)in->weights_xxh3);
     in->weights_bytes = m->st->len;
-    in->device = m->dev ? m->dev->id : (modattn_device){MODATTN_DEVICE_CPU, 0};
+    in->device = m->dev->id;
     *out = m;
     return 0;
 fail:
@@ -275,10 +259,6 @@ void modattn_model_free(modattn_model *m) {
             layer_w *L = &m->layers[l];
             modattn_free(L->wqkv);
             modattn_free(L->bqkv);
-            modattn__gemm_plan_free(L->pqkv);
-            modattn__gemm_plan_free(L->po);
-            modattn__gemm_plan_free(L->p1);
-            modattn__gemm_plan_free(L->p2);
         }
         modattn_free(m->layers);
     }

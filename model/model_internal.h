@@ -1,5 +1,5 @@
 /* model/model_internal.h — what the model/ files share: the parsed configuration of a model
- * directory (config.c) and the CPU GEMM wrapper (gemm.c). Not a public header. */
+ * directory (config.c) and the forward pass on a device (encoder_device.c). Not a public header. */
 #ifndef MODATTN_MODEL_INTERNAL_H
 #define MODATTN_MODEL_INTERNAL_H
 
@@ -48,44 +48,9 @@ int modattn__config_load(const char *dir, modattn__model_config *cfg);
 /* "dir/name" into buf; MODATTN_EINVAL if it does not fit. */
 int modattn__path_join(char *buf, size_t len, const char *dir, const char *name);
 
-/* ---- GEMM on the CPU (gemm.c): C[M,N] = alpha * A[M,K] . B[N,K]^T + beta * C, all row-major
- * fp32 with leading dimensions lda, ldb, ldc (the layout of a PyTorch Linear: weight [out, in]).
- * Runs on the calling thread only; safe to call from several threads at once. */
-void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
-/* ---- GEMM plans (gemm.c): the same product for a fixed weight, prepared once at model load.
- * C[MODATTN__GEMM_BLOCK, N] (= or +=) A[MODATTN__GEMM_BLOCK, K] . W[N, K]^T with the row strides
- * lda and ldc fixed at creation. The weight is copied into the BLAS's own blocked layout (counted
- * as weights memory), so no call packs it again; a call always computes exactly
- * MODATTN__GEMM_BLOCK rows, so every row goes through the same kernel with the same summation
- * order whatever its position and batch-mates. With a BLAS that has no such path (OpenBLAS)
- * modattn__gemm_plan_create gives *out = NULL and status 0: use modattn__sgemm_nt.
- * Runs on the calling thread only; any number of threads may run one plan at once, each with
- * its own scratch of modattn__gemm_plan_scratch() bytes (MODATTN_ALIGN-aligned). */
-#define MODATTN__GEMM_BLOCK 64
-typedef struct modattn__gemm_plan modattn__gemm_plan;
-int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, modattn__gemm_plan **out);
-size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
-/* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
-int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch);
-void modattn__gemm_plan_free(modattn__gemm_plan *p);
-/* Bytes of packed weights a plan holds. */
-size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
-
-/* ---- elementwise row kernels (encoder_ops.c): y[0..n) op= bias[0..n) */
-float modattn__erf(float x); /* |error| < 4e-7 */
-void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
-void modattn__gelu_tanh_bias(float *y, const float *bias, int64_t n);
-void modattn__relu_bias(float *y, const float *bias, int64_t n);
-void modattn__bias_add(float *y, const float *bias, int64_t n);
-/* y = LayerNorm(y + bias) * g + b (bias may be NULL) */
-void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
-                              int64_t n, double eps);
-
-/* ---- the forward pass on a device with its own memory (encoder_device.c): weights uploaded once
- * at load, activations kept on the device through every layer; per batch only ids and lengths
- * go in and the pooled vectors come out. Every op goes through the device layer's wrappers
+/* ---- the forward pass on a device (encoder_device.c): weights uploaded once at load (borrowed
+ * on a device with host memory), activations kept on the device through every layer; per batch
+ * only ids and lengths go in and the pooled vectors come out. Every op goes through the device layer's wrappers
  * (modattn/device.h) and attention through the dispatcher, on buffer-form tensors. */
 #include "modattn/device.h"
 
@@ -109,7 +74,12 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 /* Uploads the weights (device memory, category weights). Ownership: modattn__dev_model_free. */
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *layers, modattn__dev_model **out);
+                              const modattn__layer_weights *layers, modattn_pool *pool, modattn__dev_model **out);
+/* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
+ * arrays: they must outlive dm). */
+bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);
+/* Whether the device prepared the weights (fixed row blocks: small batches cost no more per row). */
+bool modattn__dev_model_prepared(const modattn__dev_model *dm);
 void modattn__dev_model_free(modattn__dev_model *dm);
 /* Activation buffers for batches of up to max_T padded tokens in max_B rows. */
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out);
@@ -117,8 +87,5 @@ void modattn__dev_arena_free(modattn__dev_arena *a);
 /* One batch: B rows padded to S (ids [B*S], lens [B]); pooled vectors to outs[b][0..dim). */
 int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_arena *a, int64_t B, int64_t S,
                          const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name);
-
-/* "onednn" or "openblas". */
-const char *modattn__gemm_name(void);
 
 #endif

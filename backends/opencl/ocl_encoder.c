@@ -147,9 +147,12 @@ void modattn__ocl_tune_clblast(ocl_dev *d) {
 }
 
 static const modattn_encoder_ops k_ops = {
-    /* .embed  = */ op_embed,
-    /* .linear = */ op_linear,
-    /* .pool   = */ op_pool,
+    /* .row_block      = */ 1,
+    /* .embed          = */ op_embed,
+    /* .linear         = */ op_linear,
+    /* .pool           = */ op_pool,
+    /* .linear_prepare = */ NULL, /* CLBlast takes the weights as they are */
+    /* .linear_release = */ NULL,
 };
 
 const modattn_encoder_ops *modattn__ocl_encoder_ops(void) { return &k_ops; }

@@ -70,6 +70,8 @@ typedef struct modattn_buffer {
     modattn_device device;
     const struct modattn_device_iface *iface; /* the owning device (opaque to implementations) */
     int category;                             /* modattn_mem_category */
+    bool borrowed;                            /* host memory the buffer wraps and does not own
+                                               * (modattn_buffer_from_host on a host device) */
 } modattn_buffer;
 
 /* A strided view of a 4-D tensor, in one of two forms:

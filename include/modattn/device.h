@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_DEVICE_API_VERSION 1u
+#define MODATTN_DEVICE_API_VERSION 2u
 
 /* The encoder's coarse operations. A device says which it runs (supports_op) and why not. */
 #define MODATTN_OP_MAP(X)                                                   \
@@ -80,13 +80,26 @@ typedef enum modattn_act {
     MODATTN_ACT_RELU,
 } modattn_act;
 
+/* A weight prepared once for repeated linear calls (modattn_device_linear_prepare): the device's
+ * own layout of it (the CPU device: oneDNN's blocked copy), and whether that copy replaces the
+ * weight buffer (then linear calls with the plan never read `w`). */
+typedef struct modattn_linear_plan {
+    const struct modattn_device_iface *iface; /* the device that made it */
+    void *impl;                               /* the device's plan */
+    bool owns_weight;
+} modattn_linear_plan;
+
+/* Every op's args carry `pool`: the host threads an op may use (a device that computes on the
+ * host runs its row blocks there; one on its own silicon ignores it). NULL: the calling thread. */
+
 /* x[r] = LayerNorm(word[ids[r]] + pos[i] + type0) * gamma + beta */
 typedef struct modattn_op_embed_args {
     const modattn_buffer *ids, *lens;  /* int32 [B*S], int32 [B] */
     const modattn_buffer *word, *pos, *type0, *gamma, *beta; /* [V,H], [P,H], [H], [H], [H] */
     modattn_buffer *x;                 /* [B*S, H] */
     int64_t B, S, H;
-    float eps;
+    double eps;
+    modattn_pool *pool;
 } modattn_op_embed_args;
 
 /* y[r, 0..N) = (accumulate ? y[r] : 0) + a[r] . w^T + bias, then act, then (if gamma)
@@ -100,8 +113,11 @@ typedef struct modattn_op_linear_args {
     bool accumulate;                        /* the residual: y already holds it */
     modattn_act act;
     const modattn_buffer *gamma, *beta;     /* LayerNorm after (NULL: none) */
-    float eps;
+    double eps;
     const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
+    const modattn_linear_plan *plan;        /* from linear_prepare for this w and shape, or NULL */
+    const char *name;                       /* trace span ("encoder.qkv"; a string literal), or NULL */
+    modattn_pool *pool;
 } modattn_op_linear_args;
 
 /* out[b] = the pooling modes' vectors of x's rows 0..lens[b]) concatenated, in
@@ -114,15 +130,25 @@ typedef struct modattn_op_pool_args {
     bool normalize;
     modattn_buffer *out;                    /* [B, dim] */
     int64_t dim;
+    modattn_pool *pool;
 } modattn_op_pool_args;
 
-/* A device that computes the encoder's ops on its own memory fills these in. A device without
- * them (ops == NULL) has host memory, and the model computes on it with its host engine (the
- * CPU device). Attention is never here: it goes through the dispatcher. */
+/* A device that computes the encoder's ops fills these in (the CPU device too: backends/cpu).
+ * Attention is never here: it goes through the dispatcher. */
 typedef struct modattn_encoder_ops {
+    /* Rows of activations the linear op processes at once: buffers it reads and writes hold
+     * rows rounded up to a multiple of row_block, and the rows past `rows` are zero on entry
+     * (the caller keeps them so) and stay finite. 0 or 1: no rounding. */
+    int64_t row_block;
     int (*embed)(void *ctx, const modattn_op_embed_args *a, char *reason, size_t len);
     int (*linear)(void *ctx, const modattn_op_linear_args *a, char *reason, size_t len);
     int (*pool)(void *ctx, const modattn_op_pool_args *a, char *reason, size_t len);
+    /* Optional: prepares `shape->w` for linear calls of this N, K, lda, ldy and accumulate (the
+     * activation buffers and rows of `shape` are unused). *plan = NULL: nothing to prepare.
+     * Memory the plan holds is the device's to count (category weights). */
+    int (*linear_prepare)(void *ctx, const modattn_op_linear_args *shape, void **plan, bool *owns_weight,
+                          char *reason, size_t len);
+    void (*linear_release)(void *ctx, void *plan);
 } modattn_encoder_ops;
 
 /* The table a device fills in. `ctx` is passed back to every slot; `reason` buffers receive a
@@ -207,6 +233,14 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg);
 int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
 int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
 int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
+/* Prepares a weight for linear calls of shape's N, K, lda, ldy, accumulate (see linear_prepare).
+ * *out = NULL (status 0) when the device prepares nothing: pass plan = NULL then. Ownership:
+ * modattn_linear_plan_free. */
+int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
+                                  modattn_linear_plan **out);
+void modattn_linear_plan_free(modattn_linear_plan *p); /* NULL is fine */
+/* Rows the device's linear op works in (>= 1); see modattn_encoder_ops.row_block. */
+int64_t modattn_device_row_block(const modattn_device_iface *dev);
 
 /* ---- buffers */
 
@@ -217,6 +251,11 @@ int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_a
 int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
                          modattn_buffer **out);
 void modattn_buffer_free(modattn_buffer *buf); /* NULL is fine */
+/* `bytes` of host data as a buffer on `dev`: on a device with host memory the buffer is `src`
+ * itself (no copy, nothing counted: the caller owns src and keeps it alive and unchanged until
+ * the buffer is freed); elsewhere a new buffer (counted as modattn_buffer_alloc) holding a copy. */
+int modattn_buffer_from_host(const modattn_device_iface *dev, const void *src, size_t bytes, modattn_mem_category cat,
+                             const char *what, modattn_buffer **out);
 /* Blocking transfers; offsets and sizes are checked against the buffer (MODATTN_ERANGE). */
 int modattn_buffer_write(modattn_buffer *buf, size_t offset, const void *src, size_t bytes);
 int modattn_buffer_read(const modattn_buffer *buf, size_t offset, void *dst, size_t bytes);

@@ -1,5 +1,7 @@
-/* device/cpu.c — the CPU device: host memory from modattn's allocator, work on the calling
- * thread and the thread pools. Every op of the encoder runs here (model/ computes them). */
+/* backends/cpu/cpu_device.c — the CPU device: host memory from modattn's allocator, work on the
+ * calling thread and the caller's thread pool. Every op of the encoder runs here
+ * (cpu_encoder.c), in blocks of MODATTN__GEMM_BLOCK rows. */
+#include "backends/cpu/cpu_internal.h"
 #include "modattn/device.h"
 
 #include <stdio.h>
@@ -48,6 +50,15 @@ static bool cpu_supports_op(void *ctx, modattn_op op, char *reason, size_t len) 
     return (unsigned)op < MODATTN_OP_COUNT;
 }
 
+static const modattn_encoder_ops k_cpu_ops = {
+    /* .row_block      = */ MODATTN__GEMM_BLOCK,
+    /* .embed          = */ modattn__cpu_embed,
+    /* .linear         = */ modattn__cpu_linear,
+    /* .pool           = */ modattn__cpu_pool,
+    /* .linear_prepare = */ modattn__cpu_linear_prepare,
+    /* .linear_release = */ modattn__cpu_linear_release,
+};
+
 static const modattn_device_iface k_cpu = {
     /* .api_version  = */ MODATTN_DEVICE_API_VERSION,
     /* .id           = */ {MODATTN_DEVICE_CPU, 0},
@@ -63,7 +74,7 @@ static const modattn_device_iface k_cpu = {
     /* .supports_op  = */ cpu_supports_op,
     /* .shutdown     = */ NULL,
     /* .control      = */ NULL,
-    /* .ops          = */ NULL, /* host memory: the model's host engine computes the ops */
+    /* .ops          = */ &k_cpu_ops,
 };
 
 const modattn_device_iface *modattn__device_cpu(void) { return &k_cpu; }

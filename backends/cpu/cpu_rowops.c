@@ -9,7 +9,7 @@
  * rounding of the float GELU itself, far below what the goldens' cosine 0.99999 can see. */
 #include <math.h>
 
-#include "model/model_internal.h"
+#include "backends/cpu/cpu_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MODATTN_NO_CLONES)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

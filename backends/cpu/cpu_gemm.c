@@ -10,7 +10,7 @@
  * model/CMakeLists.txt, where the measurements that decided the default are written down).
  * oneDNN computes each row identically for any M >= 16 (not below: encoder.c never asks for
  * fewer rows); OpenBLAS with the Haswell kernels does not (rows change with M by ~1e-7). */
-#include "model/model_internal.h"
+#include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
 

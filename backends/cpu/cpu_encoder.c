@@ -1,0 +1,258 @@
+/* backends/cpu/cpu_encoder.c — the encoder's ops on the CPU device: each op is a loop over blocks
+ * of token rows on the caller's thread pool (a->pool): an optional GEMM for the block's rows (one
+ * single-threaded BLAS call per block: one thread pool in the process, no second runtime spinning
+ * against it), then the elementwise post-op on the same rows while they are in cache
+ * (cpu_rowops.c). Padding rows (i >= lens[b]) are zeroed instead of the post-op, so nothing in a
+ * padded row can grow over the layers (the residual GEMMs add into x) and padded keys and values
+ * stay finite. Weights are prepared once (linear_prepare: oneDNN's blocked copy, cpu_gemm.c). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cpu/cpu_internal.h"
+#include "modattn/core.h"
+#include "modattn/model.h"
+
+/* Rows of every GEMM call without a plan (see row_task). */
+#define GEMM_MIN_ROWS 16
+
+typedef enum row_op {
+    ROW_NONE,
+    ROW_EMBED,    /* x[r] = LN(word[id] + pos[i] + type0) */
+    ROW_BIAS,     /* y[r] += bias */
+    ROW_RES_LN,   /* y[r] = LN(y[r] + bias): y already holds residual + projection */
+    ROW_BIAS_ACT, /* y[r] = act(y[r] + bias) */
+} row_op;
+
+typedef struct row_job {
+    row_op op;
+    modattn_act act;
+    int64_t S;             /* padded length */
+    const int32_t *lens;   /* [B] real lengths, or NULL: no padding */
+    const int32_t *ids;    /* [B*S] (ROW_EMBED) */
+    const float *word, *pos, *type0; /* (ROW_EMBED) */
+    float *y;              /* [rows, ld] output rows */
+    int64_t ld, width;     /* row stride, columns touched */
+    const float *bias, *g, *b;
+    double eps;
+    /* optional GEMM before the post-op: y[rows] = A[rows] . W^T + beta * y[rows] */
+    const float *A;        /* [rows, lda] or NULL */
+    int64_t lda, K;
+    const float *W;        /* [width, K] */
+    float beta;
+    const modattn__gemm_plan *plan; /* the prepared GEMM for W, or NULL: sgemm_nt */
+    char *scratch;         /* per thread: scratch + thread * scratch_each */
+    size_t scratch_each;
+    int64_t chunk;         /* rows per task */
+    int64_t rows;
+    int err;               /* first failure of a task (atomic builtins) */
+} row_job;
+
+static void row_task(void *arg, int64_t task, int thread) {
+    row_job *j = arg;
+    const int64_t r0 = task * j->chunk;
+    const int64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    if (r1 <= r0) return;
+    if (j->plan) {
+        /* whole blocks; the last may run into the buffers' zero rows past `rows` (row_block) */
+        void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
+        for (int64_t r = r0; r < r1; r += MODATTN__GEMM_BLOCK) {
+            int st = modattn__gemm_plan_run(j->plan, j->A + r * j->lda, j->y + r * j->ld, scr);
+            if (st) {
+                int zero = 0;
+                __atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                return;
+            }
+        }
+    } else if (j->A) {
+        /* Never fewer than GEMM_MIN_ROWS rows (the buffers' zero rows fill a short last block):
+         * the BLAS then computes every row with the same kernel and summation order, whatever the
+         * batch around it, and a text's embedding is bit for bit the same alone or batched
+         * (oneDNN takes another path below 16 rows; measured, see cpu_gemm.c). */
+        const int64_t mg = r1 - r0 < GEMM_MIN_ROWS ? GEMM_MIN_ROWS : r1 - r0;
+        modattn__sgemm_nt(mg, j->width, j->K, 1.0f, j->A + r0 * j->lda, j->lda, j->W, j->K, j->beta,
+                          j->y + r0 * j->ld, j->ld);
+    }
+    if (j->op == ROW_NONE) return;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t b = r / j->S, i = r % j->S;
+        float *y = j->y + r * j->ld;
+        if (j->lens && i >= j->lens[b]) {
+            memset(y, 0, (size_t)j->width * sizeof *y);
+            continue;
+        }
+        switch (j->op) {
+        case ROW_NONE:
+            break;
+        case ROW_EMBED: {
+            const float *w = j->word + (int64_t)j->ids[r] * j->width;
+            const float *p = j->pos + i * j->width;
+            const float *t = j->type0;
+            for (int64_t k = 0; k < j->width; k++) y[k] = w[k] + p[k] + t[k];
+            modattn__bias_layer_norm(y, NULL, j->g, j->b, j->width, j->eps);
+            break;
+        }
+        case ROW_BIAS:
+            modattn__bias_add(y, j->bias, j->width);
+            break;
+        case ROW_RES_LN:
+            modattn__bias_layer_norm(y, j->bias, j->g, j->b, j->width, j->eps);
+            break;
+        case ROW_BIAS_ACT:
+            switch (j->act) {
+            case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(y, j->bias, j->width); break;
+            case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(y, j->bias, j->width); break;
+            case MODATTN_ACT_RELU: modattn__relu_bias(y, j->bias, j->width); break;
+            case MODATTN_ACT_NONE: modattn__bias_add(y, j->bias, j->width); break;
+            }
+            break;
+        }
+    }
+}
+
+/* Rows per task: one task per thread where that makes tasks of at most 1024 rows, in whole
+ * GEMM blocks (64 rows: also the plans' block). Without plans the BLAS packs the weights once per
+ * call, so larger blocks amortise that (1024 rows: 7-10% more tokens per CPU-second than 256 on
+ * all-MiniLM-L6-v2 with dnnl_sgemm; 4096 no better). */
+static int64_t rows_per_task(int64_t rows, int nthreads) {
+    const int64_t blk = MODATTN__GEMM_BLOCK;
+    int64_t per = (rows + nthreads - 1) / nthreads;
+    per = (per + blk - 1) / blk * blk;
+    if (per > 1024) per = 1024 / blk * blk;
+    return per < blk ? blk : per;
+}
+
+static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
+    j->err = 0;
+    const int nth = pool && modattn_pool_threads(pool) > 1 ? modattn_pool_threads(pool) : 1;
+    j->chunk = rows_per_task(j->rows, nth);
+    const int64_t ntasks = (j->rows + j->chunk - 1) / j->chunk;
+    char *scratch = NULL;
+    if (j->plan && (j->scratch_each = modattn__gemm_plan_scratch(j->plan)) > 0) {
+        j->scratch_each = (j->scratch_each + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
+        scratch = modattn_malloc((size_t)nth * j->scratch_each, MODATTN_MEM_WORKSPACE);
+        if (!scratch) {
+            snprintf(reason, len, "GEMM scratch: %s", modattn_last_error());
+            return modattn_mem_last_status();
+        }
+    }
+    j->scratch = scratch;
+    if (nth > 1 && ntasks > 1)
+        modattn_pool_run(pool, ntasks, row_task, j);
+    else
+        for (int64_t t = 0; t < ntasks; t++) row_task(j, t, 0);
+    modattn_free(scratch);
+    int st = __atomic_load_n(&j->err, __ATOMIC_ACQUIRE);
+    if (st) snprintf(reason, len, "%s", modattn_last_error());
+    return st;
+}
+
+/* ------------------------------------------------------------------ the ops */
+
+#define HOST(buf, type) ((type)(buf)->host)
+
+int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, size_t len) {
+    (void)ctx;
+    row_job j = {.op = ROW_EMBED, .S = a->S, .lens = HOST(a->lens, const int32_t *), .ids = HOST(a->ids, const int32_t *),
+                 .word = HOST(a->word, const float *), .pos = HOST(a->pos, const float *),
+                 .type0 = HOST(a->type0, const float *), .y = HOST(a->x, float *), .ld = a->H, .width = a->H,
+                 .g = HOST(a->gamma, const float *), .b = HOST(a->beta, const float *), .eps = a->eps,
+                 .rows = a->B * a->S};
+    return run_rows(&j, a->pool, reason, len);
+}
+
+int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason, size_t len) {
+    (void)ctx;
+    if (!a->bias) {
+        snprintf(reason, len, "linear without a bias is not implemented on the CPU device");
+        return MODATTN_EUNSUPPORTED;
+    }
+    const modattn__gemm_plan *plan = a->plan ? a->plan->impl : NULL;
+    row_job j = {.op = a->gamma ? ROW_RES_LN : a->act != MODATTN_ACT_NONE ? ROW_BIAS_ACT : ROW_BIAS, .act = a->act,
+                 .S = a->S > 0 ? a->S : a->rows, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL,
+                 .y = HOST(a->y, float *), .ld = a->ldy, .width = a->N, .bias = HOST(a->bias, const float *),
+                 .g = a->gamma ? HOST(a->gamma, const float *) : NULL, .b = a->beta ? HOST(a->beta, const float *) : NULL,
+                 .eps = a->eps, .A = HOST(a->a, const float *), .lda = a->lda, .K = a->K,
+                 .W = a->w ? HOST(a->w, const float *) : NULL, .beta = a->accumulate ? 1.0f : 0.0f, .plan = plan,
+                 .rows = a->rows};
+    return run_rows(&j, a->pool, reason, len);
+}
+
+int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
+                                size_t len) {
+    (void)ctx;
+    modattn__gemm_plan *p = NULL;
+    int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, &p);
+    if (st) {
+        snprintf(reason, len, "%s", modattn_last_error());
+        return st;
+    }
+    *plan = p;
+    *owns_weight = p != NULL; /* the packed copy replaces the weight */
+    return 0;
+}
+
+void modattn__cpu_linear_release(void *ctx, void *plan) {
+    (void)ctx;
+    modattn__gemm_plan_free(plan);
+}
+
+/* Pooling, in sentence-transformers' order: cls, max, mean, mean_sqrt_len, weightedmean,
+ * lasttoken; then the optional L2 normalisation. */
+int modattn__cpu_pool(void *ctx, const modattn_op_pool_args *a, char *reason, size_t len) {
+    (void)ctx, (void)reason, (void)len;
+    const float *X = HOST(a->x, const float *);
+    const int32_t *lens = HOST(a->lens, const int32_t *);
+    float *out = HOST(a->out, float *);
+    const int64_t B = a->B, S = a->S, H = a->H, dim = a->dim;
+    const unsigned modes = a->modes;
+    for (int64_t b = 0; b < B; b++) {
+        const float *x = X + b * S * H;
+        const int64_t n = lens[b];
+        float *o = out + b * dim;
+        float *p = o;
+        if (modes & MODATTN_POOL_CLS) {
+            memcpy(p, x, (size_t)H * sizeof(float));
+            p += H;
+        }
+        if (modes & MODATTN_POOL_MAX) {
+            memcpy(p, x, (size_t)H * sizeof(float));
+            for (int64_t i = 1; i < n; i++)
+                for (int64_t k = 0; k < H; k++)
+                    if (x[i * H + k] > p[k]) p[k] = x[i * H + k];
+            p += H;
+        }
+        if (modes & (MODATTN_POOL_MEAN | MODATTN_POOL_MEAN_SQRT_LEN | MODATTN_POOL_WEIGHTED_MEAN)) {
+            const bool mean = modes & MODATTN_POOL_MEAN;
+            const bool msl = modes & MODATTN_POOL_MEAN_SQRT_LEN;
+            const bool wm = modes & MODATTN_POOL_WEIGHTED_MEAN;
+            for (int64_t k = 0; k < H; k++) {
+                double s = 0, ws = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    s += x[i * H + k];
+                    ws += (double)(i + 1) * x[i * H + k];
+                }
+                const double cnt = n > 0 ? (double)n : 1e-9;
+                float *q = p;
+                if (mean) *q = (float)(s / cnt), q += H;
+                if (msl) *q = (float)(s / sqrt(cnt)), q += H;
+                if (wm) *q = (float)(ws / ((double)n * (double)(n + 1) / 2.0));
+                p++;
+            }
+            p -= H;
+            p += H * ((mean ? 1 : 0) + (msl ? 1 : 0) + (wm ? 1 : 0));
+        }
+        if (modes & MODATTN_POOL_LAST) {
+            memcpy(p, x + (n > 0 ? n - 1 : 0) * H, (size_t)H * sizeof(float));
+            p += H;
+        }
+        if (a->normalize) {
+            double ss = 0;
+            for (size_t k = 0; k < (size_t)dim; k++) ss += (double)o[k] * o[k];
+            double norm = sqrt(ss);
+            const float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+            for (size_t k = 0; k < (size_t)dim; k++) o[k] *= inv;
+        }
+    }
+    return 0;
+}

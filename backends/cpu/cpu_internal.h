@@ -1,0 +1,59 @@
+/* backends/cpu/cpu_internal.h — what the CPU device's files share: the GEMM wrapper and plans
+ * (cpu_gemm.c), the elementwise row kernels (cpu_rowops.c) and the encoder's ops (cpu_encoder.c). Not a public header; bench/gemm_plan
+ * includes it to time the two GEMM paths. */
+#ifndef MODATTN_CPU_INTERNAL_H
+#define MODATTN_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "modattn/device.h"
+
+/* ---- the encoder's ops on host memory (cpu_encoder.c): slots of the CPU device's table */
+int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, size_t len);
+int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason, size_t len);
+int modattn__cpu_pool(void *ctx, const modattn_op_pool_args *a, char *reason, size_t len);
+int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
+                                size_t len);
+void modattn__cpu_linear_release(void *ctx, void *plan);
+
+/* ---- GEMM on the CPU (cpu_gemm.c): C[M,N] = alpha * A[M,K] . B[N,K]^T + beta * C, all row-major
+ * fp32 with leading dimensions lda, ldb, ldc (the layout of a PyTorch Linear: weight [out, in]).
+ * Runs on the calling thread only; safe to call from several threads at once. */
+void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* ---- GEMM plans (cpu_gemm.c): the same product for a fixed weight, prepared once at model load.
+ * C[MODATTN__GEMM_BLOCK, N] (= or +=) A[MODATTN__GEMM_BLOCK, K] . W[N, K]^T with the row strides
+ * lda and ldc fixed at creation. The weight is copied into the BLAS's own blocked layout (counted
+ * as weights memory), so no call packs it again; a call always computes exactly
+ * MODATTN__GEMM_BLOCK rows, so every row goes through the same kernel with the same summation
+ * order whatever its position and batch-mates. With a BLAS that has no such path (OpenBLAS)
+ * modattn__gemm_plan_create gives *out = NULL and status 0: use modattn__sgemm_nt.
+ * Runs on the calling thread only; any number of threads may run one plan at once, each with
+ * its own scratch of modattn__gemm_plan_scratch() bytes (MODATTN_ALIGN-aligned). */
+#define MODATTN__GEMM_BLOCK 64
+typedef struct modattn__gemm_plan modattn__gemm_plan;
+int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
+                              bool accumulate, modattn__gemm_plan **out);
+size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
+/* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
+int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch);
+void modattn__gemm_plan_free(modattn__gemm_plan *p);
+/* Bytes of packed weights a plan holds. */
+size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
+
+/* ---- elementwise row kernels (cpu_rowops.c): y[0..n) op= bias[0..n) */
+float modattn__erf(float x); /* |error| < 4e-7 */
+void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
+void modattn__gelu_tanh_bias(float *y, const float *bias, int64_t n);
+void modattn__relu_bias(float *y, const float *bias, int64_t n);
+void modattn__bias_add(float *y, const float *bias, int64_t n);
+/* y = LayerNorm(y + bias) * g + b (bias may be NULL) */
+void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
+                              int64_t n, double eps);
+
+/* "onednn" or "openblas". */
+const char *modattn__gemm_name(void);
+
+#endif
