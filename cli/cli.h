@@ -18,6 +18,7 @@ typedef struct cli_globals {
     bool json_stats;       /* --stats with the command's --json: stats as one JSON line */
     int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
     const char *device;    /* --device D or $MODATTN_DEVICE (NULL: the CPU), checked by main */
+    bool host_fallback;    /* --host-fallback or $MODATTN_HOST_FALLBACK=1 */
     const char *prog;      /* argv[0] */
     modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */
     modattn_pool *pool;    /* the one thread pool, shared by ctx and the model; main frees it */
@@ -54,6 +55,8 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv);
 
 /* Load the model in dir on the global --device (the CPU when none). (cli/cmd_devices.c) */
 int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out);
+/* One line per op the model runs on the host instead of its device (--host-fallback), with why. */
+void cli_explain_fallbacks(const modattn_model *m, FILE *f);
 
 /* The model directory: `given` (--model) if not NULL, else $MODATTN_MODEL, else
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.

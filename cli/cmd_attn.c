@@ -213,41 +213,78 @@ static int tune_now(modattn_ctx *ctx, const modattn_attn_desc *d) {
     return st ? cli_fail("explain: tuning", st) : 0;
 }
 
+/* Where each of the encoder's ops runs for a model loaded on the --device (--host-fallback). */
+static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int64_t *v, bool have_shape) {
+    modattn_model *m;
+    int st = cli_load_model(g, ctx, dir, &m);
+    if (st) return cli_fail("explain: loading the model", st);
+    const modattn_model_info *in = modattn_model_get_info(m);
+    char dn[32];
+    modattn_device_format(in->device, dn, sizeof dn);
+    const modattn_device_iface *dev = modattn_device_find(in->device);
+    printf("model: %s on %s\n", in->name, dn);
+    for (int op = 0; op < MODATTN_OP_COUNT; op++) {
+        char reason[256] = "";
+        const char *why = modattn_model_fallback_reason(m, op);
+        if (why) printf("  %-16s host      (--host-fallback: %s does not run it: %s)\n", modattn_op_name((modattn_op)op), dn, why);
+        else if (dev && modattn_device_supports_op(dev, (modattn_op)op, reason, sizeof reason))
+            printf("  %-16s %s\n", modattn_op_name((modattn_op)op), dn);
+        else printf("  %-16s -         (not needed by this model; %s: %s)\n", modattn_op_name((modattn_op)op), dn, reason);
+    }
+    printf("\n");
+    if (!have_shape) { /* attention at the model's longest input */
+        v[0] = 1, v[1] = v[2] = in->heads, v[3] = v[4] = (int64_t)in->max_tokens, v[5] = in->hidden / in->heads;
+    }
+    modattn_model_free(m);
+    return 0;
+}
+
 int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
     bool json = false, causal = false;
-    const char *shape = NULL;
+    const char *shape = NULL, *model = NULL;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: modattn explain --shape B,Hq,Hkv,Sq,Sk,D [--causal] [--attn POLICY] [--json]\n\n"
+            printf("usage: modattn explain --shape B,Hq,Hkv,Sq,Sk,D [--causal] [--attn POLICY] [--json]\n"
+                   "       modattn explain --model DIR [--shape ...]\n\n"
                    "Shows, for contiguous fp32 tensors of that shape on the --device (default: the CPU), what\n"
                    "the dispatcher would do under the\n"
                    "policy: the chosen implementation, the capable ones in the order they would be tried if\n"
                    "it failed, and every refusal with the implementation's own reason.\n"
                    "With --attn tune it first runs the shape once on random data, so the capable implementations\n"
-                   "are timed (or their cached times reused) and the times are shown.\n");
+                   "are timed (or their cached times reused) and the times are shown.\n"
+                   "With --model DIR it first loads the model on the --device and says where each of the\n"
+                   "encoder's ops runs (the device, or the host under --host-fallback, with the device's\n"
+                   "reason); the shape defaults to the model's attention at its longest input.\n");
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--causal") == 0) causal = true;
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) shape = argv[++i];
         else if (strncmp(argv[i], "--shape=", 8) == 0) shape = argv[i] + 8;
+        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) model = argv[++i];
+        else if (strncmp(argv[i], "--model=", 8) == 0) model = argv[i] + 8;
         else {
             fprintf(stderr, "modattn explain: unknown option '%s' (see --help)\n", argv[i]);
             return 2;
         }
     }
     int64_t v[6];
-    if (!shape || parse_shape(shape, v) != 0) {
+    modattn_ctx *ctx;
+    if (model && json) {
+        fprintf(stderr, "modattn explain: --model has no --json form yet\n");
+        return 2;
+    }
+    if ((shape || !model) && (!shape || parse_shape(shape, v) != 0)) {
         fprintf(stderr, "modattn explain: --shape B,Hq,Hkv,Sq,Sk,D is required (six non-negative integers), e.g. "
                         "--shape 1,12,12,128,128,32\n");
         return 2;
     }
-    if (v[2] == 0 || v[1] % v[2] != 0) {
+    if (shape && (v[2] == 0 || v[1] % v[2] != 0)) {
         fprintf(stderr, "modattn explain: Hq (%lld) must be a multiple of Hkv (%lld), and Hkv > 0\n", (long long)v[1],
                 (long long)v[2]);
         return 2;
     }
-    modattn_ctx *ctx;
     if (cli_open_ctx(g, &ctx)) return 1;
+    if (model && explain_model(g, ctx, model, v, shape != NULL)) return 1;
     modattn_attn_desc d = modattn_attn_desc_make(v[0], v[1], v[2], v[3], v[4], v[5], causal);
     if (g->device) { /* main() has checked the name */
         const modattn_device_iface *dev;

@@ -36,6 +36,9 @@ static void usage(FILE *f, const char *prog) {
             "  --threads N        worker threads (default: all CPUs)\n"
             "  --device D         where models run: cpu (default), opencl[:N] (also $MODATTN_DEVICE;\n"
             "                     see `modattn devices`)\n"
+            "  --host-fallback    an encoder op the device does not run runs on the host instead of\n"
+            "                     refusing the model (slow: its data crosses to the host on every call;\n"
+            "                     said on stderr, counted in --stats, traced; also $MODATTN_HOST_FALLBACK=1)\n"
             "  --trace FILE       write a Chrome/Perfetto trace of the run to FILE\n"
             "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes)\n"
             "  --stats            at exit, print per-implementation calls, time, GFLOP/s and fallbacks,\n"
@@ -134,6 +137,15 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         fprintf(f, "device memory on %s (bytes):\n", name);
         mem_table(f, ds.current, ds.peak, ds.current_total, ds.peak_total);
     }
+    for (int d = 1; d < modattn_device_count(); d++) { /* ops run on the host for a device */
+        const modattn_device_iface *dev = modattn_device_get(d);
+        char name[32];
+        modattn_device_format(dev->id, name, sizeof name);
+        for (int op = 0; op < MODATTN_OP_COUNT; op++) {
+            uint64_t n = modattn_device_fallback_count(dev, (modattn_op)op);
+            if (n) fprintf(f, "host fallback for %s: %s %llu calls\n", name, modattn_op_name((modattn_op)op), (unsigned long long)n);
+        }
+    }
 }
 
 bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
@@ -201,6 +213,10 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
         g->stats = true;
         return 1;
     }
+    if (strcmp(a, "--host-fallback") == 0) {
+        g->host_fallback = true;
+        return 1;
+    }
     return 0;
 }
 
@@ -255,6 +271,10 @@ int main(int argc, char **argv) {
     if (!g.device) {
         const char *e = getenv("MODATTN_DEVICE");
         if (e && *e) g.device = e;
+    }
+    {
+        const char *e = getenv("MODATTN_HOST_FALLBACK");
+        if (e && strcmp(e, "1") == 0) g.host_fallback = true;
     }
     if (g.device && strcmp(cmd->name, "devices") != 0) { /* a wrong --device fails before any work */
         const modattn_device_iface *dev;

@@ -66,6 +66,7 @@ __attribute__((unused)) static void probe(const char *backend, probe_fn fn, size
     }
 }
 
+static void disable_ops_from_env(void);
 static void find_devices(void) {
     g_dev[g_ndev++] = modattn__device_cpu();
     size_t used = 0;
@@ -85,6 +86,32 @@ static void find_devices(void) {
             char dn[32];
             modattn_device_format(g_dev[i]->id, dn, sizeof dn);
             if (strcmp(dn, name) == 0) atomic_store(&g_fail_after[i], strtoll(last + 1, NULL, 10));
+        }
+    }
+    disable_ops_from_env();
+}
+
+/* MODATTN_DEVICE_DISABLE_OPS=opencl:0:linear_gelu,pool_mean (tests of the refusal and host
+ * fallback paths from the command line): those ops are refused by that device, as its control
+ * MODATTN_DEVICE_CONTROL_DISABLE_OP would. */
+static void disable_ops_from_env(void) {
+    const char *e = getenv("MODATTN_DEVICE_DISABLE_OPS");
+    const char *last = e ? strrchr(e, ':') : NULL;
+    if (!last || last == e) return;
+    char name[32];
+    size_t n = (size_t)(last - e) < sizeof name - 1 ? (size_t)(last - e) : sizeof name - 1;
+    memcpy(name, e, n);
+    name[n] = '\0';
+    for (int i = 0; i < g_ndev; i++) {
+        char dn[32];
+        modattn_device_format(g_dev[i]->id, dn, sizeof dn);
+        if (strcmp(dn, name) != 0 || !g_dev[i]->control) continue;
+        for (const char *p = last + 1; *p;) {
+            size_t k = strcspn(p, ",");
+            for (int op = 0; op < MODATTN_OP_COUNT; op++)
+                if (strlen(modattn_op_name((modattn_op)op)) == k && strncmp(modattn_op_name((modattn_op)op), p, k) == 0)
+                    (void)g_dev[i]->control(g_dev[i]->ctx, MODATTN_DEVICE_CONTROL_DISABLE_OP, &op);
+            p += k + (p[k] == ',');
         }
     }
 }
@@ -227,7 +254,7 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
         if (injected_loss(dev, name_, opcode)) return MODATTN_EDEVICE;                                   \
         uint64_t t0_ = modattn_trace_begin();                                                            \
         int st_ = (dev)->ops->slot((dev)->ctx, args, reason_, sizeof reason_);                           \
-        modattn_trace_end(t0_, (span) ? (span) : "device." #slot, name_, "", 0, 0);                     \
+        modattn_trace_end(t0_, (span) ? (span) : "device." #slot, modattn_device_kind_name((dev)->id.kind), "", 0, 0); \
         if (st_) return modattn_error(st_ < 0 ? st_ : MODATTN_EDEVICE, "%s: %s: %s", name_, modattn_op_name(opcode), \
                                       reason_[0] ? reason_ : modattn_strerror(st_));                    \
         return 0;                                                                                        \

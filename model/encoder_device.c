@@ -23,7 +23,19 @@ struct modattn__dev_model {
     modattn_pool *pool; /* borrowed */
     modattn_buffer *word, *pos, *type0, *emb_g, *emb_b;
     dev_layer *layers;
+    unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
 };
+
+#define HOST_OP(dm, op) (((dm)->host_ops >> (op)) & 1u)
+/* which ops a call of linear with these options is (the wrapper's own checks) */
+static bool linear_on_host(const modattn__dev_model *dm, const modattn_op_linear_args *g) {
+    if (g->gamma) return HOST_OP(dm, MODATTN_OP_LINEAR_RESIDUAL) || HOST_OP(dm, MODATTN_OP_LAYERNORM);
+    return HOST_OP(dm, g->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU : MODATTN_OP_LINEAR);
+}
+
+static int run_linear(const modattn__dev_model *dm, const modattn_op_linear_args *g) {
+    return linear_on_host(dm, g) ? modattn_device_host_linear(dm->dev, g) : modattn_device_linear(dm->dev, g);
+}
 
 struct modattn__dev_arena {
     modattn_buffer *x, *big, *att, *ids, *lens, *out;
@@ -32,8 +44,9 @@ struct modattn__dev_arena {
 };
 
 int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
-                             const char *model_name) {
+                             const char *model_name, bool fallback, unsigned *host_ops, char (*why)[192]) {
     char name[32], reason[256];
+    *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
     if (!dev->ops)
         return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device computes no encoder ops", model_name,
@@ -46,10 +59,17 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pooling & MODATTN_POOL_MAX) need[n++] = MODATTN_OP_POOL_MAX;
     if (c->pooling & ~(unsigned)(MODATTN_POOL_CLS | MODATTN_POOL_MAX)) need[n++] = MODATTN_OP_POOL_MEAN;
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
-    for (int i = 0; i < n; i++)
-        if (!modattn_device_supports_op(dev, need[i], reason, sizeof reason))
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s",
-                                 model_name, name, modattn_op_name(need[i]), reason);
+    for (int i = 0; i < n; i++) {
+        if (modattn_device_supports_op(dev, need[i], reason, sizeof reason)) continue;
+        if (fallback && need[i] != MODATTN_OP_ATTENTION) {
+            *host_ops |= 1u << need[i];
+            snprintf(why[need[i]], sizeof why[need[i]], "%s", reason);
+            continue;
+        }
+        return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s%s",
+                             model_name, name, modattn_op_name(need[i]), reason,
+                             need[i] == MODATTN_OP_ATTENTION ? "" : " (the host fallback option would run it on the host)");
+    }
     /* attention: an implementation on this device must take the model's shape */
     modattn_attn_desc d = modattn_attn_desc_make(1, c->heads, c->heads, (int64_t)c->max_tokens, (int64_t)c->max_tokens,
                                                  c->hidden / c->heads, false);
@@ -63,6 +83,12 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     return 0;
 }
 
+static modattn_act model_act(const modattn__model_config *c) {
+    return c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
+           : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
+                                              : MODATTN_ACT_RELU;
+}
+
 /* A weight on the device: on a device with host memory the host array itself, else a copy. */
 static int upload(const modattn_device_iface *dev, const float *src, size_t count, const char *what,
                   modattn_buffer **out) {
@@ -71,10 +97,14 @@ static int upload(const modattn_device_iface *dev, const float *src, size_t coun
 
 /* Prepares a linear weight for the arena's strides; a plan holding its own copy replaces the
  * buffer. */
-static int prepare(const modattn_device_iface *dev, modattn_buffer **w, int64_t N, int64_t K, int64_t lda, int64_t ldy,
-                   bool accumulate, modattn_linear_plan **out) {
-    modattn_op_linear_args shape = {.w = *w, .lda = lda, .ldy = ldy, .N = N, .K = K, .accumulate = accumulate};
-    int st = modattn_device_linear_prepare(dev, &shape, out);
+static int prepare(const modattn__dev_model *dm, modattn_buffer **w, int64_t N, int64_t K, int64_t lda, int64_t ldy,
+                   bool accumulate, bool ln, modattn_act act, modattn_linear_plan **out) {
+    modattn_op_linear_args shape = {.w = *w, .lda = lda, .ldy = ldy, .N = N, .K = K, .accumulate = accumulate,
+                                    .act = act, .gamma = ln ? *w : NULL};
+    *out = NULL;
+    if (linear_on_host(dm, &shape)) return 0; /* the host reads the weight as it is */
+    shape.gamma = NULL;
+    int st = modattn_device_linear_prepare(dm->dev, &shape, out);
     if (st) return st;
     if (*out && (*out)->owns_weight) {
         modattn_buffer_free(*w);
@@ -121,7 +151,8 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *lw, modattn_pool *pool, modattn__dev_model **out) {
+                              const modattn__layer_weights *lw, unsigned host_ops, modattn_pool *pool,
+                              modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
@@ -129,6 +160,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     dm->cfg = *c;
     dm->row_block = modattn_device_row_block(dev);
     dm->pool = pool;
+    dm->host_ops = host_ops; /* (the host copies are rounded to the host's row block there) */
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
@@ -156,9 +188,11 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             goto fail;
         /* the strides are the arena's: x and att [.., H], big [.., 3H] for QKV and [.., I] for the FFN */
         const int64_t h = (int64_t)H, i = (int64_t)I;
-        if ((st = prepare(dev, &L->wqkv, 3 * h, h, h, 3 * h, false, &L->pqkv)) ||
-            (st = prepare(dev, &L->wo, h, h, h, h, true, &L->po)) || (st = prepare(dev, &L->w1, i, h, h, i, false, &L->p1)) ||
-            (st = prepare(dev, &L->w2, h, i, i, h, true, &L->p2))) {
+        const modattn_act act = model_act(c);
+        if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, &L->pqkv)) ||
+            (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, &L->po)) ||
+            (st = prepare(dm, &L->w1, i, h, h, i, false, false, act, &L->p1)) ||
+            (st = prepare(dm, &L->w2, h, i, i, h, true, true, MODATTN_ACT_NONE, &L->p2))) {
             st = modattn_error_prefix(st, "layer %d: preparing the GEMMs", l);
             goto fail;
         }
@@ -248,16 +282,15 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
                                .eps = c->ln_eps, .pool = pool};
-    if ((st = modattn_device_embed(dev, &e))) return st;
-    const modattn_act act = c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
-                            : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
-                                                               : MODATTN_ACT_RELU;
+    if ((st = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
+        return st;
+    const modattn_act act = model_act(c);
     for (int l = 0; l < c->layers; l++) {
         const dev_layer *L = &dm->layers[l];
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
                                     .name = "encoder.qkv", .pool = pool};
-        if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d QKV", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d QKV", model_name, l);
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
         call.q = view(a->big, 0, B, nh, S, dh, 3 * H);
@@ -270,29 +303,29 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool};
-        if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d attention output", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d attention output", model_name, l);
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
                                      .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
                                      .name = "encoder.ffn_up", .pool = pool};
-        if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d FFN up", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN up", model_name, l);
         g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
                                      .name = "encoder.ffn_down", .pool = pool};
-        if ((st = modattn_device_linear(dev, &g))) return modattn_error_prefix(st, "%s: layer %d FFN down", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     modattn_op_pool_args p = {.x = a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
                               .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
-    if ((st = modattn_device_pool(dev, &p))) return st;
+    const bool pool_host = HOST_OP(dm, MODATTN_OP_POOL_MEAN) || HOST_OP(dm, MODATTN_OP_POOL_CLS) ||
+                           HOST_OP(dm, MODATTN_OP_POOL_MAX) || HOST_OP(dm, MODATTN_OP_L2_NORMALIZE);
+    if ((st = pool_host ? modattn_device_host_pool(dev, &p) : modattn_device_pool(dev, &p))) return st;
     if ((st = modattn_buffer_read(a->out, 0, a->host_out, (size_t)B * c->dim * sizeof(float)))) return st;
     for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
     if (t0) {
         char shape[64];
         snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
         const double fl = 2.0 * (double)T * (double)c->layers * ((double)(4 * H * H) + 2.0 * (double)H * (double)I);
-        char name[32];
-        modattn_device_format(dev->id, name, sizeof name);
-        modattn_trace_end(t0, "encoder.forward", name, shape, 0, fl);
+        modattn_trace_end(t0, "encoder.forward", modattn_device_kind_name(dev->id.kind), shape, 0, fl);
     }
     return 0;
 }

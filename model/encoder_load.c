@@ -147,7 +147,8 @@ static int upload_to_device(modattn_model *m) {
         lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
                                          L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
     }
-    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw, m->pool, &m->dm);
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw,
+                                       m->info.host_fallback_ops, m->pool, &m->dm);
     modattn_free(lw);
     if (st) return modattn_error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
@@ -177,7 +178,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     int st = 0;
     if (opt && opt->pool) {
         m->pool = opt->pool;
-    } else if (dinfo.host_memory) { /* a device on its own silicon runs no host passes */
+    } else if (dinfo.host_memory || (opt && opt->host_fallback)) { /* else no host passes */
         if ((st = modattn_pool_create(modattn_ctx_threads(ctx), &m->pool))) {
             modattn_free(m);
             return st;
@@ -202,7 +203,9 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
         }
     }
     if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
-    if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name))) goto fail;
+    if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name, opt && opt->host_fallback,
+                                       &m->info.host_fallback_ops, m->host_why)))
+        goto fail;
     char path[MODATTN__PATH_MAX];
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "model.safetensors")))
         goto fail;
@@ -272,6 +275,11 @@ void modattn_model_free(modattn_model *m) {
 }
 
 const modattn_model_info *modattn_model_get_info(const modattn_model *m) { return &m->info; }
+
+const char *modattn_model_fallback_reason(const modattn_model *m, int op) {
+    if (!m || op < 0 || op >= MODATTN_OP_COUNT || !((m->info.host_fallback_ops >> op) & 1u)) return NULL;
+    return m->host_why[op];
+}
 size_t modattn_model_dim(const modattn_model *m) { return m->cfg.dim; }
 size_t modattn_model_max_tokens(const modattn_model *m) { return m->cfg.max_tokens; }
 size_t modattn_model_batch_tokens(const modattn_model *m) { return m->batch_tokens; }

@@ -233,6 +233,16 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg);
 int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
 int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
 int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
+/* The same ops run on the host (the CPU device) for a device that does not run them: inputs read
+ * from the device, the CPU's op, outputs written back; counted per device and op and traced as
+ * "fallback.<op>". Only for callers that were asked to (modattn_model_options.host_fallback):
+ * nothing in modattn falls back on its own. A linear whose weight only a plan holds cannot. */
+int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
+int modattn_device_host_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
+int modattn_device_host_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
+/* Calls of op that ran on the host for dev, since the process started. */
+uint64_t modattn_device_fallback_count(const modattn_device_iface *dev, modattn_op op);
+
 /* Prepares a weight for linear calls of shape's N, K, lda, ldy, accumulate (see linear_prepare).
  * *out = NULL (status 0) when the device prepares nothing: pass plan = NULL then. Ownership:
  * modattn_linear_plan_free. */

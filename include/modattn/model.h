@@ -68,6 +68,8 @@ typedef struct modattn_model_info {
     uint64_t weights_bytes;  /* size of model.safetensors */
     modattn_device device;   /* where the weights and the whole forward pass live (the GEMMs,
                               * norms, pooling and attention all run there) */
+    unsigned host_fallback_ops; /* bit (1u << modattn_op) for each op that runs on the host
+                                 * instead (only with modattn_model_options.host_fallback) */
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -80,17 +82,28 @@ void modattn_model_free(modattn_model *model); /* NULL is fine */
 
 /* Where and how to load. Zero-initialise, then fill in. */
 typedef struct modattn_model_options {
-    /* "cpu" (or NULL / ""): the host engine; "opencl[:N]", ...: a device with its own memory.
-     * The model refuses to load on a device that lacks an op it needs (MODATTN_EUNSUPPORTED,
-     * naming the op and the device's reason): no op is ever run elsewhere silently. On such a
-     * device the weights are uploaded once, activations stay on the device, and each batch
-     * sends only token ids and lengths and reads back the pooled vectors. Attention runs
-     * through ctx's dispatcher, among the implementations on that device. */
+    /* "cpu" (or NULL / ""): the CPU device (the mapped weights used in place); "opencl[:N]",
+     * ...: a device with its own memory. The model refuses to load on a device that lacks an op
+     * it needs (MODATTN_EUNSUPPORTED, naming the op and the device's reason): no op is ever run
+     * elsewhere silently. On such a device the weights are uploaded once, activations stay on
+     * the device, and each batch sends only token ids and lengths and reads back the pooled
+     * vectors. Attention runs through ctx's dispatcher, among the implementations on that
+     * device. */
     const char *device;
-    /* Borrowed (must outlive the model): the host engine's row passes run on it. NULL: the model
+    /* Borrowed (must outlive the model): the CPU device's row passes run on it. NULL: the model
      * makes its own pool with the ctx's thread count. The model never uses the ctx's pool. */
     modattn_pool *pool;
+    /* An op the device does not run (other than attention) runs on the host instead of refusing
+     * the load: its inputs are read back, the CPU computes it, its outputs go back up, on every
+     * call. Each such op is in info.host_fallback_ops with its reason
+     * (modattn_model_fallback_reason), each call is counted (modattn_device_fallback_count) and
+     * traced ("fallback.<op>"). Off by default. */
+    bool host_fallback;
 } modattn_model_options;
+
+/* Why op runs on the host for this model (the device's reason), or NULL if it runs on the
+ * model's device. op is a modattn_op (modattn/device.h). */
+const char *modattn_model_fallback_reason(const modattn_model *model, int op);
 
 /* modattn_model_load with options (NULL: the defaults). Errors of modattn_model_load, and
  * MODATTN_EINVAL / MODATTN_ENOTFOUND for a device name that is wrong or not here. */

@@ -110,6 +110,30 @@ print(c.execute('select count(*) from documents').fetchone()[0])" 2>&1) && ok ||
 py "import json,sys; j=json.load(open('$TMP/lost.out')); sys.exit(0 if j['files_unchanged']==int('$kept') and j['files_indexed']+j['files_unchanged']==j['files_seen'] else 1)" && ok ||
   bad "resumed run after the lost device ($kept documents kept): $(cat "$TMP/lost.out")"
 
+# an op the device does not run: the model is refused, naming the op; with --host-fallback it runs
+# on the host, said on stderr, in `explain --model`, counted in --stats, traced, and the vectors
+# are the CPU's
+export MODATTN_DEVICE_DISABLE_OPS=opencl:0:linear_gelu,pool_mean
+"$BIN" --device opencl embed "a text" > /dev/null 2> "$TMP/e"; rc=$?
+[ $rc -eq 1 ] && grep -q "does not run the op 'linear_gelu'" "$TMP/e" && grep -q "host fallback option" "$TMP/e" && ok ||
+  bad "disabled op without --host-fallback: rc $rc, $(cat "$TMP/e")"
+"$BIN" --device opencl --host-fallback --stats --trace "$TMP/fb.json" embed "a text" "and a second, longer text" > "$TMP/fb.out" 2> "$TMP/e"; rc=$?
+[ $rc -eq 0 ] && grep -q "op 'linear_gelu' runs on the host (--host-fallback)" "$TMP/e" && grep -q "op 'pool_mean' runs on the host" "$TMP/e" &&
+  grep -q "host fallback for opencl:0: linear_gelu [1-9][0-9]* calls" "$TMP/e" && ok || bad "--host-fallback: rc $rc, $(cat "$TMP/e")"
+py "import json,sys
+t=json.load(open('$TMP/fb.json')); ev=t['traceEvents'] if isinstance(t,dict) else t
+n=[e.get('name') for e in ev]
+sys.exit(0 if 'fallback.linear_gelu' in n and 'fallback.pool_mean' in n else 1)" && ok || bad "--host-fallback trace spans"
+unset MODATTN_DEVICE_DISABLE_OPS
+"$BIN" embed "a text" "and a second, longer text" > "$TMP/cpu.out" 2>&1
+py "import json,math,sys
+a=[json.loads(l)['embedding'] for l in open('$TMP/fb.out')]; b=[json.loads(l)['embedding'] for l in open('$TMP/cpu.out')]
+c=[sum(x*y for x,y in zip(u,v))/math.sqrt(sum(x*x for x in u)*sum(y*y for y in v)) for u,v in zip(a,b)]
+sys.exit(0 if len(c)==2 and min(c)>=0.99999 else 1)" && ok || bad "--host-fallback vectors differ from the CPU's"
+MODATTN_DEVICE_DISABLE_OPS=opencl:0:linear_gelu "$BIN" --device opencl --host-fallback explain --model .models/all-MiniLM-L6-v2 > "$TMP/x" 2>&1
+grep -q "linear_gelu      host      (--host-fallback: opencl:0 does not run it" "$TMP/x" && grep -q "^  linear           opencl:0" "$TMP/x" &&
+  grep -q "opencl_flash       chosen" "$TMP/x" && ok || bad "explain --model with a fallback: $(cat "$TMP/x")"
+
 # no OpenCL platform at all (the ICD loader finds no vendor): --device opencl says so
 OCL_ICD_VENDORS=/nonexistent "$BIN" --device opencl embed hi > /dev/null 2> "$TMP/e"; rc=$?
 [ $rc -eq 1 ] && grep -q "no OpenCL platform found" "$TMP/e" && ok || bad "no platform: rc $rc, $(cat "$TMP/e")"

@@ -367,6 +367,44 @@ static void refusal(modattn_ctx *ctx) {
     CHECK_ERR(modattn_model_load_ex(ctx, ".models/tiny-bert-cls", &mo, &m), MODATTN_ENOTFOUND, "not found");
 }
 
+/* With the explicit option, the op the device refuses (layernorm, disabled by refusal() above)
+ * runs on the host: the model loads, says which op and why, every call is counted, and the
+ * vectors are the CPU's. Without the option it does not load (refusal()). */
+static void host_fallback(modattn_ctx *ctx) {
+    modattn_model_options mo = {.device = "opencl", .host_fallback = true};
+    modattn_model *m = NULL, *mc = NULL;
+    int st = modattn_model_load_ex(ctx, ".models/tiny-bert-cls", &mo, &m);
+    CHECK_MSG(st == 0, "load with host_fallback: %s", modattn_last_error());
+    CHECK(modattn_model_load(ctx, ".models/tiny-bert-cls", &mc) == 0);
+    if (!m || !mc) {
+        modattn_model_free(m), modattn_model_free(mc);
+        return;
+    }
+    const modattn_model_info *in = modattn_model_get_info(m);
+    CHECK(in->device.kind == MODATTN_DEVICE_OPENCL);
+    CHECK(in->host_fallback_ops == (1u << MODATTN_OP_LAYERNORM));
+    const char *why = modattn_model_fallback_reason(m, MODATTN_OP_LAYERNORM);
+    CHECK(why && strstr(why, "disabled"));
+    CHECK(modattn_model_fallback_reason(m, MODATTN_OP_LINEAR) == NULL);
+    const char *texts[] = {"host fallback", "a longer text that runs through the same layers on the device"};
+    const size_t dim = in->dim;
+    float *a = calloc(2 * dim, sizeof *a), *b = calloc(2 * dim, sizeof *b);
+    const uint64_t before = modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL);
+    CHECK(modattn_model_embed(m, texts, NULL, 2, a, NULL) == 0);
+    CHECK(modattn_model_embed(mc, texts, NULL, 2, b, NULL) == 0);
+    const uint64_t calls = modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL) - before;
+    /* two residual + LayerNorm linears per layer, per batch (one or two batches) */
+    CHECK_MSG(calls > 0 && calls % (2u * (unsigned)in->layers) == 0, "%llu fallback calls", (unsigned long long)calls);
+    for (int t = 0; t < 2; t++) {
+        double d = 0, na = 0, nb = 0;
+        for (size_t k = 0; k < dim; k++) d += (double)a[t * dim + k] * b[t * dim + k], na += (double)a[t * dim + k] * a[t * dim + k], nb += (double)b[t * dim + k] * b[t * dim + k];
+        CHECK_MSG(d / sqrt(na * nb) >= 0.99999, "text %d: cosine %.9f against the CPU", t, d / sqrt(na * nb));
+    }
+    free(a), free(b);
+    modattn_model_free(m);
+    modattn_model_free(mc);
+}
+
 int main(void) {
     modattn_devices_init();
     modattn_device id = {MODATTN_DEVICE_OPENCL, 0};
@@ -391,6 +429,7 @@ int main(void) {
     sweep(ctx);
     build_failure();
     refusal(ctx);
+    host_fallback(ctx);
     modattn_ctx_free(ctx);
     modattn_devices_shutdown();
     return test_finish("test_opencl");

@@ -1,0 +1,172 @@
+/* tests/devices/test_cpu_device.c — the CPU device behind the same table as every other device:
+ * its encoder ops (linear with each epilogue, with and without a prepared weight, padding rows;
+ * embed; pooling) against plain fp64 loops, the row block, borrowed host buffers, and the host
+ * fallback's refusal on the host itself. */
+#include <math.h>
+#include <stdint.h>
+
+#include "modattn/device.h"
+#include "modattn/model.h"
+#include "test_util.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float rnd(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static modattn_buffer *buf(const modattn_device_iface *cpu, size_t floats, bool random) {
+    modattn_buffer *b = NULL;
+    CHECK(modattn_buffer_alloc(cpu, floats * 4, MODATTN_MEM_ACTIVATIONS, "test", &b) == 0);
+    if (!b) return NULL;
+    float *p = b->host;
+    for (size_t i = 0; i < floats; i++) p[i] = random ? rnd() : 0.0f;
+    return b;
+}
+
+/* y = (acc ? y0 : 0) + a w^T + bias, act, LN; padding rows zero */
+static double linear_err(const modattn_device_iface *cpu, int64_t rows, int64_t S, int64_t N, int64_t K, bool acc,
+                         modattn_act act, bool ln, bool prepared) {
+    const int64_t rb = modattn_device_row_block(cpu), cap = (rows + rb - 1) / rb * rb;
+    modattn_buffer *a = buf(cpu, (size_t)(cap * K), true), *w = buf(cpu, (size_t)(N * K), true);
+    modattn_buffer *bias = buf(cpu, (size_t)N, true), *y = buf(cpu, (size_t)(cap * N), true);
+    modattn_buffer *g = buf(cpu, (size_t)N, true), *be = buf(cpu, (size_t)N, true), *lens = NULL;
+    const int64_t B = (rows + S - 1) / S;
+    CHECK(modattn_buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
+    for (int64_t b = 0; b < B; b++) ((int32_t *)lens->host)[b] = (int32_t)(S - 1 - b % 3); /* some padding */
+    float *A = a->host, *Y = y->host;
+    for (int64_t r = rows; r < cap; r++) memset(A + r * K, 0, (size_t)K * 4); /* the zero rows past `rows` */
+    double *ref = calloc((size_t)(rows * N), sizeof *ref);
+    const float *W = w->host, *bi = bias->host, *G = g->host, *Be = be->host;
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t n = 0; n < N; n++) {
+            double s = acc ? Y[r * N + n] : 0.0;
+            for (int64_t k = 0; k < K; k++) s += (double)A[r * K + k] * W[n * K + k];
+            s += bi[n];
+            if (act == MODATTN_ACT_GELU_ERF) s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+            else if (act == MODATTN_ACT_RELU) s = s > 0 ? s : 0;
+            ref[r * N + n] = s;
+        }
+        if (ln) {
+            double m = 0, v = 0;
+            for (int64_t n = 0; n < N; n++) m += ref[r * N + n];
+            m /= (double)N;
+            for (int64_t n = 0; n < N; n++) v += (ref[r * N + n] - m) * (ref[r * N + n] - m);
+            v /= (double)N;
+            for (int64_t n = 0; n < N; n++) ref[r * N + n] = (ref[r * N + n] - m) / sqrt(v + 1e-12) * G[n] + Be[n];
+        }
+        if (r % S >= ((int32_t *)lens->host)[r / S])
+            for (int64_t n = 0; n < N; n++) ref[r * N + n] = 0;
+    }
+    modattn_op_linear_args l = {.a = a, .lda = K, .w = w, .bias = bias, .y = y, .ldy = N, .rows = rows, .N = N, .K = K,
+                                .accumulate = acc, .act = act, .gamma = ln ? g : NULL, .beta = ln ? be : NULL,
+                                .eps = 1e-12, .lens = lens, .S = S};
+    modattn_linear_plan *plan = NULL;
+    if (prepared) {
+        CHECK(modattn_device_linear_prepare(cpu, &l, &plan) == 0);
+        l.plan = plan;
+    }
+    int st = modattn_device_linear(cpu, &l);
+    CHECK_MSG(st == 0, "linear: %s", modattn_last_error());
+    double err = 0;
+    for (int64_t i = 0; i < rows * N; i++) {
+        double e = fabs(Y[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (e > err || isnan(Y[i])) err = isnan(Y[i]) ? INFINITY : e;
+    }
+    modattn_linear_plan_free(plan);
+    free(ref);
+    modattn_buffer *all[] = {a, w, bias, y, g, be, lens};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn_buffer_free(all[i]);
+    return err;
+}
+
+int main(void) {
+    const modattn_device_iface *cpu = NULL;
+    CHECK(modattn_device_lookup("cpu", &cpu) == 0 && cpu);
+    if (!cpu) return test_finish("test_cpu_device");
+    /* the CPU device computes the encoder's ops itself, in 64-row blocks */
+    CHECK(cpu->ops && cpu->ops->embed && cpu->ops->linear && cpu->ops->pool && cpu->ops->linear_prepare);
+    CHECK(modattn_device_row_block(cpu) == 64);
+    for (int op = 0; op < MODATTN_OP_COUNT; op++) {
+        char why[128];
+        CHECK_MSG(modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why), "op %s: %s",
+                  modattn_op_name((modattn_op)op), why);
+    }
+
+    /* host data as a buffer: borrowed on the host (no copy, nothing counted, not freed with it) */
+    float host[64];
+    for (int i = 0; i < 64; i++) host[i] = (float)i;
+    modattn_mem_stats m0, m1;
+    modattn_mem_get_stats(&m0);
+    modattn_buffer *hb = NULL;
+    CHECK(modattn_buffer_from_host(cpu, host, sizeof host, MODATTN_MEM_WEIGHTS, "borrowed", &hb) == 0);
+    modattn_mem_get_stats(&m1);
+    CHECK(hb && hb->host == (void *)host && hb->borrowed && hb->bytes == sizeof host);
+    CHECK(m1.current[MODATTN_MEM_WEIGHTS] == m0.current[MODATTN_MEM_WEIGHTS]);
+    float back[64];
+    CHECK(modattn_buffer_read(hb, 0, back, sizeof back) == 0 && back[63] == 63.0f);
+    modattn_buffer_free(hb);
+    CHECK(host[63] == 63.0f); /* still ours */
+
+    /* linear, every epilogue, with and without the prepared (packed) weight */
+    struct { int64_t rows, S, N, K; bool acc; modattn_act act; bool ln; } cases[] = {
+        {130, 13, 96, 64, false, MODATTN_ACT_NONE, false},   {64, 16, 64, 32, true, MODATTN_ACT_NONE, true},
+        {7, 7, 48, 40, false, MODATTN_ACT_GELU_ERF, false},  {200, 25, 32, 96, true, MODATTN_ACT_NONE, true},
+        {65, 65, 40, 24, false, MODATTN_ACT_RELU, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (int p = 0; p < 2; p++) {
+            double e = linear_err(cpu, cases[c].rows, cases[c].S, cases[c].N, cases[c].K, cases[c].acc, cases[c].act,
+                                  cases[c].ln, p == 1);
+            CHECK_MSG(e < 2e-5, "linear case %zu (%s): relative error %.3g", c, p ? "prepared" : "plain", e);
+        }
+
+    /* a prepared weight holds its own copy: the call needs no w; another device's plan is refused */
+    {
+        modattn_buffer *w = buf(cpu, 64 * 32, true);
+        modattn_op_linear_args shape = {.w = w, .lda = 32, .ldy = 64, .N = 64, .K = 32};
+        modattn_linear_plan *plan = NULL;
+        CHECK(modattn_device_linear_prepare(cpu, &shape, &plan) == 0);
+        if (plan) CHECK(plan->owns_weight && plan->iface == cpu);
+        modattn_linear_plan_free(plan);
+        modattn_buffer_free(w);
+    }
+
+    /* pooling: mean, cls, max, normalised, against loops */
+    {
+        const int64_t B = 3, S = 5, H = 8, dim = 3 * H;
+        modattn_buffer *x = buf(cpu, (size_t)(B * S * H), true), *out = buf(cpu, (size_t)(B * dim), false), *lens = NULL;
+        CHECK(modattn_buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
+        int32_t L[3] = {5, 1, 3};
+        memcpy(lens->host, L, sizeof L);
+        modattn_op_pool_args pa = {.x = x, .lens = lens, .B = B, .S = S, .H = H,
+                                   .modes = MODATTN_POOL_CLS | MODATTN_POOL_MAX | MODATTN_POOL_MEAN, .normalize = true,
+                                   .out = out, .dim = dim};
+        CHECK(modattn_device_pool(cpu, &pa) == 0);
+        const float *X = x->host, *O = out->host;
+        double worst = 0;
+        for (int64_t b = 0; b < B; b++) {
+            double r[24], ss = 0;
+            for (int64_t k = 0; k < H; k++) {
+                double mx = X[b * S * H + k], sum = 0;
+                for (int64_t i = 0; i < L[b]; i++) {
+                    double v = X[(b * S + i) * H + k];
+                    mx = v > mx ? v : mx, sum += v;
+                }
+                r[k] = X[b * S * H + k], r[H + k] = mx, r[2 * H + k] = sum / L[b];
+            }
+            for (int k = 0; k < dim; k++) ss += r[k] * r[k];
+            for (int k = 0; k < dim; k++) worst = fmax(worst, fabs(O[b * dim + k] - r[k] / sqrt(ss)));
+        }
+        CHECK_MSG(worst < 1e-6, "pool: max abs error %.3g", worst);
+        modattn_buffer_free(x), modattn_buffer_free(out), modattn_buffer_free(lens);
+    }
+
+    /* the host fallback is for other devices: on the host itself it is refused */
+    {
+        modattn_op_pool_args pa;
+        memset(&pa, 0, sizeof pa);
+        CHECK_ERR(modattn_device_host_pool(cpu, &pa), MODATTN_EINVAL, "the device is the host");
+    }
+    return test_finish("test_cpu_device");
+}
