@@ -1,14 +1,14 @@
-/* model/gemm.c — the encoder's one door to a BLAS: C = alpha * A . B^T + beta * C, row-major
+/* backends/cpu/cpu_gemm.c — the encoder's one door to a BLAS: C = alpha * A . B^T + beta * C, row-major
  * fp32, B being a PyTorch Linear weight [out, in] used in place from the weight mapping.
  *
- * Each call runs on the calling thread only: the encoder splits its GEMMs into row blocks on the
- * ctx's thread pool, so the process has one set of worker threads (a BLAS's own pool would spin
- * against ours between calls) and the thread count is the ctx's. Any number of threads may call
- * at once.
+ * Each call runs on the calling thread only: the CPU device's linear op (cpu_encoder.c) splits its
+ * GEMMs into row blocks on the caller's thread pool, so the process has one set of worker threads
+ * (a BLAS's own pool would spin against ours between calls). Any number of threads may call at
+ * once.
  *
  * Which library is chosen at configure time (MODATTN_GEMM=onednn|openblas, see
- * model/CMakeLists.txt, where the measurements that decided the default are written down).
- * oneDNN computes each row identically for any M >= 16 (not below: encoder.c never asks for
+ * backends/cpu/CMakeLists.txt, where the measurements that decided the default are written down).
+ * oneDNN computes each row identically for any M >= 16 (not below: cpu_encoder.c never asks for
  * fewer rows); OpenBLAS with the Haswell kernels does not (rows change with M by ~1e-7). */
 #include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"

@@ -1,4 +1,4 @@
-/* model/encoder_ops.c — the encoder's elementwise row kernels (bias, activations, LayerNorm),
+/* backends/cpu/cpu_rowops.c — the encoder's elementwise row kernels (bias, activations, LayerNorm),
  * written as plain loops over restrict pointers for the compiler to vectorise: this file is built
  * with -O3 (model/CMakeLists.txt), and on x86-64 with GCC each kernel is cloned for AVX-512 and
  * AVX2 and picked at load time (target_clones), so the generic build runs wide on wide CPUs.
