@@ -66,7 +66,28 @@ __attribute__((unused)) static void probe(const char *backend, probe_fn fn, size
     }
 }
 
-static void disable_ops_from_env(void);
+/* Test knobs of the form "DEVICE:VALUE" in the environment (DEVICE as modattn_device_format
+ * writes it, "opencl:0"): the slot of that device, and *value the text after the last ':'; -1 if
+ * the variable is unset, malformed or names no device here. */
+static int env_device(const char *var, const char **value) {
+    const char *e = getenv(var);
+    const char *last = e ? strrchr(e, ':') : NULL;
+    if (!last || last == e) return -1;
+    char name[32];
+    size_t n = (size_t)(last - e) < sizeof name - 1 ? (size_t)(last - e) : sizeof name - 1;
+    memcpy(name, e, n);
+    name[n] = '\0';
+    for (int i = 0; i < g_ndev; i++) {
+        char dn[32];
+        modattn_device_format(g_dev[i]->id, dn, sizeof dn);
+        if (strcmp(dn, name) == 0) {
+            *value = last + 1;
+            return i;
+        }
+    }
+    return -1;
+}
+
 static void find_devices(void) {
     g_dev[g_ndev++] = modattn__device_cpu();
     size_t used = 0;
@@ -75,45 +96,22 @@ static void find_devices(void) {
 #undef X
     (void)used;
     for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&g_fail_after[i], -1);
-    const char *fa = getenv("MODATTN_DEVICE_FAIL_AFTER"); /* "opencl:0:120" */
-    const char *last = fa ? strrchr(fa, ':') : NULL;
-    if (last && last > fa) {
-        char name[32];
-        size_t n = (size_t)(last - fa) < sizeof name - 1 ? (size_t)(last - fa) : sizeof name - 1;
-        memcpy(name, fa, n);
-        name[n] = '\0';
-        for (int i = 0; i < g_ndev; i++) {
-            char dn[32];
-            modattn_device_format(g_dev[i]->id, dn, sizeof dn);
-            if (strcmp(dn, name) == 0) atomic_store(&g_fail_after[i], strtoll(last + 1, NULL, 10));
-        }
-    }
-    disable_ops_from_env();
-}
-
-/* MODATTN_DEVICE_DISABLE_OPS=opencl:0:linear_gelu,pool_mean (tests of the refusal and host
- * fallback paths from the command line): those ops are refused by that device, as its control
- * MODATTN_DEVICE_CONTROL_DISABLE_OP would. */
-static void disable_ops_from_env(void) {
-    const char *e = getenv("MODATTN_DEVICE_DISABLE_OPS");
-    const char *last = e ? strrchr(e, ':') : NULL;
-    if (!last || last == e) return;
-    char name[32];
-    size_t n = (size_t)(last - e) < sizeof name - 1 ? (size_t)(last - e) : sizeof name - 1;
-    memcpy(name, e, n);
-    name[n] = '\0';
-    for (int i = 0; i < g_ndev; i++) {
-        char dn[32];
-        modattn_device_format(g_dev[i]->id, dn, sizeof dn);
-        if (strcmp(dn, name) != 0 || !g_dev[i]->control) continue;
-        for (const char *p = last + 1; *p;) {
+    const char *v;
+    /* MODATTN_DEVICE_FAIL_AFTER=opencl:0:120: the device is lost after 120 more encoder ops */
+    int s = env_device("MODATTN_DEVICE_FAIL_AFTER", &v);
+    if (s >= 0) atomic_store(&g_fail_after[s], strtoll(v, NULL, 10));
+    /* MODATTN_DEVICE_DISABLE_OPS=opencl:0:linear_gelu,pool_mean (tests of the refusal and host
+     * fallback paths from the command line): the device refuses those ops, as after its control
+     * MODATTN_DEVICE_CONTROL_DISABLE_OP */
+    s = env_device("MODATTN_DEVICE_DISABLE_OPS", &v);
+    if (s >= 0 && g_dev[s]->control)
+        for (const char *p = v; *p;) {
             size_t k = strcspn(p, ",");
             for (int op = 0; op < MODATTN_OP_COUNT; op++)
                 if (strlen(modattn_op_name((modattn_op)op)) == k && strncmp(modattn_op_name((modattn_op)op), p, k) == 0)
-                    (void)g_dev[i]->control(g_dev[i]->ctx, MODATTN_DEVICE_CONTROL_DISABLE_OP, &op);
+                    (void)g_dev[s]->control(g_dev[s]->ctx, MODATTN_DEVICE_CONTROL_DISABLE_OP, &op);
             p += k + (p[k] == ',');
         }
-    }
 }
 
 /* 0, or MODATTN_EDEVICE when the injected loss of the device has come. */
