@@ -53,17 +53,17 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv);
 int cli_cmd_search(cli_globals *g, int argc, char **argv);
 int cli_cmd_devices(cli_globals *g, int argc, char **argv);
 
-/* Load the model in dir on the global --device (the CPU when none). (cli/cmd_devices.c) */
+/* Load the model in dir on the global --device (the CPU when none). (cli/cli_model.c) */
 int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out);
 /* One line per op the model runs on the host instead of its device (--host-fallback), with why. */
 void cli_explain_fallbacks(const modattn_model *m, FILE *f);
 
 /* The model directory: `given` (--model) if not NULL, else $MODATTN_MODEL, else
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.
- * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_paths.c) */
+ * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_model.c) */
 const char *cli_model_dir(const char *given, char *buf, size_t len);
 /* A stored absolute path as the user sees it: relative to the current directory when it lies
- * under it, else unchanged. Returns buf or abs. (cli/cli_paths.c) */
+ * under it, else unchanged. Returns buf or abs. (cli/cli_model.c) */
 const char *cli_display_path(const char *abs, char *buf, size_t len);
 
 #endif

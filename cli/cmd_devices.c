@@ -1,32 +1,10 @@
 /* cli/cmd_devices.c — `modattn devices`: every device found, what it is, and which attention
- * implementations and encoder ops run on it; and the global --device for model commands. */
+ * implementations and encoder ops run on it. */
 #include "cli/cli.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-
-int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out) {
-    modattn_model_options o;
-    memset(&o, 0, sizeof o);
-    o.device = g->device;
-    o.pool = g->pool; /* the ctx's pool too: one set of threads in the process */
-    o.host_fallback = g->host_fallback;
-    int st = modattn_model_load_ex(ctx, dir, &o, out);
-    if (st) return st;
-    cli_explain_fallbacks(*out, stderr);
-    return 0;
-}
-
-void cli_explain_fallbacks(const modattn_model *m, FILE *f) {
-    const modattn_model_info *in = modattn_model_get_info(m);
-    char name[32];
-    modattn_device_format(in->device, name, sizeof name);
-    for (int op = 0; op < MODATTN_OP_COUNT; op++)
-        if ((in->host_fallback_ops >> op) & 1u)
-            fprintf(f, "modattn: %s: op '%s' runs on the host (--host-fallback): %s does not run it: %s\n", in->name,
-                    modattn_op_name((modattn_op)op), name, modattn_model_fallback_reason(m, op));
-}
 
 static const char *impls_on(modattn_ctx *ctx, modattn_device_kind kind, char *buf, size_t len) {
     size_t used = 0;

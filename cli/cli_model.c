@@ -1,0 +1,63 @@
+/* cli/cli_model.c — where the commands find the model, how they load it (on the global --device,
+ * with --host-fallback said on stderr), and how they show stored paths. Shared by every command
+ * that loads a model (embed, index, search, bench, explain), so they all look in the same places
+ * in the same order. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+
+#define CLI_DEFAULT_MODEL "all-MiniLM-L6-v2"
+
+const char *cli_model_dir(const char *given, char *buf, size_t len) {
+    if (given) return given;
+    const char *env = getenv("MODATTN_MODEL");
+    if (env && *env) return env;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0 && buf && len) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            int k = snprintf(buf, len, "%s/../.models/" CLI_DEFAULT_MODEL, exe);
+            if (k > 0 && (size_t)k < len && access(buf, F_OK) == 0) return buf;
+        }
+    }
+    return "./.models/" CLI_DEFAULT_MODEL;
+}
+
+const char *cli_display_path(const char *abs, char *buf, size_t len) {
+    char cwd[PATH_MAX];
+    if (!abs || abs[0] != '/' || !getcwd(cwd, sizeof cwd)) return abs;
+    size_t n = strlen(cwd);
+    if (n == 1) return abs + 1; /* cwd is "/" */
+    if (strncmp(abs, cwd, n) != 0 || abs[n] != '/') return abs;
+    snprintf(buf, len, "%s", abs + n + 1);
+    return buf;
+}
+
+int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out) {
+    modattn_model_options o;
+    memset(&o, 0, sizeof o);
+    o.device = g->device;
+    o.pool = g->pool; /* the ctx's pool too: one set of threads in the process */
+    o.host_fallback = g->host_fallback;
+    int st = modattn_model_load_ex(ctx, dir, &o, out);
+    if (st) return st;
+    cli_explain_fallbacks(*out, stderr);
+    return 0;
+}
+
+void cli_explain_fallbacks(const modattn_model *m, FILE *f) {
+    const modattn_model_info *in = modattn_model_get_info(m);
+    char name[32];
+    modattn_device_format(in->device, name, sizeof name);
+    for (int op = 0; op < MODATTN_OP_COUNT; op++)
+        if ((in->host_fallback_ops >> op) & 1u)
+            fprintf(f, "modattn: %s: op '%s' runs on the host (--host-fallback): %s does not run it: %s\n", in->name,
+                    modattn_op_name((modattn_op)op), name, modattn_model_fallback_reason(m, op));
+}
