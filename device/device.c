@@ -259,6 +259,9 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
     } while (0)
 
 int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
+    char r[256];
+    if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r)) /* the embedding's LayerNorm */
+        return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
     RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a, "encoder.embeddings");
 }
 

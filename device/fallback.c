@@ -25,9 +25,20 @@ uint64_t modattn_device_fallback_count(const modattn_device_iface *dev, modattn_
     return s >= 0 && (unsigned)op < MODATTN_OP_COUNT ? atomic_load(&g_count[s][op]) : 0;
 }
 
-static void count(const modattn_device_iface *dev, modattn_op op) {
+/* Counts one call under each op of it that the device refuses (a residual linear whose
+ * LayerNorm the device lacks counts as layernorm), or under `op` if it refuses none. */
+static void count(const modattn_device_iface *dev, modattn_op op, const modattn_op *parts, int nparts) {
     int s = slot(dev);
-    if (s >= 0 && (unsigned)op < MODATTN_OP_COUNT) atomic_fetch_add(&g_count[s][op], 1);
+    if (s < 0) return;
+    bool any = false;
+    for (int i = 0; i < nparts; i++) {
+        char why[8];
+        if ((unsigned)parts[i] < MODATTN_OP_COUNT && !modattn_device_supports_op(dev, parts[i], why, sizeof why)) {
+            atomic_fetch_add(&g_count[s][parts[i]], 1);
+            any = true;
+        }
+    }
+    if (!any && (unsigned)op < MODATTN_OP_COUNT) atomic_fetch_add(&g_count[s][op], 1);
 }
 
 /* The host copies of one op's buffers: up to 12. */
@@ -48,7 +59,8 @@ static int host_copy(host_set *h, const modattn_buffer *src, size_t copy, size_t
                      modattn_buffer **out) {
     *out = NULL;
     if (!src) return 0;
-    if (copy > src->bytes) copy = src->bytes;
+    if (copy > src->bytes)
+        return modattn_error(MODATTN_ERANGE, "%s: the op needs %zu bytes, the buffer has %zu", what, copy, src->bytes);
     if (bytes < copy) bytes = copy;
     modattn_buffer *b;
     int st = modattn_buffer_alloc(h->cpu, bytes, MODATTN_MEM_WORKSPACE, what, &b);
@@ -75,12 +87,12 @@ static const char *span_name(modattn_op op) {
     return (unsigned)op < MODATTN_OP_COUNT ? names[op] : "fallback";
 }
 
-#define FALLBACK_BEGIN(op)                                                                     \
+#define FALLBACK_BEGIN(op, parts, nparts)                                                      \
     const modattn_device_iface *cpu_ = modattn_device_find((modattn_device){MODATTN_DEVICE_CPU, 0}); \
     if (!cpu_ || cpu_ == dev) return modattn_error(MODATTN_EINVAL, "host fallback: the device is the host"); \
     host_set h_ = {.cpu = cpu_};                                                               \
     uint64_t t0_ = modattn_trace_begin();                                                      \
-    count(dev, op);                                                                            \
+    count(dev, op, parts, nparts);                                                             \
     int st_ = 0
 
 #define FALLBACK_END(op)                                                                       \
@@ -91,7 +103,8 @@ static const char *span_name(modattn_op op) {
     return st_ ? modattn_error_prefix(st_, "host fallback of '%s'", modattn_op_name(op)) : 0
 
 int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
-    FALLBACK_BEGIN(MODATTN_OP_EMBED_GATHER);
+    const modattn_op parts[] = {MODATTN_OP_EMBED_GATHER, MODATTN_OP_LAYERNORM};
+    FALLBACK_BEGIN(MODATTN_OP_EMBED_GATHER, parts, 2);
     modattn_op_embed_args e = *a;
     const size_t T = (size_t)(a->B * a->S), H = (size_t)a->H, rows = rounded_rows(cpu_, a->B * a->S);
     modattn_buffer *ids, *lens, *word, *pos, *type0, *g, *b, *x;
@@ -112,7 +125,8 @@ int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_
 int modattn_device_host_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a) {
     const modattn_op op = a->gamma ? MODATTN_OP_LINEAR_RESIDUAL : a->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU
                                                                                          : MODATTN_OP_LINEAR;
-    FALLBACK_BEGIN(op);
+    const modattn_op parts[] = {op, MODATTN_OP_LAYERNORM};
+    FALLBACK_BEGIN(op, parts, a->gamma ? 2 : 1);
     modattn_op_linear_args l = *a;
     l.plan = NULL; /* a plan is the device's; the host takes the weight as it is */
     const size_t rows = rounded_rows(cpu_, a->rows);
@@ -137,7 +151,13 @@ int modattn_device_host_linear(const modattn_device_iface *dev, const modattn_op
 
 int modattn_device_host_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a) {
     const modattn_op op = a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN;
-    FALLBACK_BEGIN(op);
+    modattn_op parts[5];
+    int np = 0;
+    if (a->modes & 1u) parts[np++] = MODATTN_OP_POOL_CLS;
+    if (a->modes & 2u) parts[np++] = MODATTN_OP_POOL_MAX;
+    if (a->modes & ~3u) parts[np++] = MODATTN_OP_POOL_MEAN;
+    if (a->normalize) parts[np++] = MODATTN_OP_L2_NORMALIZE;
+    FALLBACK_BEGIN(op, parts, np);
     modattn_op_pool_args p = *a;
     modattn_buffer *x, *lens, *out;
     const size_t obytes = (size_t)(a->B * a->dim) * 4;

@@ -282,7 +282,8 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
                                .eps = c->ln_eps, .pool = pool};
-    if ((st = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
+    const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM); /* its LN */
+    if ((st = embed_host ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
         return st;
     const modattn_act act = model_act(c);
     for (int l = 0; l < c->layers; l++) {

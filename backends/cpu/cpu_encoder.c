@@ -46,6 +46,7 @@ typedef struct row_job {
     int64_t chunk;         /* rows per task */
     int64_t rows;
     int err;               /* first failure of a task (atomic builtins) */
+    char msg[256];         /* its message (written by the task that set err: messages are per thread) */
 } row_job;
 
 static void row_task(void *arg, int64_t task, int thread) {
@@ -60,7 +61,8 @@ static void row_task(void *arg, int64_t task, int thread) {
             int st = modattn__gemm_plan_run(j->plan, j->A + r * j->lda, j->y + r * j->ld, scr);
             if (st) {
                 int zero = 0;
-                __atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                    snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
                 return;
             }
         }
@@ -143,7 +145,7 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         for (int64_t t = 0; t < ntasks; t++) row_task(j, t, 0);
     modattn_free(scratch);
     int st = __atomic_load_n(&j->err, __ATOMIC_ACQUIRE);
-    if (st) snprintf(reason, len, "%s", modattn_last_error());
+    if (st) snprintf(reason, len, "%s", j->msg); /* the pool's run has returned: every task is done */
     return st;
 }
 

@@ -240,7 +240,9 @@ int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_a
 int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
 int modattn_device_host_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
 int modattn_device_host_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
-/* Calls of op that ran on the host for dev, since the process started. */
+/* Calls that ran on the host for dev because it refuses op, since the process started (a call
+ * is counted under each op of it the device refuses: a residual linear without the device's
+ * LayerNorm counts as layernorm). */
 uint64_t modattn_device_fallback_count(const modattn_device_iface *dev, modattn_op op);
 
 /* Prepares a weight for linear calls of shape's N, K, lda, ldy, accumulate (see linear_prepare).

@@ -389,12 +389,13 @@ static void host_fallback(modattn_ctx *ctx) {
     const char *texts[] = {"host fallback", "a longer text that runs through the same layers on the device"};
     const size_t dim = in->dim;
     float *a = calloc(2 * dim, sizeof *a), *b = calloc(2 * dim, sizeof *b);
-    const uint64_t before = modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL);
+    const uint64_t before = modattn_device_fallback_count(g_dev, MODATTN_OP_LAYERNORM);
     CHECK(modattn_model_embed(m, texts, NULL, 2, a, NULL) == 0);
     CHECK(modattn_model_embed(mc, texts, NULL, 2, b, NULL) == 0);
-    const uint64_t calls = modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL) - before;
-    /* two residual + LayerNorm linears per layer, per batch (one or two batches) */
-    CHECK_MSG(calls > 0 && calls % (2u * (unsigned)in->layers) == 0, "%llu fallback calls", (unsigned long long)calls);
+    const uint64_t calls = modattn_device_fallback_count(g_dev, MODATTN_OP_LAYERNORM) - before;
+    /* the embedding's and two residual linears' per layer, per batch (one or two batches) */
+    CHECK_MSG(calls > 0 && calls % (2u * (unsigned)in->layers + 1u) == 0, "%llu fallback calls", (unsigned long long)calls);
+    CHECK(modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL) == 0);
     for (int t = 0; t < 2; t++) {
         double d = 0, na = 0, nb = 0;
         for (size_t k = 0; k < dim; k++) d += (double)a[t * dim + k] * b[t * dim + k], na += (double)a[t * dim + k] * a[t * dim + k], nb += (double)b[t * dim + k] * b[t * dim + k];
