@@ -44,7 +44,8 @@ static void index_usage(FILE *f) {
             "                       {\"files_seen\", \"files_indexed\", \"files_unchanged\",\n"
             "                        \"files_skipped\", \"files_pruned\", \"chunks_embedded\",\n"
             "                        \"tokens_embedded\", \"seconds\", \"db\", \"errors\": [{\"path\",\n"
-            "                        \"message\"}], \"skipped\": [{\"path\", \"reason\"}]}\n"
+            "                        \"message\"}], \"skipped\": [{\"path\", \"reason\"}],\n"
+            "                        \"vector_file\": \"written\" | \"current\" | \"not written: ...\"}\n"
             "  --quiet              no progress line and no notes on skipped files\n"
             "  -h, --help           this help\n\n"
             "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
@@ -251,6 +252,13 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         char dbuf[PATH_MAX];
         char *abs_db = modattn_path_absolute(db);
         const char *db_shown = abs_db ? cli_display_path(abs_db, dbuf, sizeof dbuf) : db;
+        /* DB.vec, what `search` maps: a failure to write it costs searches speed, not results */
+        char vf[400];
+        if (s.vector_file_error[0]) {
+            snprintf(vf, sizeof vf, "not written: %s", s.vector_file_error);
+            fprintf(stderr, "modattn: index: warning: the vector file was not written (searches will read the store, "
+                            "slower): %s\n", s.vector_file_error);
+        } else snprintf(vf, sizeof vf, "%s", s.vector_file_written ? "written" : "current");
         if (json) {
             json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:O, s:O}",
                                   "files_seen", (json_int_t)s.files_seen,
@@ -262,6 +270,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                                   "tokens_embedded", (json_int_t)s.tokens_embedded,
                                   "seconds", secs, "db", db_shown,
                                   "errors", ui.errors, "skipped", ui.skipped);
+            if (j) json_object_set_new(j, "vector_file", json_string(vf));
             char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
             if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
                 modattn_json_free(text);

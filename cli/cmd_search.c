@@ -155,7 +155,11 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     modattn_search_result *res = NULL;
     size_t n = 0;
     int rc = 0;
-    st = modattn_search(store, model, query, (size_t)k, modattn_ctx_exec(ctx), &res, &n);
+    modattn_search_info info;
+    st = modattn_search_ex(store, model, query, (size_t)k, modattn_ctx_exec(ctx), &res, &n, &info);
+    if (!st && info.note[0]) /* said once per search: correct, but slower */
+        fprintf(stderr, "modattn: note: searching the store itself (slower): %s; `modattn index` rewrites the vector file\n",
+                info.note);
     if (st) {
         rc = cli_fail("search", st);
     } else if (json) {

@@ -124,7 +124,7 @@ typedef struct run {
     size_t dim, window, overlap, batch;
     int32_t chunk_tokens;
     uint64_t max_bytes;
-    const char *skip_paths[4]; /* the store's own files, by path ... */
+    const char *skip_paths[5]; /* the store's own files, by path ... */
     bool have_store_dir;       /* ... and by name in the store's folder, however it is reached */
     dev_t store_dev;
     ino_t store_ino;
@@ -221,7 +221,8 @@ static bool is_store_file(const char *base, const char *name) {
     size_t n = strlen(base);
     if (strncmp(name, base, n) != 0) return false;
     const char *rest = name + n;
-    return !*rest || !strcmp(rest, "-wal") || !strcmp(rest, "-shm") || !strcmp(rest, "-journal");
+    return !*rest || !strcmp(rest, "-wal") || !strcmp(rest, "-shm") || !strcmp(rest, "-journal") ||
+           !strcmp(rest, ".vec") || !strncmp(rest, ".vec.tmp.", 9);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -710,7 +711,7 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
 
     run r;
     memset(&r, 0, sizeof r);
-    char *own[4] = {NULL, NULL, NULL, NULL};
+    char *own[5] = {NULL, NULL, NULL, NULL, NULL};
     r.store = store;
     r.model = model;
     r.opt = opt;
@@ -750,14 +751,14 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     /* the store's own files are never indexed */
     own[0] = modattn_path_absolute(modattn_store_path(store));
     if (own[0]) {
-        static const char *const sfx[] = {"-wal", "-shm", "-journal"};
+        static const char *const sfx[] = {"-wal", "-shm", "-journal", ".vec"};
         size_t n0 = strlen(own[0]);
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 4; i++) {
             own[i + 1] = modattn_malloc(n0 + 9, MODATTN_MEM_OTHER);
             if (own[i + 1]) snprintf(own[i + 1], n0 + 9, "%s%s", own[0], sfx[i]);
         }
     }
-    for (int i = 0; i < 4; i++) r.skip_paths[i] = own[i];
+    for (int i = 0; i < 5; i++) r.skip_paths[i] = own[i];
     if (own[0]) {
         char *slash = strrchr(own[0], '/');
         struct stat db_dir;
@@ -817,6 +818,21 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     /* 3. prune */
     if (!st && opt->prune) st = prune(&r);
 
+    /* 4. the vector file, when the store has changed since it was written (or it is missing,
+     * damaged, for another model): rewritten whole. Failing to write it loses nothing (searches
+     * read the store) and does not fail the run: stats say why. */
+    if (!st) {
+        char why[320] = "";
+        int cur = modattn_store_vector_file_current(store, why, sizeof why);
+        if (cur < 0) {
+            st = cur;
+        } else if (cur == 0) {
+            int w = modattn_store_write_vector_file(store);
+            if (w == 0) stats->vector_file_written = true;
+            else snprintf(stats->vector_file_error, sizeof stats->vector_file_error, "%s", modattn_last_error());
+        }
+    }
+
 free_own:
     modattn_store_rollback(store);
     while (r.head) {
@@ -836,7 +852,7 @@ free_own:
     modattn_free(r.bidx);
     modattn_free(r.bvec);
     modattn_free(r.bntok);
-    for (int i = 0; i < 4; i++) modattn_free(own[i]);
+    for (int i = 0; i < 5; i++) modattn_free(own[i]);
 done:
     modattn_tokenizer_free(r.tok);
     return st;

@@ -1,5 +1,6 @@
-/* pipeline/search.c — `modattn search`: embed the query, load the store's vectors into one
- * contiguous block, scan them all (scan.c) and fetch the k best chunks with their documents. */
+/* pipeline/search.c — `modattn search`: embed the query, map the store's vector file (or, when it
+ * is missing or not current, load the vectors from the store), scan them all (scan.c) and fetch
+ * the k best chunks with their documents. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,13 @@
 
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
+    return modattn_search_ex(store, model, query, k, exec, out, nout, NULL);
+}
+
+int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
+                      const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                      modattn_search_info *where) {
+    if (where) memset(where, 0, sizeof *where);
     if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     *out = NULL;
     *nout = 0;
@@ -35,11 +43,17 @@ int modattn_search(modattn_store *store, modattn_model *model, const char *query
     }
     modattn_vec_normalize(q, dim);
     uint64_t tr = modattn_trace_begin();
-    if ((st = modattn_store_load_vectors(store, &v))) goto done;
+    if ((st = modattn_store_open_vectors(store, &v))) goto done;
+    if (where) {
+        where->mapped = v.map != NULL;
+        snprintf(where->note, sizeof where->note, "%s", v.note);
+        where->vectors = v.n;
+    }
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "n=%zu dim=%zu", v.n, dim);
-        modattn_trace_end(tr, "search.load_vectors", "sqlite", shape, (double)v.n * (double)dim * 4.0, 0);
+        modattn_trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
+                          v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
     }
     if (v.n == 0) goto done;
     if (k > v.n) k = v.n;

@@ -94,6 +94,7 @@ struct modattn_store {
     char *path;
     bool readonly;
     bool in_tx;
+    bool gen_bumped;  /* this transaction has raised the generation */
     int64_t model_id; /* models.id of the bound model, 0 if none */
     size_t dim;       /* of the bound model */
     sqlite3_stmt *st[ST_COUNT];
@@ -491,8 +492,29 @@ int modattn_store_touch_document(modattn_store *s, int64_t id, int64_t mtime_ns,
 int modattn_store_begin(modattn_store *s) {
     if (s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
     int st = exec_sql(s, "BEGIN IMMEDIATE", "starting a transaction");
-    if (!st) s->in_tx = true;
+    if (!st) s->in_tx = true, s->gen_bumped = false;
     return st;
+}
+
+/* Every transaction that changes documents, chunks or embeddings raises meta.generation by one,
+ * in the same transaction: the vector file (vecfile.c) is stamped with the generation it was
+ * written from, so a store changed since is detected, whatever killed what in between. */
+static int bump_generation(modattn_store *s) {
+    if (s->gen_bumped) return 0;
+    int st = exec_sql(s, "INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
+                      "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)", "raising the store's generation");
+    if (!st) s->gen_bumped = true;
+    return st;
+}
+
+int modattn_store_generation(modattn_store *s, uint64_t *out) {
+    char buf[32];
+    bool found = false;
+    *out = 0;
+    int st = meta_get(s, "generation", buf, sizeof buf, &found);
+    if (st) return st;
+    if (found) *out = strtoull(buf, NULL, 10);
+    return 0;
 }
 
 int modattn_store_commit(modattn_store *s) {
@@ -513,6 +535,8 @@ void modattn_store_rollback(modattn_store *s) {
 
 static int delete_by_id(modattn_store *s, int64_t id) {
     static const int order[] = {ST_DEL_EMB, ST_DEL_CHUNKS, ST_DEL_DOC};
+    int gst = bump_generation(s);
+    if (gst) return gst;
     for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
         sqlite3_stmt *q;
         int st = stmt(s, order[i], &q);
@@ -531,6 +555,7 @@ int modattn_store_put_document(modattn_store *s, modattn_store_doc *d) {
     if (f < 0) return f;
     int st;
     if (f == 1 && (st = delete_by_id(s, old.id))) return st;
+    if ((st = bump_generation(s))) return st;
     sqlite3_stmt *q;
     if ((st = stmt(s, ST_PUT_DOC, &q))) return st;
     char hex[17];
@@ -637,6 +662,9 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
     if (st) return st;
     int64_t n = 0;
     sqlite3_stmt *q = NULL;
+    float *data = NULL;
+    int64_t *ids = NULL;
+    if ((st = modattn_store_generation(s, &out->generation))) goto done;
     if ((st = query_int(s, "SELECT count(*) FROM embeddings", &n))) goto done;
     const size_t dim = s->dim;
     const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
@@ -647,9 +675,10 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
     out->dim = dim;
     out->ld = ld;
     if (n > 0) {
-        out->data = modattn_calloc((size_t)n * ld, sizeof(float), MODATTN_MEM_INDEX);
-        out->chunk_ids = modattn_malloc((size_t)n * sizeof(int64_t), MODATTN_MEM_INDEX);
-        if (!out->data || !out->chunk_ids) {
+        data = modattn_calloc((size_t)n * ld, sizeof(float), MODATTN_MEM_INDEX);
+        ids = modattn_malloc((size_t)n * sizeof(int64_t), MODATTN_MEM_INDEX);
+        out->data = data, out->chunk_ids = ids;
+        if (!data || !ids) {
             st = modattn_mem_last_status();
             goto done;
         }
@@ -675,8 +704,8 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
                                dim * sizeof(float));
             goto done;
         }
-        out->chunk_ids[i] = sqlite3_column_int64(q, 0);
-        memcpy(out->data + i * ld, blob, dim * sizeof(float));
+        ids[i] = sqlite3_column_int64(q, 0);
+        memcpy(data + i * ld, blob, dim * sizeof(float));
         i++;
     }
     if (rc != SQLITE_DONE) {
@@ -701,8 +730,12 @@ done:
 
 void modattn_store_vectors_free(modattn_store_vectors *v) {
     if (!v) return;
-    modattn_free(v->data);
-    modattn_free(v->chunk_ids);
+    if (v->map) {
+        modattn__vecfile_unmap(v->map, v->map_bytes);
+    } else {
+        modattn_free((void *)v->data);
+        modattn_free((void *)v->chunk_ids);
+    }
     memset(v, 0, sizeof *v);
 }
 

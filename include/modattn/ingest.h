@@ -118,6 +118,8 @@ typedef struct modattn_index_stats {
     uint64_t chunks_embedded;
     uint64_t tokens_embedded; /* word pieces fed to the model, specials included */
     uint64_t bytes_read;
+    bool vector_file_written;     /* the store's vector file was (re)written (modattn/store.h) */
+    char vector_file_error[320];  /* why it could not be ("" if it could, or needed no rewrite) */
 } modattn_index_stats;
 
 typedef struct modattn_index_progress {
@@ -146,7 +148,9 @@ typedef struct modattn_index_options {
  * transaction per document. Per-file problems are events, counted, and never stop the run;
  * the return value is non-zero only for what stops it (the store, the model, memory, invalid
  * options), with the stats of what was done until then. The store is bound to the model first
- * (MODATTN_EVERSION if it belongs to another one). */
+ * (MODATTN_EVERSION if it belongs to another one). At the end the store's vector file is
+ * rewritten if it is not current (missing, stale, damaged); a failure to write it is in
+ * stats->vector_file_error and does not fail the run. */
 int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
                         size_t npaths, const modattn_index_options *opt,
                         modattn_index_stats *stats);

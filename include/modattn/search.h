@@ -8,6 +8,7 @@
 #ifndef MODATTN_SEARCH_H
 #define MODATTN_SEARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "modattn/status.h"
@@ -66,6 +67,17 @@ typedef struct modattn_search_result {
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout);
 void modattn_search_results_free(modattn_search_result *r, size_t n);
+
+/* What a search read its vectors from. */
+typedef struct modattn_search_info {
+    bool mapped;        /* the vector file (modattn_store_open_vectors), else the store */
+    char note[320];     /* why the vector file was not used ("" if it was) */
+    size_t vectors;     /* rows scanned */
+} modattn_search_info;
+/* modattn_search, telling where the vectors came from (info may be NULL). */
+int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
+                      const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                      modattn_search_info *info);
 
 #ifdef __cplusplus
 }

@@ -3,7 +3,8 @@
  *
  * Schema (PRAGMA user_version = MODATTN_STORE_SCHEMA_VERSION):
  *   meta(key, value)          the model the store belongs to: model_name, model_weights_hash
- *                             (XXH3-64 of model.safetensors, 16 hex digits), model_dim
+ *                             (XXH3-64 of model.safetensors, 16 hex digits), model_dim; and
+ *                             generation (raised by every transaction that changes the data)
  *   models(id, name, weights_hash, dim)
  *   documents(id, path UNIQUE, hash, mtime_ns, size, kind, chunk_tokens, overlap, nchunks,
  *             indexed_at)     hash: XXH3-64 of the file's bytes, 16 hex digits
@@ -120,14 +121,50 @@ int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out);
 
 /* ---- vectors and chunks for search */
 typedef struct modattn_store_vectors {
-    float *data;        /* [n, dim] row-major, rows MODATTN_ALIGN-aligned (ld floats apart) */
-    int64_t *chunk_ids; /* [n] */
+    const float *data;        /* [n, dim] row-major, rows MODATTN_ALIGN-aligned (ld floats apart) */
+    const int64_t *chunk_ids; /* [n] */
     size_t n, dim, ld;
+    uint64_t generation;      /* the store's generation these vectors are of */
+    void *map;                /* the vector file's mapping (modattn_store_open_vectors), or NULL */
+    size_t map_bytes;
+    char note[320];           /* why the vector file was not used ("" if it was, or none asked) */
 } modattn_store_vectors;
 /* Loads every embedding into one contiguous block (memory category INDEX). Ownership: free with
  * modattn_store_vectors_free(). */
 int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out);
 void modattn_store_vectors_free(modattn_store_vectors *v);
+
+/* The store's generation: raised by one in every transaction that changes documents, chunks or
+ * embeddings (0 for a store never written). */
+int modattn_store_generation(modattn_store *s, uint64_t *out);
+
+/* ---- the vector file: PATH.vec beside the store at PATH (pipeline/vecfile.c)
+ *
+ * The store's vectors in one flat, memory-mappable file, so that a search maps them instead of
+ * reading every row out of SQLite. Layout (little-endian): a 4096-byte header (magic
+ * "MODATTNV", version, dim, ld, element type f32, count, the store's generation, the model's name
+ * and weights hash, the offsets and the file's size, an XXH3-64 of the header and of the chunk
+ * ids), then count chunk ids (int64, ascending), padded to 64 bytes, then count rows of ld floats
+ * (64-byte aligned). The store stays the source of truth: the file is written whole from it,
+ * into a temporary file that is fsynced, renamed over the old one, and the folder fsynced; it
+ * is used only when every header field agrees with the store (same model, same generation) and
+ * with the file's size, so a store changed since (a later index, a deletion, an index killed
+ * between its commit and the rename) or a damaged file is never read: the search reads the
+ * store instead and says why. The rows themselves are not checksummed at each search (that
+ * would cost as much as the scan); the atomic replace is what keeps them whole. */
+
+/* "PATH.vec" into buf. MODATTN_EINVAL if it does not fit. */
+int modattn_store_vector_file_path(const modattn_store *s, char *buf, size_t len);
+/* Writes the vector file from the store (all of it, in one read transaction). Errors name the
+ * file and the call (a read-only folder: MODATTN_EIO with the reason); the store is unchanged. */
+int modattn_store_write_vector_file(modattn_store *s);
+/* Whether the vector file is there and current: 1 yes, 0 no (why in `why`), < 0 an error of
+ * the store itself. */
+int modattn_store_vector_file_current(modattn_store *s, char *why, size_t len);
+/* The vectors for a search: the vector file mapped read-only when it is current (no copy; the
+ * mapping lives until modattn_store_vectors_free), else loaded from the store with out->note
+ * saying why the file was not used. MODATTN_VECTOR_FILE=off in the environment skips the file. */
+int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out);
 
 typedef struct modattn_store_chunk {
     int64_t id, document;

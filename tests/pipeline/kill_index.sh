@@ -6,8 +6,10 @@
 # are spread over the run), kill -9 it after a random delay within the time a full run takes,
 # then check: PRAGMA integrity_check says ok; every stored document is complete (its nchunks
 # chunks, each with its vector); no document finished by an earlier run was embedded again (it
-# keeps its row id). Every fourth time, and at the end, a resumed run completes and reports
-# exactly the finished documents as unchanged and the others as indexed. The store starts afresh
+# keeps its row id); a search through the vector file (DB.vec, written at the end of a run) gives
+# exactly what a search of the store itself gives (a stale or half-written file is never read).
+# Every fourth time, and at the end, a resumed run completes and reports exactly the finished
+# documents as unchanged and the others as indexed, and leaves a current vector file. The store starts afresh
 # once it is complete. The random seed is printed; MODATTN_KILL_SEED=N replays a run.
 set -u
 BIN=$1
@@ -51,6 +53,14 @@ c=sqlite3.connect(sys.argv[1])
 if c.execute('pragma user_version').fetchone()[0] == 0: sys.exit(0)
 for r in c.execute(sys.argv[2]): print('|'.join(str(x) for x in r))" "$DB" "$1"; }
 
+# the same query through the vector file and through the store itself: the same output
+same_search() {
+  local a b
+  a=$("$BIN" search --model "$MODEL" --db "$DB" --json -k 5 "the rabbit hole" 2>/dev/null; echo "rc=$?")
+  b=$(MODATTN_VECTOR_FILE=off "$BIN" search --model "$MODEL" --db "$DB" --json -k 5 "the rabbit hole" 2>/dev/null; echo "rc=$?")
+  [ "$a" = "$b" ]
+}
+
 # state check after a kill: integrity, completeness; prints the number of documents
 check_state() {
   python3 - "$DB" <<'EOF'
@@ -87,14 +97,14 @@ FULL_MS=$(( (t1 - t0) / 1000000 ))
 if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_indexed']==$N else 1)" <<<"$out"; then ok
 else bad "full run: $out"; fi
 echo "kill_index: a full run takes $FULL_MS ms"
-rm -f "$DB" "$DB-wal" "$DB-shm"
+rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.vec"
 
 landed=0
 round=0
 while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
   round=$((round + 1))
   if [ -f "$DB" ] && [ "$(sqlq 'select count(*) from documents')" = "$N" ]; then
-    rm -f "$DB" "$DB-wal" "$DB-shm"
+    rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.vec"
   fi
   before=""
   [ -f "$DB" ] && before=$(sqlq 'select path, id from documents order by path')
@@ -112,6 +122,9 @@ while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
   docs=$(check_state)
   if [ $? -ne 0 ]; then bad "round $round (killed after $delay_ms ms): inconsistent store"; continue; fi
   ok
+  if [ "$docs" -gt 0 ]; then
+    if same_search; then ok; else bad "round $round: a search through the vector file differs from the store's"; fi
+  fi
   # documents finished earlier are still the same rows: not embedded again
   if [ -n "$before" ]; then
     now=$(sqlq 'select path, id from documents order by path')
@@ -124,6 +137,8 @@ while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
     if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_unchanged']==$docs and j['files_indexed']==$N-$docs and j['files_skipped']==0 else 1)" <<<"$out"; then ok
     else bad "round $round: resumed run after $docs finished documents: $out"; fi
     if [ "$(check_state)" = "$N" ]; then ok; else bad "round $round: resumed run left an incomplete store"; fi
+    "$BIN" search --model "$MODEL" --db "$DB" -k 3 "the rabbit hole" > /dev/null 2> "$T/note"
+    if [ ! -s "$T/note" ] && same_search; then ok; else bad "round $round: after the resumed run the vector file is not current: $(cat "$T/note")"; fi
   fi
 done
 # the kills must have hit a running indexer, or this test tested nothing
