@@ -147,6 +147,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     char mbuf[PATH_MAX + 64];
     model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
+    g->few_inputs = true; /* one query: no packed weights (faster start, ~90 MB less) */
     if ((st = cli_load_model(g, ctx, model_dir, &model))) {
         modattn_store_close(store);
         free(query);

@@ -151,8 +151,8 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *lw, unsigned host_ops, modattn_pool *pool,
-                              modattn__dev_model **out) {
+                              const modattn__layer_weights *lw, unsigned host_ops, bool prepare_weights,
+                              modattn_pool *pool, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
@@ -189,6 +189,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         /* the strides are the arena's: x and att [.., H], big [.., 3H] for QKV and [.., I] for the FFN */
         const int64_t h = (int64_t)H, i = (int64_t)I;
         const modattn_act act = model_act(c);
+        if (!prepare_weights) continue;
         if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, &L->pqkv)) ||
             (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, &L->po)) ||
             (st = prepare(dm, &L->w1, i, h, h, i, false, false, act, &L->p1)) ||

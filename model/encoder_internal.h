@@ -40,6 +40,7 @@ struct modattn_model {
      * there (encoder_device.c) */
     const modattn_device_iface *dev;
     modattn__dev_model *dm;
+    bool few_inputs;                      /* options.few_inputs: weights not prepared */
     char host_why[MODATTN_OP_COUNT][192]; /* ops in info.host_fallback_ops: the device's reason */
     /* host threads for the device's ops: borrowed (options) or its own; never the ctx's */
     modattn_pool *pool;

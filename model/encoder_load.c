@@ -148,7 +148,7 @@ static int upload_to_device(modattn_model *m) {
                                          L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
     }
     int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw,
-                                       m->info.host_fallback_ops, m->pool, &m->dm);
+                                       m->info.host_fallback_ops, !m->few_inputs, m->pool, &m->dm);
     modattn_free(lw);
     if (st) return modattn_error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
@@ -175,6 +175,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     if (!m) return modattn_mem_last_status();
     m->ctx = ctx;
     m->dev = dev;
+    m->few_inputs = opt && opt->few_inputs;
     int st = 0;
     if (opt && opt->pool) {
         m->pool = opt->pool;

@@ -76,8 +76,8 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 /* Uploads the weights (device memory, category weights). Ownership: modattn__dev_model_free. */
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *layers, unsigned host_ops, modattn_pool *pool,
-                              modattn__dev_model **out);
+                              const modattn__layer_weights *layers, unsigned host_ops, bool prepare,
+                              modattn_pool *pool, modattn__dev_model **out);
 /* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
  * arrays: they must outlive dm). */
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);
