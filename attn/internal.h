@@ -10,6 +10,9 @@ typedef struct modattn__entry {
     const modattn_attn_impl *impl;
     bool available;
     bool inited; /* init succeeded (or was NULL): shutdown is owed */
+    bool deferred; /* a built-in of a device other than the CPU whose init has not run yet: it runs
+                    * when tensors on its device first reach it, or its info is asked
+                    * (modattn__entry_ready), so CPU-only work never starts other devices' drivers */
     char reason[256];
     char *origin; /* "builtin", "registered" or a plugin path */
     void *dl;     /* dlopen handle for plugins */
@@ -77,6 +80,8 @@ double modattn__tune_time(const modattn__tune_entry *e, const char *name);
 void modattn__tune_free(modattn_ctx *ctx);
 /* attn/run.c: run entry i once (workspace, stats, trace); the message names it on failure. */
 int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c);
+/* Runs a deferred init (once, thread-safe). */
+void modattn__entry_ready(modattn__entry *e);
 bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
                       modattn_verdict *verdict);
 

@@ -4,6 +4,8 @@
  * nothing above it (context.c creates and frees the context). */
 #include "attn/internal.h"
 
+#include <pthread.h>
+
 #include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -50,7 +52,9 @@ int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char
     memset(&e, 0, sizeof e);
     e.impl = impl;
     e.available = true;
-    if (impl->init) {
+    if (impl->init && impl->device != MODATTN_DEVICE_CPU && !refuse_on_init_failure) {
+        e.deferred = true; /* its driver starts when first needed (modattn__entry_ready) */
+    } else if (impl->init) {
         char why[256] = "";
         int st = impl->init(impl->ctx, why, sizeof why);
         if (st != 0) {
@@ -197,6 +201,25 @@ static int load_plugin_path(modattn_ctx *ctx, const char *list) {
 }
 
 /* The registry's part of a context: built-ins and plugins (context.c calls it at creation). */
+static pthread_mutex_t g_ready_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void modattn__entry_ready(modattn__entry *e) {
+    if (!__atomic_load_n(&e->deferred, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g_ready_mu);
+    if (e->deferred) {
+        char why[256] = "";
+        int st = e->impl->init(e->impl->ctx, why, sizeof why);
+        if (st != 0) {
+            e->available = false;
+            snprintf(e->reason, sizeof e->reason, "%s", why[0] ? why : modattn_strerror(st));
+        } else {
+            e->inited = true;
+        }
+        __atomic_store_n(&e->deferred, false, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_ready_mu);
+}
+
 int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt) {
     int st = 0;
     if (!opt->no_builtins) {
@@ -239,7 +262,8 @@ const modattn_attn_impl *modattn_ctx_impl(const modattn_ctx *ctx, size_t i) {
 
 int modattn_ctx_impl_info(const modattn_ctx *ctx, size_t i, modattn_impl_info *out) {
     if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
-    const modattn__entry *e = &ctx->entries[i];
+    modattn__entry *e = &ctx->entries[i];
+    modattn__entry_ready(e); /* whether it is available is what is asked */
     memset(out, 0, sizeof *out);
     out->name = e->impl->name;
     out->description = e->impl->description ? e->impl->description : "";

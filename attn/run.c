@@ -9,7 +9,8 @@
 /* Can entry i run d? false with the reason in words. */
 bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
                     modattn_verdict *verdict) {
-    const modattn__entry *e = &ctx->entries[i];
+    modattn__entry *e = &ctx->entries[i];
+    if (e->impl->device == d->device.kind) modattn__entry_ready(e); /* tensors on its device: start it */
     if (!e->available) {
         snprintf(reason, len, "unavailable on this machine: %s", e->reason);
         *verdict = MODATTN_VERDICT_UNAVAILABLE;

@@ -25,7 +25,8 @@ typedef struct dev_mem {
     _Atomic uint64_t allocs, failures;
 } dev_mem;
 
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;     /* every backend's devices */
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT; /* the CPU alone: CPU-only work starts no driver */
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static const modattn_device_iface *g_dev[MAX_DEVICES];
 static dev_mem g_mem[MAX_DEVICES];
@@ -33,7 +34,7 @@ static dev_mem g_mem[MAX_DEVICES];
  * lost device would; -1: off. Set from MODATTN_DEVICE_FAIL_AFTER=NAME:N at start-up. */
 static _Atomic int64_t g_fail_after[MAX_DEVICES];
 static int slot_of(const modattn_device_iface *dev);
-static int g_ndev;
+static _Atomic int g_ndev;
 static char g_absent[1024];
 
 const char *modattn_op_name(modattn_op op) {
@@ -56,7 +57,9 @@ __attribute__((unused)) static void probe(const char *backend, probe_fn fn, size
     for (int i = 0; i < n && g_ndev < MAX_DEVICES; i++)
         if (found[i] && found[i]->api_version == MODATTN_DEVICE_API_VERSION && found[i]->get_info &&
             found[i]->buffer_alloc && found[i]->buffer_free) {
-            g_dev[g_ndev++] = found[i];
+            int k = atomic_load(&g_ndev);
+            g_dev[k] = found[i]; /* visible before the count that covers it */
+            atomic_store(&g_ndev, k + 1);
             kept++;
         }
     if (kept == 0 && *used < sizeof g_absent) {
@@ -88,14 +91,19 @@ static int env_device(const char *var, const char **value) {
     return -1;
 }
 
+static void add_cpu(void) {
+    for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&g_fail_after[i], -1);
+    g_dev[0] = modattn__device_cpu();
+    atomic_store(&g_ndev, 1);
+}
+
 static void find_devices(void) {
-    g_dev[g_ndev++] = modattn__device_cpu();
+    pthread_once(&g_cpu_once, add_cpu);
     size_t used = 0;
 #define X(name) probe(#name, modattn__devices_##name, &used);
     MODATTN_BUILTIN_DEVICES(X)
 #undef X
     (void)used;
-    for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&g_fail_after[i], -1);
     const char *v;
     /* MODATTN_DEVICE_FAIL_AFTER=opencl:0:120: the device is lost after 120 more encoder ops */
     int s = env_device("MODATTN_DEVICE_FAIL_AFTER", &v);
@@ -151,6 +159,10 @@ static int slot_of(const modattn_device_iface *dev) {
 }
 
 const modattn_device_iface *modattn_device_find(modattn_device id) {
+    if (id.kind == MODATTN_DEVICE_CPU && id.index == 0) { /* the host needs no probing of the others */
+        pthread_once(&g_cpu_once, add_cpu);
+        return g_dev[0];
+    }
     modattn_devices_init();
     for (int i = 0; i < g_ndev; i++)
         if (g_dev[i]->id.kind == id.kind && g_dev[i]->id.index == id.index) return g_dev[i];
@@ -186,9 +198,9 @@ int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
             return modattn_error(MODATTN_EINVAL, "device '%s': the index after ':' must be a number from 0", name);
         id.index = (int)v;
     }
-    modattn_devices_init();
     *out = modattn_device_find(id);
     if (*out) return 0;
+    modattn_devices_init();
     int same = 0;
     for (int i = 0; i < g_ndev; i++) same += g_dev[i]->id.kind == id.kind;
     if (same > 0)
