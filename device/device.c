@@ -407,17 +407,24 @@ int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device
 
 /* ---------------------------------------------------------------- buffers */
 
+/* The buffer's record (not its memory). */
+static modattn_buffer *buffer_new(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat) {
+    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    if (!b) return NULL;
+    b->device = dev->id;
+    b->iface = dev;
+    b->category = (int)cat;
+    b->bytes = bytes;
+    return b;
+}
+
 int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
                          modattn_buffer **out) {
     *out = NULL;
     if (!dev) return modattn_error(MODATTN_EINVAL, "%s: device is NULL", what);
     if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
-    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    modattn_buffer *b = buffer_new(dev, bytes, cat);
     if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
-    b->device = dev->id;
-    b->iface = dev;
-    b->category = (int)cat;
-    b->bytes = bytes;
     if (bytes == 0) {
         *out = b;
         return 0;
@@ -464,12 +471,8 @@ int modattn_buffer_from_host(const modattn_device_iface *dev, const void *src, s
         }
         return st;
     }
-    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    modattn_buffer *b = buffer_new(dev, bytes, cat);
     if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
-    b->device = dev->id;
-    b->iface = dev;
-    b->category = (int)cat;
-    b->bytes = bytes;
     b->handle = b->host = (void *)src;
     b->borrowed = true;
     *out = b;

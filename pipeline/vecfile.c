@@ -150,11 +150,13 @@ int modattn_store_write_vector_file(modattn_store *s) {
     return 0;
 }
 
-/* Maps the file at path and checks it against the store: 1 with the mapping, its size and header when current,
- * 0 with why, < 0 on an error of the store. */
-static int map_current(modattn_store *s, const char *path, void **map, size_t *bytes, vec_header *h, char *why,
-                       size_t len) {
+/* Maps the store's vector file and checks it against the store: 1 with the mapping, its size and
+ * header when current, 0 with why, < 0 on an error of the store. */
+static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *h, char *why, size_t len) {
     *map = NULL;
+    char path[4200];
+    int pst = modattn_store_vector_file_path(s, path, sizeof path);
+    if (pst) return pst;
     char name[128] = "", hash[17] = "";
     size_t dim = 0;
     uint64_t gen = 0;
@@ -225,13 +227,10 @@ static int map_current(modattn_store *s, const char *path, void **map, size_t *b
 }
 
 int modattn_store_vector_file_current(modattn_store *s, char *why, size_t len) {
-    char path[4200];
-    int st = modattn_store_vector_file_path(s, path, sizeof path);
-    if (st) return st;
     void *m;
     size_t bytes;
     vec_header h;
-    int r = map_current(s, path, &m, &bytes, &h, why, len);
+    int r = map_current(s, &m, &bytes, &h, why, len);
     if (r == 1) munmap(m, bytes);
     return r;
 }
@@ -244,13 +243,10 @@ int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
     if (env && strcmp(env, "off") == 0) {
         why[0] = '\0'; /* asked for: nothing to say */
     } else {
-        char path[4200];
-        int st = modattn_store_vector_file_path(s, path, sizeof path);
-        if (st) return st;
         void *m;
         size_t bytes;
         vec_header h;
-        int r = map_current(s, path, &m, &bytes, &h, why, sizeof why);
+        int r = map_current(s, &m, &bytes, &h, why, sizeof why);
         if (r < 0) return r;
         if (r == 1) {
             out->map = m, out->map_bytes = bytes;
