@@ -23,9 +23,6 @@ void modattn__scan_avx2(const float *mat, size_t n, size_t dim, size_t ld, const
                         float *scores);
 void modattn__scan_avx512(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                           float *scores);
-/* Releases a vector file's mapping (vecfile.c). */
-void modattn__vecfile_unmap(void *map, size_t bytes);
-
 #endif
 
 /* A growing text buffer with its marks (html.c, pdf.c). On allocation failure `err` is set and
@@ -44,8 +41,5 @@ void modattn__tbuf_mark(modattn__tbuf *b, int64_t number); /* from the current e
 /* Moves the text (NUL-terminated) and marks into d, or returns the error; b is left empty. */
 int modattn__tbuf_finish(modattn__tbuf *b, struct modattn_doc_text *d, bool pages);
 void modattn__tbuf_free(modattn__tbuf *b);
-
-/* Releases a vector file's mapping (vecfile.c). */
-void modattn__vecfile_unmap(void *map, size_t bytes);
 
 #endif

@@ -724,20 +724,14 @@ done:
         int e = end_read_tx(s);
         if (!st) st = e;
     }
-    if (st) modattn_store_vectors_free(out);
+    if (st) { /* (the vector file's free, vecfile.c, handles both forms; this one is ours) */
+        modattn_free(data);
+        modattn_free(ids);
+        memset(out, 0, sizeof *out);
+    }
     return st;
 }
 
-void modattn_store_vectors_free(modattn_store_vectors *v) {
-    if (!v) return;
-    if (v->map) {
-        modattn__vecfile_unmap(v->map, v->map_bytes);
-    } else {
-        modattn_free((void *)v->data);
-        modattn_free((void *)v->chunk_ids);
-    }
-    memset(v, 0, sizeof *v);
-}
 
 static char *col_dup(sqlite3_stmt *q, int i) {
     const char *t = (const char *)sqlite3_column_text(q, i);

@@ -57,8 +57,15 @@ int modattn_store_vector_file_path(const modattn_store *s, char *buf, size_t len
     return 0;
 }
 
-void modattn__vecfile_unmap(void *map, size_t bytes) {
-    if (map) munmap(map, bytes);
+void modattn_store_vectors_free(modattn_store_vectors *v) {
+    if (!v) return;
+    if (v->map) {
+        munmap(v->map, v->map_bytes);
+    } else { /* loaded from the store (store.c) */
+        modattn_free((void *)v->data);
+        modattn_free((void *)v->chunk_ids);
+    }
+    memset(v, 0, sizeof *v);
 }
 
 static int write_all(int fd, const void *p, size_t n, uint64_t off) {
