@@ -45,7 +45,9 @@ static void index_usage(FILE *f) {
             "                        \"files_skipped\", \"files_pruned\", \"chunks_embedded\",\n"
             "                        \"tokens_embedded\", \"seconds\", \"db\", \"errors\": [{\"path\",\n"
             "                        \"message\"}], \"skipped\": [{\"path\", \"reason\"}],\n"
-            "                        \"vector_file\": \"written\" | \"current\" | \"not written: ...\"}\n"
+            "                        \"vector_file\": \"written\" | \"appended\" | \"current\" | \"not written: ...\",\n"
+            "                        \"vector_file_rows_added\", \"vector_file_rows_masked\" (appended),\n"
+            "                        \"vector_file_reason\" (why written whole)}\n"
             "  --quiet              no progress line and no notes on skipped files\n"
             "  -h, --help           this help\n\n"
             "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
@@ -258,7 +260,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             snprintf(vf, sizeof vf, "not written: %s", s.vector_file_error);
             fprintf(stderr, "modattn: index: warning: the vector file was not written (searches will read the store, "
                             "slower): %s\n", s.vector_file_error);
-        } else snprintf(vf, sizeof vf, "%s", s.vector_file_written ? "written" : "current");
+        } else snprintf(vf, sizeof vf, "%s", !s.vector_file_written ? "current"
+                                             : s.vector_file_appended ? "appended" : "written");
         if (json) {
             json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:O, s:O}",
                                   "files_seen", (json_int_t)s.files_seen,
@@ -271,6 +274,12 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                                   "seconds", secs, "db", db_shown,
                                   "errors", ui.errors, "skipped", ui.skipped);
             if (j) json_object_set_new(j, "vector_file", json_string(vf));
+            if (j && s.vector_file_appended) {
+                json_object_set_new(j, "vector_file_rows_added", json_integer((json_int_t)s.vector_file_rows_added));
+                json_object_set_new(j, "vector_file_rows_masked", json_integer((json_int_t)s.vector_file_rows_masked));
+            }
+            if (j && s.vector_file_written && !s.vector_file_appended && s.vector_file_reason[0])
+                json_object_set_new(j, "vector_file_reason", json_string(s.vector_file_reason));
             char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
             if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
                 modattn_json_free(text);

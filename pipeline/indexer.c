@@ -818,18 +818,22 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     /* 3. prune */
     if (!st && opt->prune) st = prune(&r);
 
-    /* 4. the vector file, when the store has changed since it was written (or it is missing,
-     * damaged, for another model): rewritten whole. Failing to write it loses nothing (searches
-     * read the store) and does not fail the run: stats say why. */
+    /* 4. the vector file, when the store has changed since it was written: appended to, or
+     * rewritten whole (missing, damaged, due for compaction). Failing to write it loses nothing
+     * (searches read the store) and does not fail the run: stats say why. */
     if (!st) {
-        char why[320] = "";
-        int cur = modattn_store_vector_file_current(store, why, sizeof why);
-        if (cur < 0) {
-            st = cur;
-        } else if (cur == 0) {
-            int w = modattn_store_write_vector_file(store);
-            if (w == 0) stats->vector_file_written = true;
-            else snprintf(stats->vector_file_error, sizeof stats->vector_file_error, "%s", modattn_last_error());
+        modattn_vecfile_update u;
+        int w = modattn_store_update_vector_file(store, &u);
+        if (w == MODATTN_ENOMEM || w == MODATTN_EBUDGET) {
+            st = w;
+        } else if (w) {
+            snprintf(stats->vector_file_error, sizeof stats->vector_file_error, "%s", modattn_last_error());
+        } else if (u.action != MODATTN_VECFILE_CURRENT) {
+            stats->vector_file_written = true;
+            stats->vector_file_appended = u.action == MODATTN_VECFILE_APPENDED;
+            stats->vector_file_rows_added = u.rows_added;
+            stats->vector_file_rows_masked = u.rows_masked;
+            snprintf(stats->vector_file_reason, sizeof stats->vector_file_reason, "%s", u.reason);
         }
     }
 

@@ -42,4 +42,26 @@ void modattn__tbuf_mark(modattn__tbuf *b, int64_t number); /* from the current e
 int modattn__tbuf_finish(modattn__tbuf *b, struct modattn_doc_text *d, bool pages);
 void modattn__tbuf_free(modattn__tbuf *b);
 
+/* The store's side of the vector file (store.c for vecfile.c). */
+struct modattn_store;
+struct modattn_store_vectors;
+/* BEGIN IMMEDIATE: the store's write lock, held while the vector file is brought up to date, so
+ * two writers never update it at once and what it is made from is one snapshot. */
+int modattn__store_lock(struct modattn_store *s);
+void modattn__store_unlock(struct modattn_store *s); /* ends it, writing nothing */
+/* Inside a transaction: the rows with generation > after (after < 0: all), ascending chunk id,
+ * in one block, as modattn_store_load_vectors. */
+int modattn__store_read_vectors(struct modattn_store *s, int64_t after, struct modattn_store_vectors *out);
+/* Inside a transaction: the chunk ids of the rows with generation <= upto, unordered, in a block
+ * the caller frees with modattn_free. Schema 2 only. */
+int modattn__store_ids_upto(struct modattn_store *s, uint64_t upto, int64_t **ids, size_t *n);
+int modattn__store_schema(const struct modattn_store *s); /* user_version as opened */
+/* Checks a whole vector file held in memory at file (64-byte aligned): header, layout against
+ * size, ids and mask. 1 valid, with out the vectors a search would see (pointing into file);
+ * 0 not (why in why). Reads nothing outside [file, file + size). The fuzz target's entry. */
+int modattn__vecfile_view(const void *file, size_t size, struct modattn_store_vectors *out, char *why, size_t len);
+/* Recomputes a vector file's checksums in place (those whose regions lie inside it, then the
+ * header's): lets the fuzz target reach the layout checks behind them. */
+void modattn__vecfile_reseal(void *file, size_t size);
+
 #endif

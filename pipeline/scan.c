@@ -155,6 +155,8 @@ typedef struct topk_job {
     size_t n, dim, ld, k, block;
     const float *q;
     modattn__scan_fn fn;
+    const uint8_t *skip; /* bit (skip_row0 + row) set: leave the row out */
+    size_t skip_row0;
     float *scores;      /* [threads][block] */
     modattn_hit *heaps; /* [threads][k] */
     size_t *heap_n;     /* [threads] */
@@ -174,6 +176,10 @@ static void topk_task(void *arg, int64_t task, int thread) {
         float s = sc[i];
         if (s != s) s = -INFINITY;
         if (*hn == j->k && s < floor_score) continue;
+        if (j->skip) {
+            const size_t g = j->skip_row0 + r0 + i;
+            if (j->skip[g >> 3] >> (g & 7) & 1) continue;
+        }
         heap_push(h, hn, j->k, (modattn_hit){r0 + i, s});
         if (*hn == j->k) floor_score = h[0].score;
     }
@@ -188,6 +194,12 @@ static int cmp_hits(const void *a, const void *b) {
 
 int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
                  const modattn_exec *exec, modattn_scan_isa isa, modattn_hit *out, size_t *nout) {
+    return modattn_topk_masked(mat, n, dim, ld, query, k, exec, isa, NULL, 0, out, nout);
+}
+
+int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
+                        size_t k, const modattn_exec *exec, modattn_scan_isa isa,
+                        const uint8_t *skip, size_t skip_row0, modattn_hit *out, size_t *nout) {
     if (!nout) return modattn_error(MODATTN_EINVAL, "modattn_topk: nout is NULL");
     *nout = 0;
     if (k == 0 || n == 0) return 0;
@@ -207,6 +219,8 @@ int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float 
     j.ld = ld;
     j.k = k;
     j.q = query;
+    j.skip = skip;
+    j.skip_row0 = skip_row0;
     j.block = SCAN_BLOCK_ROWS;
     const size_t ntasks = (n + j.block - 1) / j.block;
     if (k > SIZE_MAX / sizeof(modattn_hit) / nthreads)

@@ -1,12 +1,62 @@
 /* pipeline/search.c — `modattn search`: embed the query, map the store's vector file (or, when it
  * is missing or not current, load the vectors from the store), scan them all (scan.c) and fetch
  * the k best chunks with their documents. */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+
+/* A candidate of the merge: score first, then chunk id (the order one scan of every row in
+ * chunk order gives, which is what the store's path does). */
+typedef struct cand {
+    float score;
+    int64_t id;
+} cand;
+static int cand_cmp(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
+                               const modattn_exec *exec, int64_t *ids, float *scores, size_t *nout) {
+    if (!nout) return modattn_error(MODATTN_EINVAL, "vectors_topk: nout is NULL");
+    *nout = 0;
+    if (!v || !q || (k && (!ids || !scores)))
+        return modattn_error(MODATTN_EINVAL, "vectors_topk: NULL argument");
+    if (k == 0 || v->n == 0) return 0;
+    if (k > v->n) k = v->n;
+    if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || k > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS)
+        return modattn_error(MODATTN_ERANGE, "vectors_topk: k = %zu is too large", k);
+    /* each segment's best k (masked rows left out), then the best k of those */
+    modattn_hit *hits = modattn_malloc(v->nseg * k * sizeof *hits, MODATTN_MEM_WORKSPACE);
+    cand *cands = modattn_malloc(v->nseg * k * sizeof *cands, MODATTN_MEM_WORKSPACE);
+    int st = 0;
+    size_t nh = 0;
+    if (!hits || !cands) st = modattn_mem_last_status();
+    for (size_t g = 0; !st && g < v->nseg; g++) {
+        size_t got = 0;
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        st = modattn_topk_masked(sg->data, sg->n, v->dim, v->ld, q, k, exec, MODATTN_SCAN_AUTO,
+                                 v->mask, sg->row0, hits + nh, &got);
+        for (size_t i = 0; !st && i < got; i++)
+            cands[nh + i] = (cand){hits[nh + i].score, sg->chunk_ids[hits[nh + i].row]};
+        nh += got;
+    }
+    if (!st) {
+        if (v->nseg > 1) qsort(cands, nh, sizeof *cands, cand_cmp);
+        if (nh > k) nh = k;
+        for (size_t i = 0; i < nh; i++) ids[i] = cands[i].id, scores[i] = cands[i].score;
+        *nout = nh;
+    }
+    modattn_free(hits);
+    modattn_free(cands);
+    return st;
+}
 
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
@@ -30,7 +80,8 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
 
     const size_t dim = info->dim;
     float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
-    modattn_hit *hits = NULL;
+    int64_t *ids = NULL;
+    float *scores = NULL;
     modattn_search_result *res = NULL;
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
@@ -57,15 +108,15 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
     }
     if (v.n == 0) goto done;
     if (k > v.n) k = v.n;
-    hits = modattn_malloc(k * sizeof *hits, MODATTN_MEM_OTHER);
     res = modattn_calloc(k, sizeof *res, MODATTN_MEM_OTHER);
-    if (!hits || !res) {
+    ids = modattn_malloc(k * sizeof *ids, MODATTN_MEM_OTHER);
+    scores = modattn_malloc(k * sizeof *scores, MODATTN_MEM_OTHER);
+    if (!res || !ids || !scores) {
         st = modattn_mem_last_status();
         goto done;
     }
     tr = modattn_trace_begin();
-    if ((st = modattn_topk(v.data, v.n, dim, v.ld, q, k, exec, MODATTN_SCAN_AUTO, hits, &nh)))
-        goto done;
+    if ((st = modattn_store_vectors_topk(&v, q, k, exec, ids, scores, &nh))) goto done;
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v.n, dim, k);
@@ -75,8 +126,8 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
     tr = modattn_trace_begin();
     for (size_t i = 0; i < nh; i++) {
         res[i].rank = (int)i + 1;
-        res[i].score = hits[i].score;
-        if ((st = modattn_store_get_chunk(store, v.chunk_ids[hits[i].row], &res[i].chunk))) {
+        res[i].score = scores[i];
+        if ((st = modattn_store_get_chunk(store, ids[i], &res[i].chunk))) {
             nh = i;
             goto done;
         }
@@ -89,7 +140,8 @@ done:
         nh = 0;
     }
     modattn_store_vectors_free(&v);
-    modattn_free(hits);
+    modattn_free(ids);
+    modattn_free(scores);
     modattn_free(q);
     *out = res;
     *nout = nh;

@@ -67,7 +67,7 @@ static const char *const k_sql[ST_COUNT] = {
                    "nchunks, indexed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     [ST_PUT_CHUNK] = "INSERT INTO chunks(document, seq, start_byte, end_byte, line, page, ntokens, "
                      "text) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    [ST_PUT_EMB] = "INSERT INTO embeddings(chunk, model, vector) VALUES (?1, ?2, ?3)",
+    [ST_PUT_EMB] = "INSERT INTO embeddings(chunk, model, vector, generation) VALUES (?1, ?2, ?3, ?4)",
     [ST_GET_CHUNK] = "SELECT c.id, c.document, d.path, d.kind, c.seq, c.start_byte, c.end_byte, "
                      "c.line, c.page, c.ntokens, c.text FROM chunks c JOIN documents d "
                      "ON d.id = c.document WHERE c.id = ?1",
@@ -87,7 +87,17 @@ static const char k_schema[] =
     "  line INTEGER NOT NULL, page INTEGER NOT NULL, ntokens INTEGER NOT NULL, text TEXT NOT NULL,\n"
     "  UNIQUE(document, seq));\n"
     "CREATE TABLE embeddings(chunk INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,\n"
-    "  model INTEGER NOT NULL REFERENCES models(id), vector BLOB NOT NULL);\n";
+    "  model INTEGER NOT NULL REFERENCES models(id), vector BLOB NOT NULL,\n"
+    "  generation INTEGER NOT NULL DEFAULT 0);\n"
+    "CREATE INDEX embeddings_generation ON embeddings(generation, chunk);\n";
+
+/* Schema 1 -> 2: embeddings learn the generation that wrote them (vecfile.c appends only rows
+ * written after its file). Rows from before keep 0: a vector file of schema 1's day has format
+ * version 1, which is never appended to, only rewritten. */
+static const char k_migrate_1_2[] =
+    "ALTER TABLE embeddings ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE INDEX embeddings_generation ON embeddings(generation, chunk);\n"
+    "PRAGMA user_version = 2;\n";
 
 struct modattn_store {
     sqlite3 *db;
@@ -95,6 +105,8 @@ struct modattn_store {
     bool readonly;
     bool in_tx;
     bool gen_bumped;  /* this transaction has raised the generation */
+    uint64_t gen_cur; /* the generation it raised it to */
+    int schema;       /* user_version as opened (a read-only schema-1 store stays 1) */
     int64_t model_id; /* models.id of the bound model, 0 if none */
     size_t dim;       /* of the bound model */
     sqlite3_stmt *st[ST_COUNT];
@@ -182,7 +194,18 @@ static int check_schema(modattn_store *s) {
                              "%s: store schema version %" PRId64 " is newer than this modattn "
                              "knows (%d): use a newer modattn",
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
+    s->schema = (int)version;
     if (version == MODATTN_STORE_SCHEMA_VERSION) return 0;
+    if (version == 1) {
+        if (s->readonly) return 0; /* read as it is; the next writer migrates it */
+        if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema migration"))) return st;
+        if ((st = query_int(s, "PRAGMA user_version", &version))) goto fail;
+        if (version == 1 && (st = exec_sql(s, k_migrate_1_2, "migrating the schema from version 1")))
+            goto fail;
+        if ((st = exec_sql(s, "COMMIT", "committing the schema migration"))) goto fail;
+        s->schema = MODATTN_STORE_SCHEMA_VERSION;
+        return 0;
+    }
     if (version != 0)
         return modattn_error(MODATTN_EVERSION, "%s: store schema version %" PRId64 " is not %d",
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
@@ -191,7 +214,10 @@ static int check_schema(modattn_store *s) {
     /* version 0: a new file, or somebody else's database */
     if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema transaction"))) return st;
     if ((st = query_int(s, "PRAGMA user_version", &version))) goto fail;
-    if (version == MODATTN_STORE_SCHEMA_VERSION) return end_read_tx(s);
+    if (version == MODATTN_STORE_SCHEMA_VERSION) {
+        s->schema = (int)version;
+        return end_read_tx(s);
+    }
     if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", &tables))) goto fail;
     if (tables > 0) {
         st = modattn_error(MODATTN_EFORMAT,
@@ -205,6 +231,7 @@ static int check_schema(modattn_store *s) {
     snprintf(sql, sizeof sql, "PRAGMA user_version = %d", MODATTN_STORE_SCHEMA_VERSION);
     if ((st = exec_sql(s, sql, "setting the schema version"))) goto fail;
     if ((st = exec_sql(s, "COMMIT", "committing the schema"))) goto fail;
+    s->schema = MODATTN_STORE_SCHEMA_VERSION;
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -503,6 +530,7 @@ static int bump_generation(modattn_store *s) {
     if (s->gen_bumped) return 0;
     int st = exec_sql(s, "INSERT INTO meta(key, value) VALUES ('generation', '1') ON CONFLICT(key) DO UPDATE "
                       "SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)", "raising the store's generation");
+    if (!st) st = modattn_store_generation(s, &s->gen_cur);
     if (!st) s->gen_bumped = true;
     return st;
 }
@@ -606,10 +634,12 @@ int modattn_store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_stor
     modattn_free(clean);
     if (st) return st;
     int64_t chunk_id = sqlite3_last_insert_rowid(s->db);
+    if ((st = bump_generation(s))) return st;
     if ((st = stmt(s, ST_PUT_EMB, &q))) return st;
     sqlite3_bind_int64(q, 1, chunk_id);
     sqlite3_bind_int64(q, 2, s->model_id);
     sqlite3_bind_blob(q, 3, vec, (int)(dim * sizeof(float)), SQLITE_STATIC);
+    sqlite3_bind_int64(q, 4, (sqlite3_int64)s->gen_cur);
     return step_done(s, q, "storing an embedding");
 }
 
@@ -652,20 +682,27 @@ int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out) {
 
 /* ------------------------------------------------------------------ search side */
 
-int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
-    if (!s || !out) return modattn_error(MODATTN_EINVAL, "load_vectors: NULL argument");
+/* The bound model's rows with generation > after (after < 0: all of them), ascending chunk id,
+ * into one block; inside the caller's transaction. */
+int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_vectors *out) {
     memset(out, 0, sizeof *out);
     if (!s->model_id)
         return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
-    int st = exec_sql(s, "BEGIN", "starting a read transaction");
-    if (st) return st;
+    if (after >= 0 && s->schema < 2)
+        return modattn_error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
     int64_t n = 0;
     sqlite3_stmt *q = NULL;
     float *data = NULL;
     int64_t *ids = NULL;
-    if ((st = modattn_store_generation(s, &out->generation))) goto done;
-    if ((st = query_int(s, "SELECT count(*) FROM embeddings", &n))) goto done;
+    int st = 0;
+    if (after < 0) st = query_int(s, "SELECT count(*) FROM embeddings", &n);
+    else {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM embeddings WHERE generation > %" PRId64, after);
+        st = query_int(s, sql, &n);
+    }
+    if (st) goto done;
     const size_t dim = s->dim;
     const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
     if (n > 0 && (uint64_t)n > SIZE_MAX / sizeof(float) / ld) {
@@ -683,13 +720,15 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
             goto done;
         }
     }
-    int rc = sqlite3_prepare_v2(s->db, "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
-                                "ORDER BY chunk", -1, &q, NULL);
+    int rc = sqlite3_prepare_v2(s->db, after < 0 ? "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
+                                "ORDER BY chunk" : "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
+                                "AND generation > ?2 ORDER BY chunk", -1, &q, NULL);
     if (rc != SQLITE_OK) {
         st = sq_err(s, rc, "reading vectors");
         goto done;
     }
     sqlite3_bind_int64(q, 1, s->model_id);
+    if (after >= 0) sqlite3_bind_int64(q, 2, after);
     size_t i = 0;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         if (i >= (size_t)n) {
@@ -718,12 +757,12 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
         goto done;
     }
     out->n = i;
+    out->rows = i;
+    out->nseg = i ? 1 : 0;
+    out->seg[0].data = data, out->seg[0].chunk_ids = ids, out->seg[0].n = i, out->seg[0].row0 = 0;
+    st = modattn_store_generation(s, &out->generation);
 done:
     sqlite3_finalize(q);
-    {
-        int e = end_read_tx(s);
-        if (!st) st = e;
-    }
     if (st) { /* (the vector file's free, vecfile.c, handles both forms; this one is ours) */
         modattn_free(data);
         modattn_free(ids);
@@ -732,6 +771,67 @@ done:
     return st;
 }
 
+int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
+    if (!s || !out) return modattn_error(MODATTN_EINVAL, "load_vectors: NULL argument");
+    memset(out, 0, sizeof *out);
+    if (!s->model_id)
+        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+                             s->path);
+    int st = exec_sql(s, "BEGIN", "starting a read transaction");
+    if (st) return st;
+    st = modattn__store_read_vectors(s, -1, out);
+    int e = end_read_tx(s);
+    if (!st && e) {
+        modattn_store_vectors_free(out);
+        st = e;
+    }
+    return st;
+}
+
+/* Chunk ids of the rows with generation <= upto, in no particular order. */
+int modattn__store_ids_upto(modattn_store *s, uint64_t upto, int64_t **ids, size_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (s->schema < 2 || upto > INT64_MAX)
+        return modattn_error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
+    int64_t count = 0;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM embeddings WHERE generation <= %" PRIu64, upto);
+    int st = query_int(s, sql, &count);
+    if (st) return st;
+    int64_t *out = modattn_malloc(((size_t)count + 1) * sizeof *out, MODATTN_MEM_INDEX);
+    if (!out) return modattn_mem_last_status();
+    sqlite3_stmt *q = NULL;
+    /* from the (generation, chunk) index alone; the caller sorts */
+    int rc = sqlite3_prepare_v2(s->db, "SELECT chunk FROM embeddings WHERE generation <= ?1", -1, &q, NULL);
+    size_t i = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(q, 1, (sqlite3_int64)upto);
+        while ((rc = sqlite3_step(q)) == SQLITE_ROW && i < (size_t)count) out[i++] = sqlite3_column_int64(q, 0);
+        if (rc == SQLITE_ROW) rc = SQLITE_CORRUPT;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+        modattn_free(out);
+        return rc == SQLITE_CORRUPT ? modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", s->path)
+                                    : sq_err(s, rc, "reading chunk ids");
+    }
+    *ids = out;
+    *n = i;
+    return 0;
+}
+
+int modattn__store_lock(modattn_store *s) {
+    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: opened read-only", s->path);
+    if (s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
+    return exec_sql(s, "BEGIN IMMEDIATE", "taking the store's write lock");
+}
+
+void modattn__store_unlock(modattn_store *s) {
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+int modattn__store_schema(const modattn_store *s) { return s->schema; }
 
 static char *col_dup(sqlite3_stmt *q, int i) {
     const char *t = (const char *)sqlite3_column_text(q, i);

@@ -1,7 +1,9 @@
 /* pipeline/vecfile.c — the vector file beside a store (layout and rules: modattn/store.h): written
  * whole from the store by `index`, mapped read-only by `search` when every header field agrees
  * with the store and the file, else the search reads the store and says why. */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,19 +19,28 @@
 #include "pipeline/pipeline_internal.h"
 
 #define VEC_MAGIC "MODATTNV"
-#define VEC_VERSION 1u
+#define VEC_VERSION 2u
 #define VEC_HEADER 4096u
 #define VEC_F32 1u
+#define MAX_SEG MODATTN_VEC_MAX_SEGMENTS
+
+/* One run of rows and their chunk ids, written by one rewrite or one append. */
+typedef struct vec_seg {
+    uint64_t offset;     /* of its rows, 64-aligned */
+    uint64_t count;
+    uint64_t ids_offset; /* right after its rows */
+    uint64_t ids_xxh3;
+} vec_seg;
 
 /* The header as it lies at offset 0 (fixed-width fields, no padding holes). */
 typedef struct vec_header {
     char magic[8];
-    uint32_t version, header_bytes, dim, ld, elem, reserved;
-    uint64_t count, generation;
+    uint32_t version, header_bytes, dim, ld, elem, nseg;
+    uint64_t count, masked, generation; /* rows in all segments; of them, removed ones */
     char model_name[128];
     char weights_hash[24];
-    uint64_t ids_offset, vec_offset, file_bytes;
-    uint64_t ids_xxh3;    /* of the chunk ids */
+    uint64_t mask_offset, mask_bytes, mask_xxh3, file_bytes;
+    vec_seg seg[MAX_SEG];
     uint64_t header_xxh3; /* of the 4096 header bytes with this field zero */
 } vec_header;
 
@@ -40,15 +51,143 @@ static uint64_t header_hash(const unsigned char *page) {
     return XXH3_64bits(tmp, VEC_HEADER);
 }
 
-/* Sizes of a file of count rows of ld floats; false on overflow. */
-static bool layout(uint64_t count, uint64_t ld, uint64_t *vec_off, uint64_t *total) {
-    if (count > (UINT64_MAX - VEC_HEADER - 64) / 8) return false;
-    uint64_t ids_end = VEC_HEADER + count * 8;
-    uint64_t v = (ids_end + 63) / 64 * 64;
-    if (ld && count > (UINT64_MAX - v) / 4 / ld) return false;
-    *vec_off = v;
-    *total = v + count * ld * 4;
-    return true;
+static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
+
+/* The header's own consistency and its fit to a file of `size` bytes: "" when it holds, else
+ * why not in bad. Reads only the 4096 header bytes at page. */
+static void check_header(const unsigned char *page, uint64_t size, vec_header *h, char *bad, size_t len) {
+    bad[0] = '\0';
+    memcpy(h, page, sizeof *h);
+    if (memcmp(h->magic, VEC_MAGIC, 8) != 0) {
+        snprintf(bad, len, "not a modattn vector file (bad magic)");
+        return;
+    }
+    if (h->version != VEC_VERSION) {
+        snprintf(bad, len, "version %u, this build reads %u", h->version, VEC_VERSION);
+        return;
+    }
+    if (h->header_xxh3 != header_hash(page)) {
+        snprintf(bad, len, "its header is damaged (checksum)");
+        return;
+    }
+    if (h->header_bytes != VEC_HEADER || h->elem != VEC_F32 || h->dim == 0 || h->ld < h->dim ||
+        h->ld % 16 || h->ld > 65536 || h->nseg > MAX_SEG || (h->nseg == 0) != (h->count == 0) ||
+        h->masked > h->count) {
+        snprintf(bad, len, "its header has an impossible layout");
+        return;
+    }
+    /* the regions against the size the header claims, then that against the file's */
+    const uint64_t claimed = h->file_bytes;
+    uint64_t end = VEC_HEADER, rows = 0;
+    const uint64_t row_bytes = (uint64_t)h->ld * 4;
+    for (uint32_t i = 0; i < h->nseg; i++) {
+        const vec_seg *g = &h->seg[i];
+        if (g->count == 0 || g->offset % 64 || g->offset < end || g->offset > claimed ||
+            g->count > (claimed - g->offset) / (row_bytes + 8) || g->ids_offset != g->offset + g->count * row_bytes) {
+            snprintf(bad, len, "its segment %u lies outside the file or overlaps another", i);
+            return;
+        }
+        end = g->ids_offset + g->count * 8;
+        rows += g->count;
+    }
+    if (rows != h->count) {
+        snprintf(bad, len, "its segments hold %" PRIu64 " rows, its header says %" PRIu64, rows, h->count);
+        return;
+    }
+    if (h->masked) {
+        if (h->mask_bytes != (h->count + 7) / 8 || h->mask_offset < end || h->mask_offset > claimed ||
+            h->mask_bytes > claimed - h->mask_offset) {
+            snprintf(bad, len, "its mask lies outside the file or overlaps a segment");
+            return;
+        }
+        end = h->mask_offset + h->mask_bytes;
+    } else if (h->mask_offset || h->mask_bytes) {
+        snprintf(bad, len, "its header has an impossible layout (a mask of nothing)");
+        return;
+    }
+    if (h->file_bytes != end) {
+        snprintf(bad, len, "its header's offsets do not match its size field");
+        return;
+    }
+    if (size != end)
+        snprintf(bad, len, "%" PRIu64 " bytes, its header says %" PRIu64 " (truncated or extended)", size, end);
+}
+
+/* What the header does not cover: the chunk ids of every segment and the mask, against their
+ * checksums, and the mask's bits against its count. file holds the whole file. */
+static void check_body(const unsigned char *file, const vec_header *h, char *bad, size_t len) {
+    bad[0] = '\0';
+    for (uint32_t i = 0; i < h->nseg; i++)
+        if (XXH3_64bits(file + h->seg[i].ids_offset, h->seg[i].count * 8) != h->seg[i].ids_xxh3) {
+            snprintf(bad, len, "its chunk ids are damaged (checksum)");
+            return;
+        }
+    if (!h->masked) return;
+    const unsigned char *m = file + h->mask_offset;
+    if (XXH3_64bits(m, h->mask_bytes) != h->mask_xxh3) {
+        snprintf(bad, len, "its mask is damaged (checksum)");
+        return;
+    }
+    uint64_t bits = 0;
+    for (uint64_t i = 0; i < h->mask_bytes; i++) bits += (uint64_t)__builtin_popcount(m[i]);
+    const unsigned tail = (unsigned)(h->count % 8);
+    if (bits != h->masked || (tail && (m[h->mask_bytes - 1] >> tail)))
+        snprintf(bad, len, "its mask marks %" PRIu64 " rows, its header says %" PRIu64, bits, h->masked);
+}
+
+void modattn__vecfile_reseal(void *file, size_t size) {
+    if (size < VEC_HEADER) return;
+    unsigned char *f = file;
+    vec_header h;
+    memcpy(&h, f, sizeof h);
+    const uint32_t nseg = h.nseg < MAX_SEG ? h.nseg : MAX_SEG;
+    for (uint32_t i = 0; i < nseg; i++) {
+        const vec_seg *g = &h.seg[i];
+        if (g->ids_offset <= size && g->count <= (size - g->ids_offset) / 8)
+            h.seg[i].ids_xxh3 = XXH3_64bits(f + g->ids_offset, g->count * 8);
+    }
+    if (h.mask_offset <= size && h.mask_bytes <= size - h.mask_offset)
+        h.mask_xxh3 = XXH3_64bits(f + h.mask_offset, h.mask_bytes);
+    memcpy(f, &h, sizeof h);
+    h.header_xxh3 = header_hash(f);
+    memcpy(f, &h, sizeof h);
+}
+
+/* The vectors a search sees in a checked file at base (no copy). */
+static void fill_view(const unsigned char *base, const vec_header *h, modattn_store_vectors *out) {
+    out->dim = h->dim, out->ld = h->ld, out->generation = h->generation;
+    out->rows = (size_t)h->count, out->masked = (size_t)h->masked, out->n = out->rows - out->masked;
+    out->nseg = h->nseg;
+    size_t row0 = 0;
+    for (uint32_t i = 0; i < h->nseg; i++) {
+        out->seg[i].data = (const float *)(const void *)(base + h->seg[i].offset);
+        out->seg[i].chunk_ids = (const int64_t *)(const void *)(base + h->seg[i].ids_offset);
+        out->seg[i].n = (size_t)h->seg[i].count;
+        out->seg[i].row0 = row0;
+        row0 += out->seg[i].n;
+    }
+    out->data = out->seg[0].data, out->chunk_ids = out->seg[0].chunk_ids;
+    out->mask = h->masked ? base + h->mask_offset : NULL;
+}
+
+int modattn__vecfile_view(const void *file, size_t size, modattn_store_vectors *out, char *why, size_t len) {
+    char tmp[8];
+    if (!why || !len) why = tmp, len = sizeof tmp;
+    memset(out, 0, sizeof *out);
+    if (size < VEC_HEADER) {
+        snprintf(why, len, "shorter than its header (%zu bytes)", size);
+        return 0;
+    }
+    if ((uintptr_t)file % 64) {
+        snprintf(why, len, "not 64-byte aligned in memory");
+        return 0;
+    }
+    vec_header h;
+    check_header(file, size, &h, why, len);
+    if (!why[0]) check_body(file, &h, why, len);
+    if (why[0]) return 0;
+    fill_view(file, &h, out);
+    return 1;
 }
 
 int modattn_store_vector_file_path(const modattn_store *s, char *buf, size_t len) {
@@ -81,20 +220,88 @@ static int write_all(int fd, const void *p, size_t n, uint64_t off) {
     return 0;
 }
 
-int modattn_store_write_vector_file(modattn_store *s) {
-    char path[4200], tmp[4300];
-    int st = modattn_store_vector_file_path(s, path, sizeof path);
-    if (st) return st;
+/* MODATTN_TEST_CRASH_POINT=NAME: the process kills itself (SIGKILL, as kill -9 would) when it
+ * reaches the point NAME of a vector-file update, so that the kill test (kill_index.sh) can hit
+ * each stage for certain: vecfile.segment (new rows written, nothing else), vecfile.mask (rows
+ * and mask written, not the header), vecfile.header (half of the new header written),
+ * vecfile.rewrite (the temporary file written, not renamed). A test knob; unset, nothing. */
+static void crash_point(const char *name) {
+    const char *e = getenv("MODATTN_TEST_CRASH_POINT");
+    if (e && strcmp(e, name) == 0) raise(SIGKILL);
+}
+
+/* Removes PATH.tmp.* left by writers killed before their rename (under the store's write
+ * lock, so no live writer owns one). */
+static void remove_stale_temporaries(const char *path) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    const size_t pl = strlen(prefix);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, pl) != 0) continue;
+        char f[8400];
+        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
+        (void)unlink(f);
+    }
+    closedir(d);
+}
+
+/* Seals the header (checksum) into a zeroed 4096-byte page. */
+static void seal(const vec_header *h, unsigned char *page) {
+    vec_header t = *h;
+    t.header_xxh3 = 0;
+    memset(page, 0, VEC_HEADER);
+    memcpy(page, &t, sizeof t);
+    t.header_xxh3 = header_hash(page);
+    memcpy(page, &t, sizeof t);
+}
+
+static int store_identity(modattn_store *s, char name[128], char hash[17], size_t *dim, uint64_t *gen) {
+    int st = modattn_store_get_model(s, name, 128, hash, dim);
+    if (!st) st = modattn_store_generation(s, gen);
+    return st;
+}
+
+static void fill_identity(vec_header *h, const char *name, const char *hash, size_t dim, size_t ld) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, VEC_MAGIC, 8);
+    h->version = VEC_VERSION, h->header_bytes = VEC_HEADER, h->dim = (uint32_t)dim, h->ld = (uint32_t)ld;
+    h->elem = VEC_F32;
+    snprintf(h->model_name, sizeof h->model_name, "%s", name);
+    snprintf(h->weights_hash, sizeof h->weights_hash, "%s", hash);
+}
+
+static void parent_dir(const char *path, char *dir, size_t len) {
+    snprintf(dir, len, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, len, ".");
+}
+
+/* The whole file from the store, under the store's lock: one segment in chunk order, no mask,
+ * into a temporary file that is fsynced, renamed over the old one, and the folder fsynced. */
+static int rewrite_locked(modattn_store *s, const char *path) {
+    char tmp[4300];
     modattn_store_vectors v;
-    if ((st = modattn_store_load_vectors(s, &v))) return modattn_error_prefix(st, "writing %s", path);
+    int st = modattn__store_read_vectors(s, -1, &v);
+    if (st) return modattn_error_prefix(st, "writing %s", path);
     char name[128] = "", hash[17] = "";
     size_t dim = 0;
-    if ((st = modattn_store_get_model(s, name, sizeof name, hash, &dim))) {
+    uint64_t gen = 0;
+    if ((st = store_identity(s, name, hash, &dim, &gen))) {
         modattn_store_vectors_free(&v);
         return st;
     }
-    uint64_t voff, total;
-    if (!layout(v.n, v.ld, &voff, &total)) {
+    const uint64_t rows_bytes = (uint64_t)v.n * v.ld * 4;
+    if (v.n > (UINT64_MAX / 2) / (v.ld * 4 + 8)) {
         modattn_store_vectors_free(&v);
         return modattn_error(MODATTN_ERANGE, "%s: %zu vectors are too many for one file", path, v.n);
     }
@@ -104,33 +311,32 @@ int modattn_store_write_vector_file(modattn_store *s) {
         return modattn_error(MODATTN_ENOMEM, "%s: header", path);
     }
     vec_header h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.magic, VEC_MAGIC, 8);
-    h.version = VEC_VERSION, h.header_bytes = VEC_HEADER, h.dim = (uint32_t)v.dim, h.ld = (uint32_t)v.ld;
-    h.elem = VEC_F32, h.count = v.n, h.generation = v.generation;
-    snprintf(h.model_name, sizeof h.model_name, "%s", name);
-    snprintf(h.weights_hash, sizeof h.weights_hash, "%s", hash);
-    h.ids_offset = VEC_HEADER, h.vec_offset = voff, h.file_bytes = total;
-    h.ids_xxh3 = XXH3_64bits(v.chunk_ids, v.n * sizeof(int64_t));
-    memcpy(page, &h, sizeof h);
-    h.header_xxh3 = header_hash(page);
-    memcpy(page, &h, sizeof h);
+    fill_identity(&h, name, hash, v.dim ? v.dim : dim, v.ld ? v.ld : ((dim + 15) & ~(size_t)15));
+    h.generation = gen;
+    h.count = v.n;
+    h.file_bytes = VEC_HEADER;
+    if (v.n) {
+        h.nseg = 1;
+        h.seg[0] = (vec_seg){VEC_HEADER, v.n, VEC_HEADER + rows_bytes, XXH3_64bits(v.chunk_ids, v.n * 8)};
+        h.file_bytes = VEC_HEADER + rows_bytes + v.n * 8;
+    }
+    seal(&h, page);
 
+    remove_stale_temporaries(path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const char *what = "open";
     bool ok = fd >= 0;
     if (ok) {
-        static const char zeros[64];
         what = "write";
         ok = write_all(fd, page, VEC_HEADER, 0) == 0 &&
-             write_all(fd, v.chunk_ids, v.n * sizeof(int64_t), VEC_HEADER) == 0 &&
-             write_all(fd, zeros, (size_t)(voff - VEC_HEADER - v.n * 8), VEC_HEADER + v.n * 8) == 0 &&
-             write_all(fd, v.data, v.n * v.ld * sizeof(float), voff) == 0;
+             write_all(fd, v.data, (size_t)rows_bytes, VEC_HEADER) == 0 &&
+             write_all(fd, v.chunk_ids, v.n * 8, VEC_HEADER + rows_bytes) == 0;
         if (ok) what = "fsync", ok = fsync(fd) == 0;
     }
     int err = errno;
     if (fd >= 0) close(fd);
+    if (ok) crash_point("vecfile.rewrite");
     if (ok) {
         what = "rename";
         ok = rename(tmp, path) == 0;
@@ -138,10 +344,7 @@ int modattn_store_write_vector_file(modattn_store *s) {
     }
     if (ok) { /* the rename itself must survive a crash: fsync the folder */
         char dir[4200];
-        snprintf(dir, sizeof dir, "%s", path);
-        char *slash = strrchr(dir, '/');
-        if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-        else snprintf(dir, sizeof dir, ".");
+        parent_dir(path, dir, sizeof dir);
         int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
             if (fsync(dfd) != 0) what = "fsync of the folder", ok = false, err = errno;
@@ -157,6 +360,62 @@ int modattn_store_write_vector_file(modattn_store *s) {
     return 0;
 }
 
+int modattn_store_write_vector_file(modattn_store *s) {
+    char path[4200];
+    int st = modattn_store_vector_file_path(s, path, sizeof path);
+    if (st) return st;
+    if ((st = modattn__store_lock(s))) return modattn_error_prefix(st, "writing %s", path);
+    st = rewrite_locked(s, path);
+    modattn__store_unlock(s);
+    return st;
+}
+
+/* Reads and checks the header of the open file fd (retrying a header torn by a concurrent
+ * append); "" in why when it and the size agree. */
+static void read_header(int fd, vec_header *h, uint64_t *size, char *why, size_t len) {
+    unsigned char page[VEC_HEADER];
+    for (int attempt = 0; attempt < 3; attempt++) {
+        struct stat sb;
+        if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)VEC_HEADER) {
+            snprintf(why, len, "shorter than its header (%lld bytes)", (long long)sb.st_size);
+            return;
+        }
+        if (pread(fd, page, VEC_HEADER, 0) != (ssize_t)VEC_HEADER) {
+            snprintf(why, len, "cannot read its header");
+            return;
+        }
+        *size = (uint64_t)sb.st_size;
+        check_header(page, *size, h, why, len);
+        if (!why[0] || (h->header_xxh3 == header_hash(page) && *size == h->file_bytes)) return;
+        usleep(2000);
+    }
+}
+
+static int identity_matches(const vec_header *h, const char *name, const char *hash, size_t dim,
+                            char *why, size_t len) {
+    if (h->dim == dim && strncmp(h->model_name, name, sizeof h->model_name) == 0 &&
+        strncmp(h->weights_hash, hash, sizeof h->weights_hash) == 0)
+        return 1;
+    snprintf(why, len, "written for model %.64s (%.16s, %u dims), the store's is %s (%s, %zu)",
+             h->model_name, h->weights_hash, h->dim, name, hash, dim);
+    return 0;
+}
+
+/* Maps the whole file fd of `size` bytes and checks its body: the mapping, or NULL with why. */
+static void *map_checked(int fd, const vec_header *h, uint64_t size, char *why, size_t len) {
+    void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(why, len, "mmap: %s", strerror(errno));
+        return NULL;
+    }
+    check_body(m, h, why, len);
+    if (why[0]) {
+        munmap(m, (size_t)size);
+        return NULL;
+    }
+    return m;
+}
+
 /* Maps the store's vector file and checks it against the store: 1 with the mapping, its size and
  * header when current, 0 with why, < 0 on an error of the store. */
 static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *h, char *why, size_t len) {
@@ -164,72 +423,29 @@ static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *
     char path[4200];
     int pst = modattn_store_vector_file_path(s, path, sizeof path);
     if (pst) return pst;
-    char name[128] = "", hash[17] = "";
+    char name[128] = "", hash[17] = "", bad[256] = "";
     size_t dim = 0;
-    uint64_t gen = 0;
-    int st = modattn_store_get_model(s, name, sizeof name, hash, &dim);
-    if (st == 0) st = modattn_store_generation(s, &gen);
+    uint64_t gen = 0, size = 0;
+    int st = store_identity(s, name, hash, &dim, &gen);
     if (st) return st < 0 ? st : -st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(why, len, "%s: %s", path, strerror(errno));
         return 0;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)VEC_HEADER) {
-        snprintf(why, len, "%s: shorter than its header (%lld bytes)", path, (long long)sb.st_size);
-        close(fd);
-        return 0;
-    }
-    unsigned char page[VEC_HEADER];
-    if (pread(fd, page, VEC_HEADER, 0) != (ssize_t)VEC_HEADER) {
-        snprintf(why, len, "%s: cannot read its header", path);
-        close(fd);
-        return 0;
-    }
-    memcpy(h, page, sizeof *h);
-    uint64_t voff = 0, total = 0;
-    const char *bad = NULL;
-    char detail[200] = "";
-    if (memcmp(h->magic, VEC_MAGIC, 8) != 0) bad = "not a modattn vector file (bad magic)";
-    else if (h->version != VEC_VERSION) snprintf(detail, sizeof detail, "version %u, this build reads %u", h->version, VEC_VERSION);
-    else if (h->header_xxh3 != header_hash(page)) bad = "its header is damaged (checksum)";
-    else if (h->header_bytes != VEC_HEADER || h->elem != VEC_F32 || h->ld < h->dim || h->ld % 16 || h->ld > 65536)
-        bad = "its header has an impossible layout";
-    else if (h->dim != dim || strncmp(h->model_name, name, sizeof h->model_name) != 0 ||
-             strncmp(h->weights_hash, hash, sizeof h->weights_hash) != 0)
-        snprintf(detail, sizeof detail, "written for model %.64s (%.16s, %u dims), the store's is %s (%s, %zu)",
-                 h->model_name, h->weights_hash, h->dim, name, hash, dim);
-    else if (h->generation != gen)
-        snprintf(detail, sizeof detail, "stale: written at the store's generation %" PRIu64 ", the store is at %" PRIu64,
+    read_header(fd, h, &size, bad, sizeof bad);
+    if (!bad[0] && identity_matches(h, name, hash, dim, bad, sizeof bad) && h->generation != gen)
+        snprintf(bad, sizeof bad, "stale: written at the store's generation %" PRIu64 ", the store is at %" PRIu64,
                  h->generation, gen);
-    else if (!layout(h->count, h->ld, &voff, &total) || h->ids_offset != VEC_HEADER || h->vec_offset != voff ||
-             h->file_bytes != total)
-        bad = "its header's offsets do not match its count";
-    else if ((uint64_t)sb.st_size != total)
-        snprintf(detail, sizeof detail, "%lld bytes, its header says %" PRIu64 " (truncated or extended)",
-                 (long long)sb.st_size, total);
-    if (bad || detail[0]) {
-        snprintf(why, len, "%s: %s", path, bad ? bad : detail);
-        close(fd);
-        return 0;
-    }
-    void *m = mmap(NULL, (size_t)total, PROT_READ, MAP_SHARED, fd, 0);
-    int merr = errno;
+    void *m = bad[0] ? NULL : map_checked(fd, h, size, bad, sizeof bad);
     close(fd);
-    if (m == MAP_FAILED) {
-        snprintf(why, len, "%s: mmap: %s", path, strerror(merr));
+    if (!m) {
+        snprintf(why, len, "%s: %s", path, bad);
         return 0;
     }
-    const int64_t *ids = (const int64_t *)((const char *)m + VEC_HEADER);
-    if (XXH3_64bits(ids, (size_t)h->count * 8) != h->ids_xxh3) {
-        munmap(m, (size_t)total);
-        snprintf(why, len, "%s: its chunk ids are damaged (checksum)", path);
-        return 0;
-    }
-    (void)madvise(m, (size_t)total, MADV_WILLNEED);
+    (void)madvise(m, (size_t)size, MADV_WILLNEED);
     *map = m;
-    *bytes = (size_t)total;
+    *bytes = (size_t)size;
     return 1;
 }
 
@@ -240,6 +456,202 @@ int modattn_store_vector_file_current(modattn_store *s, char *why, size_t len) {
     int r = map_current(s, &m, &bytes, &h, why, len);
     if (r == 1) munmap(m, bytes);
     return r;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool bit(const unsigned char *m, uint64_t r) { return m && (m[r >> 3] >> (r & 7)) & 1; }
+
+/* Appends what changed in the store since the file's generation, under the store's lock: the
+ * rows written since as a new segment, the rows of chunks removed since marked in a new mask;
+ * then the header, naming the new regions, replaces the old one. 1 done, 0 a rewrite is needed
+ * (why in u->reason), < 0 an error. Readers that mapped the file before keep a consistent view
+ * (nothing they read is overwritten); a reader that opens it mid-append sees a size its header
+ * does not name and reads the store; a kill leaves the same. */
+static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64_t size, uint64_t gen,
+                         modattn_vecfile_update *u) {
+    char bad[256] = "";
+    unsigned char *file = map_checked(fd, old, size, bad, sizeof bad);
+    if (!file) {
+        snprintf(u->reason, sizeof u->reason, "%s", bad);
+        return 0;
+    }
+    int64_t *keep = NULL;
+    size_t nkeep = 0;
+    unsigned char *seen = NULL, *mask = NULL, *page = NULL;
+    modattn_store_vectors nv;
+    memset(&nv, 0, sizeof nv);
+    int r = 0;
+    int st = modattn__store_ids_upto(s, old->generation, &keep, &nkeep);
+    if (st) goto done;
+    qsort(keep, nkeep, sizeof *keep, cmp_i64);
+    const unsigned char *omask = old->masked ? file + old->mask_offset : NULL;
+    /* which live rows are of chunks no longer there: the rest must be exactly `keep` */
+    seen = modattn_calloc(nkeep / 8 + 1, 1, MODATTN_MEM_INDEX);
+    size_t ngone = 0, live = 0; /* rows newly masked; rows still live */
+    if (!seen) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    if ((st = modattn__store_read_vectors(s, (int64_t)old->generation, &nv))) goto done;
+    const uint64_t rows = old->count + nv.n;
+    mask = modattn_calloc((size_t)rows / 8 + 1, 1, MODATTN_MEM_INDEX);
+    if (!mask) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    uint64_t base = 0; /* the segment's first row among all rows */
+    for (uint32_t i = 0; i < old->nseg; base += old->seg[i].count, i++) {
+        const vec_seg *g = &old->seg[i];
+        const int64_t *ids = (const int64_t *)(const void *)(file + g->ids_offset);
+        for (uint64_t j = 0; j < g->count; j++) {
+            const uint64_t rr = base + j;
+            if (bit(omask, rr)) {
+                mask[rr >> 3] |= (unsigned char)(1u << (rr & 7));
+                continue;
+            }
+            const int64_t *f = bsearch(&ids[j], keep, nkeep, sizeof *keep, cmp_i64);
+            if (!f) {
+                mask[rr >> 3] |= (unsigned char)(1u << (rr & 7));
+                ngone++;
+                continue;
+            }
+            size_t k = (size_t)(f - keep);
+            if (seen[k >> 3] >> (k & 7) & 1) {
+                snprintf(u->reason, sizeof u->reason, "chunk %" PRId64 " is in it twice", ids[j]);
+                goto done;
+            }
+            seen[k >> 3] |= (unsigned char)(1u << (k & 7));
+            live++;
+        }
+    }
+    if (live != nkeep) {
+        snprintf(u->reason, sizeof u->reason, "it holds %zu of the store's %zu rows of its generation", live, nkeep);
+        goto done;
+    }
+    const uint64_t masked = old->masked + ngone;
+    if (nv.n && old->nseg == MAX_SEG) {
+        snprintf(u->reason, sizeof u->reason, "compacting: %d appends", MAX_SEG - 1);
+        goto done;
+    }
+    if (masked * 4 > rows) {
+        snprintf(u->reason, sizeof u->reason, "compacting: %" PRIu64 " of %" PRIu64 " rows are of removed chunks",
+                 masked, rows);
+        goto done;
+    }
+    vec_header h = *old;
+    h.generation = gen;
+    h.count = rows;
+    h.masked = masked;
+    uint64_t end = old->file_bytes;
+    bool ok = true;
+    if (nv.n) {
+        const uint64_t off = align64(end), rb = (uint64_t)nv.n * nv.ld * 4;
+        vec_seg *g = &h.seg[h.nseg++];
+        *g = (vec_seg){off, nv.n, off + rb, XXH3_64bits(nv.chunk_ids, nv.n * 8)};
+        ok = write_all(fd, nv.data, (size_t)rb, off) == 0 && write_all(fd, nv.chunk_ids, nv.n * 8, off + rb) == 0;
+        end = off + rb + nv.n * 8;
+        if (ok) crash_point("vecfile.segment");
+    }
+    if (masked && ok && (ngone || nv.n)) { /* a new mask; an unchanged one stays where it is */
+        h.mask_offset = align64(end);
+        h.mask_bytes = (rows + 7) / 8;
+        h.mask_xxh3 = XXH3_64bits(mask, h.mask_bytes);
+        ok = write_all(fd, mask, (size_t)h.mask_bytes, h.mask_offset) == 0;
+        end = h.mask_offset + h.mask_bytes;
+    }
+    h.file_bytes = end;
+    const char *what = "write";
+    if (ok) what = "fsync", ok = fsync(fd) == 0; /* the new regions first, then the header naming them */
+    if (ok && !(page = calloc(1, VEC_HEADER))) {
+        st = modattn_error(MODATTN_ENOMEM, "vector file header");
+        goto done;
+    }
+    if (ok) crash_point("vecfile.mask");
+    if (ok) {
+        seal(&h, page);
+        what = "write of the header";
+        const char *e = getenv("MODATTN_TEST_CRASH_POINT");
+        if (e && strcmp(e, "vecfile.header") == 0) { /* a torn header: its first half only */
+            ok = write_all(fd, page, VEC_HEADER / 8, 0) == 0 && fsync(fd) == 0;
+            crash_point("vecfile.header");
+        }
+        ok = ok && write_all(fd, page, VEC_HEADER, 0) == 0;
+    }
+    if (ok) what = "fsync", ok = fsync(fd) == 0;
+    if (!ok) {
+        st = modattn_error(MODATTN_EIO, "cannot append to the vector file: %s: %s", what, strerror(errno));
+        goto done;
+    }
+    u->rows_added = nv.n, u->rows_masked = ngone;
+    r = 1;
+done:
+    munmap(file, (size_t)size);
+    modattn_free(keep);
+    modattn_store_vectors_free(&nv);
+    modattn_free(seen);
+    modattn_free(mask);
+    free(page);
+    return st ? st : r;
+}
+
+int modattn_store_update_vector_file(modattn_store *s, modattn_vecfile_update *u) {
+    if (!s || !u) return modattn_error(MODATTN_EINVAL, "update_vector_file: NULL argument");
+    memset(u, 0, sizeof *u);
+    char path[4200];
+    int st = modattn_store_vector_file_path(s, path, sizeof path);
+    if (st) return st;
+    if ((st = modattn__store_lock(s))) return modattn_error_prefix(st, "updating %s", path);
+    char name[128] = "", hash[17] = "";
+    size_t dim = 0;
+    uint64_t gen = 0, size = 0;
+    if ((st = store_identity(s, name, hash, &dim, &gen))) goto out;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(u->reason, sizeof u->reason, "%s", strerror(errno));
+    } else {
+        vec_header h;
+        read_header(fd, &h, &size, u->reason, sizeof u->reason);
+        if (!u->reason[0] && identity_matches(&h, name, hash, dim, u->reason, sizeof u->reason)) {
+            if (h.generation == gen) {
+                char bad[256] = "";
+                void *m = map_checked(fd, &h, size, bad, sizeof bad);
+                if (m) {
+                    munmap(m, (size_t)size);
+                    u->action = MODATTN_VECFILE_CURRENT;
+                    close(fd);
+                    goto out;
+                }
+                snprintf(u->reason, sizeof u->reason, "%s", bad);
+            } else if (h.generation > gen) {
+                snprintf(u->reason, sizeof u->reason, "written at generation %" PRIu64 ", after the store's %" PRIu64,
+                         h.generation, gen);
+            } else if (modattn__store_schema(s) < 2) {
+                snprintf(u->reason, sizeof u->reason, "the store's schema has no generations");
+            } else {
+                int a = append_locked(s, fd, &h, size, gen, u);
+                if (a < 0) {
+                    close(fd);
+                    st = a;
+                    goto out;
+                }
+                if (a == 1) {
+                    u->action = MODATTN_VECFILE_APPENDED;
+                    close(fd);
+                    goto out;
+                }
+            }
+        }
+        close(fd);
+    }
+    st = rewrite_locked(s, path);
+    if (!st) u->action = MODATTN_VECFILE_REWRITTEN;
+out:
+    modattn__store_unlock(s);
+    return st;
 }
 
 int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
@@ -256,10 +668,8 @@ int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
         int r = map_current(s, &m, &bytes, &h, why, sizeof why);
         if (r < 0) return r;
         if (r == 1) {
+            fill_view(m, &h, out);
             out->map = m, out->map_bytes = bytes;
-            out->chunk_ids = (const int64_t *)((const char *)m + VEC_HEADER);
-            out->data = (const float *)((const char *)m + h.vec_offset);
-            out->n = (size_t)h.count, out->dim = h.dim, out->ld = h.ld, out->generation = h.generation;
             return 0;
         }
     }

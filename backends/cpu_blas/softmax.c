@@ -11,8 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__) && \
-    defined(__ELF__)
+/* (not with clang: clang 14 names the resolver "f.ifunc" and leaves f itself undefined) */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && defined(__ELF__)
 #define SOFTMAX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SOFTMAX_CLONES

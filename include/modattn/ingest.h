@@ -118,8 +118,11 @@ typedef struct modattn_index_stats {
     uint64_t chunks_embedded;
     uint64_t tokens_embedded; /* word pieces fed to the model, specials included */
     uint64_t bytes_read;
-    bool vector_file_written;     /* the store's vector file was (re)written (modattn/store.h) */
-    char vector_file_error[320];  /* why it could not be ("" if it could, or needed no rewrite) */
+    bool vector_file_written;     /* the store's vector file was rewritten or appended to (modattn/store.h) */
+    bool vector_file_appended;    /* ... and by an append */
+    uint64_t vector_file_rows_added, vector_file_rows_masked; /* by that append */
+    char vector_file_reason[320]; /* why it was rewritten whole rather than appended to */
+    char vector_file_error[320];  /* why it could not be ("" if it could, or needed nothing) */
 } modattn_index_stats;
 
 typedef struct modattn_index_progress {
@@ -149,7 +152,8 @@ typedef struct modattn_index_options {
  * the return value is non-zero only for what stops it (the store, the model, memory, invalid
  * options), with the stats of what was done until then. The store is bound to the model first
  * (MODATTN_EVERSION if it belongs to another one). At the end the store's vector file is
- * rewritten if it is not current (missing, stale, damaged); a failure to write it is in
+ * brought up to date (modattn_store_update_vector_file: an append, or a rewrite when it is
+ * missing, damaged or due for compaction); a failure to write it is in
  * stats->vector_file_error and does not fail the run. */
 int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
                         size_t npaths, const modattn_index_options *opt,

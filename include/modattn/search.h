@@ -45,6 +45,17 @@ typedef struct modattn_hit {
  * Allocates O(k x threads + block) workspace (category WORKSPACE). */
 int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
                  const modattn_exec *exec, modattn_scan_isa isa, modattn_hit *out, size_t *nout);
+/* The same, leaving out every row r whose bit skip_row0 + r is set in skip (bit b of byte b/8;
+ * NULL: none): *nout = min(k, rows not left out). Rows of out are mat's. */
+int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
+                        size_t k, const modattn_exec *exec, modattn_scan_isa isa,
+                        const uint8_t *skip, size_t skip_row0, modattn_hit *out, size_t *nout);
+
+/* The k best rows of a store's vectors (every segment, masked rows left out) for the normalised
+ * query q ([v->dim]): chunk ids and scores, best first (ties: lower chunk id first, as one scan
+ * in chunk order); *nout = min(k, v->n). */
+int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
+                               const modattn_exec *exec, int64_t *ids, float *scores, size_t *nout);
 
 /* scores[i] = dot(mat row i, query) for i in [0, n), with one ISA (tests, benchmarks). */
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,

@@ -11,9 +11,12 @@
  *   chunks(id, document, seq, start, end, line, page, ntokens, text)
  *                             [start, end): bytes of the document's text (see ingest.h);
  *                             text: those bytes with invalid UTF-8 replaced by U+FFFD
- *   embeddings(chunk, model, vector)
+ *   embeddings(chunk, model, vector, generation)
  *                             vector: dim float32 in host byte order (little-endian on every
- *                             machine modattn builds for), L2-normalised (cosine = dot)
+ *                             machine modattn builds for), L2-normalised (cosine = dot);
+ *                             generation: the store's generation that wrote it (0 for rows
+ *                             written before schema 2), indexed with chunk
+ * Schema 1 stores are migrated to 2 when opened for writing; read-only they are read as they are.
  *
  * Crash safety: a document, its chunks and its embeddings are written in one transaction
  * (modattn_store_begin .. modattn_store_commit), so a process killed at any moment leaves every
@@ -33,7 +36,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_STORE_SCHEMA_VERSION 1
+#define MODATTN_STORE_SCHEMA_VERSION 2
 #define MODATTN_STORE_DEFAULT_PATH "modattn.db"
 
 typedef struct modattn_store modattn_store;
@@ -120,10 +123,23 @@ typedef struct modattn_store_counts {
 int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out);
 
 /* ---- vectors and chunks for search */
-typedef struct modattn_store_vectors {
-    const float *data;        /* [n, dim] row-major, rows MODATTN_ALIGN-aligned (ld floats apart) */
+#define MODATTN_VEC_MAX_SEGMENTS 16
+typedef struct modattn_store_vector_segment {
+    const float *data;        /* [n, ld] row-major, rows MODATTN_ALIGN-aligned */
     const int64_t *chunk_ids; /* [n] */
-    size_t n, dim, ld;
+    size_t n;
+    size_t row0;              /* index of its first row among all rows (the mask's numbering) */
+} modattn_store_vector_segment;
+typedef struct modattn_store_vectors {
+    const float *data;        /* the first segment's rows (all of them when nseg <= 1) */
+    const int64_t *chunk_ids; /* the first segment's ids */
+    size_t n;                 /* rows a search sees: rows - masked */
+    size_t dim, ld;
+    size_t rows;              /* rows in all segments, masked ones included */
+    size_t nseg;              /* 0 (empty), 1 (from the store, or a file never appended to), ... */
+    modattn_store_vector_segment seg[MODATTN_VEC_MAX_SEGMENTS];
+    const uint8_t *mask;      /* bit r set: row r is of a removed chunk (NULL: none is) */
+    size_t masked;
     uint64_t generation;      /* the store's generation these vectors are of */
     void *map;                /* the vector file's mapping (modattn_store_open_vectors), or NULL */
     size_t map_bytes;
@@ -141,23 +157,51 @@ int modattn_store_generation(modattn_store *s, uint64_t *out);
 /* ---- the vector file: PATH.vec beside the store at PATH (pipeline/vecfile.c)
  *
  * The store's vectors in one flat, memory-mappable file, so that a search maps them instead of
- * reading every row out of SQLite. Layout (little-endian): a 4096-byte header (magic
- * "MODATTNV", version, dim, ld, element type f32, count, the store's generation, the model's name
- * and weights hash, the offsets and the file's size, an XXH3-64 of the header and of the chunk
- * ids), then count chunk ids (int64, ascending), padded to 64 bytes, then count rows of ld floats
- * (64-byte aligned). The store stays the source of truth: the file is written whole from it,
- * into a temporary file that is fsynced, renamed over the old one, and the folder fsynced; it
- * is used only when every header field agrees with the store (same model, same generation) and
- * with the file's size, so a store changed since (a later index, a deletion, an index killed
- * between its commit and the rename) or a damaged file is never read: the search reads the
- * store instead and says why. The rows themselves are not checksummed at each search (that
- * would cost as much as the scan); the atomic replace is what keeps them whole. */
+ * reading every row out of SQLite. Layout (format version 2, little-endian):
+ *   a 4096-byte header: magic "MODATTNV", version, dim, ld, element type f32, the store's
+ *     generation, the model's name and weights hash, count (rows), masked (rows of removed
+ *     chunks), up to MODATTN_VEC_MAX_SEGMENTS segments {offset, count, ids offset, XXH3 of the
+ *     ids}, the mask {offset, bytes, XXH3}, the file's size, and an XXH3-64 of the header;
+ *   segments: count rows of ld floats (64-byte aligned) followed by their count chunk ids
+ *     (int64); the first is written in chunk order by a rewrite, each later one by an append;
+ *   the mask: one bit per row (rows numbered across the segments in order), set for a row whose
+ *     chunk has been removed or replaced since it was written; searches skip those rows.
+ * The store stays the source of truth, and every change to the file happens under the store's
+ * write lock. `index` brings the file up to date after its last commit:
+ *   - an append (the common case): the rows written since the file's generation (the
+ *     embeddings' generation column says which) become a new segment after the file's end, a new
+ *     mask marks the rows of chunks gone since, both are fsynced, then one header naming them
+ *     and the new generation is written over the old one and fsynced. Nothing a reader may be
+ *     reading is overwritten; a reader opening mid-append, or a file left by a kill mid-append,
+ *     has a size its header does not name and is not used.
+ *   - a rewrite (compaction): when the file is missing, damaged, for another model or of an
+ *     older format, when more than a quarter of its rows are masked, or when it has
+ *     MODATTN_VEC_MAX_SEGMENTS segments: the whole file from the store into a temporary file
+ *     that is fsynced, renamed over the old one, and the folder fsynced.
+ * A search uses the file only when every header field agrees with the store (same model, same
+ * generation), with the file's size, and the ids' and mask's checksums hold; else it reads the
+ * store and says why. Rows are not checksummed at each search (that would cost as much as the
+ * scan); that no write ever touches a region a header names is what keeps them whole. */
 
 /* "PATH.vec" into buf. MODATTN_EINVAL if it does not fit. */
 int modattn_store_vector_file_path(const modattn_store *s, char *buf, size_t len);
-/* Writes the vector file from the store (all of it, in one read transaction). Errors name the
- * file and the call (a read-only folder: MODATTN_EIO with the reason); the store is unchanged. */
+/* Rewrites the vector file whole from the store (one snapshot, under the store's write lock).
+ * Errors name the file and the call (a read-only folder: MODATTN_EIO with the reason); the store
+ * is unchanged. The store must be open for writing. */
 int modattn_store_write_vector_file(modattn_store *s);
+typedef enum modattn_vecfile_action {
+    MODATTN_VECFILE_CURRENT,   /* it was current: nothing written */
+    MODATTN_VECFILE_APPENDED,  /* rows_added rows appended, rows_masked rows masked */
+    MODATTN_VECFILE_REWRITTEN, /* written whole; reason says why */
+} modattn_vecfile_action;
+typedef struct modattn_vecfile_update {
+    modattn_vecfile_action action;
+    size_t rows_added, rows_masked;
+    char reason[320]; /* why it was rewritten rather than appended to */
+} modattn_vecfile_update;
+/* Brings the vector file up to date with the store: nothing, an append or a rewrite (above).
+ * The store must be open for writing and outside a transaction. */
+int modattn_store_update_vector_file(modattn_store *s, modattn_vecfile_update *u);
 /* Whether the vector file is there and current: 1 yes, 0 no (why in `why`), < 0 an error of
  * the store itself. */
 int modattn_store_vector_file_current(modattn_store *s, char *why, size_t len);

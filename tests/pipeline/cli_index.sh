@@ -96,7 +96,7 @@ check "hidden folders are not walked" test -z "$(sql "$DB" "select path from doc
 check "stderr is quiet without a terminal (no progress line)" test -z "$(printf '%s' "$ERR" | tr -d '\n')"
 check "integrity_check ok" test "$(sql "$DB" 'pragma integrity_check')" = ok
 check "WAL mode" test "$(sql "$DB" 'pragma journal_mode')" = wal
-check "schema version 1" test "$(sql "$DB" 'pragma user_version')" = 1
+check "schema version 2" test "$(sql "$DB" 'pragma user_version')" = 2
 check "html kind" test "$(sql "$DB" "select kind from documents where path like '%page.html'")" = html
 check "html text: no script, style or comment" test -z "$(sql "$DB" "select text from chunks where text like '%never indexed%' or text like '%secret%' or text like '%font:serif%'")"
 check "html entities decoded" test -n "$(sql "$DB" "select text from chunks where text like '%220 °C%'")"

@@ -10,7 +10,8 @@
 # exactly what a search of the store itself gives (a stale or half-written file is never read).
 # Every fourth time, and at the end, a resumed run completes and reports exactly the finished
 # documents as unchanged and the others as indexed, and leaves a current vector file. The store starts afresh
-# once it is complete. The random seed is printed; MODATTN_KILL_SEED=N replays a run.
+# once it is complete. Then the vector file's own updates are killed at each of their stages
+# (below). The random seed is printed; MODATTN_KILL_SEED=N replays a run.
 set -u
 BIN=$1
 MODEL=$2
@@ -141,6 +142,42 @@ while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
     if [ ! -s "$T/note" ] && same_search; then ok; else bad "round $round: after the resumed run the vector file is not current: $(cat "$T/note")"; fi
   fi
 done
+# The vector file's own updates, killed at each stage for certain (MODATTN_TEST_CRASH_POINT, see
+# pipeline/vecfile.c): the store changes (a document changed, one added, one removed), the update
+# is killed, and then: the store is whole, a search gives the store's results (the file, torn, is
+# not read, and the search says why), and the next run leaves a current file. First a plain
+# append, which must be an append.
+vec_round() { # $1: crash point ("" for none), $2: what the next finished run must report
+  local cp=$1 want=$2 k=$3
+  printf ' changed %s\n' "$k" >> "$C/doc05.txt"
+  printf 'a new document about the rabbit hole, number %s\n' "$k" > "$C/new$k.txt"
+  rm -f "$C/doc$((10 + k)).txt"
+  [ "$cp" = vecfile.rewrite ] && rm -f "$DB.vec"
+  if [ -n "$cp" ]; then
+    (MODATTN_TEST_CRASH_POINT=$cp "$BIN" "${ARGS[@]}" --prune >/dev/null 2>&1) 2>/dev/null
+    rc=$?
+    if [ "$rc" -eq 137 ]; then ok; else bad "$cp: the run was not killed at its crash point (exit $rc)"; fi
+    if check_state >/dev/null; then ok; else bad "$cp: inconsistent store after the kill"; fi
+    if same_search; then ok; else bad "$cp: a search through the torn vector file differs from the store's"; fi
+    "$BIN" search --model "$MODEL" --db "$DB" -k 3 "the rabbit hole" > /dev/null 2> "$T/note"
+    if grep -q "vector file" "$T/note"; then ok; else bad "$cp: the search did not say why it read the store: $(cat "$T/note")"; fi
+    [ "$cp" = vecfile.rewrite ] && { if ls "$DB".vec.tmp.* >/dev/null 2>&1; then ok; else bad "$cp: no temporary file left"; fi; }
+  fi
+  out=$("$BIN" "${ARGS[@]}" --prune --json 2>&1)
+  got=$(python3 -c "import json,sys; print(json.loads(sys.stdin.read())['vector_file'])" <<<"$out" 2>/dev/null)
+  if [ "$got" = "$want" ]; then ok; else bad "after ${cp:-a plain change}: vector_file '$got', expected '$want': $out"; fi
+  "$BIN" search --model "$MODEL" --db "$DB" -k 3 "the rabbit hole" > /dev/null 2> "$T/note"
+  if [ ! -s "$T/note" ] && same_search; then ok; else bad "after ${cp:-a plain change}: the vector file is not current or differs: $(cat "$T/note")"; fi
+  if ls "$DB".vec.tmp.* >/dev/null 2>&1; then bad "after ${cp:-a plain change}: temporary files left"; else ok; fi
+}
+vec_round "" appended 0
+k=1
+for cp in vecfile.segment vecfile.mask vecfile.header vecfile.rewrite; do
+  vec_round "$cp" written $k
+  echo "kill_index: killed at $cp: detected, then rewritten"
+  k=$((k + 1))
+done
+
 # the kills must have hit a running indexer, or this test tested nothing
 if [ "$landed" -ge "$ROUNDS" ]; then ok; else bad "only $landed kills in $round rounds hit a running indexer"; fi
 echo "kill_index: $landed kills in $round rounds hit a running indexer"
