@@ -611,7 +611,8 @@ int modattn_store_update_vector_file(modattn_store *s, modattn_vecfile_update *u
     if ((st = store_identity(s, name, hash, &dim, &gen))) goto out;
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(u->reason, sizeof u->reason, "%s", strerror(errno));
+        snprintf(u->reason, sizeof u->reason, "%s (%s)", errno == ENOENT ? "there was none" : "cannot open it",
+                 strerror(errno));
     } else {
         vec_header h;
         read_header(fd, &h, &size, u->reason, sizeof u->reason);
