@@ -98,9 +98,9 @@ static int upload(const modattn_device_iface *dev, const float *src, size_t coun
 /* Prepares a linear weight for the arena's strides; a plan holding its own copy replaces the
  * buffer. */
 static int prepare(const modattn__dev_model *dm, modattn_buffer **w, int64_t N, int64_t K, int64_t lda, int64_t ldy,
-                   bool accumulate, bool ln, modattn_act act, modattn_linear_plan **out) {
+                   bool accumulate, bool ln, modattn_act act, bool few_rows, modattn_linear_plan **out) {
     modattn_op_linear_args shape = {.w = *w, .lda = lda, .ldy = ldy, .N = N, .K = K, .accumulate = accumulate,
-                                    .act = act, .gamma = ln ? *w : NULL};
+                                    .act = act, .gamma = ln ? *w : NULL, .few_rows = few_rows};
     *out = NULL;
     if (linear_on_host(dm, &shape)) return 0; /* the host reads the weight as it is */
     shape.gamma = NULL;
@@ -129,7 +129,7 @@ bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host) 
 }
 
 bool modattn__dev_model_prepared(const modattn__dev_model *dm) {
-    return dm && dm->cfg.layers > 0 && dm->layers && dm->layers[0].pqkv != NULL;
+    return dm && dm->cfg.layers > 0 && dm->layers && dm->layers[0].pqkv != NULL && dm->layers[0].pqkv->owns_weight;
 }
 
 void modattn__dev_model_free(modattn__dev_model *dm) {
@@ -189,11 +189,12 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         /* the strides are the arena's: x and att [.., H], big [.., 3H] for QKV and [.., I] for the FFN */
         const int64_t h = (int64_t)H, i = (int64_t)I;
         const modattn_act act = model_act(c);
-        if (!prepare_weights) continue;
-        if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, &L->pqkv)) ||
-            (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, &L->po)) ||
-            (st = prepare(dm, &L->w1, i, h, h, i, false, false, act, &L->p1)) ||
-            (st = prepare(dm, &L->w2, h, i, i, h, true, true, MODATTN_ACT_NONE, &L->p2))) {
+        /* packed for throughput, or (few inputs: a query) for no set-up cost */
+        const bool few = !prepare_weights;
+        if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, &L->pqkv)) ||
+            (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, &L->po)) ||
+            (st = prepare(dm, &L->w1, i, h, h, i, false, false, act, few, &L->p1)) ||
+            (st = prepare(dm, &L->w2, h, i, i, h, true, true, MODATTN_ACT_NONE, few, &L->p2))) {
             st = modattn_error_prefix(st, "layer %d: preparing the GEMMs", l);
             goto fail;
         }

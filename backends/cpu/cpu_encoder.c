@@ -41,6 +41,7 @@ typedef struct row_job {
     const float *W;        /* [width, K] */
     float beta;
     const modattn__gemm_plan *plan; /* the prepared GEMM for W, or NULL: sgemm_nt */
+    bool direct;           /* a few-rows plan: modattn__gemm_direct on the block's rows */
     char *scratch;         /* per thread: scratch + thread * scratch_each */
     size_t scratch_each;
     int64_t chunk;         /* rows per task */
@@ -66,6 +67,9 @@ static void row_task(void *arg, int64_t task, int thread) {
                 return;
             }
         }
+    } else if (j->A && j->direct) {
+        modattn__gemm_direct(r1 - r0, j->width, j->K, j->A + r0 * j->lda, j->lda, j->W, j->beta,
+                             j->y + r0 * j->ld, j->ld);
     } else if (j->A) {
         /* Never fewer than GEMM_MIN_ROWS rows (the buffers' zero rows fill a short last block):
          * the BLAS then computes every row with the same kernel and summation order, whatever the
@@ -163,26 +167,36 @@ int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, 
     return run_rows(&j, a->pool, reason, len);
 }
 
+/* The plan of a few-rows weight (linear_prepare with few_rows): the weight as it is, read by
+ * modattn__gemm_direct. One sentinel for all of them: it holds nothing. */
+static const char g_direct_plan = 'd';
+
 int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason, size_t len) {
     (void)ctx;
     if (!a->bias) {
         snprintf(reason, len, "linear without a bias is not implemented on the CPU device");
         return MODATTN_EUNSUPPORTED;
     }
-    const modattn__gemm_plan *plan = a->plan ? a->plan->impl : NULL;
+    const bool direct = a->plan && a->plan->impl == &g_direct_plan;
+    const modattn__gemm_plan *plan = a->plan && !direct ? a->plan->impl : NULL;
     row_job j = {.op = a->gamma ? ROW_RES_LN : a->act != MODATTN_ACT_NONE ? ROW_BIAS_ACT : ROW_BIAS, .act = a->act,
                  .S = a->S > 0 ? a->S : a->rows, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL,
                  .y = HOST(a->y, float *), .ld = a->ldy, .width = a->N, .bias = HOST(a->bias, const float *),
                  .g = a->gamma ? HOST(a->gamma, const float *) : NULL, .b = a->beta ? HOST(a->beta, const float *) : NULL,
                  .eps = a->eps, .A = HOST(a->a, const float *), .lda = a->lda, .K = a->K,
                  .W = a->w ? HOST(a->w, const float *) : NULL, .beta = a->accumulate ? 1.0f : 0.0f, .plan = plan,
-                 .rows = a->rows};
+                 .direct = direct, .rows = a->rows};
     return run_rows(&j, a->pool, reason, len);
 }
 
 int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
                                 size_t len) {
     (void)ctx;
+    if (a->few_rows) { /* no packing, no set-up: the direct kernel reads the weight in place */
+        *plan = (void *)&g_direct_plan;
+        *owns_weight = false;
+        return 0;
+    }
     modattn__gemm_plan *p = NULL;
     int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, &p);
     if (st) {
@@ -196,7 +210,7 @@ int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void
 
 void modattn__cpu_linear_release(void *ctx, void *plan) {
     (void)ctx;
-    modattn__gemm_plan_free(plan);
+    if (plan != &g_direct_plan) modattn__gemm_plan_free(plan);
 }
 
 /* Pooling, in sentence-transformers' order: cls, max, mean, mean_sqrt_len, weightedmean,

@@ -49,6 +49,10 @@ void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
 void modattn__gelu_tanh_bias(float *y, const float *bias, int64_t n);
 void modattn__relu_bias(float *y, const float *bias, int64_t n);
 void modattn__bias_add(float *y, const float *bias, int64_t n);
+/* C[r] (beta 0: =, else +=) A[r] . W^T, r < M, W [N, K] dense: the direct kernel of few-row
+ * plans (cpu_rowops.c); row-independent, deterministic. */
+void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W,
+                          float beta, float *C, int64_t ldc);
 /* y = LayerNorm(y + bias) * g + b (bias may be NULL) */
 void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
                               int64_t n, double eps);

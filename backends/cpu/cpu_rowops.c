@@ -98,3 +98,44 @@ CLONES void modattn__bias_layer_norm(float *restrict y, const float *restrict bi
     const float inv = (float)(1.0 / sqrt(v / (double)n + eps));
     for (k = 0; k < n; k++) y[k] = (y[k] - mu) * inv * g[k] + b[k];
 }
+
+/* y[r] (= or +=) a[r] . W^T for rows [0, M): each output one dot product over K in 16 lanes
+ * summed in a fixed order, so a row's result depends on nothing but that row (no set-up, no
+ * packing, no JIT: the GEMM of `few_rows` plans, where a query's few rows would not repay
+ * oneDNN's first-call cost of about 90 ms). Four weight rows per pass share each load of a. */
+CLONES void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *restrict A, int64_t lda,
+                                 const float *restrict W, float beta, float *restrict C, int64_t ldc) {
+    enum { L = 16 };
+    const int64_t K16 = K / L * L;
+    for (int64_t r = 0; r < M; r++) {
+        const float *a = A + r * lda;
+        float *c = C + r * ldc;
+        int64_t n = 0;
+        for (; n + 4 <= N; n += 4) {
+            const float *w0 = W + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+            float s0[L] = {0}, s1[L] = {0}, s2[L] = {0}, s3[L] = {0};
+            for (int64_t k = 0; k < K16; k += L)
+                for (int j = 0; j < L; j++) {
+                    const float x = a[k + j];
+                    s0[j] += x * w0[k + j], s1[j] += x * w1[k + j];
+                    s2[j] += x * w2[k + j], s3[j] += x * w3[k + j];
+                }
+            float t[4] = {0, 0, 0, 0};
+            for (int j = 0; j < L; j++) t[0] += s0[j], t[1] += s1[j], t[2] += s2[j], t[3] += s3[j];
+            for (int64_t k = K16; k < K; k++) {
+                t[0] += a[k] * w0[k], t[1] += a[k] * w1[k], t[2] += a[k] * w2[k], t[3] += a[k] * w3[k];
+            }
+            for (int q = 0; q < 4; q++) c[n + q] = beta != 0.0f ? c[n + q] + t[q] : t[q];
+        }
+        for (; n < N; n++) {
+            const float *w = W + n * K;
+            float sv[L] = {0};
+            for (int64_t k = 0; k < K16; k += L)
+                for (int j = 0; j < L; j++) sv[j] += a[k + j] * w[k + j];
+            float t = 0;
+            for (int j = 0; j < L; j++) t += sv[j];
+            for (int64_t k = K16; k < K; k++) t += a[k] * w[k];
+            c[n] = beta != 0.0f ? c[n] + t : t;
+        }
+    }
+}

@@ -116,6 +116,8 @@ typedef struct modattn_op_linear_args {
     double eps;
     const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
     const modattn_linear_plan *plan;        /* from linear_prepare for this w and shape, or NULL */
+    bool few_rows;                          /* linear_prepare: the caller runs a few rows per call (a
+                                               query): a plan with no set-up cost beats a packed one */
     const char *name;                       /* trace span ("encoder.qkv"; a string literal), or NULL */
     modattn_pool *pool;
 } modattn_op_linear_args;

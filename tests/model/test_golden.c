@@ -161,6 +161,43 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
             CHECK_MSG(m1.current[c] == m0.current[c], "%s: %s: %lld bytes not given back", label,
                       modattn_mem_category_name((modattn_mem_category)c),
                       (long long)(m1.current[c] - m0.current[c]));
+    /* few_inputs (what `search` loads for its query): no packed weights, the direct GEMM
+     * kernel. Against sentence-transformers as above; against the packed path within fp32
+     * rounding; and, the kernel being row-independent, alone and batched equal bit for bit. */
+    {
+        modattn_model_options fo;
+        memset(&fo, 0, sizeof fo);
+        fo.few_inputs = true;
+        modattn_model *f = NULL;
+        st = modattn_model_load_ex(ctx, dir, &fo, &f);
+        CHECK_MSG(st == 0, "%s: few_inputs load: %s", label, modattn_last_error());
+        if (!st) {
+            /* ref: the packed model's embeddings of all the texts at once (above) */
+            CHECK(modattn_model_embed(f, texts, lens, n, out, NULL) == 0);
+            double mn = 2.0;
+            float dmax = 0;
+            for (size_t i = 0; i < n; i++) {
+                double c = eg_cosine(out + i * dim, g[i].emb, dim);
+                if (c < mn) mn = c;
+            }
+            for (size_t k = 0; k < n * dim; k++)
+                if (fabsf(out[k] - ref[k]) > dmax) dmax = fabsf(out[k] - ref[k]);
+            CHECK_MSG(mn >= MIN_COSINE, "%s/few_inputs: min cosine %.9f < %g", label, mn, MIN_COSINE);
+            CHECK_MSG(dmax <= BATCH_TOL, "%s/few_inputs: differs from the packed path by %g", label, (double)dmax);
+            float *one = malloc(dim * sizeof *one);
+            size_t differ = 0;
+            for (size_t i = 0; i < n && one; i++) {
+                CHECK(modattn_model_embed(f, texts + i, lens + i, 1, one, NULL) == 0);
+                differ += memcmp(one, out + i * dim, dim * sizeof *one) != 0;
+            }
+            CHECK_MSG(one && differ == 0, "%s/few_inputs: %zu of %zu texts differ alone vs batched", label, differ, n);
+            free(one);
+            printf("%s/few_inputs: min cosine %.9f, max |diff| vs packed %.3g, alone == batched bit for bit: %s\n",
+                   label, mn, (double)dmax, differ == 0 ? "yes" : "no");
+            modattn_model_free(f);
+        }
+    }
+
     free(texts);
     free(lens);
     free(out);
