@@ -50,7 +50,12 @@ struct modattn_store_vectors;
 int modattn__store_lock(struct modattn_store *s);
 void modattn__store_unlock(struct modattn_store *s); /* ends it, writing nothing */
 /* Inside a transaction: the rows with generation > after (after < 0: all), ascending chunk id,
- * in one block, as modattn_store_load_vectors. */
+ * one at a time to fn (a non-zero status from it stops the scan and is returned); *n the rows
+ * given. modattn__store_count_vectors counts them; modattn__store_read_vectors copies them into
+ * one block, as modattn_store_load_vectors. */
+typedef int (*modattn__vector_fn)(void *ctx, int64_t chunk, const void *v, size_t dim); /* v: dim floats, unaligned */
+int modattn__store_scan_vectors(struct modattn_store *s, int64_t after, modattn__vector_fn fn, void *ctx, size_t *n);
+int modattn__store_count_vectors(struct modattn_store *s, int64_t after, size_t *n);
 int modattn__store_read_vectors(struct modattn_store *s, int64_t after, struct modattn_store_vectors *out);
 /* Inside a transaction: the chunk ids of the rows with generation <= upto, unordered, in a block
  * the caller frees with modattn_free. Schema 2 only. */

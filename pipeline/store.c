@@ -683,94 +683,111 @@ int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out) {
 /* ------------------------------------------------------------------ search side */
 
 /* The bound model's rows with generation > after (after < 0: all of them), ascending chunk id,
- * into one block; inside the caller's transaction. (The rows since a generation are found through
- * the (generation, chunk) index by the subquery: with "generation > ?" beside "ORDER BY chunk"
- * SQLite would scan the whole table in rowid order instead, 1.5 GB at 1M chunks.) */
-int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_vectors *out) {
-    memset(out, 0, sizeof *out);
+ * one at a time to fn; inside the caller's transaction. (The rows since a generation are found
+ * through the (generation, chunk) index by the subquery: with "generation > ?" beside "ORDER BY
+ * chunk" SQLite would scan the whole table in rowid order instead, 1.5 GB at 1M chunks.) */
+int modattn__store_scan_vectors(modattn_store *s, int64_t after, modattn__vector_fn fn, void *ctx, size_t *n) {
+    *n = 0;
     if (!s->model_id)
         return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
     if (after >= 0 && s->schema < 2)
         return modattn_error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
-    int64_t n = 0;
-    sqlite3_stmt *q = NULL;
-    float *data = NULL;
-    int64_t *ids = NULL;
-    int st = 0;
-    if (after < 0) st = query_int(s, "SELECT count(*) FROM embeddings", &n);
-    else {
-        char sql[96];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM embeddings WHERE generation > %" PRId64, after);
-        st = query_int(s, sql, &n);
-    }
-    if (st) goto done;
     const size_t dim = s->dim;
-    const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
-    if (n > 0 && (uint64_t)n > SIZE_MAX / sizeof(float) / ld) {
-        st = modattn_error(MODATTN_ERANGE, "%s: %" PRId64 " vectors do not fit in memory", s->path, n);
-        goto done;
-    }
-    out->dim = dim;
-    out->ld = ld;
-    if (n > 0) {
-        data = modattn_calloc((size_t)n * ld, sizeof(float), MODATTN_MEM_INDEX);
-        ids = modattn_malloc((size_t)n * sizeof(int64_t), MODATTN_MEM_INDEX);
-        out->data = data, out->chunk_ids = ids;
-        if (!data || !ids) {
-            st = modattn_mem_last_status();
-            goto done;
-        }
-    }
+    sqlite3_stmt *q = NULL;
+    int st = 0;
     int rc = sqlite3_prepare_v2(s->db, after < 0 ? "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
                                 "ORDER BY chunk" : "SELECT chunk, vector FROM embeddings WHERE model = ?1 "
                                 "AND chunk IN (SELECT chunk FROM embeddings WHERE generation > ?2) ORDER BY chunk", -1, &q, NULL);
-    if (rc != SQLITE_OK) {
-        st = sq_err(s, rc, "reading vectors");
-        goto done;
-    }
+    if (rc != SQLITE_OK) return sq_err(s, rc, "reading vectors");
     sqlite3_bind_int64(q, 1, s->model_id);
     if (after >= 0) sqlite3_bind_int64(q, 2, after);
     size_t i = 0;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (i >= (size_t)n) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", s->path);
-            goto done;
-        }
+    while (!st && (rc = sqlite3_step(q)) == SQLITE_ROW) {
         const void *blob = sqlite3_column_blob(q, 1);
         int bytes = sqlite3_column_bytes(q, 1);
+        const int64_t chunk = sqlite3_column_int64(q, 0);
         if (!blob || (size_t)bytes != dim * sizeof(float)) {
             st = modattn_error(MODATTN_EFORMAT, "%s: embedding of chunk %" PRId64 " has %d bytes, "
-                               "expected %zu", s->path, (int64_t)sqlite3_column_int64(q, 0), bytes,
-                               dim * sizeof(float));
-            goto done;
+                               "expected %zu", s->path, chunk, bytes, dim * sizeof(float));
+            break;
         }
-        ids[i] = sqlite3_column_int64(q, 0);
-        memcpy(data + i * ld, blob, dim * sizeof(float));
+        st = fn(ctx, chunk, blob, dim);
         i++;
     }
-    if (rc != SQLITE_DONE) {
-        st = sq_err(s, rc, "reading vectors");
-        goto done;
-    }
-    if (i != (size_t)n) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %" PRId64 " embeddings belong to the "
-                           "store's model", s->path, i, n);
-        goto done;
-    }
-    out->n = i;
-    out->rows = i;
-    out->nseg = i ? 1 : 0;
-    out->seg[0].data = data, out->seg[0].chunk_ids = ids, out->seg[0].n = i, out->seg[0].row0 = 0;
-    st = modattn_store_generation(s, &out->generation);
-done:
+    if (!st && rc != SQLITE_DONE) st = sq_err(s, rc, "reading vectors");
     sqlite3_finalize(q);
-    if (st) { /* (the vector file's free, vecfile.c, handles both forms; this one is ours) */
-        modattn_free(data);
-        modattn_free(ids);
-        memset(out, 0, sizeof *out);
-    }
+    *n = i;
     return st;
+}
+
+int modattn__store_count_vectors(modattn_store *s, int64_t after, size_t *n) {
+    int64_t c = 0;
+    int st;
+    if (after < 0) st = query_int(s, "SELECT count(*) FROM embeddings", &c);
+    else {
+        char sql[96];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM embeddings WHERE generation > %" PRId64, after);
+        st = query_int(s, sql, &c);
+    }
+    *n = st ? 0 : (size_t)c;
+    return st;
+}
+
+typedef struct block_sink {
+    float *data;
+    int64_t *ids;
+    size_t n, cap, ld;
+    const char *path;
+} block_sink;
+
+static int to_block(void *ctx, int64_t chunk, const void *v, size_t dim) {
+    block_sink *b = ctx;
+    if (b->n >= b->cap) return modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", b->path);
+    b->ids[b->n] = chunk;
+    memcpy(b->data + b->n * b->ld, v, dim * sizeof(float));
+    b->n++;
+    return 0;
+}
+
+/* The same rows into one block (rows of ld floats, the tail of each zero), as
+ * modattn_store_load_vectors gives them. */
+int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_vectors *out) {
+    memset(out, 0, sizeof *out);
+    if (!s->model_id)
+        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+                             s->path);
+    size_t n = 0;
+    int st = modattn__store_count_vectors(s, after, &n);
+    if (st) return st;
+    const size_t dim = s->dim;
+    const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
+    if (n > SIZE_MAX / sizeof(float) / ld)
+        return modattn_error(MODATTN_ERANGE, "%s: %zu vectors do not fit in memory", s->path, n);
+    block_sink b = {.cap = n, .ld = ld, .path = s->path};
+    out->dim = dim;
+    out->ld = ld;
+    if (n > 0) {
+        b.data = modattn_calloc(n * ld, sizeof(float), MODATTN_MEM_INDEX);
+        b.ids = modattn_malloc(n * sizeof(int64_t), MODATTN_MEM_INDEX);
+        if (!b.data || !b.ids) st = modattn_mem_last_status();
+    }
+    size_t got = 0;
+    if (!st) st = modattn__store_scan_vectors(s, after, to_block, &b, &got);
+    if (!st && got != n)
+        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", s->path, got, n);
+    if (!st) st = modattn_store_generation(s, &out->generation);
+    if (st) { /* (the vector file's free, vecfile.c, handles both forms; this one is ours) */
+        modattn_free(b.data);
+        modattn_free(b.ids);
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->data = b.data, out->chunk_ids = b.ids;
+    out->n = out->rows = n;
+    out->nseg = n ? 1 : 0;
+    out->seg[0].data = b.data, out->seg[0].chunk_ids = b.ids, out->seg[0].n = n, out->seg[0].row0 = 0;
+    return 0;
 }
 
 int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {

@@ -286,55 +286,104 @@ static void parent_dir(const char *path, char *dir, size_t len) {
     else snprintf(dir, len, ".");
 }
 
+/* Rows streamed from the store into the file at off through a 1 MiB buffer (never the whole
+ * set in memory: 1.5 GB at 1M chunks), their chunk ids gathered to follow them. */
+typedef struct seg_writer {
+    int fd;
+    uint64_t at;        /* where the next buffer goes */
+    size_t ld, n, cap;  /* floats per row; rows so far; rows counted beforehand */
+    int64_t *ids;
+    unsigned char *buf;
+    size_t used, bufcap;
+    const char *path;
+} seg_writer;
+
+static int seg_flush(seg_writer *w) {
+    if (w->used && write_all(w->fd, w->buf, w->used, w->at) != 0)
+        return modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", w->path, strerror(errno));
+    w->at += w->used;
+    w->used = 0;
+    return 0;
+}
+
+static int seg_row(void *ctx, int64_t chunk, const void *v, size_t dim) {
+    seg_writer *w = ctx;
+    const size_t rb = w->ld * 4;
+    if (w->n >= w->cap) return modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", w->path);
+    if (w->used + rb > w->bufcap) {
+        int st = seg_flush(w);
+        if (st) return st;
+    }
+    memcpy(w->buf + w->used, v, dim * 4);
+    memset(w->buf + w->used + dim * 4, 0, rb - dim * 4);
+    w->used += rb;
+    w->ids[w->n++] = chunk;
+    return 0;
+}
+
+/* The n rows of generation > after (counted before, under the same lock) as a segment at off:
+ * rows, then ids; *g describes it. */
+static int write_segment(modattn_store *s, int fd, const char *path, uint64_t off, int64_t after, size_t n,
+                         size_t ld, vec_seg *g) {
+    seg_writer w = {.fd = fd, .at = off, .ld = ld, .cap = n, .path = path};
+    w.bufcap = ld * 4 > (1u << 20) ? ld * 4 : (1u << 20);
+    w.buf = modattn_malloc(w.bufcap, MODATTN_MEM_INDEX);
+    w.ids = modattn_malloc((n ? n : 1) * sizeof(int64_t), MODATTN_MEM_INDEX);
+    int st = (!w.buf || !w.ids) ? modattn_mem_last_status() : 0;
+    size_t got = 0;
+    if (!st) st = modattn__store_scan_vectors(s, after, seg_row, &w, &got);
+    if (!st) st = seg_flush(&w);
+    if (!st && got != n)
+        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", path, got, n);
+    const uint64_t rb = (uint64_t)n * ld * 4;
+    if (!st && write_all(fd, w.ids, n * 8, off + rb) != 0)
+        st = modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", path, strerror(errno));
+    if (!st) *g = (vec_seg){off, n, off + rb, XXH3_64bits(w.ids, n * 8)};
+    modattn_free(w.buf);
+    modattn_free(w.ids);
+    return st;
+}
+
 /* The whole file from the store, under the store's lock: one segment in chunk order, no mask,
  * into a temporary file that is fsynced, renamed over the old one, and the folder fsynced. */
 static int rewrite_locked(modattn_store *s, const char *path) {
     char tmp[4300];
-    modattn_store_vectors v;
-    int st = modattn__store_read_vectors(s, -1, &v);
-    if (st) return modattn_error_prefix(st, "writing %s", path);
     char name[128] = "", hash[17] = "";
-    size_t dim = 0;
+    size_t dim = 0, n = 0;
     uint64_t gen = 0;
-    if ((st = store_identity(s, name, hash, &dim, &gen))) {
-        modattn_store_vectors_free(&v);
-        return st;
-    }
-    const uint64_t rows_bytes = (uint64_t)v.n * v.ld * 4;
-    if (v.n > (UINT64_MAX / 2) / (v.ld * 4 + 8)) {
-        modattn_store_vectors_free(&v);
-        return modattn_error(MODATTN_ERANGE, "%s: %zu vectors are too many for one file", path, v.n);
-    }
+    int st = store_identity(s, name, hash, &dim, &gen);
+    if (!st) st = modattn__store_count_vectors(s, -1, &n);
+    if (st) return modattn_error_prefix(st, "writing %s", path);
+    const size_t ld = (dim + 15) & ~(size_t)15;
+    if (n > (UINT64_MAX / 2) / (ld * 4 + 8))
+        return modattn_error(MODATTN_ERANGE, "%s: %zu vectors are too many for one file", path, n);
     unsigned char *page = calloc(1, VEC_HEADER);
-    if (!page) {
-        modattn_store_vectors_free(&v);
-        return modattn_error(MODATTN_ENOMEM, "%s: header", path);
-    }
+    if (!page) return modattn_error(MODATTN_ENOMEM, "%s: header", path);
     vec_header h;
-    fill_identity(&h, name, hash, v.dim ? v.dim : dim, v.ld ? v.ld : ((dim + 15) & ~(size_t)15));
+    fill_identity(&h, name, hash, dim, ld);
     h.generation = gen;
-    h.count = v.n;
+    h.count = n;
     h.file_bytes = VEC_HEADER;
-    if (v.n) {
-        h.nseg = 1;
-        h.seg[0] = (vec_seg){VEC_HEADER, v.n, VEC_HEADER + rows_bytes, XXH3_64bits(v.chunk_ids, v.n * 8)};
-        h.file_bytes = VEC_HEADER + rows_bytes + v.n * 8;
-    }
-    seal(&h, page);
 
     remove_stale_temporaries(path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     const char *what = "open";
     bool ok = fd >= 0;
-    if (ok) {
-        what = "write";
-        ok = write_all(fd, page, VEC_HEADER, 0) == 0 &&
-             write_all(fd, v.data, (size_t)rows_bytes, VEC_HEADER) == 0 &&
-             write_all(fd, v.chunk_ids, v.n * 8, VEC_HEADER + rows_bytes) == 0;
-        if (ok) what = "fsync", ok = fsync(fd) == 0;
-    }
     int err = errno;
+    if (ok && n) {
+        h.nseg = 1;
+        st = write_segment(s, fd, tmp, VEC_HEADER, -1, n, ld, &h.seg[0]);
+        h.file_bytes = h.seg[0].ids_offset + (uint64_t)n * 8;
+        ok = !st;
+    }
+    if (ok) {
+        seal(&h, page);
+        what = "write";
+        ok = write_all(fd, page, VEC_HEADER, 0) == 0;
+        if (ok) what = "fsync", ok = fsync(fd) == 0;
+        err = errno;
+    }
     if (fd >= 0) close(fd);
     if (ok) crash_point("vecfile.rewrite");
     if (ok) {
@@ -352,9 +401,9 @@ static int rewrite_locked(modattn_store *s, const char *path) {
         }
     }
     free(page);
-    modattn_store_vectors_free(&v);
     if (!ok) {
-        unlink(tmp);
+        if (fd >= 0) unlink(tmp);
+        if (st) return st;
         return modattn_error(MODATTN_EIO, "cannot write the vector file %s: %s: %s", path, what, strerror(err));
     }
     return 0;
@@ -482,8 +531,6 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     int64_t *keep = NULL;
     size_t nkeep = 0;
     unsigned char *seen = NULL, *mask = NULL, *page = NULL;
-    modattn_store_vectors nv;
-    memset(&nv, 0, sizeof nv);
     int r = 0;
     int st = modattn__store_ids_upto(s, old->generation, &keep, &nkeep);
     if (st) goto done;
@@ -496,8 +543,9 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
         st = modattn_mem_last_status();
         goto done;
     }
-    if ((st = modattn__store_read_vectors(s, (int64_t)old->generation, &nv))) goto done;
-    const uint64_t rows = old->count + nv.n;
+    size_t nnew = 0; /* rows written since the file's generation */
+    if ((st = modattn__store_count_vectors(s, (int64_t)old->generation, &nnew))) goto done;
+    const uint64_t rows = old->count + nnew;
     mask = modattn_calloc((size_t)rows / 8 + 1, 1, MODATTN_MEM_INDEX);
     if (!mask) {
         st = modattn_mem_last_status();
@@ -533,7 +581,7 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
         goto done;
     }
     const uint64_t masked = old->masked + ngone;
-    if (nv.n && old->nseg == MAX_SEG) {
+    if (nnew && old->nseg == MAX_SEG) {
         snprintf(u->reason, sizeof u->reason, "compacting: %d appends", MAX_SEG - 1);
         goto done;
     }
@@ -548,15 +596,15 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     h.masked = masked;
     uint64_t end = old->file_bytes;
     bool ok = true;
-    if (nv.n) {
-        const uint64_t off = align64(end), rb = (uint64_t)nv.n * nv.ld * 4;
+    if (nnew) {
+        char path[4200];
+        if ((st = modattn_store_vector_file_path(s, path, sizeof path))) goto done;
         vec_seg *g = &h.seg[h.nseg++];
-        *g = (vec_seg){off, nv.n, off + rb, XXH3_64bits(nv.chunk_ids, nv.n * 8)};
-        ok = write_all(fd, nv.data, (size_t)rb, off) == 0 && write_all(fd, nv.chunk_ids, nv.n * 8, off + rb) == 0;
-        end = off + rb + nv.n * 8;
-        if (ok) crash_point("vecfile.segment");
+        if ((st = write_segment(s, fd, path, align64(end), (int64_t)old->generation, nnew, old->ld, g))) goto done;
+        end = g->ids_offset + (uint64_t)nnew * 8;
+        crash_point("vecfile.segment");
     }
-    if (masked && ok && (ngone || nv.n)) { /* a new mask; an unchanged one stays where it is */
+    if (masked && ok && (ngone || nnew)) { /* a new mask; an unchanged one stays where it is */
         h.mask_offset = align64(end);
         h.mask_bytes = (rows + 7) / 8;
         h.mask_xxh3 = XXH3_64bits(mask, h.mask_bytes);
@@ -586,12 +634,11 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
         st = modattn_error(MODATTN_EIO, "cannot append to the vector file: %s: %s", what, strerror(errno));
         goto done;
     }
-    u->rows_added = nv.n, u->rows_masked = ngone;
+    u->rows_added = nnew, u->rows_masked = ngone;
     r = 1;
 done:
     munmap(file, (size_t)size);
     modattn_free(keep);
-    modattn_store_vectors_free(&nv);
     modattn_free(seen);
     modattn_free(mask);
     free(page);
