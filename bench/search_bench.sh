@@ -104,6 +104,14 @@ L.append("| %d | %d | %d | %d | %.1f | %.2f | %.0f | %.2f s |" % (
 L.append("\nIndexing time is the encoder's (all-MiniLM-L6-v2 on the CPU, 256-token chunks); reading, "
          "extraction, chunking and SQLite are a small share. The figures are from a machine shared "
          "with other jobs: re-run on a quiet one for clean numbers.")
+# the cold-CLI section is bench/search_cold.sh's: kept as it is
+try:
+    prev = open(out).read()
+    a = prev.index("## Cold CLI")
+    b = prev.find("\n## Raw output", a)
+    L.append("\n" + prev[a:b if b >= 0 else len(prev)].rstrip())
+except (OSError, ValueError):
+    pass
 L.append("\n## Raw output\n")
 for name in ("modattn.txt", "faiss.txt", "index.txt"):
     L.append("```\n" + open(os.path.join(t, name)).read().rstrip() + "\n```")
