@@ -118,6 +118,28 @@ static void restore(const char *b, size_t len) {
     if (f) fclose(f);
 }
 
+/* Random high bytes at random offsets in [span/2, span) of the header's fields, one at a time over
+ * the file held in good: never mapped unless the header is whole, never other results. */
+static void random_header_bytes(modattn_store *s, const char *good, size_t len, double span, int iters,
+                                const int64_t ref_ids[5], const float ref_sc[5], const char *what) {
+    int64_t ids[5];
+    float sc[5];
+    bool mapped;
+    char note[320];
+    for (int it = 0; it < iters; it++) {
+        restore(good, len);
+        unsigned char b = (unsigned char)(rnd() * 127 + 128);
+        uint64_t off = (uint64_t)((rnd() * 0.5 + 0.5) * span);
+        patch(off, &b, 1);
+        top5(s, ids, sc, &mapped, note, sizeof note);
+        CHECK_MSG(memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0,
+                  "%s, header byte %llu = %u: results changed (mapped %d)", what, (unsigned long long)off, b, mapped);
+        if (mapped && good[off] != (char)b) CHECK_MSG(0, "%s: header byte %llu changed and still mapped", what, (unsigned long long)off);
+    }
+    restore(good, len);
+}
+
+
 int main(void) {
     char dir[] = "/tmp/modattn-vecfile-XXXXXX";
     if (!mkdtemp(dir)) return 1;
@@ -198,18 +220,7 @@ int main(void) {
         CHECK_MSG(memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0, "%s: results changed",
                   cases[c].what);
     }
-    /* random header bytes: never mapped unless the header is whole, never other results */
-    for (int it = 0; it < 300; it++) {
-        restore(good, len);
-        unsigned char b = (unsigned char)(rnd() * 127 + 128);
-        uint64_t off = (uint64_t)((rnd() * 0.5 + 0.5) * 511);
-        patch(off, &b, 1);
-        top5(s, ids, sc, &mapped, note, sizeof note);
-        CHECK_MSG(memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0,
-                  "header byte %llu = %u: results changed (mapped %d)", (unsigned long long)off, b, mapped);
-        if (mapped && good[off] != (char)b) CHECK_MSG(0, "header byte %llu changed and still mapped", (unsigned long long)off);
-    }
-    restore(good, len);
+    random_header_bytes(s, good, len, 511, 300, ref_ids, ref_sc, "whole file");
     CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 1);
 
     /* the store changes: the file is stale until brought up to date; by an append that masks a
@@ -292,17 +303,7 @@ int main(void) {
             CHECK_MSG(!mapped && strstr(note, dmg[c].needle), "%s: mapped %d, note '%s'", dmg[c].what, mapped, note);
             CHECK(memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0);
         }
-        /* random bytes anywhere in the header's fields: never mapped unless whole */
-        for (int it = 0; it < 400; it++) {
-            restore(app, alen);
-            unsigned char b = (unsigned char)(rnd() * 127 + 128);
-            uint64_t off = (uint64_t)((rnd() * 0.5 + 0.5) * 799);
-            patch(off, &b, 1);
-            top5(s, ids, sc, &mapped, note, sizeof note);
-            CHECK_MSG(memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0,
-                      "appended file, header byte %llu: results changed", (unsigned long long)off);
-            if (mapped && app[off] != (char)b) CHECK_MSG(0, "header byte %llu changed and still mapped", (unsigned long long)off);
-        }
+        random_header_bytes(s, app, alen, 799, 400, ref_ids, ref_sc, "appended file");
         /* a kill in the middle of an append: bytes past what the header names */
         restore(app, alen);
         {
