@@ -65,6 +65,22 @@ void cli_explain_fallbacks(const modattn_model *m, FILE *f);
 const char *cli_model_dir(const char *given, char *buf, size_t len);
 /* A stored absolute path as the user sees it: relative to the current directory when it lies
  * under it, else unchanged. Returns buf or abs. (cli/cli_model.c) */
-const char *cli_display_path(const char *abs, char *buf, size_t len);
+const char *cli_rel_path(const char *abs, char *buf, size_t len);
+
+/* Text leaving the process (cli/cli_text.c). */
+/* s for a terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 as \xHH, the rest
+ * as it is; into buf (cap bytes, cut at a character), which it returns. */
+const char *cli_term_text(const char *s, char *buf, size_t cap);
+/* obj[key] = path; a path that is not UTF-8 goes there with U+FFFD for each ill-formed sequence and,
+ * losslessly, as hex of its bytes in obj[key + "_bytes"]. 0 or -1 (allocation). */
+int cli_json_set_path(struct json_t *obj, const char *key, const char *path);
+/* s as a JSON string, U+FFFD for each ill-formed UTF-8 sequence (messages; not for names). */
+struct json_t *cli_json_text(const char *s);
+/* A JSON document that could not be made: says why (a refused allocation or an encoding), 1. */
+int cli_json_fail(const char *what);
+/* Flushes stdout: 0 if all written so far got there, else 1, having said so once on stderr (quiet
+ * for a closed pipe). cli_finish_stdout: the exit code with that applied. */
+int cli_stdout_check(void);
+int cli_finish_stdout(int rc);
 
 #endif

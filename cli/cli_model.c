@@ -30,7 +30,7 @@ const char *cli_model_dir(const char *given, char *buf, size_t len) {
     return "./.models/" CLI_DEFAULT_MODEL;
 }
 
-const char *cli_display_path(const char *abs, char *buf, size_t len) {
+const char *cli_rel_path(const char *abs, char *buf, size_t len) {
     char cwd[PATH_MAX];
     if (!abs || abs[0] != '/' || !getcwd(cwd, sizeof cwd)) return abs;
     size_t n = strlen(cwd);

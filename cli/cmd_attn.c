@@ -11,7 +11,7 @@ int cli_print_json(json_t *j) {
     /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
     if (modattn_json_take_failure() != 0 || !s) {
         modattn_json_free(s);
-        return cli_fail("writing JSON", MODATTN_ENOMEM);
+        return cli_json_fail("writing JSON");
     }
     puts(s);
     modattn_json_free(s);

@@ -58,10 +58,7 @@ static int flush(modattn_model *m, batch *b, size_t first) {
     for (size_t i = 0; i < b->n; i++) free(b->texts[i]);
     b->n = 0;
     b->bytes = 0;
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "modattn: embed: writing the output: %s\n", strerror(errno));
-        return 1;
-    }
+    if (cli_stdout_check()) return 1;
     return 0;
 }
 
@@ -250,7 +247,7 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
             rc = cli_fail("embed", st);
         } else {
             for (size_t i = 0; i < ntexts; i++) print_result(i, ntok[i], out + i * dim, dim);
-            if (fflush(stdout) != 0) rc = 1;
+            if (cli_stdout_check()) rc = 1;
         }
         free(out);
         free(ntok);

@@ -71,14 +71,19 @@ static void clear_line(index_ui *ui) {
 
 static void on_event(void *ud, modattn_index_event ev, const char *path, const char *msg) {
     index_ui *ui = ud;
-    char buf[PATH_MAX];
-    const char *shown = cli_display_path(path, buf, sizeof buf);
+    char buf[PATH_MAX], tshown[4 * PATH_MAX], tmsg[4096];
+    const char *rel = cli_rel_path(path, buf, sizeof buf);
     if (ev == MODATTN_INDEX_ERROR || ev == MODATTN_INDEX_SKIPPED) {
         json_t *list = ev == MODATTN_INDEX_ERROR ? ui->errors : ui->skipped;
-        json_t *o = json_pack("{s:s, s:s}", "path", shown, ev == MODATTN_INDEX_ERROR ? "message" : "reason", msg);
-        if (!o || json_array_append_new(list, o)) ui->oom = 1;
+        json_t *o = json_object();
+        if (!o || cli_json_set_path(o, "path", rel) ||
+            json_object_set_new(o, ev == MODATTN_INDEX_ERROR ? "message" : "reason", cli_json_text(msg)) ||
+            json_array_append_new(list, o))
+            ui->oom = 1;
     }
     if (ui->json) return;
+    const char *shown = cli_term_text(rel, tshown, sizeof tshown);
+    msg = cli_term_text(msg, tmsg, sizeof tmsg);
     if (ev == MODATTN_INDEX_ERROR || (ev != MODATTN_INDEX_INDEXED && !ui->quiet)) {
         clear_line(ui);
         if (ev == MODATTN_INDEX_SKIPPED) fprintf(stderr, "modattn: index: %s: skipped (%s)\n", shown, msg);
@@ -253,13 +258,14 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     } else {
         char dbuf[PATH_MAX];
         char *abs_db = modattn_path_absolute(db);
-        const char *db_shown = abs_db ? cli_display_path(abs_db, dbuf, sizeof dbuf) : db;
+        const char *db_rel = abs_db ? cli_rel_path(abs_db, dbuf, sizeof dbuf) : db;
+        char db_shown[4 * PATH_MAX], tvf[4096];
         /* DB.vec, what `search` maps: a failure to write it costs searches speed, not results */
         char vf[400];
         if (s.vector_file_error[0]) {
             snprintf(vf, sizeof vf, "not written: %s", s.vector_file_error);
             fprintf(stderr, "modattn: index: warning: the vector file was not written (searches will read the store, "
-                            "slower): %s\n", s.vector_file_error);
+                            "slower): %s\n", cli_term_text(s.vector_file_error, tvf, sizeof tvf));
         } else snprintf(vf, sizeof vf, "%s", !s.vector_file_written ? "current"
                                              : s.vector_file_appended ? "appended" : "written");
         if (json) {
@@ -271,26 +277,28 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                                   "files_pruned", (json_int_t)s.files_pruned,
                                   "chunks_embedded", (json_int_t)s.chunks_embedded,
                                   "tokens_embedded", (json_int_t)s.tokens_embedded,
-                                  "seconds", secs, "db", db_shown,
+                                  "seconds", secs, "db", "",
                                   "errors", ui.errors, "skipped", ui.skipped);
-            if (j) json_object_set_new(j, "vector_file", json_string(vf));
+            if (j && cli_json_set_path(j, "db", db_rel)) json_decref(j), j = NULL;
+            if (j) json_object_set_new(j, "vector_file", cli_json_text(vf));
             if (j && s.vector_file_appended) {
                 json_object_set_new(j, "vector_file_rows_added", json_integer((json_int_t)s.vector_file_rows_added));
                 json_object_set_new(j, "vector_file_rows_masked", json_integer((json_int_t)s.vector_file_rows_masked));
             }
             if (j && s.vector_file_written && !s.vector_file_appended && s.vector_file_reason[0])
-                json_object_set_new(j, "vector_file_reason", json_string(s.vector_file_reason));
+                json_object_set_new(j, "vector_file_reason", cli_json_text(s.vector_file_reason));
             char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
             if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
                 modattn_json_free(text);
                 text = NULL;
-                rc = cli_fail("index: writing JSON", MODATTN_ENOMEM);
+                rc = cli_json_fail("index: writing JSON");
             } else {
                 puts(text);
                 modattn_json_free(text);
             }
             json_decref(j);
         } else {
+            cli_term_text(db_rel, db_shown, sizeof db_shown);
             printf("%s: %llu files seen: %llu indexed (%llu chunks, %llu tokens, %.0f tokens/s), "
                    "%llu unchanged, %llu skipped",
                    db_shown, (unsigned long long)s.files_seen,
@@ -303,7 +311,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             printf(" in %.1f s\n", secs);
         }
         modattn_free(abs_db);
-        if (fflush(stdout) != 0) rc = 1;
+        if (cli_stdout_check()) rc = 1;
         else if (s.errors) rc = 3;
     }
     json_decref(ui.errors);

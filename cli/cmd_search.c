@@ -158,9 +158,10 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     int rc = 0;
     modattn_search_info info;
     st = modattn_search_ex(store, model, query, (size_t)k, modattn_ctx_exec(ctx), &res, &n, &info);
+    char nbuf[4 * sizeof info.note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */
         fprintf(stderr, "modattn: note: searching the store itself (slower): %s; `modattn index` rewrites the vector file\n",
-                info.note);
+                cli_term_text(info.note, nbuf, sizeof nbuf));
     if (st) {
         rc = cli_fail("search", st);
     } else if (json) {
@@ -169,12 +170,14 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         for (size_t i = 0; i < n && !bad; i++) {
             char pbuf[PATH_MAX];
             const modattn_store_chunk *c = &res[i].chunk;
-            json_t *o = json_pack("{s:i, s:f, s:s, s:I, s:I, s:I, s:I, s:s}", "rank", res[i].rank,
-                                  "score", (double)res[i].score, "path",
-                                  cli_display_path(c->path, pbuf, sizeof pbuf), "start",
-                                  (json_int_t)c->start, "end", (json_int_t)c->end, "line",
-                                  (json_int_t)c->line, "page", (json_int_t)c->page, "text", c->text);
-            if (!o || json_array_append_new(arr, o)) bad = 1;
+            json_t *o = json_pack("{s:i, s:f}", "rank", res[i].rank, "score", (double)res[i].score);
+            if (!o || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
+                json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
+                json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
+                json_object_set_new(o, "line", json_integer((json_int_t)c->line)) ||
+                json_object_set_new(o, "page", json_integer((json_int_t)c->page)) ||
+                json_object_set_new(o, "text", cli_json_text(c->text)) || json_array_append_new(arr, o))
+                bad = 1;
         }
         json_t *j = bad ? NULL : json_pack("{s:o}", "results", arr);
         if (bad) json_decref(arr);
@@ -182,7 +185,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         if (modattn_json_take_failure() != 0 || !text) {
             modattn_json_free(text);
             text = NULL;
-            rc = cli_fail("search: writing JSON", MODATTN_ENOMEM);
+            rc = cli_json_fail("search: writing JSON");
         } else {
             puts(text);
             modattn_json_free(text);
@@ -191,7 +194,8 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     } else {
         if (n == 0) printf("no results: the store is empty\n");
         for (size_t i = 0; i < n; i++) {
-            char pbuf[PATH_MAX], snip[SNIPPET_BYTES + 16], loc[96];
+            char pbuf[PATH_MAX], snip[SNIPPET_BYTES + 16], loc[96], safe[4 * (SNIPPET_BYTES + 16)];
+            char spath[4 * PATH_MAX];
             const modattn_store_chunk *c = &res[i].chunk;
             if (c->page > 0)
                 snprintf(loc, sizeof loc, "page %lld, bytes %lld-%lld", (long long)c->page,
@@ -204,10 +208,11 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
                          (long long)c->end);
             snippet(c->text, snip, sizeof snip);
             printf("%2d. %.4f  %s  (%s)\n    %s\n", res[i].rank, (double)res[i].score,
-                   cli_display_path(c->path, pbuf, sizeof pbuf), loc, snip);
+                   cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc,
+                   cli_term_text(snip, safe, sizeof safe));
         }
     }
-    if (fflush(stdout) != 0) rc = 1;
+    if (cli_stdout_check()) rc = 1;
     modattn_search_results_free(res, n);
     modattn_model_free(model);
     modattn_store_close(store);

@@ -98,7 +98,7 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
                              "fallbacks", (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
     char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (modattn_json_take_failure() != 0 || !txt) cli_fail("--stats: writing JSON", MODATTN_ENOMEM);
+    if (modattn_json_take_failure() != 0 || !txt) cli_json_fail("--stats: writing JSON");
     else fprintf(f, "{\"stats\": %s}\n", txt);
     modattn_json_free(txt);
 }
@@ -152,7 +152,8 @@ bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg,
 
 int cli_fail(const char *what, int status) {
     const char *msg = modattn_last_error();
-    fprintf(stderr, "modattn: %s: %s\n", what, msg && *msg ? msg : modattn_strerror(status));
+    char safe[4096];
+    fprintf(stderr, "modattn: %s: %s\n", what, cli_term_text(msg && *msg ? msg : modattn_strerror(status), safe, sizeof safe));
     return 1;
 }
 
@@ -250,12 +251,12 @@ int main(int argc, char **argv) {
     if (nrest == 0 || (cli_is_help(rest[0]))) {
         usage(nrest == 0 ? stderr : stdout, g.prog);
         free(rest);
-        return nrest == 0 ? 2 : 0;
+        return cli_finish_stdout(nrest == 0 ? 2 : 0);
     }
     if (strcmp(rest[0], "--version") == 0) {
         printf("modattn %s\n", MODATTN_VERSION_STRING);
         free(rest);
-        return 0;
+        return cli_finish_stdout(0);
     }
     const cli_command *cmd = NULL;
     for (size_t i = 0; i < sizeof k_commands / sizeof *k_commands; i++)
@@ -298,5 +299,5 @@ int main(int argc, char **argv) {
         modattn_trace_clear();
     }
     free(rest);
-    return rc;
+    return cli_finish_stdout(rc);
 }
