@@ -14,6 +14,9 @@
 #include "core/alloc_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -205,9 +208,22 @@ int modattn_json_load_file(const char *path, size_t flags, json_t **out, json_er
     if (err) memset(err, 0, sizeof *err);
     if (!path) return modattn_error(MODATTN_EINVAL, "modattn_json_load_file: path is NULL");
     json_src s = {0};
-    s.file = fopen(path, "rb");
+    /* O_NONBLOCK, then only a regular file: a FIFO in a model folder must not hang the load */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        close(fd);
+        if (err) {
+            err->line = err->column = -1;
+            snprintf(err->source, sizeof err->source, "%s", path);
+            set_err(err, json_error_cannot_open_file, "%s is not a regular file", path);
+        }
+        return modattn_error(MODATTN_EIO, "%s: not a regular file", path);
+    }
+    s.file = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!s.file) {
         int e = errno;
+        if (fd >= 0) close(fd);
         if (err) {
             err->line = err->column = -1;
             snprintf(err->source, sizeof err->source, "%s", path);

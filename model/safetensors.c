@@ -332,7 +332,8 @@ int modattn__st_parse(const void *bytes, size_t len, const char *name, modattn_s
 
 int modattn__st_open(const char *path, modattn_st_file **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO in the file's place is refused below instead of waiting for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return modattn_error(MODATTN_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {

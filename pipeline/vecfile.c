@@ -425,6 +425,10 @@ static void read_header(int fd, vec_header *h, uint64_t *size, char *why, size_t
     unsigned char page[VEC_HEADER];
     for (int attempt = 0; attempt < 3; attempt++) {
         struct stat sb;
+        if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            snprintf(why, len, "not a regular file");
+            return;
+        }
         if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)VEC_HEADER) {
             snprintf(why, len, "shorter than its header (%lld bytes)", (long long)sb.st_size);
             return;
@@ -477,7 +481,7 @@ static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *
     uint64_t gen = 0, size = 0;
     int st = store_identity(s, name, hash, &dim, &gen);
     if (st) return st < 0 ? st : -st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO there must not block */
     if (fd < 0) {
         snprintf(why, len, "%s: %s", path, strerror(errno));
         return 0;
@@ -656,7 +660,7 @@ int modattn_store_update_vector_file(modattn_store *s, modattn_vecfile_update *u
     size_t dim = 0;
     uint64_t gen = 0, size = 0;
     if ((st = store_identity(s, name, hash, &dim, &gen))) goto out;
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         snprintf(u->reason, sizeof u->reason, "%s (%s)", errno == ENOENT ? "there was none" : "cannot open it",
                  strerror(errno));

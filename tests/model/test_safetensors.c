@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <jansson.h>
 
 #include "model/safetensors.h"
 #include "modattn/core.h"
@@ -273,6 +275,21 @@ static void test_file(void) {
     /* missing file, a directory, a bad file on disk */
     CHECK_ERR(modattn__st_open("/nonexistent/x.safetensors", &f), MODATTN_EIO, "x.safetensors");
     CHECK_ERR(modattn__st_open(dir, &f), MODATTN_EIO, "not a regular file");
+    /* a FIFO in the file's place (issue 18): refused at once, never a wait for a writer (the
+     * alarm turns a hang into a failure) */
+    {
+        char fifo[600];
+        snprintf(fifo, sizeof fifo, "%s/fifo.safetensors", dir);
+        CHECK(mkfifo(fifo, 0600) == 0);
+        alarm(20);
+        CHECK_ERR(modattn__st_open(fifo, &f), MODATTN_EIO, "not a regular file");
+        json_t *j = NULL;
+        CHECK_ERR(modattn_json_load_file(fifo, 0, &j, NULL), MODATTN_EIO, "not a regular file");
+        CHECK(j == NULL);
+        CHECK_ERR(modattn_json_load_file(dir, 0, &j, NULL), MODATTN_EIO, "not a regular file");
+        alarm(0);
+        unlink(fifo);
+    }
     fp = fopen(path, "wb");
     if (fp) {
         fwrite(m.b, 1, m.len - 1, fp); /* one byte short */

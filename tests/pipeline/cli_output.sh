@@ -5,7 +5,8 @@
 #   2. file names that are not UTF-8: `index --json` and `search --json` give valid JSON with the
 #      name lossless in "path_bytes" (hex) and U+FFFD in "path"; text output shows \xHH;
 #   3. terminal safety: escape sequences inside a file's text or name never reach the terminal
-#      raw in human-readable output (escaped as \xHH there; JSON escapes them itself).
+#      raw in human-readable output (escaped as \xHH there; JSON escapes them itself);
+#   5. a FIFO in a model folder is refused with "not a regular file", never waited on.
 set -u
 BIN=$1
 MODEL=$2
@@ -97,6 +98,17 @@ full "search --help" search --help
 # a closed pipe with SIGPIPE ignored: EPIPE, said nothing (SIGPIPE itself ends the process quietly)
 ( trap '' PIPE; "$BIN" search --json --model "$MODEL" --db "$DB" "how are vectors stored" 2> "$T/pipe.err" | true )
 if [ -s "$T/pipe.err" ]; then bad "closed pipe: something was said: $(cat "$T/pipe.err")"; else ok; fi
+
+# ---- 5 (issue 18): a FIFO in a model folder is refused at once, never waited on
+for f in tokenizer.json model.safetensors config.json; do
+  rm -rf "$T/m"; mkdir -p "$T/m"
+  for x in "$(cd "$MODEL" && pwd)"/*; do ln -s "$x" "$T/m/"; done
+  rm -f "$T/m/$f"; mkfifo "$T/m/$f"
+  timeout 30 "$BIN" embed --model "$T/m" "one text" > /dev/null 2> "$T/fifo.err"
+  rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "not a regular file" "$T/fifo.err"; then ok
+  else bad "a FIFO as $f: rc $rc (124: it hung), stderr: $(head -c 300 "$T/fifo.err")"; fi
+done
 
 echo "cli_output: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
