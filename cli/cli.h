@@ -83,4 +83,15 @@ int cli_json_fail(const char *what);
 int cli_stdout_check(void);
 int cli_finish_stdout(int rc);
 
+/* Option values (cli/cli_args.c): 0, or -1 having said on stderr what OPT wants (a usage error:
+ * exit 2). Empty values, trailing characters and overflow are refused. */
+int cli_parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out);
+int cli_parse_u64(const char *opt, const char *v, uint64_t *out); /* decimal or 0x; no sign */
+int cli_parse_double(const char *opt, const char *v, double lo, double hi, bool lo_open, double *out);
+/* Exactly n comma-separated integers in [lo, hi] into v: 0, else -1 (says nothing). */
+int cli_parse_ints(const char *s, int64_t *v, int n, int64_t lo, int64_t hi);
+/* A file the run will write at its end (--trace): its folder exists and is writable, and the file,
+ * if there, is writable and not a folder. Checked at start-up, before hours of work. */
+int cli_check_output_path(const char *opt, const char *path);
+
 #endif

@@ -82,7 +82,7 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
 
 int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     bool json = false, verbose = false;
-    unsigned long long seed = 0;
+    uint64_t seed = 0;
     const char *only = NULL;
     int max_configs = 0;
     for (int i = 1; i < argc; i++) {
@@ -102,15 +102,12 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) verbose = true;
         else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) only = argv[++i];
         else if (strncmp(argv[i], "--backend=", 10) == 0) only = argv[i] + 10;
-        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
-        else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v <= 0) {
-                fprintf(stderr, "modattn check: --configs needs a positive count\n");
-                return 2;
-            }
-            max_configs = (int)(v > 1000000 ? 1000000 : v);
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
+            if (cli_parse_u64("check: --seed", argv[++i], &seed) != 0) return 2;
+        } else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
+            long long v;
+            if (cli_parse_ll("check: --configs", argv[++i], 1, 1000000, &v) != 0) return 2;
+            max_configs = (int)v;
         } else {
             fprintf(stderr, "modattn check: unknown option '%s' (see --help)\n", argv[i]);
             return 2;
@@ -132,6 +129,10 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     modattn_conformance_result res[64];
     size_t n = 0;
     int st = modattn_conformance_run(ctx, &o, res, 64, &n);
+    if (st == MODATTN_ENOTFOUND && only) { /* --backend names nothing: a usage error */
+        cli_fail("check", st);
+        return 2;
+    }
     if (st) return cli_fail("check", st);
     int failed = 0;
     for (size_t i = 0; i < n; i++) failed += res[i].failed;
@@ -165,20 +166,7 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
 
 /* --------------------------------------------------------------- explain */
 
-static int parse_shape(const char *s, int64_t v[6]) {
-    int k = 0;
-    const char *p = s;
-    while (k < 6) {
-        char *end;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || x < 0 || x > (1ll << 40)) return -1;
-        v[k++] = x;
-        if (*end == '\0') break;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-    return k == 6 && p[strcspn(p, ",")] == '\0' ? 0 : -1;
-}
+static int parse_shape(const char *s, int64_t v[6]) { return cli_parse_ints(s, v, 6, 0, (int64_t)1 << 40); }
 
 /* Under --attn tune, explain measures: one call on random tensors of the shape makes the
  * dispatcher time the capable implementations (or reuse the cached times). */

@@ -29,20 +29,6 @@ static void usage(void) {
            "Runs each case for at least --min-time seconds (default 0.5) and reports the median.\n");
 }
 
-static int parse6(const char *s, int64_t v[6]) {
-    int k = 0;
-    const char *p = s;
-    while (k < 6) {
-        char *end;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || x <= 0 || x > (1 << 20)) return -1;
-        v[k++] = x;
-        if (*end == '\0') break;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-    return k == 6 && strchr(p, ',') == NULL ? 0 : -1;
-}
 
 static uint64_t rng_state = 0x1234567ull;
 static float rnd(void) {
@@ -101,7 +87,7 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
     bench_shape shapes[64];
     int nshapes = 0;
     const char *env_peak = getenv("MODATTN_PEAK_GFLOPS");
-    if (env_peak) peak = atof(env_peak);
+    if (env_peak && cli_parse_double("MODATTN_PEAK_GFLOPS", env_peak, 0, 1e9, true, &peak) != 0) return 2;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *val = (i + 1 < argc) ? argv[i + 1] : NULL;
@@ -111,12 +97,16 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
         } else if (strcmp(a, "--json") == 0) json = true;
         else if (strcmp(a, "--causal") == 0) causal = true;
         else if (strcmp(a, "--backend") == 0 && val) backends = argv[++i];
-        else if (strcmp(a, "--min-time") == 0 && val) min_time = atof(argv[++i]);
-        else if (strcmp(a, "--peak") == 0 && val) peak = atof(argv[++i]);
-        else if (strcmp(a, "--max-gflop") == 0 && val) max_gflop = atof(argv[++i]);
+        else if (strcmp(a, "--min-time") == 0 && val) {
+            if (cli_parse_double("bench attn: --min-time (seconds)", argv[++i], 0, 600, false, &min_time) != 0) return 2;
+        } else if (strcmp(a, "--peak") == 0 && val) {
+            if (cli_parse_double("bench attn: --peak (GFLOP/s)", argv[++i], 0, 1e9, true, &peak) != 0) return 2;
+        } else if (strcmp(a, "--max-gflop") == 0 && val) {
+            if (cli_parse_double("bench attn: --max-gflop", argv[++i], 0, 1e12, true, &max_gflop) != 0) return 2;
+        }
         else if (strcmp(a, "--shape") == 0 && val) {
             int64_t v[6];
-            if (parse6(argv[++i], v) != 0 || v[1] % v[2] != 0 || nshapes == 64) {
+            if (cli_parse_ints(argv[++i], v, 6, 1, 1 << 20) != 0 || v[1] % v[2] != 0 || nshapes == 64) {
                 fprintf(stderr, "modattn bench attn: --shape wants B,Hq,Hkv,Sq,Sk,D: six positive integers, Hq a "
                                 "multiple of Hkv (at most 64 shapes), got '%s'\n", argv[i]);
                 return 2;

@@ -40,7 +40,8 @@ static void usage(FILE *f, const char *prog) {
             "                     refusing the model (slow: its data crosses to the host on every call;\n"
             "                     said on stderr, counted in --stats, traced; also $MODATTN_HOST_FALLBACK=1)\n"
             "  --trace FILE       write a Chrome/Perfetto trace of the run to FILE\n"
-            "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes)\n"
+            "  --mem-budget SIZE  fail cleanly past SIZE bytes in use (K, M, G suffixes; 0 = no limit,\n"
+            "                     the default)\n"
             "  --stats            at exit, print per-implementation calls, time, GFLOP/s and fallbacks,\n"
             "                     and current/peak memory per category, to stderr (JSON with --json)\n"
             "  -h, --help         this help; `%s COMMAND --help` for a command's\n"
@@ -191,17 +192,19 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
             }
             val = argv[++*i];
         } else continue;
+        if (k != 1 && k != 3 && !*val) {
+            fprintf(stderr, "modattn: %s: an empty value (see --help)\n", names[k]);
+            return -1;
+        }
         if (k == 0) g->attn = val;
         else if (k == 1) {
-            char *end;
-            long t = strtol(val, &end, 10);
-            if (*end || t < 0 || t > 1024) {
-                fprintf(stderr, "modattn: --threads: '%s' is not a thread count (0..1024; 0 = all CPUs)\n", val);
-                return -1;
-            }
+            long long t;
+            if (cli_parse_ll("--threads (0 = all CPUs)", val, 0, 1024, &t) != 0) return -1;
             g->threads = (int)t;
-        } else if (k == 2) g->trace = val;
-        else if (k == 4) g->device = val;
+        } else if (k == 2) {
+            if (cli_check_output_path("--trace", val) != 0) return -1; /* now, not after the work */
+            g->trace = val;
+        } else if (k == 4) g->device = val;
         else {
             if (modattn_parse_bytes(val, &g->mem_budget) != 0) {
                 fprintf(stderr, "modattn: --mem-budget: %s\n", modattn_last_error());

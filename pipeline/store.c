@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "modattn/core.h"
@@ -251,6 +252,19 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
                                  path);
         if (errno != ENOENT)
             return modattn_error(MODATTN_EIO, "%s: %s", path, strerror(errno));
+        /* to be created: its folder must be there (else SQLite's "unable to open database file") */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        char *slash = strrchr(dir, '/');
+        if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        struct stat db;
+        if (stat(dir, &db) != 0 || !S_ISDIR(db.st_mode))
+            return modattn_error(MODATTN_ENOTFOUND, "%s: the folder '%s' %s", path, dir,
+                                 stat(dir, &db) != 0 ? "does not exist" : "is not a folder");
+        if (access(dir, W_OK) != 0)
+            return modattn_error(MODATTN_EIO, "%s: cannot create the store in the folder '%s': %s", path, dir,
+                                 strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
         return modattn_error(MODATTN_EINVAL, "%s: not a regular file", path);
     }

@@ -39,9 +39,9 @@ expect 0 "usage: modattn explain" -- "$BIN" explain --help
 json_check "any(i['name']=='reference' and i['available'] for i in j['implementations'])" -- "$BIN" backends --json
 json_check "len(j['implementations'])==1 and j['implementations'][0]['name']=='reference' and j['implementations'][0]['passed']>=500 and j['implementations'][0]['failed']==0" -- "$BIN" check --backend reference --json
 expect 0 "OK" -- "$BIN" --threads 1 check --backend reference --configs 50
-expect 1 "no implementation named 'nope'" -- "$BIN" check --backend nope
+expect 2 "no implementation named 'nope'" -- "$BIN" check --backend nope
 expect 1 "no implementation named 'nope'" -- "$BIN" --attn nope backends
-expect 2 "not a thread count" -- "$BIN" --threads lots backends
+expect 2 "--threads (0 = all CPUs): 'lots'" -- "$BIN" --threads lots backends
 expect 2 "--attn needs a value" -- "$BIN" backends --attn
 expect 2 "unknown option" -- "$BIN" check --frob
 expect 0 "chosen" -- "$BIN" explain --shape 1,12,12,128,128,32
@@ -72,6 +72,27 @@ expect 0 "attention implementations" -- "$BIN" --stats --trace "$tr" check --bac
 if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if any(e['name']=='attention' and e['args']['impl']=='reference' for e in j['traceEvents']) else 1)" "$tr"; then ok; else bad "trace has no attention spans"; fi
 rm -f "$tr"
 expect 1 "budget" -- "$BIN" --mem-budget 1K check --backend reference --configs 5
+
+# values that are empty, not numbers, out of range or one too many are usage errors (exit 2) that
+# name the option (issue 18, class 10); --trace is checked before any work
+expect 2 "--threads" -- "$BIN" --threads "" backends
+expect 2 "--attn: an empty value" -- "$BIN" --attn "" backends
+expect 2 "--device: an empty value" -- "$BIN" --device "" backends
+expect 2 "--seed: 'abc'" -- "$BIN" check --seed abc
+expect 2 "--seed: '-1'" -- "$BIN" check --seed -1
+expect 2 "--seed: '99999999999999999999999'" -- "$BIN" check --seed 99999999999999999999999
+expect 2 "--configs: '0'" -- "$BIN" check --configs 0
+expect 2 "no implementation named 'nosuch'" -- "$BIN" check --backend nosuch
+expect 2 "--max-gflop: '-1'" -- "$BIN" bench attn --max-gflop -1
+expect 2 "--peak (GFLOP/s): '-5'" -- "$BIN" bench attn --peak -5
+expect 2 "--min-time (seconds): 'x'" -- "$BIN" bench attn --min-time x --shape 1,1,1,16,16,16
+expect 2 "--shape wants" -- "$BIN" bench attn --shape 1,2,2,64,64,32,7
+expect 2 "--shape B,Hq,Hkv,Sq,Sk,D is required" -- "$BIN" explain --shape 1,2,2,64,64,32,7
+expect 2 "--shape B,Hq,Hkv,Sq,Sk,D is required" -- "$BIN" explain --shape 1,2,2,64,64,
+expect 2 "--trace: the folder '/nonexistent-dir' does not exist" -- "$BIN" --trace /nonexistent-dir/t.json check --backend reference
+expect 2 "it is a folder" -- "$BIN" --trace /tmp backends
+expect 0 "OK" -- "$BIN" check --backend reference --configs 5 --seed 0x10
+expect 0 "OK" -- "$BIN" --mem-budget 0 check --backend reference --configs 5
 
 echo "cli_attn: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -9,6 +9,8 @@
 #include "test_util.h"
 
 #include <fcntl.h>
+#include <jansson.h>
+#include <string.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -200,6 +202,54 @@ static void store_mutants(void) {
     free(orig);
 }
 
+/* Weights must be finite (issue 18): a copy of the real weights with one NaN, then one +inf, at a
+ * known element is refused, naming the tensor and the element; the copy restored loads again. */
+static void nonfinite_weights(void) {
+    size_t n;
+    unsigned char *w = slurp(".models/all-MiniLM-L6-v2/model.safetensors", &n);
+    CHECK(w != NULL && n > 8);
+    if (!w) return;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | w[i];
+    json_t *h = NULL;
+    CHECK(modattn_json_loadb((const char *)w + 8, (size_t)hlen, 0, &h, NULL) == 0);
+    static const struct { const char *tensor; size_t row, col, cols; uint32_t bits; const char *want; } cases[] = {
+        {"encoder.layer.3.intermediate.dense.weight", 5, 7, 384, 0x7fc00000u, "element [5, 7] is NaN"},
+        {"encoder.layer.0.attention.output.LayerNorm.bias", 0, 100, 1, 0x7f800000u, "element [100] is +inf"},
+        {"embeddings.word_embeddings.weight", 30521, 383, 384, 0xff800000u, "element [30521, 383] is -inf"},
+    };
+    char path[600];
+    snprintf(path, sizeof path, "%s/m/model.safetensors", g_tmp);
+    for (size_t c = 0; h && c < sizeof cases / sizeof *cases; c++) {
+        json_t *t = json_object_get(h, cases[c].tensor);
+        json_t *off = t ? json_object_get(t, "data_offsets") : NULL;
+        CHECK(off != NULL);
+        if (!off) continue;
+        size_t at = 8 + (size_t)hlen + (size_t)json_integer_value(json_array_get(off, 0)) +
+                    4 * (cases[c].row * cases[c].cols + cases[c].col);
+        unsigned char keep[4];
+        memcpy(keep, w + at, 4);
+        memcpy(w + at, &cases[c].bits, 4);
+        unlink(path);
+        write_file(path, w, n, 0);
+        memcpy(w + at, keep, 4);
+        modattn_model *m = NULL;
+        int st = modattn_model_load(g_ctx, g_model, &m);
+        CHECK_MSG(st == MODATTN_EFORMAT && strstr(modattn_last_error(), cases[c].tensor) &&
+                      strstr(modattn_last_error(), cases[c].want),
+                  "%s: status %d, '%s'", cases[c].tensor, st, modattn_last_error());
+        modattn_model_free(m);
+    }
+    unlink(path);
+    write_file(path, w, n, 0);
+    modattn_model *m = NULL;
+    CHECK_MSG(modattn_model_load(g_ctx, g_model, &m) == 0, "restored weights: %s", modattn_last_error());
+    modattn_model_free(m);
+    json_decref(h);
+    free(w);
+    make_model_dir(); /* links again */
+}
+
 int main(void) {
     struct stat sb;
     if (stat(".models/all-MiniLM-L6-v2/model.safetensors", &sb) != 0) {
@@ -246,6 +296,7 @@ int main(void) {
     free(tiny);
 
     store_mutants();
+    nonfinite_weights();
 
     printf("model mutants: %d loaded, %d rejected\n", g_loaded, g_rejected);
     CHECK(g_rejected > 0);

@@ -6,7 +6,8 @@
 #      name lossless in "path_bytes" (hex) and U+FFFD in "path"; text output shows \xHH;
 #   3. terminal safety: escape sequences inside a file's text or name never reach the terminal
 #      raw in human-readable output (escaped as \xHH there; JSON escapes them itself);
-#   5. a FIFO in a model folder is refused with "not a regular file", never waited on.
+#   5. a FIFO in a model folder is refused with "not a regular file", never waited on;
+#  11. --db in a folder that does not exist says so.
 set -u
 BIN=$1
 MODEL=$2
@@ -109,6 +110,12 @@ for f in tokenizer.json model.safetensors config.json; do
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "not a regular file" "$T/fifo.err"; then ok
   else bad "a FIFO as $f: rc $rc (124: it hung), stderr: $(head -c 300 "$T/fifo.err")"; fi
 done
+
+# ---- 11 (issue 18): a store in a folder that is not there names the folder, and creates nothing
+"$BIN" index --model "$MODEL" --db "$T/nodir/x.db" "$T/docs" > /dev/null 2> "$T/nodir.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "the folder '$T/nodir' does not exist" "$T/nodir.err" && [ ! -e "$T/nodir" ]; then ok
+else bad "--db in a missing folder: rc $rc, $(cat "$T/nodir.err")"; fi
 
 echo "cli_output: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
