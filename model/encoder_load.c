@@ -1,9 +1,12 @@
 /* model/encoder_load.c — loading a BERT-family model directory: configuration, the mapped
  * weights (validated shapes, QKV concatenated), the tokenizer, and the weights' move to the
  * device the model runs on (encoder_device.c: GEMMs prepared once there); freeing it. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "model/encoder_internal.h"
@@ -19,6 +22,51 @@ static int own(modattn_model *m, float *p) {
     m->owned = n;
     m->owned[m->nowned++] = p;
     return 0;
+}
+
+/* info.identity: XXH3 over a fixed-layout record of what makes the vectors (see model.h), with
+ * tokenizer.json's bytes hashed in. */
+static int model_identity(modattn_model *m, const char *tokenizer_path) {
+    struct {
+        char tag[24];
+        uint64_t weights, tokenizer, max_tokens, dim;
+        char model_type[32];
+        int32_t hidden, layers, heads, intermediate, max_positions, type_vocab, vocab, pad_id, act;
+        int32_t lower_case, pooling, normalize;
+        double ln_eps;
+    } r;
+    memset(&r, 0, sizeof r);
+    const modattn__model_config *c = &m->cfg;
+    snprintf(r.tag, sizeof r.tag, "modattn-identity-1");
+    r.weights = m->info.weights_xxh3;
+    r.max_tokens = c->max_tokens, r.dim = c->dim;
+    snprintf(r.model_type, sizeof r.model_type, "%s", c->model_type);
+    r.hidden = c->hidden, r.layers = c->layers, r.heads = c->heads, r.intermediate = c->intermediate;
+    r.max_positions = c->max_positions, r.type_vocab = c->type_vocab, r.vocab = c->vocab, r.pad_id = c->pad_id;
+    r.act = (int32_t)c->act, r.lower_case = c->lower_case, r.pooling = (int32_t)c->pooling;
+    r.normalize = c->normalize, r.ln_eps = c->ln_eps;
+    int fd = open(tokenizer_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return modattn_error(MODATTN_EIO, "%s: cannot open: %s", tokenizer_path, strerror(errno));
+    XXH3_state_t *h = XXH3_createState();
+    int st = h ? 0 : modattn_error(MODATTN_ENOMEM, "hashing %s", tokenizer_path);
+    if (!st) XXH3_64bits_reset(h);
+    unsigned char buf[1 << 16];
+    ssize_t k;
+    while (!st && (k = read(fd, buf, sizeof buf)) != 0) {
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            st = modattn_error(MODATTN_EIO, "%s: cannot read: %s", tokenizer_path, strerror(errno));
+            break;
+        }
+        XXH3_64bits_update(h, buf, (size_t)k);
+    }
+    close(fd);
+    if (!st) {
+        r.tokenizer = XXH3_64bits_digest(h);
+        snprintf(m->info.identity, sizeof m->info.identity, "%016llx", (unsigned long long)XXH3_64bits(&r, sizeof r));
+    }
+    XXH3_freeState(h);
+    return st;
 }
 
 /* The index of the first NaN or infinity among the n floats at p (any alignment), or n. Blocks of
@@ -279,6 +327,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     snprintf(in->weights_hash, sizeof in->weights_hash, "%016llx",
              (unsigned long long)in->weights_xxh3);
     in->weights_bytes = m->st->len;
+    if ((st = model_identity(m, path))) goto fail;
     in->device = m->dev->id;
     *out = m;
     return 0;

@@ -745,7 +745,7 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     r.batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
     if (r.batch > 65536) r.batch = 65536;
 
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim};
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
     if ((st = modattn_store_bind_model(store, &sm))) goto done;
 
     /* the store's own files are never indexed */

@@ -73,7 +73,7 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
     if (!store || !model || !query)
         return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim};
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
     int st = modattn_store_check_model(store, &sm);
     if (st) return st;
     if (k == 0) return 0;

@@ -410,34 +410,69 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
 }
 
 static int model_mismatch(modattn_store *s, const modattn_store_model *m, const char *name,
-                          const char *hash, size_t dim) {
+                          const char *hash, const char *ident, size_t dim) {
+    const bool same_weights = strcmp(hash, m->weights_hash) == 0 && dim == m->dim;
     return modattn_error(MODATTN_EVERSION,
-                         "%s holds embeddings of model %s (weights %s, %zu dimensions), not of "
-                         "the model in use, %s (weights %s, %zu dimensions): vectors of different "
+                         "%s holds embeddings of model %s (weights %s, identity %s, %zu dimensions), not of "
+                         "the model in use, %s (weights %s, identity %s, %zu dimensions)%s: vectors of different "
                          "models cannot be compared. Use --model with the store's model, or "
                          "another --db for this one",
-                         s->path, name, hash, dim, m->name, m->weights_hash, m->dim);
+                         s->path, name, hash, ident[0] ? ident : "not recorded", dim, m->name, m->weights_hash,
+                         m->identity ? m->identity : "?", m->dim,
+                         same_weights ? " (the same weights, but a configuration, pooling, normalisation, "
+                                        "sequence length or tokenizer that changes the vectors)" : "");
 }
 
-int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
+/* Compares by identity (and dim) when the store has one recorded, else by weights and dim; the
+ * name never counts. *recorded: the store has an identity. */
+static int check_model(modattn_store *s, const modattn_store_model *m, bool *recorded) {
     if (!s || !m || !m->name || !m->weights_hash || !m->dim)
         return modattn_error(MODATTN_EINVAL, "modattn_store_check_model: NULL argument");
-    char name[256], hash[17];
+    char name[256], hash[17], ident[32] = "";
     size_t dim = 0;
     int st = modattn_store_get_model(s, name, sizeof name, hash, &dim);
     if (st) return st;
-    if (strcmp(name, m->name) != 0 || strcmp(hash, m->weights_hash) != 0 || dim != m->dim)
-        return model_mismatch(s, m, name, hash, dim);
-    return 0;
+    bool found = false;
+    if ((st = meta_get(s, "model_identity", ident, sizeof ident, &found))) return st;
+    if (!found) ident[0] = '\0';
+    *recorded = found;
+    bool same = dim == m->dim && (found && m->identity ? strcmp(ident, m->identity) == 0
+                                                       : strcmp(hash, m->weights_hash) == 0);
+    return same ? 0 : model_mismatch(s, m, name, hash, ident, dim);
+}
+
+int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
+    bool recorded;
+    return check_model(s, m, &recorded);
 }
 
 int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
-    int st = modattn_store_check_model(s, m);
+    bool recorded = false;
+    int st = check_model(s, m, &recorded);
+    if (st == 0 && !recorded && m->identity && !s->readonly) {
+        /* a store from before identities, matched by weights and dim: record this one's */
+        if ((st = exec_sql(s, "BEGIN IMMEDIATE", "recording the model's identity"))) return st;
+        sqlite3_stmt *q = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES ('model_identity', ?1)",
+                                    -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(q, 1, m->identity, -1, SQLITE_STATIC);
+            rc = sqlite3_step(q);
+            if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+        if (rc != SQLITE_OK) {
+            st = sq_err(s, rc, "recording the model's identity");
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+            return st;
+        }
+        return exec_sql(s, "COMMIT", "recording the model's identity");
+    }
     if (st != MODATTN_ENOTFOUND) return st;
     if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: opened read-only", s->path);
     if ((st = exec_sql(s, "BEGIN IMMEDIATE", "recording the model"))) return st;
     /* somebody may have bound it meanwhile */
-    st = modattn_store_check_model(s, m);
+    st = check_model(s, m, &recorded);
     if (st != MODATTN_ENOTFOUND) {
         int e = end_read_tx(s);
         return st ? st : e;
@@ -455,7 +490,9 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
     sqlite3_finalize(q);
     int64_t id = sqlite3_last_insert_rowid(s->db);
     if (rc == SQLITE_OK) {
-        rc = sqlite3_prepare_v2(s->db, "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
+        rc = sqlite3_prepare_v2(s->db, m->identity ? "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
+                                "('model_weights_hash', ?2), ('model_dim', ?3), ('model_identity', ?4)"
+                                : "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
                                 "('model_weights_hash', ?2), ('model_dim', ?3)", -1, &q, NULL);
         if (rc == SQLITE_OK) {
             char dbuf[32];
@@ -463,6 +500,7 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
             sqlite3_bind_text(q, 1, m->name, -1, SQLITE_STATIC);
             sqlite3_bind_text(q, 2, m->weights_hash, -1, SQLITE_STATIC);
             sqlite3_bind_text(q, 3, dbuf, -1, SQLITE_STATIC);
+            if (m->identity) sqlite3_bind_text(q, 4, m->identity, -1, SQLITE_STATIC);
             rc = sqlite3_step(q);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }

@@ -66,6 +66,11 @@ typedef struct modattn_model_info {
     uint64_t weights_xxh3;   /* XXH3_64bits of model.safetensors (store compatibility checks) */
     char weights_hash[17];   /* the same, 16 lowercase hex digits */
     uint64_t weights_bytes;  /* size of model.safetensors */
+    /* The model's identity, what a store checks: 16 hex digits of XXH3 over the weights' hash,
+     * every setting that changes the vectors (architecture sizes, activation, layer-norm epsilon,
+     * max_seq_length, pooling, normalisation, lower-casing) and tokenizer.json's bytes. Never the
+     * folder's name or path: the same model through a link or a renamed copy is the same model. */
+    char identity[17];
     modattn_device device;   /* where the weights and the whole forward pass live (the GEMMs,
                               * norms, pooling and attention all run there) */
     unsigned host_fallback_ops; /* bit (1u << modattn_op) for each op that runs on the host

@@ -57,6 +57,10 @@ typedef struct modattn_store_model {
     const char *name;         /* "all-MiniLM-L6-v2" */
     const char *weights_hash; /* 16 hex digits */
     size_t dim;
+    /* modattn_model_info.identity (16 hex digits): what is compared, with dim; the name is a
+     * label. NULL: only weights_hash and dim are compared. A store made before identities were
+     * recorded is compared by weights and dim, and gains the identity when next bound. */
+    const char *identity;
 } modattn_store_model;
 
 /* Records the model in a store that has none; accepts the same model again; refuses another one

@@ -237,10 +237,10 @@ check "-k larger than the store returns every chunk" jcheck "len(j['results'])==
 
 # ---- another model is refused, for indexing and for search
 cp "$DB" "$T/other.db"
-python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update meta set value='ffffffffffffffff' where key='model_weights_hash'\"); c.execute(\"update models set weights_hash='ffffffffffffffff'\"); c.commit()" "$T/other.db"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update meta set value='ffffffffffffffff' where key in ('model_weights_hash', 'model_identity')\"); c.execute(\"update models set weights_hash='ffffffffffffffff'\"); c.commit()" "$T/other.db"
 out=$("$BIN" index --model "$MODEL" --db "$T/other.db" "$D" 2>&1); rc=$?
 check "index with another model: exit 1 ($rc)" test $rc -eq 1
-check "index with another model: clear message ($out)" grep -q "holds embeddings of model all-MiniLM-L6-v2 (weights ffffffffffffffff, 384 dimensions), not of the model in use" <<<"$out"
+check "index with another model: clear message ($out)" grep -q "holds embeddings of model all-MiniLM-L6-v2 (weights ffffffffffffffff, identity ffffffffffffffff, 384 dimensions), not of the model in use" <<<"$out"
 out=$("$BIN" search --model "$MODEL" --db "$T/other.db" fox 2>&1); rc=$?
 check "search with another model refused ($rc: $out)" test $rc -eq 1 -a -n "$(grep 'cannot be compared' <<<"$out")"
 printf 'not a database at all, only text, long enough for SQLite to look at its header bytes\n' >"$T/text.db"

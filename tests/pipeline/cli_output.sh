@@ -7,6 +7,8 @@
 #   3. terminal safety: escape sequences inside a file's text or name never reach the terminal
 #      raw in human-readable output (escaped as \xHH there; JSON escapes them itself);
 #   5. a FIFO in a model folder is refused with "not a regular file", never waited on;
+#   4. the same model through a link, DIR/. or a renamed copy is accepted; the same weights with
+#      another pooling or layer count are refused;
 #  11. --db in a folder that does not exist says so.
 set -u
 BIN=$1
@@ -109,6 +111,33 @@ for f in tokenizer.json model.safetensors config.json; do
   rc=$?
   if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "not a regular file" "$T/fifo.err"; then ok
   else bad "a FIFO as $f: rc $rc (124: it hung), stderr: $(head -c 300 "$T/fifo.err")"; fi
+done
+
+# ---- 4 (issue 18): a model's identity is its content, never its path
+ABS=$(cd "$MODEL" && pwd)
+mkdir -p "$T/id/renamed-copy" "$T/id/cls" "$T/id/3layers"
+ln -s "$ABS" "$T/id/link"
+for x in "$ABS"/*; do ln -s "$x" "$T/id/renamed-copy/"; done
+for x in "$ABS"/*; do [ "$(basename "$x")" = 1_Pooling ] || ln -s "$x" "$T/id/cls/"; done
+mkdir -p "$T/id/cls/1_Pooling"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['pooling_mode_mean_tokens']=False; c['pooling_mode_cls_token']=True; json.dump(c, open(sys.argv[2],'w'))" "$ABS/1_Pooling/config.json" "$T/id/cls/1_Pooling/config.json"
+for x in "$ABS"/*; do [ "$(basename "$x")" = config.json ] || ln -s "$x" "$T/id/3layers/"; done
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['num_hidden_layers']=3; json.dump(c, open(sys.argv[2],'w'))" "$ABS/config.json" "$T/id/3layers/config.json"
+for m in "$T/id/link" "$MODEL/." "$T/id/renamed-copy"; do
+  "$BIN" index --quiet --model "$m" --db "$DB" "$T/docs" > /dev/null 2> "$T/id.err"
+  rc=$?
+  if [ $rc -eq 0 ]; then ok; else bad "the same model as $m was refused: rc $rc, $(cat "$T/id.err")"; fi
+  "$BIN" search --model "$m" --db "$DB" "vectors" > /dev/null 2> "$T/id.err"
+  rc=$?
+  if [ $rc -eq 0 ]; then ok; else bad "search with the same model as $m: rc $rc, $(cat "$T/id.err")"; fi
+done
+for m in cls 3layers; do
+  "$BIN" index --quiet --model "$T/id/$m" --db "$DB" "$T/docs" > /dev/null 2> "$T/id.err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "the same weights, but" "$T/id.err"; then ok; else bad "a model with other $m was accepted: rc $rc, $(cat "$T/id.err")"; fi
+  "$BIN" search --model "$T/id/$m" --db "$DB" "vectors" > /dev/null 2> "$T/id.err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "cannot be compared" "$T/id.err"; then ok; else bad "search with other $m: rc $rc, $(cat "$T/id.err")"; fi
 done
 
 # ---- 11 (issue 18): a store in a folder that is not there names the folder, and creates nothing
