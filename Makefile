@@ -17,7 +17,8 @@ help:
 	@echo "make test-plain     the tests without sanitizers"
 	@echo "make test-sanitize  the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make test-valgrind  valgrind memcheck on embed, index, search and check (OpenBLAS build)"
-	@echo "make fuzz           build the libFuzzer targets with clang into build-fuzz/"
+	@echo "make fuzz           build the libFuzzer targets with clang into build-fuzz/ and run each"
+	@echo "                    for FUZZ_SECONDS (60) on FUZZ_JOBS (1) cores, recorded in fuzz/RESULTS.md"
 
 deps:
 	@tools/install_deps.sh
@@ -62,9 +63,12 @@ demo: build model
 	@echo "== search 2"
 	./$(BUILD)/modattn search --db $(DEMO_DB) -k 3 "a tea party with the March Hare and the Hatter"
 
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
 fuzz: deps
 	cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DMODATTN_FUZZ=ON -DMODATTN_SANITIZE=ON
 	cmake --build build-fuzz -j$(JOBS)
+	tools/fuzz.sh -t $(FUZZ_SECONDS) -j $(FUZZ_JOBS)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(VG_BUILD) build-fuzz

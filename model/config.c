@@ -145,7 +145,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     if ((st = get_int(F, j, "num_hidden_layers", true, 1, 1024, &c->layers))) goto out;
     if ((st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads))) goto out;
     if ((st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate))) goto out;
-    if ((st = get_int(F, j, "max_position_embeddings", true, 1, 1 << 20, &c->max_positions)))
+    if ((st = get_int(F, j, "max_position_embeddings", true, 2, 1 << 20, &c->max_positions)))
         goto out;
     c->type_vocab = 2;
     if ((st = get_int(F, j, "type_vocab_size", false, 1, 1 << 16, &c->type_vocab))) goto out;

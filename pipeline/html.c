@@ -67,6 +67,14 @@ static void pay(html_out *o) {
     o->pending = 0;
 }
 
+/* The source line of a text node; libxml2 answers -1 or 0 for nodes it made up (the implied
+ * <html>/<body> of a fragment): those keep the line before, or 1 at the start. */
+static void mark_line(html_out *o, const xmlNode *node) {
+    long line = xmlGetLineNo(node);
+    if (line >= 1) modattn__tbuf_mark(&o->b, line);
+    else if (o->b.nmarks == 0) modattn__tbuf_mark(&o->b, 1);
+}
+
 static void put_text(html_out *o, const xmlNode *node) {
     const unsigned char *s = node->content;
     if (!s) return;
@@ -83,7 +91,7 @@ static void put_text(html_out *o, const xmlNode *node) {
         if (o->pre) {
             if (!marked) {
                 pay(o);
-                modattn__tbuf_mark(&o->b, xmlGetLineNo(node));
+                mark_line(o, node);
                 marked = true;
             }
             if (k == 2) modattn__tbuf_put(&o->b, " ", 1);
@@ -106,7 +114,7 @@ static void put_text(html_out *o, const xmlNode *node) {
         }
         pay(o);
         if (!marked) {
-            modattn__tbuf_mark(&o->b, xmlGetLineNo(node));
+            mark_line(o, node);
             marked = true;
         }
         modattn__tbuf_put(&o->b, (const char *)s + i, j - i);

@@ -210,8 +210,15 @@ static int check_schema(modattn_store *s) {
     if (version != 0)
         return modattn_error(MODATTN_EVERSION, "%s: store schema version %" PRId64 " is not %d",
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
-    if (s->readonly) return modattn_error(MODATTN_ENOTFOUND, "%s: empty store (nothing indexed)",
-                                          s->path);
+    if (s->readonly) {
+        /* a store never written has no tables; one with tables is somebody else's database */
+        if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", &tables))) return st;
+        if (tables > 0)
+            return modattn_error(MODATTN_EFORMAT,
+                                 "%s: an SQLite database that is not a modattn store (it has %" PRId64
+                                 " objects and no modattn schema version)", s->path, tables);
+        return modattn_error(MODATTN_ENOTFOUND, "%s: empty store (nothing indexed)", s->path);
+    }
     /* version 0: a new file, or somebody else's database */
     if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema transaction"))) return st;
     if ((st = query_int(s, "PRAGMA user_version", &version))) goto fail;
@@ -930,6 +937,13 @@ int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_ch
         out->page = sqlite3_column_int64(q, 8);
         out->ntokens = sqlite3_column_int64(q, 9);
         out->text = col_dup(q, 10);
+        /* stored texts are valid UTF-8 (ingest.h); a damaged file's are made so, never passed on */
+        if (out->text && !modattn_utf8_valid(out->text, strlen(out->text))) {
+            size_t n = 0;
+            char *clean = modattn_utf8_sanitize(out->text, strlen(out->text), &n);
+            modattn_free(out->text);
+            out->text = clean;
+        }
         if (!out->path || !out->kind || !out->text) st = modattn_mem_last_status();
     } else if (rc == SQLITE_DONE) {
         st = modattn_error(MODATTN_ENOTFOUND, "%s: no chunk %" PRId64, s->path, chunk_id);

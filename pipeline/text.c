@@ -185,7 +185,7 @@ int modattn__tbuf_finish(modattn__tbuf *b, modattn_doc_text *d, bool pages) {
             memset(b, 0, sizeof *b);
             return modattn_mem_last_status();
         }
-        d->marks[0] = (modattn_text_mark){0, pages ? 1 : 0};
+        d->marks[0] = (modattn_text_mark){0, 1}; /* line 1 or page 1 */
         d->nmarks = 1;
     }
     memset(b, 0, sizeof *b);
