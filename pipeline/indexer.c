@@ -89,6 +89,8 @@ static char *path_join(const char *dir, const char *name) {
 typedef struct file_entry {
     char *path;
     uint64_t size;
+    dev_t dev; /* one file, one document: the same (dev, ino) reached by two names is one */
+    ino_t ino;
 } file_entry;
 
 typedef struct dir_id {
@@ -192,7 +194,8 @@ static void file_done(run *r, uint64_t size) {
 
 /* ---- walk */
 
-static int add_file(run *r, const char *path, uint64_t size) {
+static int add_file(run *r, const char *path, const struct stat *sb) {
+    uint64_t size = (uint64_t)sb->st_size;
     if (r->nfiles == r->fcap) {
         size_t nc = r->fcap ? r->fcap * 2 : 64;
         file_entry *n = modattn_realloc(r->files, nc * sizeof *n, MODATTN_MEM_OTHER);
@@ -202,7 +205,7 @@ static int add_file(run *r, const char *path, uint64_t size) {
     }
     char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
     if (!p) return modattn_mem_last_status();
-    r->files[r->nfiles++] = (file_entry){p, size};
+    r->files[r->nfiles++] = (file_entry){p, size, sb->st_dev, sb->st_ino};
     r->bytes_total += size;
     return 0;
 }
@@ -336,11 +339,64 @@ static int walk(run *r, const char *path, bool top) {
         walk_skip(r, MODATTN_INDEX_SKIPPED, path, why);
         return 0;
     }
-    return add_file(r, path, (uint64_t)sb.st_size);
+    return add_file(r, path, &sb);
 }
 
 static int cmp_files(const void *a, const void *b) {
     return strcmp(((const file_entry *)a)->path, ((const file_entry *)b)->path);
+}
+
+static int cmp_file_ids(const void *a, const void *b) {
+    const file_entry *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+/* true if path names the file without a symbolic link on the way (its canonical name) */
+static bool is_canonical(const char *path) {
+    char *c = realpath(path, NULL);
+    bool same = c && strcmp(c, path) == 0;
+    free(c);
+    return same;
+}
+
+/* One file, one document: names of the same file (dev, ino) found by the walk, through links or
+ * hard links or named twice, keep one: its canonical name if the walk met it, else the first in
+ * path order (so a later run that reaches it the same way picks the same name). The others are
+ * reported, counted as skipped. Leaves the list in path order. */
+static void dedupe_files(run *r) {
+    if (r->nfiles < 2) return;
+    qsort(r->files, r->nfiles, sizeof *r->files, cmp_file_ids);
+    size_t u = 0;
+    for (size_t i = 0; i < r->nfiles;) {
+        size_t j = i + 1;
+        while (j < r->nfiles && r->files[j].dev == r->files[i].dev && r->files[j].ino == r->files[i].ino) j++;
+        size_t keep = i;
+        if (j - i > 1) {
+            /* the same name twice (a folder and a file in it) is not worth a message */
+            for (size_t k = i; k < j; k++)
+                if (is_canonical(r->files[k].path)) {
+                    keep = k;
+                    break;
+                }
+            for (size_t k = i; k < j; k++) {
+                if (k == keep) continue;
+                r->bytes_total -= r->files[k].size;
+                if (strcmp(r->files[k].path, r->files[keep].path) != 0) {
+                    char why[600];
+                    snprintf(why, sizeof why, "the same file as %s: indexed once, under that name",
+                             r->files[keep].path);
+                    walk_skip(r, MODATTN_INDEX_SKIPPED, r->files[k].path, why);
+                }
+                modattn_free(r->files[k].path);
+            }
+        }
+        r->files[u++] = r->files[keep];
+        i = j;
+    }
+    r->nfiles = u;
+    qsort(r->files, r->nfiles, sizeof *r->files, cmp_files);
 }
 
 /* ---- per file */
@@ -403,10 +459,10 @@ static int64_t chunk_line(pdoc *d, size_t offset) {
 
 static int flush_batch(run *r);
 
-static int process_file_inner(run *r, const file_entry *f);
+static int process_file_inner(run *r, file_entry *f);
 
 /* One file: read, extract, chunk, queue its chunks for embedding (a trace span per file). */
-static int process_file(run *r, const file_entry *f) {
+static int process_file(run *r, file_entry *f) {
     uint64_t tr = modattn_trace_begin();
     int st = process_file_inner(r, f);
     if (tr) {
@@ -417,12 +473,35 @@ static int process_file(run *r, const file_entry *f) {
     return st;
 }
 
-static int process_file_inner(run *r, const file_entry *f) {
+static int process_file_inner(run *r, file_entry *f) {
     modattn_index_stats *s = r->stats;
     s->files_seen++;
     modattn_store_doc old;
     int had = modattn_store_find_document(r->store, f->path, &old);
     if (had < 0) return had;
+    if (had == 0) {
+        /* reached through a link this time, stored under its own name by an earlier run: it is
+         * that document */
+        char *canon = realpath(f->path, NULL);
+        if (canon && strcmp(canon, f->path) != 0) {
+            int k = modattn_store_find_document(r->store, canon, &old);
+            if (k < 0) {
+                free(canon);
+                return k;
+            }
+            char *p = k == 1 ? modattn_strdup(canon, MODATTN_MEM_OTHER) : NULL;
+            if (k == 1 && !p) {
+                free(canon);
+                return modattn_mem_last_status();
+            }
+            if (p) {
+                modattn_free(f->path);
+                f->path = p;
+                had = 1;
+            }
+        }
+        free(canon);
+    }
     int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -795,18 +874,8 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
         modattn_free(abs);
     }
     if (st) goto free_own;
-    /* the same file named twice (a folder and a file in it) is indexed once */
-    if (r.nfiles > 1) qsort(r.files, r.nfiles, sizeof *r.files, cmp_files);
-    size_t u = 0;
-    for (size_t i = 0; i < r.nfiles; i++) {
-        if (u > 0 && strcmp(r.files[u - 1].path, r.files[i].path) == 0) {
-            r.bytes_total -= r.files[i].size;
-            modattn_free(r.files[i].path);
-            continue;
-        }
-        r.files[u++] = r.files[i];
-    }
-    r.nfiles = u;
+    /* the same file under two names (a folder and a file in it, a link, a hard link) once */
+    dedupe_files(&r);
 
     /* 2. index */
     r.t0_ns = modattn_now_ns();
