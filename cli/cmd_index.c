@@ -17,7 +17,7 @@ static void index_usage(FILE *f) {
     fprintf(f,
             "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--prune]\n"
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
-            "                     [--batch N] PATH...\n\n"
+            "                     [--batch N] [--wait SECONDS] PATH...\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "Reads .txt, .md, .html/.htm (visible text), .pdf, and other files that look like\n"
             "text; skips binary, empty and special files (FIFOs, sockets, devices) and files\n"
@@ -40,6 +40,10 @@ static void index_usage(FILE *f) {
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
             "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes)\n"
             "  --batch N            chunks per model call, across documents (default 64)\n"
+            "  --wait SECONDS       how long to wait for another writer of the store (another\n"
+            "                       `modattn index`) to let go of its lock, saying so after half\n"
+            "                       a second (default 60; 0: fail at once). A writer holds it\n"
+            "                       only while writing one document, never while embedding\n"
             "  --json               print the summary as JSON:\n"
             "                       {\"files_seen\", \"files_indexed\", \"files_unchanged\",\n"
             "                        \"files_skipped\", \"files_pruned\", \"chunks_embedded\",\n"
@@ -53,6 +57,12 @@ static void index_usage(FILE *f) {
             "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
             "stopped (store, model, memory); 2 usage error.\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
+}
+
+static void note_wait(void *ud, const char *msg) {
+    (void)ud;
+    char safe[700];
+    fprintf(stderr, "modattn: note: %s\n", cli_term_text(msg, safe, sizeof safe));
 }
 
 typedef struct index_ui {
@@ -143,6 +153,7 @@ static bool parse_count(const char *v, long long lo, long long hi, long long *ou
 int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL;
     bool json = false, quiet = false, prune = false, dashdash = false;
+    double wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
     long long chunk_tokens = 0, overlap = -1, batch = 0;
     int64_t max_size = 0;
     const char **paths = calloc((size_t)argc + 1, sizeof *paths);
@@ -184,6 +195,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                 fprintf(stderr, "modattn: index: --batch: '%s' is not a count in [1, 65536]\n", v);
                 rc = 2;
             }
+        } else if ((v = opt_value(argc, argv, &i, "--wait", &missing))) {
+            if (cli_parse_double("index --wait", v, 0, 1e6, false, &wait_s) != 0) rc = 2;
         } else if ((v = opt_value(argc, argv, &i, "--max-file-size", &missing))) {
             if (modattn_parse_bytes(v, &max_size) != 0 || max_size <= 0) {
                 fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
@@ -228,6 +241,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         return cli_fail("opening the store", st);
     }
 
+    if (!quiet) modattn_store_set_wait(store, wait_s, note_wait, NULL);
+    else modattn_store_set_wait(store, wait_s, NULL, NULL);
     index_ui ui;
     memset(&ui, 0, sizeof ui);
     ui.json = json;

@@ -6,10 +6,13 @@
  * then looked up in the store: same size and mtime (and chunking) means unchanged without reading
  * it; otherwise it is read (at most max_file_bytes, checked before reading), hashed with XXH3, and
  * compared by content. New or changed documents join a queue of chunks; whenever the queue holds
- * a batch, the batch is embedded and its chunks written in order: a document's transaction opens
- * with its first chunk and commits with its last, so at most one is open at any time and a kill
- * leaves every document complete or absent. A document whose file became binary, empty or too
- * large has its old entries removed. */
+ * a batch, the batch is embedded (batches span documents). A document's vectors are kept until
+ * its last chunk is embedded; then the document, its chunks and their vectors are written in one
+ * short transaction. So the store's write lock is never held while the model runs (another
+ * writer waits milliseconds, not minutes), and a kill leaves every document complete or absent.
+ * The price is a document's vectors in memory until it is written: dim x 4 bytes per chunk,
+ * about 100 MB for a 64 MiB text file of MiniLM chunks. A document whose file became binary,
+ * empty or too large has its old entries removed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -109,7 +112,9 @@ typedef struct pdoc {
     modattn_chunk *chunks;
     size_t nchunks;
     size_t queued;   /* chunks handed to a batch */
-    size_t written;  /* chunks written to the store */
+    size_t embedded; /* chunks whose vector is in vecs */
+    float *vecs;     /* [nchunks, dim] normalised vectors, until the document is written */
+    int32_t *ntok;   /* [nchunks] word pieces fed to the model, specials included */
     int64_t doc_id;
     /* incremental line counting for text files */
     size_t line_off;
@@ -176,7 +181,7 @@ static void progress(run *r, bool force) {
     /* documents in the queue count by the share of their chunks written */
     uint64_t partial = 0;
     for (pdoc *d = r->head; d; d = d->next)
-        if (d->nchunks) partial += (uint64_t)d->size * d->written / d->nchunks;
+        if (d->nchunks) partial += (uint64_t)d->size * d->embedded / d->nchunks;
     p.bytes_done = r->bytes_done + partial;
     p.bytes_total = r->bytes_total;
     p.chunks = r->stats->chunks_embedded;
@@ -406,6 +411,8 @@ static void pdoc_free(pdoc *d) {
     modattn_free(d->path);
     modattn_doc_text_clear(&d->text);
     modattn_free(d->chunks);
+    modattn_free(d->vecs);
+    modattn_free(d->ntok);
     modattn_free(d);
 }
 
@@ -616,7 +623,13 @@ static int process_file_inner(run *r, file_entry *f) {
         st = drop_stale(r, f->path, had == 1);
         goto out;
     }
-    /* into the queue; it is counted when its last chunk is committed */
+    d->vecs = modattn_malloc(d->nchunks * r->dim * sizeof(float), MODATTN_MEM_INDEX);
+    d->ntok = modattn_malloc(d->nchunks * sizeof(int32_t), MODATTN_MEM_OTHER);
+    if (!d->vecs || !d->ntok) {
+        st = modattn_mem_last_status();
+        goto out;
+    }
+    /* into the queue; it is counted when it is committed */
     if (r->tail) r->tail->next = d;
     else r->head = d;
     r->tail = d;
@@ -636,25 +649,81 @@ out:
 
 /* ---- batches */
 
-/* Embeds the next batch of queued chunks (across documents) and writes them in order. */
+/* The text of chunk i as embedded and stored: its bytes, ill-formed UTF-8 replaced by U+FFFD
+ * (*clean then owns the copy). */
+static int chunk_text(const pdoc *d, size_t i, const char **t, size_t *len, char **clean) {
+    const modattn_chunk *c = &d->chunks[i];
+    *t = d->text.text + c->start;
+    *len = c->end - c->start;
+    *clean = NULL;
+    if (modattn_utf8_valid(*t, *len)) return 0;
+    if (!(*clean = modattn_utf8_sanitize(*t, *len, len))) return modattn_mem_last_status();
+    *t = *clean;
+    return 0;
+}
+
+/* Writes the head of the queue, every chunk embedded, in one transaction, and drops it. */
+static int write_doc(run *r) {
+    pdoc *d = r->head;
+    uint64_t tr = modattn_trace_begin(); /* span: one document's transaction */
+    int st = modattn_store_begin(r->store);
+    if (st) return st;
+    modattn_store_doc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.path = d->path;
+    sd.hash = d->hash;
+    sd.mtime_ns = d->mtime_ns;
+    sd.size = d->size;
+    sd.kind = modattn_doc_kind_name(d->kind);
+    sd.chunk_tokens = r->chunk_tokens;
+    sd.overlap = (int32_t)r->overlap;
+    sd.nchunks = (int64_t)d->nchunks;
+    if ((st = modattn_store_put_document(r->store, &sd))) goto fail;
+    for (size_t i = 0; i < d->nchunks; i++) {
+        const modattn_chunk *c = &d->chunks[i];
+        modattn_store_chunk_in ci;
+        char *clean = NULL;
+        if ((st = chunk_text(d, i, &ci.text, &ci.len, &clean))) goto fail;
+        ci.seq = (int64_t)i;
+        ci.start = (int64_t)c->start;
+        ci.end = (int64_t)c->end;
+        ci.line = chunk_line(d, c->start);
+        ci.page = d->kind == MODATTN_DOC_PDF ? modattn_doc_text_locate(&d->text, c->start) : 0;
+        ci.ntokens = d->ntok[i];
+        st = modattn_store_put_chunk(r->store, sd.id, &ci, d->vecs + i * r->dim, r->dim);
+        modattn_free(clean);
+        if (st) goto fail;
+    }
+    if ((st = modattn_store_commit(r->store))) goto fail;
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "chunks=%zu", d->nchunks);
+        modattn_trace_end(tr, "index.store", "sqlite", shape, 0, 0);
+    }
+    r->stats->files_indexed++;
+    event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
+    r->head = d->next;
+    if (!r->head) r->tail = NULL;
+    uint64_t size = (uint64_t)d->size;
+    pdoc_free(d);
+    r->files_done++;
+    r->bytes_done += size;
+    return 0;
+fail:
+    modattn_store_rollback(r->store);
+    return st;
+}
+
+/* Embeds the next batch of queued chunks (across documents); writes the documents it completes. */
 static int flush_batch(run *r) {
     size_t n = 0;
     int st = 0;
     for (pdoc *d = r->head; d && n < r->batch; d = d->next) {
         while (d->queued < d->nchunks && n < r->batch) {
-            const modattn_chunk *c = &d->chunks[d->queued];
-            const char *t = d->text.text + c->start;
-            size_t len = c->end - c->start;
-            r->bclean[n] = NULL;
-            if (!modattn_utf8_valid(t, len)) {
-                /* what is embedded is what is stored: U+FFFD for ill-formed bytes */
-                r->bclean[n] = modattn_utf8_sanitize(t, len, &len);
-                if (!r->bclean[n]) {
-                    st = modattn_mem_last_status();
-                    goto done;
-                }
-                t = r->bclean[n];
-            }
+            /* what is embedded is what is stored (chunk_text, again at write_doc) */
+            const char *t;
+            size_t len;
+            if ((st = chunk_text(d, d->queued, &t, &len, &r->bclean[n]))) goto done;
             r->btexts[n] = t;
             r->blens[n] = len;
             r->bdoc[n] = d;
@@ -669,59 +738,19 @@ static int flush_batch(run *r) {
         st = modattn_error_prefix(st, "embedding %s", r->bdoc[0]->path);
         goto done;
     }
-    uint64_t tr = modattn_trace_begin(); /* span: writing this batch's chunks to the store */
     for (size_t i = 0; i < n; i++) {
         pdoc *d = r->bdoc[i];
-        const modattn_chunk *c = &d->chunks[r->bidx[i]];
-        float *v = r->bvec + i * r->dim;
+        float *v = d->vecs + r->bidx[i] * r->dim;
+        memcpy(v, r->bvec + i * r->dim, r->dim * sizeof(float));
         modattn_vec_normalize(v, r->dim);
-        if (r->bidx[i] == 0) {
-            if ((st = modattn_store_begin(r->store))) goto done;
-            modattn_store_doc sd;
-            memset(&sd, 0, sizeof sd);
-            sd.path = d->path;
-            sd.hash = d->hash;
-            sd.mtime_ns = d->mtime_ns;
-            sd.size = d->size;
-            sd.kind = modattn_doc_kind_name(d->kind);
-            sd.chunk_tokens = r->chunk_tokens;
-            sd.overlap = (int32_t)r->overlap;
-            sd.nchunks = (int64_t)d->nchunks;
-            if ((st = modattn_store_put_document(r->store, &sd))) goto done;
-            d->doc_id = sd.id;
-        }
-        modattn_store_chunk_in ci;
-        ci.seq = (int64_t)r->bidx[i];
-        ci.start = (int64_t)c->start;
-        ci.end = (int64_t)c->end;
-        ci.line = chunk_line(d, c->start);
-        ci.page = d->kind == MODATTN_DOC_PDF ? modattn_doc_text_locate(&d->text, c->start) : 0;
-        ci.ntokens = r->bntok[i];
-        ci.text = r->btexts[i];
-        ci.len = r->blens[i];
-        if ((st = modattn_store_put_chunk(r->store, d->doc_id, &ci, v, r->dim))) goto done;
+        d->ntok[r->bidx[i]] = r->bntok[i];
+        d->embedded++;
         r->stats->chunks_embedded++;
         r->stats->tokens_embedded += (uint64_t)r->bntok[i];
-        d->written++;
-        if (d->written == d->nchunks) {
-            if ((st = modattn_store_commit(r->store))) goto done;
-            r->stats->files_indexed++;
-            event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
-            /* d is the head of the queue: documents are written in queue order */
-            r->head = d->next;
-            if (!r->head) r->tail = NULL;
-            uint64_t size = (uint64_t)d->size;
-            pdoc_free(d);
-            r->files_done++;
-            r->bytes_done += size;
-        }
     }
-    if (tr) {
-        char shape[64];
-        snprintf(shape, sizeof shape, "chunks=%zu", n);
-        modattn_trace_end(tr, "index.store", "sqlite", shape, 0, 0);
-    }
-    progress(r, false);
+    /* documents complete in queue order: write each in one short transaction */
+    while (!st && r->head && r->head->embedded == r->head->nchunks) st = write_doc(r);
+    if (!st) progress(r, false);
 done:
     for (size_t i = 0; i < n; i++) {
         modattn_free(r->bclean[i]);

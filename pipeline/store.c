@@ -111,6 +111,12 @@ struct modattn_store {
     int64_t model_id; /* models.id of the bound model, 0 if none */
     size_t dim;       /* of the bound model */
     sqlite3_stmt *st[ST_COUNT];
+    /* waiting for another writer's lock (modattn_store_set_wait) */
+    double wait_s;
+    void (*on_wait)(void *ud, const char *msg);
+    void *wait_ud;
+    uint64_t busy_t0;
+    bool busy_told;
 };
 
 static int map_rc(int rc) {
@@ -130,13 +136,55 @@ static int map_rc(int rc) {
 /* Error with the store's path, what was being done and SQLite's message. */
 static int sq_err(modattn_store *s, int rc, const char *what) {
     const char *msg = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
+    if ((rc & 0xff) == SQLITE_BUSY && s && s->path)
+        return modattn_error(MODATTN_EIO, "%s: %s: another process held the store's write lock for "
+                             "more than %g s (another `modattn index`?); run again when it is done, "
+                             "or wait longer with --wait SECONDS", s->path, what, s->wait_s);
     return modattn_error(map_rc(rc), "%s: %s: %s", s && s->path ? s->path : "store", what, msg);
+}
+
+/* SQLite's busy handler: the lock is another connection's (in WAL mode only writers and
+ * checkpoints take it, for one document's transaction at a time). Waits up to wait_s in steps of
+ * at most 50 ms, telling on_wait once when the wait passes half a second. */
+static int busy_wait(void *p, int count) {
+    modattn_store *s = p;
+    uint64_t now = modattn_now_ns();
+    if (count == 0) {
+        s->busy_t0 = now;
+        s->busy_told = false;
+    }
+    double waited = (double)(now - s->busy_t0) * 1e-9;
+    if (waited >= s->wait_s) return 0;
+    if (!s->busy_told && waited >= 0.5 && s->on_wait) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s: waiting for another writer to finish (up to %g s; --wait)",
+                 s->path, s->wait_s);
+        s->on_wait(s->wait_ud, msg);
+        s->busy_told = true;
+    }
+    unsigned ms = count < 6 ? 1u << count : 50u; /* 1, 2, 4 ... 32, then 50 ms */
+    double left = s->wait_s - waited;
+    if ((double)ms * 1e-3 > left) ms = (unsigned)(left * 1e3) + 1;
+    sqlite3_sleep((int)ms);
+    return 1;
+}
+
+void modattn_store_set_wait(modattn_store *s, double seconds, void (*on_wait)(void *ud, const char *msg),
+                            void *ud) {
+    if (!s) return;
+    s->wait_s = seconds >= 0 ? seconds : MODATTN_STORE_DEFAULT_WAIT_S;
+    s->on_wait = on_wait;
+    s->wait_ud = ud;
 }
 
 static int exec_sql(modattn_store *s, const char *sql, const char *what) {
     char *msg = NULL;
     int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
+        if ((rc & 0xff) == SQLITE_BUSY) {
+            sqlite3_free(msg);
+            return sq_err(s, rc, what);
+        }
         int st = modattn_error(map_rc(rc), "%s: %s: %s", s->path, what,
                                msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
@@ -292,7 +340,8 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
         goto fail;
     }
     sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, 10000);
+    s->wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
+    sqlite3_busy_handler(s->db, busy_wait, s);
     if (!readonly) {
         /* WAL first: it is what makes a killed writer leave a consistent file. */
         sqlite3_stmt *q = NULL;

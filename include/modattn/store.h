@@ -50,6 +50,14 @@ typedef struct modattn_store modattn_store;
  * Ownership: close with modattn_store_close(). */
 int modattn_store_open(const char *path, unsigned flags, modattn_store **out);
 void modattn_store_close(modattn_store *s); /* NULL is fine; rolls back an open transaction */
+/* Another process writing the store holds its lock for one document's transaction at a time
+ * (milliseconds: `index` embeds outside it). A writer that finds it taken waits up to `seconds`
+ * (default MODATTN_STORE_DEFAULT_WAIT_S; 0: not at all), calling on_wait (optional) once when
+ * the wait passes half a second; past it the call fails with MODATTN_EIO and a message that
+ * says so. Readers (searches) never wait for writers in WAL mode. */
+#define MODATTN_STORE_DEFAULT_WAIT_S 60.0
+void modattn_store_set_wait(modattn_store *s, double seconds, void (*on_wait)(void *ud, const char *msg),
+                            void *ud);
 const char *modattn_store_path(const modattn_store *s);
 
 /* The embedding model a store belongs to. */

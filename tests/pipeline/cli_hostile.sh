@@ -3,6 +3,9 @@
 # user (issue 18):
 #   8. one file, one document: `index corpus corpus/sub` with a link in sub back up, a hard link
 #      and a later run through the link alone store every file once;
+#   7. short write transactions: while `index` embeds a long document another writer gets the
+#      store's lock at once; a writer that must wait says so and gives up after --wait; a search
+#      never waits for a writer;
 #  11. messages that say what is wrong: a foreign SQLite file is "not a modattn store" in search
 #      as in index.
 set -u
@@ -50,6 +53,83 @@ check "the file through the link is the stored document: $(head -c 600 "$T/i2.js
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['files_unchanged']==1 and j['files_indexed']==0, j" "$T/i2.json"
 docs=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from documents').fetchone()[0])" "$DB")
 check "still 2 documents after the run through the link, not $docs" [ "$docs" = 2 ]
+
+# ---- 7: the write lock is held only while a document is written, never while it is embedded
+mkdir -p "$T/long"
+python3 -c "
+import random
+random.seed(7)
+w = 'river valley orchard apple stone bridge winter market harbour lantern meadow'.split()
+print(' '.join(random.choice(w) for _ in range(14000)))" > "$T/long/long.txt"
+DB7=$T/lock.db
+"$BIN" index --quiet --chunk-tokens 32 --overlap 0 --batch 16 --model "$MODEL" --db "$DB7" "$T/long" > /dev/null 2> "$T/long.err" &
+ipid=$!
+python3 - "$DB7" "$ipid" > "$T/probe.out" 2>&1 <<'PY'
+import os, sqlite3, sys, time
+db, pid = sys.argv[1], int(sys.argv[2])
+def alive():
+    try:
+        os.kill(pid, 0)
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
+# wait for the store to be made
+while alive():
+    try:
+        c = sqlite3.connect(db, timeout=0.1, isolation_level=None)
+        if c.execute("pragma user_version").fetchone()[0] >= 2: break
+        c.close()
+    except sqlite3.Error:
+        pass
+    time.sleep(0.02)
+probes, worst, failed = 0, 0.0, 0
+while alive():
+    t = time.monotonic()
+    try:
+        c.execute("begin immediate"); c.execute("rollback")
+    except sqlite3.OperationalError:
+        failed += 1
+    worst = max(worst, time.monotonic() - t)
+    probes += 1
+    time.sleep(0.05)
+print(probes, failed, round(worst, 3))
+PY
+wait $ipid
+irc=$?
+read -r probes failed worst < "$T/probe.out"
+if [ $irc -eq 0 ] && [ "${probes:-0}" -ge 10 ] && [ "${failed:-1}" -eq 0 ]; then ok
+else bad "another writer during a long index: index rc $irc, $(cat "$T/probe.out" "$T/long.err" | head -c 400) (probes failed worst-seconds)"; fi
+
+# a writer that must wait says so, and gives up after --wait; a search does not wait
+hold() { python3 -c "
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('begin immediate')
+open(sys.argv[3], 'w').close(); time.sleep(float(sys.argv[2])); c.execute('rollback')" "$DB7" "$1" "$T/held" & }
+rm -f "$T/held"; hold 3; hpid=$!
+while [ ! -e "$T/held" ]; do sleep 0.05; done
+mkdir -p "$T/new"
+printf 'a short new file about lanterns\n' > "$T/new/new1.txt"
+t0=$(date +%s.%N)
+"$BIN" index --wait 1 --model "$MODEL" --db "$DB7" "$T/new" > /dev/null 2> "$T/w1.err"
+rc=$?
+t1=$(date +%s.%N)
+if [ $rc -eq 1 ] && grep -q "held the store's write lock for more than 1 s" "$T/w1.err" && grep -q "waiting for another writer" "$T/w1.err" &&
+   python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) < 2.8 else 1)" "$t0" "$t1"; then ok
+else bad "index --wait 1 against a held lock: rc $rc in $(python3 -c "print(round($t1-$t0,2))") s, $(cat "$T/w1.err")"; fi
+t0=$(date +%s.%N)
+"$BIN" search --model "$MODEL" --db "$DB7" "river" > /dev/null 2> "$T/s7.err"
+rc=$?
+t1=$(date +%s.%N)
+if [ $rc -eq 0 ] && python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) < 1.5 else 1)" "$t0" "$t1"; then ok
+else bad "search while another writer holds the lock: rc $rc in $(python3 -c "print(round($t1-$t0,2))") s, $(cat "$T/s7.err")"; fi
+wait $hpid
+rm -f "$T/held"; hold 2; hpid=$!
+while [ ! -e "$T/held" ]; do sleep 0.05; done
+"$BIN" index --model "$MODEL" --db "$DB7" "$T/new" > /dev/null 2> "$T/w2.err"
+rc=$?
+wait $hpid
+if [ $rc -eq 0 ] && grep -q "waiting for another writer to finish (up to 60 s" "$T/w2.err"; then ok
+else bad "index waiting for a lock let go after 2 s: rc $rc, $(cat "$T/w2.err")"; fi
 
 # ---- 11: somebody else's SQLite database
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()" "$T/foreign.db"

@@ -12,5 +12,10 @@ need_model() {
   echo "$2: 0 passed, 1 failed"
   exit 1
 }
-scratch() { T=$(mktemp -d "/tmp/modattn-$1-XXXXXX"); trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT; }
+# scratch NAME: T is a new folder, removed at exit unless MODATTN_TEST_KEEP=1 (then named on stderr)
+scratch() {
+  T=$(mktemp -d "/tmp/modattn-$1-XXXXXX")
+  if [ "${MODATTN_TEST_KEEP:-0}" = 1 ]; then trap 'echo "kept $T" >&2' EXIT
+  else trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT; fi
+}
 finish() { echo "$1: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
