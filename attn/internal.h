@@ -57,6 +57,7 @@ struct modattn_ctx {
     size_t ntune, captune;
     bool tune_loaded;
     char tune_path[1024]; /* "" if no cache directory could be found: tuning stays in memory */
+    char tune_note[600];  /* why entries of the cache file were ignored ("" if none was) */
 };
 
 /* Validate and append an implementation; for plugins `dl` is its handle (closed on refusal by

@@ -86,8 +86,45 @@ static int put_entry(modattn__tune_entry **v, size_t *n, size_t *cap, const moda
     return 0;
 }
 
-/* Parse a cache file into (v, n, cap). Malformed lines are skipped; a wrong header ignores all. */
-static int read_file(const char *path, modattn__tune_entry **v, size_t *n, size_t *cap) {
+/* An entry worth believing: every time "name=ms" a finite number in (0, 1e7) ms (under three
+ * hours a call), names not empty, and the winner among them. Else why, in why. */
+static bool entry_valid(const modattn__tune_entry *e, char *why, size_t len) {
+    bool winner_timed = false;
+    const char *p = e->times;
+    if (!*p) {
+        snprintf(why, len, "no times");
+        return false;
+    }
+    while (*p) {
+        const char *eq = strchr(p, '=');
+        const char *comma = strchr(p, ',');
+        if (!eq || (comma && comma < eq) || eq == p) {
+            snprintf(why, len, "'%.60s' is not name=milliseconds", p);
+            return false;
+        }
+        char *end = NULL;
+        errno = 0;
+        double ms = strtod(eq + 1, &end);
+        if (end == eq + 1 || (*end && *end != ',') || errno == ERANGE || !(ms > 0 && ms < 1e7)) {
+            int tl = comma ? (int)(comma - eq - 1) : (int)strlen(eq + 1);
+            snprintf(why, len, "time '%.*s' of %.*s is not a number of milliseconds in (0, 1e7)", tl > 40 ? 40 : tl,
+                     eq + 1, (int)(eq - p) > 64 ? 64 : (int)(eq - p), p);
+            return false;
+        }
+        if ((size_t)(eq - p) == strlen(e->winner) && strncmp(p, e->winner, (size_t)(eq - p)) == 0) winner_timed = true;
+        p = *end ? end + 1 : end;
+    }
+    if (!winner_timed) {
+        snprintf(why, len, "the winner '%.60s' has no time", e->winner);
+        return false;
+    }
+    return true;
+}
+
+/* Parse a cache file into (v, n, cap). Malformed lines are skipped; a wrong header ignores all.
+ * Entries with impossible times are skipped too: *ignored counts them, note says the first. */
+static int read_file(const char *path, modattn__tune_entry **v, size_t *n, size_t *cap, size_t *ignored,
+                     char *note, size_t note_len) {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     char line[1024];
@@ -111,6 +148,12 @@ static int read_file(const char *path, modattn__tune_entry **v, size_t *n, size_
         snprintf(e.key, sizeof e.key, "%s", line);
         snprintf(e.winner, sizeof e.winner, "%s", t1 + 1);
         snprintf(e.times, sizeof e.times, "%s", t2 + 1);
+        char why[200];
+        if (!entry_valid(&e, why, sizeof why)) {
+            if (ignored && (*ignored)++ == 0 && note)
+                snprintf(note, note_len, "%s: ignored an entry for %.100s: %s", path, e.key, why);
+            continue;
+        }
         st = put_entry(v, n, cap, &e);
     }
     fclose(f);
@@ -121,7 +164,19 @@ static void load(modattn_ctx *ctx) {
     if (ctx->tune_loaded) return;
     ctx->tune_loaded = true;
     find_path(ctx);
-    if (ctx->tune_path[0]) read_file(ctx->tune_path, &ctx->tune, &ctx->ntune, &ctx->captune);
+    size_t ignored = 0;
+    char note[400] = "";
+    if (ctx->tune_path[0]) read_file(ctx->tune_path, &ctx->tune, &ctx->ntune, &ctx->captune, &ignored, note, sizeof note);
+    if (ignored > 1)
+        snprintf(ctx->tune_note, sizeof ctx->tune_note, "%s (and %zu more); they are timed again when tuned", note, ignored - 1);
+    else if (ignored)
+        snprintf(ctx->tune_note, sizeof ctx->tune_note, "%s; it is timed again when tuned", note);
+}
+
+const char *modattn_tune_note(modattn_ctx *ctx) {
+    if (!ctx) return "";
+    load(ctx);
+    return ctx->tune_note;
 }
 
 static int mkdirs(const char *dir) {
@@ -157,7 +212,7 @@ static void save(modattn_ctx *ctx, const modattn__tune_entry *e) {
     }
     modattn__tune_entry *v = NULL;
     size_t n = 0, cap = 0;
-    if (read_file(ctx->tune_path, &v, &n, &cap) == 0 && put_entry(&v, &n, &cap, e) == 0) {
+    if (read_file(ctx->tune_path, &v, &n, &cap, NULL, NULL, 0) == 0 && put_entry(&v, &n, &cap, e) == 0) {
         FILE *f = fopen(tmp, "w");
         if (f) {
             bool ok = fprintf(f, "%s\n", TUNE_HEADER) > 0;

@@ -278,6 +278,11 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
         const modattn_device_iface *dev;
         if (modattn_device_lookup(g->device, &dev) == 0) d.device = dev->id;
     }
+    const char *tnote = modattn_tune_note(ctx);
+    if (tnote[0]) {
+        char safe[800];
+        fprintf(stderr, "modattn: warning: %s\n", cli_term_text(tnote, safe, sizeof safe));
+    }
     if (strcmp(modattn_ctx_policy(ctx), "tune") == 0 && tune_now(ctx, &d) != 0) return 1;
     modattn_explain_entry e[64];
     size_t n = 0;

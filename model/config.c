@@ -2,6 +2,7 @@
  * directory into a modattn__model_config, checking every field it uses: its presence, its JSON
  * type and its range. Nothing model-specific is assumed; every size comes from config.json.
  * Every error names the file and the field. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,15 +23,38 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
     return 0;
 }
 
+/* A path for a message: whole when short, else its start and end around "...", so that the
+ * file's name survives a folder name of thousands of bytes. */
+void modattn__path_shown(const char *path, char *buf, size_t len) {
+    size_t n = strlen(path);
+    if (n < len) {
+        memcpy(buf, path, n + 1);
+        return;
+    }
+    size_t tail = (len - 4) * 2 / 3, head = len - 4 - tail;
+    memcpy(buf, path, head);
+    memcpy(buf + head, "...", 3);
+    memcpy(buf + head + 3, path + n - tail, tail + 1);
+}
+
 /* Load a JSON file. `shown` is the name used in messages (relative to the model directory). */
 static int load_json(const char *dir, const char *name, json_t **out) {
     char path[MODATTN__PATH_MAX];
     int st = modattn__path_join(path, sizeof path, dir, name);
     if (st) return st;
     struct stat sb;
-    if (stat(path, &sb) != 0)
-        return modattn_error(MODATTN_ENOTFOUND, "%s: missing (is %s a model directory? run `make "
-                             "model`)", path, dir);
+    if (stat(path, &sb) != 0) {
+        int err = errno;
+        char shown[420];
+        modattn__path_shown(path, shown, sizeof shown);
+        if (err == ENOENT)
+            return modattn_error(MODATTN_ENOTFOUND, "%s: missing (is the folder a model directory? "
+                                 "run `make model`)", shown);
+        if (err == ELOOP)
+            return modattn_error(MODATTN_EIO, "%s: a symbolic link loop (%s)", shown,
+                                 strerror(err));
+        return modattn_error(err == ENOTDIR ? MODATTN_ENOTFOUND : MODATTN_EIO, "%s: %s", shown, strerror(err));
+    }
     json_error_t err;
     json_t *j = NULL;
     st = modattn_json_load_file(path, JSON_REJECT_DUPLICATES, &j, &err);

@@ -45,6 +45,8 @@ typedef struct modattn__model_config {
  * mode this encoder does not run). */
 int modattn__config_load(const char *dir, modattn__model_config *cfg);
 
+/* path for a message in buf (len >= 8): whole, or its start and end around "...". */
+void modattn__path_shown(const char *path, char *buf, size_t len);
 /* "dir/name" into buf; MODATTN_EINVAL if it does not fit. */
 int modattn__path_join(char *buf, size_t len, const char *dir, const char *name);
 

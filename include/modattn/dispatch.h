@@ -96,6 +96,11 @@ typedef struct modattn_explain_entry {
 int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *desc, modattn_explain_entry *out,
                     size_t max, size_t *count);
 
+/* Why entries of the tune cache file were ignored: negative, non-finite or absurd times, or a
+ * winner without a time ("" when none was). Such entries never steer a choice; `explain` and
+ * `tune` print this as a warning. */
+const char *modattn_tune_note(modattn_ctx *ctx);
+
 /* ---- run */
 /* Validates the call, picks an implementation by the policy, runs it (falling back on run-time
  * failure). On error the message names the tensor, the implementation or the refusals. */

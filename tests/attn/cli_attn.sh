@@ -65,6 +65,21 @@ expect 2 "--shape wants" -- "$BIN" bench attn --shape 1,2,3
 expect 2 "unknown benchmark" -- "$BIN" bench frob
 expect 0 "measured" -- "$BIN" --attn tune explain --shape 1,4,4,64,64,32
 json_check "any(i['verdict']=='chosen' and 'measured_ms' in i for i in j['implementations'])" -- "$BIN" explain --shape 1,4,4,64,64,32 --json
+# a tune cache whose times are negative, absurd or not numbers is not believed, and says so
+TC=$(mktemp -d)
+MODATTN_CACHE_DIR=$TC "$BIN" --attn tune explain --shape 1,4,4,64,64,32 > /dev/null 2>&1
+python3 - "$TC/tune-v1.tsv" <<'PY'
+import sys
+p = sys.argv[1]; lines = open(p).read().splitlines()
+key, win, times = lines[1].split("\t")
+names = [t.split("=")[0] for t in times.split(",")]
+# the slowest one made the winner, with a negative time; then the same key again, absurd
+bad = ",".join(f"{n}={-5 if n == names[-1] else 0.1}" for n in names)
+open(p, "w").write("\n".join([lines[0], f"{key}\t{names[-1]}\t{bad}"]) + "\n")
+PY
+expect 0 "is not a number of milliseconds in (0, 1e7)" -- env MODATTN_CACHE_DIR="$TC" "$BIN" --attn auto explain --shape 1,4,4,64,64,32
+json_check "not any('measured_ms' in i for i in j['implementations'])" -- env MODATTN_CACHE_DIR="$TC" "$BIN" --attn auto explain --shape 1,4,4,64,64,32 --json
+rm -rf "$TC"
 
 # trace and stats
 tr=$(mktemp)

@@ -7,7 +7,8 @@
 #      store's lock at once; a writer that must wait says so and gives up after --wait; a search
 #      never waits for a writer;
 #  11. messages that say what is wrong: a foreign SQLite file is "not a modattn store" in search
-#      as in index.
+#      as in index; a symbolic link loop in a model folder is a loop, not "missing"; a tune cache
+#      entry with impossible times is ignored with a warning (tests/attn/cli_attn.sh).
 set -u
 BIN=$1
 MODEL=$2
@@ -140,5 +141,14 @@ for cmd in search index; do
   if [ $rc -eq 1 ] && grep -q "not a modattn store" "$T/f.err"; then ok
   else bad "$cmd on a foreign SQLite file: rc $rc, $(cat "$T/f.err")"; fi
 done
+
+# a link loop where a model file should be
+mkdir -p "$T/loopmodel"
+for x in "$MODEL"/*; do [ "$(basename "$x")" = config.json ] || ln -s "$(cd "$(dirname "$x")" && pwd)/$(basename "$x")" "$T/loopmodel/"; done
+ln -s l2 "$T/loopmodel/l1"; ln -s l1 "$T/loopmodel/l2"; ln -s l1 "$T/loopmodel/config.json"
+"$BIN" embed --model "$T/loopmodel" "hello" > /dev/null 2> "$T/loop.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -q "config.json: a symbolic link loop" "$T/loop.err" && ! grep -q missing "$T/loop.err"; then ok
+else bad "a link loop for config.json: rc $rc, $(cat "$T/loop.err")"; fi
 
 finish cli_hostile
