@@ -191,68 +191,68 @@ void modattn__tk_vec_free(tk_vec *x) {
 
 /* Decode bytes [b, e) of s into out, as Python's bytes.decode("utf-8", errors="replace"):
  * each maximal ill-formed subpart becomes one U+FFFD. Offsets are relative to b. */
+/* One character of s at i (i < e), as decode_utf8 reads it: *cp (U+FFFD for a maximal ill-formed
+ * subpart); returns its length in bytes. A byte below 0x80 or from 0xC0 up always starts one. */
+static inline size_t utf8_one(const uint8_t *s, size_t i, size_t e, uint32_t *cp_out) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+        *cp_out = c;
+        return 1;
+    }
+    uint32_t cp;
+    size_t need;
+    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        cp = c & 0x0F;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        cp = c & 0x07;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        need = 0;
+        cp = 0xFFFD;
+    }
+    size_t k = 1;
+    bool ok = need > 0;
+    for (; ok && k <= need; k++) {
+        if (i + k >= e) {
+            ok = false;
+            break;
+        }
+        uint8_t cc = s[i + k];
+        uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
+        if (cc < l || cc > h) {
+            ok = false;
+            break;
+        }
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (ok) {
+        *cp_out = cp;
+        return need + 1;
+    }
+    *cp_out = 0xFFFD;
+    return k; /* the lead byte plus the continuation bytes that were valid */
+}
+
 static int decode_utf8(const uint8_t *s, size_t b, size_t e, tk_vec *out) {
     int rc = vec_reserve(out, out->n + (e - b));
     if (rc) return rc;
     size_t i = b;
     while (i < e) {
-        uint8_t c = s[i];
-        if (c < 0x80) {
-            tk_char *d = &out->v[out->n++];
-            d->cp = c;
-            d->ccc = 0;
-            d->s = (uint32_t)(i - b);
-            d->len = 1;
-            i++;
-            continue;
-        }
-        uint32_t cp;
-        size_t need;
-        uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF) {
-            need = 1;
-            cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            need = 2;
-            cp = c & 0x0F;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            need = 3;
-            cp = c & 0x07;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            need = 0;
-            cp = 0xFFFD;
-        }
-        size_t k = 1;
-        bool ok = need > 0;
-        for (; ok && k <= need; k++) {
-            if (i + k >= e) {
-                ok = false;
-                break;
-            }
-            uint8_t cc = s[i + k];
-            uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-            if (cc < l || cc > h) {
-                ok = false;
-                break;
-            }
-            cp = (cp << 6) | (cc & 0x3F);
-        }
         tk_char *d = &out->v[out->n++];
+        size_t k = utf8_one(s, i, e, &d->cp);
         d->ccc = 0;
         d->s = (uint32_t)(i - b);
-        size_t i0 = i;
-        if (ok) {
-            d->cp = cp;
-            i += need + 1;
-        } else {
-            d->cp = 0xFFFD;
-            i += k; /* the lead byte plus the continuation bytes that were valid */
-        }
-        d->len = (uint8_t)(i - i0);
+        d->len = (uint8_t)k;
+        i += k;
     }
     return 0;
 }
@@ -411,6 +411,7 @@ typedef struct tk_run {
     size_t *bpos; /* byte offset of each character of the word, +1 */
     tk_piece *pieces;
     size_t pcap;
+    tk_vec cn, cm, ct; /* scratch for classifying single characters (find_cut) */
 } tk_run;
 
 static void emit(tk_run *r, int32_t id, uint32_t s, uint32_t e) {
@@ -619,6 +620,184 @@ static int raw_gap(tk_run *r, const tk_char *c, size_t a, size_t b) {
 
 static bool ascii_ws_byte(uint8_t b) { return b == ' ' || b == '\n' || b == '\t' || b == '\r'; }
 
+/* ---- where a long text may be cut into blocks
+ *
+ * A block is decoded, normalised and pre-tokenised as a whole (about 50 bytes of scratch per
+ * byte), so blocks must stay short. A cut between characters A and B gives the same pieces and
+ * offsets as no cut when: neither normalises to nothing; B's normalisation begins with a starter
+ * (canonical reordering never crosses it); A's normalisation ends or B's begins with whitespace
+ * or punctuation (no word spans the cut: BertPreTokenizer splits there); no added token holds
+ * A then B (raw tokens: the characters; normalised ones: A's last and B's first normalised
+ * character); no single_word token ends with A or begins with B (its word-boundary test would
+ * look across); no rstrip
+ * token ends with A, no lstrip token begins with B, and not whitespace on both sides when
+ * strip tokens exist (stripping would cross). ASCII whitespace and punctuation in no added token
+ * are the fast case (t->ascii_cut).
+ *
+ * A text with no such place for a long way (one 10 MB "word", a line of letters without spaces)
+ * would still make one huge block. When every character from the block's target end on is
+ * "plain" (its normalisation holds no whitespace or punctuation, and it begins no added token)
+ * that whole stretch is part of one word longer than WordPiece's cap, which becomes one [UNK]
+ * from the word's start to its end: the block then keeps the stretch's first characters (enough
+ * to pass the cap and to finish any added token begun before it) and its last ones (from the
+ * last starter on, so the word's end offset is exact), and drops the middle unread. */
+typedef struct tk_cls {
+    uint32_t first, last; /* first and last normalised characters (when !empty) */
+    bool empty, starter, sep_first, sep_last, ws_last, ws_all, plain, raw_ws;
+} tk_cls;
+
+static bool set_pair(const modattn_tokenizer *t, const tk_match_set *m, uint32_t x, uint32_t y) {
+    for (uint32_t k = 0; k < m->n; k++) {
+        const tk_added *a = &t->added[m->order[k]];
+        for (uint32_t i = 0; i + 1 < a->ncps; i++)
+            if (a->cps[i] == x && a->cps[i + 1] == y) return true;
+    }
+    return false;
+}
+
+/* some token of m begins (end = false) or ends with x; with `flags` 1 single_word, 2 lstrip,
+ * 4 rstrip: only such tokens; 0: any */
+static bool set_edge(const modattn_tokenizer *t, const tk_match_set *m, uint32_t x, bool end, unsigned flags) {
+    for (uint32_t k = 0; k < m->n; k++) {
+        const tk_added *a = &t->added[m->order[k]];
+        if (!a->ncps || a->cps[end ? a->ncps - 1 : 0] != x) continue;
+        if (!flags || ((flags & 1) && a->single_word) || ((flags & 2) && a->lstrip) || ((flags & 4) && a->rstrip))
+            return true;
+    }
+    return false;
+}
+
+static int classify(tk_run *r, uint32_t cp, tk_cls *c) {
+    const modattn_tokenizer *t = r->t;
+    tk_char one = {cp, 0, 1, 0};
+    int rc = modattn__tk_normalize(t, &one, 0, 1, &r->cn, &r->cm, &r->ct);
+    if (rc) return rc;
+    memset(c, 0, sizeof *c);
+    c->raw_ws = tk_is_ws(t, cp);
+    c->empty = r->cn.n == 0;
+    c->ws_all = !c->empty;
+    bool sep_any = false, starts_norm = false;
+    for (size_t i = 0; i < r->cn.n; i++) {
+        uint32_t x = r->cn.v[i].cp;
+        bool ws = tk_is_ws(t, x), sep = ws || tk_is_punct(t, x);
+        sep_any |= sep;
+        c->ws_all &= ws;
+        if (set_edge(t, &t->norm, x, false, 0)) starts_norm = true;
+        if (i == 0) {
+            c->first = x;
+            c->sep_first = sep;
+            c->starter = !t->strip_accents || utf8proc_get_property((utf8proc_int32_t)x)->combining_class == 0;
+        }
+        if (i + 1 == r->cn.n) {
+            c->last = x;
+            c->sep_last = sep;
+            c->ws_last = ws;
+        }
+    }
+    c->ws_last |= c->raw_ws;
+    c->ws_all &= c->raw_ws || !c->empty;
+    c->plain = !sep_any && !c->raw_ws && !starts_norm && !set_edge(t, &t->raw, cp, false, 0);
+    return 0;
+}
+
+static bool any_flag(const modattn_tokenizer *t, unsigned flag) {
+    for (uint32_t i = 0; i < t->nadded; i++)
+        if (((flag & 1) && t->added[i].single_word) || ((flag & 6) && (t->added[i].lstrip || t->added[i].rstrip)))
+            return true;
+    return false;
+}
+
+static bool cut_between(const modattn_tokenizer *t, uint32_t a, const tk_cls *ca, uint32_t b, const tk_cls *cb,
+                        bool single, bool strip) {
+    if (ca->empty || cb->empty || !cb->starter) return false;
+    if (!ca->sep_last && !cb->sep_first) return false;
+    if (set_pair(t, &t->raw, a, b) || set_pair(t, &t->norm, ca->last, cb->first)) return false;
+    if (single && (set_edge(t, &t->raw, a, true, 1) ||
+                   set_edge(t, &t->norm, ca->last, true, 1) || set_edge(t, &t->raw, b, false, 1) ||
+                   set_edge(t, &t->norm, cb->first, false, 1)))
+        return false;
+    if (strip && ((ca->ws_last && cb->ws_all) || set_edge(t, &t->raw, a, true, 4) ||
+                  set_edge(t, &t->norm, ca->last, true, 4) || set_edge(t, &t->raw, b, false, 2) ||
+                  set_edge(t, &t->norm, cb->first, false, 2)))
+        return false;
+    return true;
+}
+
+#define TK_LONG_RUN (8u * TK_BLOCK_BYTES) /* a block longer than this is worth eliding */
+
+/* The end of the block that starts at pos (len - pos > 2 blocks), and, when its middle may be
+ * dropped, [*head_end, *tail_start) to drop (else both 0). */
+static int find_cut(tk_run *r, size_t pos, size_t len, size_t *end, size_t *head_end, size_t *tail_start) {
+    const modattn_tokenizer *t = r->t;
+    const uint8_t *x = r->text;
+    *head_end = *tail_start = 0;
+    size_t q = pos + TK_BLOCK_BYTES;
+    while (q < len && (x[q] & 0xC0) == 0x80) q++; /* to a character's first byte */
+    const size_t q0 = q;
+    bool single = any_flag(t, 1), strip = t->strip_ws_tokens && any_flag(t, 6);
+    size_t longest = t->max_chars;
+    for (uint32_t i = 0; i < t->nadded; i++)
+        if (t->added[i].ncps > longest) longest = t->added[i].ncps;
+    tk_cls ascii[128], prev_cls = {0}, cur;
+    uint8_t have_ascii[128] = {0};
+    uint32_t prev = 0, cached_cp = TK_NONE;
+    tk_cls cached = {0};
+    bool have_prev = false, plain = true;
+    size_t nonempty = 0, head = 0, last_starter = 0;
+    while (q < len) {
+        uint8_t b = x[q];
+        if (b < 128 && t->ascii_cut[b]) {
+            /* the fast case: just before ASCII punctuation, just after ASCII whitespace (after
+             * the whole run of it when strip tokens exist) */
+            if (ascii_ws_byte(b)) {
+                q++;
+                if (t->strip_ws_tokens)
+                    while (q < len && ascii_ws_byte(x[q])) q++;
+            }
+            break;
+        }
+        uint32_t cp;
+        size_t k = utf8_one(x, q, len, &cp);
+        const tk_cls *c;
+        if (cp < 128) {
+            if (!have_ascii[cp]) {
+                int rc = classify(r, cp, &ascii[cp]);
+                if (rc) return rc;
+                have_ascii[cp] = 1;
+            }
+            c = &ascii[cp];
+        } else {
+            if (cp != cached_cp) {
+                int rc = classify(r, cp, &cached);
+                if (rc) return rc;
+                cached_cp = cp;
+            }
+            c = &cached;
+        }
+        cur = *c;
+        if (have_prev && cut_between(t, prev, &prev_cls, cp, &cur, single, strip)) break;
+        /* the elision's bookkeeping */
+        if (plain && !cur.plain) plain = false;
+        if (plain && !cur.empty) {
+            if (cur.starter) {
+                if (!head && nonempty > longest) head = q;
+                last_starter = q;
+            }
+            nonempty++;
+        }
+        prev = cp;
+        prev_cls = cur;
+        have_prev = true;
+        q += k;
+    }
+    *end = q;
+    if (plain && head && last_starter > head && q - pos > TK_LONG_RUN && q0 < head) {
+        *head_end = head;
+        *tail_start = last_starter;
+    }
+    return 0;
+}
+
 int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len, unsigned flags,
                         int32_t *ids, modattn_token_offset *offsets, size_t max_tokens,
                         size_t *n) {
@@ -647,21 +826,10 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     int rc = 0;
     size_t pos = 0;
     while (pos < len && !r.full) {
-        size_t end = len;
-        if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES) {
-            /* cut just after an ASCII whitespace byte or just before an ASCII punctuation
-             * byte that no added token contains: no word, added token or run of combining
-             * marks spans such a place. With lstrip/rstrip tokens, after a whole run of
-             * whitespace (their offsets may still miss whitespace across a cut). */
-            size_t q = pos + TK_BLOCK_BYTES;
-            while (q < len && !(r.text[q] < 128 && t->ascii_cut[r.text[q]])) q++;
-            if (q < len && ascii_ws_byte(r.text[q])) {
-                q++;
-                if (t->strip_ws_tokens)
-                    while (q < len && ascii_ws_byte(r.text[q])) q++;
-            }
-            end = q;
-        }
+        size_t end = len, head_end = 0, tail_start = 0;
+        if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
+            (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
+            break;
         if (end - pos > UINT32_MAX - 8) {
             rc = modattn_error(MODATTN_ERANGE,
                                "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");
@@ -669,7 +837,15 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
         }
         r.base = pos;
         r.dec.n = 0;
-        if ((rc = decode_utf8(r.text, pos, end, &r.dec))) break;
+        if (tail_start) {
+            /* the middle of one long word, dropped unread (find_cut) */
+            if ((rc = decode_utf8(r.text, pos, head_end, &r.dec))) break;
+            size_t n0 = r.dec.n;
+            if ((rc = decode_utf8(r.text, tail_start, end, &r.dec))) break;
+            for (size_t i = n0; i < r.dec.n; i++) r.dec.v[i].s += (uint32_t)(tail_start - pos);
+        } else if ((rc = decode_utf8(r.text, pos, end, &r.dec))) {
+            break;
+        }
         if ((rc = split_added(&r, &t->raw, r.dec.v, 0, r.dec.n, raw_gap))) break;
         pos = end;
     }
@@ -678,6 +854,9 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     modattn__tk_vec_free(&r.norm);
     modattn__tk_vec_free(&r.mid);
     modattn__tk_vec_free(&r.tmp);
+    modattn__tk_vec_free(&r.cn);
+    modattn__tk_vec_free(&r.cm);
+    modattn__tk_vec_free(&r.ct);
     modattn_free(r.wbuf);
     modattn_free(r.bpos);
     modattn_free(r.pieces);

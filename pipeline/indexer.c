@@ -643,6 +643,14 @@ out:
     if (fd >= 0) close(fd);
     modattn_free(buf);
     pdoc_free(d);
+    if (st == MODATTN_EBUDGET) {
+        /* this file needs more than the memory budget leaves (reading, extracting, chunking or
+         * its vectors): an error for this file, the run goes on; what the store had is kept */
+        s->files_skipped++;
+        event(r, MODATTN_INDEX_ERROR, f->path, "over the memory budget (--mem-budget): %s%s", modattn_last_error(),
+              had == 1 ? " (its stored entries are kept)" : "");
+        st = 0;
+    }
     if (!st) file_done(r, f->size);
     return st;
 }
@@ -711,6 +719,20 @@ static int write_doc(run *r) {
     return 0;
 fail:
     modattn_store_rollback(r->store);
+    if ((st == MODATTN_EBUDGET || st == MODATTN_ENOMEM) && modattn_mem_last_status() == MODATTN_EBUDGET) {
+        /* the memory budget ran out while writing this document (SQLite's pages count too): an
+         * error for this file, rolled back whole; the run goes on */
+        r->stats->files_skipped++;
+        event(r, MODATTN_INDEX_ERROR, d->path, "over the memory budget (--mem-budget) while storing it: %s",
+              modattn_last_error());
+        r->head = d->next;
+        if (!r->head) r->tail = NULL;
+        uint64_t size = (uint64_t)d->size;
+        pdoc_free(d);
+        r->files_done++;
+        r->bytes_done += size;
+        return 0;
+    }
     return st;
 }
 

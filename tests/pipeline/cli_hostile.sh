@@ -3,6 +3,8 @@
 # user (issue 18):
 #   8. one file, one document: `index corpus corpus/sub` with a link in sub back up, a hard link
 #      and a later run through the link alone store every file once;
+#   6. bounded memory: a 30 MB file of one word is indexed in a small budget; where the budget
+#      does not hold a file, the error names it and the run goes on with the next file;
 #   7. short write transactions: while `index` embeds a long document another writer gets the
 #      store's lock at once; a writer that must wait says so and gives up after --wait; a search
 #      never waits for a writer;
@@ -54,6 +56,25 @@ check "the file through the link is the stored document: $(head -c 600 "$T/i2.js
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['files_unchanged']==1 and j['files_indexed']==0, j" "$T/i2.json"
 docs=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('select count(*) from documents').fetchone()[0])" "$DB")
 check "still 2 documents after the run through the link, not $docs" [ "$docs" = 2 ]
+
+# ---- 6: one 30 MB word (the tokenizer used about 56 bytes per byte of it: 1.7 GB)
+mkdir -p "$T/word"
+head -c 30000000 /dev/zero | tr '\0' 'a' > "$T/word/word.txt"
+printf 'a small file about rivers and valleys\n' > "$T/word/small.txt"
+"$BIN" --mem-budget 400M index --json --model "$MODEL" --db "$T/word.db" "$T/word" > "$T/w.json" 2> "$T/w.err"
+check "a 30 MB word within a 400M budget: $(head -c 600 "$T/w.json" "$T/w.err")" \
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['files_indexed']==2 and not j['errors'], j" "$T/w.json"
+# a budget that cannot hold the file: that file is an error, named; the next one is indexed
+"$BIN" --mem-budget 170M index --json --model "$MODEL" --db "$T/word2.db" "$T/word" > "$T/w2.json" 2> "$T/w2.err"
+rc=$?
+if [ $rc -eq 3 ] && python3 - "$T/w2.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["files_indexed"] == 1, j
+e = j["errors"]
+assert len(e) == 1 and e[0]["path"].endswith("/word.txt") and "memory budget" in e[0]["message"], e
+PY
+then ok; else bad "a file over the budget: rc $rc, $(head -c 800 "$T/w2.json" "$T/w2.err")"; fi
 
 # ---- 7: the write lock is held only while a document is written, never while it is embedded
 mkdir -p "$T/long"
