@@ -140,6 +140,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         free(query);
         return cli_fail("opening the store", st);
     }
+    if (modattn_store_note(store)) fprintf(stderr, "modattn: note: %s\n", modattn_store_note(store));
     if (cli_open_ctx(g, &ctx)) {
         modattn_store_close(store);
         free(query);

@@ -579,6 +579,19 @@ static int process_file_inner(run *r, file_entry *f) {
         st = drop_stale(r, f->path, had == 1);
         goto out;
     }
+    const size_t file_len = len; /* what was read; the text may be longer once decoded */
+    if (modattn_utf16_bom(buf, len)) {
+        /* UTF-16 text: indexed as its UTF-8 decoding (byte ranges then point into that) */
+        size_t n = 0;
+        char *u8 = modattn_utf16_to_utf8(buf, len, &n);
+        if (!u8) {
+            st = modattn_mem_last_status();
+            goto out;
+        }
+        modattn_free(buf);
+        buf = u8;
+        len = n;
+    }
     d = modattn_calloc(1, sizeof *d, MODATTN_MEM_OTHER);
     if (!d || !(d->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
         st = modattn_mem_last_status();
@@ -586,7 +599,7 @@ static int process_file_inner(run *r, file_entry *f) {
     }
     d->hash = hash;
     d->mtime_ns = mtime;
-    d->size = (int64_t)len;
+    d->size = (int64_t)file_len;
     d->kind = kind;
     d->line_no = 1;
     size_t from = 0; /* a UTF-8 byte order mark is not text */

@@ -9,6 +9,9 @@
 /* Length of the UTF-8 character (or of the maximal subpart of an ill-formed sequence) at s,
  * len >= 1; *valid says which. */
 size_t modattn__utf8_next(const unsigned char *s, size_t len, bool *valid);
+/* UTF-16 code units p[0..len) (no BOM) as UTF-8 into out, which holds len / 2 * 3 + 3 bytes;
+ * returns the bytes written (no NUL). */
+size_t modattn__utf16_decode(const unsigned char *p, size_t len, bool big_endian, char *out);
 
 /* Scan kernels: scores[i] = dot(mat + i*ld, q) over dim floats, for i in [0, n).
  * mat rows and q need no particular alignment. One per instruction set, each in its own file

@@ -3,6 +3,7 @@
  * SQLite's own memory goes through modattn_malloc (category "other") so that --stats and
  * --mem-budget see it; that is configured once per process, before SQLite initialises. Statements
  * are prepared once per store and reset after each use. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -117,7 +118,10 @@ struct modattn_store {
     void *wait_ud;
     uint64_t busy_t0;
     bool busy_told;
+    char note[256]; /* modattn_store_note: how it was opened, when that matters to the reader */
 };
+
+static int reopen_readonly_folder(modattn_store *s, int st);
 
 static int map_rc(int rc) {
     if (rc == SQLITE_IOERR_NOMEM) return MODATTN_ENOMEM;
@@ -367,7 +371,11 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
                            "setting pragmas")))
             goto fail;
     }
-    if ((st = check_schema(s))) goto fail;
+    if ((st = check_schema(s))) {
+        /* a reader in a folder it cannot write to gets one more try (reopen_readonly_folder) */
+        if (!readonly || st == MODATTN_ENOMEM || (st = reopen_readonly_folder(s, st))) goto fail;
+        if ((st = check_schema(s))) goto fail;
+    }
     /* the bound model, if any */
     {
         char name[256], hash[17];
@@ -410,6 +418,58 @@ fail:
     modattn_store_close(s);
     return st;
 }
+
+/* A WAL store that a reader cannot open: SQLite must create DB-shm (and may need DB-wal) beside it,
+ * which a folder the user may not write to forbids. If the folder is not writable and no write-ahead
+ * log holds changes, the file alone is the whole store: read it as immutable (no locks, no -shm).
+ * If the log holds changes only a writer can fold them in: say so. Otherwise the first error
+ * stands (st). */
+static int reopen_readonly_folder(modattn_store *s, int st) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", s->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    if (access(dir, W_OK) == 0 || errno != EACCES) return st;
+    char wal[4096 + 8];
+    snprintf(wal, sizeof wal, "%s-wal", s->path);
+    struct stat wb;
+    bool has_wal = stat(wal, &wb) == 0;
+    if (has_wal && wb.st_size > 0)
+        return modattn_error(MODATTN_EIO,
+                             "%s: cannot read the store: its write-ahead log (%s, %lld bytes) holds "
+                             "changes, reading them needs %s-shm, and this user cannot create it in "
+                             "the folder '%s'; run `modattn index` on the store once as a user who may "
+                             "write there (that folds the log in), or give this user write access to "
+                             "the folder", s->path, wal, (long long)wb.st_size, s->path, dir);
+    /* file:PATH?immutable=1, the path percent-encoded */
+    size_t n = strlen(s->path);
+    char *uri = modattn_malloc(n * 3 + 32, MODATTN_MEM_OTHER);
+    if (!uri) return modattn_mem_last_status();
+    size_t o = (size_t)sprintf(uri, "file:");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s->path[i];
+        if (isalnum(c) || strchr("/._-~", c)) uri[o++] = (char)c;
+        else o += (size_t)sprintf(uri + o, "%%%02X", c);
+    }
+    strcpy(uri + o, "?immutable=1");
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->st[i]);
+        s->st[i] = NULL;
+    }
+    sqlite3_close_v2(s->db);
+    s->db = NULL;
+    int rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    modattn_free(uri);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "opening read-only in a folder it cannot write to");
+    sqlite3_extended_result_codes(s->db, 1);
+    snprintf(s->note, sizeof s->note,
+             "the store's folder is not writable by this user: read without locks (an `index` "
+             "running now by another user may go unseen until it ends)");
+    return 0;
+}
+
+const char *modattn_store_note(const modattn_store *s) { return s && s->note[0] ? s->note : NULL; }
 
 void modattn_store_close(modattn_store *s) {
     if (!s) return;

@@ -73,6 +73,15 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
     static const char *const md[] = {"md", "markdown", "mdown", "mkd", NULL};
     if ((head && len >= 5 && memcmp(head, "%PDF-", 5) == 0) || has_ext(ext, pdf))
         return MODATTN_DOC_PDF;
+    /* UTF-16 with a byte order mark: judge the decoded start of the text */
+    char u8[8192 / 2 * 3 + 4];
+    int bom = modattn_utf16_bom(head, len);
+    if (bom) {
+        size_t n = len - 2 > 8192 ? 8192 : len - 2;
+        n = modattn__utf16_decode(head + 2, n, bom == 2, u8);
+        head = (const unsigned char *)u8;
+        len = n;
+    }
     if (!head || !looks_like_text(head, len)) return MODATTN_DOC_BINARY;
     if (has_ext(ext, html)) return MODATTN_DOC_HTML;
     if (has_ext(ext, md)) return MODATTN_DOC_MARKDOWN;

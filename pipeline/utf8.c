@@ -89,3 +89,82 @@ char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len) {
     if (out_len) *out_len = o;
     return out;
 }
+
+/* ------------------------------------------------------------------ UTF-16 with a BOM */
+
+int modattn_utf16_bom(const void *s, size_t len) {
+    const unsigned char *p = s;
+    if (!p || len < 2) return 0;
+    if (p[0] == 0xff && p[1] == 0xfe) return 1;
+    if (p[0] == 0xfe && p[1] == 0xff) return 2;
+    return 0;
+}
+
+static size_t put_utf8(char *o, uint32_t c) {
+    if (c < 0x80) {
+        o[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        o[0] = (char)(0xc0 | (c >> 6));
+        o[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c < 0x10000) {
+        o[0] = (char)(0xe0 | (c >> 12));
+        o[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        o[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    o[0] = (char)(0xf0 | (c >> 18));
+    o[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    o[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+size_t modattn__utf16_decode(const unsigned char *p, size_t len, bool big_endian, char *out) {
+    size_t o = 0, i = 0;
+    const int hi = big_endian ? 0 : 1, lo = big_endian ? 1 : 0;
+    while (i + 2 <= len) {
+        uint32_t u = (uint32_t)p[i + hi] << 8 | p[i + lo];
+        i += 2;
+        if (u >= 0xd800 && u <= 0xdbff && i + 2 > len) {
+            i = len; /* a high surrogate cut by the end, with or without an odd byte: one U+FFFD */
+            o += put_utf8(out + o, 0xfffd);
+            break;
+        }
+        if (u >= 0xd800 && u <= 0xdbff) {
+            uint32_t v = (uint32_t)p[i + hi] << 8 | p[i + lo];
+            if (v >= 0xdc00 && v <= 0xdfff) {
+                i += 2;
+                o += put_utf8(out + o, 0x10000 + ((u - 0xd800) << 10) + (v - 0xdc00));
+                continue;
+            }
+        }
+        /* an unpaired surrogate is one U+FFFD; the unit after it is read on its own */
+        o += put_utf8(out + o, u >= 0xd800 && u <= 0xdfff ? 0xfffd : u);
+    }
+    if (i < len) o += put_utf8(out + o, 0xfffd); /* an odd last byte */
+    return o;
+}
+
+char *modattn_utf16_to_utf8(const char *s, size_t len, size_t *out_len) {
+    int bom = modattn_utf16_bom(s, len);
+    if (!bom) {
+        modattn_error(MODATTN_EINVAL, "utf16_to_utf8: no UTF-16 byte order mark");
+        return NULL;
+    }
+    len -= 2;
+    /* a 2-byte unit becomes at most 3 bytes, a 4-byte pair 4, an odd last byte 3 */
+    if (len / 2 > (SIZE_MAX - 8) / 3) {
+        modattn_error(MODATTN_ENOMEM, "utf16_to_utf8: %zu bytes is too long", len);
+        return NULL;
+    }
+    char *out = modattn_malloc(len / 2 * 3 + 4, MODATTN_MEM_OTHER);
+    if (!out) return NULL;
+    size_t o = modattn__utf16_decode((const unsigned char *)s + 2, len, bom == 2, out);
+    out[o] = '\0';
+    if (out_len) *out_len = o;
+    return out;
+}

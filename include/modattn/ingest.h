@@ -49,8 +49,9 @@ const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... 
  * ".pdf" or a "%PDF-" start: PDF; ".html"/".htm"/".xhtml": HTML; ".md"/".markdown": Markdown;
  * anything else (".txt" included) that sniffs as text: TEXT. Text means: no NUL byte, and
  * control characters plus bytes of ill-formed UTF-8 are at most 10% of the head (Latin-1 prose
- * passes; executables, images, archives and UTF-16 do not). Named HTML and Markdown files must
- * pass the same test. */
+ * passes; executables, images and archives do not). Text that starts with a UTF-16 byte order
+ * mark is judged, and its HTML start looked for, after decoding (modattn_utf16_to_utf8). Named
+ * HTML and Markdown files must pass the same test. */
 modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head, size_t len);
 
 /* ---- text */
@@ -81,6 +82,14 @@ int64_t modattn_doc_text_locate(const modattn_doc_text *d, size_t offset);
  * maximal subpart (Unicode 15 section 3.9, as Python's errors="replace"). Ownership: modattn_free;
  * *out_len gets its length (NUL-terminated too). NULL on allocation failure. */
 char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len);
+/* 1 if s starts with a UTF-16 little-endian byte order mark (FF FE), 2 for big-endian (FE FF),
+ * else 0. */
+int modattn_utf16_bom(const void *s, size_t len);
+/* UTF-16 text that starts with a byte order mark, as UTF-8 without the mark: an unpaired
+ * surrogate or an odd last byte becomes U+FFFD (Python's decode("utf-16", errors="replace")).
+ * Ownership: modattn_free; *out_len gets its length (NUL-terminated too). NULL with
+ * MODATTN_EINVAL when there is no mark, or on allocation failure. */
+char *modattn_utf16_to_utf8(const char *s, size_t len, size_t *out_len);
 /* true if s[0..len) is well-formed UTF-8. */
 bool modattn_utf8_valid(const char *s, size_t len);
 

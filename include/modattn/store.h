@@ -59,6 +59,11 @@ void modattn_store_close(modattn_store *s); /* NULL is fine; rolls back an open 
 void modattn_store_set_wait(modattn_store *s, double seconds, void (*on_wait)(void *ud, const char *msg),
                             void *ud);
 const char *modattn_store_path(const modattn_store *s);
+/* How a store was opened, when a reader should know: NULL usually. A READONLY open of a store in a
+ * folder this user cannot write to (SQLite's WAL mode would create DB-shm there) reads the file
+ * alone, without locks, when no write-ahead log holds changes, and says so here; when one does,
+ * the open fails with MODATTN_EIO and a message saying how to fold the log in. */
+const char *modattn_store_note(const modattn_store *s);
 
 /* The embedding model a store belongs to. */
 typedef struct modattn_store_model {

@@ -10,7 +10,10 @@
 #      never waits for a writer;
 #  11. messages that say what is wrong: a foreign SQLite file is "not a modattn store" in search
 #      as in index; a symbolic link loop in a model folder is a loop, not "missing"; a tune cache
-#      entry with impossible times is ignored with a warning (tests/attn/cli_attn.sh).
+#      entry with impossible times is ignored with a warning (tests/attn/cli_attn.sh); UTF-16
+#      text files with a byte order mark are decoded, not "binary"; a store in a folder the user
+#      cannot write to is searched (read alone, with a note), or, when its write-ahead log holds
+#      changes, the message says how to fold them in.
 set -u
 BIN=$1
 MODEL=$2
@@ -171,5 +174,68 @@ ln -s l2 "$T/loopmodel/l1"; ln -s l1 "$T/loopmodel/l2"; ln -s l1 "$T/loopmodel/c
 rc=$?
 if [ $rc -eq 1 ] && grep -q "config.json: a symbolic link loop" "$T/loop.err" && ! grep -q missing "$T/loop.err"; then ok
 else bad "a link loop for config.json: rc $rc, $(cat "$T/loop.err")"; fi
+
+# UTF-16 text with a byte order mark (little- and big-endian, a pair of surrogates, an HTML file)
+mkdir -p "$T/u16"
+python3 - "$T/u16" <<'PY'
+import sys
+d = sys.argv[1]
+t = "The lighthouse keeper rows across the harbour at dawn 🌊\nsecond line about ropes and tides\n"
+open(d + "/le.txt", "wb").write(t.encode("utf-16"))             # FF FE + little-endian
+open(d + "/be.txt", "wb").write(b"\xfe\xff" + "Glaciers carve deep valleys in the northern mountains\n".encode("utf-16-be"))
+open(d + "/page.html", "wb").write("<html><body><p>Beekeepers harvest honey from the hives in late summer</p></body></html>".encode("utf-16"))
+PY
+"$BIN" index --json --model "$MODEL" --db "$T/u16.db" "$T/u16" > "$T/u.json" 2> "$T/u.err"
+check "UTF-16 files indexed, none binary: $(head -c 800 "$T/u.json" "$T/u.err")" \
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['files_indexed']==3 and not j['skipped'] and not j['errors'], j" "$T/u.json"
+for q in "lighthouse:le.txt:harbour at dawn 🌊" "glaciers valleys:be.txt:Glaciers carve" "honey bees:page.html:Beekeepers harvest honey"; do
+  IFS=: read -r query file text <<< "$q"
+  "$BIN" search --json -k 1 --model "$MODEL" --db "$T/u16.db" "$query" > "$T/us.json" 2> "$T/us.err"
+  check "UTF-16 $file found as decoded text: $(head -c 600 "$T/us.json" "$T/us.err")" python3 - "$T/us.json" "$file" "$text" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][0]
+assert r["path"].endswith("/" + sys.argv[2]) and sys.argv[3] in r["text"], r
+assert "\x00" not in r["text"] and "\ufeff" not in r["text"], r
+PY
+done
+# unchanged on the next run (the stored size is the file's, not the decoded text's)
+"$BIN" index --json --model "$MODEL" --db "$T/u16.db" "$T/u16" > "$T/u2.json" 2> "$T/u2.err"
+check "UTF-16 files unchanged on a second run: $(head -c 600 "$T/u2.json")" \
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['files_unchanged']==3 and j['files_indexed']==0, j" "$T/u2.json"
+
+# a store in a folder this user cannot write to (WAL mode wants DB-shm beside it); root ignores
+# folder permissions, so the reader is user nobody
+if [ "$(id -u)" = 0 ] && id nobody > /dev/null 2>&1 && su nobody -s /bin/sh -c "test -x '$BIN' && test -r '$MODEL/model.safetensors'" 2> /dev/null; then
+  mkdir -p "$T/ro"
+  cp "$T/u16.db" "$T/ro/s.db"; cp "$T/u16.db.vec" "$T/ro/s.db.vec" 2> /dev/null
+  chmod 755 "$T"; chmod 555 "$T/ro"; chmod 444 "$T/ro/s.db"*
+  su nobody -s /bin/sh -c "'$BIN' search -k 1 --model '$MODEL' --db '$T/ro/s.db' 'glaciers'" > "$T/ro.out" 2> "$T/ro.err"
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "be.txt" "$T/ro.out" && grep -q "folder is not writable by this user: read without locks" "$T/ro.err"; then ok
+  else bad "search of a store in a read-only folder: rc $rc, $(cat "$T/ro.out" "$T/ro.err" | head -c 600)"; fi
+  # a write-ahead log with changes: only a writer can fold it in, and the message says how
+  chmod 755 "$T/ro"; chmod 644 "$T/ro/s.db"
+  python3 -c "
+import os, sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute('pragma wal_autocheckpoint = 0')
+c.execute(\"insert or replace into meta values ('test_marker', 'x')\")
+os._exit(0)   # no close: the log keeps the change" "$T/ro/s.db"
+  chmod 555 "$T/ro"; chmod 444 "$T/ro/s.db"*
+  # with its -shm file beside it SQLite reads the log itself
+  su nobody -s /bin/sh -c "'$BIN' search -k 1 --model '$MODEL' --db '$T/ro/s.db' 'glaciers'" > "$T/ro.out" 2> "$T/ro.err"
+  rc=$?
+  if [ $rc -eq 0 ] && [ -s "$T/ro/s.db-wal" ] && grep -q "be.txt" "$T/ro.out"; then ok
+  else bad "a read-only folder with a write-ahead log and its -shm: rc $rc, $(cat "$T/ro.out" "$T/ro.err" | head -c 600)"; fi
+  # without it (a copied store), nobody can read the log: the message says how to fold it in
+  chmod 755 "$T/ro"; rm -f "$T/ro/s.db-shm"; chmod 555 "$T/ro"
+  su nobody -s /bin/sh -c "'$BIN' search -k 1 --model '$MODEL' --db '$T/ro/s.db' 'glaciers'" > "$T/ro.out" 2> "$T/ro.err"
+  rc=$?
+  if [ $rc -eq 1 ] && [ -s "$T/ro/s.db-wal" ] && grep -q "write-ahead log" "$T/ro.err" && grep -q "run \`modattn index\` on the store once" "$T/ro.err"; then ok
+  else bad "a read-only folder with a write-ahead log: rc $rc, $(ls -la "$T/ro"; cat "$T/ro.out" "$T/ro.err" | head -c 600)"; fi
+  chmod 755 "$T/ro"
+else
+  echo "cli_hostile: not run: a store in a read-only folder (needs root to run it as user nobody, who can read $BIN and $MODEL)"
+fi
 
 finish cli_hostile

@@ -52,6 +52,34 @@ static void test_utf8(void) {
         CHECK(s && modattn_utf8_valid(s, n));
         modattn_free(s);
     }
+    /* UTF-16 with a BOM: bytes.decode("utf-16", "replace").encode() in Python 3.11 */
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } u16[] = {
+        {"\xff\xfeh\0i\0", 6, "hi"},
+        {"\xfe\xff\0h\0i", 6, "hi"},
+        {"\xff\xfe", 2, ""},
+        {"\xff\xfe\x00\xd8" "a\0", 6, "\xef\xbf\xbd" "a"},          /* lone high surrogate */
+        {"\xff\xfe\x00\xdc", 4, "\xef\xbf\xbd"},                    /* lone low surrogate */
+        {"\xff\xfe" "a\0b", 5, "a\xef\xbf\xbd"},                     /* odd last byte */
+        {"\xff\xfe=\xd8\x00\xde", 6, "\xf0\x9f\x98\x80"},            /* a pair */
+        {"\xff\xfe\x00\xd8", 4, "\xef\xbf\xbd"},                    /* high at the end */
+        {"\xff\xfe\x00\xd8" "a", 5, "\xef\xbf\xbd"},                /* ... and an odd byte: one */
+        {"\xff\xfe\x00\xd8=\xd8\x00\xde", 8, "\xef\xbf\xbd\xf0\x9f\x98\x80"},
+        {"\xfe\xff\xd8=\xde\x00\x00\xe9", 8, "\xf0\x9f\x98\x80\xc3\xa9"},
+        {"\xff\xfe\xac\x20\0\0", 6, "\xe2\x82\xac\0"},               /* U+0000 is kept */
+    };
+    for (size_t i = 0; i < sizeof u16 / sizeof *u16; i++) {
+        size_t n = 99, want = strlen(u16[i].out) + (i == 11);
+        CHECK(modattn_utf16_bom(u16[i].in, u16[i].len) == (u16[i].in[0] == '\xff' ? 1 : 2));
+        char *s = modattn_utf16_to_utf8(u16[i].in, u16[i].len, &n);
+        CHECK_MSG(s && n == want && memcmp(s, u16[i].out, n) == 0 && s[n] == 0, "utf16 case %zu", i);
+        modattn_free(s);
+    }
+    CHECK(modattn_utf16_bom("ab", 2) == 0 && modattn_utf16_bom("\xff", 1) == 0);
+    CHECK(modattn_utf16_to_utf8("abcd", 4, NULL) == NULL && strstr(modattn_last_error(), "byte order mark"));
     CHECK(modattn_utf8_valid("", 0));
     /* a NUL inside is valid UTF-8 */
     CHECK(modattn_utf8_valid("a\0b", 3));
@@ -81,9 +109,15 @@ static void test_sniff(void) {
         rnd[i] = (unsigned char)((x >> 16) | 0x80); /* high bytes, no NUL: ill-formed UTF-8 */
     }
     CHECK(modattn_sniff_kind("r.dat", rnd, sizeof rnd) == MODATTN_DOC_BINARY);
-    /* UTF-16 has NULs */
-    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"\xff\xfeh\0i\0", 6) ==
-          MODATTN_DOC_BINARY);
+    /* UTF-16 without a byte order mark has NULs; with one it is judged decoded */
+    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"h\0i\0", 4) == MODATTN_DOC_BINARY);
+    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"\xff\xfeh\0i\0", 6) == MODATTN_DOC_TEXT);
+    CHECK(modattn_sniff_kind("u", (const unsigned char *)"\xfe\xff\0<\0h\0t\0m\0l\0>", 14) ==
+          MODATTN_DOC_HTML);
+    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"\xff\xfe\x01\0\x02\0\x03\0", 8) ==
+          MODATTN_DOC_BINARY); /* control characters, decoded */
+    CHECK(modattn_sniff_kind("u.txt", (const unsigned char *)"\xff\xfe" "a\0\0\0", 6) ==
+          MODATTN_DOC_BINARY); /* U+0000 */
     /* a few invalid bytes in prose (Latin-1 accents) still make text */
     const char *latin = "Caf\xe9 au lait, cr\xe8me br\xfbl\xe9" "e, and a long enough sentence.";
     CHECK(modattn_sniff_kind("l.txt", (const unsigned char *)latin, strlen(latin)) ==
