@@ -17,6 +17,7 @@ int modattn_ctx_create(const modattn_ctx_options *opt, modattn_ctx **out) {
     if (!opt) opt = &defaults;
     modattn_ctx *ctx = modattn_calloc(1, sizeof *ctx, MODATTN_MEM_OTHER);
     if (!ctx) return modattn_mem_last_status();
+    pthread_mutex_init(&ctx->mu, NULL);
     int st = 0;
     if (opt->pool) ctx->pool = opt->pool;
     else if ((st = modattn_pool_create(opt->threads, &ctx->pool))) goto fail;
@@ -37,10 +38,52 @@ void modattn_ctx_free(modattn_ctx *ctx) {
     if (!ctx) return;
     modattn__registry_free(ctx);
     modattn_free(ctx->policy);
-    modattn_free(ctx->ws);
-    for (size_t i = 0; i < ctx->ndws; i++) modattn_buffer_free(ctx->dws[i]);
+    modattn__ws_free(&ctx->ws);
     modattn__tune_free(ctx);
     if (ctx->own_pool) modattn_pool_free(ctx->pool);
+    pthread_mutex_destroy(&ctx->mu);
     modattn_free(ctx);
+}
+
+/* ---- sessions */
+
+int modattn_session_create(modattn_ctx *ctx, const modattn_session_options *opt, modattn_session **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_session_create: out is NULL");
+    *out = NULL;
+    if (!ctx) return modattn_error(MODATTN_EINVAL, "modattn_session_create: context is NULL");
+    modattn_session_options defaults;
+    memset(&defaults, 0, sizeof defaults);
+    if (!opt) opt = &defaults;
+    modattn_session *s = modattn_calloc(1, sizeof *s, MODATTN_MEM_OTHER);
+    if (!s) return modattn_mem_last_status();
+    s->ctx = ctx;
+    int st = 0;
+    if (opt->pool) s->pool = opt->pool;
+    else if ((st = modattn_pool_create(opt->threads, &s->pool))) {
+        modattn_free(s);
+        return st;
+    } else s->own_pool = true;
+    s->exec.nthreads = modattn_pool_threads(s->pool);
+    s->exec.parallel_for = exec_parallel_for;
+    s->exec.host = s->pool;
+    *out = s;
+    return 0;
+}
+
+void modattn_session_free(modattn_session *s) {
+    if (!s) return;
+    modattn__ws_free(&s->ws);
+    if (s->own_pool) modattn_pool_free(s->pool);
+    modattn_free(s);
+}
+
+modattn_ctx *modattn_session_ctx(const modattn_session *s) { return s ? s->ctx : NULL; }
+modattn_pool *modattn_session_pool(modattn_session *s) { return s ? s->pool : NULL; }
+const modattn_exec *modattn_session_exec(modattn_session *s) { return s ? &s->exec : NULL; }
+
+int modattn_session_attention(modattn_session *s, const modattn_attn_call *call) {
+    if (!s) return modattn_error(MODATTN_EINVAL, "attention: session is NULL");
+    modattn__runner r = {&s->ws, &s->exec};
+    return modattn__attention(s->ctx, &r, call);
 }
 

@@ -79,7 +79,7 @@ const char *modattn_ctx_policy(const modattn_ctx *ctx) { return ctx->policy; }
 
 /* The order in which implementations are considered for `d` (before asking supports()):
  * explicit lists as given; auto and tune by priority, with a remembered tuned winner first. */
-static size_t candidate_order(modattn_ctx *ctx, const modattn_attn_desc *d, long *out) {
+static size_t candidate_order(modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, long *out) {
     size_t n = 0;
     if (!ctx->policy_auto) {
         for (size_t k = 0; k < ctx->norder; k++) out[n++] = ctx->order[k];
@@ -94,10 +94,10 @@ static size_t candidate_order(modattn_ctx *ctx, const modattn_attn_desc *d, long
             out[b] = out[b - 1];
             out[b - 1] = t;
         }
-    const modattn__tune_entry *te = modattn__tune_lookup(ctx, d);
-    if (te)
+    modattn__tune_entry te;
+    if (modattn__tune_lookup(ctx, nthreads, d, &te))
         for (size_t k = 1; k < n; k++)
-            if (strcmp(ctx->entries[out[k]].impl->name, te->winner) == 0) {
+            if (strcmp(ctx->entries[out[k]].impl->name, te.winner) == 0) {
                 long w = out[k];
                 memmove(out + 1, out, k * sizeof *out);
                 out[0] = w;
@@ -109,7 +109,7 @@ static size_t candidate_order(modattn_ctx *ctx, const modattn_attn_desc *d, long
 int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explain_entry *out, size_t max,
                     size_t *count) {
     long order[256];
-    size_t n = candidate_order(ctx, d, order);
+    size_t n = candidate_order(ctx, ctx->exec.nthreads, d, order);
     if (n > 256) n = 256;
     size_t filled = ctx->n < max ? ctx->n : max;
     for (size_t i = 0; i < filled; i++) {
@@ -126,7 +126,9 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
         else
             snprintf(out[i].reason, sizeof out[i].reason, "not named by the policy '%s'", ctx->policy);
     }
-    const modattn__tune_entry *te = ctx->policy_auto ? modattn__tune_lookup(ctx, d) : NULL;
+    modattn__tune_entry tuned;
+    const modattn__tune_entry *te =
+        ctx->policy_auto && modattn__tune_lookup(ctx, ctx->exec.nthreads, d, &tuned) ? &tuned : NULL;
     if (te)
         for (size_t i = 0; i < filled; i++) out[i].measured_ms = modattn__tune_time(te, out[i].name);
     int rank = 0;
@@ -173,15 +175,21 @@ static bool nothing_to_do(const modattn_attn_desc *d) { return d->B == 0 || d->H
 
 int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
     if (!ctx) return modattn_error(MODATTN_EINVAL, "attention: context is NULL");
+    modattn__runner r = {&ctx->ws, &ctx->exec};
+    return modattn__attention(ctx, &r, call);
+}
+
+int modattn__attention(modattn_ctx *ctx, const modattn__runner *r, const modattn_attn_call *call) {
     modattn_attn_desc d;
     int st = modattn_attn_describe(call, &d);
     if (st) return st;
     if (nothing_to_do(&d)) return 0;
     long order[256];
-    size_t n = candidate_order(ctx, &d, order);
+    size_t n = candidate_order(ctx, r->exec->nthreads, &d, order);
     if (n > 256) n = 256;
-    if (ctx->policy_tune && !modattn__tune_lookup(ctx, &d)) {
-        st = modattn__tune_measure(ctx, &d, call, order, n);
+    modattn__tune_entry known;
+    if (ctx->policy_tune && !modattn__tune_lookup(ctx, r->exec->nthreads, &d, &known)) {
+        st = modattn__tune_measure(ctx, r, &d, call, order, n);
         if (st != MODATTN_EUNSUPPORTED) return st;
         /* nothing capable: fall through for the message that lists the refusals */
     }
@@ -202,11 +210,13 @@ int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
             continue;
         }
         if (tried > 0) {
+            pthread_mutex_lock(&ctx->mu);
             ctx->entries[i].stats.fallbacks++;
             ctx->fallbacks++;
+            pthread_mutex_unlock(&ctx->mu);
         }
         tried++;
-        st = modattn__run_entry(ctx, i, &d, call);
+        st = modattn__run_entry(ctx, r, i, &d, call);
         if (st == 0) return 0;
         last = st;
         if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st; /* memory: the next one won't fare better */
@@ -235,5 +245,6 @@ int modattn_attention_with(modattn_ctx *ctx, size_t i, const modattn_attn_call *
     if (!modattn__capable(ctx, i, &d, reason, sizeof reason, &v))
         return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run this call: %s",
                              ctx->entries[i].impl->name, reason);
-    return modattn__run_entry(ctx, i, &d, call);
+    modattn__runner r = {&ctx->ws, &ctx->exec};
+    return modattn__run_entry(ctx, &r, i, &d, call);
 }

@@ -4,6 +4,8 @@
 #ifndef MODATTN_ATTN_INTERNAL_H
 #define MODATTN_ATTN_INTERNAL_H
 
+#include <pthread.h>
+
 #include "modattn/modattn.h"
 
 typedef struct modattn__entry {
@@ -17,6 +19,7 @@ typedef struct modattn__entry {
     char *origin; /* "builtin", "registered" or a plugin path */
     void *dl;     /* dlopen handle for plugins */
     modattn_impl_stats stats;
+    uint64_t done;      /* successful runs whose time is in samples' reservoir */
     float *samples;     /* reservoir of call times (ms) for the median; MODATTN__SAMPLES of them */
     uint64_t rng;
 } modattn__entry;
@@ -33,6 +36,31 @@ typedef struct modattn__tune_entry {
     char times[512];
 } modattn__tune_entry;
 
+/* Where a call runs: the workspaces it may grow and the threads it may use. The context has one
+ * (its own, for modattn_attention); every session (modattn_session_create) has its own, so calls
+ * in different sessions share nothing but the context's guarded counters and tuning cache. */
+typedef struct modattn__ws {
+    void *host;            /* host workspace, grown on demand */
+    size_t host_bytes;
+    modattn_buffer *dev[8]; /* workspaces on other devices than the CPU, one per device */
+    size_t ndev;
+} modattn__ws;
+
+typedef struct modattn__runner {
+    modattn__ws *ws;
+    const modattn_exec *exec;
+} modattn__runner;
+
+void modattn__ws_free(modattn__ws *ws);
+
+struct modattn_session {
+    modattn_ctx *ctx; /* borrowed: shared, read-only but for its guarded counters and cache */
+    modattn_pool *pool;
+    bool own_pool;
+    modattn_exec exec;
+    modattn__ws ws;
+};
+
 struct modattn_ctx {
     modattn__entry *entries;
     size_t n, cap;
@@ -45,11 +73,10 @@ struct modattn_ctx {
     bool policy_auto;
     long order[MODATTN__MAX_POLICY];    /* explicit preference list (indices) */
     size_t norder;
-    void *ws;                           /* workspace, grown on demand */
-    size_t ws_bytes;
-    /* workspaces on other devices than the CPU, one per device, grown on demand */
-    modattn_buffer *dws[8];
-    size_t ndws;
+    modattn__ws ws;                     /* modattn_attention's workspaces (sessions have their own) */
+    /* guards what calls in several sessions share: every entry's stats, samples and rng, the
+     * fallback count, and the tuning cache (held for a few instructions, never while a kernel runs) */
+    pthread_mutex_t mu;
     uint64_t fallbacks;
     bool policy_tune;
     /* tuning cache (attn/tune.c) */
@@ -70,17 +97,23 @@ int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt);
 void modattn__registry_free(modattn_ctx *ctx);
 
 /* attn/tune.c */
-void modattn__tune_key(const modattn_ctx *ctx, const modattn_attn_desc *d, char *key, size_t len);
-const modattn__tune_entry *modattn__tune_lookup(modattn_ctx *ctx, const modattn_attn_desc *d);
+/* The shape class key of d for calls run with `nthreads` threads. */
+void modattn__tune_key(int nthreads, const modattn_attn_desc *d, char *key, size_t len);
+/* The remembered entry for d with nthreads threads, copied into *out (under ctx->mu): true if
+ * there is one. */
+bool modattn__tune_lookup(modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, modattn__tune_entry *out);
 /* Time the capable candidates (order[0..n)) on this call, remember and save the winner; the
  * call's outputs hold a correct result afterwards. Returns 0 or the error of the last failure. */
-int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const modattn_attn_call *c,
-                          const long *order, size_t n);
+int modattn__tune_measure(modattn_ctx *ctx, const modattn__runner *r, const modattn_attn_desc *d,
+                          const modattn_attn_call *c, const long *order, size_t n);
 /* Median time of `name` in an entry, or -1. */
 double modattn__tune_time(const modattn__tune_entry *e, const char *name);
 void modattn__tune_free(modattn_ctx *ctx);
 /* attn/run.c: run entry i once (workspace, stats, trace); the message names it on failure. */
-int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c);
+int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, const modattn_attn_desc *d,
+                       const modattn_attn_call *c);
+/* attn/dispatch.c: modattn_attention and modattn_session_attention */
+int modattn__attention(modattn_ctx *ctx, const modattn__runner *r, const modattn_attn_call *call);
 /* Runs a deferred init (once, thread-safe). */
 void modattn__entry_ready(modattn__entry *e);
 bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,

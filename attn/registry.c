@@ -294,14 +294,16 @@ const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
 int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
     if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
     const modattn__entry *e = &ctx->entries[i];
+    float tmp[MODATTN__SAMPLES];
+    pthread_mutex_lock((pthread_mutex_t *)&ctx->mu); /* the counters may be moving in other sessions */
     *out = e->stats;
     /* median of the reservoir (a uniform sample of every successful call's time) */
-    size_t n = e->stats.calls - e->stats.failures;
+    size_t n = e->done;
     if (n > MODATTN__SAMPLES) n = MODATTN__SAMPLES;
+    if (n) memcpy(tmp, e->samples, n * sizeof *tmp);
+    pthread_mutex_unlock((pthread_mutex_t *)&ctx->mu);
     out->median_ms = 0;
     if (n) {
-        float tmp[MODATTN__SAMPLES];
-        memcpy(tmp, e->samples, n * sizeof *tmp);
         for (size_t a = 1; a < n; a++) /* insertion sort: n is small and this is not a hot path */
             for (size_t b = a; b > 0 && tmp[b] < tmp[b - 1]; b--) {
                 float t = tmp[b];
@@ -313,4 +315,9 @@ int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats 
     return 0;
 }
 
-uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx) { return ctx->fallbacks; }
+uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx) {
+    pthread_mutex_lock((pthread_mutex_t *)&ctx->mu);
+    uint64_t n = ctx->fallbacks;
+    pthread_mutex_unlock((pthread_mutex_t *)&ctx->mu);
+    return n;
+}

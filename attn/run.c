@@ -32,26 +32,26 @@ bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc 
     return true;
 }
 
-static int ensure_workspace(modattn_ctx *ctx, size_t bytes) {
-    if (bytes <= ctx->ws_bytes) return 0;
-    modattn_free(ctx->ws);
-    ctx->ws = NULL;
-    ctx->ws_bytes = 0;
-    ctx->ws = modattn_malloc(bytes, MODATTN_MEM_WORKSPACE);
-    if (!ctx->ws) return modattn_error_prefix(modattn_mem_last_status(), "attention workspace");
-    ctx->ws_bytes = bytes;
+static int ensure_workspace(modattn__ws *w, size_t bytes) {
+    if (bytes <= w->host_bytes) return 0;
+    modattn_free(w->host);
+    w->host = NULL;
+    w->host_bytes = 0;
+    w->host = modattn_malloc(bytes, MODATTN_MEM_WORKSPACE);
+    if (!w->host) return modattn_error_prefix(modattn_mem_last_status(), "attention workspace");
+    w->host_bytes = bytes;
     return 0;
 }
 
 /* A workspace on the tensors' device (not the CPU): one buffer per device, grown on demand. */
-static int ensure_device_workspace(modattn_ctx *ctx, modattn_device id, size_t bytes, modattn_buffer **out) {
+static int ensure_device_workspace(modattn__ws *w, modattn_device id, size_t bytes, modattn_buffer **out) {
     *out = NULL;
     if (bytes == 0) return 0;
-    size_t slot = ctx->ndws;
-    for (size_t i = 0; i < ctx->ndws; i++)
-        if (ctx->dws[i]->device.kind == id.kind && ctx->dws[i]->device.index == id.index) slot = i;
-    if (slot < ctx->ndws && ctx->dws[slot]->bytes >= bytes) {
-        *out = ctx->dws[slot];
+    size_t slot = w->ndev;
+    for (size_t i = 0; i < w->ndev; i++)
+        if (w->dev[i]->device.kind == id.kind && w->dev[i]->device.index == id.index) slot = i;
+    if (slot < w->ndev && w->dev[slot]->bytes >= bytes) {
+        *out = w->dev[slot];
         return 0;
     }
     const modattn_device_iface *dev = modattn_device_find(id);
@@ -60,19 +60,25 @@ static int ensure_device_workspace(modattn_ctx *ctx, modattn_device id, size_t b
         modattn_device_format(id, name, sizeof name);
         return modattn_error(MODATTN_ENOTFOUND, "attention workspace: no device %s in this process", name);
     }
-    if (slot == ctx->ndws && slot == sizeof ctx->dws / sizeof *ctx->dws)
+    if (slot == w->ndev && slot == sizeof w->dev / sizeof *w->dev)
         return modattn_error(MODATTN_ERANGE, "attention workspace: more than %zu devices in one context", slot);
-    if (slot < ctx->ndws) { /* grow: free first, so the device need not hold both */
-        modattn_buffer_free(ctx->dws[slot]);
-        ctx->dws[slot] = ctx->dws[--ctx->ndws];
-        slot = ctx->ndws;
+    if (slot < w->ndev) { /* grow: free first, so the device need not hold both */
+        modattn_buffer_free(w->dev[slot]);
+        w->dev[slot] = w->dev[--w->ndev];
+        slot = w->ndev;
     }
     modattn_buffer *b;
     int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_WORKSPACE, "attention workspace", &b);
     if (st) return st;
-    ctx->dws[ctx->ndws++] = b;
+    w->dev[w->ndev++] = b;
     *out = b;
     return 0;
+}
+
+void modattn__ws_free(modattn__ws *w) {
+    modattn_free(w->host);
+    for (size_t i = 0; i < w->ndev; i++) modattn_buffer_free(w->dev[i]);
+    memset(w, 0, sizeof *w);
 }
 
 static double call_bytes(const modattn_attn_desc *d) {
@@ -81,26 +87,29 @@ static double call_bytes(const modattn_attn_desc *d) {
 }
 
 /* Run entry i once; on failure the message names the implementation. */
-int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, const modattn_attn_call *c) {
+int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, const modattn_attn_desc *d,
+                       const modattn_attn_call *c) {
     modattn__entry *e = &ctx->entries[i];
     const modattn_attn_impl *impl = e->impl;
-    size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, ctx->exec.nthreads) : 0;
+    size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, d, r->exec->nthreads) : 0;
     void *wsp;
     int st;
     if (impl->device == MODATTN_DEVICE_CPU) {
-        st = ensure_workspace(ctx, ws);
-        wsp = ctx->ws;
+        st = ensure_workspace(r->ws, ws);
+        wsp = r->ws->host;
     } else {
         modattn_buffer *b = NULL;
-        st = ensure_device_workspace(ctx, d->device, ws, &b);
+        st = ensure_device_workspace(r->ws, d->device, ws, &b);
         wsp = b;
     }
     if (st) return st;
     char reason[256] = "";
     uint64_t t0 = modattn_now_ns();
     uint64_t tr = modattn_trace_begin();
+    pthread_mutex_lock(&ctx->mu);
     e->stats.calls++;
-    st = impl->run(impl->ctx, d, c, wsp, ws, &ctx->exec, reason, sizeof reason);
+    pthread_mutex_unlock(&ctx->mu);
+    st = impl->run(impl->ctx, d, c, wsp, ws, r->exec, reason, sizeof reason);
     uint64_t t1 = modattn_now_ns();
     if (tr) {
         char shape[64];
@@ -109,12 +118,15 @@ int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, c
         modattn_trace_end(tr, "attention", impl->name, shape, call_bytes(d), modattn_attn_desc_flops(d));
     }
     if (st != 0) {
+        pthread_mutex_lock(&ctx->mu);
         e->stats.failures++;
+        pthread_mutex_unlock(&ctx->mu);
         return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name,
                              reason[0] ? reason : modattn_strerror(st));
     }
     double ms = (double)(t1 - t0) / 1e6;
-    uint64_t done = e->stats.calls - e->stats.failures; /* this call included */
+    pthread_mutex_lock(&ctx->mu);
+    uint64_t done = ++e->done; /* this call included (calls still running elsewhere are not) */
     if (done <= MODATTN__SAMPLES) e->samples[done - 1] = (float)ms;
     else { /* reservoir sampling keeps a uniform sample for the median */
         e->rng = e->rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -123,6 +135,7 @@ int modattn__run_entry(modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, c
     }
     e->stats.total_ms += ms;
     e->stats.flops += modattn_attn_desc_flops(d);
+    pthread_mutex_unlock(&ctx->mu);
     return 0;
 }
 

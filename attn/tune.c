@@ -32,13 +32,13 @@ static int64_t pow2_bucket(int64_t x) {
     return b;
 }
 
-void modattn__tune_key(const modattn_ctx *ctx, const modattn_attn_desc *d, char *key, size_t len) {
+void modattn__tune_key(int nthreads, const modattn_attn_desc *d, char *key, size_t len) {
     const modattn_cpu_features *f = modattn_cpu_get();
     char cpu[64];
     snprintf(cpu, sizeof cpu, "%s", f->model_name);
     for (char *p = cpu; *p; p++)
         if (*p == '\t' || *p == '|' || *p == '\n') *p = ' ';
-    snprintf(key, len, "%s|t%d|%s|%s|Sq%lld|Sk%lld|D%lld|Dv%lld|c%d|bh%lld|m%d|l%d|s%d", cpu, ctx->exec.nthreads,
+    snprintf(key, len, "%s|t%d|%s|%s|Sq%lld|Sk%lld|D%lld|Dv%lld|c%d|bh%lld|m%d|l%d|s%d", cpu, nthreads,
              modattn_device_kind_name(d->device.kind), modattn_dtype_name(d->dtype), (long long)pow2_bucket(d->Sq),
              (long long)pow2_bucket(d->Sk), (long long)d->D, (long long)d->Dv, d->causal ? 1 : 0,
              (long long)pow2_bucket(d->B * d->Hq), d->has_mask ? 1 : 0, d->has_kv_lens ? 1 : 0,
@@ -175,8 +175,10 @@ static void load(modattn_ctx *ctx) {
 
 const char *modattn_tune_note(modattn_ctx *ctx) {
     if (!ctx) return "";
+    pthread_mutex_lock(&ctx->mu);
     load(ctx);
-    return ctx->tune_note;
+    pthread_mutex_unlock(&ctx->mu);
+    return ctx->tune_note; /* written once, by the first load */
 }
 
 static int mkdirs(const char *dir) {
@@ -235,11 +237,15 @@ static void save(modattn_ctx *ctx, const modattn__tune_entry *e) {
     close(lfd);
 }
 
-const modattn__tune_entry *modattn__tune_lookup(modattn_ctx *ctx, const modattn_attn_desc *d) {
-    load(ctx);
+bool modattn__tune_lookup(modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, modattn__tune_entry *out) {
     char key[192];
-    modattn__tune_key(ctx, d, key, sizeof key);
-    return find_entry(ctx->tune, ctx->ntune, key);
+    modattn__tune_key(nthreads, d, key, sizeof key);
+    pthread_mutex_lock(&ctx->mu);
+    load(ctx);
+    const modattn__tune_entry *e = find_entry(ctx->tune, ctx->ntune, key);
+    if (e) *out = *e;
+    pthread_mutex_unlock(&ctx->mu);
+    return e != NULL;
 }
 
 double modattn__tune_time(const modattn__tune_entry *e, const char *name) {
@@ -257,9 +263,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const modattn_attn_call *c, const long *order,
-                          size_t n) {
+int modattn__tune_measure(modattn_ctx *ctx, const modattn__runner *r, const modattn_attn_desc *d,
+                          const modattn_attn_call *c, const long *order, size_t n) {
+    pthread_mutex_lock(&ctx->mu);
     load(ctx);
+    pthread_mutex_unlock(&ctx->mu);
     bool any_fast = false;
     char reason[256];
     modattn_verdict v;
@@ -268,7 +276,7 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const mo
             any_fast = true;
     modattn__tune_entry e;
     memset(&e, 0, sizeof e);
-    modattn__tune_key(ctx, d, e.key, sizeof e.key);
+    modattn__tune_key(r->exec->nthreads, d, e.key, sizeof e.key);
     double best = -1;
     long best_i = -1;
     bool last_ok = false;
@@ -278,7 +286,7 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const mo
         size_t i = (size_t)order[k];
         if (!modattn__capable(ctx, i, d, reason, sizeof reason, &v)) continue;
         if (any_fast && ctx->entries[i].impl->priority <= 0) continue;
-        int st = modattn__run_entry(ctx, i, d, c); /* warm-up; also proves it works */
+        int st = modattn__run_entry(ctx, r, i, d, c); /* warm-up; also proves it works */
         last_ok = st == 0;
         if (st) {
             last_err = st;
@@ -288,7 +296,7 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const mo
         int reps = 0;
         for (; reps < TUNE_REPS; reps++) {
             uint64_t t0 = modattn_now_ns();
-            st = modattn__run_entry(ctx, i, d, c);
+            st = modattn__run_entry(ctx, r, i, d, c);
             if (st) break;
             t[reps] = (double)(modattn_now_ns() - t0) / 1e6;
         }
@@ -308,10 +316,12 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn_attn_desc *d, const mo
     }
     if (best_i < 0) return last_err;
     snprintf(e.winner, sizeof e.winner, "%s", ctx->entries[best_i].impl->name);
+    pthread_mutex_lock(&ctx->mu);
     int st = put_entry(&ctx->tune, &ctx->ntune, &ctx->captune, &e);
+    pthread_mutex_unlock(&ctx->mu);
     if (st) return st;
-    save(ctx, &e);
-    if (!last_ok) return modattn__run_entry(ctx, (size_t)best_i, d, c); /* leave a correct result */
+    save(ctx, &e); /* the file: under its flock (tune_path is fixed by the first load) */
+    if (!last_ok) return modattn__run_entry(ctx, r, (size_t)best_i, d, c); /* leave a correct result */
     return 0;
 }
 

@@ -1,5 +1,7 @@
 /* core/pool.c — a small fork-join thread pool: workers sleep on a condition variable, a job hands
- * out indices through one atomic counter, and the calling thread works too. */
+ * out indices through one atomic counter, and the calling thread works too. Callers on several
+ * threads take turns (run_mu); a call from inside one of the pool's own tasks runs serially on
+ * that thread instead of waiting for itself. */
 #define _GNU_SOURCE
 #include "modattn/core.h"
 
@@ -14,6 +16,7 @@ struct modattn_pool {
     pthread_t *threads;
     worker_arg *args; /* [nthreads - 1] */
     pthread_mutex_t mu;
+    pthread_mutex_t run_mu; /* one job at a time: concurrent callers take turns */
     pthread_cond_t wake, done;
     uint64_t generation;
     int busy;       /* workers still on the current job */
@@ -30,6 +33,9 @@ struct worker_arg {
     int id;
 };
 
+/* the pool whose task this thread is running (as a worker, or as the caller of a job) */
+static _Thread_local const modattn_pool *tl_in_pool;
+
 static void drain(modattn_pool *p, int id) {
     for (;;) {
         int64_t i = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
@@ -43,6 +49,7 @@ static void *worker_main(void *arg) {
     int id = ((worker_arg *)arg)->id; /* arg lives in the pool (freed with it): the bytes in use
                                        * do not change when a thread happens to start */
     uint64_t seen = 0;
+    tl_in_pool = p;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
@@ -68,6 +75,7 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     if (!p) return modattn_mem_last_status();
     p->nthreads = nthreads;
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->run_mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     if (nthreads > 1) {
@@ -108,6 +116,7 @@ void modattn_pool_free(modattn_pool *p) {
     modattn_free(p->threads);
     modattn_free(p->args);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->run_mu);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     modattn_free(p);
@@ -117,10 +126,13 @@ int modattn_pool_threads(const modattn_pool *p) { return p ? p->nthreads : 1; }
 
 void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx) {
     if (n <= 0) return;
-    if (!p || p->nthreads == 1 || n == 1) {
+    if (!p || p->nthreads == 1 || n == 1 || tl_in_pool == p) {
         for (int64_t i = 0; i < n; i++) fn(ctx, i, 0);
         return;
     }
+    pthread_mutex_lock(&p->run_mu);
+    const modattn_pool *outer = tl_in_pool;
+    tl_in_pool = p;
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
@@ -134,4 +146,6 @@ void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx)
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    tl_in_pool = outer;
+    pthread_mutex_unlock(&p->run_mu);
 }

@@ -77,8 +77,8 @@ static size_t batch_end(const sort_key *keys, size_t n, size_t s, size_t budget,
 }
 
 /* n inputs, input i = ids[off[i] .. off[i+1]-1]; writes out[i*dim ..]. */
-static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off, size_t n,
-                        float *out) {
+static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int32_t *ids, const size_t *off,
+                        size_t n, float *out) {
     const modattn__model_config *c = &m->cfg;
     int st = 0;
     sort_key *keys = modattn_calloc(n, sizeof *keys, MODATTN_MEM_OTHER);
@@ -122,7 +122,9 @@ static int embed_packed(modattn_model *m, const int32_t *ids, const size_t *off,
             outs[b] = out + i * c->dim;
         }
         uint64_t tb = modattn_trace_begin(); /* span: one batch, padded to its longest text */
-        st = modattn__dev_forward(m->dm, m->ctx, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
+        if (m->device_serial) pthread_mutex_lock(&m->device_mu);
+        st = modattn__dev_forward(m->dm, x, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
+        if (m->device_serial) pthread_mutex_unlock(&m->device_mu);
         if (tb) {
             char shape[64];
             snprintf(shape, sizeof shape, "B=%zu S=%zu", B, S);
@@ -150,11 +152,24 @@ static int check_ids(const modattn_model *m, const int32_t *ids, size_t count, s
     return 0;
 }
 
-int modattn_model_embed_ids(modattn_model *m, const int32_t *const *ids, const size_t *counts,
-                            size_t n, float *out) {
+/* The model's own threads and the ctx's workspace (one caller at a time), or a session's. */
+static int fwd_exec(modattn_model *m, modattn_session *s, modattn__fwd_exec *x) {
+    if (s && modattn_session_ctx(s) != m->ctx)
+        return modattn_error(MODATTN_EINVAL, "the session is of another context than the model's");
+    x->ctx = m->ctx;
+    x->session = s;
+    x->pool = s ? modattn_session_pool(s) : m->pool;
+    return 0;
+}
+
+static int embed_ids(modattn_model *m, modattn_session *sess, const int32_t *const *ids, const size_t *counts,
+                     size_t n, float *out) {
     if (n == 0) return 0;
     if (!m || !ids || !counts || !out)
         return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids: NULL argument");
+    modattn__fwd_exec x;
+    int xs = fwd_exec(m, sess, &x);
+    if (xs) return xs;
     if (n > SIZE_MAX / 64)
         return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids: n = %zu", n);
     size_t total = 0;
@@ -174,26 +189,59 @@ int modattn_model_embed_ids(modattn_model *m, const int32_t *const *ids, const s
             memcpy(flat + off[i], ids[i], counts[i] * sizeof(int32_t));
             off[i + 1] = off[i] + counts[i];
         }
-        st = embed_packed(m, flat, off, n, out);
+        st = embed_packed(m, &x, flat, off, n, out);
     }
     modattn_free(off);
     modattn_free(flat);
     return st;
 }
 
+int modattn_model_embed_ids(modattn_model *m, const int32_t *const *ids, const size_t *counts, size_t n,
+                            float *out) {
+    return embed_ids(m, NULL, ids, counts, n, out);
+}
+
+int modattn_model_embed_ids_with(modattn_model *m, modattn_session *s, const int32_t *const *ids,
+                                 const size_t *counts, size_t n, float *out) {
+    if (!s) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids_with: session is NULL");
+    return embed_ids(m, s, ids, counts, n, out);
+}
+
 int modattn_model_tokenize(const modattn_model *m, const char *text, size_t len, int32_t *ids,
                            size_t max, size_t *n) {
+    return modattn_model_tokenize_ex(m, text, len, ids, max, n, NULL);
+}
+
+int modattn_model_tokenize_ex(const modattn_model *m, const char *text, size_t len, int32_t *ids, size_t max,
+                              size_t *n, bool *truncated) {
     if (!m || !ids || !n || (!text && len))
         return modattn_error(MODATTN_EINVAL, "modattn_model_tokenize: NULL argument");
     size_t lim = max < m->cfg.max_tokens ? max : m->cfg.max_tokens;
-    return tokenize_one(m, text ? text : "", len, ids, lim, n);
+    if (!truncated) return tokenize_one(m, text ? text : "", len, ids, lim, n);
+    /* one id more than fits says whether the text was cut; then the cut ids themselves (the
+     * specials at the end move in) */
+    int32_t *more = modattn_malloc((lim + 1) * sizeof *more, MODATTN_MEM_OTHER);
+    if (!more) return modattn_mem_last_status();
+    size_t k = 0;
+    int st = tokenize_one(m, text ? text : "", len, more, lim + 1, &k);
+    *truncated = st == 0 && k > lim;
+    if (st == 0 && !*truncated) {
+        memcpy(ids, more, k * sizeof *ids);
+        *n = k;
+    }
+    modattn_free(more);
+    if (st == 0 && *truncated) st = tokenize_one(m, text ? text : "", len, ids, lim, n);
+    return st;
 }
 
-int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t *lens, size_t n,
-                        float *out, int32_t *ntokens_out) {
+static int embed_texts(modattn_model *m, modattn_session *sess, const char *const *texts, const size_t *lens,
+                       size_t n, float *out, int32_t *ntokens_out) {
     if (n == 0) return 0;
     if (!m || !texts || !out)
         return modattn_error(MODATTN_EINVAL, "modattn_model_embed: NULL argument");
+    modattn__fwd_exec x;
+    int xs = fwd_exec(m, sess, &x);
+    if (xs) return xs;
     const size_t maxt = m->cfg.max_tokens;
     int st = 0;
     if (n > SIZE_MAX / 64) return modattn_error(MODATTN_EINVAL, "modattn_model_embed: n = %zu", n);
@@ -236,9 +284,20 @@ int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t
         snprintf(shape, sizeof shape, "texts=%zu tokens=%zu", n, off[n]);
         modattn_trace_end(tr, "tokenize", "wordpiece", shape, 0, 0);
     }
-    st = embed_packed(m, flat, off, n, out);
+    st = embed_packed(m, &x, flat, off, n, out);
 done:
     modattn_free(flat);
     modattn_free(off);
     return st;
+}
+
+int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t *lens, size_t n, float *out,
+                        int32_t *ntokens_out) {
+    return embed_texts(m, NULL, texts, lens, n, out, ntokens_out);
+}
+
+int modattn_model_embed_with(modattn_model *m, modattn_session *s, const char *const *texts, const size_t *lens,
+                             size_t n, float *out, int32_t *ntokens_out) {
+    if (!s) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_with: session is NULL");
+    return embed_texts(m, s, texts, lens, n, out, ntokens_out);
 }

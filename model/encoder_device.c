@@ -20,7 +20,6 @@ struct modattn__dev_model {
     const modattn_device_iface *dev;
     modattn__model_config cfg;
     int64_t row_block;
-    modattn_pool *pool; /* borrowed */
     modattn_buffer *word, *pos, *type0, *emb_g, *emb_b;
     dev_layer *layers;
     unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
@@ -152,14 +151,13 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const modattn__layer_weights *lw, unsigned host_ops, bool prepare_weights,
-                              modattn_pool *pool, modattn__dev_model **out) {
+                              modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
     dm->dev = dev;
     dm->cfg = *c;
     dm->row_block = modattn_device_row_block(dev);
-    dm->pool = pool;
     dm->host_ops = host_ops; /* (the host copies are rounded to the host's row block there) */
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
@@ -264,8 +262,8 @@ static modattn_tensor view(modattn_buffer *b, int64_t off_elems, int64_t B, int6
     return t;
 }
 
-int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_arena *a, int64_t B, int64_t S,
-                         const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name) {
+int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
+                         int64_t S, const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name) {
     const modattn__model_config *c = &dm->cfg;
     const modattn_device_iface *dev = dm->dev;
     const int64_t H = c->hidden, I = c->intermediate, T = B * S, nh = c->heads, dh = H / nh;
@@ -280,7 +278,7 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
     if (Tr > T && ((st = modattn_buffer_fill(a->x, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4)) ||
                    (st = modattn_buffer_fill(a->att, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4))))
         return st;
-    modattn_pool *pool = dm->pool;
+    modattn_pool *pool = x->pool;
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
                                .eps = c->ln_eps, .pool = pool};
@@ -301,7 +299,8 @@ int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_
         call.v = view(a->big, 2 * H, B, nh, S, dh, 3 * H);
         call.o = view(a->att, 0, B, nh, S, dh, H);
         call.kv_lens = lens;
-        if ((st = modattn_attention(ctx, &call))) return modattn_error_prefix(st, "%s: layer %d attention", model_name, l);
+        if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
+            return modattn_error_prefix(st, "%s: layer %d attention", model_name, l);
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,

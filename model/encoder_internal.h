@@ -4,6 +4,8 @@
 #ifndef MODATTN_ENCODER_INTERNAL_H
 #define MODATTN_ENCODER_INTERNAL_H
 
+#include <pthread.h>
+
 #include "model/model_internal.h"
 #include "model/safetensors.h"
 #include "modattn/core.h"
@@ -42,9 +44,14 @@ struct modattn_model {
     modattn__dev_model *dm;
     bool few_inputs;                      /* options.few_inputs: weights not prepared */
     char host_why[MODATTN_OP_COUNT][192]; /* ops in info.host_fallback_ops: the device's reason */
-    /* host threads for the device's ops: borrowed (options) or its own; never the ctx's */
+    /* host threads for the device's ops: borrowed (options) or its own; never the ctx's
+     * (modattn_model_embed; a session brings its own) */
     modattn_pool *pool;
     bool own_pool;
+    /* a device with its own memory (one in-order queue, kernels whose arguments are set per
+     * call) runs one batch at a time: sessions take turns on it; the CPU runs them at once */
+    bool device_serial;
+    pthread_mutex_t device_mu;
 };
 
 #endif

@@ -229,7 +229,7 @@ static int upload_to_device(modattn_model *m) {
                                          L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
     }
     int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw,
-                                       m->info.host_fallback_ops, !m->few_inputs, m->pool, &m->dm);
+                                       m->info.host_fallback_ops, !m->few_inputs, &m->dm);
     modattn_free(lw);
     if (st) return modattn_error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
@@ -256,6 +256,8 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     if (!m) return modattn_mem_last_status();
     m->ctx = ctx;
     m->dev = dev;
+    m->device_serial = !dinfo.host_memory;
+    pthread_mutex_init(&m->device_mu, NULL);
     m->few_inputs = opt && opt->few_inputs;
     int st = 0;
     if (opt && opt->pool) {
@@ -340,6 +342,7 @@ void modattn_model_free(modattn_model *m) {
     if (!m) return;
     modattn__dev_model_free(m->dm);
     if (m->own_pool) modattn_pool_free(m->pool);
+    pthread_mutex_destroy(&m->device_mu);
     if (m->layers) {
         for (int l = 0; l < m->cfg.layers; l++) {
             layer_w *L = &m->layers[l];

@@ -79,7 +79,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const modattn__layer_weights *layers, unsigned host_ops, bool prepare,
-                              modattn_pool *pool, modattn__dev_model **out);
+                              modattn__dev_model **out);
 /* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
  * arrays: they must outlive dm). */
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);
@@ -89,8 +89,15 @@ void modattn__dev_model_free(modattn__dev_model *dm);
 /* Activation buffers for batches of up to max_T padded tokens in max_B rows. */
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out);
 void modattn__dev_arena_free(modattn__dev_arena *a);
+/* Who runs a batch: attention through `session` (its workspace and threads) when set, else through
+ * ctx's own; the device's host passes on `pool` (NULL: the calling thread). */
+typedef struct modattn__fwd_exec {
+    modattn_ctx *ctx;
+    modattn_session *session;
+    modattn_pool *pool;
+} modattn__fwd_exec;
 /* One batch: B rows padded to S (ids [B*S], lens [B]); pooled vectors to outs[b][0..dim). */
-int modattn__dev_forward(modattn__dev_model *dm, modattn_ctx *ctx, modattn__dev_arena *a, int64_t B, int64_t S,
-                         const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name);
+int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
+                         int64_t S, const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name);
 
 #endif

@@ -155,7 +155,9 @@ void modattn_pool_free(modattn_pool *pool);
 int modattn_pool_threads(const modattn_pool *pool);
 /* Runs fn over [0, n) on the pool (the calling thread takes part) and returns when all are done.
  * Items are handed out dynamically; an item's result must not depend on which thread ran it.
- * Not re-entrant: do not call from inside a task. A NULL pool runs serially. */
+ * Threads calling one pool at once take turns (one job at a time: give concurrent workers a pool
+ * each, modattn_session); a call from inside one of the pool's own tasks runs serially on the
+ * calling thread (thread 0). A NULL pool runs serially. */
 void modattn_pool_run(modattn_pool *pool, int64_t n, modattn_task_fn fn, void *ctx);
 
 /* ---------------------------------------------------------------- CPU */

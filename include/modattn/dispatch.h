@@ -108,7 +108,29 @@ int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call);
 /* Run one named implementation, no policy, no fallback (conformance, benchmarks). */
 int modattn_attention_with(modattn_ctx *ctx, size_t impl_index, const modattn_attn_call *call);
 
-/* A context is used by one thread at a time (it owns one workspace and one thread pool). */
+/* modattn_attention uses the context's own workspace and thread pool: one thread at a time.
+ * Threads that run attention (or a model, modattn/model.h) at the same time each use a session. */
+
+/* ---- sessions: one per worker thread
+ * A session is a worker's own state for running calls while other workers share the context:
+ * its thread pool, its workspaces (grown on demand, kept between calls) and its exec. What the
+ * sessions of one context share is read-only (the registry, the policy: set them up before
+ * creating sessions) or guarded by the context's mutex, held for a few instructions per call and
+ * never while a kernel runs (the counters behind modattn_ctx_impl_stats, the tuning cache). A
+ * session is used by one thread at a time; free every session before its context. */
+typedef struct modattn_session modattn_session;
+typedef struct modattn_session_options {
+    int threads;        /* <= 0: one per online CPU */
+    modattn_pool *pool; /* borrowed (must outlive the session), or NULL: its own of `threads` */
+} modattn_session_options;
+/* Ownership: free with modattn_session_free(). opt may be NULL (defaults). */
+int modattn_session_create(modattn_ctx *ctx, const modattn_session_options *opt, modattn_session **out);
+void modattn_session_free(modattn_session *s); /* NULL is fine */
+/* modattn_attention, in the session: its workspace and threads, the context's policy. */
+int modattn_session_attention(modattn_session *s, const modattn_attn_call *call);
+modattn_ctx *modattn_session_ctx(const modattn_session *s);
+modattn_pool *modattn_session_pool(modattn_session *s);
+const modattn_exec *modattn_session_exec(modattn_session *s);
 
 /* ---- counters */
 typedef struct modattn_impl_stats {

@@ -16,8 +16,12 @@
  * time, so the ctx's policy chooses the implementation; every conforming implementation gives the
  * same embeddings within float rounding.
  *
- * Thread safety: a model may be used by one thread at a time (it keeps one activation arena).
- * Load one model per thread, or serialise calls. */
+ * Thread safety: after loading, a model is read-only. modattn_model_embed uses the model's own
+ * threads and the ctx's attention workspace, so one thread at a time calls it. Threads that embed
+ * at the same time share one model and pass each their own session (modattn_session_create on the
+ * model's ctx: its threads, its attention workspace; modattn_model_embed_with): the vectors are
+ * the same bit for bit as modattn_model_embed's. On the CPU the sessions' batches run at once; on
+ * a device with its own memory (one queue) they take turns. */
 #ifndef MODATTN_MODEL_H
 #define MODATTN_MODEL_H
 
@@ -138,6 +142,11 @@ size_t modattn_model_batch_tokens(const modattn_model *model);
  * [CLS] ... [SEP]). `ids` has room for `max` ids; *n receives the count (<= max). */
 int modattn_model_tokenize(const modattn_model *model, const char *text, size_t len,
                            int32_t *ids, size_t max, size_t *n);
+/* The same, and *truncated says whether the text had more word pieces than fit in
+ * min(max, max_tokens) ids, so that what is embedded is a cut of it (a server refuses those when
+ * asked not to truncate). */
+int modattn_model_tokenize_ex(const modattn_model *model, const char *text, size_t len, int32_t *ids,
+                              size_t max, size_t *n, bool *truncated);
 
 /* A separate copy of the model's tokenizer (the tokenizer.json of its Transformer module), for
  * callers that need what modattn_model_tokenize does not give: token byte offsets, word pieces
@@ -160,10 +169,18 @@ int modattn_model_load_tokenizer(const modattn_model *model, struct modattn_toke
 int modattn_model_embed(modattn_model *model, const char *const *texts, const size_t *lens,
                         size_t n, float *out, int32_t *ntokens_out);
 
+/* modattn_model_embed in a session of the model's ctx (else MODATTN_EINVAL): its threads and
+ * workspace, so that several threads may embed with one model at once, each with its own session. */
+int modattn_model_embed_with(modattn_model *model, modattn_session *session, const char *const *texts,
+                             const size_t *lens, size_t n, float *out, int32_t *ntokens_out);
+
 /* Embed already tokenized inputs (ids[i] has counts[i] ids, each < vocab, counts[i] in
  * [1, max_tokens]); same output as modattn_model_embed. */
 int modattn_model_embed_ids(modattn_model *model, const int32_t *const *ids,
                             const size_t *counts, size_t n, float *out);
+/* The same in a session (see modattn_model_embed_with). */
+int modattn_model_embed_ids_with(modattn_model *model, modattn_session *session, const int32_t *const *ids,
+                                 const size_t *counts, size_t n, float *out);
 
 #ifdef __cplusplus
 }
