@@ -22,16 +22,50 @@ static int cand_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+static bool allowed(int64_t id, const int64_t *allow, size_t nallow) {
+    size_t lo = 0, hi = nallow;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (allow[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < nallow && allow[lo] == id;
+}
+
 int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
                                const modattn_exec *exec, int64_t *ids, float *scores, size_t *nout) {
+    return modattn_store_vectors_topk_among(v, q, k, exec, NULL, 0, ids, scores, nout);
+}
+
+int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float *q, size_t k,
+                                     const modattn_exec *exec, const int64_t *allow, size_t nallow,
+                                     int64_t *ids, float *scores, size_t *nout) {
     if (!nout) return modattn_error(MODATTN_EINVAL, "vectors_topk: nout is NULL");
     *nout = 0;
-    if (!v || !q || (k && (!ids || !scores)))
+    if (!v || !q || (k && (!ids || !scores)) || (nallow && !allow))
         return modattn_error(MODATTN_EINVAL, "vectors_topk: NULL argument");
-    if (k == 0 || v->n == 0) return 0;
+    if (k == 0 || v->n == 0 || (allow && nallow == 0)) return 0;
     if (k > v->n) k = v->n;
-    if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || k > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS)
+    /* rows to leave out: the masked ones, and with `allow` every row of another chunk */
+    uint8_t *skip = NULL;
+    const uint8_t *mask = v->mask;
+    if (allow) {
+        skip = modattn_calloc((v->rows + 7) / 8 + 1, 1, MODATTN_MEM_WORKSPACE);
+        if (!skip) return modattn_mem_last_status();
+        for (size_t g = 0; g < v->nseg; g++) {
+            const modattn_store_vector_segment *sg = &v->seg[g];
+            for (size_t r = 0; r < sg->n; r++) {
+                const size_t row = sg->row0 + r;
+                const bool masked = v->mask && (v->mask[row / 8] >> (row % 8) & 1);
+                if (masked || !allowed(sg->chunk_ids[r], allow, nallow)) skip[row / 8] |= (uint8_t)(1u << (row % 8));
+            }
+        }
+        mask = skip;
+    }
+    if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || k > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS) {
+        modattn_free(skip);
         return modattn_error(MODATTN_ERANGE, "vectors_topk: k = %zu is too large", k);
+    }
     /* each segment's best k (masked rows left out), then the best k of those */
     modattn_hit *hits = modattn_malloc(v->nseg * k * sizeof *hits, MODATTN_MEM_WORKSPACE);
     cand *cands = modattn_malloc(v->nseg * k * sizeof *cands, MODATTN_MEM_WORKSPACE);
@@ -42,7 +76,7 @@ int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, s
         size_t got = 0;
         const modattn_store_vector_segment *sg = &v->seg[g];
         st = modattn_topk_masked(sg->data, sg->n, v->dim, v->ld, q, k, exec, MODATTN_SCAN_AUTO,
-                                 v->mask, sg->row0, hits + nh, &got);
+                                 mask, sg->row0, hits + nh, &got);
         for (size_t i = 0; !st && i < got; i++)
             cands[nh + i] = (cand){hits[nh + i].score, sg->chunk_ids[hits[nh + i].row]};
         nh += got;
@@ -55,12 +89,71 @@ int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, s
     }
     modattn_free(hits);
     modattn_free(cands);
+    modattn_free(skip);
     return st;
 }
 
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
     return modattn_search_ex(store, model, query, k, exec, out, nout, NULL);
+}
+
+int modattn_search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                          size_t k, const char *path_prefix, const modattn_exec *exec,
+                          modattn_search_result **out, size_t *nout) {
+    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_vectors: NULL argument");
+    *out = NULL;
+    *nout = 0;
+    if (!store || !v || !query_vec) return modattn_error(MODATTN_EINVAL, "modattn_search_vectors: NULL argument");
+    if (k == 0 || v->n == 0) return 0;
+    if (k > v->n) k = v->n;
+    const size_t dim = v->dim;
+    float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
+    modattn_search_result *res = modattn_calloc(k, sizeof *res, MODATTN_MEM_OTHER);
+    int64_t *ids = modattn_malloc(k * sizeof *ids, MODATTN_MEM_OTHER), *allow = NULL;
+    float *scores = modattn_malloc(k * sizeof *scores, MODATTN_MEM_OTHER);
+    size_t nh = 0, nallow = 0;
+    int st = 0;
+    if (!q || !res || !ids || !scores) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    memcpy(q, query_vec, dim * sizeof(float));
+    modattn_vec_normalize(q, dim);
+    if (path_prefix && (st = modattn_store_chunk_ids_under(store, path_prefix, &allow, &nallow))) goto done;
+    uint64_t tr = modattn_trace_begin();
+    if (path_prefix) st = modattn_store_vectors_topk_among(v, q, k, exec, allow ? allow : ids, nallow, ids, scores, &nh);
+    else st = modattn_store_vectors_topk(v, q, k, exec, ids, scores, &nh);
+    if (st) goto done;
+    if (tr) {
+        char shape[64];
+        snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v->n, dim, k);
+        modattn_trace_end(tr, "search.scan", "topk", shape, (double)v->n * (double)dim * 4.0,
+                          2.0 * (double)v->n * (double)dim);
+    }
+    tr = modattn_trace_begin();
+    for (size_t i = 0; i < nh; i++) {
+        res[i].rank = (int)i + 1;
+        res[i].score = scores[i];
+        if ((st = modattn_store_get_chunk(store, ids[i], &res[i].chunk))) {
+            nh = i;
+            goto done;
+        }
+    }
+    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
+done:
+    if (st || nh == 0) {
+        modattn_search_results_free(res, nh);
+        res = NULL;
+        nh = 0;
+    }
+    modattn_free(allow);
+    modattn_free(ids);
+    modattn_free(scores);
+    modattn_free(q);
+    *out = res;
+    *nout = nh;
+    return st;
 }
 
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
@@ -77,22 +170,16 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
     int st = modattn_store_check_model(store, &sm);
     if (st) return st;
     if (k == 0) return 0;
-
     const size_t dim = info->dim;
     float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *ids = NULL;
-    float *scores = NULL;
-    modattn_search_result *res = NULL;
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
-    size_t nh = 0;
     if (!q) return modattn_mem_last_status();
     const char *texts[1] = {query};
     if ((st = modattn_model_embed(model, texts, NULL, 1, q, NULL))) {
         st = modattn_error_prefix(st, "embedding the query");
         goto done;
     }
-    modattn_vec_normalize(q, dim);
     uint64_t tr = modattn_trace_begin();
     if ((st = modattn_store_open_vectors(store, &v))) goto done;
     if (where) {
@@ -106,45 +193,10 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
         modattn_trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
                           v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
     }
-    if (v.n == 0) goto done;
-    if (k > v.n) k = v.n;
-    res = modattn_calloc(k, sizeof *res, MODATTN_MEM_OTHER);
-    ids = modattn_malloc(k * sizeof *ids, MODATTN_MEM_OTHER);
-    scores = modattn_malloc(k * sizeof *scores, MODATTN_MEM_OTHER);
-    if (!res || !ids || !scores) {
-        st = modattn_mem_last_status();
-        goto done;
-    }
-    tr = modattn_trace_begin();
-    if ((st = modattn_store_vectors_topk(&v, q, k, exec, ids, scores, &nh))) goto done;
-    if (tr) {
-        char shape[64];
-        snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v.n, dim, k);
-        modattn_trace_end(tr, "search.scan", "topk", shape, (double)v.n * (double)dim * 4.0,
-                          2.0 * (double)v.n * (double)dim);
-    }
-    tr = modattn_trace_begin();
-    for (size_t i = 0; i < nh; i++) {
-        res[i].rank = (int)i + 1;
-        res[i].score = scores[i];
-        if ((st = modattn_store_get_chunk(store, ids[i], &res[i].chunk))) {
-            nh = i;
-            goto done;
-        }
-    }
-    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
+    st = modattn_search_vectors(store, &v, q, k, NULL, exec, out, nout);
 done:
-    if (st) {
-        modattn_search_results_free(res, nh);
-        res = NULL;
-        nh = 0;
-    }
     modattn_store_vectors_free(&v);
-    modattn_free(ids);
-    modattn_free(scores);
     modattn_free(q);
-    *out = res;
-    *nout = nh;
     return st;
 }
 

@@ -1065,6 +1065,45 @@ int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_ch
     return st;
 }
 
+int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t **ids, size_t *n) {
+    if (!s || !prefix || !ids || !n) return modattn_error(MODATTN_EINVAL, "chunk_ids_under: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *q = NULL;
+    /* the path's first bytes compared as bytes (a BLOB compare: no collation, any encoding) */
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document "
+                                "WHERE substr(CAST(d.path AS BLOB), 1, ?2) = CAST(?1 AS BLOB) ORDER BY c.id",
+                                -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "finding the chunks under a path");
+    const size_t plen = strlen(prefix);
+    sqlite3_bind_blob(q, 1, prefix, (int)plen, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, (sqlite3_int64)plen);
+    int st = 0;
+    size_t cap = 0;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        if (*n == cap) {
+            size_t nc = cap ? cap * 2 : 1024;
+            int64_t *nv = modattn_realloc(*ids, nc * sizeof *nv, MODATTN_MEM_WORKSPACE);
+            if (!nv) {
+                st = modattn_mem_last_status();
+                break;
+            }
+            *ids = nv;
+            cap = nc;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(q, 0);
+    }
+    if (!st && rc != SQLITE_DONE) st = sq_err(s, rc, "finding the chunks under a path");
+    sqlite3_finalize(q);
+    if (st) {
+        modattn_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
 void modattn_store_chunk_clear(modattn_store_chunk *c) {
     if (!c) return;
     modattn_free(c->path);

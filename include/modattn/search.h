@@ -57,6 +57,12 @@ int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const
 int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
                                const modattn_exec *exec, int64_t *ids, float *scores, size_t *nout);
 
+/* The same among the rows whose chunk id is in allow (nallow ids, ascending; allow NULL: every
+ * row; an empty list: none). */
+int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float *q, size_t k,
+                                     const modattn_exec *exec, const int64_t *allow, size_t nallow,
+                                     int64_t *ids, float *scores, size_t *nout);
+
 /* scores[i] = dot(mat row i, query) for i in [0, n), with one ISA (tests, benchmarks). */
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores);
@@ -78,6 +84,16 @@ typedef struct modattn_search_result {
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout);
 void modattn_search_results_free(modattn_search_result *r, size_t n);
+
+/* The k best chunks of the store for a query vector already embedded (query_vec, [v->dim];
+ * normalised here) among vectors the caller holds (modattn_store_open_vectors; a server keeps
+ * them between searches and opens them again when the store's generation moves). path_prefix
+ * (NULL: all) keeps only the chunks of documents whose stored path begins with its bytes. The
+ * caller checks that the store belongs to the model (modattn_store_check_model). Ownership: free
+ * with modattn_search_results_free(). */
+int modattn_search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                           size_t k, const char *path_prefix, const modattn_exec *exec,
+                           modattn_search_result **out, size_t *nout);
 
 /* What a search read its vectors from. */
 typedef struct modattn_search_info {

@@ -238,6 +238,10 @@ typedef struct modattn_store_chunk {
 int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_chunk *out);
 void modattn_store_chunk_clear(modattn_store_chunk *c);
 
+/* The ids of every chunk of the documents whose stored path begins with the bytes of prefix,
+ * ascending. Ownership: *ids is freed with modattn_free (NULL when *n is 0). */
+int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t **ids, size_t *n);
+
 /* PRAGMA integrity_check: 0 when "ok", else MODATTN_EFORMAT with SQLite's first complaint. */
 int modattn_store_integrity_check(modattn_store *s);
 
