@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# bench/setup_venv.sh [VENV_DIR]: create the Python tooling venv (default bench/.venv) and install
-# bench/requirements.txt into it. Idempotent: does nothing when the pinned versions are installed.
+# bench/setup_venv.sh [VENV_DIR [REQUIREMENTS]]: create a Python tooling venv (default bench/.venv) and
+# install REQUIREMENTS (default bench/requirements.txt) into it. Idempotent: does nothing (and needs
+# no network) when the pinned versions are installed. Concurrent runs on one venv take turns.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="${1:-$HERE/.venv}"
-REQ="$HERE/requirements.txt"
+REQ="${2:-$HERE/requirements.txt}"
 PYTHON="${PYTHON:-python3}"
 command -v "$PYTHON" >/dev/null || { echo "setup_venv: $PYTHON not found (apt-get install -y python3 python3-venv)" >&2; exit 1; }
 if [ ! -x "$VENV/bin/python" ]; then
@@ -28,6 +29,8 @@ then
   echo "setup_venv: $VENV already has the pinned packages"
   exit 0
 fi
-echo "setup_venv: installing bench/requirements.txt into $VENV (several GB, takes minutes)"
+exec 9> "$VENV/.install.lock" # several builds may run their tests at once: one installs at a time
+flock 9
+echo "setup_venv: installing $REQ into $VENV"
 "$VENV/bin/python" -m pip install --disable-pip-version-check -r "$REQ"
 echo "setup_venv: done: $VENV/bin/python"

@@ -13,6 +13,9 @@ PKGS=(
   # the OpenCL device: headers, the ICD loader, PoCL (OpenCL on this CPU, so CI runs the device
   # suites) and CLBlast for the GEMMs; clinfo to see what the loader finds
   opencl-headers ocl-icd-opencl-dev pocl-opencl-icd libclblast-dev clinfo
+  # `modattn serve`: libmicrohttpd (GLib for base64 comes with poppler-glib); its tests: wrk, curl,
+  # python3-venv for the openai and schemathesis clients from PyPI
+  libmicrohttpd-dev libglib2.0-dev wrk curl python3-venv
 )
 missing=()
 for p in "${PKGS[@]}"; do

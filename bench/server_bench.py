@@ -1,0 +1,252 @@
+"""bench/server_bench.py — `modattn serve` against an anchor server on this machine, same model
+directory, same CPU, same load: requests/s and p50/p99 latency at 1, 8 and 64 concurrent clients
+with 1 and 32 inputs per request (OpenAI embeddings requests of sentences from
+bench/corpus_sentences.txt, a different body each request), driven by wrk (bench/server_wrk.lua).
+
+The anchor is infinity-emb (PyPI, torch engine, CPU) when --infinity names its `infinity_emb`
+executable, else sentence-transformers behind uvicorn (--st-python: a python with
+sentence-transformers, fastapi and uvicorn; bench/server_st_anchor.py). Servers run one at a time
+(never both: they would share the two cores), in rounds A B A B ...; each figure is the median of
+the rounds. Writes bench/results/server.md and server.png.
+
+  python bench/server_bench.py --bin build/modattn --model .models/all-MiniLM-L6-v2 \
+      --infinity /path/to/venv/bin/infinity_emb [--seconds 15] [--rounds 2]
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def torch_version():
+    """torch's version in the anchor's venv (beside its infinity_emb)."""
+    try:
+        import glob
+        venv = os.path.dirname(os.path.dirname(ARGS.infinity))
+        metas = glob.glob(os.path.join(venv, "lib/python*/site-packages/torch-*.dist-info"))
+        return os.path.basename(metas[0])[len("torch-"):-len(".dist-info")] if metas else "?"
+    except Exception:  # noqa: BLE001
+        return "?"
+
+
+ARGS = None
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def wait_http(url, proc, limit=600):
+    t0 = time.time()
+    while time.time() - t0 < limit:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return time.time() - t0
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("server not ready: " + url)
+
+
+def rss_kb(pid):
+    """Resident memory of a process and its children (kB)."""
+    total = 0
+    pids = [pid]
+    try:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+        pids += [int(p) for p in out]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+class Server:
+    def __init__(self, name, cmd, health, path, env=None, log=None):
+        self.name, self.health, self.path = name, health, path
+        e = dict(os.environ)
+        e.update(env or {})
+        self.log = open(log or os.devnull, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        self.ready_s = wait_http(health, self.proc)
+
+    def stop(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(60)
+        except (OSError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.log.close()
+
+
+def run_wrk(url, inputs, conns, seconds, sentences, model):
+    env = dict(os.environ, INPUTS=str(inputs), SENTENCES=sentences, MODEL=model)
+    threads = min(2, conns)
+    cmd = ["wrk", f"-t{threads}", f"-c{conns}", f"-d{seconds}s", "--timeout", "60s", "-s",
+           os.path.join(HERE, "server_wrk.lua"), url]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+    m = re.search(r"RESULT requests=(\d+) seconds=([\d.]+) p50_ms=([\d.]+) p99_ms=([\d.]+) errors=(\d+) statuses=(\S*)", out)
+    if not m:
+        raise RuntimeError("wrk gave no result: " + out[-2000:])
+    req, secs, p50, p99, errs, sts = m.groups()
+    return {"rps": int(req) / float(secs), "p50": float(p50), "p99": float(p99), "errors": int(errs), "statuses": sts}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(REPO, "build/modattn"))
+    ap.add_argument("--model", default=os.path.join(REPO, ".models/all-MiniLM-L6-v2"))
+    ap.add_argument("--infinity", help="infinity_emb executable (the anchor)")
+    ap.add_argument("--st-python", help="python with sentence-transformers + fastapi + uvicorn (anchor without infinity)")
+    ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--out", default=os.path.join(HERE, "results/server.md"))
+    a = ap.parse_args()
+    global ARGS
+    ARGS = a
+    sentences = os.path.join(HERE, "corpus_sentences.txt")
+    model = os.path.abspath(a.model)
+    ncpu = os.cpu_count()
+    tmp = tempfile.mkdtemp(prefix="server-bench-")
+
+    def start_modattn():
+        port = free_port()
+        return Server("modattn serve", [a.bin, "serve", "--model", model, "--port", str(port), "--quiet"],
+                      f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}/v1/embeddings",
+                      log=os.path.join(tmp, "modattn.log"))
+
+    def start_anchor():
+        port = free_port()
+        if a.infinity:
+            env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1",
+                   "INFINITY_ANONYMOUS_USAGE_STATS": "0", "OMP_NUM_THREADS": str(ncpu)}
+            cmd = [a.infinity, "v2", "--model-id", model, "--served-model-name", "all-MiniLM-L6-v2", "--engine", "torch",
+                   "--device", "cpu", "--port", str(port), "--host", "127.0.0.1", "--batch-size", "32", "--log-level", "warning"]
+            return Server("infinity-emb", cmd, f"http://127.0.0.1:{port}/health", f"http://127.0.0.1:{port}/embeddings",
+                          env=env, log=os.path.join(tmp, "anchor.log"))
+        cmd = [a.st_python, os.path.join(HERE, "server_st_anchor.py"), model, str(port)]
+        return Server("sentence-transformers + uvicorn", cmd, f"http://127.0.0.1:{port}/health",
+                      f"http://127.0.0.1:{port}/v1/embeddings", env={"HF_HUB_OFFLINE": "1"},
+                      log=os.path.join(tmp, "anchor.log"))
+
+    if not a.infinity and not a.st_python:
+        sys.exit("server_bench: name an anchor: --infinity PATH or --st-python PATH")
+    configs = [(i, c) for i in (1, 32) for c in (1, 8, 64)]
+    results = {"modattn serve": {}, "anchor": {}}
+    rss = {"modattn serve": [], "anchor": []}
+    anchor_name = None
+    ready = {}
+    for rnd in range(a.rounds):
+        for key, start in (("modattn serve", start_modattn), ("anchor", start_anchor)):
+            srv = start()
+            if key == "anchor":
+                anchor_name = srv.name
+            ready.setdefault(key, []).append(srv.ready_s)
+            run_wrk(srv.path, 8, 8, 3, sentences, "all-MiniLM-L6-v2")  # warm-up
+            for inputs, conns in configs:
+                r = run_wrk(srv.path, inputs, conns, a.seconds, sentences, "all-MiniLM-L6-v2")
+                results[key].setdefault((inputs, conns), []).append(r)
+                print(f"round {rnd + 1} {srv.name:32s} inputs={inputs:2d} clients={conns:2d}: {r['rps']:8.1f} req/s "
+                      f"p50 {r['p50']:8.1f} ms p99 {r['p99']:8.1f} ms statuses {r['statuses']} errors {r['errors']}",
+                      flush=True)
+            rss[key].append(rss_kb(srv.proc.pid))
+            srv.stop()
+
+    def med(key, cfg, field):
+        return statistics.median(r[field] for r in results[key][cfg])
+
+    cpu = "unknown"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    lines = ["# `modattn serve` against " + anchor_name, "",
+             f"Written by `bench/server_bench.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {ncpu} CPUs "
+             f"({cpu}), OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, model "
+             f"{os.path.basename(model)} from the same directory for both, CPU only. Load: wrk "
+             f"(`bench/server_wrk.lua`), OpenAI embeddings requests of 1 or 32 sentences of "
+             f"`bench/corpus_sentences.txt` (a different body each request), for {a.seconds} s per row after a 3 s "
+             f"warm-up; the servers ran one at a time, {a.rounds} rounds alternating, medians shown. wrk shares "
+             f"the {ncpu} CPUs with the server under test, the same for both.",
+             "", f"modattn serve: default options (`--threads` all CPUs, one executor, dynamic batching up to 8192 "
+             f"tokens). Anchor: {anchor_name}" + (" (`infinity_emb v2 --engine torch --device cpu --batch-size 32 --log-level warning`, torch " + torch_version() + ")"
+                                                   if a.infinity else " (`bench/server_st_anchor.py`)") + ".",
+             "", "| inputs/request | clients | modattn req/s | anchor req/s | throughput ratio | modattn p50 ms | "
+             "anchor p50 ms | modattn p99 ms | anchor p99 ms | p99 ratio (modattn/anchor) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for cfg in configs:
+        m_rps, a_rps = med("modattn serve", cfg, "rps"), med("anchor", cfg, "rps")
+        m_p99, a_p99 = med("modattn serve", cfg, "p99"), med("anchor", cfg, "p99")
+        ratios.append((cfg, m_rps / a_rps, m_p99 / a_p99))
+        lines.append(f"| {cfg[0]} | {cfg[1]} | {m_rps:.1f} | {a_rps:.1f} | {m_rps / a_rps:.2f}x | "
+                     f"{med('modattn serve', cfg, 'p50'):.1f} | {med('anchor', cfg, 'p50'):.1f} | {m_p99:.1f} | "
+                     f"{a_p99:.1f} | {m_p99 / a_p99:.2f} |")
+    met = sum(1 for _, t, p in ratios if t >= 2 and p <= 1)
+    lines += ["", f"Target (issue 14): at least 2x the anchor's throughput at equal or lower p99: met in {met} of "
+              f"{len(ratios)} rows (throughput ratio {min(t for _, t, _ in ratios):.2f}x to "
+              f"{max(t for _, t, _ in ratios):.2f}x; p99 ratio {min(p for _, _, p in ratios):.2f} to "
+              f"{max(p for _, _, p in ratios):.2f}).",
+              "", f"Resident memory after each round's runs: modattn serve {', '.join(f'{x / 1024:.0f}' for x in rss['modattn serve'])} MB; "
+              f"anchor {', '.join(f'{x / 1024:.0f}' for x in rss['anchor'])} MB. Time to ready: modattn serve "
+              f"{', '.join(f'{x:.1f}' for x in ready['modattn serve'])} s; anchor {', '.join(f'{x:.1f}' for x in ready['anchor'])} s.",
+              "", "![requests/s and p99 by clients](server.png)", ""]
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    open(a.out, "w").write("\n".join(lines))
+    raw = {f"{k}|{cfg[0]}|{cfg[1]}": v for k in results for cfg, v in results[k].items()}
+    json.dump({"anchor": anchor_name, "runs": raw, "rss_kb": rss}, open(a.out.replace(".md", ".json"), "w"), indent=1)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+        for key, label, style in (("modattn serve", "modattn serve", "-o"), ("anchor", anchor_name, "--s")):
+            for inputs, color in ((1, "tab:blue"), (32, "tab:orange")):
+                xs = [c for i, c in configs if i == inputs]
+                ax[0].plot(xs, [med(key, (inputs, c), "rps") * inputs for c in xs], style, color=color,
+                           label=f"{label}, {inputs} input{'s' if inputs > 1 else ''}/request")
+                ax[1].plot(xs, [med(key, (inputs, c), "p99") for c in xs], style, color=color,
+                           label=f"{label}, {inputs} input{'s' if inputs > 1 else ''}/request")
+        for x, t in ((ax[0], "texts embedded per second"), (ax[1], "p99 latency (ms)")):
+            x.set_xscale("log", base=2)
+            x.set_yscale("log")
+            x.set_xlabel("concurrent clients")
+            x.set_title(t)
+            x.grid(True, which="both", alpha=0.3)
+        ax[0].legend(fontsize=7)
+        fig.suptitle(f"modattn serve vs {anchor_name}, {ncpu} CPUs, all-MiniLM-L6-v2")
+        fig.tight_layout()
+        fig.savefig(a.out.replace(".md", ".png"), dpi=110)
+    except ImportError:
+        print("server_bench: no matplotlib here: no plot", file=sys.stderr)
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

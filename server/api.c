@@ -1,0 +1,633 @@
+/* server/api.c — the routes' JSON. Requests are parsed with jansson and checked field by field:
+ * every refusal names the field (OpenAI's `param`) and says what was expected. Responses are
+ * OpenAI's shapes; the embeddings response, which can be megabytes of floats, is written by hand
+ * (each float with 9 significant digits: it parses back to the same float32), base64 through
+ * GLib (little-endian float32 bytes, as OpenAI's).
+ *
+ * Token-id inputs are word pieces as the model's tokenizer gives them for a text without special
+ * tokens; the server adds the model's [CLS] and [SEP] as it does for texts, so ids from
+ * `tokenizer(text, add_special_tokens=False)` embed exactly as the text does. */
+#include <glib.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "modattn/ingest.h"
+#include "modattn/tokenizer.h"
+#include "server/server.h"
+
+/* ---- errors */
+
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 408: return "timeout_error";
+    case 429: return "rate_limit_error";
+    case 500: return "server_error";
+    case 503: return "service_unavailable_error";
+    default: return "invalid_request_error";
+    }
+}
+
+char *srv_error_body(int status, const char *message, const char *param, const char *code) {
+    /* messages may quote user input: ill-formed UTF-8 becomes U+FFFD so the JSON stays valid */
+    char *clean = modattn_utf8_valid(message, strlen(message)) ? NULL : modattn_utf8_sanitize(message, strlen(message), NULL);
+    json_t *e = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", clean ? clean : message, "type",
+                          error_type(status), "param", param && *param ? json_string(param) : json_null(), "code",
+                          code ? json_string(code) : json_null());
+    modattn_free(clean);
+    char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (modattn_json_take_failure()) { /* over the budget: the text may be wrong, so none */
+        modattn_json_free(s);
+        return NULL;
+    }
+    if (!s) return NULL;
+    char *out = strdup(s); /* callers free() */
+    modattn_json_free(s);
+    return out;
+}
+
+static int bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(bad->message, sizeof bad->message, fmt, ap);
+    va_end(ap);
+    bad->status = status;
+    snprintf(bad->param, sizeof bad->param, "%s", param ? param : "");
+    bad->code = code;
+    return -1;
+}
+
+static const char *json_kind(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* jansson takes no NUL in an object key ("\u0000"): in a copy of the body, each such escape inside
+ * a key becomes "\ufffd" (same length). Keys are only matched against ours, which hold no NUL, so
+ * nothing the server reads changes; strings that are values are left alone. NULL if none. */
+static char *mend_nul_keys(const char *body, size_t len) {
+    char *c = malloc(len + 1);
+    if (!c) return NULL;
+    memcpy(c, body, len);
+    c[len] = '\0';
+    bool changed = false;
+    for (size_t i = 0; i < len; i++) {
+        if (c[i] != '"') continue;
+        size_t start = i++, end;
+        while (i < len && c[i] != '"') i += c[i] == '\\' ? 2 : 1;
+        end = i;
+        if (end >= len) break;
+        size_t j = end + 1;
+        while (j < len && (c[j] == ' ' || c[j] == '\t' || c[j] == '\n' || c[j] == '\r')) j++;
+        if (j >= len || c[j] != ':') continue; /* a value, not a key */
+        for (size_t k = start + 1; k + 6 <= end; k++) {
+            if (c[k] != '\\') continue;
+            if (c[k + 1] == 'u' && c[k + 2] == '0' && c[k + 3] == '0' && c[k + 4] == '0' && c[k + 5] == '0') {
+                memcpy(c + k, "\\ufffd", 6);
+                changed = true;
+            }
+            k++; /* the escaped character */
+        }
+    }
+    if (!changed) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The body as a JSON object, or a 400 saying why not. */
+static json_t *parse_body(const char *body, size_t len, srv_bad *bad) {
+    json_t *root = NULL;
+    json_error_t err;
+    const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL; /* a text may hold U+0000 */
+    int st = modattn_json_loadb(body, len, flags, &root, &err);
+    if (st == MODATTN_EFORMAT && strstr(err.text, "NUL byte in object key")) {
+        char *mended = mend_nul_keys(body, len);
+        if (mended) {
+            st = modattn_json_loadb(mended, len, flags, &root, &err);
+            free(mended);
+        }
+    }
+    if (st == MODATTN_EFORMAT && strstr(err.text, "too big")) {
+        /* valid JSON with an integer past 64 bits (in a field we may not even read): parse the
+         * numbers as reals; integer fields then take integral reals (get_int) */
+        st = modattn_json_loadb(body, len, flags | JSON_DECODE_INT_AS_REAL, &root, &err);
+    }
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
+        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory (or over its --mem-budget) reading the body");
+        return NULL;
+    }
+    if (st) {
+        bad_req(bad, 400, NULL, "invalid_json", "the body is not valid JSON: %s", modattn_last_error());
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        bad_req(bad, 400, NULL, "invalid_json", "the body must be a JSON object, not %s", json_kind(root));
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* An integer field: a JSON integer, or (numbers parsed as reals, see parse_body) an integral
+ * real within +-2^53. */
+static bool get_int(const json_t *v, long long *out) {
+    if (json_is_integer(v)) {
+        *out = (long long)json_integer_value(v);
+        return true;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d >= -9007199254740992.0 && d <= 9007199254740992.0 && d == (double)(long long)d) {
+            *out = (long long)d;
+            return true;
+        }
+    }
+    return false;
+}
+
+static int check_model(const srv_api *api, json_t *root, srv_bad *bad) {
+    json_t *m = json_object_get(root, "model");
+    if (!m || json_is_null(m)) return 0;
+    if (!json_is_string(m)) return bad_req(bad, 400, "model", "invalid_type", "'model' must be a string, not %s", json_kind(m));
+    if (strcmp(json_string_value(m), api->model_id) != 0)
+        return bad_req(bad, 404, "model", "model_not_found", "the model '%.200s' is not served here; this server serves '%s'",
+                       json_string_value(m), api->model_id);
+    return 0;
+}
+
+/* ---- POST /v1/embeddings */
+
+void srv_embed_req_free(srv_embed_req *r) {
+    if (!r) return;
+    for (size_t i = 0; r->ids && i < r->n; i++) modattn_free(r->ids[i]);
+    modattn_free(r->ids);
+    modattn_free(r->counts);
+    memset(r, 0, sizeof *r);
+}
+
+/* A token list (word pieces, no specials) into [CLS] pieces [SEP]. */
+static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_input, bool truncate, srv_embed_req *out,
+                    srv_bad *bad) {
+    char param[48];
+    if (whole_input) snprintf(param, sizeof param, "input");
+    else snprintf(param, sizeof param, "input[%zu]", idx);
+    size_t m = json_array_size(arr);
+    if (m == 0) return bad_req(bad, 400, param, "invalid_value", "%s: a list of token ids must not be empty", param);
+    const size_t room = api->max_tokens - 2; /* [CLS] and [SEP] */
+    if (m > room && !truncate)
+        return bad_req(bad, 422, param, "context_length_exceeded",
+                       "%s has %zu tokens; with [CLS] and [SEP] that is more than the model's %zu, and truncation is off",
+                       param, m, api->max_tokens);
+    size_t keep = m > room ? room : m;
+    int32_t *ids = modattn_malloc((keep + 2) * sizeof *ids, MODATTN_MEM_OTHER);
+    if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    ids[0] = api->cls_id;
+    for (size_t k = 0; k < m; k++) {
+        json_t *v = json_array_get(arr, k);
+        long long id = 0;
+        const bool is_int = get_int(v, &id);
+        if (!is_int || id < 0 || id >= (long long)api->vocab) {
+            modattn_free(ids);
+            if (!is_int)
+                return bad_req(bad, 400, param, "invalid_type", "%s[%zu]: a token id must be an integer, not %s", param, k,
+                               json_kind(v));
+            return bad_req(bad, 400, param, "invalid_value", "%s[%zu]: token id %lld is outside the vocabulary [0, %zu)",
+                           param, k, id, api->vocab);
+        }
+        if (k < keep) ids[1 + k] = (int32_t)id;
+    }
+    ids[keep + 1] = api->sep_id;
+    out->ids[idx] = ids;
+    out->counts[idx] = keep + 2;
+    out->prompt_tokens += keep + 2;
+    return 0;
+}
+
+static int take_text(const srv_api *api, json_t *s, size_t idx, bool whole_input, bool truncate, srv_embed_req *out,
+                     srv_bad *bad) {
+    char param[48];
+    if (whole_input) snprintf(param, sizeof param, "input");
+    else snprintf(param, sizeof param, "input[%zu]", idx);
+    int32_t *ids = modattn_malloc(api->max_tokens * sizeof *ids, MODATTN_MEM_OTHER);
+    if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    size_t n = 0;
+    bool cut = false;
+    int st = modattn_model_tokenize_ex(api->model, json_string_value(s), json_string_length(s), ids, api->max_tokens, &n,
+                                       &cut);
+    if (st) {
+        modattn_free(ids);
+        if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
+            return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing %s", param);
+        return bad_req(bad, 400, param, "invalid_value", "%s: %s", param, modattn_last_error());
+    }
+    if (cut && !truncate) {
+        modattn_free(ids);
+        return bad_req(bad, 422, param, "context_length_exceeded",
+                       "%s is longer than the model's %zu tokens ([CLS] and [SEP] included) and truncation is off "
+                       "(send \"truncate\": true, or start the server with --truncate)", param, api->max_tokens);
+    }
+    out->ids[idx] = ids;
+    out->counts[idx] = n;
+    out->prompt_tokens += n;
+    return 0;
+}
+
+int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_embed_req *out, srv_bad *bad) {
+    memset(out, 0, sizeof *out);
+    json_t *root = parse_body(body, len, bad);
+    if (!root) return -1;
+    int rc = -1;
+    if (check_model(api, root, bad)) goto done;
+    bool truncate = api->truncate;
+    json_t *t = json_object_get(root, "truncate");
+    if (t && !json_is_null(t)) {
+        if (!json_is_boolean(t)) {
+            bad_req(bad, 400, "truncate", "invalid_type", "'truncate' must be true or false, not %s", json_kind(t));
+            goto done;
+        }
+        truncate = json_is_true(t);
+    }
+    json_t *fmt = json_object_get(root, "encoding_format");
+    if (fmt && !json_is_null(fmt)) {
+        if (!json_is_string(fmt) ||
+            (strcmp(json_string_value(fmt), "float") != 0 && strcmp(json_string_value(fmt), "base64") != 0)) {
+            bad_req(bad, 400, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"%s%.100s%s",
+                    json_is_string(fmt) ? ", not \"" : "", json_is_string(fmt) ? json_string_value(fmt) : "",
+                    json_is_string(fmt) ? "\"" : "");
+            goto done;
+        }
+        out->base64 = strcmp(json_string_value(fmt), "base64") == 0;
+    }
+    json_t *dims = json_object_get(root, "dimensions");
+    if (dims && !json_is_null(dims)) {
+        long long dv = 0;
+        if (!get_int(dims, &dv)) {
+            bad_req(bad, 400, "dimensions", "invalid_type", "'dimensions' must be an integer, not %s", json_kind(dims));
+            goto done;
+        }
+        if (dv != (long long)api->dim) {
+            bad_req(bad, 400, "dimensions", "invalid_value",
+                    "'dimensions' is %lld, but %s gives vectors of %zu dimensions and does not shorten them", dv,
+                    api->model_id, api->dim);
+            goto done;
+        }
+    }
+    json_t *user = json_object_get(root, "user");
+    if (user && !json_is_null(user) && !json_is_string(user)) {
+        bad_req(bad, 400, "user", "invalid_type", "'user' must be a string, not %s", json_kind(user));
+        goto done;
+    }
+    json_t *in = json_object_get(root, "input");
+    if (!in || json_is_null(in)) {
+        bad_req(bad, 400, "input", "missing_field", "'input' is required: a string, an array of strings, an array of "
+                                                  "token ids or an array of arrays of token ids");
+        goto done;
+    }
+    /* the shapes: "text" | ["text", ...] | [id, ...] (one input) | [[id, ...], ...] */
+    enum { TEXTS, ONE_IDS, IDS_LISTS } shape;
+    size_t n;
+    if (json_is_string(in)) {
+        shape = TEXTS;
+        n = 1;
+    } else if (json_is_array(in)) {
+        n = json_array_size(in);
+        if (n == 0) {
+            bad_req(bad, 400, "input", "invalid_value", "'input' must not be an empty array");
+            goto done;
+        }
+        json_t *first = json_array_get(in, 0);
+        if (json_is_string(first)) shape = TEXTS;
+        else if (json_is_integer(first) || json_is_real(first)) shape = ONE_IDS; /* a real: refused as an id below */
+        else if (json_is_array(first)) shape = IDS_LISTS;
+        else {
+            bad_req(bad, 400, "input[0]", "invalid_type",
+                    "input[0]: expected a string, a token id or an array of token ids, not %s", json_kind(first));
+            goto done;
+        }
+        if (shape == ONE_IDS) n = 1;
+    } else {
+        bad_req(bad, 400, "input", "invalid_type", "'input' must be a string or an array, not %s", json_kind(in));
+        goto done;
+    }
+    if (n > api->max_inputs) {
+        bad_req(bad, 413, "input", "too_many_inputs", "'input' has %zu inputs; this server takes at most %zu per request "
+                                                     "(--max-inputs)", n, api->max_inputs);
+        goto done;
+    }
+    out->n = n;
+    out->ids = modattn_calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
+    out->counts = modattn_calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
+    if (!out->ids || !out->counts) {
+        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        goto done;
+    }
+    if (json_is_string(in)) {
+        if (take_text(api, in, 0, true, truncate, out, bad)) goto done;
+    } else if (shape == ONE_IDS) {
+        if (take_ids(api, in, 0, true, truncate, out, bad)) goto done;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            json_t *v = json_array_get(in, i);
+            char param[48];
+            snprintf(param, sizeof param, "input[%zu]", i);
+            if (shape == TEXTS && !json_is_string(v)) {
+                bad_req(bad, 400, param, "invalid_type", "%s: expected a string like input[0], not %s", param, json_kind(v));
+                goto done;
+            }
+            if (shape == IDS_LISTS && !json_is_array(v)) {
+                bad_req(bad, 400, param, "invalid_type", "%s: expected an array of token ids like input[0], not %s", param,
+                        json_kind(v));
+                goto done;
+            }
+            if (shape == TEXTS ? take_text(api, v, i, false, truncate, out, bad)
+                               : take_ids(api, v, i, false, truncate, out, bad))
+                goto done;
+        }
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    modattn_json_take_failure(); /* a refusal while parsing shows as a parse error above */
+    if (rc) srv_embed_req_free(out);
+    return rc;
+}
+
+/* ---- a growing text buffer (plain malloc: a response is handed to libmicrohttpd, which frees it) */
+
+void srv_buf_reserve(srv_buf *b, size_t more) {
+    if (b->failed || b->n + more < b->cap) return;
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc <= b->n + more) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np) {
+        b->failed = true;
+        return;
+    }
+    b->p = np;
+    b->cap = nc;
+}
+
+void srv_buf_put(srv_buf *b, const char *s, size_t len) {
+    srv_buf_reserve(b, len + 1);
+    if (b->failed) return;
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+void srv_buf_printf(srv_buf *b, const char *fmt, ...) {
+    for (int tries = 0; tries < 2 && !b->failed; tries++) {
+        srv_buf_reserve(b, 256);
+        if (b->failed) return;
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) break;
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        srv_buf_reserve(b, (size_t)k + 1); /* then once more, with room */
+    }
+    b->failed = true;
+}
+
+char *srv_buf_take(srv_buf *b) {
+    if (b->failed || !b->p) {
+        free(b->p);
+        memset(b, 0, sizeof *b);
+        return NULL;
+    }
+    char *p = b->p;
+    memset(b, 0, sizeof *b);
+    return p;
+}
+
+/* A JSON string (quotes and escapes by jansson), ill-formed UTF-8 replaced by U+FFFD. */
+static void tb_json_string(srv_buf *b, const char *s) {
+    char *clean = modattn_utf8_valid(s, strlen(s)) ? NULL : modattn_utf8_sanitize(s, strlen(s), NULL);
+    json_t *j = json_string(clean ? clean : s);
+    modattn_free(clean);
+    char *d = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    if (!d || modattn_json_take_failure()) b->failed = true;
+    else srv_buf_put(b, d, strlen(d));
+    modattn_json_free(d);
+}
+
+char *srv_embeddings_body(const srv_api *api, const srv_embed_req *r, const float *vec) {
+    srv_buf b = {0};
+    srv_buf_reserve(&b, r->n * api->dim * (r->base64 ? 6 : 17) + 256);
+    srv_buf_put(&b, "{\"object\":\"list\",\"data\":[", 25);
+    for (size_t i = 0; i < r->n && !b.failed; i++) {
+        srv_buf_printf(&b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
+        const float *v = vec + i * api->dim;
+        if (r->base64) {
+            /* little-endian float32 bytes (this host is little-endian: x86-64, AArch64) */
+            gchar *enc = g_base64_encode((const guchar *)v, api->dim * sizeof(float));
+            if (!enc) b.failed = true;
+            else {
+                srv_buf_put(&b, "\"", 1);
+                srv_buf_put(&b, enc, strlen(enc));
+                srv_buf_put(&b, "\"", 1);
+                g_free(enc);
+            }
+        } else {
+            srv_buf_reserve(&b, api->dim * 18 + 4);
+            if (b.failed) break;
+            b.p[b.n++] = '[';
+            for (size_t k = 0; k < api->dim; k++) {
+                int w = snprintf(b.p + b.n, b.cap - b.n, k ? ",%.9g" : "%.9g", (double)v[k]);
+                b.n += (size_t)w;
+            }
+            b.p[b.n++] = ']';
+            b.p[b.n] = '\0';
+        }
+        srv_buf_put(&b, "}", 1);
+    }
+    srv_buf_put(&b, "],\"model\":", 10);
+    tb_json_string(&b, api->model_id);
+    srv_buf_printf(&b, ",\"usage\":{\"prompt_tokens\":%zu,\"total_tokens\":%zu}}", r->prompt_tokens, r->prompt_tokens);
+    return srv_buf_take(&b);
+}
+
+/* ---- POST /search */
+
+void srv_search_req_free(srv_search_req *r) {
+    if (!r) return;
+    modattn_free(r->query);
+    modattn_free(r->path_prefix);
+    modattn_free(r->ids);
+    memset(r, 0, sizeof *r);
+}
+
+int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad) {
+    memset(out, 0, sizeof *out);
+    out->k = 10;
+    json_t *root = parse_body(body, len, bad);
+    if (!root) return -1;
+    int rc = -1;
+    if (check_model(api, root, bad)) goto done;
+    json_t *q = json_object_get(root, "query");
+    if (!q || json_is_null(q)) {
+        bad_req(bad, 400, "query", "missing_field", "'query' is required: the text to search for");
+        goto done;
+    }
+    if (!json_is_string(q)) {
+        bad_req(bad, 400, "query", "invalid_type", "'query' must be a string, not %s", json_kind(q));
+        goto done;
+    }
+    json_t *k = json_object_get(root, "k");
+    if (k && !json_is_null(k)) {
+        long long kv = 0;
+        if (!get_int(k, &kv)) {
+            bad_req(bad, 400, "k", "invalid_type", "'k' must be an integer, not %s", json_kind(k));
+            goto done;
+        }
+        if (kv < 1 || kv > 10000) {
+            bad_req(bad, 400, "k", "invalid_value", "'k' must be from 1 to 10000, not %lld", kv);
+            goto done;
+        }
+        out->k = (size_t)kv;
+    }
+    json_t *p = json_object_get(root, "path_prefix");
+    if (p && !json_is_null(p)) {
+        if (!json_is_string(p)) {
+            bad_req(bad, 400, "path_prefix", "invalid_type", "'path_prefix' must be a string, not %s", json_kind(p));
+            goto done;
+        }
+        if (!(out->path_prefix = modattn_strdup(json_string_value(p), MODATTN_MEM_OTHER))) {
+            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            goto done;
+        }
+    }
+    out->query = modattn_strndup(json_string_value(q), json_string_length(q), MODATTN_MEM_OTHER);
+    out->ids = modattn_malloc(api->max_tokens * sizeof *out->ids, MODATTN_MEM_OTHER);
+    if (!out->query || !out->ids) {
+        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        goto done;
+    }
+    /* a query longer than the model's length is cut, as `modattn search` does */
+    int st = modattn_model_tokenize(api->model, json_string_value(q), json_string_length(q), out->ids,
+                                    api->max_tokens, &out->count);
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
+        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing the query");
+        goto done;
+    }
+    if (st) {
+        bad_req(bad, 400, "query", "invalid_value", "query: %s", modattn_last_error());
+        goto done;
+    }
+    rc = 0;
+done:
+    json_decref(root);
+    modattn_json_take_failure();
+    if (rc) srv_search_req_free(out);
+    return rc;
+}
+
+static void tb_path(srv_buf *b, const char *path) {
+    srv_buf_put(b, "\"path\":", 7);
+    tb_json_string(b, path);
+    if (!modattn_utf8_valid(path, strlen(path))) { /* the name's bytes, losslessly, as the CLI does */
+        srv_buf_put(b, ",\"path_bytes\":\"", 15);
+        for (const unsigned char *p = (const unsigned char *)path; *p; p++) srv_buf_printf(b, "%02x", *p);
+        srv_buf_put(b, "\"", 1);
+    }
+}
+
+char *srv_search_body(const srv_api *api, const srv_job *job) {
+    srv_buf b = {0};
+    srv_buf_put(&b, "{\"object\":\"list\",\"model\":", 25);
+    tb_json_string(&b, api->model_id);
+    srv_buf_printf(&b, ",\"vectors\":\"%s\",\"results\":[", job->vectors_mapped ? "vector_file" : "store");
+    for (size_t i = 0; i < job->nresults && !b.failed; i++) {
+        const modattn_search_result *r = &job->results[i];
+        const modattn_store_chunk *c = &r->chunk;
+        srv_buf_printf(&b, "%s{\"rank\":%d,\"score\":%.9g,", i ? "," : "", r->rank, (double)r->score);
+        tb_path(&b, c->path);
+        srv_buf_printf(&b, ",\"kind\":");
+        tb_json_string(&b, c->kind);
+        srv_buf_printf(&b, ",\"start\":%lld,\"end\":%lld,", (long long)c->start, (long long)c->end);
+        if (c->page > 0) srv_buf_printf(&b, "\"page\":%lld,\"line\":null,", (long long)c->page);
+        else srv_buf_printf(&b, "\"page\":null,\"line\":%lld,", (long long)c->line);
+        srv_buf_printf(&b, "\"text\":");
+        tb_json_string(&b, c->text);
+        srv_buf_put(&b, "}", 1);
+    }
+    srv_buf_put(&b, "]}", 2);
+    return srv_buf_take(&b);
+}
+
+/* ---- GET /v1/models */
+
+char *srv_models_body(const srv_api *api) {
+    srv_buf b = {0};
+    srv_buf_put(&b, "{\"object\":\"list\",\"data\":[{\"id\":", 31);
+    tb_json_string(&b, api->model_id);
+    srv_buf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"modattn\",\"dimensions\":%zu,\"max_tokens\":%zu}]}",
+              (long long)api->created, api->dim, api->max_tokens);
+    return srv_buf_take(&b);
+}
+
+/* ---- GET /openapi.json: the committed document with this server's model and limits filled in */
+
+static json_t *at(json_t *o, const char *path) { /* "a.b.c" of objects */
+    char key[64];
+    while (o && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        o = json_object_get(o, key);
+        path += n + (dot ? 1 : 0);
+    }
+    return o;
+}
+
+char *srv_openapi_for(const srv_api *api) {
+    json_t *d = NULL;
+    if (modattn_json_loadb(srv_openapi_json, srv_openapi_json_len, 0, &d, NULL)) return NULL;
+    json_t *S = at(d, "components.schemas");
+    const char *models[] = {"EmbeddingsRequest.properties.model", "SearchRequest.properties.model"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *m = at(S, models[i]);
+        if (m) json_object_set_new(m, "enum", json_pack("[s, n]", api->model_id));
+    }
+    json_t *dims = at(S, "EmbeddingsRequest.properties.dimensions");
+    if (dims) {
+        json_object_set_new(dims, "minimum", json_integer((json_int_t)api->dim));
+        json_object_set_new(dims, "maximum", json_integer((json_int_t)api->dim));
+    }
+    json_t *ids = at(S, "TokenIds.items");
+    if (ids) json_object_set_new(ids, "maximum", json_integer((json_int_t)api->vocab - 1));
+    json_t *one = json_object_get(at(S, "EmbeddingsRequest.properties.input"), "oneOf");
+    for (size_t i = 0; i < json_array_size(one); i++) {
+        json_t *alt = json_array_get(one, i);
+        if (json_object_get(alt, "maxItems")) json_object_set_new(alt, "maxItems", json_integer((json_int_t)api->max_inputs));
+    }
+    char *txt = json_dumps(d, JSON_INDENT(2));
+    json_decref(d);
+    if (modattn_json_take_failure() || !txt) {
+        modattn_json_free(txt);
+        return NULL;
+    }
+    char *out = strdup(txt);
+    modattn_json_free(txt);
+    return out;
+}

@@ -1,0 +1,302 @@
+/* server/batch.c — dynamic batching. Every request's inputs (already tokenized) join one queue
+ * of jobs; an executor takes, oldest job first, as many inputs as fit in --max-batch-tokens
+ * (always at least one) across however many requests that spans, embeds them in one call in its
+ * own session (the model sorts them by length and pads each inner batch only to its longest, as
+ * TEI's token-budget batching does), and writes each vector back to its request's slot. A job is
+ * done when its last input is: its callback runs on that executor (for a search, after the scan,
+ * which runs there too, on the executor's own store connection).
+ *
+ * A text's vector does not depend on what it is batched with (bit for bit: modattn/model.h), so
+ * the server's vectors equal `modattn embed`'s. Never blocks a caller: submit only appends. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "server/server.h"
+
+typedef struct executor {
+    srv_batcher *b;
+    int id;
+    pthread_t thread;
+    bool started;
+    modattn_session *session;
+    /* search: the store, opened on first use and kept; its vectors, opened again when the
+     * store's generation moves */
+    modattn_store *store;
+    modattn_store_vectors vec;
+    bool have_vec;
+} executor;
+
+struct srv_batcher {
+    srv_batcher_config cfg;
+    size_t dim;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_job *head, *tail; /* jobs with inputs no executor has taken yet */
+    bool stopping;
+    executor *ex;
+    int nex;
+};
+
+/* one input of a batch: which job, which of its inputs */
+typedef struct slot {
+    srv_job *job;
+    size_t i;
+} slot;
+
+static void set_error(srv_job *job, int http, const char *fmt, const char *detail) {
+    if (job->http_status) return; /* the first failure tells */
+    job->http_status = http;
+    snprintf(job->message, sizeof job->message, fmt, detail);
+}
+
+/* The search of a job whose query is embedded (job->out): on this executor's store. */
+static void run_search(executor *x, srv_job *job) {
+    srv_batcher *b = x->b;
+    if (!b->cfg.db) {
+        set_error(job, 503, "%s", "this server has no store: start it with --db FILE (made by `modattn index`)");
+        return;
+    }
+    int st;
+    if (!x->store) {
+        struct stat sb;
+        if (stat(b->cfg.db, &sb) != 0 && errno == ENOENT) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "no store at %.300s yet: run `modattn index --db %.300s PATH...`", b->cfg.db, b->cfg.db);
+            set_error(job, 503, "%s", msg);
+            return;
+        }
+        if ((st = modattn_store_open(b->cfg.db, MODATTN_STORE_READONLY, &x->store))) {
+            set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
+            return;
+        }
+    }
+    const modattn_model_info *info = modattn_model_get_info(b->cfg.model);
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
+    if ((st = modattn_store_check_model(x->store, &sm))) {
+        set_error(job, 503, "%s", st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet"
+                                                          : modattn_last_error());
+        return;
+    }
+    uint64_t gen = 0;
+    if ((st = modattn_store_generation(x->store, &gen))) {
+        set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
+        return;
+    }
+    if (!x->have_vec || x->vec.generation != gen) { /* new documents: visible without a restart */
+        if (x->have_vec) modattn_store_vectors_free(&x->vec);
+        x->have_vec = false;
+        memset(&x->vec, 0, sizeof x->vec);
+        if ((st = modattn_store_open_vectors(x->store, &x->vec))) {
+            set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "reading the store's vectors: %s",
+                      modattn_last_error());
+            return;
+        }
+        x->have_vec = true;
+    }
+    job->vectors_mapped = x->vec.map != NULL;
+    st = modattn_search_vectors(x->store, &x->vec, job->out, job->k, job->path_prefix,
+                                modattn_session_exec(x->session), &job->results, &job->nresults);
+    if (st) set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "search: %s", modattn_last_error());
+}
+
+/* Takes the next batch under the lock: oldest jobs first, inputs until the token budget. */
+static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t *tokens) {
+    size_t n = 0, tok = 0;
+    while (b->head && n < cap) {
+        srv_job *j = b->head;
+        while (j->next < j->n && n < cap) {
+            size_t c = j->counts[j->next];
+            if (n > 0 && tok + c > b->cfg.max_batch_tokens) goto full;
+            slots[n++] = (slot){j, j->next++};
+            tok += c;
+        }
+        b->head = j->qnext; /* every input taken */
+        if (!b->head) b->tail = NULL;
+    }
+full:
+    *tokens = tok;
+    return n;
+}
+
+static void *executor_main(void *arg) {
+    executor *x = arg;
+    srv_batcher *b = x->b;
+    const size_t dim = b->dim;
+    /* at most one input per 2 tokens ([CLS] [SEP]) fits a budget: the slots and buffers for that */
+    const size_t cap = b->cfg.max_batch_tokens / 2 + 1;
+    slot *slots = malloc(cap * sizeof *slots);
+    const int32_t **ids = malloc(cap * sizeof *ids);
+    size_t *counts = malloc(cap * sizeof *counts);
+    float *out = NULL;
+    size_t out_cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        while (!b->head && !b->stopping) pthread_cond_wait(&b->cv, &b->mu);
+        if (!b->head) { /* stopping, and nothing left */
+            pthread_mutex_unlock(&b->mu);
+            break;
+        }
+        size_t tokens = 0;
+        size_t n = slots && ids && counts ? take(b, slots, cap, &tokens) : 0;
+        if (n == 0) { /* no memory for the executor's own arrays: fail the oldest job whole */
+            srv_job *j = b->head;
+            b->head = j->qnext;
+            if (!b->head) b->tail = NULL;
+            size_t left = j->n - j->next;
+            j->next = j->n;
+            pthread_mutex_unlock(&b->mu);
+            srv_metrics_queue(-(int64_t)left);
+            set_error(j, 503, "%s", "the server is out of memory");
+            pthread_mutex_lock(&b->mu);
+            j->pending -= left;
+            bool last = j->pending == 0;
+            pthread_mutex_unlock(&b->mu);
+            if (last) j->done(j, j->done_ud);
+            continue;
+        }
+        pthread_mutex_unlock(&b->mu);
+        srv_metrics_queue(-(int64_t)n);
+        int st = 0;
+        if (n > out_cap) {
+            float *no = realloc(out, n * dim * sizeof *no);
+            if (no) out = no, out_cap = n;
+            else st = MODATTN_ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+            ids[i] = slots[i].job->ids[slots[i].i];
+            counts[i] = slots[i].job->counts[slots[i].i];
+        }
+        uint64_t t0 = modattn_now_ns();
+        if (!st) st = modattn_model_embed_ids_with(b->cfg.model, x->session, ids, counts, n, out);
+        double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        if (st == 0) {
+            srv_metrics_batch(n, tokens, secs);
+            for (size_t i = 0; i < n; i++)
+                memcpy(slots[i].job->out + slots[i].i * dim, out + i * dim, dim * sizeof(float));
+        } else {
+            /* the memory budget or a device failure: these requests fail, the server goes on */
+            const char *msg = st == MODATTN_ENOMEM && !modattn_last_error()[0] ? "out of memory" : modattn_last_error();
+            pthread_mutex_lock(&b->mu); /* another executor may hold inputs of the same job */
+            for (size_t i = 0; i < n; i++)
+                set_error(slots[i].job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500,
+                          "embedding failed: %s", msg);
+            pthread_mutex_unlock(&b->mu);
+        }
+        /* count down each job once per input; the executor that finishes a job completes it */
+        for (size_t i = 0; i < n; i++) {
+            srv_job *j = slots[i].job;
+            pthread_mutex_lock(&b->mu);
+            bool last = --j->pending == 0;
+            pthread_mutex_unlock(&b->mu);
+            if (!last) continue;
+            if (j->kind == SRV_JOB_SEARCH && !j->http_status) run_search(x, j);
+            j->done(j, j->done_ud);
+        }
+    }
+    free(out);
+    free(counts);
+    free(ids);
+    free(slots);
+    return NULL;
+}
+
+void srv_batcher_submit(srv_batcher *b, srv_job *job) {
+    job->next = 0;
+    job->pending = job->n;
+    job->qnext = NULL;
+    job->http_status = 0;
+    job->message[0] = '\0';
+    if (job->n == 0) { /* nothing to embed */
+        job->done(job, job->done_ud);
+        return;
+    }
+    srv_metrics_queue((int64_t)job->n);
+    pthread_mutex_lock(&b->mu);
+    if (b->tail) b->tail->qnext = job;
+    else b->head = job;
+    b->tail = job;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+}
+
+void srv_batcher_cancel(srv_batcher *b, const char *message) {
+    if (!b) return;
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        srv_job *j = b->head;
+        if (!j) {
+            pthread_mutex_unlock(&b->mu);
+            return;
+        }
+        b->head = j->qnext;
+        if (!b->head) b->tail = NULL;
+        size_t left = j->n - j->next;
+        j->next = j->n;
+        set_error(j, 503, "%s", message);
+        j->pending -= left;
+        bool last = j->pending == 0;
+        pthread_mutex_unlock(&b->mu);
+        srv_metrics_queue(-(int64_t)left);
+        if (last) j->done(j, j->done_ud); /* else the executor holding its other inputs finishes it */
+    }
+}
+
+void srv_batcher_stop(srv_batcher *b) {
+    if (!b) return;
+    pthread_mutex_lock(&b->mu);
+    b->stopping = true;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    for (int i = 0; i < b->nex; i++) {
+        executor *x = &b->ex[i];
+        if (x->started) pthread_join(x->thread, NULL);
+        if (x->have_vec) modattn_store_vectors_free(&x->vec);
+        modattn_store_close(x->store);
+        modattn_session_free(x->session);
+    }
+    free(b->ex);
+    pthread_mutex_destroy(&b->mu);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+}
+
+int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
+    *out = NULL;
+    srv_batcher *b = calloc(1, sizeof *b);
+    if (!b) return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
+    b->cfg = *cfg;
+    b->dim = modattn_model_dim(cfg->model);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    b->nex = cfg->workers > 0 ? cfg->workers : 1;
+    b->ex = calloc((size_t)b->nex, sizeof *b->ex);
+    if (!b->ex) {
+        srv_batcher_stop(b);
+        return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
+    }
+    /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2 */
+    int total = cfg->threads;
+    if (total <= 0) total = modattn_ctx_threads(cfg->ctx);
+    for (int i = 0; i < b->nex; i++) {
+        executor *x = &b->ex[i];
+        x->b = b;
+        x->id = i;
+        int mine = total / b->nex + (i < total % b->nex ? 1 : 0);
+        modattn_session_options so = {.threads = mine > 0 ? mine : 1};
+        int st = modattn_session_create(cfg->ctx, &so, &x->session);
+        if (st) {
+            srv_batcher_stop(b);
+            return st;
+        }
+        if (pthread_create(&x->thread, NULL, executor_main, x) != 0) {
+            srv_batcher_stop(b);
+            return modattn_error(MODATTN_ERUNTIME, "could not start executor %d", i);
+        }
+        x->started = true;
+    }
+    *out = b;
+    return 0;
+}

@@ -1,0 +1,639 @@
+/* server/server.c — the daemon around the routes: libmicrohttpd with an internal epoll thread pool
+ * (a slow or stalled client holds a socket, never a thread, so /health answers whatever the
+ * others do), suspend/resume for requests waiting on the executors, and the rules every request
+ * meets in this order: a header that took longer than --timeout to arrive (408), the API key
+ * (401; /health needs none), the route (404) and method (405), the model still loading (503),
+ * draining (503), the body's declared size (413), admission (429 with Retry-After past
+ * --max-concurrent-requests, never an unbounded queue), then the body, read within --timeout of
+ * its headers (408) and no larger than --max-body (413). One access-log line per request on
+ * stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop accepting, finish what is in flight
+ * within --drain-timeout, exit 0. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "modattn/device.h"
+#include "modattn/tokenizer.h"
+#include "server/server.h"
+
+typedef struct server {
+    srv_config cfg;
+    modattn_ctx *ctx;
+    struct MHD_Daemon *d;
+    _Atomic bool ready, draining;
+    srv_api api;
+    srv_batcher *batcher;
+    char *api_key;
+    size_t api_key_len;
+    modattn_model *model;
+    const modattn_device_iface *dev;
+    pthread_mutex_t log_mu;
+    _Atomic int64_t admitted; /* requests holding an admission slot */
+} server;
+
+/* per connection: when it began waiting for its current request's headers */
+typedef struct conn_info {
+    uint64_t t_ready;
+} conn_info;
+
+enum { ST_READING = 0, ST_QUEUED, ST_DONE, ST_ANSWERED };
+
+typedef struct req {
+    server *s;
+    srv_route route;
+    char method[12];
+    char path[160];
+    char client[64];
+    uint64_t t0;
+    char *body;
+    size_t len, cap;
+    int state;
+    bool admitted;
+    struct MHD_Connection *conn;
+    srv_job job;
+    srv_embed_req er;
+    srv_search_req sr;
+    int32_t *search_ids[1];
+    size_t search_count[1];
+    float *vectors;
+    int reject;     /* 408 or 413 once the body broke a limit: the rest is dropped */
+    size_t dropped; /* body bytes dropped */
+    int status;
+    size_t bytes_out;
+    size_t inputs, tokens;
+} req;
+
+static double secs_since(uint64_t t0) { return (double)(modattn_now_ns() - t0) * 1e-9; }
+
+/* ---- responses */
+
+static enum MHD_Result respond(req *r, int status, const char *content_type, char *body, size_t len,
+                               const char *extra_name, const char *extra_value, bool close) {
+    struct MHD_Response *resp =
+        body ? MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE)
+             : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO; /* libmicrohttpd closes the connection */
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (extra_name) MHD_add_response_header(resp, extra_name, extra_value);
+    if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    r->status = status;
+    r->bytes_out = len;
+    r->state = ST_ANSWERED;
+    enum MHD_Result ok = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+static enum MHD_Result respond_json(req *r, int status, char *body) {
+    if (!body) { /* the body could not be made: out of memory */
+        static const char oom[] = "{\"error\":{\"message\":\"the server is out of memory\",\"type\":"
+                                  "\"service_unavailable_error\",\"param\":null,\"code\":\"out_of_memory\"}}";
+        char *copy = strdup(oom);
+        return respond(r, 503, "application/json", copy, copy ? strlen(copy) : 0, NULL, NULL, true);
+    }
+    return respond(r, status, "application/json", body, strlen(body), NULL, NULL, false);
+}
+
+static enum MHD_Result respond_error(req *r, int status, const char *message, const char *param, const char *code,
+                                     const char *hname, const char *hvalue, bool close) {
+    char *body = srv_error_body(status, message, param, code);
+    if (!body) return respond_json(r, 503, NULL);
+    return respond(r, status, "application/json", body, strlen(body), hname, hvalue, close);
+}
+
+/* ---- routing */
+
+typedef struct route_def {
+    const char *path;
+    srv_route route;
+    const char *method; /* "GET" (HEAD too) or "POST" */
+} route_def;
+
+static const route_def k_routes[] = {
+    {"/v1/embeddings", SRV_ROUTE_EMBEDDINGS, "POST"}, {"/embeddings", SRV_ROUTE_EMBEDDINGS, "POST"},
+    {"/v1/models", SRV_ROUTE_MODELS, "GET"},          {"/models", SRV_ROUTE_MODELS, "GET"},
+    {"/search", SRV_ROUTE_SEARCH, "POST"},            {"/health", SRV_ROUTE_HEALTH, "GET"},
+    {"/metrics", SRV_ROUTE_METRICS, "GET"},           {"/openapi.json", SRV_ROUTE_OPENAPI, "GET"},
+};
+
+static const route_def *find_route(const char *url) {
+    for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++)
+        if (strcmp(url, k_routes[i].path) == 0) return &k_routes[i];
+    return NULL;
+}
+
+/* constant time in the key's length: every byte compared whatever the first difference */
+static bool key_ok(const server *s, struct MHD_Connection *c) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    const char *given = h + 7;
+    size_t n = strlen(given);
+    unsigned char diff = (unsigned char)(n != s->api_key_len);
+    for (size_t i = 0; i < s->api_key_len; i++) diff |= (unsigned char)(s->api_key[i] ^ (i < n ? given[i] : 0));
+    return diff == 0;
+}
+
+static void client_name(struct MHD_Connection *c, char *buf, size_t len) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    snprintf(buf, len, "-");
+    if (!ci || !ci->client_addr) return;
+    const struct sockaddr *sa = ci->client_addr;
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf, (socklen_t)len);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, (socklen_t)len);
+}
+
+/* ---- jobs */
+
+static void job_done(srv_job *job, void *ud) {
+    (void)job;
+    req *r = ud;
+    r->state = ST_DONE;
+    MHD_resume_connection(r->conn); /* the handler runs again on its HTTP thread and answers */
+}
+
+/* Queues the request's job (n inputs, their vectors into r->vectors) and suspends its connection
+ * until job_done resumes it. */
+static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids, size_t *counts) {
+    server *s = r->s;
+    r->vectors = modattn_malloc(n * s->api.dim * sizeof(float), MODATTN_MEM_OTHER);
+    if (!r->vectors) return respond_error(r, 503, "the server is out of memory (or over its --mem-budget)", NULL,
+                                          "out_of_memory", NULL, NULL, false);
+    memset(&r->job, 0, sizeof r->job);
+    r->job.kind = kind;
+    r->job.n = n;
+    r->job.ids = ids;
+    r->job.counts = counts;
+    r->job.out = r->vectors;
+    r->job.done = job_done;
+    r->job.done_ud = r;
+    if (kind == SRV_JOB_SEARCH) {
+        r->job.k = r->sr.k;
+        r->job.path_prefix = r->sr.path_prefix;
+    }
+    r->state = ST_QUEUED;
+    MHD_suspend_connection(r->conn); /* before submitting: the job may finish at once */
+    srv_batcher_submit(s->batcher, &r->job);
+    return MHD_YES;
+}
+
+static enum MHD_Result start_embeddings(req *r) {
+    srv_bad bad;
+    memset(&bad, 0, sizeof bad);
+    if (srv_parse_embeddings(&r->s->api, r->body ? r->body : "", r->len, &r->er, &bad))
+        return respond_error(r, bad.status, bad.message, bad.param, bad.code, NULL, NULL, false);
+    r->inputs = r->er.n;
+    r->tokens = r->er.prompt_tokens;
+    return submit(r, SRV_JOB_EMBED, r->er.n, r->er.ids, r->er.counts);
+}
+
+static enum MHD_Result start_search(req *r) {
+    srv_bad bad;
+    memset(&bad, 0, sizeof bad);
+    if (srv_parse_search(&r->s->api, r->body ? r->body : "", r->len, &r->sr, &bad))
+        return respond_error(r, bad.status, bad.message, bad.param, bad.code, NULL, NULL, false);
+    r->inputs = 1;
+    r->tokens = r->sr.count;
+    r->search_ids[0] = r->sr.ids;
+    r->search_count[0] = r->sr.count;
+    return submit(r, SRV_JOB_SEARCH, 1, r->search_ids, r->search_count);
+}
+
+static enum MHD_Result finish_job(req *r) {
+    server *s = r->s;
+    if (r->job.http_status)
+        return respond_error(r, r->job.http_status, r->job.message, NULL,
+                             r->job.http_status == 503 ? "unavailable" : "internal_error", NULL, NULL, false);
+    if (r->route == SRV_ROUTE_EMBEDDINGS) return respond_json(r, 200, srv_embeddings_body(&s->api, &r->er, r->vectors));
+    return respond_json(r, 200, srv_search_body(&s->api, &r->job));
+}
+
+static enum MHD_Result answer_get(req *r) {
+    server *s = r->s;
+    switch (r->route) {
+    case SRV_ROUTE_HEALTH: {
+        bool ready = atomic_load(&s->ready), draining = atomic_load(&s->draining);
+        const char *st = draining ? "draining" : ready ? "ok" : "loading";
+        char *b = NULL;
+        if (asprintf(&b, "{\"status\":\"%s\"}", st) < 0) b = NULL;
+        return respond_json(r, ready && !draining ? 200 : 503, b);
+    }
+    case SRV_ROUTE_METRICS: {
+        char *b = srv_metrics_render(s->ctx, atomic_load(&s->ready), s->dev);
+        if (!b) return respond_json(r, 503, NULL);
+        return respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", b, strlen(b), NULL, NULL, false);
+    }
+    case SRV_ROUTE_OPENAPI: {
+        /* before the model is loaded: the committed document as it is */
+        const char *doc = atomic_load(&s->ready) ? s->api.openapi : srv_openapi_json;
+        char *b = strdup(doc);
+        if (!b) return respond_json(r, 503, NULL);
+        return respond(r, 200, "application/json", b, strlen(b), NULL, NULL, false);
+    }
+    case SRV_ROUTE_MODELS: return respond_json(r, 200, srv_models_body(&s->api));
+    default: return respond_error(r, 404, "no such route", NULL, "not_found", NULL, NULL, false);
+    }
+}
+
+/* ---- the access handler */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **req_cls) {
+    (void)version;
+    server *s = cls;
+    req *r = *req_cls;
+    if (!r) { /* the headers are in */
+        r = calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        *req_cls = r;
+        r->s = s;
+        r->conn = c;
+        r->t0 = modattn_now_ns();
+        snprintf(r->method, sizeof r->method, "%s", method);
+        snprintf(r->path, sizeof r->path, "%s", url);
+        client_name(c, r->client, sizeof r->client);
+        const route_def *rd = find_route(url);
+        r->route = rd ? rd->route : SRV_ROUTE_OTHER;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        const conn_info *cn = ci ? ci->socket_context : NULL;
+        if (cn && (double)(r->t0 - cn->t_ready) * 1e-9 > s->cfg.timeout_s)
+            return respond_error(r, 408, "the request's headers took longer than the server's timeout to arrive", NULL,
+                                 "request_timeout", NULL, NULL, true);
+        if (s->api_key && r->route != SRV_ROUTE_HEALTH && !key_ok(s, c))
+            return respond_error(r, 401, "a valid API key is required: send the header 'Authorization: Bearer KEY'",
+                                 NULL, "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", true);
+        if (!rd) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "no route %.160s; the routes are POST /v1/embeddings, GET /v1/models, POST /search, "
+                                      "GET /health, GET /metrics, GET /openapi.json", url);
+            return respond_error(r, 404, msg, NULL, "not_found", NULL, NULL, false);
+        }
+        bool get = strcmp(rd->method, "GET") == 0;
+        if (strcmp(method, rd->method) != 0 && !(get && strcmp(method, "HEAD") == 0)) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "%.20s is not allowed on %s; use %s", method, rd->path, rd->method);
+            return respond_error(r, 405, msg, NULL, "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
+                                 get ? "GET, HEAD" : "POST", false);
+        }
+        if (get) return MHD_YES; /* answered on the last call (GET bodies are ignored) */
+        if (!atomic_load(&s->ready))
+            return respond_error(r, 503, "the model is still loading; GET /health says when it is ready", NULL,
+                                 "loading", MHD_HTTP_HEADER_RETRY_AFTER, "1", true);
+        if (atomic_load(&s->draining))
+            return respond_error(r, 503, "the server is shutting down", NULL, "shutting_down", NULL, NULL, true);
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end = NULL;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || end == cl || v > s->cfg.max_body) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "the body is larger than this server takes (%zu bytes, --max-body)", s->cfg.max_body);
+                return respond_error(r, 413, msg, NULL, "payload_too_large", NULL, NULL, true);
+            }
+        }
+        /* admission: a slot per request in flight, or 429 at once (never an unbounded queue) */
+        int64_t now_in = atomic_fetch_add(&s->admitted, 1) + 1;
+        if (now_in > (int64_t)s->cfg.max_concurrent) {
+            atomic_fetch_sub(&s->admitted, 1);
+            char msg[160];
+            snprintf(msg, sizeof msg, "the server is at its limit of %zu requests in flight (--max-concurrent-requests); "
+                                      "retry after a second", s->cfg.max_concurrent);
+            return respond_error(r, 429, msg, NULL, "too_many_requests", MHD_HTTP_HEADER_RETRY_AFTER, "1", true);
+        }
+        r->admitted = true;
+        srv_metrics_inflight(1);
+        return MHD_YES;
+    }
+    if (*upload_size > 0) { /* a piece of the body */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (r->state != ST_READING) return MHD_YES; /* answered already: the rest is dropped */
+        /* libmicrohttpd (0.9.75) answers only once the body is in: a body that is too slow or too
+         * large is read on and dropped, and answered (408, 413) when it ends; one still arriving
+         * at twice the timeout, or past twice --max-body, is cut off (the connection closed) */
+        if (!r->reject) {
+            if (secs_since(r->t0) > s->cfg.timeout_s) r->reject = 408;
+            else if (r->len + n > s->cfg.max_body) r->reject = 413;
+        }
+        if (r->reject) {
+            r->dropped += n;
+            if (secs_since(r->t0) > 2 * s->cfg.timeout_s || r->len + r->dropped > 2 * s->cfg.max_body) {
+                r->status = r->reject;
+                return MHD_NO;
+            }
+            return MHD_YES;
+        }
+        if (r->len + n + 1 > r->cap) {
+            size_t nc = r->cap ? r->cap : 4096;
+            while (nc < r->len + n + 1) nc *= 2;
+            if (nc > s->cfg.max_body + 1) nc = s->cfg.max_body + 1;
+            char *nb = modattn_realloc(r->body, nc, MODATTN_MEM_OTHER);
+            if (!nb)
+                return respond_error(r, 503, "the server is out of memory (or over its --mem-budget) reading the body",
+                                     NULL, "out_of_memory", NULL, NULL, true);
+            r->body = nb;
+            r->cap = nc;
+        }
+        memcpy(r->body + r->len, upload, n);
+        r->len += n;
+        r->body[r->len] = '\0';
+        return MHD_YES;
+    }
+    switch (r->state) {
+    case ST_READING:
+        if (r->reject == 408)
+            return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
+                                 "request_timeout", NULL, NULL, true);
+        if (r->reject == 413) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the body is larger than this server takes (%zu bytes, --max-body)", s->cfg.max_body);
+            return respond_error(r, 413, msg, NULL, "payload_too_large", NULL, NULL, true);
+        }
+        if (secs_since(r->t0) > s->cfg.timeout_s && r->len > 0)
+            return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
+                                 "request_timeout", NULL, NULL, true);
+        if (r->route == SRV_ROUTE_EMBEDDINGS) return start_embeddings(r);
+        if (r->route == SRV_ROUTE_SEARCH) return start_search(r);
+        if (r->route == SRV_ROUTE_MODELS && !atomic_load(&s->ready))
+            return respond_error(r, 503, "the model is still loading", NULL, "loading", MHD_HTTP_HEADER_RETRY_AFTER, "1",
+                                 false);
+        return answer_get(r);
+    case ST_DONE: return finish_job(r);
+    default: return MHD_YES; /* queued (a spurious call) or answered */
+    }
+}
+
+/* ---- the access log, metrics and cleanup when a request ends */
+
+static void log_request(server *s, const req *r, const char *outcome) {
+    if (s->cfg.quiet) return;
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const double ms = secs_since(r->t0) * 1e3;
+    pthread_mutex_lock(&s->log_mu);
+    if (s->cfg.log_json) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:I, s:I, s:s}", "time", when, "client", r->client,
+                              "method", r->method, "path", r->path, "status", r->status, "bytes", (json_int_t)r->bytes_out,
+                              "ms", ms, "inputs", (json_int_t)r->inputs, "tokens", (json_int_t)r->tokens, "outcome", outcome);
+        char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (line) fprintf(stderr, "%s\n", line);
+        modattn_json_free(line);
+        json_decref(j);
+        modattn_json_take_failure();
+    } else {
+        /* the path is the client's: shown with anything unprintable as \xHH */
+        char safe[4 * sizeof r->path];
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *)r->path; *p && o + 5 < sizeof safe; p++) {
+            if (*p < 0x20 || *p >= 0x7f) o += (size_t)snprintf(safe + o, sizeof safe - o, "\\x%02X", *p);
+            else safe[o++] = (char)*p;
+        }
+        safe[o] = '\0';
+        fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms inputs=%zu tokens=%zu%s%s\n", when, r->client, r->method, safe,
+                r->status, r->bytes_out, ms, r->inputs, r->tokens, outcome[0] ? " " : "", outcome);
+    }
+    pthread_mutex_unlock(&s->log_mu);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe) {
+    server *s = cls;
+    req *r = *req_cls;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_info *cn = ci ? ci->socket_context : NULL;
+    if (cn) cn->t_ready = modattn_now_ns(); /* the next request's headers are awaited from now */
+    if (!r) return;
+    const char *outcome = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
+                          : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "client-timeout"
+                          : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
+                          : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client-closed"
+                                                                       : "error";
+    if (r->status == 0) r->status = 499; /* nothing was sent: the client went away or timed out */
+    srv_metrics_request(r->route, r->status, secs_since(r->t0));
+    log_request(s, r, outcome);
+    if (r->admitted) {
+        atomic_fetch_sub(&s->admitted, 1);
+        srv_metrics_inflight(-1);
+    }
+    srv_embed_req_free(&r->er);
+    srv_search_req_free(&r->sr);
+    modattn_search_results_free(r->job.results, r->job.nresults);
+    modattn_free(r->vectors);
+    modattn_free(r->body);
+    free(r);
+    *req_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    (void)cls, (void)c;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_info *cn = malloc(sizeof *cn);
+        if (cn) cn->t_ready = modattn_now_ns();
+        *socket_context = cn;
+    } else {
+        free(*socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* ---- start-up and shutdown */
+
+static int read_api_key(server *s, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "modattn: serve: --api-key-file %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    bool more = fgetc(f) != EOF;
+    fclose(f);
+    buf[n] = '\0';
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) buf[--n] = '\0';
+    if (more || n == 0 || memchr(buf, '\n', n) || memchr(buf, '\0', n)) {
+        fprintf(stderr, "modattn: serve: --api-key-file %s: the file must hold one key on one line (1 to 4095 bytes)\n",
+                path);
+        return -1;
+    }
+    s->api_key = strdup(buf);
+    s->api_key_len = n;
+    return s->api_key ? 0 : -1;
+}
+
+static int make_api(server *s) {
+    const modattn_model_info *in = modattn_model_get_info(s->model);
+    srv_api *a = &s->api;
+    a->model = s->model;
+    a->model_id = in->name;
+    a->dim = in->dim;
+    a->max_tokens = in->max_tokens;
+    a->vocab = (size_t)in->vocab;
+    a->max_inputs = s->cfg.max_inputs;
+    a->truncate = s->cfg.truncate;
+    a->created = (int64_t)time(NULL);
+    struct modattn_tokenizer *tok = NULL;
+    int st = modattn_model_load_tokenizer(s->model, &tok);
+    if (st) return st;
+    a->cls_id = modattn_tokenizer_cls_id(tok);
+    a->sep_id = modattn_tokenizer_sep_id(tok);
+    const size_t nspec = modattn_tokenizer_num_specials(tok);
+    modattn_tokenizer_free(tok);
+    if (a->cls_id < 0 || a->sep_id < 0 || nspec != 2)
+        return modattn_error(MODATTN_EUNSUPPORTED, "the model's tokenizer does not put one token before and one after a "
+                                                   "text ([CLS] ... [SEP]): token-id inputs cannot be framed");
+    if (!(a->openapi = srv_openapi_for(a))) return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+    return 0;
+}
+
+static int bind_address(const srv_config *cfg, struct sockaddr_storage *ss, socklen_t *len, bool *v6) {
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int rc = getaddrinfo(cfg->host, port, &hints, &res);
+    if (rc != 0 || !res) {
+        fprintf(stderr, "modattn: serve: --host %s: %s\n", cfg->host, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    *v6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *load_ud) {
+    server s;
+    memset(&s, 0, sizeof s);
+    s.cfg = *cfg;
+    s.ctx = ctx;
+    pthread_mutex_init(&s.log_mu, NULL);
+    srv_metrics_init();
+    int rc = 1;
+    if (cfg->api_key_file && read_api_key(&s, cfg->api_key_file)) goto out;
+
+    /* signals go to the main thread only: every thread started from here inherits the mask */
+    sigset_t sigs, old;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct sockaddr_storage ss;
+    socklen_t sslen = 0;
+    bool v6 = false;
+    if (bind_address(cfg, &ss, &sslen, &v6)) goto out;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     (v6 ? MHD_USE_IPv6 : 0);
+    unsigned timeout = cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999);
+    s.d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, &s,
+                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
+                           MHD_OPTION_CONNECTION_TIMEOUT, timeout, /* idle: a stalled client is closed */
+                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
+                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
+                           MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
+                           MHD_OPTION_END);
+    if (!s.d) {
+        fprintf(stderr, "modattn: serve: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
+                errno ? strerror(errno) : "libmicrohttpd refused the options");
+        goto out;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_BIND_PORT);
+    const int port = di ? (int)di->port : cfg->port;
+    fprintf(stderr, "modattn: serve: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "", cfg->host,
+            v6 ? "]" : "", port, cfg->model_dir);
+    if (cfg->port_file) {
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", cfg->port_file);
+        FILE *pf = fopen(tmp, "w");
+        if (!pf || fprintf(pf, "%d\n", port) < 0 || fclose(pf) != 0 || rename(tmp, cfg->port_file) != 0) {
+            fprintf(stderr, "modattn: serve: --port-file %s: %s\n", cfg->port_file, strerror(errno));
+            goto out;
+        }
+    }
+
+    /* the model, while /health says 503 (tests stretch the wait: MODATTN_TEST_SERVE_LOAD_DELAY_MS) */
+    uint64_t t_load = modattn_now_ns();
+    const char *delay = getenv("MODATTN_TEST_SERVE_LOAD_DELAY_MS");
+    if (delay && atoi(delay) > 0) {
+        struct timespec ts = {atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int st = load(load_ud, &s.model);
+    if (st) {
+        const char *m = modattn_last_error();
+        fprintf(stderr, "modattn: serve: loading the model: %s\n", m && *m ? m : modattn_strerror(st));
+        goto out;
+    }
+    if ((st = make_api(&s))) {
+        fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
+        goto out;
+    }
+    modattn_model_set_batch_tokens(s.model, cfg->max_batch_tokens);
+    s.dev = modattn_device_find(modattn_model_get_info(s.model)->device);
+    srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db};
+    if ((st = srv_batcher_start(&bc, &s.batcher))) {
+        fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
+        goto out;
+    }
+    atomic_store(&s.ready, true);
+    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %d executor%s; store %s\n",
+            secs_since(t_load), s.api.model_id, s.api.dim, cfg->workers, cfg->workers == 1 ? "" : "s",
+            cfg->db ? cfg->db : "(none: /search answers 503)");
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "modattn: serve: %s: no new connections; finishing %lld request%s in flight (up to %g s)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)srv_metrics_inflight_now(),
+            srv_metrics_inflight_now() == 1 ? "" : "s", cfg->drain_s);
+    atomic_store(&s.draining, true);
+    MHD_socket lfd = MHD_quiesce_daemon(s.d);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    uint64_t t_drain = modattn_now_ns();
+    while (atomic_load(&s.admitted) > 0 && secs_since(t_drain) < cfg->drain_s) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    int64_t left = atomic_load(&s.admitted);
+    if (left > 0) {
+        fprintf(stderr, "modattn: serve: %lld request%s still in flight after %g s: those not yet started get 503\n",
+                (long long)left, left == 1 ? "" : "s", cfg->drain_s);
+        srv_batcher_cancel(s.batcher, "the server is shutting down (its --drain-timeout passed)");
+    }
+    rc = 0;
+out:
+    /* the executors finish the queue (resuming every suspended connection) before HTTP stops */
+    srv_batcher_stop(s.batcher);
+    if (s.d) MHD_stop_daemon(s.d);
+    if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");
+    modattn_model_free(s.model);
+    free(s.api.openapi);
+    free(s.api_key);
+    pthread_mutex_destroy(&s.log_mu);
+    return rc;
+}

@@ -1,0 +1,203 @@
+/* server/server.h — `modattn serve`: an OpenAI-compatible embedding and search service over
+ * libmicrohttpd. A front end: it parses HTTP and JSON, calls the public library API (a model
+ * shared read-only, one session per executor, a store per executor) and writes JSON; no model
+ * logic lives here.
+ *
+ *   server.c   the daemon: options, start-up (HTTP first, so /health says 503 while the model
+ *              loads), routing, admission (429), limits (413, 408), API keys (401), the access
+ *              log, SIGTERM/SIGINT drain
+ *   api.c      the routes' JSON: requests parsed and checked field by field (400 naming the field),
+ *              responses and OpenAI-style error objects
+ *   batch.c    dynamic batching: a queue of inputs from every request, executors that take
+ *              token-budget batches from it (oldest request first), embed them in their session
+ *              and hand each request its vectors in order; searches run there too
+ *   metrics.c  counters and histograms in Prometheus' text format
+ *
+ * Threads: libmicrohttpd's (HTTP_THREADS, epoll: a slow or stalled client holds a socket, never a
+ * thread), the executors (--workers, each with --threads/--workers model threads), and the main
+ * thread, which loads the model and then waits for a signal. */
+#ifndef MODATTN_SERVER_H
+#define MODATTN_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "modattn/modattn.h"
+#include "modattn/model.h"
+#include "modattn/search.h"
+#include "modattn/store.h"
+
+struct json_t;
+
+#define SRV_HTTP_THREADS 2
+
+/* ---- configuration (cli/cmd_serve.c fills it from options and the environment) */
+typedef struct srv_config {
+    const char *model_dir;
+    const char *db;              /* the store for /search (NULL: /search answers 503) */
+    const char *host;            /* "127.0.0.1" */
+    int port;                    /* 0: any free port (printed) */
+    int threads;                 /* model threads in all (0: all CPUs) */
+    int workers;                 /* executors, each with its own session (threads / workers each) */
+    size_t max_concurrent;       /* requests in flight (embeddings, search) before 429 */
+    size_t max_batch_tokens;     /* tokens per executor batch */
+    size_t max_body;             /* bytes */
+    size_t max_inputs;           /* inputs per embeddings request */
+    double timeout_s;            /* a request's header and body must arrive within it: 408 */
+    double drain_s;              /* on SIGTERM, in-flight requests finish within it */
+    const char *api_key_file;    /* NULL: no key */
+    bool truncate;               /* default for requests that do not say (true: cut to the model's length) */
+    bool log_json;               /* access log as JSON lines (else one text line) on stderr */
+    bool quiet;                  /* no access log */
+    const char *port_file;       /* write the bound port there once listening (tests) */
+} srv_config;
+
+/* Loads the model (called on the main thread once HTTP is up). */
+typedef int (*srv_load_fn)(void *ud, modattn_model **out);
+
+/* Runs the server until SIGTERM or SIGINT, then drains. 0 on a clean stop, 1 if it could not
+ * start (said on stderr). ctx: the library context (its policy); the model is loaded with load. */
+int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *load_ud);
+
+/* ---- metrics (metrics.c) */
+typedef enum srv_route {
+    SRV_ROUTE_EMBEDDINGS = 0,
+    SRV_ROUTE_MODELS,
+    SRV_ROUTE_SEARCH,
+    SRV_ROUTE_HEALTH,
+    SRV_ROUTE_METRICS,
+    SRV_ROUTE_OPENAPI,
+    SRV_ROUTE_OTHER,
+    SRV_ROUTE_COUNT
+} srv_route;
+const char *srv_route_name(srv_route r);
+
+void srv_metrics_init(void);
+void srv_metrics_request(srv_route r, int status, double seconds);
+void srv_metrics_batch(size_t inputs, size_t tokens, double seconds);
+void srv_metrics_queue(int64_t delta_inputs);
+void srv_metrics_inflight(int64_t delta);
+int64_t srv_metrics_inflight_now(void);
+/* The Prometheus text (text/plain; version=0.0.4) into a malloc'ed string (free()), NULL on
+ * allocation failure. ctx: attention calls per implementation; device: the model's (its memory
+ * too when it is not the CPU; NULL before the model is loaded). */
+struct modattn_device_iface;
+char *srv_metrics_render(modattn_ctx *ctx, bool ready, const struct modattn_device_iface *device);
+
+/* ---- the batcher (batch.c) */
+typedef struct srv_job srv_job;
+typedef void (*srv_job_done)(srv_job *job, void *ud); /* called on an executor thread */
+
+typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH } srv_job_kind;
+
+struct srv_job {
+    srv_job_kind kind;
+    size_t n;                 /* inputs */
+    int32_t **ids;            /* [n] token ids (owned by the job's creator) */
+    size_t *counts;           /* [n] */
+    float *out;               /* [n, dim] */
+    /* search */
+    size_t k;
+    const char *path_prefix;  /* NULL: all */
+    modattn_search_result *results;
+    size_t nresults;
+    bool vectors_mapped;
+    /* the outcome: status 0, else an HTTP status and message */
+    int http_status;
+    char message[512];
+    /* the queue's bookkeeping */
+    size_t next;              /* inputs taken by executors */
+    size_t pending;           /* inputs not yet finished */
+    srv_job *qnext;
+    srv_job_done done;
+    void *done_ud;
+};
+
+typedef struct srv_batcher srv_batcher;
+typedef struct srv_batcher_config {
+    modattn_ctx *ctx;
+    modattn_model *model;
+    int workers, threads;
+    size_t max_batch_tokens;
+    const char *db;           /* NULL: searches fail with 503 */
+} srv_batcher_config;
+int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
+/* Queues a job (never blocks): done(job) runs once every input is embedded (and the search run),
+ * or it failed. */
+void srv_batcher_submit(srv_batcher *b, srv_job *job);
+/* Fails every job no executor has started on (503, message), at once. */
+void srv_batcher_cancel(srv_batcher *b, const char *message);
+/* Stops after the queue is empty; joins the executors. */
+void srv_batcher_stop(srv_batcher *b);
+
+/* ---- a growing text buffer (api.c): responses and the metrics text. Plain malloc (libmicrohttpd
+ * frees what it sends); a failed allocation marks it failed and later calls do nothing. */
+typedef struct srv_buf {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} srv_buf;
+void srv_buf_reserve(srv_buf *b, size_t more);
+void srv_buf_put(srv_buf *b, const char *s, size_t len);
+void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text (NUL-terminated; the caller free()s it), or NULL if anything failed (then freed). */
+char *srv_buf_take(srv_buf *b);
+
+/* ---- the routes' JSON (api.c) */
+typedef struct srv_api {
+    modattn_model *model;
+    const char *model_id;     /* "all-MiniLM-L6-v2" */
+    size_t dim, max_tokens, vocab, max_inputs;
+    int32_t cls_id, sep_id;   /* put around token-id inputs, as around texts */
+    bool truncate;
+    int64_t created;          /* when it loaded (unix seconds) */
+    char *openapi;            /* srv_openapi_for(this), made once */
+} srv_api;
+
+/* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. malloc'ed. */
+char *srv_error_body(int status, const char *message, const char *param, const char *code);
+
+/* The parsed body of POST /v1/embeddings, tokenized: ids/counts for a job, and what the response
+ * needs. On a bad request: the HTTP status (400, 404, 413, 422), a message, the field. */
+typedef struct srv_embed_req {
+    size_t n;
+    int32_t **ids;
+    size_t *counts;
+    bool base64;
+    size_t prompt_tokens;
+} srv_embed_req;
+typedef struct srv_bad {
+    int status;
+    char message[512];
+    char param[64];
+    const char *code;
+} srv_bad;
+int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_embed_req *out, srv_bad *bad);
+void srv_embed_req_free(srv_embed_req *r);
+/* The response body for a finished job. malloc'ed, NULL on allocation failure. */
+char *srv_embeddings_body(const srv_api *api, const srv_embed_req *r, const float *vectors);
+
+typedef struct srv_search_req {
+    char *query;
+    size_t k;
+    char *path_prefix;        /* NULL: all */
+    int32_t *ids;
+    size_t count;
+} srv_search_req;
+int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad);
+void srv_search_req_free(srv_search_req *r);
+char *srv_search_body(const srv_api *api, const srv_job *job);
+char *srv_models_body(const srv_api *api);
+
+/* The OpenAPI document served: the committed one with api's model, dimension, vocabulary size and
+ * --max-inputs filled in. malloc'ed; NULL on failure. */
+char *srv_openapi_for(const srv_api *api);
+
+/* The committed OpenAPI document (server/openapi.json, embedded at build time). */
+extern const char srv_openapi_json[];
+extern const size_t srv_openapi_json_len;
+
+#endif
