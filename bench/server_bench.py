@@ -170,6 +170,7 @@ def main():
             ready.setdefault(key, []).append(srv.ready_s)
             run_wrk(srv.path, 8, 8, 3, sentences, "all-MiniLM-L6-v2")  # warm-up
             for inputs, conns in configs:
+                run_wrk(srv.path, inputs, conns, 2, sentences, "all-MiniLM-L6-v2")  # this shape's warm-up
                 r = run_wrk(srv.path, inputs, conns, a.seconds, sentences, "all-MiniLM-L6-v2")
                 results[key].setdefault((inputs, conns), []).append(r)
                 print(f"round {rnd + 1} {srv.name:32s} inputs={inputs:2d} clients={conns:2d}: {r['rps']:8.1f} req/s "
@@ -192,7 +193,7 @@ def main():
              f"{os.path.basename(model)} from the same directory for both, CPU only. Load: wrk "
              f"(`bench/server_wrk.lua`), OpenAI embeddings requests of 1 or 32 sentences of "
              f"`bench/corpus_sentences.txt` (a different body each request), for {a.seconds} s per row after a 3 s "
-             f"warm-up; the servers ran one at a time, {a.rounds} rounds alternating, medians shown. wrk shares "
+             f"warm-up and 2 s of the row's own load; the servers ran one at a time, {a.rounds} rounds alternating, medians shown. wrk shares "
              f"the {ncpu} CPUs with the server under test, the same for both.",
              "", f"modattn serve: default options (`--threads` all CPUs, one executor, dynamic batching up to 8192 "
              f"tokens). Anchor: {anchor_name}" + (" (`infinity_emb v2 --engine torch --device cpu --batch-size 32 --log-level warning`, torch " + torch_version() + ")"

@@ -76,6 +76,41 @@ static size_t batch_end(const sort_key *keys, size_t n, size_t s, size_t budget,
     return e;
 }
 
+/* With prepared weights the GEMMs run in whole row blocks (blk rows, 64 on the CPU), a block per
+ * thread at a time, so a batch of B rows padded to S costs about ceil(ceil(B*S / blk) / threads)
+ * rounds whatever its rows hold: one short text alone costs a whole round, as much as 128 rows on
+ * two threads. Greedy batching (batch_end) leaves small calls full of such rounds (a request of 32
+ * sentences of 10-80 tokens became a dozen one-block batches). This partitions the sorted texts
+ * (longest first) into the batches of least total cost instead: rounds first, then padded rows,
+ * under the token budget, by dynamic programming from the end (next[i]: where the batch starting
+ * at i ends; batches of at most 512 texts). Which texts share a batch never changes a vector (bit
+ * for bit: modattn/model.h). */
+static int plan_batches(const sort_key *keys, size_t n, size_t budget, int64_t blk, int threads, size_t *next) {
+    double *best = modattn_malloc((n + 1) * sizeof *best, MODATTN_MEM_OTHER);
+    if (!best) return modattn_mem_last_status();
+    if (blk < 1) blk = 1;
+    if (threads < 1) threads = 1;
+    best[n] = 0;
+    for (size_t i = n; i-- > 0;) {
+        const size_t S = (size_t)keys[i].len;
+        best[i] = -1;
+        /* at most 512 texts a batch: 1024 rows at least, 16 blocks, as fast per row as any larger
+         * batch, and the plan stays O(512 n) */
+        for (size_t e = i + 1; e <= n && e - i <= 512 && (e == i + 1 || (e - i) * S <= budget); e++) {
+            const size_t rows = (e - i) * S;
+            const size_t blocks = (rows + (size_t)blk - 1) / (size_t)blk;
+            const size_t rounds = (blocks + (size_t)threads - 1) / (size_t)threads;
+            const double c = (double)rounds * 1e9 + (double)rows + best[e];
+            if (best[i] < 0 || c < best[i]) {
+                best[i] = c;
+                next[i] = e;
+            }
+        }
+    }
+    modattn_free(best);
+    return 0;
+}
+
 /* n inputs, input i = ids[off[i] .. off[i+1]-1]; writes out[i*dim ..]. */
 static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int32_t *ids, const size_t *off,
                         size_t n, float *out) {
@@ -88,17 +123,33 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
 
     /* batches: [start, end) in sorted order; the first row is the longest */
     const size_t budget = m->batch_tokens;
+    const bool tight = modattn__dev_model_prepared(m->dm);
+    size_t *next = modattn_malloc((n + 1) * sizeof *next, MODATTN_MEM_OTHER);
+    if (!next) {
+        modattn_free(keys);
+        return modattn_mem_last_status();
+    }
+    if (tight) {
+        st = plan_batches(keys, n, budget, modattn_device_row_block(m->dev), modattn_pool_threads(x->pool), next);
+        if (st) {
+            modattn_free(next);
+            modattn_free(keys);
+            return st;
+        }
+    } else {
+        for (size_t s = 0; s < n;) s = next[s] = batch_end(keys, n, s, budget, false);
+    }
     size_t max_T = 0, max_B = 0;
     for (size_t s = 0; s < n;) {
         const size_t S = (size_t)keys[s].len;
-        const size_t e = batch_end(keys, n, s, budget, modattn__dev_model_prepared(m->dm));
+        const size_t e = next[s];
         if ((e - s) * S > max_T) max_T = (e - s) * S;
         if (e - s > max_B) max_B = e - s;
         s = e;
     }
-    const bool tight = modattn__dev_model_prepared(m->dm);
     modattn__dev_arena *da = NULL;
     if ((st = modattn__dev_arena_create(m->dm, (int64_t)max_T, (int64_t)max_B, &da))) {
+        modattn_free(next);
         modattn_free(keys);
         return st;
     }
@@ -111,7 +162,7 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
     }
     for (size_t s = 0; s < n && st == 0;) {
         const size_t S = (size_t)keys[s].len;
-        const size_t e = batch_end(keys, n, s, budget, tight);
+        const size_t e = next[s];
         const size_t B = e - s;
         for (size_t b = 0; b < B; b++) {
             const size_t i = keys[s + b].idx;
@@ -134,6 +185,7 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
     }
 done:
     modattn__dev_arena_free(da);
+    modattn_free(next);
     modattn_free(outs);
     modattn_free(blens);
     modattn_free(bids);

@@ -177,11 +177,13 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
     put(&b, "# HELP modattn_attention_seconds_total Time in attention by implementation.\n"
             "# TYPE modattn_attention_seconds_total counter\n");
     for (size_t i = 0; ctx && i < modattn_ctx_impl_count(ctx); i++) {
-        modattn_impl_info info;
+        /* the table's name, not modattn_ctx_impl_info: asking for that starts another device's
+         * driver (OpenCL) whose implementations the server never ran */
+        const modattn_attn_impl *impl = modattn_ctx_impl(ctx, i);
         modattn_impl_stats s;
-        if (modattn_ctx_impl_info(ctx, i, &info) || modattn_ctx_impl_stats(ctx, i, &s)) continue;
-        put(&b, "modattn_attention_calls_total{implementation=\"%s\"} %llu\n", info.name, (unsigned long long)s.calls);
-        put(&b, "modattn_attention_seconds_total{implementation=\"%s\"} %.6f\n", info.name, s.total_ms / 1e3);
+        if (!impl || modattn_ctx_impl_stats(ctx, i, &s)) continue;
+        put(&b, "modattn_attention_calls_total{implementation=\"%s\"} %llu\n", impl->name, (unsigned long long)s.calls);
+        put(&b, "modattn_attention_seconds_total{implementation=\"%s\"} %.6f\n", impl->name, s.total_ms / 1e3);
     }
 
     put(&b, "# HELP modattn_memory_bytes Memory the library accounts for, by device and category.\n"
