@@ -67,7 +67,8 @@ static int cmp_len_desc(const void *a, const void *b) {
  * longest, so no row is padded by more than 1/16 of its length. With the GEMM plans a batch runs
  * as fast in 64-row blocks as in 1024-row ones, so small batches cost little and padding is pure
  * waste: on bench/corpus_sentences.txt the budget alone padded 88,988 tokens to 101,279 (+13.8%);
- * with this rule 91,988 (+3.4%) in 60 batches. Without plans (OpenBLAS) the budget alone. */
+ * with this rule 91,988 (+3.4%) in 60 batches. Now used without plans (OpenBLAS) only, with the
+ * budget alone (tight = false); with plans, plan_batches below. */
 static size_t batch_end(const sort_key *keys, size_t n, size_t s, size_t budget, bool tight) {
     const size_t S = (size_t)keys[s].len;
     size_t e = s + 1;

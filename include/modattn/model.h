@@ -130,11 +130,11 @@ size_t modattn_model_dim(const modattn_model *model);
 size_t modattn_model_max_tokens(const modattn_model *model);
 
 /* Batching: texts are sorted by length and grouped so that a batch holds at most `tokens`
- * (padded) tokens, each batch padded only to its longest text; with the default oneDNN build a
- * text also joins a batch only if it is at least 16/17 of the batch's longest (no text padded by
- * more than 1/16: its GEMMs run as fast on small batches as on large ones, so padding is the
- * only cost). A text longer than the budget runs alone. Default
- * MODATTN_MODEL_DEFAULT_BATCH_TOKENS. 0 is EINVAL. */
+ * (padded) tokens, each batch padded only to its longest text. With the default oneDNN build the
+ * GEMMs run in whole 64-row blocks, a block per thread at a time, so the grouping is the one of
+ * fewest such rounds, then fewest padded rows (dynamic programming over the sorted texts, at most
+ * 512 texts a batch); else (OpenBLAS) batches are filled up to the budget. A text longer than the
+ * budget runs alone. Default MODATTN_MODEL_DEFAULT_BATCH_TOKENS. 0 is EINVAL. */
 int modattn_model_set_batch_tokens(modattn_model *model, size_t tokens);
 size_t modattn_model_batch_tokens(const modattn_model *model);
 
