@@ -5,6 +5,8 @@
 #ifdef MODATTN_HAVE_SERVER
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -199,6 +201,13 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
                 c.workers, threads);
         return 2;
     }
+    /* SIGTERM and SIGINT go to the server's main thread only (it drains): blocked before any
+     * thread starts, the context's pool included, so that every thread inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     modattn_ctx *ctx = NULL;
     if (cli_open_ctx(g, &ctx)) return 1;
     void *ud[3] = {g, ctx, (void *)c.model_dir};

@@ -33,8 +33,18 @@ struct worker_arg {
     int id;
 };
 
-/* the pool whose task this thread is running (as a worker, or as the caller of a job) */
-static _Thread_local const modattn_pool *tl_in_pool;
+/* the pools whose task this thread is running (as a worker, or as the caller of a job), innermost
+ * last: a call into any of them from inside runs serially (A's task -> B's run -> B's task -> A's run
+ * must not wait for A's caller, which is waiting for this thread) */
+#define POOL_NEST 8
+static _Thread_local const modattn_pool *tl_pools[POOL_NEST];
+static _Thread_local int tl_depth;
+
+static bool inside(const modattn_pool *p) {
+    for (int i = 0; i < tl_depth && i < POOL_NEST; i++)
+        if (tl_pools[i] == p) return true;
+    return false;
+}
 
 static void drain(modattn_pool *p, int id) {
     for (;;) {
@@ -49,7 +59,8 @@ static void *worker_main(void *arg) {
     int id = ((worker_arg *)arg)->id; /* arg lives in the pool (freed with it): the bytes in use
                                        * do not change when a thread happens to start */
     uint64_t seen = 0;
-    tl_in_pool = p;
+    tl_pools[0] = p; /* a worker: its own pool, for good */
+    tl_depth = 1;
     pthread_mutex_lock(&p->mu);
     for (;;) {
         while (!p->stop && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
@@ -126,13 +137,12 @@ int modattn_pool_threads(const modattn_pool *p) { return p ? p->nthreads : 1; }
 
 void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx) {
     if (n <= 0) return;
-    if (!p || p->nthreads == 1 || n == 1 || tl_in_pool == p) {
+    if (!p || p->nthreads == 1 || n == 1 || inside(p) || tl_depth >= POOL_NEST) {
         for (int64_t i = 0; i < n; i++) fn(ctx, i, 0);
         return;
     }
     pthread_mutex_lock(&p->run_mu);
-    const modattn_pool *outer = tl_in_pool;
-    tl_in_pool = p;
+    tl_pools[tl_depth++] = p;
     pthread_mutex_lock(&p->mu);
     p->fn = fn;
     p->ctx = ctx;
@@ -146,6 +156,6 @@ void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx)
     pthread_mutex_lock(&p->mu);
     while (p->busy > 0) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
-    tl_in_pool = outer;
+    tl_depth--;
     pthread_mutex_unlock(&p->run_mu);
 }

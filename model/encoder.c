@@ -80,7 +80,7 @@ static size_t batch_end(const sort_key *keys, size_t n, size_t s, size_t budget,
 /* With prepared weights the GEMMs run in whole row blocks (blk rows, 64 on the CPU), a block per
  * thread at a time, so a batch of B rows padded to S costs about ceil(ceil(B*S / blk) / threads)
  * rounds whatever its rows hold: one short text alone costs a whole round, as much as 128 rows on
- * two threads. Greedy batching (batch_end) leaves small calls full of such rounds (a request of 32
+ * two threads; each batch also costs some fixed work (counted as 4 rows). Greedy batching (batch_end) leaves small calls full of such rounds (a request of 32
  * sentences of 10-80 tokens became a dozen one-block batches). This partitions the sorted texts
  * (longest first) into the batches of least total cost instead: rounds first, then padded rows,
  * under the token budget, by dynamic programming from the end (next[i]: where the batch starting
@@ -101,7 +101,10 @@ static int plan_batches(const sort_key *keys, size_t n, size_t budget, int64_t b
             const size_t rows = (e - i) * S;
             const size_t blocks = (rows + (size_t)blk - 1) / (size_t)blk;
             const size_t rounds = (blocks + (size_t)threads - 1) / (size_t)threads;
-            const double c = (double)rounds * 1e9 + (double)rows + best[e];
+            /* rounds, then padded rows, then batches: each costs some fixed work (an attention
+             * call and the pool's hand-offs per layer, about as much as 4 rows), so of equal
+             * plans the one of fewer, larger batches */
+            const double c = (double)rounds * 1e9 + (double)rows + 4.0 + best[e];
             if (best[i] < 0 || c < best[i]) {
                 best[i] = c;
                 next[i] = e;

@@ -430,7 +430,7 @@ static int reopen_readonly_folder(modattn_store *s, int st) {
     char *slash = strrchr(dir, '/');
     if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
     else snprintf(dir, sizeof dir, ".");
-    if (access(dir, W_OK) == 0 || errno != EACCES) return st;
+    if (access(dir, W_OK) == 0 || (errno != EACCES && errno != EROFS)) return st; /* EROFS: a read-only mount */
     char wal[4096 + 8];
     snprintf(wal, sizeof wal, "%s-wal", s->path);
     struct stat wb;
@@ -703,6 +703,21 @@ static int bump_generation(modattn_store *s) {
     return st;
 }
 
+int modattn_store_read_begin(modattn_store *s) {
+    if (!s) return modattn_error(MODATTN_EINVAL, "read_begin: NULL store");
+    if (!sqlite3_get_autocommit(s->db))
+        return modattn_error(MODATTN_EINTERNAL, "%s: a read snapshot inside another transaction", s->path);
+    int st = exec_sql(s, "BEGIN", "starting a read snapshot");
+    if (st) return st;
+    int64_t v = 0; /* a deferred transaction takes its snapshot at its first read: now */
+    if ((st = query_int(s, "PRAGMA user_version", &v))) end_read_tx(s);
+    return st;
+}
+
+void modattn_store_read_end(modattn_store *s) {
+    if (s) end_read_tx(s);
+}
+
 int modattn_store_generation(modattn_store *s, uint64_t *out) {
     char buf[32];
     bool found = false;
@@ -964,10 +979,11 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
     if (!s->model_id)
         return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
-    int st = exec_sql(s, "BEGIN", "starting a read transaction");
+    const bool own_tx = sqlite3_get_autocommit(s->db) != 0; /* else inside the caller's snapshot */
+    int st = own_tx ? exec_sql(s, "BEGIN", "starting a read transaction") : 0;
     if (st) return st;
     st = modattn__store_read_vectors(s, -1, out);
-    int e = end_read_tx(s);
+    int e = own_tx ? end_read_tx(s) : 0;
     if (!st && e) {
         modattn_store_vectors_free(out);
         st = e;

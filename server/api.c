@@ -512,6 +512,10 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
             bad_req(bad, 400, "path_prefix", "invalid_type", "'path_prefix' must be a string, not %s", json_kind(p));
             goto done;
         }
+        if (memchr(json_string_value(p), '\0', json_string_length(p))) {
+            bad_req(bad, 400, "path_prefix", "invalid_value", "'path_prefix' holds U+0000, which no stored path does");
+            goto done;
+        }
         if (!(out->path_prefix = modattn_strdup(json_string_value(p), MODATTN_MEM_OTHER))) {
             bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;

@@ -25,6 +25,7 @@ typedef struct executor {
     /* search: the store, opened on first use and kept; its vectors, opened again when the
      * store's generation moves */
     modattn_store *store;
+    struct stat store_st; /* the file as opened: another file, size or time opens it again */
     modattn_store_vectors vec;
     bool have_vec;
 } executor;
@@ -36,6 +37,7 @@ struct srv_batcher {
     pthread_cond_t cv;
     srv_job *head, *tail; /* jobs with inputs no executor has taken yet */
     bool stopping;
+    bool closed; /* after srv_batcher_stop: a job submitted fails at once (503) */
     executor *ex;
     int nex;
 };
@@ -52,6 +54,8 @@ static void set_error(srv_job *job, int http, const char *fmt, const char *detai
     snprintf(job->message, sizeof job->message, fmt, detail);
 }
 
+static void search_in_snapshot(executor *x, srv_job *job);
+
 /* The search of a job whose query is embedded (job->out): on this executor's store. */
 static void run_search(executor *x, srv_job *job) {
     srv_batcher *b = x->b;
@@ -60,19 +64,48 @@ static void run_search(executor *x, srv_job *job) {
         return;
     }
     int st;
+    struct stat sb;
+    if (stat(b->cfg.db, &sb) != 0) {
+        char msg[400];
+        if (errno == ENOENT)
+            snprintf(msg, sizeof msg, "no store at %.300s yet: run `modattn index --db %.300s PATH...`", b->cfg.db,
+                     b->cfg.db);
+        else
+            snprintf(msg, sizeof msg, "the store %.300s cannot be read: %s", b->cfg.db, strerror(errno));
+        set_error(job, 503, "%s", msg);
+        return;
+    }
+    /* another file in its place (a new store), or one opened without locks that has changed: open
+     * it again (a store read from a folder this user cannot write to is opened as immutable) */
+    if (x->store && (sb.st_ino != x->store_st.st_ino || sb.st_dev != x->store_st.st_dev ||
+                     (modattn_store_note(x->store) && (sb.st_size != x->store_st.st_size ||
+                                                      sb.st_mtim.tv_sec != x->store_st.st_mtim.tv_sec ||
+                                                      sb.st_mtim.tv_nsec != x->store_st.st_mtim.tv_nsec)))) {
+        if (x->have_vec) modattn_store_vectors_free(&x->vec);
+        x->have_vec = false;
+        modattn_store_close(x->store);
+        x->store = NULL;
+    }
     if (!x->store) {
-        struct stat sb;
-        if (stat(b->cfg.db, &sb) != 0 && errno == ENOENT) {
-            char msg[400];
-            snprintf(msg, sizeof msg, "no store at %.300s yet: run `modattn index --db %.300s PATH...`", b->cfg.db, b->cfg.db);
-            set_error(job, 503, "%s", msg);
-            return;
-        }
         if ((st = modattn_store_open(b->cfg.db, MODATTN_STORE_READONLY, &x->store))) {
             set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
             return;
         }
+        x->store_st = sb;
     }
+    /* one snapshot for the check, the vectors, the chunk ids and the chunks: a document that an
+     * `index` run replaces meanwhile is seen whole, before or after */
+    if ((st = modattn_store_read_begin(x->store))) {
+        set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
+        return;
+    }
+    search_in_snapshot(x, job);
+    modattn_store_read_end(x->store);
+}
+
+static void search_in_snapshot(executor *x, srv_job *job) {
+    srv_batcher *b = x->b;
+    int st;
     const modattn_model_info *info = modattn_model_get_info(b->cfg.model);
     modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
     if ((st = modattn_store_check_model(x->store, &sm))) {
@@ -127,12 +160,15 @@ static void *executor_main(void *arg) {
     const size_t dim = b->dim;
     /* at most one input per 2 tokens ([CLS] [SEP]) fits a budget: the slots and buffers for that */
     const size_t cap = b->cfg.max_batch_tokens / 2 + 1;
-    slot *slots = malloc(cap * sizeof *slots);
-    const int32_t **ids = malloc(cap * sizeof *ids);
-    size_t *counts = malloc(cap * sizeof *counts);
+    slot *slots = NULL;
+    const int32_t **ids = NULL;
+    size_t *counts = NULL;
     float *out = NULL;
     size_t out_cap = 0;
     for (;;) {
+        if (!slots) slots = malloc(cap * sizeof *slots); /* (again after a failure) */
+        if (!ids) ids = malloc(cap * sizeof *ids);
+        if (!counts) counts = malloc(cap * sizeof *counts);
         pthread_mutex_lock(&b->mu);
         while (!b->head && !b->stopping) pthread_cond_wait(&b->cv, &b->mu);
         if (!b->head) { /* stopping, and nothing left */
@@ -147,13 +183,11 @@ static void *executor_main(void *arg) {
             if (!b->head) b->tail = NULL;
             size_t left = j->n - j->next;
             j->next = j->n;
-            pthread_mutex_unlock(&b->mu);
-            srv_metrics_queue(-(int64_t)left);
             set_error(j, 503, "%s", "the server is out of memory");
-            pthread_mutex_lock(&b->mu);
             j->pending -= left;
             bool last = j->pending == 0;
             pthread_mutex_unlock(&b->mu);
+            srv_metrics_queue(-(int64_t)left);
             if (last) j->done(j, j->done_ud);
             continue;
         }
@@ -213,8 +247,14 @@ void srv_batcher_submit(srv_batcher *b, srv_job *job) {
         job->done(job, job->done_ud);
         return;
     }
-    srv_metrics_queue((int64_t)job->n);
     pthread_mutex_lock(&b->mu);
+    if (b->closed) { /* shutting down: the executors are gone or going */
+        pthread_mutex_unlock(&b->mu);
+        set_error(job, 503, "%s", "the server is shutting down");
+        job->done(job, job->done_ud);
+        return;
+    }
+    srv_metrics_queue((int64_t)job->n);
     if (b->tail) b->tail->qnext = job;
     else b->head = job;
     b->tail = job;
@@ -248,11 +288,21 @@ void srv_batcher_stop(srv_batcher *b) {
     if (!b) return;
     pthread_mutex_lock(&b->mu);
     b->stopping = true;
+    b->closed = true;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
     for (int i = 0; i < b->nex; i++) {
         executor *x = &b->ex[i];
         if (x->started) pthread_join(x->thread, NULL);
+        x->started = false;
+    }
+}
+
+void srv_batcher_free(srv_batcher *b) {
+    if (!b) return;
+    srv_batcher_stop(b);
+    for (int i = 0; i < b->nex; i++) {
+        executor *x = &b->ex[i];
         if (x->have_vec) modattn_store_vectors_free(&x->vec);
         modattn_store_close(x->store);
         modattn_session_free(x->session);
@@ -271,12 +321,13 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     b->dim = modattn_model_dim(cfg->model);
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
-    b->nex = cfg->workers > 0 ? cfg->workers : 1;
-    b->ex = calloc((size_t)b->nex, sizeof *b->ex);
+    const int nex = cfg->workers > 0 ? cfg->workers : 1;
+    b->ex = calloc((size_t)nex, sizeof *b->ex);
     if (!b->ex) {
-        srv_batcher_stop(b);
+        srv_batcher_free(b);
         return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
     }
+    b->nex = nex;
     /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2 */
     int total = cfg->threads;
     if (total <= 0) total = modattn_ctx_threads(cfg->ctx);
@@ -288,11 +339,11 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
         modattn_session_options so = {.threads = mine > 0 ? mine : 1};
         int st = modattn_session_create(cfg->ctx, &so, &x->session);
         if (st) {
-            srv_batcher_stop(b);
+            srv_batcher_free(b);
             return st;
         }
         if (pthread_create(&x->thread, NULL, executor_main, x) != 0) {
-            srv_batcher_stop(b);
+            srv_batcher_free(b);
             return modattn_error(MODATTN_ERUNTIME, "could not start executor %d", i);
         }
         x->started = true;

@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <signal.h>
@@ -219,7 +220,13 @@ static enum MHD_Result finish_job(req *r) {
     if (r->job.http_status)
         return respond_error(r, r->job.http_status, r->job.message, NULL,
                              r->job.http_status == 503 ? "unavailable" : "internal_error", NULL, NULL, false);
-    if (r->route == SRV_ROUTE_EMBEDDINGS) return respond_json(r, 200, srv_embeddings_body(&s->api, &r->er, r->vectors));
+    if (r->route == SRV_ROUTE_EMBEDDINGS) {
+        for (size_t i = 0; i < r->er.n * s->api.dim; i++) /* JSON has no NaN or infinity */
+            if (!isfinite(r->vectors[i]))
+                return respond_error(r, 500, "the model gave a value that is not a finite number", NULL,
+                                     "internal_error", NULL, NULL, false);
+        return respond_json(r, 200, srv_embeddings_body(&s->api, &r->er, r->vectors));
+    }
     return respond_json(r, 200, srv_search_body(&s->api, &r->job));
 }
 
@@ -234,7 +241,8 @@ static enum MHD_Result answer_get(req *r) {
         return respond_json(r, ready && !draining ? 200 : 503, b);
     }
     case SRV_ROUTE_METRICS: {
-        char *b = srv_metrics_render(s->ctx, atomic_load(&s->ready), s->dev);
+        const bool ready = atomic_load(&s->ready); /* s->dev is written before ready is set */
+        char *b = srv_metrics_render(s->ctx, ready, ready ? s->dev : NULL);
         if (!b) return respond_json(r, 503, NULL);
         return respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", b, strlen(b), NULL, NULL, false);
     }
@@ -271,7 +279,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->route = rd ? rd->route : SRV_ROUTE_OTHER;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         const conn_info *cn = ci ? ci->socket_context : NULL;
-        if (cn && (double)(r->t0 - cn->t_ready) * 1e-9 > s->cfg.timeout_s)
+        /* since the connection began waiting for this request: within the idle timeout (whole
+         * seconds, as libmicrohttpd's) a keep-alive client may wait, then send at once */
+        if (cn && (double)(r->t0 - cn->t_ready) * 1e-9 > ceil(s->cfg.timeout_s))
             return respond_error(r, 408, "the request's headers took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
         if (s->api_key && r->route != SRV_ROUTE_HEALTH && !key_ok(s, c))
@@ -324,6 +334,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_size;
         *upload_size = 0;
         if (r->state != ST_READING) return MHD_YES; /* answered already: the rest is dropped */
+        if (r->route != SRV_ROUTE_EMBEDDINGS && r->route != SRV_ROUTE_SEARCH) {
+            /* a GET's body is never read: dropped, not kept (nor counted), and cut off past --max-body */
+            r->dropped += n;
+            if (r->dropped > s->cfg.max_body) {
+                r->status = 413;
+                return MHD_NO;
+            }
+            return MHD_YES;
+        }
         /* libmicrohttpd (0.9.75) answers only once the body is in: a body that is too slow or too
          * large is read on and dropped, and answered (408, 413) when it ends; one still arriving
          * at twice the timeout, or past twice --max-body, is cut off (the connection closed) */
@@ -344,9 +363,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             while (nc < r->len + n + 1) nc *= 2;
             if (nc > s->cfg.max_body + 1) nc = s->cfg.max_body + 1;
             char *nb = modattn_realloc(r->body, nc, MODATTN_MEM_OTHER);
-            if (!nb)
-                return respond_error(r, 503, "the server is out of memory (or over its --mem-budget) reading the body",
-                                     NULL, "out_of_memory", NULL, NULL, true);
+            if (!nb) { /* answered when the body ends (libmicrohttpd cannot answer before) */
+                r->reject = 503;
+                r->dropped += n;
+                return MHD_YES;
+            }
             r->body = nb;
             r->cap = nc;
         }
@@ -360,6 +381,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (r->reject == 408)
             return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
+        if (r->reject == 503)
+            return respond_error(r, 503, "the server is out of memory (or over its --mem-budget) reading the body",
+                                 NULL, "out_of_memory", NULL, NULL, true);
         if (r->reject == 413) {
             char msg[160];
             snprintf(msg, sizeof msg, "the body is larger than this server takes (%zu bytes, --max-body)", s->cfg.max_body);
@@ -627,9 +651,16 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     }
     rc = 0;
 out:
-    /* the executors finish the queue (resuming every suspended connection) before HTTP stops */
+    /* the executors finish the queue (resuming every suspended connection) and stop; a request
+     * that reaches them from now on is answered 503 at once; once every admitted request has been
+     * answered (or 2 s passed), HTTP stops; then the executors' memory goes */
     srv_batcher_stop(s.batcher);
+    for (int i = 0; s.d && i < 200 && atomic_load(&s.admitted) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     if (s.d) MHD_stop_daemon(s.d);
+    srv_batcher_free(s.batcher);
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");
     modattn_model_free(s.model);
     free(s.api.openapi);

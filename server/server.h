@@ -130,8 +130,10 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
 void srv_batcher_submit(srv_batcher *b, srv_job *job);
 /* Fails every job no executor has started on (503, message), at once. */
 void srv_batcher_cancel(srv_batcher *b, const char *message);
-/* Stops after the queue is empty; joins the executors. */
+/* Stops after the queue is empty and joins the executors; a job submitted from then on fails at
+ * once (503). srv_batcher_free then releases it (once nothing can submit: HTTP stopped). */
 void srv_batcher_stop(srv_batcher *b);
+void srv_batcher_free(srv_batcher *b);
 
 /* ---- a growing text buffer (api.c): responses and the metrics text. Plain malloc (libmicrohttpd
  * frees what it sends); a failed allocation marks it failed and later calls do nothing. */

@@ -61,8 +61,10 @@ void modattn_store_set_wait(modattn_store *s, double seconds, void (*on_wait)(vo
 const char *modattn_store_path(const modattn_store *s);
 /* How a store was opened, when a reader should know: NULL usually. A READONLY open of a store in a
  * folder this user cannot write to (SQLite's WAL mode would create DB-shm there) reads the file
- * alone, without locks, when no write-ahead log holds changes, and says so here; when one does,
- * the open fails with MODATTN_EIO and a message saying how to fold the log in. */
+ * alone, without locks, when no write-ahead log holds changes, and says so here (SQLite then
+ * assumes the file does not change: a reader that stays open, such as a server, should open it
+ * again when the file's size or time changes); when one does, the open fails with MODATTN_EIO and
+ * a message saying how to fold the log in. A folder on a read-only mount is treated the same. */
 const char *modattn_store_note(const modattn_store *s);
 
 /* The embedding model a store belongs to. */
@@ -166,6 +168,13 @@ typedef struct modattn_store_vectors {
  * modattn_store_vectors_free(). */
 int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out);
 void modattn_store_vectors_free(modattn_store_vectors *v);
+
+/* A read snapshot: every read of s between these sees the store as it was at read_begin (an
+ * SQLite read transaction: in WAL mode it never waits for and never blocks a writer), so that
+ * a search's vectors, chunk ids and chunks agree while another process indexes. Not inside
+ * another transaction. */
+int modattn_store_read_begin(modattn_store *s);
+void modattn_store_read_end(modattn_store *s); /* NULL is fine */
 
 /* The store's generation: raised by one in every transaction that changes documents, chunks or
  * embeddings (0 for a store never written). */

@@ -204,6 +204,39 @@ check(rc == 0, f"index while serving: {rc} {err}")
 st, _, j = s.post("/search", {"query": "lighthouse keeper polishing the lens", "k": 1})
 check(st == 200 and j["results"] and j["results"][0]["path"] == new, f"a document indexed while serving is found: {str(j)[:300]}")
 
+# searches while `index` replaces documents: every search answers 200 from one snapshot
+stop_flag = threading.Event()
+search_statuses = []
+
+
+def searcher():
+    while not stop_flag.is_set():
+        st, _, j = s.post("/search", {"query": "lighthouse keeper and the storm", "k": 5})
+        search_statuses.append(st)
+
+
+st_threads = [threading.Thread(target=searcher) for _ in range(2)]
+for t in st_threads:
+    t.start()
+for round_ in range(4):
+    open(new, "w").write(f"Round {round_}: the lighthouse keeper polished the lens before the storm. " * (20 + round_))
+    rc, err = index(DB, new)
+    check(rc == 0, f"index round {round_} while searching: {err}")
+stop_flag.set()
+for t in st_threads:
+    t.join()
+check(search_statuses and set(search_statuses) == {200},
+      f"{len(search_statuses)} searches during 4 index runs: statuses {sorted(set(search_statuses))}")
+# a GET with a body: the body is dropped, not kept; past --max-body the connection is cut
+st, _, body = s.request("GET", "/health", "x" * 100000)
+check(st == 200, f"GET /health with a 100 kB body: {st}")
+try:
+    st, _, body = s.request("GET", "/health", "x" * 3000000)
+    cut = False
+except OSError:
+    cut = True
+check(cut or st != 200, f"GET /health with a 3 MB body is cut off: {'cut' if cut else st}")
+
 # ---- models, openapi, metrics
 st, _, data = s.request("GET", "/v1/models")
 m = json.loads(data)

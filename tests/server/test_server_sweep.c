@@ -162,7 +162,7 @@ int main(int argc, char **argv) {
     CHECK_MSG(n1 > 0 && f.runs_ok >= 1, "the embeddings sweep: %d points, %d runs through", n1, f.runs_ok);
     int n2 = sweep_allocations("search request", one_search_request, &f, 4000);
     CHECK_MSG(n2 > 0, "the search sweep: %d points", n2);
-    srv_batcher_stop(f.b);
+    srv_batcher_free(f.b);
     modattn_model_free(m);
     modattn_ctx_free(ctx);
     return test_finish("test_server_sweep");
