@@ -1,8 +1,10 @@
 /* bench/make_store.c — a store of N synthetic chunks for the search benchmarks, bound to a real
  * model (its name, weights hash and dim, so `modattn search --model DIR` accepts it): random
- * L2-normalised vectors, a short text per chunk, 1000 chunks per document and transaction, then
+ * L2-normalised vectors, a text of 60 made-up words per chunk (for the keyword index), 1000 chunks
+ * per document and transaction, then
  * the vector file (`modattn index` writes it the same way). Not a test.
- *   build/bench/make_store DB MODEL_DIR N */
+ *   build/bench/make_store DB MODEL_DIR N [TEXTS_DB] */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,10 +14,44 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 
+/* The chunk texts of another store (TEXTS_DB), to lend real text to the synthetic chunks. */
+static char **load_texts(const char *path, size_t *n) {
+    modattn_store *t = NULL;
+    *n = 0;
+    if (modattn_store_open(path, MODATTN_STORE_READONLY, &t)) return NULL;
+    size_t cap = 0;
+    char **v = NULL;
+    for (int64_t id = 1; id < 10000000; id++) {
+        modattn_store_chunk c;
+        int st = modattn_store_get_chunk(t, id, &c);
+        if (st == MODATTN_ENOTFOUND) {
+            if (id > (int64_t)*n + 100000) break; /* far past the last id */
+            continue;
+        }
+        if (st) break;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 1024;
+            v = realloc(v, cap * sizeof *v);
+        }
+        v[(*n)++] = strdup(c.text);
+        modattn_store_chunk_clear(&c);
+    }
+    modattn_store_close(t);
+    return v;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: make_store DB MODEL_DIR N\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: make_store DB MODEL_DIR N [TEXTS_DB]\n"
+                        "  TEXTS_DB: a store whose chunk texts the synthetic chunks take in turn (real text for\n"
+                        "  the keyword index); else 60 made-up words each\n");
         return 2;
+    }
+    size_t ntexts = 0;
+    char **texts = argc == 5 ? load_texts(argv[4], &ntexts) : NULL;
+    if (argc == 5 && !ntexts) {
+        fprintf(stderr, "make_store: no chunk texts in %s\n", argv[4]);
+        return 1;
     }
     const long long n = atoll(argv[3]);
     modattn_ctx *ctx = NULL;
@@ -50,9 +86,25 @@ int main(int argc, char **argv) {
                 v[k] = (float)((double)(rng >> 11) / 9007199254740992.0 - 0.5);
             }
             modattn_vec_normalize(v, dim);
-            char text[96];
-            int tl = snprintf(text, sizeof text, "synthetic chunk %lld of document %lld", c, d);
-            modattn_store_chunk_in ci = {c, c * 100, c * 100 + 100, c + 1, 0, 12, text, (size_t)tl};
+            /* 60 words of a 20,000-word vocabulary drawn log-uniformly (a few words in most chunks,
+             * most words in a few), so that the keyword index has posting lists of every length */
+            char text[1024];
+            int tl = snprintf(text, sizeof text, "chunk %lld of document %lld:", c, d);
+            for (int w = 0; w < 60 && tl < (int)sizeof text - 32; w++) {
+                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                const double u = (double)(rng >> 11) / 9007199254740992.0;
+                const unsigned r = (unsigned)exp(u * log(20000.0)) - 1;
+                static const char *const syl[] = {"ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ba", "de",
+                                                  "fi", "go", "hu", "ja", "ke", "li", "ma", "no", "pe", "qui"};
+                tl += snprintf(text + tl, sizeof text - (size_t)tl, " %s%s%s%s", syl[r % 20], syl[r / 20 % 20],
+                               syl[r / 400 % 20], r >= 8000 ? syl[r / 8000 % 20] : "");
+            }
+            const char *ct = text;
+            if (ntexts) {
+                ct = texts[(size_t)(done + c) % ntexts];
+                tl = (int)strlen(ct);
+            }
+            modattn_store_chunk_in ci = {c, c * 100, c * 100 + 100, c + 1, 0, 80, ct, (size_t)tl};
             st = modattn_store_put_chunk(s, doc.id, &ci, v, dim);
         }
         if (!st) st = modattn_store_commit(s);

@@ -241,6 +241,10 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         return cli_fail("opening the store", st);
     }
 
+    if (modattn_store_note(store)) { /* said even with --quiet: the store lacks something */
+        char nb[1024];
+        fprintf(stderr, "modattn: note: %s\n", cli_term_text(modattn_store_note(store), nb, sizeof nb));
+    }
     if (!quiet) modattn_store_set_wait(store, wait_s, note_wait, NULL);
     else modattn_store_set_wait(store, wait_s, NULL, NULL);
     index_ui ui;

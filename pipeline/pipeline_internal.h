@@ -64,6 +64,14 @@ int modattn__store_read_vectors(struct modattn_store *s, int64_t after, struct m
  * the caller frees with modattn_free. Schema 2 only. */
 int modattn__store_ids_upto(struct modattn_store *s, uint64_t upto, int64_t **ids, size_t *n);
 int modattn__store_schema(const struct modattn_store *s); /* user_version as opened */
+/* The connection (keywords.c), and keywords.c's state on it (NULL until a keyword search: its
+ * FTS5 functions and the chunks' sizes in tokens), freed with the store by modattn__kw_free. */
+struct sqlite3 *modattn__store_db(struct modattn_store *s);
+struct modattn__kw;
+struct modattn__kw **modattn__store_kw(struct modattn_store *s);
+void modattn__kw_free(struct modattn__kw *kw);
+/* How many keyword searches on this store were answered by the pruned passes (keywords.c; tests). */
+size_t modattn__store_kw_pruned(struct modattn_store *s);
 /* Checks a whole vector file held in memory at file (64-byte aligned): header, layout against
  * size, ids and mask. 1 valid, with out the vectors a search would see (pointing into file);
  * 0 not (why in why). Reads nothing outside [file, file + size). The fuzz target's entry. */

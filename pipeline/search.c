@@ -1,6 +1,7 @@
 /* pipeline/search.c — `modattn search`: embed the query, map the store's vector file (or, when it
  * is missing or not current, load the vectors from the store), scan them all (scan.c) and fetch
  * the k best chunks with their documents. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,90 +99,240 @@ int modattn_search(modattn_store *store, modattn_model *model, const char *query
     return modattn_search_ex(store, model, query, k, exec, out, nout, NULL);
 }
 
+const char *modattn_search_mode_name(modattn_search_mode m) {
+    switch (m) {
+    case MODATTN_SEARCH_HYBRID: return "hybrid";
+    case MODATTN_SEARCH_VECTOR: return "vector";
+    case MODATTN_SEARCH_KEYWORD: return "keyword";
+    }
+    return "unknown";
+}
+
 int modattn_search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
                           size_t k, const char *path_prefix, const modattn_exec *exec,
                           modattn_search_result **out, size_t *nout) {
-    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_vectors: NULL argument");
+    modattn_search_params p = {.mode = MODATTN_SEARCH_VECTOR, .k = k, .path_prefix = path_prefix};
+    return modattn_search_run(store, v, query_vec, NULL, 0, &p, exec, out, nout, NULL);
+}
+
+/* The cosine of chunk id's vector with q (normalised), NaN when v has no live row for it. Rows of a
+ * segment are in ascending chunk id; a later segment's row is newer than an earlier one's. */
+static float cosine_of(const modattn_store_vectors *v, const float *q, int64_t id) {
+    for (size_t g = v->nseg; g-- > 0;) {
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        size_t lo = 0, hi = sg->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (sg->chunk_ids[mid] < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == sg->n || sg->chunk_ids[lo] != id) continue;
+        const size_t row = sg->row0 + lo;
+        if (v->mask && (v->mask[row / 8] >> (row % 8) & 1)) continue;
+        const float *x = sg->data + lo * v->ld;
+        double d = 0;
+        for (size_t c = 0; c < v->dim; c++) d += (double)x[c] * (double)q[c];
+        return (float)d;
+    }
+    return NAN;
+}
+
+/* a candidate of the fusion */
+typedef struct fused {
+    int64_t id;
+    int vrank, krank;
+    float cosine;
+    double bm25, score;
+} fused;
+
+static int fused_by_id(const void *a, const void *b) {
+    const fused *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int fused_by_score(const void *a, const void *b) {
+    const fused *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static void note(modattn_search_notes *n, const char *msg) {
+    if (n && !n->note[0]) snprintf(n->note, sizeof n->note, "%s", msg);
+}
+
+int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                       const char *query_text, size_t query_len, const modattn_search_params *p,
+                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                       modattn_search_notes *notes) {
+    if (notes) memset(notes, 0, sizeof *notes);
+    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_run: NULL argument");
     *out = NULL;
     *nout = 0;
-    if (!store || !v || !query_vec) return modattn_error(MODATTN_EINVAL, "modattn_search_vectors: NULL argument");
-    if (k == 0 || v->n == 0) return 0;
-    if (k > v->n) k = v->n;
+    if (!store || !v || !query_vec || !p || (!query_text && query_len))
+        return modattn_error(MODATTN_EINVAL, "modattn_search_run: NULL argument");
+    const modattn_search_mode mode = p->mode;
+    const size_t k = p->k;
+    if (k == 0) return 0;
+    const bool keywords = modattn_store_has_keywords(store);
+    if (mode == MODATTN_SEARCH_KEYWORD && !keywords) return modattn_store_keyword_topk(store, "", 0, NULL, NULL, NULL, nout);
+    const size_t cand = mode != MODATTN_SEARCH_HYBRID ? k : p->candidates ? p->candidates : (k > 50 ? k : 50);
+    const double rrf_k = p->rrf_k > 0 ? p->rrf_k : MODATTN_SEARCH_RRF_K, kw = p->keyword_weight > 0 ? p->keyword_weight : MODATTN_SEARCH_KEYWORD_WEIGHT;
     const size_t dim = v->dim;
-    float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
-    modattn_search_result *res = modattn_calloc(k, sizeof *res, MODATTN_MEM_OTHER);
-    int64_t *ids = modattn_malloc(k * sizeof *ids, MODATTN_MEM_OTHER), *allow = NULL;
-    float *scores = modattn_malloc(k * sizeof *scores, MODATTN_MEM_OTHER);
-    size_t nh = 0, nallow = 0;
+    float *q = modattn_malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *vids = modattn_malloc(cand * sizeof *vids, MODATTN_MEM_OTHER), *kids = NULL, *allow = NULL;
+    float *vsc = modattn_malloc(cand * sizeof *vsc, MODATTN_MEM_OTHER);
+    double *ksc = NULL;
+    fused *f = NULL;
+    modattn_search_result *res = NULL;
+    char *fts = NULL;
+    size_t nv = 0, nk = 0, nallow = 0, nf = 0, nres = 0;
     int st = 0;
-    if (!q || !res || !ids || !scores) {
-        st = modattn_mem_last_status();
-        goto done;
-    }
+    if (!q || !vids || !vsc) goto oom;
     memcpy(q, query_vec, dim * sizeof(float));
     modattn_vec_normalize(q, dim);
-    if (path_prefix && (st = modattn_store_chunk_ids_under(store, path_prefix, &allow, &nallow))) goto done;
-    uint64_t tr = modattn_trace_begin();
-    if (path_prefix) st = modattn_store_vectors_topk_among(v, q, k, exec, allow ? allow : ids, nallow, ids, scores, &nh);
-    else st = modattn_store_vectors_topk(v, q, k, exec, ids, scores, &nh);
-    if (st) goto done;
-    if (tr) {
-        char shape[64];
-        snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v->n, dim, k);
-        modattn_trace_end(tr, "search.scan", "topk", shape, (double)v->n * (double)dim * 4.0,
-                          2.0 * (double)v->n * (double)dim);
-    }
-    tr = modattn_trace_begin();
-    for (size_t i = 0; i < nh; i++) {
-        res[i].rank = (int)i + 1;
-        res[i].score = scores[i];
-        if ((st = modattn_store_get_chunk(store, ids[i], &res[i].chunk))) {
-            nh = i;
-            goto done;
+    if (keywords && query_text && (st = modattn_store_keyword_query(store, query_text, query_len, &fts, NULL))) goto done;
+
+    /* the vector ranking */
+    if (mode != MODATTN_SEARCH_KEYWORD && v->n > 0) {
+        if (p->path_prefix && (st = modattn_store_chunk_ids_under(store, p->path_prefix, &allow, &nallow))) goto done;
+        uint64_t tr = modattn_trace_begin();
+        st = p->path_prefix ? modattn_store_vectors_topk_among(v, q, cand, exec, allow ? allow : vids, nallow, vids, vsc, &nv)
+                            : modattn_store_vectors_topk(v, q, cand, exec, vids, vsc, &nv);
+        if (st) goto done;
+        if (tr) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v->n, dim, cand);
+            modattn_trace_end(tr, "search.scan", "topk", shape, (double)v->n * (double)dim * 4.0,
+                              2.0 * (double)v->n * (double)dim);
         }
     }
-    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
-done:
-    if (st || nh == 0) {
-        modattn_search_results_free(res, nh);
-        res = NULL;
-        nh = 0;
+    /* the keyword ranking */
+    if (mode != MODATTN_SEARCH_VECTOR) {
+        if (!keywords) {
+            note(notes, "the store has no keyword index: by meaning alone (`modattn index` adds it)");
+        } else if (!fts || !fts[0]) {
+            note(notes, "the query has no word to match: by meaning alone");
+        } else {
+            kids = modattn_malloc(cand * sizeof *kids, MODATTN_MEM_OTHER);
+            ksc = modattn_malloc(cand * sizeof *ksc, MODATTN_MEM_OTHER);
+            if (!kids || !ksc) goto oom;
+            uint64_t tr = modattn_trace_begin();
+            if ((st = modattn_store_keyword_topk(store, fts, cand, p->path_prefix, kids, ksc, &nk))) goto done;
+            modattn_trace_end(tr, "search.keywords", "fts5", "", 0, 0);
+            if (notes) notes->keywords_used = true;
+            if (nk == 0) note(notes, "no chunk holds the query's words: by meaning alone");
+        }
     }
+    /* the fusion: one entry per chunk that either ranking brought */
+    if (!(f = modattn_calloc(nv + nk + 1, sizeof *f, MODATTN_MEM_OTHER))) goto oom;
+    for (size_t i = 0; i < nv; i++) f[nf++] = (fused){vids[i], (int)i + 1, 0, vsc[i], NAN, 0};
+    for (size_t i = 0; i < nk; i++) f[nf++] = (fused){kids[i], 0, (int)i + 1, NAN, ksc[i], 0};
+    qsort(f, nf, sizeof *f, fused_by_id);
+    size_t w = 0;
+    for (size_t i = 0; i < nf; i++) {
+        if (w && f[w - 1].id == f[i].id) { /* found by both */
+            if (f[i].vrank) f[w - 1].vrank = f[i].vrank, f[w - 1].cosine = f[i].cosine;
+            if (f[i].krank) f[w - 1].krank = f[i].krank, f[w - 1].bm25 = f[i].bm25;
+            continue;
+        }
+        f[w++] = f[i];
+    }
+    nf = w;
+    for (size_t i = 0; i < nf; i++) {
+        fused *x = &f[i];
+        x->score = mode == MODATTN_SEARCH_VECTOR    ? (double)x->cosine
+                   : mode == MODATTN_SEARCH_KEYWORD ? x->bm25
+                                                    : (x->vrank ? 1.0 / (rrf_k + x->vrank) : 0) +
+                                                          (x->krank ? kw / (rrf_k + x->krank) : 0);
+    }
+    qsort(f, nf, sizeof *f, fused_by_score);
+    nres = nf < k ? nf : k;
+    if (nres == 0) goto done;
+    if (!(res = modattn_calloc(nres, sizeof *res, MODATTN_MEM_OTHER))) goto oom;
+    uint64_t tr = modattn_trace_begin();
+    for (size_t i = 0; i < nres; i++) {
+        modattn_search_result *r = &res[i];
+        r->rank = (int)i + 1;
+        r->score = (float)f[i].score;
+        r->vector_rank = f[i].vrank;
+        r->keyword_rank = f[i].krank;
+        r->cosine = f[i].vrank ? f[i].cosine : cosine_of(v, q, f[i].id);
+        r->bm25 = f[i].bm25;
+        if ((st = modattn_store_get_chunk(store, f[i].id, &r->chunk))) {
+            nres = i + 1; /* frees what was fetched */
+            goto done;
+        }
+        if (fts && fts[0] && nres <= 1000 && (st = modattn_store_keyword_spans(store, fts, f[i].id, &r->spans, &r->nspans))) {
+            nres = i + 1;
+            goto done;
+        }
+        /* the spans are offsets into the keyword index's copy of the text; a store whose copy is
+         * not the chunk's (damaged, or edited by hand) must not send a reader past its end */
+        const size_t tlen = r->chunk.text ? strlen(r->chunk.text) : 0;
+        size_t inside = 0;
+        for (size_t j = 0; j < r->nspans; j++)
+            if (r->spans[j].start < r->spans[j].end && r->spans[j].end <= tlen) r->spans[inside++] = r->spans[j];
+        r->nspans = inside;
+    }
+    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
+    goto done;
+oom:
+    st = modattn_mem_last_status();
+done:
+    if (st) {
+        modattn_search_results_free(res, nres);
+        res = NULL;
+        nres = 0;
+    }
+    modattn_free(fts);
+    modattn_free(f);
     modattn_free(allow);
-    modattn_free(ids);
-    modattn_free(scores);
+    modattn_free(vids);
+    modattn_free(vsc);
+    modattn_free(kids);
+    modattn_free(ksc);
     modattn_free(q);
     *out = res;
-    *nout = nh;
+    *nout = nres;
     return st;
 }
 
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                       modattn_search_info *where) {
+    modattn_search_params p = {.mode = MODATTN_SEARCH_VECTOR, .k = k};
+    return modattn_search_with(store, model, query, &p, exec, out, nout, where, NULL);
+}
+
+int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
+                        const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                        size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
     if (where) memset(where, 0, sizeof *where);
+    if (notes) memset(notes, 0, sizeof *notes);
     if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     *out = NULL;
     *nout = 0;
-    if (!store || !model || !query)
+    if (!store || !model || !query || !p)
         return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     const modattn_model_info *info = modattn_model_get_info(model);
     modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
     int st = modattn_store_check_model(store, &sm);
     if (st) return st;
-    if (k == 0) return 0;
+    if (p->k == 0) return 0;
     const size_t dim = info->dim;
-    float *q = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
+    float *q = modattn_calloc(dim, sizeof(float), MODATTN_MEM_OTHER);
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
     if (!q) return modattn_mem_last_status();
     const char *texts[1] = {query};
-    if ((st = modattn_model_embed(model, texts, NULL, 1, q, NULL))) {
+    /* keywords alone need no embedding (nor the vectors: the chunks' cosines stay NaN) */
+    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_model_embed(model, texts, NULL, 1, q, NULL))) {
         st = modattn_error_prefix(st, "embedding the query");
         goto done;
     }
     uint64_t tr = modattn_trace_begin();
-    if ((st = modattn_store_open_vectors(store, &v))) goto done;
+    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_store_open_vectors(store, &v))) goto done;
+    v.dim = dim;
     if (where) {
         where->mapped = v.map != NULL;
         snprintf(where->note, sizeof where->note, "%s", v.note);
@@ -193,7 +344,7 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
         modattn_trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
                           v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
     }
-    st = modattn_search_vectors(store, &v, q, k, NULL, exec, out, nout);
+    st = modattn_search_run(store, &v, q, query, strlen(query), p, exec, out, nout, notes);
 done:
     modattn_store_vectors_free(&v);
     modattn_free(q);
@@ -202,6 +353,9 @@ done:
 
 void modattn_search_results_free(modattn_search_result *r, size_t n) {
     if (!r) return;
-    for (size_t i = 0; i < n; i++) modattn_store_chunk_clear(&r[i].chunk);
+    for (size_t i = 0; i < n; i++) {
+        modattn_store_chunk_clear(&r[i].chunk);
+        modattn_free(r[i].spans);
+    }
     modattn_free(r);
 }

@@ -93,6 +93,27 @@ static const char k_schema[] =
     "  generation INTEGER NOT NULL DEFAULT 0);\n"
     "CREATE INDEX embeddings_generation ON embeddings(generation, chunk);\n";
 
+/* Schema 3: the keyword index, FTS5 over every chunk's text and its file's name (the path's last
+ * component: folder names would match every chunk under them), rowid = the chunk's id, kept by
+ * triggers in the same transaction as the chunk rows, so that a kill leaves the two consistent.
+ * unicode61 with diacritics removed: "café" is found by "cafe". A regular (contentful) FTS5 table:
+ * it keeps its own copy of the text, which costs about the text again, but needs no old values to
+ * delete a row (an external-content table would, and a document's path is gone when its chunks
+ * cascade). Made only where SQLite has FTS5; a store without it stays at schema 2 (vector search). */
+static const char k_keywords[] =
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, name, tokenize = 'unicode61 remove_diacritics 2');\n"
+    "INSERT INTO chunks_fts(rowid, text, name)\n"
+    "  SELECT c.id, c.text, substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1)\n"
+    "  FROM chunks c JOIN documents d ON d.id = c.document;\n"
+    "CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN\n"
+    "  INSERT INTO chunks_fts(rowid, text, name)\n"
+    "    SELECT new.id, new.text, substr(d.path, length(rtrim(d.path, replace(d.path, '/', ''))) + 1)\n"
+    "    FROM documents d WHERE d.id = new.document;\n"
+    "END;\n"
+    "CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN\n"
+    "  DELETE FROM chunks_fts WHERE rowid = old.id;\n"
+    "END;\n";
+
 /* Schema 1 -> 2: embeddings learn the generation that wrote them (vecfile.c appends only rows
  * written after its file). Rows from before keep 0: a vector file of schema 1's day has format
  * version 1, which is never appended to, only rewritten. */
@@ -119,6 +140,7 @@ struct modattn_store {
     uint64_t busy_t0;
     bool busy_told;
     char note[256]; /* modattn_store_note: how it was opened, when that matters to the reader */
+    struct modattn__kw *kw; /* keywords.c's state on this connection (its FTS5 functions, chunk sizes) */
 };
 
 static int reopen_readonly_folder(modattn_store *s, int st);
@@ -238,6 +260,26 @@ static int query_int(modattn_store *s, const char *sql, int64_t *out) {
 }
 
 /* Reads user_version and the table list; creates the schema in an empty writable database. */
+/* Whether this SQLite has FTS5 (MODATTN_TEST_NO_FTS5=1 says no, for the tests of that case). */
+static bool have_fts5(void) {
+    const char *e = getenv("MODATTN_TEST_NO_FTS5");
+    if (e && strcmp(e, "1") == 0) return false;
+    return sqlite3_compileoption_used("ENABLE_FTS5") != 0;
+}
+
+/* Inside the writer's transaction: a store of schema 2 gains its keyword index (schema 3), or, where
+ * SQLite has no FTS5, stays at 2 with a note. */
+static int add_keywords(modattn_store *s) {
+    if (!have_fts5()) {
+        snprintf(s->note, sizeof s->note,
+                 "this SQLite has no FTS5: the store has no keyword index (search by meaning only)");
+        return 0;
+    }
+    int st = exec_sql(s, k_keywords, "adding the keyword index (FTS5)");
+    if (st) return st;
+    return exec_sql(s, "PRAGMA user_version = 3", "setting the schema version");
+}
+
 static int check_schema(modattn_store *s) {
     int64_t version = 0, tables = 0;
     int st = query_int(s, "PRAGMA user_version", &version);
@@ -249,14 +291,18 @@ static int check_schema(modattn_store *s) {
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
     s->schema = (int)version;
     if (version == MODATTN_STORE_SCHEMA_VERSION) return 0;
-    if (version == 1) {
+    if (version == 1 || version == 2) {
         if (s->readonly) return 0; /* read as it is; the next writer migrates it */
+        if (version == 2 && !have_fts5()) return add_keywords(s); /* stays at 2, with a note */
+        /* one transaction: never half-migrated (a kill leaves the old schema whole) */
         if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema migration"))) return st;
         if ((st = query_int(s, "PRAGMA user_version", &version))) goto fail;
         if (version == 1 && (st = exec_sql(s, k_migrate_1_2, "migrating the schema from version 1")))
             goto fail;
+        if (version <= 2 && (st = add_keywords(s))) goto fail;
         if ((st = exec_sql(s, "COMMIT", "committing the schema migration"))) goto fail;
-        s->schema = MODATTN_STORE_SCHEMA_VERSION;
+        if ((st = query_int(s, "PRAGMA user_version", &version))) return st;
+        s->schema = (int)version;
         return 0;
     }
     if (version != 0)
@@ -287,11 +333,11 @@ static int check_schema(modattn_store *s) {
         goto fail;
     }
     if ((st = exec_sql(s, k_schema, "creating the schema"))) goto fail;
-    char sql[64];
-    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", MODATTN_STORE_SCHEMA_VERSION);
-    if ((st = exec_sql(s, sql, "setting the schema version"))) goto fail;
+    if ((st = exec_sql(s, "PRAGMA user_version = 2", "setting the schema version"))) goto fail;
+    if ((st = add_keywords(s))) goto fail;
     if ((st = exec_sql(s, "COMMIT", "committing the schema"))) goto fail;
-    s->schema = MODATTN_STORE_SCHEMA_VERSION;
+    if ((st = query_int(s, "PRAGMA user_version", &version))) return st;
+    s->schema = (int)version;
     return 0;
 fail:
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
@@ -459,6 +505,8 @@ static int reopen_readonly_folder(modattn_store *s, int st) {
     }
     sqlite3_close_v2(s->db);
     s->db = NULL;
+    modattn__kw_free(s->kw); /* its functions were registered on the connection closed */
+    s->kw = NULL;
     int rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     modattn_free(uri);
     if (rc != SQLITE_OK) return sq_err(s, rc, "opening read-only in a folder it cannot write to");
@@ -476,6 +524,7 @@ void modattn_store_close(modattn_store *s) {
     if (s->in_tx) modattn_store_rollback(s);
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     if (s->db) sqlite3_close_v2(s->db);
+    modattn__kw_free(s->kw);
     modattn_free(s->path);
     modattn_free(s);
 }
@@ -1035,6 +1084,8 @@ void modattn__store_unlock(modattn_store *s) {
 }
 
 int modattn__store_schema(const modattn_store *s) { return s->schema; }
+sqlite3 *modattn__store_db(modattn_store *s) { return s->db; }
+struct modattn__kw **modattn__store_kw(modattn_store *s) { return &s->kw; }
 
 static char *col_dup(sqlite3_stmt *q, int i) {
     const char *t = (const char *)sqlite3_column_text(q, i);

@@ -73,9 +73,67 @@ void modattn_vec_normalize(float *v, size_t dim);
 /* ---- searching a store */
 typedef struct modattn_search_result {
     int rank;            /* 1-based */
-    float score;         /* cosine similarity */
+    float score;         /* the ranking's score: cosine (vector), BM25 (keyword, higher better),
+                          * reciprocal rank fusion (hybrid) */
     modattn_store_chunk chunk; /* path, byte range, line/page, text */
+    /* modattn_search_run: where each ranking put it (1-based; 0: not among its candidates), its
+     * cosine with the query (NaN if its vector was not found) and BM25 (NaN if no keyword match),
+     * and the byte spans of chunk.text that the query's words match (owned; freed with the results) */
+    int vector_rank, keyword_rank;
+    float cosine;
+    double bm25;
+    modattn_text_span *spans;
+    size_t nspans;
 } modattn_search_result;
+
+/* How modattn_search_run ranks. */
+typedef enum modattn_search_mode {
+    MODATTN_SEARCH_HYBRID = 0, /* both rankings, fused by reciprocal rank */
+    MODATTN_SEARCH_VECTOR,     /* by meaning: cosine of the embeddings */
+    MODATTN_SEARCH_KEYWORD,    /* by words: BM25 over the keyword index (store schema 3) */
+} modattn_search_mode;
+const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vector", "keyword" */
+
+/* Hybrid search's defaults: the fusion's K and the keyword ranking's weight (the vector's being 1),
+ * the pair of bench/results/search_quality.md's sweep with the best MRR among those no worse than
+ * vector search on any metric of any table. With them the best match by words scores as the 6th by
+ * meaning; at the textbook K of 60 only weights up to 0.5 were no worse, and they put a chunk found
+ * by words alone behind all 50 candidates found by meaning. */
+#define MODATTN_SEARCH_RRF_K 10.0
+#define MODATTN_SEARCH_KEYWORD_WEIGHT 0.7
+
+typedef struct modattn_search_params {
+    modattn_search_mode mode;
+    size_t k;                 /* results */
+    const char *path_prefix;  /* NULL: every document */
+    double rrf_k;             /* hybrid: score = sum over rankings of weight / (rrf_k + rank); 0: 10
+                               * (MODATTN_SEARCH_RRF_K) */
+    double keyword_weight;    /* hybrid: the keyword ranking's weight, the vector's being 1; 0: 0.7
+                               * (MODATTN_SEARCH_KEYWORD_WEIGHT) */
+    size_t candidates;        /* hybrid: how many each ranking brings to the fusion; 0: max(k, 50) */
+} modattn_search_params;
+
+/* What a search did beyond its results. */
+typedef struct modattn_search_notes {
+    bool keywords_used;       /* the keyword index answered (hybrid, keyword) */
+    char note[320];           /* why the keyword ranking was left out of a hybrid search ("" if not) */
+} modattn_search_notes;
+
+/* The k best chunks for a query given as text and as its embedding (query_vec, [v->dim],
+ * normalised here) among vectors the caller holds (v), by p->mode:
+ *   vector   as modattn_search_vectors;
+ *   keyword  BM25 of modattn_keyword_query(query_text) over the keyword index
+ *            (MODATTN_EUNSUPPORTED without it);
+ *   hybrid   the best p->candidates of each, fused by reciprocal rank fusion
+ *            (weight / (rrf_k + rank), summed; ties by chunk id); without a keyword index, or when
+ *            no keyword matches, the vector ranking alone, and notes->note says which.
+ * Every result carries both ranks, its cosine and BM25, and the spans of its text that the
+ * query's words match (when the store has a keyword index and k <= 1000). notes may be NULL.
+ * The caller checks the store belongs to the model. Ownership: modattn_search_results_free(). */
+int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                       const char *query_text, size_t query_len, const modattn_search_params *p,
+                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                       modattn_search_notes *notes);
 
 /* Embeds query with model, checks the store belongs to the model (MODATTN_EVERSION if not,
  * MODATTN_ENOTFOUND if the store is empty), scans every stored vector and returns the k best
@@ -101,6 +159,12 @@ typedef struct modattn_search_info {
     char note[320];     /* why the vector file was not used ("" if it was) */
     size_t vectors;     /* rows scanned */
 } modattn_search_info;
+/* The whole search as `modattn search` runs it: checks the store belongs to the model, embeds the
+ * query (not for keyword mode), opens the store's vectors (modattn_store_open_vectors; not for
+ * keyword mode), and modattn_search_run with p. info and notes may be NULL. */
+int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
+                        const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                        size_t *nout, modattn_search_info *info, modattn_search_notes *notes);
 /* modattn_search, telling where the vectors came from (info may be NULL). */
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,

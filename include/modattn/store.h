@@ -16,7 +16,13 @@
  *                             machine modattn builds for), L2-normalised (cosine = dot);
  *                             generation: the store's generation that wrote it (0 for rows
  *                             written before schema 2), indexed with chunk
- * Schema 1 stores are migrated to 2 when opened for writing; read-only they are read as they are.
+ *   chunks_fts(text, name)    schema 3: FTS5 over each chunk's text and its file's name (the
+ *                             path's last component), rowid = chunks.id, kept by triggers in the
+ *                             chunk rows' transaction (unicode61, diacritics removed)
+ * Stores of schema 1 and 2 are migrated to 3 when opened for writing, in one transaction (the
+ * keyword index of a large store takes a while: about as long as SQLite takes to read its texts);
+ * read-only they are read as they are (no keyword index below 3). Where SQLite has no FTS5 a store
+ * stays at (or is made at) schema 2, with a note (modattn_store_note).
  *
  * Crash safety: a document, its chunks and its embeddings are written in one transaction
  * (modattn_store_begin .. modattn_store_commit), so a process killed at any moment leaves every
@@ -36,7 +42,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_STORE_SCHEMA_VERSION 2
+#define MODATTN_STORE_SCHEMA_VERSION 3
 #define MODATTN_STORE_DEFAULT_PATH "modattn.db"
 
 typedef struct modattn_store modattn_store;
@@ -250,6 +256,45 @@ void modattn_store_chunk_clear(modattn_store_chunk *c);
 /* The ids of every chunk of the documents whose stored path begins with the bytes of prefix,
  * ascending. Ownership: *ids is freed with modattn_free (NULL when *n is 0). */
 int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t **ids, size_t *n);
+
+/* ---- keywords (schema 3) */
+
+/* Whether the store has its keyword index (schema 3). */
+bool modattn_store_has_keywords(const modattn_store *s);
+
+/* The FTS5 query for a user's text, safe whatever it holds: each run of non-space characters
+ * becomes a quoted phrase ("..." with " doubled), so FTS5's operators (AND OR NOT NEAR, *, ^,
+ * column filters, parentheses, quotes) are plain text, and the phrases are joined with OR (BM25
+ * ranks chunks holding more of them, and rarer ones, first). A run with no letter or digit is
+ * dropped (it would be an empty phrase); invalid UTF-8 is replaced by U+FFFD, NUL bytes separate
+ * runs; at most MODATTN_KEYWORD_MAX_TERMS runs of at most 256 bytes each are kept, so a 1 MB
+ * query costs as much as a short one. *out is "" when nothing is left. Ownership: modattn_free. */
+#define MODATTN_KEYWORD_MAX_TERMS 32
+int modattn_keyword_query(const char *text, size_t len, char **out);
+
+/* modattn_keyword_query for this store: a one-word phrase that more than half of the chunks hold
+ * is left out (its BM25 weight is about nothing, reading its postings is the most of the cost: a
+ * "the" in a query over 100k chunks took ~100 ms), unless every word is that common (then the
+ * rarest stays). *dropped (may be NULL) counts what was left out. MODATTN_EUNSUPPORTED without the
+ * keyword index. Ownership: modattn_free. */
+int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped);
+
+/* The k best chunks by BM25 for the FTS5 query fts (from modattn_keyword_query; "" finds
+ * nothing), best first, with their score (FTS5's bm25, negated: higher is better; a match in a
+ * file's name weighs half as much as one in the text); path_prefix (NULL: all) as in
+ * modattn_search_vectors. *n = how many matched, up to k. MODATTN_EUNSUPPORTED without the
+ * keyword index. */
+int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, const char *path_prefix,
+                               int64_t *ids, double *scores, size_t *n);
+
+/* Byte ranges [start, end) of chunk id's text that the FTS5 query fts matches, in order
+ * (FTS5's own tokens of the text: the spans a highlight marks). *n = 0 when the chunk does not
+ * match. Ownership: *spans is freed with modattn_free (NULL when *n is 0). */
+typedef struct modattn_text_span {
+    size_t start, end;
+} modattn_text_span;
+int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, modattn_text_span **spans,
+                                size_t *n);
 
 /* PRAGMA integrity_check: 0 when "ok", else MODATTN_EFORMAT with SQLite's first complaint. */
 int modattn_store_integrity_check(modattn_store *s);

@@ -96,7 +96,7 @@ check "hidden folders are not walked" test -z "$(sql "$DB" "select path from doc
 check "stderr is quiet without a terminal (no progress line)" test -z "$(printf '%s' "$ERR" | tr -d '\n')"
 check "integrity_check ok" test "$(sql "$DB" 'pragma integrity_check')" = ok
 check "WAL mode" test "$(sql "$DB" 'pragma journal_mode')" = wal
-check "schema version 2" test "$(sql "$DB" 'pragma user_version')" = 2
+check "schema version 3" test "$(sql "$DB" 'pragma user_version')" = 3
 check "html kind" test "$(sql "$DB" "select kind from documents where path like '%page.html'")" = html
 check "html text: no script, style or comment" test -z "$(sql "$DB" "select text from chunks where text like '%never indexed%' or text like '%secret%' or text like '%font:serif%'")"
 check "html entities decoded" test -n "$(sql "$DB" "select text from chunks where text like '%220 °C%'")"
@@ -230,9 +230,9 @@ check "missing PATH listed" jcheck "j['errors'][0]['path'].endswith('nope') and 
 out=$("${SRCH[@]}" --json -k 2 how to bake bread 2>&1)
 check "search --json: 2 results, best is page.html ($out)" jcheck "len(j['results'])==2 and j['results'][0]['path'].endswith('page.html') and j['results'][0]['rank']==1 and j['results'][0]['score']>=j['results'][1]['score'] and all(set(r)>={'rank','score','path','start','end','text'} for r in j['results'])" <<<"$out"
 out=$("${SRCH[@]}" -k 3 "crash safety of a database file" 2>&1)
-check "search text output: rank, score, path, location, snippet ($out)" grep -Eq '^ 1\. [01]\.[0-9]{4}  .*db\.md  \(line [0-9]+, bytes [0-9]+-[0-9]+\)$' <<<"$out"
+check "search text output: rank, score, path, location, snippet ($out)" grep -Eq '^ 1\. [01]\.[0-9]{4}  .*db\.md  \(line [0-9]+, bytes [0-9]+-[0-9]+\)  \[meaning #[0-9]+, words #[0-9]+\]$' <<<"$out"
 check "search text output: snippet line" grep -q "^    .*SQLite" <<<"$out"
-out=$("${SRCH[@]}" -k 1000 "anything" --json 2>&1)
+out=$("${SRCH[@]}" -k 1000 "anything" --json 2>"$T/err")  # stderr: "no chunk holds the query's words"
 check "-k larger than the store returns every chunk" jcheck "len(j['results'])==$(sql "$DB" 'select count(*) from chunks')" <<<"$out"
 
 # ---- another model is refused, for indexing and for search

@@ -8,6 +8,8 @@
 # chunks, each with its vector); no document finished by an earlier run was embedded again (it
 # keeps its row id); a search through the vector file (DB.vec, written at the end of a run) gives
 # exactly what a search of the store itself gives (a stale or half-written file is never read).
+# The keyword index (FTS5, schema 3) holds exactly the chunk rows after every kill, each with its
+# text, and passes FTS5's own integrity-check.
 # Every fourth time, and at the end, a resumed run completes and reports exactly the finished
 # documents as unchanged and the others as indexed, and leaves a current vector file. The store starts afresh
 # once it is complete. Then the vector file's own updates are killed at each of their stages
@@ -86,6 +88,19 @@ orphans = c.execute("select count(*) from chunks where document not in (select i
 orphans += c.execute("select count(*) from embeddings where chunk not in (select id from chunks)").fetchone()[0]
 if orphans:
     print("orphan rows:", orphans, file=sys.stderr); sys.exit(1)
+# the keyword index (schema 3) holds exactly the chunks, each with its own text, and FTS5 finds
+# nothing wrong in it
+if c.execute("pragma user_version").fetchone()[0] >= 3:
+    diff = c.execute("""select (select count(*) from chunks c left join chunks_fts f on f.rowid = c.id
+                                where f.rowid is null or f.text != c.text)
+                             + (select count(*) from chunks_fts f left join chunks c on c.id = f.rowid
+                                where c.id is null)""").fetchone()[0]
+    if diff:
+        print("keyword index and chunks differ in", diff, "rows", file=sys.stderr); sys.exit(1)
+    try:
+        c.execute("insert into chunks_fts(chunks_fts) values('integrity-check')")
+    except sqlite3.DatabaseError as e:
+        print("FTS5 integrity-check:", e, file=sys.stderr); sys.exit(1)
 print(len(bad))
 EOF
 }

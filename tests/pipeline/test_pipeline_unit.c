@@ -17,6 +17,7 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
+#include "pipeline/pipeline_internal.h"
 #include "test_util.h"
 #include "sweep.h"
 
@@ -535,6 +536,190 @@ static void raw_sql(const char *path, const char *sql) {
     sqlite3_close(db);
 }
 
+/* ------------------------------------------------------------------ keywords */
+
+static void expect_query(const char *in, size_t len, const char *want) {
+    char *q = NULL;
+    int st = modattn_keyword_query(in, len, &q);
+    CHECK_MSG(st == 0 && q && strcmp(q, want) == 0, "keyword_query(%.60s) = [%s], want [%s]", in, q ? q : "(null)", want);
+    modattn_free(q);
+}
+
+/* The user's text as FTS5 sees it: quoted phrases joined by OR; operators, quotes and syntax are
+ * text; no run without a word; NUL and invalid UTF-8 handled; bounded whatever the length. Then a
+ * store: BM25 top-k, spans, prefix filter, and every hostile query accepted by SQLite itself. */
+/* modattn_store_keyword_topk's scores (modattn_bm25, chunk sizes cached) against FTS5's own
+ * bm25() through a second connection: the same chunks in the same order, scores bit for bit. */
+static void check_bm25_equal(modattn_store *s, const char *path, const char *text) {
+    char *fts = NULL;
+    int64_t ids[16];
+    double sc[16];
+    size_t n = 0;
+    CHECK(modattn_keyword_query(text, strlen(text), &fts) == 0 && fts);
+    CHECK(modattn_store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0);
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+          sqlite3_prepare_v2(db, "SELECT rowid, -bm25(chunks_fts, 1.0, 0.5) AS sc FROM chunks_fts WHERE chunks_fts MATCH ?1 "
+                                 "ORDER BY sc DESC, rowid LIMIT 16", -1, &q, NULL) == SQLITE_OK);
+    sqlite3_bind_text(q, 1, fts ? fts : "", -1, SQLITE_STATIC);
+    size_t m = 0;
+    while (q && sqlite3_step(q) == SQLITE_ROW) {
+        CHECK_MSG(m < n && ids[m] == sqlite3_column_int64(q, 0) && sc[m] == sqlite3_column_double(q, 1),
+                  "[%s] #%zu: chunk %lld score %.17g, FTS5's bm25: chunk %lld score %.17g", text, m,
+                  m < n ? (long long)ids[m] : -1LL, m < n ? sc[m] : NAN, (long long)sqlite3_column_int64(q, 0),
+                  sqlite3_column_double(q, 1));
+        m++;
+    }
+    CHECK_MSG(m == n && n > 0, "[%s]: %zu results, FTS5's bm25 %zu", text, n, m);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    modattn_free(fts);
+}
+
+/* The pruned keyword search (keywords.c, MaxScore) on a store where it applies: 4000 chunks of
+ * common, middling and rare words; its top 16 equals FTS5's bm25() over every matching row. */
+static void test_keywords_pruned(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/kwp.db", dir);
+    modattn_store *s = NULL;
+    CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return;
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL};
+    CHECK(modattn_store_bind_model(s, &m) == 0);
+    float vec[4] = {1, 0, 0, 0};
+    uint64_t x = 88172645463325252ull;
+    CHECK(modattn_store_begin(s) == 0);
+    for (int d = 0; d < 40; d++) {
+        char p[64];
+        snprintf(p, sizeof p, "/p/doc%02d.txt", d);
+        modattn_store_doc doc = {.path = p, .hash = (uint64_t)d, .kind = "text", .nchunks = 100};
+        CHECK(modattn_store_put_document(s, &doc) == 0);
+        for (int c = 0; c < 100; c++) {
+            char text[1024];
+            size_t o = 0;
+            const int words = 10 + c % 30;
+            for (int w = 0; w < words; w++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const unsigned r = (unsigned)(x % 1000);
+                if (r < 600) o += (size_t)snprintf(text + o, sizeof text - o, "common%u ", r % 8);
+                else if (r < 900) o += (size_t)snprintf(text + o, sizeof text - o, "mid%u ", (unsigned)(x >> 20) % 40);
+                else o += (size_t)snprintf(text + o, sizeof text - o, "rare%u ", (unsigned)(x >> 20) % 700);
+            }
+            modattn_store_chunk_in ch = {c, 0, (int64_t)o, 1, 0, words, text, o};
+            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+        }
+    }
+    CHECK(modattn_store_commit(s) == 0);
+    const size_t before = modattn__store_kw_pruned(s);
+    check_bm25_equal(s, path, "rare5 rare17 mid3 mid8 common1 common2 common3 common4");
+    check_bm25_equal(s, path, "rare99 mid1 mid2 mid3 mid4 mid5 common0 common5 common6 common7");
+    check_bm25_equal(s, path, "\"rare7 common1\" mid9 common2 common3");
+    CHECK_MSG(modattn__store_kw_pruned(s) > before, "the pruned passes answered %zu of 3 searches",
+              modattn__store_kw_pruned(s) - before);
+    check_bm25_equal(s, path, "common1 common2 common3"); /* nothing rare: the whole query */
+    modattn_store_close(s);
+}
+
+static void test_keywords(const char *dir) {
+    expect_query("error E4021", 11, "\"error\" OR \"E4021\"");
+    expect_query("", 0, "");
+    expect_query("  \t\n ", 5, "");
+    expect_query("-- ... !!", 9, ""); /* no letter or digit: nothing to match */
+    expect_query("say \"hi\"", 8, "\"say\" OR \"\"\"hi\"\"\"");
+    expect_query("a AND b", 7, "\"a\" OR \"AND\" OR \"b\"");
+    expect_query("NEAR(a b", 8, "\"NEAR(a\" OR \"b\"");
+    expect_query("text:foo ^bar baz*", 18, "\"text:foo\" OR \"^bar\" OR \"baz*\"");
+    expect_query("a\0b", 3, "\"a\" OR \"b\""); /* NUL separates */
+    expect_query("caf\xe9 x", 6, "\"caf\xef\xbf\xbd\" OR \"x\"");       /* invalid UTF-8 replaced */
+    expect_query("\xe2\x80\x94 na\xc3\xafve", 10, "\"na\xc3\xafve\""); /* an em dash alone is no word */
+    /* 1 MB of words: 32 phrases at most, each at most 256 bytes */
+    size_t big = 1 << 20;
+    char *t = malloc(big);
+    for (size_t i = 0; i < big; i++) t[i] = (i % 300 == 299) ? ' ' : (char)('a' + i % 26);
+    char *q = NULL;
+    CHECK(modattn_keyword_query(t, big, &q) == 0 && q);
+    size_t ors = 0;
+    for (const char *p = q; p && (p = strstr(p, " OR ")); p += 4) ors++;
+    CHECK_MSG(q && ors == MODATTN_KEYWORD_MAX_TERMS - 1 && strlen(q) <= (size_t)MODATTN_KEYWORD_MAX_TERMS * (256 + 6),
+              "1 MB query: %zu ORs, %zu bytes", ors, q ? strlen(q) : 0);
+    modattn_free(q);
+    free(t);
+
+    char path[512];
+    snprintf(path, sizeof path, "%s/kw.db", dir);
+    modattn_store *s = NULL;
+    CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return;
+    CHECK(modattn_store_has_keywords(s));
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL};
+    CHECK(modattn_store_bind_model(s, &m) == 0);
+    static const char *const texts[] = {"The lighthouse keeper lit the lamp.", "Error E4021: the pool is exhausted.",
+                                        "Café au lait and croissants.", "Nothing in common here at all."};
+    static const char *const paths[] = {"/k/sea/light.txt", "/k/err/codes.md", "/k/food/cafe.txt", "/k/misc/none.txt"};
+    float vec[4] = {1, 0, 0, 0};
+    for (int i = 0; i < 4; i++) {
+        modattn_store_doc d = {.path = paths[i], .hash = (uint64_t)i, .kind = "text", .nchunks = 1};
+        CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0);
+        modattn_store_chunk_in c = {0, 0, (int64_t)strlen(texts[i]), 1, 0, 5, texts[i], strlen(texts[i])};
+        CHECK(modattn_store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn_store_commit(s) == 0);
+    }
+    int64_t ids[4];
+    double sc[4];
+    size_t n = 0;
+    char *fts = NULL;
+    CHECK(modattn_keyword_query("e4021 exhausted", 15, &fts) == 0);
+    CHECK(modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1 && sc[0] > 0);
+    modattn_store_chunk ch;
+    CHECK(n == 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[1]) == 0);
+    modattn_store_chunk_clear(&ch);
+    modattn_text_span *sp = NULL;
+    size_t nsp = 0;
+    CHECK(n == 1 && modattn_store_keyword_spans(s, fts, ids[0], &sp, &nsp) == 0 && nsp == 2 &&
+          sp[0].start == 6 && sp[0].end == 11 && sp[1].start == 25 && sp[1].end == 34); /* E4021, exhausted */
+    modattn_free(sp);
+    modattn_free(fts);
+    /* diacritics folded; a file's name is matched too; the prefix keeps only its folder */
+    CHECK(modattn_keyword_query("cafe", 4, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1);
+    CHECK(modattn_store_keyword_topk(s, fts, 4, "/k/err/", ids, sc, &n) == 0 && n == 0);
+    modattn_free(fts);
+    CHECK(modattn_keyword_query("codes", 5, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
+          n == 1); /* only in the name codes.md */
+    modattn_free(fts);
+    /* every hostile query is accepted by FTS5 as made safe, and finds nothing it should not */
+    static const char *const hostile[] = {"\"", "\"unbalanced", "a AND", "NEAR(a b", "*", "^x", "text:lamp", "col:",
+                                          "(((", "NOT", "OR OR", "'", "lamp NOT keeper", "{name}: lamp", "\\", "AND",
+                                          "NEAR/2", "lamp*", "-lamp", "+lamp"};
+    for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+        fts = NULL;
+        int st = modattn_keyword_query(hostile[i], strlen(hostile[i]), &fts);
+        st = st ? st : modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n);
+        CHECK_MSG(st == 0, "hostile query [%s] -> [%s]: %s", hostile[i], fts ? fts : "", modattn_last_error());
+        modattn_free(fts);
+    }
+    /* "lamp NOT keeper" is three words, not an exclusion: the lighthouse chunk, with all of them */
+    CHECK(modattn_keyword_query("lamp NOT keeper", 15, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
+          n >= 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[0]) == 0);
+    modattn_store_chunk_clear(&ch);
+    modattn_free(fts);
+    /* our BM25 (sizes read once per generation) equals FTS5's, before and after the store changes */
+    check_bm25_equal(s, path, "the lamp pool exhausted cafe codes");
+    check_bm25_equal(s, path, "the");
+    {
+        static const char more[] = "the lamp the lamp the keeper and the pool and the sea";
+        modattn_store_doc d = {.path = "/k/sea/more.txt", .hash = 9, .kind = "text", .nchunks = 1};
+        modattn_store_chunk_in c = {0, 0, (int64_t)strlen(more), 1, 0, 12, more, strlen(more)};
+        CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0);
+        CHECK(modattn_store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn_store_commit(s) == 0);
+    }
+    check_bm25_equal(s, path, "the lamp pool exhausted cafe codes");
+    /* a deleted document's chunks leave the keyword index in the same transaction */
+    CHECK(modattn_store_delete_document(s, paths[0]) == 1);
+    CHECK(modattn_keyword_query("lighthouse", 10, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 0);
+    modattn_free(fts);
+    modattn_store_close(s);
+}
+
 static void test_store(const char *dir) {
     char path[512], other[512];
     snprintf(path, sizeof path, "%s/unit.db", dir);
@@ -814,6 +999,8 @@ int main(void) {
     test_chunking();
     test_topk();
     test_store(dir);
+    test_keywords(dir);
+    test_keywords_pruned(dir);
     test_paths();
     test_alloc_failures(dir);
     modattn_mem_stats ms;

@@ -378,8 +378,9 @@ int main(void) {
         CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 0 && strstr(why, "other-model"));
     }
 
-    /* a schema-1 store (before embeddings carried their generation): read as it is when opened
-     * read-only, migrated when opened for writing, its old-format file rewritten, then appended to */
+    /* a schema-1 store (before embeddings carried their generation, before the keyword index): read
+     * as it is when opened read-only, migrated to 3 when opened for writing, its old-format file
+     * rewritten, then appended to */
     {
         char old[512];
         snprintf(old, sizeof old, "%s/old.db", dir);
@@ -395,7 +396,8 @@ int main(void) {
         }
         sqlite3 *db = NULL;
         CHECK(sqlite3_open(old, &db) == SQLITE_OK);
-        CHECK(sqlite3_exec(db, "DROP INDEX embeddings_generation; ALTER TABLE embeddings DROP COLUMN generation; "
+        CHECK(sqlite3_exec(db, "DROP TRIGGER chunks_fts_insert; DROP TRIGGER chunks_fts_delete; DROP TABLE chunks_fts; "
+                           "DROP INDEX embeddings_generation; ALTER TABLE embeddings DROP COLUMN generation; "
                            "PRAGMA user_version = 1", NULL, NULL, NULL) == SQLITE_OK);
         sqlite3_close(db);
         o = NULL;
@@ -413,7 +415,12 @@ int main(void) {
             sqlite3_stmt *q = NULL;
             CHECK(sqlite3_open(old, &db) == SQLITE_OK &&
                   sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &q, NULL) == SQLITE_OK &&
-                  sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 2);
+                  sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 3);
+            sqlite3_finalize(q);
+            q = NULL; /* migrated in one step to 3: the keyword index holds every chunk */
+            CHECK(sqlite3_prepare_v2(db, "SELECT (SELECT count(*) FROM chunks_fts) = (SELECT count(*) FROM chunks)",
+                                     -1, &q, NULL) == SQLITE_OK &&
+                  sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) == 1);
             sqlite3_finalize(q);
             sqlite3_close(db);
             modattn_vecfile_update ou;
