@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "modattn/model.h"
@@ -15,43 +17,93 @@
 
 static void search_usage(FILE *f) {
     fprintf(f,
-            "usage: modattn search [--db FILE] [--model DIR] [-k N] [--json] QUERY...\n\n"
-            "Embed QUERY (the words joined by spaces) and print the k stored chunks with the\n"
-            "highest cosine similarity, best first: rank, score, path, location (byte range in\n"
-            "the document's text, and its line, or its page for a PDF) and a snippet. Exact:\n"
-            "every stored vector is compared (SIMD, threads for large stores).\n\n"
+            "usage: modattn search [--db FILE] [--model DIR] [-k N] [--mode M] [--json] QUERY...\n\n"
+            "Print the k stored chunks that best answer QUERY (the words joined by spaces), best\n"
+            "first: rank, score, path, location (byte range in the document's text, and its line,\n"
+            "or its page for a PDF) and a snippet with the query's words marked.\n\n"
+            "modes (--mode):\n"
+            "  hybrid     (default) both rankings below, fused by reciprocal rank: a chunk's score\n"
+            "             is 1/(K + its rank by meaning) + W/(K + its rank by words); finds what\n"
+            "             is said in other words and what is named exactly (a command, an error\n"
+            "             code, a rare term). Without a keyword index (a store made before it, or an\n"
+            "             SQLite without FTS5), or when no chunk holds the query's words: by meaning.\n"
+            "  vector     by meaning: cosine of the query's embedding with every stored one (exact)\n"
+            "  keyword    by words: BM25 over the chunks' texts and file names (SQLite FTS5)\n"
+            "The query's words are matched as plain words whatever they hold: quotes, AND, OR, NOT,\n"
+            "NEAR, *, ^, column filters and parentheses are searched for as text, never obeyed.\n\n"
             "options:\n"
-            "  --db FILE     the store made by `modattn index` (default ./" MODATTN_STORE_DEFAULT_PATH ")\n"
-            "  --model DIR   model directory, as for `modattn index` (default: $MODATTN_MODEL,\n"
-            "                else <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
-            "                ./.models/all-MiniLM-L6-v2); it must be the store's model\n"
-            "  -k N          number of results (default 5)\n"
-            "  --json        {\"results\": [{\"rank\", \"score\", \"path\", \"start\", \"end\", \"line\",\n"
-            "                \"page\", \"text\"}, ...]} with each chunk's whole text\n"
-            "  -h, --help    this help\n"
+            "  --db FILE            the store made by `modattn index` (default ./" MODATTN_STORE_DEFAULT_PATH ")\n"
+            "  --model DIR          model directory, as for `modattn index` (default: $MODATTN_MODEL,\n"
+            "                       else <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
+            "                       ./.models/all-MiniLM-L6-v2); it must be the store's model\n"
+            "  -k N                 number of results (default 5)\n"
+            "  --mode M             hybrid (default), vector or keyword\n"
+            "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
+            "  --keyword-weight W   hybrid: the word ranking's weight W, meaning's being 1 (default 0.7)\n"
+            "  --json               {\"mode\", \"results\": [{\"rank\", \"score\", \"vector_rank\",\n"
+            "                       \"keyword_rank\", \"cosine\", \"bm25\", \"path\", \"start\", \"end\",\n"
+            "                       \"line\", \"page\", \"text\", \"highlights\"}, ...]}: ranks null when that\n"
+            "                       ranking did not bring the chunk; highlights: [start, end) byte\n"
+            "                       ranges of text that the query's words match\n"
+            "  -h, --help           this help\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
 }
 
-/* The chunk's text on one line, whitespace collapsed, cut at a character boundary. */
-static void snippet(const char *t, char *out, size_t cap) {
-    size_t o = 0;
-    bool space = false;
-    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
-        if (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == '\f' || *p == '\v') {
-            space = o > 0;
+/* One piece of the snippet: whitespace collapsed (across pieces, via *space), escaped for the
+ * terminal, appended to out. */
+static void put_piece(const char *t, size_t a, size_t b, bool *space, char *out, size_t *o, size_t cap) {
+    char raw[SNIPPET_BYTES * 2 + 16], safe[4 * (SNIPPET_BYTES * 2 + 16)];
+    size_t r = 0;
+    for (size_t i = a; i < b && r + 2 < sizeof raw; i++) {
+        const unsigned char c = (unsigned char)t[i];
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+            *space = true;
             continue;
         }
-        /* cut before a character, never inside one; cap >= SNIPPET_BYTES + 16 */
-        if ((*p & 0xc0) != 0x80 && (o >= SNIPPET_BYTES || o + 8 >= cap)) {
-            memcpy(out + o, "\xe2\x80\xa6", 3); /* ... */
-            o += 3;
-            break;
-        }
-        if (space) out[o++] = ' ';
-        space = false;
-        out[o++] = (char)*p;
+        if (*space && (*o > 0 || r > 0)) raw[r++] = ' ';
+        *space = false;
+        raw[r++] = (char)c;
     }
-    out[o] = '\0';
+    raw[r] = '\0';
+    const char *e = cli_term_text(raw, safe, sizeof safe);
+    size_t n = strlen(e);
+    if (*o + n + 1 > cap) n = cap - *o - 1;
+    memcpy(out + *o, e, n);
+    *o += n;
+    out[*o] = '\0';
+}
+
+/* The chunk's text on one line around its first match (or from its start), whitespace collapsed,
+ * the query's words marked (bold on a terminal, else with « »), escaped for the terminal. */
+static void snippet(const modattn_search_result *r, bool tty, char *out, size_t cap) {
+    const char *t = r->chunk.text;
+    const size_t len = strlen(t);
+    size_t from = 0;
+    if (r->nspans && r->spans[0].start > 60) from = r->spans[0].start - 60;
+    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
+    size_t to = from + SNIPPET_BYTES < len ? from + SNIPPET_BYTES : len;
+    while (to < len && ((unsigned char)t[to] & 0xc0) == 0x80) to++;
+    const char *on = tty ? "\033[1m" : "\xc2\xab", *off = tty ? "\033[0m" : "\xc2\xbb";
+    size_t o = 0;
+    bool space = false;
+    out[0] = '\0';
+    if (from > 0) put_piece("\xe2\x80\xa6", 0, 3, &space, out, &o, cap);
+    size_t at = from;
+    for (size_t i = 0; i < r->nspans && at < to; i++) {
+        size_t a = r->spans[i].start, b = r->spans[i].end;
+        if (b <= at || a >= to || b > len) continue;
+        if (a < at) a = at;
+        if (b > to) b = to;
+        put_piece(t, at, a, &space, out, &o, cap);
+        if (space && o > 0 && o + 1 < cap) out[o++] = ' ', out[o] = '\0';
+        space = false;
+        if (o + strlen(on) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", on);
+        put_piece(t, a, b, &space, out, &o, cap);
+        if (o + strlen(off) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", off);
+        at = b;
+    }
+    put_piece(t, at, to, &space, out, &o, cap);
+    if (to < len && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "\xe2\x80\xa6");
 }
 
 int cli_cmd_search(cli_globals *g, int argc, char **argv) {
@@ -59,6 +111,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     bool json = false, dashdash = false;
     long long k = 5;
     size_t qlen = 0;
+    modattn_search_params sp = {.mode = MODATTN_SEARCH_HYBRID};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
@@ -76,7 +129,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
                 json = true;
                 continue;
             }
-            static const char *const withval[] = {"--db", "--model", "-k", "--k"};
+            static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight"};
             for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
                 size_t l = strlen(withval[n]);
                 if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
@@ -95,7 +148,19 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             }
             if (strcmp(name, "--db") == 0) db = v;
             else if (strcmp(name, "--model") == 0) model_dir = v;
-            else {
+            else if (strcmp(name, "--mode") == 0) {
+                if (strcmp(v, "hybrid") == 0) sp.mode = MODATTN_SEARCH_HYBRID;
+                else if (strcmp(v, "vector") == 0) sp.mode = MODATTN_SEARCH_VECTOR;
+                else if (strcmp(v, "keyword") == 0) sp.mode = MODATTN_SEARCH_KEYWORD;
+                else {
+                    fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector or keyword\n", v);
+                    return 2;
+                }
+            } else if (strcmp(name, "--rrf-k") == 0) {
+                if (cli_parse_double("--rrf-k", v, 0, 1e6, true, &sp.rrf_k) != 0) return 2;
+            } else if (strcmp(name, "--keyword-weight") == 0) {
+                if (cli_parse_double("--keyword-weight", v, 0, 1e6, true, &sp.keyword_weight) != 0) return 2;
+            } else {
                 char *end;
                 errno = 0;
                 k = strtoll(v, &end, 10);
@@ -149,6 +214,8 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     char mbuf[PATH_MAX + 64];
     model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
     g->few_inputs = true; /* one query: no packed weights (faster start, ~90 MB less) */
+    /* keywords alone need the model only to check the store is its own (and its tokenizer is
+     * light); it is loaded the same way */
     if ((st = cli_load_model(g, ctx, model_dir, &model))) {
         modattn_store_close(store);
         free(query);
@@ -158,11 +225,14 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     size_t n = 0;
     int rc = 0;
     modattn_search_info info;
-    st = modattn_search_ex(store, model, query, (size_t)k, modattn_ctx_exec(ctx), &res, &n, &info);
+    modattn_search_notes notes;
+    sp.k = (size_t)k;
+    st = modattn_search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res, &n, &info, &notes);
     char nbuf[4 * sizeof info.note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */
         fprintf(stderr, "modattn: note: searching the store itself (slower): %s; `modattn index` rewrites the vector file\n",
                 cli_term_text(info.note, nbuf, sizeof nbuf));
+    if (!st && notes.note[0]) fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes.note, nbuf, sizeof nbuf));
     if (st) {
         rc = cli_fail("search", st);
     } else if (json) {
@@ -171,8 +241,19 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         for (size_t i = 0; i < n && !bad; i++) {
             char pbuf[PATH_MAX];
             const modattn_store_chunk *c = &res[i].chunk;
-            json_t *o = json_pack("{s:i, s:f}", "rank", res[i].rank, "score", (double)res[i].score);
-            if (!o || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
+            const modattn_search_result *r = &res[i];
+            json_t *o = json_pack("{s:i, s:f, s:o, s:o, s:o, s:o}", "rank", r->rank, "score", (double)r->score,
+                                  "vector_rank", r->vector_rank ? json_integer(r->vector_rank) : json_null(),
+                                  "keyword_rank", r->keyword_rank ? json_integer(r->keyword_rank) : json_null(),
+                                  "cosine", isfinite(r->cosine) ? json_real((double)r->cosine) : json_null(),
+                                  "bm25", isfinite(r->bm25) ? json_real(r->bm25) : json_null());
+            json_t *hl = json_array();
+            for (size_t h = 0; hl && h < r->nspans; h++)
+                if (json_array_append_new(hl, json_pack("[I, I]", (json_int_t)r->spans[h].start,
+                                                        (json_int_t)r->spans[h].end)))
+                    bad = 1;
+            if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
+            if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
                 json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
                 json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
                 json_object_set_new(o, "line", json_integer((json_int_t)c->line)) ||
@@ -180,7 +261,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
                 json_object_set_new(o, "text", cli_json_text(c->text)) || json_array_append_new(arr, o))
                 bad = 1;
         }
-        json_t *j = bad ? NULL : json_pack("{s:o}", "results", arr);
+        json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp.mode), "results", arr);
         if (bad) json_decref(arr);
         char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(7)) : NULL;
         if (modattn_json_take_failure() != 0 || !text) {
@@ -193,9 +274,11 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         }
         json_decref(j);
     } else {
-        if (n == 0) printf("no results: the store is empty\n");
+        if (n == 0) printf(sp.mode == MODATTN_SEARCH_KEYWORD ? "no results: no chunk holds the query's words\n"
+                                                            : "no results: the store is empty\n");
+        const bool tty = isatty(STDOUT_FILENO);
         for (size_t i = 0; i < n; i++) {
-            char pbuf[PATH_MAX], snip[SNIPPET_BYTES + 16], loc[96], safe[4 * (SNIPPET_BYTES + 16)];
+            char pbuf[PATH_MAX], snip[8 * (SNIPPET_BYTES + 16)], loc[96];
             char spath[4 * PATH_MAX];
             const modattn_store_chunk *c = &res[i].chunk;
             if (c->page > 0)
@@ -207,10 +290,13 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             else
                 snprintf(loc, sizeof loc, "bytes %lld-%lld", (long long)c->start,
                          (long long)c->end);
-            snippet(c->text, snip, sizeof snip);
-            printf("%2d. %.4f  %s  (%s)\n    %s\n", res[i].rank, (double)res[i].score,
-                   cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc,
-                   cli_term_text(snip, safe, sizeof safe));
+            snippet(&res[i], tty, snip, sizeof snip);
+            char why[64] = "", vr[16] = "-", kr[16] = "-";
+            if (res[i].vector_rank) snprintf(vr, sizeof vr, "#%d", res[i].vector_rank);
+            if (res[i].keyword_rank) snprintf(kr, sizeof kr, "#%d", res[i].keyword_rank);
+            if (sp.mode == MODATTN_SEARCH_HYBRID) snprintf(why, sizeof why, "  [meaning %s, words %s]", vr, kr);
+            printf("%2d. %.4f  %s  (%s)%s\n    %s\n", res[i].rank, (double)res[i].score,
+                   cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
         }
     }
     if (cli_stdout_check()) rc = 1;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "modattn/ingest.h"
+#include "modattn/search.h"
 #include "modattn/tokenizer.h"
 #include "server/server.h"
 
@@ -506,6 +507,46 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         }
         out->k = (size_t)kv;
     }
+    json_t *md = json_object_get(root, "mode");
+    out->mode = MODATTN_SEARCH_HYBRID;
+    if (md && !json_is_null(md)) {
+        const char *m = json_is_string(md) ? json_string_value(md) : "";
+        if (strcmp(m, "hybrid") == 0) out->mode = MODATTN_SEARCH_HYBRID;
+        else if (strcmp(m, "vector") == 0) out->mode = MODATTN_SEARCH_VECTOR;
+        else if (strcmp(m, "keyword") == 0) out->mode = MODATTN_SEARCH_KEYWORD;
+        else {
+            bad_req(bad, 400, "mode", json_is_string(md) ? "invalid_value" : "invalid_type",
+                    "'mode' must be \"hybrid\", \"vector\" or \"keyword\"");
+            goto done;
+        }
+    }
+    json_t *kw = json_object_get(root, "keyword_weight");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_number(kw)) {
+            bad_req(bad, 400, "keyword_weight", "invalid_type", "'keyword_weight' must be a number, not %s", json_kind(kw));
+            goto done;
+        }
+        const double w = json_number_value(kw);
+        if (!(w > 0 && w <= 1e6)) {
+            bad_req(bad, 400, "keyword_weight", "invalid_value",
+                    "'keyword_weight' must be above 0 and at most 1e6 (the vector ranking's weight is 1)");
+            goto done;
+        }
+        out->keyword_weight = w;
+    }
+    json_t *rk = json_object_get(root, "rrf_k");
+    if (rk && !json_is_null(rk)) {
+        if (!json_is_number(rk)) {
+            bad_req(bad, 400, "rrf_k", "invalid_type", "'rrf_k' must be a number, not %s", json_kind(rk));
+            goto done;
+        }
+        const double v = json_number_value(rk);
+        if (!(v > 0 && v <= 1e6)) {
+            bad_req(bad, 400, "rrf_k", "invalid_value", "'rrf_k' must be above 0 and at most 1e6");
+            goto done;
+        }
+        out->rrf_k = v;
+    }
     json_t *p = json_object_get(root, "path_prefix");
     if (p && !json_is_null(p)) {
         if (!json_is_string(p)) {
@@ -522,6 +563,7 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         }
     }
     out->query = modattn_strndup(json_string_value(q), json_string_length(q), MODATTN_MEM_OTHER);
+    out->query_len = json_string_length(q);
     out->ids = modattn_malloc(api->max_tokens * sizeof *out->ids, MODATTN_MEM_OTHER);
     if (!out->query || !out->ids) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
@@ -560,11 +602,20 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
     srv_buf b = {0};
     srv_buf_put(&b, "{\"object\":\"list\",\"model\":", 25);
     tb_json_string(&b, api->model_id);
-    srv_buf_printf(&b, ",\"vectors\":\"%s\",\"results\":[", job->vectors_mapped ? "vector_file" : "store");
+    srv_buf_printf(&b, ",\"mode\":\"%s\",\"vectors\":\"%s\",\"results\":[", modattn_search_mode_name((modattn_search_mode)job->mode),
+                   job->vectors_mapped ? "vector_file" : "store");
     for (size_t i = 0; i < job->nresults && !b.failed; i++) {
         const modattn_search_result *r = &job->results[i];
         const modattn_store_chunk *c = &r->chunk;
         srv_buf_printf(&b, "%s{\"rank\":%d,\"score\":%.9g,", i ? "," : "", r->rank, (double)r->score);
+        if (r->vector_rank) srv_buf_printf(&b, "\"vector_rank\":%d,", r->vector_rank);
+        else srv_buf_printf(&b, "\"vector_rank\":null,");
+        if (r->keyword_rank) srv_buf_printf(&b, "\"keyword_rank\":%d,", r->keyword_rank);
+        else srv_buf_printf(&b, "\"keyword_rank\":null,");
+        srv_buf_printf(&b, "\"highlights\":[");
+        for (size_t h = 0; h < r->nspans; h++)
+            srv_buf_printf(&b, "%s[%zu,%zu]", h ? "," : "", r->spans[h].start, r->spans[h].end);
+        srv_buf_printf(&b, "],");
         tb_path(&b, c->path);
         srv_buf_printf(&b, ",\"kind\":");
         tb_json_string(&b, c->kind);
@@ -604,9 +655,18 @@ static json_t *at(json_t *o, const char *path) { /* "a.b.c" of objects */
     return o;
 }
 
-char *srv_openapi_for(const srv_api *api) {
+int srv_openapi_for(const srv_api *api, char **doc) {
+    *doc = NULL;
     json_t *d = NULL;
-    if (modattn_json_loadb(srv_openapi_json, srv_openapi_json_len, 0, &d, NULL)) return NULL;
+    json_error_t err;
+    const int st = modattn_json_loadb(srv_openapi_json, srv_openapi_json_len, 0, &d, &err);
+    if (st) { /* a build that embedded a broken server/openapi.json is a bug of ours, not a lack of memory */
+        if (st != MODATTN_ENOMEM)
+            return modattn_error(MODATTN_EINTERNAL,
+                                 "the built-in OpenAPI document (server/openapi.json) is not valid JSON: line %d: %s",
+                                 err.line, err.text);
+        return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+    }
     json_t *S = at(d, "components.schemas");
     const char *models[] = {"EmbeddingsRequest.properties.model", "SearchRequest.properties.model"};
     for (size_t i = 0; i < 2; i++) {
@@ -629,9 +689,9 @@ char *srv_openapi_for(const srv_api *api) {
     json_decref(d);
     if (modattn_json_take_failure() || !txt) {
         modattn_json_free(txt);
-        return NULL;
+        return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
     }
-    char *out = strdup(txt);
+    *doc = strdup(txt);
     modattn_json_free(txt);
-    return out;
+    return *doc ? 0 : modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
 }

@@ -130,8 +130,14 @@ static void search_in_snapshot(executor *x, srv_job *job) {
         x->have_vec = true;
     }
     job->vectors_mapped = x->vec.map != NULL;
-    st = modattn_search_vectors(x->store, &x->vec, job->out, job->k, job->path_prefix,
-                                modattn_session_exec(x->session), &job->results, &job->nresults);
+    modattn_search_params sp = {.mode = (modattn_search_mode)job->mode, .k = job->k, .path_prefix = job->path_prefix,
+                                .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k};
+    st = modattn_search_run(x->store, &x->vec, job->out, job->query ? job->query : "", job->query ? job->query_len : 0,
+                            &sp, modattn_session_exec(x->session), &job->results, &job->nresults, NULL);
+    if (st == MODATTN_EUNSUPPORTED) { /* keyword mode on a store without its keyword index */
+        set_error(job, 400, "%s", modattn_last_error());
+        return;
+    }
     if (st) set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "search: %s", modattn_last_error());
 }
 

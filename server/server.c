@@ -186,6 +186,11 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
     if (kind == SRV_JOB_SEARCH) {
         r->job.k = r->sr.k;
         r->job.path_prefix = r->sr.path_prefix;
+        r->job.mode = r->sr.mode;
+        r->job.keyword_weight = r->sr.keyword_weight;
+        r->job.rrf_k = r->sr.rrf_k;
+        r->job.query = r->sr.query;
+        r->job.query_len = r->sr.query_len;
     }
     r->state = ST_QUEUED;
     MHD_suspend_connection(r->conn); /* before submitting: the job may finish at once */
@@ -218,8 +223,11 @@ static enum MHD_Result start_search(req *r) {
 static enum MHD_Result finish_job(req *r) {
     server *s = r->s;
     if (r->job.http_status)
-        return respond_error(r, r->job.http_status, r->job.message, NULL,
-                             r->job.http_status == 503 ? "unavailable" : "internal_error", NULL, NULL, false);
+        return respond_error(r, r->job.http_status, r->job.message, r->job.http_status == 400 ? "mode" : NULL,
+                             r->job.http_status == 503   ? "unavailable"
+                             : r->job.http_status == 400 ? "no_keyword_index"
+                                                         : "internal_error",
+                             NULL, NULL, false);
     if (r->route == SRV_ROUTE_EMBEDDINGS) {
         for (size_t i = 0; i < r->er.n * s->api.dim; i++) /* JSON has no NaN or infinity */
             if (!isfinite(r->vectors[i]))
@@ -523,7 +531,7 @@ static int make_api(server *s) {
     if (a->cls_id < 0 || a->sep_id < 0 || nspec != 2)
         return modattn_error(MODATTN_EUNSUPPORTED, "the model's tokenizer does not put one token before and one after a "
                                                    "text ([CLS] ... [SEP]): token-id inputs cannot be framed");
-    if (!(a->openapi = srv_openapi_for(a))) return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+    if ((st = srv_openapi_for(a, &a->openapi))) return st;
     return 0;
 }
 

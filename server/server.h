@@ -102,6 +102,11 @@ struct srv_job {
     /* search */
     size_t k;
     const char *path_prefix;  /* NULL: all */
+    int mode;                 /* modattn_search_mode */
+    double keyword_weight;
+    double rrf_k;
+    const char *query;        /* the text (keywords, snippets) */
+    size_t query_len;
     modattn_search_result *results;
     size_t nresults;
     bool vectors_mapped;
@@ -186,6 +191,10 @@ typedef struct srv_search_req {
     char *query;
     size_t k;
     char *path_prefix;        /* NULL: all */
+    int mode;                 /* modattn_search_mode: "mode" ("hybrid", the default, "vector", "keyword") */
+    double keyword_weight;
+    double rrf_k;
+    size_t query_len;
     int32_t *ids;
     size_t count;
 } srv_search_req;
@@ -196,7 +205,7 @@ char *srv_models_body(const srv_api *api);
 
 /* The OpenAPI document served: the committed one with api's model, dimension, vocabulary size and
  * --max-inputs filled in. malloc'ed; NULL on failure. */
-char *srv_openapi_for(const srv_api *api);
+int srv_openapi_for(const srv_api *api, char **doc); /* 0, or an error (EINTERNAL: the embedded spec is broken) */
 
 /* The committed OpenAPI document (server/openapi.json, embedded at build time). */
 extern const char srv_openapi_json[];

@@ -169,6 +169,12 @@ refused("/search", {"k": 3}, 400, "query", "missing_field", "search without quer
 refused("/search", {"query": "x", "k": 0}, 400, "k", "invalid_value", "k = 0")
 refused("/search", {"query": "x", "k": 10001}, 400, "k", "invalid_value", "k too large")
 refused("/search", {"query": "x", "path_prefix": 3}, 400, "path_prefix", "invalid_type", "path_prefix a number")
+refused("/search", {"query": "x", "mode": "fuzzy"}, 400, "mode", "invalid_value", "an unknown mode")
+refused("/search", {"query": "x", "mode": 1}, 400, "mode", "invalid_type", "mode a number")
+refused("/search", {"query": "x", "keyword_weight": 0}, 400, "keyword_weight", "invalid_value", "keyword_weight 0")
+refused("/search", {"query": "x", "keyword_weight": "1"}, 400, "keyword_weight", "invalid_type", "keyword_weight a string")
+refused("/search", {"query": "x", "rrf_k": -1}, 400, "rrf_k", "invalid_value", "rrf_k below 0")
+refused("/search", {"query": "x", "rrf_k": 1e7}, 400, "rrf_k", "invalid_value", "rrf_k too large")
 st, h, j = s.post("/nowhere", {"input": "x"})
 check(st == 404 and error_shape(j), f"an unknown route: {st} {j}")
 st, h, data = s.request("GET", "/v1/embeddings")
@@ -192,6 +198,22 @@ cj = json.loads(cli.stdout)
 check([(x["score"], x["start"]) for x in cj["results"]] == [(round(x["score"], 6), x["start"]) for x in j["results"]]
       or [x["start"] for x in cj["results"]] == [x["start"] for x in j["results"]],
       "the server's ranking equals `modattn search`'s")
+# each mode, and the fusion's K and weight, rank as `modattn search` does with the same options
+for mode, extra, opts in (("vector", {}, []), ("keyword", {}, []), ("hybrid", {"keyword_weight": 2, "rrf_k": 10},
+                                                                       ["--keyword-weight", "2", "--rrf-k", "10"])):
+    q = "the Hatter's riddle about a raven and a writing-desk"
+    st, _, j = s.post("/search", dict({"query": q, "k": 5, "mode": mode}, **extra))
+    cli = subprocess.run([BIN, "search", "--json", "-k", "5", "--mode", mode, *opts, "--model", MODEL, "--db", DB, q],
+                         capture_output=True)
+    cj = json.loads(cli.stdout)
+    check(st == 200 and j["mode"] == mode and j["results"] and
+          [(x["path"], x["start"], x["vector_rank"], x["keyword_rank"]) for x in j["results"]] ==
+          [(x["path"], x["start"], x["vector_rank"], x["keyword_rank"]) for x in cj["results"]],
+          f"/search mode {mode} {extra} ranks as the CLI: {st} {str(j)[:300]} / {str(cj)[:300]}")
+st, _, j = s.post("/search", {"query": "Hatter", "k": 3, "mode": "keyword"})
+check(st == 200 and all(x["keyword_rank"] and x["vector_rank"] is None and x["highlights"] and
+                        all(x["text"].encode()[a:b].decode().lower() == "hatter" for a, b in x["highlights"])
+                        for x in j["results"]), f"keyword results carry the byte spans of the word: {str(j)[:400]}")
 st, _, j = s.post("/search", {"query": "tea party", "k": 5, "path_prefix": os.path.join(corpus, "sqlite")})
 check(st == 200 and j["results"] and all(x["path"].startswith(os.path.join(corpus, "sqlite")) for x in j["results"]),
       f"path_prefix keeps only those documents: {str(j)[:300]}")
