@@ -478,6 +478,24 @@ void srv_search_req_free(srv_search_req *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* An optional number of the fusion, in (0, 1e6]: 0 and *out untouched when absent or null, -1 (and
+ * bad set) when not a number or out of range. */
+static int fusion_param(json_t *root, const char *name, const char *why, double *out, srv_bad *bad) {
+    json_t *v = json_object_get(root, name);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) {
+        bad_req(bad, 400, name, "invalid_type", "'%s' must be a number, not %s", name, json_kind(v));
+        return -1;
+    }
+    const double x = json_number_value(v);
+    if (!(x > 0 && x <= 1e6)) {
+        bad_req(bad, 400, name, "invalid_value", "'%s' must be above 0 and at most 1e6%s", name, why);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad) {
     memset(out, 0, sizeof *out);
     out->k = 10;
@@ -520,33 +538,9 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
             goto done;
         }
     }
-    json_t *kw = json_object_get(root, "keyword_weight");
-    if (kw && !json_is_null(kw)) {
-        if (!json_is_number(kw)) {
-            bad_req(bad, 400, "keyword_weight", "invalid_type", "'keyword_weight' must be a number, not %s", json_kind(kw));
-            goto done;
-        }
-        const double w = json_number_value(kw);
-        if (!(w > 0 && w <= 1e6)) {
-            bad_req(bad, 400, "keyword_weight", "invalid_value",
-                    "'keyword_weight' must be above 0 and at most 1e6 (the vector ranking's weight is 1)");
-            goto done;
-        }
-        out->keyword_weight = w;
-    }
-    json_t *rk = json_object_get(root, "rrf_k");
-    if (rk && !json_is_null(rk)) {
-        if (!json_is_number(rk)) {
-            bad_req(bad, 400, "rrf_k", "invalid_type", "'rrf_k' must be a number, not %s", json_kind(rk));
-            goto done;
-        }
-        const double v = json_number_value(rk);
-        if (!(v > 0 && v <= 1e6)) {
-            bad_req(bad, 400, "rrf_k", "invalid_value", "'rrf_k' must be above 0 and at most 1e6");
-            goto done;
-        }
-        out->rrf_k = v;
-    }
+    if (fusion_param(root, "keyword_weight", " (the vector ranking's weight is 1)", &out->keyword_weight, bad) ||
+        fusion_param(root, "rrf_k", "", &out->rrf_k, bad))
+        goto done;
     json_t *p = json_object_get(root, "path_prefix");
     if (p && !json_is_null(p)) {
         if (!json_is_string(p)) {
