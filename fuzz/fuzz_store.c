@@ -1,7 +1,8 @@
 /* fuzz/fuzz_store.c — arbitrary bytes as a store's SQLite file, through the read path a search
  * takes: open read-only (schema version, the bound model), the counts, every stored path, the
  * vectors (from the store: there is no vector file), a top-3 over them and each hit's chunk, as
- * `modattn search` reads them; then SQLite's integrity check. The file is written to a private
+ * `modattn search` reads them; the keyword index (a query, its BM25 top 5 and their spans); then
+ * SQLite's integrity check. The file is written to a private
  * folder (under $TMPDIR, /tmp by default) each run; SQLite's -wal/-shm beside it are removed.
  * Invariants: no crash and no sanitizer report; every refusal carries a message; counts are
  * not negative; vectors are a usable shape and a top-3 over them succeeds; a chunk read back has a path, a kind and valid UTF-8
@@ -104,6 +105,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         modattn_store_vectors_free(&v);
     } else {
         FUZZ_CHECK(modattn_last_error()[0] != '\0');
+    }
+    /* the keyword index (schema 3): a query, its top 5 by BM25, each hit's spans inside its text */
+    if (modattn_store_has_keywords(s)) {
+        static const char text[] = "the lighthouse keeper \"NEAR(error E4021 caf\xc3\xa9 *";
+        char *fts = NULL;
+        if (modattn_store_keyword_query(s, text, sizeof text - 1, &fts, NULL) == 0) {
+            FUZZ_CHECK(fts != NULL);
+            int64_t ids[5];
+            double sc[5];
+            size_t n = 0;
+            if (modattn_store_keyword_topk(s, fts, 5, NULL, ids, sc, &n) == 0) {
+                FUZZ_CHECK(n <= 5);
+                for (size_t i = 0; i < n; i++) {
+                    modattn_text_span *sp = NULL;
+                    size_t nsp = 0;
+                    /* (offsets into the index's copy of the text: a hostile file's may not be
+                     * the chunk's; modattn_search_run keeps only those inside the chunk's text) */
+                    if (modattn_store_keyword_spans(s, fts, ids[i], &sp, &nsp) == 0) {
+                        for (size_t j = 0; j < nsp; j++) FUZZ_CHECK(sp[j].start < sp[j].end && (j == 0 || sp[j].start > sp[j - 1].end));
+                        modattn_free(sp);
+                    } else {
+                        FUZZ_CHECK(modattn_last_error()[0] != '\0');
+                    }
+                }
+            } else {
+                FUZZ_CHECK(modattn_last_error()[0] != '\0');
+            }
+            modattn_free(fts);
+        } else {
+            FUZZ_CHECK(modattn_last_error()[0] != '\0');
+        }
     }
     (void)modattn_store_integrity_check(s);
     modattn_store_close(s);
