@@ -15,6 +15,12 @@
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
 
+/* modattn_bm25 must equal FTS5's bm25() bit for bit: no fused multiply-adds (GCC in ISO C mode,
+ * -std=c11, does not contract; clang does unless told) */
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #define MAX_TERM_BYTES 256
 
 /* A run worth a phrase: it holds a letter or a digit (else FTS5's tokenizer finds no token in it). */
@@ -109,7 +115,10 @@ int modattn_keyword_query(const char *text, size_t len, char **out) {
     return st;
 }
 
-bool modattn_store_has_keywords(const modattn_store *s) { return s && modattn__store_schema(s) >= 3; }
+/* (a schema-3 store opened by an SQLite without FTS5 is searched by meaning, as one of schema 2) */
+bool modattn_store_has_keywords(const modattn_store *s) {
+    return s && modattn__store_schema(s) >= 3 && modattn__sqlite_has_fts5();
+}
 
 static int no_index(modattn_store *s) {
     return modattn_error(MODATTN_EUNSUPPORTED,
@@ -140,6 +149,8 @@ typedef struct modattn__kw {
     uint32_t *sz;     /* tokens in all columns of row ids[i] */
     size_t n, cap;
     size_t pruned;    /* keyword searches answered without scoring every matching row */
+    bool use_sizes;   /* this search may use them: not inside a write transaction, whose rows
+                       * and generation are not final */
 } kw_state;
 
 void modattn__kw_free(kw_state *kw) {
@@ -283,7 +294,7 @@ static void bm25_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_conte
             q->freq[phrase] += nval > col ? sqlite3_value_double(vals[col]) : 1.0;
     }
     double len = -1;
-    if (rc == SQLITE_OK && kw && kw->have_sizes && kw->n) {
+    if (rc == SQLITE_OK && kw && kw->use_sizes && kw->have_sizes && kw->n) {
         const int64_t id = api->xRowid(fts);
         size_t lo = 0, hi = kw->n;
         while (lo < hi) {
@@ -381,13 +392,21 @@ int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, cons
     kw_state *kw = NULL;
     int st = kw_of(s, &kw);
     if (st) return st;
-    /* sizes and query in one snapshot (the caller's, else one of ours) */
-    const bool own_tx = sqlite3_get_autocommit(db) && sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
-    load_sizes(s, kw);
+    /* sizes and query in one snapshot (the caller's, else one of ours); none of the cached sizes
+     * nor the pruning (which bounds by them) inside a write transaction, or without a snapshot */
+    const bool autocommit = sqlite3_get_autocommit(db) != 0;
+    const bool own_tx = autocommit && sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK;
+    kw->use_sizes = (own_tx || !autocommit) && sqlite3_txn_state(db, "main") != SQLITE_TXN_WRITE;
+    if (kw->use_sizes) load_sizes(s, kw);
     bool done = false;
-    st = topk_pruned(s, kw, fts, k, path_prefix, ids, scores, n, &done);
+    if (kw->use_sizes) st = topk_pruned(s, kw, fts, k, path_prefix, ids, scores, n, &done);
     if (!st && !done) st = topk_pass(s, fts, 0, k, path_prefix, ids, scores, n);
-    if (own_tx) sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (own_tx && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK && !sqlite3_get_autocommit(db)) {
+        /* (a read transaction's COMMIT fails only if SQLite cannot run it: out of memory) */
+        const int cst = sq_fail(s, SQLITE_NOMEM, "ending the keyword search's snapshot");
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        if (!st) st = cst, *n = 0;
+    }
     return st;
 }
 
@@ -446,7 +465,7 @@ static void spans_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_cont
         int phrase = 0, col = 0, off = 0;
         if ((rc = api->xInst(fts, i, &phrase, &col, &off)) != SQLITE_OK) break;
         const int size = api->xPhraseSize(fts, phrase);
-        if (col != 0 || off < 0 || size < 1 || off + size > m.n) continue;
+        if (col != 0 || off < 0 || size < 1 || off >= m.n || size > m.n - off) continue; /* (a damaged index's offsets) */
         sp[2 * nsp] = m.start[off];
         sp[2 * nsp + 1] = m.end[off + size - 1];
         nsp++;
@@ -546,7 +565,8 @@ int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, 
             df[r] = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
             sqlite3_reset(q);
             /* in more than half the chunks: BM25's idf is about 0 (FTS5 floors it at 1e-6), so the
-             * word cannot change the ranking, but reading its postings costs the most */
+             * word adds at most 2.2e-6 to a score (it may reorder near-ties, and a chunk holding
+             * only such words is not found by words), but reading its postings costs the most */
             if ((double)df[r] > 0.5 * (double)total) keep[r] = false, kept--;
         }
     }
@@ -724,7 +744,10 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     kw->pruned++;
     *done = true;
     if (c == np - e0) return 0; /* pass A was the whole answer */
-    if (!(m = join_phrases(p, np - c, fts))) return modattn_mem_last_status();
+    if (!(m = join_phrases(p, np - c, fts))) {
+        *n = 0;
+        return modattn_mem_last_status();
+    }
     st = topk_pass(s, m, (int)(np - c), k, path_prefix, ids, scores, n);
     modattn_free(m);
     return st;

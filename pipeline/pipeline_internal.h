@@ -72,6 +72,8 @@ struct modattn__kw **modattn__store_kw(struct modattn_store *s);
 void modattn__kw_free(struct modattn__kw *kw);
 /* How many keyword searches on this store were answered by the pruned passes (keywords.c; tests). */
 size_t modattn__store_kw_pruned(struct modattn_store *s);
+/* Whether this SQLite has FTS5 (MODATTN_TEST_NO_FTS5=1 says it has not, for tests). */
+bool modattn__sqlite_has_fts5(void);
 /* Checks a whole vector file held in memory at file (64-byte aligned): header, layout against
  * size, ids and mask. 1 valid, with out the vectors a search would see (pointing into file);
  * 0 not (why in why). Reads nothing outside [file, file + size). The fuzz target's entry. */

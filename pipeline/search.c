@@ -176,6 +176,8 @@ int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, con
     const bool keywords = modattn_store_has_keywords(store);
     if (mode == MODATTN_SEARCH_KEYWORD && !keywords) return modattn_store_keyword_topk(store, "", 0, NULL, NULL, NULL, nout);
     const size_t cand = mode != MODATTN_SEARCH_HYBRID ? k : p->candidates ? p->candidates : (k > 50 ? k : 50);
+    if (cand > SIZE_MAX / 16 || k > SIZE_MAX / 16)
+        return modattn_error(MODATTN_ERANGE, "modattn_search_run: k %zu or candidates %zu is too large", k, cand);
     const double rrf_k = p->rrf_k > 0 ? p->rrf_k : MODATTN_SEARCH_RRF_K, kw = p->keyword_weight > 0 ? p->keyword_weight : MODATTN_SEARCH_KEYWORD_WEIGHT;
     const size_t dim = v->dim;
     float *q = modattn_malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);

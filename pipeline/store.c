@@ -261,11 +261,13 @@ static int query_int(modattn_store *s, const char *sql, int64_t *out) {
 
 /* Reads user_version and the table list; creates the schema in an empty writable database. */
 /* Whether this SQLite has FTS5 (MODATTN_TEST_NO_FTS5=1 says no, for the tests of that case). */
-static bool have_fts5(void) {
+bool modattn__sqlite_has_fts5(void) {
     const char *e = getenv("MODATTN_TEST_NO_FTS5");
     if (e && strcmp(e, "1") == 0) return false;
     return sqlite3_compileoption_used("ENABLE_FTS5") != 0;
 }
+
+static bool have_fts5(void) { return modattn__sqlite_has_fts5(); }
 
 /* Inside the writer's transaction: a store of schema 2 gains its keyword index (schema 3), or, where
  * SQLite has no FTS5, stays at 2 with a note. */

@@ -618,6 +618,36 @@ static void test_keywords_pruned(const char *dir) {
     CHECK_MSG(modattn__store_kw_pruned(s) > before, "the pruned passes answered %zu of 3 searches",
               modattn__store_kw_pruned(s) - before);
     check_bm25_equal(s, path, "common1 common2 common3"); /* nothing rare: the whole query */
+    /* inside a write transaction (rows and generation not final): equal to bm25() on the same
+     * connection, after each of two writes, with no cached size or pruning used */
+    CHECK(modattn_store_begin(s) == 0);
+    {
+        modattn_store_doc doc = {.path = "/p/new.txt", .hash = 77, .kind = "text", .nchunks = 2};
+        CHECK(modattn_store_put_document(s, &doc) == 0);
+        static const char *const more[] = {"rare5 rare5 mid3", "rare5 rare17 rare17 common1 mid8 mid8 mid8 mid8"};
+        for (int i = 0; i < 2; i++) {
+            modattn_store_chunk_in ch = {i, 0, (int64_t)strlen(more[i]), 1, 0, 8, more[i], strlen(more[i])};
+            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+            char *fts = NULL;
+            int64_t ids[8];
+            double sc[8];
+            size_t n = 0;
+            const size_t pruned = modattn__store_kw_pruned(s);
+            CHECK(modattn_keyword_query("rare5 rare17 mid3 mid8 common1 common2", 38, &fts) == 0 &&
+                  modattn_store_keyword_topk(s, fts, 8, NULL, ids, sc, &n) == 0 && n == 8);
+            CHECK(modattn__store_kw_pruned(s) == pruned);
+            sqlite3_stmt *q = NULL;
+            CHECK(sqlite3_prepare_v2(modattn__store_db(s), "SELECT rowid, -bm25(chunks_fts, 1.0, 0.5) AS sc FROM chunks_fts "
+                                     "WHERE chunks_fts MATCH ?1 ORDER BY sc DESC, rowid LIMIT 8", -1, &q, NULL) == SQLITE_OK);
+            sqlite3_bind_text(q, 1, fts ? fts : "", -1, SQLITE_STATIC);
+            for (size_t j = 0; q && sqlite3_step(q) == SQLITE_ROW; j++)
+                CHECK_MSG(j < n && ids[j] == sqlite3_column_int64(q, 0) && sc[j] == sqlite3_column_double(q, 1),
+                          "in a write transaction, #%zu differs from bm25()", j);
+            sqlite3_finalize(q);
+            modattn_free(fts);
+        }
+    }
+    modattn_store_rollback(s);
     modattn_store_close(s);
 }
 
