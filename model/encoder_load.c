@@ -290,16 +290,9 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name, opt && opt->host_fallback,
                                        &m->info.host_fallback_ops, m->host_why)))
         goto fail;
-    char path[MODATTN__PATH_MAX];
-    if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "model.safetensors")))
-        goto fail;
-    if ((st = modattn__st_open(path, &m->st))) {
-        if (st == MODATTN_EIO)
-            st = modattn_error_prefix(MODATTN_ENOTFOUND, "model weights (run `make model`?)");
-        goto fail;
-    }
-    if ((st = load_weights(m))) goto fail;
-    if ((st = upload_to_device(m))) goto fail;
+    /* the small files first: a broken tokenizer.json is reported before 90 MB of weights are
+     * read, checked and packed */
+    char path[MODATTN__PATH_MAX], wpath[MODATTN__PATH_MAX];
     if ((st = modattn__path_join(path, sizeof path, m->cfg.transformer_dir, "tokenizer.json")))
         goto fail;
     if ((st = modattn_tokenizer_load(path, &m->tok))) goto fail;
@@ -311,6 +304,15 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
                            path, tv, m->cfg.vocab);
         goto fail;
     }
+    if ((st = modattn__path_join(wpath, sizeof wpath, m->cfg.transformer_dir, "model.safetensors")))
+        goto fail;
+    if ((st = modattn__st_open(wpath, &m->st))) {
+        if (st == MODATTN_EIO)
+            st = modattn_error_prefix(MODATTN_ENOTFOUND, "model weights (run `make model`?)");
+        goto fail;
+    }
+    if ((st = load_weights(m))) goto fail;
+    if ((st = upload_to_device(m))) goto fail;
     modattn_model_info *in = &m->info;
     in->name = m->name;
     in->dir = m->dir;
@@ -361,6 +363,7 @@ void modattn_model_free(modattn_model *m) {
 }
 
 const modattn_model_info *modattn_model_get_info(const modattn_model *m) { return &m->info; }
+const struct modattn_tokenizer *modattn_model_tokenizer(const modattn_model *m) { return m ? m->tok : NULL; }
 
 const char *modattn_model_fallback_reason(const modattn_model *m, int op) {
     if (!m || op < 0 || op >= MODATTN_OP_COUNT || !((m->info.host_fallback_ops >> op) & 1u)) return NULL;

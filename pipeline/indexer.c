@@ -125,7 +125,7 @@ typedef struct pdoc {
 typedef struct run {
     modattn_store *store;
     modattn_model *model;
-    modattn_tokenizer *tok;
+    const modattn_tokenizer *tok; /* the model's (borrowed) */
     const modattn_index_options *opt;
     modattn_index_stats *stats;
     size_t dim, window, overlap, batch;
@@ -861,8 +861,8 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     r.stats = stats;
     const modattn_model_info *info = modattn_model_get_info(model);
     r.dim = info->dim;
-    int st = modattn_model_load_tokenizer(model, &r.tok);
-    if (st) return modattn_error_prefix(st, "loading the tokenizer");
+    int st = 0;
+    r.tok = modattn_model_tokenizer(model);
     const size_t specials = modattn_tokenizer_num_specials(r.tok);
     size_t ct = opt->chunk_tokens ? opt->chunk_tokens : info->max_tokens;
     if (ct > info->max_tokens || ct <= specials) {
@@ -991,6 +991,5 @@ free_own:
     modattn_free(r.bntok);
     for (int i = 0; i < 5; i++) modattn_free(own[i]);
 done:
-    modattn_tokenizer_free(r.tok);
     return st;
 }

@@ -521,13 +521,11 @@ static int make_api(server *s) {
     a->max_inputs = s->cfg.max_inputs;
     a->truncate = s->cfg.truncate;
     a->created = (int64_t)time(NULL);
-    struct modattn_tokenizer *tok = NULL;
-    int st = modattn_model_load_tokenizer(s->model, &tok);
-    if (st) return st;
+    const struct modattn_tokenizer *tok = modattn_model_tokenizer(s->model);
+    int st = 0;
     a->cls_id = modattn_tokenizer_cls_id(tok);
     a->sep_id = modattn_tokenizer_sep_id(tok);
     const size_t nspec = modattn_tokenizer_num_specials(tok);
-    modattn_tokenizer_free(tok);
     if (a->cls_id < 0 || a->sep_id < 0 || nspec != 2)
         return modattn_error(MODATTN_EUNSUPPORTED, "the model's tokenizer does not put one token before and one after a "
                                                    "text ([CLS] ... [SEP]): token-id inputs cannot be framed");

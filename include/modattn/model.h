@@ -157,6 +157,12 @@ int modattn_model_tokenize_ex(const modattn_model *model, const char *text, size
 struct modattn_tokenizer;
 int modattn_model_load_tokenizer(const modattn_model *model, struct modattn_tokenizer **out);
 
+/* The model's own tokenizer, borrowed: the very tables modattn_model_tokenize uses, valid until
+ * modattn_model_free, safe to use from several threads (the tokenizer functions take it const).
+ * What document chunking uses: no second parse of tokenizer.json (0.1 s for a BERT vocabulary)
+ * and no chance of a file changed on disk since the model was loaded. */
+const struct modattn_tokenizer *modattn_model_tokenizer(const modattn_model *model);
+
 /* Embed n texts. texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts; a NULL
  * texts[i] is the empty text, EINVAL if lens[i] > 0). Nothing is kept after the call returns:
  * activations come from one arena (MODATTN_MEM_ACTIVATIONS) sized for the call's largest batch
