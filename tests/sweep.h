@@ -6,6 +6,8 @@
 #include "modattn/modattn.h"
 #include "test_util.h"
 
+#include <time.h>
+
 /* op returns 0 on success or a negative status, and must free everything it made either way. */
 typedef int (*sweep_op)(void *arg);
 
@@ -16,8 +18,19 @@ static uint64_t sweep_attempts_hint;
 /* Returns the number of allocation points swept (failing runs), or -1 if the sweep went wrong.
  * A first run without failures warms up what is built once and kept on purpose (the attention
  * workspace of a context, SQLite's page cache), so that only real leaks count. */
+/* The failure number of the run in progress (for an op that opens what it needs unfailed). */
+static uint64_t sweep_current_n;
+
+static double sweep_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n) {
     modattn_mem_stats before, after;
+    const double t0 = sweep_now_s();
+    sweep_current_n = 0; /* the first run: nothing fails */
     if (op(arg) != 0) {
         t_fail++;
         fprintf(stderr, "%s: fails without any injected failure: %s\n", name, modattn_last_error());
@@ -26,6 +39,7 @@ static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n
     for (int n = 1; n <= max_n; n++) {
         modattn_mem_get_stats(&before);
         sweep_attempts_hint = 0;
+        sweep_current_n = (uint64_t)n;
         modattn_mem_fail_nth((uint64_t)n);
         int st = op(arg);
         uint64_t attempts = sweep_attempts_hint ? sweep_attempts_hint : modattn_mem_fail_counter();
@@ -43,7 +57,8 @@ static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n
                 continue;
             }
             t_pass++;
-            printf("%s: %d allocation points, each failure clean\n", name, n - 1);
+            printf("%s: %d allocation points, each failure clean (%.1f s)\n", name, n - 1, sweep_now_s() - t0);
+            fflush(stdout);
             return n - 1;
         }
         if (st != MODATTN_ENOMEM && st != MODATTN_EBUDGET && st != MODATTN_ERUNTIME) {

@@ -2,7 +2,8 @@
  * ASan+UBSan by `make test-sanitize`): every prefix truncation and 1,000 seeded random byte flips of
  * model.safetensors' header region, tokenizer.json (every prefix of the small test tokenizer; the
  * real one at a stride), config.json, and a store file. Each mutant sits in a temporary model
- * folder whose other files are links to the real ones. Nothing may leak either way. */
+ * folder whose other files are links to the real ones (the small test tokenizer stands in for the
+ * real one while the weights and config are mutated). Nothing may leak either way. */
 #include "modattn/model.h"
 #include "modattn/modattn.h"
 #include "modattn/store.h"
@@ -12,7 +13,9 @@
 #include <jansson.h>
 #include <string.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FLIPS 1000
@@ -47,7 +50,10 @@ static void write_file(const char *path, const unsigned char *data, size_t n, of
     close(fd);
 }
 
-/* A model folder in g_tmp/m: links to every real file except `mutant`. */
+/* A model folder in g_tmp/m: links to the real model's files; tokenizer.json is the small test
+ * tokenizer while g_tiny_tok is set (the weights' and config's mutants need a tokenizer that
+ * loads, not the real one's 0.1 s of parsing per mutant). */
+static bool g_tiny_tok;
 static void make_model_dir(void) {
     static const char *files[] = {"config.json", "tokenizer.json", "model.safetensors", "modules.json",
                                   "sentence_bert_config.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -58,6 +64,8 @@ static void make_model_dir(void) {
     if (!realpath(".models/all-MiniLM-L6-v2", real)) exit(2);
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         snprintf(src, sizeof src, "%s/%s", real, files[i]);
+        if (g_tiny_tok && !strcmp(files[i], "tokenizer.json") && !realpath("tests/fixtures/tokenizer_tiny.json", src))
+            exit(2);
         snprintf(dst, sizeof dst, "%s/%s", g_model, files[i]);
         unlink(dst);
         if (symlink(src, dst) != 0) exit(2);
@@ -97,6 +105,12 @@ static void try_load(const char *what, size_t variant) {
     }
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -110,6 +124,7 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
     snprintf(path, sizeof path, "%s/%s", g_model, name);
     unsigned char *buf = malloc(n);
     int before_l = g_loaded, before_r = g_rejected;
+    double t0 = now_s();
     for (size_t len = 0; len < region; len += stride) {
         unlink(path);
         write_file(path, orig, len, 0);
@@ -123,7 +138,9 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
         write_file(path, buf, region, pad_to);
         try_load(name, (size_t)k);
     }
-    printf("%s: %d mutants loaded, %d rejected\n", name, g_loaded - before_l, g_rejected - before_r);
+    printf("%s: %d mutants loaded, %d rejected (%.1f s)\n", name, g_loaded - before_l, g_rejected - before_r,
+           now_s() - t0);
+    fflush(stdout);
     free(buf);
     make_model_dir(); /* restore the link */
 }
@@ -157,6 +174,7 @@ static void store_mutants(void) {
     snprintf(mut, sizeof mut, "%s/mutant.db", g_tmp);
     unsigned char *buf = malloc(n);
     int opened = 0, refused = 0;
+    double t0 = now_s();
     for (size_t k = 0; k < n / 512 + FLIPS; k++) {
         size_t len = n;
         memcpy(buf, orig, n);
@@ -197,7 +215,7 @@ static void store_mutants(void) {
         CHECK_MSG(b.current_total == a.current_total, "store mutant %zu leaked %lld bytes", k,
                   (long long)(b.current_total - a.current_total));
     }
-    printf("store: %d mutants opened, %d refused\n", opened, refused);
+    printf("store: %d mutants opened, %d refused (%.1f s)\n", opened, refused, now_s() - t0);
     free(buf);
     free(orig);
 }
@@ -259,6 +277,7 @@ int main(void) {
     if (!mkdtemp(g_tmp)) return 2;
     modattn_ctx_options o = {.threads = 1, .plugin_path = ""};
     CHECK(modattn_ctx_create(&o, &g_ctx) == 0);
+    g_tiny_tok = true;
     make_model_dir();
 
     size_t n;
@@ -283,6 +302,8 @@ int main(void) {
     mutate_file("model.safetensors", st, region, region, region > 20000 ? 3 : 1, (off_t)sb.st_size);
     free(st);
 
+    g_tiny_tok = false;
+    make_model_dir();
     /* tokenizer.json: the real one at a stride of 4093 bytes plus its first 2,000 prefixes, then flips */
     unsigned char *tok = slurp(".models/all-MiniLM-L6-v2/tokenizer.json", &n);
     CHECK(tok != NULL);
