@@ -34,6 +34,8 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     embed_golden *g = eg_load(path, &n);
     CHECK_MSG(g && n > 0, "%s: cannot read the fixture %s", label, path);
     if (!g || n == 0) return;
+    const size_t n_all = n;
+    n = eg_sanitizer_subset(g, n, label);
 
     modattn_mem_stats m0, m1;
     modattn_mem_get_stats(&m0);
@@ -41,7 +43,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     int st = modattn_model_load(ctx, dir, &m);
     CHECK_MSG(st == 0, "%s: load: %s", label, modattn_last_error());
     if (st) {
-        eg_free(g, n);
+        eg_free(g, n_all);
         return;
     }
     const modattn_model_info *info = modattn_model_get_info(m);
@@ -203,7 +205,7 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     free(out);
     free(ref);
     free(ntok);
-    eg_free(g, n);
+    eg_free(g, n_all);
 }
 
 int main(void) {

@@ -103,6 +103,8 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
               x->label, x->fixture);
     if (!g) return;
     check_fixture(x, g, n);
+    const size_t n_all = n;
+    n = eg_sanitizer_subset(g, n, x->label);
 
     modattn_mem_stats m0, m1;
     modattn_mem_get_stats(&m0);
@@ -110,7 +112,7 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
     int st = modattn_model_load(ctx, x->dir, &m);
     CHECK_MSG(st == 0, "%s: load %s: %s", x->label, x->dir, modattn_last_error());
     if (st) {
-        eg_free(g, n);
+        eg_free(g, n_all);
         return;
     }
     const modattn_model_info *info = modattn_model_get_info(m);
@@ -122,7 +124,7 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
            info->max_tokens, info->normalize ? "yes" : "no", info->weights_hash);
     if (dim != x->dim || g[0].dim != dim) {
         modattn_model_free(m);
-        eg_free(g, n);
+        eg_free(g, n_all);
         return;
     }
 
@@ -255,7 +257,7 @@ done:
     free(ref);
     free(ntok);
     free(ids);
-    eg_free(g, n);
+    eg_free(g, n_all);
 }
 
 int main(void) {
