@@ -6,8 +6,6 @@
 #include "modattn/modattn.h"
 #include "test_util.h"
 
-#include <time.h>
-
 /* op returns 0 on success or a negative status, and must free everything it made either way. */
 typedef int (*sweep_op)(void *arg);
 
@@ -21,15 +19,9 @@ static uint64_t sweep_attempts_hint;
 /* The failure number of the run in progress (for an op that opens what it needs unfailed). */
 static uint64_t sweep_current_n;
 
-static double sweep_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n) {
     modattn_mem_stats before, after;
-    const double t0 = sweep_now_s();
+    const uint64_t t0 = modattn_now_ns();
     sweep_current_n = 0; /* the first run: nothing fails */
     if (op(arg) != 0) {
         t_fail++;
@@ -57,7 +49,7 @@ static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n
                 continue;
             }
             t_pass++;
-            printf("%s: %d allocation points, each failure clean (%.1f s)\n", name, n - 1, sweep_now_s() - t0);
+            printf("%s: %d allocation points, each failure clean (%.1f s)\n", name, n - 1, 1e-9 * (double)(modattn_now_ns() - t0));
             fflush(stdout);
             return n - 1;
         }

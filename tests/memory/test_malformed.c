@@ -15,7 +15,6 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define FLIPS 1000
@@ -105,12 +104,6 @@ static void try_load(const char *what, size_t variant) {
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
@@ -124,7 +117,7 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
     snprintf(path, sizeof path, "%s/%s", g_model, name);
     unsigned char *buf = malloc(n);
     int before_l = g_loaded, before_r = g_rejected;
-    double t0 = now_s();
+    const uint64_t t0 = modattn_now_ns();
     for (size_t len = 0; len < region; len += stride) {
         unlink(path);
         write_file(path, orig, len, 0);
@@ -139,7 +132,7 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
         try_load(name, (size_t)k);
     }
     printf("%s: %d mutants loaded, %d rejected (%.1f s)\n", name, g_loaded - before_l, g_rejected - before_r,
-           now_s() - t0);
+           1e-9 * (double)(modattn_now_ns() - t0));
     fflush(stdout);
     free(buf);
     make_model_dir(); /* restore the link */
@@ -174,7 +167,7 @@ static void store_mutants(void) {
     snprintf(mut, sizeof mut, "%s/mutant.db", g_tmp);
     unsigned char *buf = malloc(n);
     int opened = 0, refused = 0;
-    double t0 = now_s();
+    const uint64_t t0 = modattn_now_ns();
     for (size_t k = 0; k < n / 512 + FLIPS; k++) {
         size_t len = n;
         memcpy(buf, orig, n);
@@ -215,7 +208,7 @@ static void store_mutants(void) {
         CHECK_MSG(b.current_total == a.current_total, "store mutant %zu leaked %lld bytes", k,
                   (long long)(b.current_total - a.current_total));
     }
-    printf("store: %d mutants opened, %d refused (%.1f s)\n", opened, refused, now_s() - t0);
+    printf("store: %d mutants opened, %d refused (%.1f s)\n", opened, refused, 1e-9 * (double)(modattn_now_ns() - t0));
     free(buf);
     free(orig);
 }
