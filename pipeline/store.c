@@ -1,7 +1,9 @@
 /* pipeline/store.c — the document store on SQLite (schema and guarantees in modattn/store.h).
  *
- * SQLite's own memory goes through modattn_malloc (category "other") so that --stats and
- * --mem-budget see it; that is configured once per process, before SQLite initialises. Statements
+ * SQLite's own memory goes through modattn_malloc (category "other"), so that --stats and
+ * --mem-budget see it, only when the program asks (modattn_store_account_sqlite_memory: it is
+ * process-wide, and a library must not change the allocator of an SQLite that others in the
+ * process use, e.g. Python's sqlite3 module). Statements
  * are prepared once per store and reset after each use. */
 #include <ctype.h>
 #include <errno.h>
@@ -33,13 +35,22 @@ static int sq_init(void *ud) { (void)ud; return SQLITE_OK; }
 static void sq_shutdown(void *ud) { (void)ud; }
 
 static pthread_once_t g_sqlite_once = PTHREAD_ONCE_INIT;
+static int g_sqlite_status; /* what the first modattn_store_account_sqlite_memory() found */
 static void sqlite_setup(void) {
     static const sqlite3_mem_methods mm = {sq_malloc, sq_free, sq_realloc, sq_size,
                                            sq_roundup, sq_init, sq_shutdown, NULL};
-    /* Fails harmlessly (SQLITE_MISUSE) if something else in the process initialised SQLite
-     * first: its memory is then simply not counted. */
-    (void)sqlite3_config(SQLITE_CONFIG_MALLOC, &mm);
-    (void)sqlite3_initialize();
+    /* SQLITE_MISUSE when something else in the process initialised SQLite first */
+    if (sqlite3_config(SQLITE_CONFIG_MALLOC, &mm) != SQLITE_OK) g_sqlite_status = MODATTN_EUNSUPPORTED;
+    else if (sqlite3_initialize() != SQLITE_OK) g_sqlite_status = MODATTN_EIO;
+}
+
+int modattn_store_account_sqlite_memory(void) {
+    pthread_once(&g_sqlite_once, sqlite_setup);
+    if (g_sqlite_status == MODATTN_EUNSUPPORTED)
+        return modattn_error(g_sqlite_status, "SQLite's memory cannot be counted: SQLite was initialised "
+                             "in this process before modattn_store_account_sqlite_memory()");
+    if (g_sqlite_status) return modattn_error(g_sqlite_status, "SQLite failed to initialise");
+    return 0;
 }
 
 /* ------------------------------------------------------------------ the store */
@@ -350,7 +361,6 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_store_open: out is NULL");
     *out = NULL;
     if (!path || !*path) return modattn_error(MODATTN_EINVAL, "modattn_store_open: no path");
-    pthread_once(&g_sqlite_once, sqlite_setup);
     bool readonly = (flags & MODATTN_STORE_READONLY) != 0;
     struct stat sb;
     if (stat(path, &sb) != 0) {

@@ -20,13 +20,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* oneDNN parallelises with OpenMP over omp_get_max_threads(), a setting of the calling thread: 1
+ * while oneDNN runs, and the caller's own setting back after (the caller may be a program's main
+ * thread, e.g. Python's, whose OpenMP users must not find it changed). */
+static int omp_single_begin(void) {
+    const int prev = omp_get_max_threads();
+    if (prev != 1) omp_set_num_threads(1);
+    return prev;
+}
+static void omp_single_end(int prev) {
+    if (prev != 1) omp_set_num_threads(prev);
+}
+
 void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
-    /* oneDNN parallelises with OpenMP over omp_get_max_threads(), a per-thread setting: 1 here. */
-    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    const int omp_prev = omp_single_begin();
     /* dnnl_sgemm is row-major; it only fails on invalid arguments, which are ours to get right. */
     (void)dnnl_sgemm('N', 'T', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    omp_single_end(omp_prev);
 }
 
 const char *modattn__gemm_name(void) { return "onednn"; }
@@ -117,10 +129,13 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         (s = dnnl_primitive_create(&reorder, rpd)) ||
         (s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)))
         goto dnnl_err;
-    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-    dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, wsrc}, {DNNL_ARG_TO, wdst}};
-    if ((s = dnnl_primitive_execute(reorder, stream, 2, ra)) || (s = dnnl_stream_wait(stream)))
-        goto dnnl_err;
+    {
+        const int omp_prev = omp_single_begin();
+        dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, wsrc}, {DNNL_ARG_TO, wdst}};
+        if ((s = dnnl_primitive_execute(reorder, stream, 2, ra)) == dnnl_success) s = dnnl_stream_wait(stream);
+        omp_single_end(omp_prev);
+        if (s != dnnl_success) goto dnnl_err;
+    }
     goto done;
 dnnl_err:
     st = dnnl_fail(s, what);
@@ -145,7 +160,7 @@ size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->s
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { return p ? p->packed_bytes : 0; }
 
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
-    if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+    const int omp_prev = omp_single_begin();
     dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_status_t s;
@@ -165,6 +180,7 @@ out:
     if (wts) dnnl_memory_destroy(wts);
     if (src) dnnl_memory_destroy(src);
     if (stream) dnnl_stream_destroy(stream);
+    omp_single_end(omp_prev);
     return s == dnnl_success ? 0 : dnnl_fail(s, "matmul");
 }
 

@@ -18,7 +18,10 @@
 
 /* ------------------------------------------------------------------ ISA choice */
 
-static const flash_isa *_Atomic g_forced_isa;
+/* Forced by the control op for calls made from the forcing thread only (the kernel is chosen on
+ * the calling thread, before any work is handed to the pool): a test or benchmark that forces an
+ * ISA never changes what other threads of the process run. */
+static _Thread_local const flash_isa *g_forced_isa;
 
 static const flash_isa *isa_auto(void) {
     const modattn_cpu_features *f = modattn_cpu_get();
@@ -34,7 +37,7 @@ static const flash_isa *isa_auto(void) {
 }
 
 const flash_isa *modattn__flash_isa_select(void) {
-    const flash_isa *forced = atomic_load(&g_forced_isa);
+    const flash_isa *forced = g_forced_isa;
     return forced ? forced : isa_auto();
 }
 
@@ -221,12 +224,12 @@ static int flash_control(void *ctx, int op, void *arg) {
         return 0;
     case MODATTN_CPU_FLASH_CTL_FORCE_ISA: {
         if (!arg) {
-            atomic_store(&g_forced_isa, NULL);
+            g_forced_isa = NULL;
             return 0;
         }
         const flash_isa *isa = modattn__flash_isa_by_name(arg);
         if (!isa) return MODATTN_EUNSUPPORTED;
-        atomic_store(&g_forced_isa, isa);
+        g_forced_isa = isa;
         return 0;
     }
     default:

@@ -78,6 +78,7 @@ const flash_isa *modattn__flash_isa_by_name(const char *name);
 
 /* cpu_flash control() ops */
 #define MODATTN_CPU_FLASH_CTL_ISA_NAME 1 /* arg: const char ** — the ISA run() will use */
-#define MODATTN_CPU_FLASH_CTL_FORCE_ISA 2 /* arg: const char * name or NULL to restore auto (tests) */
+#define MODATTN_CPU_FLASH_CTL_FORCE_ISA 2 /* arg: const char * name or NULL to restore auto (tests);
+                                          * for calls made from the calling thread only */
 
 #endif

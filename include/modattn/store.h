@@ -51,6 +51,15 @@ typedef struct modattn_store modattn_store;
 #define MODATTN_STORE_CREATE 1u   /* create the file if missing (else MODATTN_ENOTFOUND) */
 #define MODATTN_STORE_READONLY 2u /* searching: no writes */
 
+/* Opt-in, process-wide: route all of SQLite's memory (every connection in the process, the
+ * store's and any other) through modattn's accounting (category "other"), so that --stats and
+ * memory budgets count it and allocation-failure tests reach it. Call it once, before anything in
+ * the process initialises SQLite; later calls return the first one's result. The CLI and the
+ * server call it at start; a library embedding modattn next to other SQLite users (Python's
+ * sqlite3 module) should not. MODATTN_EUNSUPPORTED when SQLite was initialised already (its memory
+ * is then simply not counted; everything else works). */
+int modattn_store_account_sqlite_memory(void);
+
 /* Opens (and with CREATE, initialises) the store at path. A file that is not an SQLite database
  * is MODATTN_EFORMAT; a schema version this build does not know is MODATTN_EVERSION.
  * Ownership: close with modattn_store_close(). */

@@ -145,6 +145,11 @@ int main(void) {
         fprintf(stderr, "test_sweep_pipeline: %s is missing: run `make model`\n", MODEL);
         return 1;
     }
+    /* SQLite's allocations go through modattn's (opt-in, as in the CLI): the sweeps reach them */
+    if (modattn_store_account_sqlite_memory() != 0) {
+        fprintf(stderr, "test_sweep_pipeline: %s\n", modattn_last_error());
+        return 1;
+    }
     if (!mkdtemp(g_dir)) return 2;
     snprintf(g_doc, sizeof g_doc, "%s/bees.txt", g_dir);
     FILE *f = fopen(g_doc, "w");
