@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 
 #include <jansson.h>
+#include "modattn/store.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,6 +230,8 @@ int main(int argc, char **argv) {
     /* First, before any JSON exists: jansson's allocations (tokenizer.json, config.json, the
      * safetensors header, the JSON we print) count in --stats and against --mem-budget. */
     if (modattn_json_count_allocations() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
+    /* SQLite's memory too (process-wide, so only a program may ask; nothing here used SQLite yet) */
+    if (modattn_store_account_sqlite_memory() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
     cli_globals g;
     memset(&g, 0, sizeof g);
     g.prog = "modattn";
@@ -258,7 +261,11 @@ int main(int argc, char **argv) {
         return cli_finish_stdout(nrest == 0 ? 2 : 0);
     }
     if (strcmp(rest[0], "--version") == 0) {
-        printf("modattn %s\n", MODATTN_VERSION_STRING);
+        /* the version, what this build holds, and what this CPU offers (kernels are chosen at run time) */
+        char isa[256];
+        modattn_cpu_describe(isa, sizeof isa);
+        printf("modattn %s\n%scpu: %s (%s)\n", modattn_version(), modattn_build_info(), modattn_cpu_get()->model_name,
+               isa);
         free(rest);
         return cli_finish_stdout(0);
     }

@@ -32,6 +32,10 @@ expect 0 "usage: modattn" -- "$BIN" --help
 expect 2 "usage: modattn" -- "$BIN"
 expect 2 "unknown command 'frobnicate'" -- "$BIN" frobnicate
 expect 0 "modattn 0." -- "$BIN" --version
+# --version says what the build holds and where it came from (issue 17)
+for line in "devices: cpu" "attention: reference" "encoder GEMM: " "cpu_flash kernels: " "server: " "build: " "commit: " "cpu: "; do
+  expect 0 "$line" -- "$BIN" --version
+done
 expect 0 "reference" -- "$BIN" backends
 expect 0 "usage: modattn backends" -- "$BIN" backends --help
 expect 0 "usage: modattn check" -- "$BIN" check --help
