@@ -94,6 +94,47 @@ int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float
     return st;
 }
 
+int modattn_store_vectors_topk_batch(const modattn_store_vectors *v, const float *queries, size_t nq,
+                                     size_t k, const modattn_exec *exec, int64_t *ids, float *scores,
+                                     size_t *nout) {
+    if (nq && !nout) return modattn_error(MODATTN_EINVAL, "vectors_topk_batch: nout is NULL");
+    for (size_t q = 0; q < nq; q++) nout[q] = 0;
+    if (!v || (nq && (!queries || (k && (!ids || !scores)))))
+        return modattn_error(MODATTN_EINVAL, "vectors_topk_batch: NULL argument");
+    if (k == 0 || nq == 0 || v->n == 0) return 0;
+    const size_t kk = k > v->n ? v->n : k;
+    if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || kk > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS / nq)
+        return modattn_error(MODATTN_ERANGE, "vectors_topk_batch: %zu queries x k = %zu is too large", nq, k);
+    /* each segment's best kk per query, then per query the best kk of those */
+    modattn_hit *hits = modattn_malloc(nq * kk * sizeof *hits, MODATTN_MEM_WORKSPACE);
+    size_t *got = modattn_malloc(nq * sizeof *got, MODATTN_MEM_WORKSPACE);
+    cand *cands = modattn_malloc(nq * v->nseg * kk * sizeof *cands, MODATTN_MEM_WORKSPACE);
+    size_t *nc = modattn_calloc(nq, sizeof *nc, MODATTN_MEM_WORKSPACE);
+    int st = 0;
+    if (!hits || !got || !cands || !nc) st = modattn_mem_last_status();
+    for (size_t g = 0; !st && g < v->nseg; g++) {
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        st = modattn_topk_batch(sg->data, sg->n, v->dim, v->ld, queries, nq, v->dim, kk, exec, v->mask,
+                                sg->row0, hits, got);
+        for (size_t q = 0; !st && q < nq; q++) {
+            cand *c = cands + q * v->nseg * kk;
+            for (size_t i = 0; i < got[q]; i++)
+                c[nc[q]++] = (cand){hits[q * kk + i].score, sg->chunk_ids[hits[q * kk + i].row]};
+        }
+    }
+    for (size_t q = 0; !st && q < nq; q++) {
+        cand *c = cands + q * v->nseg * kk;
+        if (v->nseg > 1) qsort(c, nc[q], sizeof *c, cand_cmp);
+        nout[q] = nc[q] < kk ? nc[q] : kk;
+        for (size_t i = 0; i < nout[q]; i++) ids[q * k + i] = c[i].id, scores[q * k + i] = c[i].score;
+    }
+    modattn_free(hits);
+    modattn_free(got);
+    modattn_free(cands);
+    modattn_free(nc);
+    return st;
+}
+
 int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
     return modattn_search_ex(store, model, query, k, exec, out, nout, NULL);
@@ -160,10 +201,30 @@ static void note(modattn_search_notes *n, const char *msg) {
     if (n && !n->note[0]) snprintf(n->note, sizeof n->note, "%s", msg);
 }
 
+/* modattn_search_run; with pre (modattn_search_batch), the vector ranking's candidates are given
+ * (pre_n of them, for the normalised query_vec, without a path prefix) instead of scanned here. */
+static int search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                      const char *query_text, size_t query_len, const modattn_search_params *p,
+                      const modattn_exec *exec, const int64_t *pre_ids, const float *pre_scores, size_t pre_n,
+                      modattn_search_result **out, size_t *nout, modattn_search_notes *notes);
+
 int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
                        const char *query_text, size_t query_len, const modattn_search_params *p,
                        const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                        modattn_search_notes *notes) {
+    return search_run(store, v, query_vec, query_text, query_len, p, exec, NULL, NULL, 0, out, nout, notes);
+}
+
+/* how many candidates each ranking brings for p */
+static size_t candidates_for(const modattn_search_params *p) {
+    const size_t k = p->k;
+    return p->mode != MODATTN_SEARCH_HYBRID ? k : p->candidates ? p->candidates : (k > 50 ? k : 50);
+}
+
+static int search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+                      const char *query_text, size_t query_len, const modattn_search_params *p,
+                      const modattn_exec *exec, const int64_t *pre_ids, const float *pre_scores, size_t pre_n,
+                      modattn_search_result **out, size_t *nout, modattn_search_notes *notes) {
     if (notes) memset(notes, 0, sizeof *notes);
     if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_run: NULL argument");
     *out = NULL;
@@ -175,7 +236,7 @@ int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, con
     if (k == 0) return 0;
     const bool keywords = modattn_store_has_keywords(store);
     if (mode == MODATTN_SEARCH_KEYWORD && !keywords) return modattn_store_keyword_topk(store, "", 0, NULL, NULL, NULL, nout);
-    const size_t cand = mode != MODATTN_SEARCH_HYBRID ? k : p->candidates ? p->candidates : (k > 50 ? k : 50);
+    const size_t cand = candidates_for(p);
     if (cand > SIZE_MAX / 16 || k > SIZE_MAX / 16)
         return modattn_error(MODATTN_ERANGE, "modattn_search_run: k %zu or candidates %zu is too large", k, cand);
     const double rrf_k = p->rrf_k > 0 ? p->rrf_k : MODATTN_SEARCH_RRF_K, kw = p->keyword_weight > 0 ? p->keyword_weight : MODATTN_SEARCH_KEYWORD_WEIGHT;
@@ -195,7 +256,11 @@ int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, con
     if (keywords && query_text && (st = modattn_store_keyword_query(store, query_text, query_len, &fts, NULL))) goto done;
 
     /* the vector ranking */
-    if (mode != MODATTN_SEARCH_KEYWORD && v->n > 0) {
+    if (mode != MODATTN_SEARCH_KEYWORD && pre_ids) {
+        nv = pre_n < cand ? pre_n : cand;
+        memcpy(vids, pre_ids, nv * sizeof *vids);
+        memcpy(vsc, pre_scores, nv * sizeof *vsc);
+    } else if (mode != MODATTN_SEARCH_KEYWORD && v->n > 0) {
         if (p->path_prefix && (st = modattn_store_chunk_ids_under(store, p->path_prefix, &allow, &nallow))) goto done;
         uint64_t tr = modattn_trace_begin();
         st = p->path_prefix ? modattn_store_vectors_topk_among(v, q, cand, exec, allow ? allow : vids, nallow, vids, vsc, &nv)
@@ -350,6 +415,92 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
 done:
     modattn_store_vectors_free(&v);
     modattn_free(q);
+    return st;
+}
+
+int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
+                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                         size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
+    if (where) memset(where, 0, sizeof *where);
+    if (!out || !nout || (nq && !queries)) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
+    for (size_t i = 0; i < nq; i++) {
+        out[i] = NULL;
+        nout[i] = 0;
+        if (notes) memset(&notes[i], 0, sizeof notes[i]);
+    }
+    if (!store || !model || !p) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
+    for (size_t i = 0; i < nq; i++)
+        if (!queries[i]) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: query %zu is NULL", i);
+    const modattn_model_info *info = modattn_model_get_info(model);
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
+    int st = modattn_store_check_model(store, &sm);
+    if (st || p->k == 0 || nq == 0) return st;
+    const size_t dim = info->dim, cand = candidates_for(p);
+    const bool vectors = p->mode != MODATTN_SEARCH_KEYWORD;
+    if (nq > SIZE_MAX / sizeof(float) / dim || cand > SIZE_MAX / 16 / nq)
+        return modattn_error(MODATTN_ERANGE, "modattn_search_batch: %zu queries x %zu candidates is too large", nq, cand);
+    float *q = vectors ? modattn_malloc(nq * dim * sizeof(float), MODATTN_MEM_OTHER) : NULL;
+    int64_t *ids = vectors && !p->path_prefix ? modattn_malloc(nq * cand * sizeof *ids, MODATTN_MEM_OTHER) : NULL;
+    float *sc = ids ? modattn_malloc(nq * cand * sizeof *sc, MODATTN_MEM_OTHER) : NULL;
+    size_t *nc = ids ? modattn_calloc(nq, sizeof *nc, MODATTN_MEM_OTHER) : NULL;
+    modattn_store_vectors v;
+    memset(&v, 0, sizeof v);
+    if ((vectors && !q) || (ids && (!sc || !nc)) || (vectors && !p->path_prefix && !ids)) {
+        st = modattn_mem_last_status();
+        goto done;
+    }
+    /* every query embedded in one call (a query's vector does not depend on the others) */
+    if (vectors && (st = modattn_model_embed(model, queries, NULL, nq, q, NULL))) {
+        st = modattn_error_prefix(st, "embedding the queries");
+        goto done;
+    }
+    if (vectors && (st = modattn_store_open_vectors(store, &v))) goto done;
+    v.dim = dim;
+    if (where) {
+        where->mapped = v.map != NULL;
+        snprintf(where->note, sizeof where->note, "%s", v.note);
+        where->vectors = v.n;
+    }
+    if (ids) {
+        /* the vector ranking of every query in one pass over the vectors */
+        /* normalised as search_run normalises its copy (which gets the raw vector, as one query would) */
+        float *qn = modattn_malloc(nq * dim * sizeof(float), MODATTN_MEM_OTHER);
+        if (!qn) {
+            st = modattn_mem_last_status();
+            goto done;
+        }
+        memcpy(qn, q, nq * dim * sizeof(float));
+        for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
+        uint64_t tr = modattn_trace_begin();
+        st = modattn_store_vectors_topk_batch(&v, qn, nq, cand, exec, ids, sc, nc);
+        modattn_free(qn);
+        if (st) goto done;
+        if (tr) {
+            char shape[80];
+            snprintf(shape, sizeof shape, "n=%zu dim=%zu queries=%zu k=%zu", v.n, dim, nq, cand);
+            modattn_trace_end(tr, "search.scan_batch", "topk_batch", shape, (double)v.n * (double)dim * 4.0,
+                              2.0 * (double)v.n * (double)dim * (double)nq);
+        }
+    }
+    for (size_t i = 0; i < nq && !st; i++) {
+        static const float zero = 0;
+        st = search_run(store, &v, vectors ? q + i * dim : &zero, queries[i], strlen(queries[i]), p, exec,
+                        ids ? ids + i * cand : NULL, sc ? sc + i * cand : NULL, nc ? nc[i] : 0, &out[i], &nout[i],
+                        notes ? &notes[i] : NULL);
+        if (st) st = modattn_error_prefix(st, "query %zu", i + 1);
+    }
+    if (st)
+        for (size_t i = 0; i < nq; i++) {
+            modattn_search_results_free(out[i], nout[i]);
+            out[i] = NULL;
+            nout[i] = 0;
+        }
+done:
+    modattn_store_vectors_free(&v);
+    modattn_free(q);
+    modattn_free(ids);
+    modattn_free(sc);
+    modattn_free(nc);
     return st;
 }
 

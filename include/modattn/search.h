@@ -63,6 +63,24 @@ int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float
                                      const modattn_exec *exec, const int64_t *allow, size_t nallow,
                                      int64_t *ids, float *scores, size_t *nout);
 
+/* The k best rows for each of nq queries (queries: [nq, dim], rows qld floats apart) in one pass
+ * over mat: blocks of rows are scored against blocks of queries by a GEMM (compute-bound, each row
+ * read once per 256 queries instead of once per query), each query keeps its k + 8 best by those
+ * scores, and these are scored again with modattn_topk's kernel: the scores are modattn_topk's bit
+ * for bit, and so is the order, unless the GEMM's rounding (~1e-7) moved a row across the cut by
+ * more than 8 places. skip/skip_row0 as modattn_topk_masked (NULL: none). out: [nq, k], query q's
+ * hits at out + q * k, best first; nout: [nq], min(k, rows not left out). Workspace: O(threads x
+ * nq x (k + 8)) hits and 1 MiB of scores per thread (category WORKSPACE). */
+int modattn_topk_batch(const float *mat, size_t n, size_t dim, size_t ld, const float *queries,
+                       size_t nq, size_t qld, size_t k, const modattn_exec *exec, const uint8_t *skip,
+                       size_t skip_row0, modattn_hit *out, size_t *nout);
+
+/* modattn_store_vectors_topk for nq normalised queries at once (queries [nq, v->dim], contiguous)
+ * through modattn_topk_batch: ids and scores [nq, k] (query q's at + q * k), nout [nq]. */
+int modattn_store_vectors_topk_batch(const modattn_store_vectors *v, const float *queries, size_t nq,
+                                     size_t k, const modattn_exec *exec, int64_t *ids, float *scores,
+                                     size_t *nout);
+
 /* scores[i] = dot(mat row i, query) for i in [0, n), with one ISA (tests, benchmarks). */
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores);
@@ -165,6 +183,16 @@ typedef struct modattn_search_info {
 int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                         size_t *nout, modattn_search_info *info, modattn_search_notes *notes);
+/* modattn_search_with for nq queries at once: the store's model checked once, every query embedded
+ * in one call, the vectors opened once, and (without a path prefix) the vector rankings of all
+ * queries found in one pass over the vectors (modattn_store_vectors_topk_batch: compute-bound
+ * instead of memory-bound, the same results as one query at a time); the keyword rankings and the
+ * fusion then run per query. out and nout: [nq] (query i's results in out[i], to be freed with
+ * modattn_search_results_free(out[i], nout[i])); notes: NULL or [nq]. On error every out[i] is NULL
+ * and the message names the query ("query 3: ..."). */
+int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
+                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                         size_t *nout, modattn_search_info *info, modattn_search_notes *notes);
 /* modattn_search, telling where the vectors came from (info may be NULL). */
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,

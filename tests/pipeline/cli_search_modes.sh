@@ -125,6 +125,40 @@ assert c.execute(\"select count(*) from chunks_fts where chunks_fts match 'E4021
 check "the migrated store's old chunks are found by keyword: $(head -c 300 "$T/o.json" "$T/o.err")" python3 -c "
 import json, sys; r = json.load(open(sys.argv[1]))['results']; assert r[0]['path'].endswith('errors.md')" "$T/o.json"
 
+# --queries FILE: every line a query, answered in one batch (one embed call, one pass over the
+# vectors), each query's results equal to a search of it alone, in every mode
+printf 'how does write-ahead logging keep the database safe after a crash\n\n  \nE4021\na tea party with the March Hare and the Hatter\nsmoke the hive NEAR "bees\n' > "$T/queries.txt"
+for mode in vector hybrid keyword; do
+  js --mode $mode -k 4 --queries "$T/queries.txt" > "$T/batch.jsonl"
+  check "--queries --mode $mode: each line equals the query searched alone: $(head -c 300 "$T/batch.jsonl" "$T/err")" \
+    python3 - "$T/batch.jsonl" "$T/queries.txt" "$BIN" "$MODEL" "$DB" $mode <<'PY'
+import json, subprocess, sys
+out, qfile, binary, model, db, mode = sys.argv[1:]
+qs = [l.rstrip("\n") for l in open(qfile) if l.strip()]
+lines = [json.loads(l) for l in open(out)]
+assert len(lines) == len(qs) == 4, (len(lines), len(qs))
+for i, (q, b) in enumerate(zip(qs, lines)):
+    assert b["query"] == i + 1 and b["text"] == q and b["mode"] == mode, b
+    one = json.loads(subprocess.run([binary, "search", "--json", "--model", model, "--db", db, "--mode", mode, "-k", "4", q],
+                                    capture_output=True, text=True, check=True).stdout)
+    assert one["results"] == b["results"], (q, one["results"][:1], b["results"][:1])
+PY
+done
+"$BIN" search --model "$MODEL" --db "$DB" -k 2 --queries - < "$T/queries.txt" > "$T/b.txt" 2> "$T/err"
+check "--queries - reads standard input; text output heads each query: $(head -c 300 "$T/b.txt" "$T/err")" \
+  bash -c '[ "$(grep -c "^== query [1-4]: " "$1")" = 4 ] && grep -q "^== query 2: E4021" "$1"' _ "$T/b.txt"
+# bad input: clear errors, exit status 2 for usage, 1 for an unreadable file
+"$BIN" search --model "$MODEL" --db "$DB" --queries "$T/none.txt" > /dev/null 2> "$T/err"; st=$?
+check "--queries of a missing file: status 1 and the file named: $(cat "$T/err")" bash -c '[ "$1" = 1 ] && grep -q "none.txt" "$2"' _ $st "$T/err"
+printf '\n  \n' > "$T/blank.txt"
+"$BIN" search --model "$MODEL" --db "$DB" --queries "$T/blank.txt" > /dev/null 2> "$T/err"; st=$?
+check "--queries of blank lines only: status 2, 'no query': $(cat "$T/err")" bash -c '[ "$1" = 2 ] && grep -q "no query" "$2"' _ $st "$T/err"
+"$BIN" search --model "$MODEL" --db "$DB" --queries "$T/queries.txt" bees > /dev/null 2> "$T/err"; st=$?
+check "QUERY words and --queries together: status 2: $(cat "$T/err")" bash -c '[ "$1" = 2 ] && grep -q "not both" "$2"' _ $st "$T/err"
+printf 'bees\nhoney\0comb\n' > "$T/nul.txt"
+"$BIN" search --model "$MODEL" --db "$DB" --queries "$T/nul.txt" > /dev/null 2> "$T/err"; st=$?
+check "--queries with a NUL byte: refused, naming the line: $(cat "$T/err")" bash -c '[ "$1" != 0 ] && grep -q "line 2" "$2"' _ $st "$T/err"
+
 # an SQLite without FTS5 (MODATTN_TEST_NO_FTS5=1): index says so, the store stays at schema 2,
 # hybrid searches by meaning, keyword mode is refused
 MODATTN_TEST_NO_FTS5=1 "$BIN" index --quiet --model "$MODEL" --db "$T/nofts.db" "$T/more" > /dev/null 2> "$T/nf.err"

@@ -469,6 +469,69 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
     free(hits);
 }
 
+/* modattn_topk_batch against modattn_topk query by query: the same rows and the same scores, bit
+ * for bit (candidates are re-scored with the single-query kernel), serial and threaded, with a
+ * mask, more queries than one GEMM takes, k larger than n, and errors. */
+static void test_topk_batch_case(size_t n, size_t dim, size_t nq, size_t k, const modattn_exec *exec,
+                                 bool masked) {
+    const size_t ld = dim + 3, qld = dim + 1;
+    float *m = malloc((n ? n : 1) * ld * sizeof(float)), *qs = malloc(nq * qld * sizeof(float));
+    uint8_t *skip = masked ? calloc(n / 8 + 2, 1) : NULL;
+    for (size_t i = 0; i < n * ld; i++) m[i] = frand();
+    for (size_t i = 0; i < nq * qld; i++) qs[i] = frand();
+    if (skip)
+        for (size_t r = 0; r < n; r += 3) skip[(r + 5) / 8] |= (uint8_t)(1u << ((r + 5) % 8));
+    modattn_hit *hb = malloc(nq * k * sizeof *hb), *h1 = malloc(k * sizeof *h1);
+    size_t *nb = malloc(nq * sizeof *nb);
+    int st = modattn_topk_batch(m, n, dim, ld, qs, nq, qld, k, exec, skip, 5, hb, nb);
+    CHECK_MSG(st == 0, "batch n=%zu dim=%zu nq=%zu k=%zu: %s", n, dim, nq, k, modattn_last_error());
+    size_t bad = 0;
+    for (size_t q = 0; st == 0 && q < nq; q++) {
+        size_t n1 = 0;
+        CHECK(modattn_topk_masked(m, n, dim, ld, qs + q * qld, k, NULL, MODATTN_SCAN_AUTO, skip, 5, h1, &n1) == 0);
+        if (n1 != nb[q]) bad++;
+        for (size_t i = 0; i < n1 && i < nb[q]; i++)
+            if (h1[i].row != hb[q * k + i].row || memcmp(&h1[i].score, &hb[q * k + i].score, sizeof(float)))
+                bad++;
+    }
+    CHECK_MSG(bad == 0, "batch n=%zu dim=%zu nq=%zu k=%zu%s: %zu differences from modattn_topk", n, dim, nq,
+              k, masked ? " masked" : "", bad);
+    free(m), free(qs), free(skip), free(hb), free(h1), free(nb);
+}
+
+static void test_topk_batch(void) {
+    modattn_ctx *ctx = NULL;
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 3;
+    o.plugin_path = "";
+    CHECK(modattn_ctx_create(&o, &ctx) == 0);
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
+    test_topk_batch_case(1, 4, 1, 1, NULL, false);
+    test_topk_batch_case(5, 3, 4, 10, NULL, false);      /* k > n */
+    test_topk_batch_case(1000, 384, 7, 10, NULL, false);
+    test_topk_batch_case(1000, 17, 3, 5, NULL, true);
+    test_topk_batch_case(5000, 384, 300, 10, ex, false); /* two GEMMs of queries, 5 blocks of rows */
+    test_topk_batch_case(4097, 33, 20, 50, ex, true);
+    /* ties go to the lower row; NaN ranks last, as modattn_topk */
+    {
+        float m[5 * 4] = {1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, NAN, 0, 0, 0, 1, 0, 0, 0};
+        float q[8] = {1, 0, 0, 0, 0, 1, 0, 0};
+        modattn_hit h[10];
+        size_t n[2] = {0, 0};
+        CHECK(modattn_topk_batch(m, 5, 4, 4, q, 2, 4, 5, NULL, NULL, 0, h, n) == 0 && n[0] == 5 && n[1] == 5);
+        CHECK(h[0].row == 0 && h[1].row == 2 && h[2].row == 4 && h[3].row == 1 && h[4].row == 3);
+        CHECK(h[4].score == -INFINITY && h[5].row == 1 && h[5].score == 1.0f);
+    }
+    modattn_hit h[2];
+    size_t n[2] = {7, 7};
+    float v[8] = {0};
+    CHECK_ERR(modattn_topk_batch(v, 1, 4, 2, v, 1, 4, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "ld");
+    CHECK_ERR(modattn_topk_batch(v, 1, 4, 4, v, 1, 2, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "qld");
+    CHECK(modattn_topk_batch(v, 1, 4, 4, v, 2, 4, 0, NULL, NULL, 0, h, n) == 0 && n[0] == 0 && n[1] == 0);
+    modattn_ctx_free(ctx);
+}
+
 static void test_topk(void) {
     static const size_t dims[] = {1, 3, 8, 15, 16, 17, 31, 33, 64, 384};
     static const size_t ns[] = {0, 1, 3, 4, 5, 97, 1000};
@@ -979,6 +1042,18 @@ static int sweep_topk(void *arg) {
     return modattn_topk(m, n, dim, dim, q, 5, ex, MODATTN_SCAN_AUTO, h, &nh);
 }
 
+static int sweep_topk_batch(void *arg) {
+    const modattn_exec *ex = arg;
+    size_t n = 3000, dim = 8;
+    static float m[3000 * 8];
+    float q[3 * 8];
+    for (size_t i = 0; i < n * dim; i++) m[i] = (float)((i * 7919) % 101) / 101.0f;
+    for (size_t i = 0; i < 3 * dim; i++) q[i] = (float)i;
+    modattn_hit h[3 * 5];
+    size_t nh[3];
+    return modattn_topk_batch(m, n, dim, dim, q, 3, dim, 5, ex, NULL, 0, h, nh);
+}
+
 static int sweep_sanitize(void *arg) {
     (void)arg;
     size_t n = 0;
@@ -1002,6 +1077,7 @@ static void test_alloc_failures(const char *dir) {
         /* the pool's workers free their start-up argument when they first run: let them */
         sweep_topk((void *)modattn_ctx_exec(ctx));
         sweep_allocations("topk", sweep_topk, (void *)modattn_ctx_exec(ctx), 20);
+        sweep_allocations("topk batch", sweep_topk_batch, (void *)modattn_ctx_exec(ctx), 20);
         modattn_ctx_free(ctx);
     }
     modattn_tokenizer *tok = NULL;
@@ -1028,6 +1104,7 @@ int main(void) {
     test_pdf();
     test_chunking();
     test_topk();
+    test_topk_batch();
     test_store(dir);
     test_keywords(dir);
     test_keywords_pruned(dir);
