@@ -275,7 +275,7 @@ int main(int argc, char **argv) {
             static char name[64];
             snprintf(name, sizeof name, "modattn batch (%zu queries per call)", queries);
             const double per = tb[1] / (double)queries * 1e3;
-            result r = {n, name, per, 0, per, 0};
+            result r = {n, name, per, -1, per, -1}; /* p99, GB/s: none for one call */
             res[nres++] = r;
             printf("n=%-8zu %-38s %8.3f ms per query (%.1f ms the call, %.1f GFLOP/s; same hits as one "
                    "query at a time: %s)\n", n, name, per, tb[1] * 1e3,
@@ -320,10 +320,14 @@ int main(int argc, char **argv) {
                    "\"paired_n\": %zu, \"paired_fraction\": %.4f, \"results\": [",
                 dim, k, queries, ex->nthreads, modattn_scan_isa_name(isa), cpu, bw, bw1, maxn, paired);
         for (size_t i = 0; i < nres; i++)
-            fprintf(f, "%s{\"n\": %zu, \"config\": \"%s\", \"p50_ms\": %.4f, \"p99_ms\": %.4f, "
-                       "\"mean_ms\": %.4f, \"gbs\": %.3f}",
-                    i ? ", " : "", res[i].n, res[i].config, res[i].p50_ms, res[i].p99_ms,
-                    res[i].mean_ms, res[i].gbs);
+        {
+            char p99[32] = "null", gbs[32] = "null";
+            if (res[i].p99_ms >= 0) snprintf(p99, sizeof p99, "%.4f", res[i].p99_ms);
+            if (res[i].gbs >= 0) snprintf(gbs, sizeof gbs, "%.3f", res[i].gbs);
+            fprintf(f, "%s{\"n\": %zu, \"config\": \"%s\", \"p50_ms\": %.4f, \"p99_ms\": %s, "
+                       "\"mean_ms\": %.4f, \"gbs\": %s}",
+                    i ? ", " : "", res[i].n, res[i].config, res[i].p50_ms, p99, res[i].mean_ms, gbs);
+        }
         fprintf(f, "]}\n");
         fclose(f);
     }
