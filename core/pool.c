@@ -3,6 +3,7 @@
  * threads take turns (run_mu); a call from inside one of the pool's own tasks runs serially on
  * that thread instead of waiting for itself. */
 #define _GNU_SOURCE
+#include "core/signals.h"
 #include "modattn/core.h"
 
 #include <pthread.h>
@@ -96,17 +97,24 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
             p->nthreads = 1; /* no worker started: nothing to join */
             goto fail;
         }
+        /* the workers are born with asynchronous signals blocked, for good: a process-directed
+         * signal goes to one of the program's own threads, never into a kernel running here
+         * (core/signals.h says why that matters); the creator's mask is put back */
+        sigset_t old_mask;
+        modattn__signals_hold(&old_mask);
         for (int t = 1; t < nthreads; t++) {
             worker_arg *a = &p->args[t - 1];
             a->pool = p;
             a->id = t;
             if (pthread_create(&p->threads[t - 1], NULL, worker_main, a) != 0) {
+                modattn__signals_release(&old_mask);
                 p->nthreads = t;
                 modattn_error(MODATTN_ERUNTIME, "could not start thread %d of %d", t, nthreads);
                 modattn_pool_free(p);
                 return MODATTN_ERUNTIME;
             }
         }
+        modattn__signals_release(&old_mask);
     }
     *out = p;
     return 0;

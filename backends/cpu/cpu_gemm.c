@@ -15,6 +15,7 @@
 #include "modattn/status.h"
 
 #if defined(MODATTN_GEMM_ONEDNN)
+#include "core/signals.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -36,8 +37,11 @@ void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
     if (M <= 0 || N <= 0) return;
     const int omp_prev = omp_single_begin();
+    sigset_t sig; /* oneDNN's JIT GEMMs must not take a signal (core/signals.h) */
+    modattn__signals_hold(&sig);
     /* dnnl_sgemm is row-major; it only fails on invalid arguments, which are ours to get right. */
     (void)dnnl_sgemm('N', 'T', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    modattn__signals_release(&sig);
     omp_single_end(omp_prev);
 }
 
@@ -135,8 +139,11 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         goto dnnl_err;
     {
         dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, wsrc}, {DNNL_ARG_TO, wdst}};
-        if ((s = dnnl_primitive_execute(reorder, stream, 2, ra)) || (s = dnnl_stream_wait(stream)))
-            goto dnnl_err;
+        sigset_t sig;
+        modattn__signals_hold(&sig);
+        if ((s = dnnl_primitive_execute(reorder, stream, 2, ra)) == dnnl_success) s = dnnl_stream_wait(stream);
+        modattn__signals_release(&sig);
+        if (s != dnnl_success) goto dnnl_err;
     }
     goto done;
 dnnl_err:
@@ -175,8 +182,11 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
         goto out;
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst},
                                {DNNL_ARG_SCRATCHPAD, scr}};
+    sigset_t sig; /* the matmul may run oneDNN's JIT GEMM (gemm:jit on AVX2): core/signals.h */
+    modattn__signals_hold(&sig);
     if ((s = dnnl_primitive_execute(p->prim, stream, 4, args)) == dnnl_success)
         s = dnnl_stream_wait(stream);
+    modattn__signals_release(&sig);
 out:
     if (scr) dnnl_memory_destroy(scr);
     if (dst) dnnl_memory_destroy(dst);

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #if defined(MODATTN_CPU_BLAS_ONEDNN)
+#include "core/signals.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #define BLAS_NAME "oneDNN sgemm"
@@ -66,7 +67,10 @@ static void sgemm(bool bt, int64_t M, int64_t N, int64_t K, float alpha, const f
                   const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
 #if defined(MODATTN_CPU_BLAS_ONEDNN)
     /* dnnl_sgemm only fails on invalid arguments: the callers below guarantee them. */
+    sigset_t sig; /* oneDNN's JIT GEMMs must not take a signal (core/signals.h) */
+    modattn__signals_hold(&sig);
     (void)dnnl_sgemm('N', bt ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    modattn__signals_release(&sig);
 #else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, bt ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K,
                 alpha, A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
