@@ -6,7 +6,8 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   libjansson-dev libutf8proc-dev libopenblas-dev libdnnl-dev
   libsqlite3-dev libxxhash-dev libpoppler-glib-dev libxml2-dev
-  python3 python3-pip unzip ca-certificates valgrind
+  # python3-dev: the Python binding (python/, a CPython extension; only a Recommends of python3-pip)
+  python3 python3-pip python3-dev unzip ca-certificates valgrind
   # test_flash_neon_cross: the NEON kernel cross-compiled for AArch64 and run under user-mode qemu
   # (libc6-dev-arm64-cross is only a Recommends of the compiler, and recommends are not installed)
   gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user

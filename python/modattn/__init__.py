@@ -1,0 +1,155 @@
+"""modattn: sentence embeddings, attention and document search in C, from Python.
+
+    import modattn
+    m = modattn.Model(".models/all-MiniLM-L6-v2")
+    vecs = m.encode(["first text", "second text"])        # numpy float32 (2, m.dim)
+
+    out = modattn.attention(q, k, v, causal=True)          # numpy float32 (B, H, S, D) arrays
+    print(modattn.explain(q, k, v, causal=True))           # which implementation runs it, and why
+
+    with modattn.Store("notes.db", m) as s:
+        s.index(["notes/"])                                # folders and files, recursively
+        for hit in s.search("how does the store survive a crash", k=3):
+            print(hit["score"], hit["path"], hit["line"])
+
+Model.encode follows sentence-transformers' SentenceTransformer.encode (same keyword names where
+they mean the same) and gives the vectors `modattn embed` gives, bit for bit. Every long call
+releases the GIL: threads may encode with one Model at once. Errors of the library are
+modattn.Error subclasses that are also the matching built-in exceptions (InvalidArgumentError is a
+ValueError, NotFoundError a FileNotFoundError, OutOfMemoryError a MemoryError, ...).
+"""
+
+from typing import List, Optional, Tuple, TypedDict
+
+from ._modattn import (
+    DEFAULT_BATCH_TOKENS,
+    Error,
+    FormatError,
+    InputOutputError,
+    InvalidArgumentError,
+    Model,
+    ModelMismatchError,
+    NotFoundError,
+    OutOfMemoryError,
+    Store,
+    UnsupportedError,
+    __version__,
+    backends,
+    check,
+)
+from ._modattn import attention as _attention
+from ._modattn import explain as _explain
+
+__all__ = [
+    "CheckResult",
+    "Error",
+    "FormatError",
+    "IndexResult",
+    "InputOutputError",
+    "InvalidArgumentError",
+    "Model",
+    "ModelMismatchError",
+    "NotFoundError",
+    "OutOfMemoryError",
+    "SearchHit",
+    "Store",
+    "UnsupportedError",
+    "__version__",
+    "attention",
+    "backends",
+    "check",
+    "explain",
+]
+
+
+class IndexResult(TypedDict):
+    """What Store.index returns."""
+
+    files_seen: int
+    files_indexed: int
+    files_unchanged: int
+    files_skipped: int
+    files_failed: int
+    files_pruned: int
+    chunks: int
+    tokens: int
+    bytes_read: int
+    seconds: float
+    vector_file: str  # "current", "appended", "written" or "not written"
+    vector_file_note: str
+    errors: List[Tuple[str, str]]  # (path, message)
+    skipped: List[Tuple[str, str]]  # (path, reason)
+    pruned: List[Tuple[str, str]]
+
+
+class SearchHit(TypedDict):
+    """One result of Store.search (byte offsets into the document's text; line and page 1-based, 0 if
+    unknown; vector_rank, keyword_rank, cosine, bm25 None when that ranking did not bring it)."""
+
+    rank: int
+    score: float
+    path: str
+    start_byte: int
+    end_byte: int
+    line: int
+    page: int
+    kind: str
+    text: str
+    chunk_id: int
+    vector_rank: Optional[int]
+    keyword_rank: Optional[int]
+    cosine: Optional[float]
+    bm25: Optional[float]
+    highlights: List[Tuple[int, int]]  # byte ranges of text that the query's words match
+
+
+class CheckResult(TypedDict):
+    """What check() returns."""
+
+    backend: str
+    passed: int
+    failed: int
+    unsupported: int
+    configurations: int
+    worst_error_ratio: float
+    first_failure: str
+    unsupported_reason: str
+    ok: bool
+    text: str
+
+
+def attention(q, k, v, *, causal=False, mask=None, kv_lens=None, scale=None, return_lse=False, backend="auto"):
+    """softmax(scale * q k^T + mask) v, by modattn's dispatcher (or the implementation `backend` names).
+
+    q: (B, Hq, Sq, D), k: (B, Hkv, Sk, D), v: (B, Hkv, Sk, Dv) float32 arrays, any strides (views are
+    read in place, never copied); Hq a multiple of Hkv (grouped-query attention).
+    causal: query i sees key j iff j <= i + (L - Sq), L = kv_lens[b] or Sk (bottom-right aligned).
+    mask: additive float32 (B|1, Hq|1, Sq, Sk) or (Sq, Sk), entries finite or -inf; a bool mask is
+      taken as True = may attend (turned into 0 / -inf).
+    kv_lens: B ints, keys j >= kv_lens[b] are padding.  scale: None for 1/sqrt(D).
+    Returns out (B, Hq, Sq, Dv) float32, and lse (B, Hq, Sq) too with return_lse=True. A row that sees
+    no key gives zeros (and lse -inf). backend: "auto", an implementation (modattn.backends()), or
+    "a,b" (that order, the next on failure).
+    """
+    if mask is not None and getattr(getattr(mask, "dtype", None), "kind", None) == "b":
+        import numpy as np
+
+        mask = np.where(mask, np.float32(0.0), np.float32(-np.inf)).astype(np.float32)
+    return _attention(q, k, v, causal=causal, mask=mask, kv_lens=kv_lens, scale=scale, return_lse=return_lse,
+                      backend=backend)
+
+
+def explain(q, k, v, *, causal=False, mask=None, kv_lens=None, scale=None, return_lse=False, backend="auto",
+            device=None):
+    """What the dispatcher would do with attention(q, k, v, ...) under `backend`: the implementation
+    it picks, the capable ones in the order they would be tried, and each refusal with its reason.
+
+    q, k, v (and mask) are arrays as for attention(), or their shapes: explain((1, 12, 128, 32),
+    (1, 12, 128, 32), (1, 12, 128, 32), causal=True). device: where the tensors would be ("cpu" when
+    None, "opencl", "opencl:1"). Returns the text `modattn explain` prints; it never raises because
+    nothing can run the call (it says so), only for invalid arguments.
+    """
+    if mask is not None and getattr(getattr(mask, "dtype", None), "kind", None) == "b":
+        mask = tuple(mask.shape)
+    return _explain(q, k, v, causal=causal, mask=mask, kv_lens=kv_lens, scale=scale, return_lse=return_lse,
+                    backend=backend, device=device)

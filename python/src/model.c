@@ -1,0 +1,567 @@
+/* python/src/model.c — modattn.Model: a sentence-transformers model directory loaded by the
+ * library; encode() and tokenize().
+ *
+ * A Model owns a thread pool, an attention context (its policy: `backend`) and the model. Each
+ * encode() call takes a session of the context from the model's free list (a new one when every
+ * kept session is in use), so that threads encoding with one Model at once each run with their
+ * own threads and workspace (modattn_model_embed_with), with the GIL released. What uses the
+ * model's own pool (modattn_model_embed: a store's indexing and searching) holds `own`. */
+#include "pymodattn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+pm_model *pm_model_check(PyObject *o) {
+    if (!PyObject_TypeCheck(o, &pm_ModelType)) {
+        PyErr_Format(PyExc_TypeError, "expected a modattn.Model, not %.100s", Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    pm_model *m = (pm_model *)o;
+    if (!m->model) {
+        PyErr_SetString(PyExc_ValueError, "the Model is not loaded (its __init__ failed or was not called)");
+        return NULL;
+    }
+    return m;
+}
+
+pm_model *pm_model_check_run(PyObject *o) {
+    pm_model *m = pm_model_check(o);
+    if (m && m->pid != getpid()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Model was loaded in the parent of this forked process, whose threads it needs: "
+                        "load the model in the child (or use the 'spawn' or 'forkserver' start method)");
+        return NULL;
+    }
+    return m;
+}
+
+static void model_release(pm_model *self) {
+    if (self->pid && self->pid != getpid()) {
+        /* a forked child: the pools' threads are not here, freeing would wait for them */
+        self->model = NULL;
+        self->ctx = NULL;
+        self->pool = NULL;
+        self->info = NULL;
+        self->sessions.n = 0;
+        return;
+    }
+    pm_sessions_clear(&self->sessions); /* sessions before their context */
+    modattn_model_free(self->model);     /* the model before its context and pool */
+    modattn_ctx_free(self->ctx);
+    modattn_pool_free(self->pool);
+    self->model = NULL;
+    self->ctx = NULL;
+    self->pool = NULL;
+    self->info = NULL;
+    if (self->own) PyThread_free_lock(self->own);
+    self->own = NULL;
+}
+
+static void model_dealloc(pm_model *self) {
+    model_release(self);
+    Py_CLEAR(self->path);
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->backend);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static const char *const PRECISIONS = "fp32";
+
+static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"path", "device", "threads", "precision", "backend", NULL};
+    PyObject *path_obj = NULL, *threads_obj = Py_None;
+    const char *device = "auto", *precision = "fp32", *backend = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sOss:Model", kwlist, &path_obj, &device, &threads_obj,
+                                     &precision, &backend))
+        return -1;
+    if (self->model) {
+        PyErr_SetString(PyExc_RuntimeError, "Model.__init__ called twice: make a new Model instead");
+        return -1;
+    }
+    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "float32") != 0) {
+        pm_invalid("precision '%s' is not available: modattn runs models in %s only "
+                     "(precisions: %s)", precision, PRECISIONS, PRECISIONS);
+        return -1;
+    }
+    int threads = 0;
+    if (threads_obj != Py_None) {
+        long t = PyLong_AsLong(threads_obj);
+        if (t == -1 && PyErr_Occurred()) return -1;
+        if (t < 0 || t > 1024) {
+            pm_invalid("threads=%ld: expected None (one per CPU) or 0 to 1024", t);
+            return -1;
+        }
+        threads = (int)t;
+    }
+    PyObject *fs = NULL; /* bytes */
+    if (!PyUnicode_FSConverter(path_obj, &fs)) return -1;
+    PyObject *path_str = PyOS_FSPath(path_obj);
+    if (!path_str) {
+        Py_DECREF(fs);
+        return -1;
+    }
+    if (PyBytes_Check(path_str)) {
+        PyObject *d = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(path_str));
+        Py_DECREF(path_str);
+        path_str = d;
+        if (!path_str) {
+            Py_DECREF(fs);
+            return -1;
+        }
+    }
+    const char *dir = PyBytes_AS_STRING(fs);
+    const char *dev = (strcmp(device, "auto") == 0 || strcmp(device, "cpu") == 0 || !*device) ? NULL : device;
+    const char *policy = (strcmp(backend, "auto") == 0 || !*backend) ? NULL : backend;
+    PyThread_type_lock own = PyThread_allocate_lock();
+    if (!own) {
+        Py_DECREF(fs);
+        Py_DECREF(path_str);
+        PyErr_NoMemory();
+        return -1;
+    }
+    modattn_pool *pool = NULL;
+    modattn_ctx *ctx = NULL;
+    modattn_model *model = NULL;
+    pm_error e;
+    int st = 0;
+    const char *stage = NULL;
+    PM_BEGIN_CALL
+    if ((st = modattn_pool_create(threads, &pool))) {
+        pm_capture(&e, st);
+        stage = "creating the thread pool";
+    } else {
+        modattn_ctx_options co;
+        memset(&co, 0, sizeof co);
+        co.pool = pool;
+        co.policy = policy;
+        if ((st = modattn_ctx_create(&co, &ctx))) {
+            pm_capture(&e, st);
+            stage = NULL; /* the message names the policy */
+        } else {
+            modattn_model_options mo;
+            memset(&mo, 0, sizeof mo);
+            mo.device = dev;
+            mo.pool = pool;
+            if ((st = modattn_model_load_ex(ctx, dir, &mo, &model))) {
+                pm_capture(&e, st);
+                stage = "loading the model";
+            }
+        }
+    }
+    if (st) {
+        modattn_model_free(model);
+        modattn_ctx_free(ctx);
+        modattn_pool_free(pool);
+    }
+    PM_END_CALL
+    if (st) {
+        PyThread_free_lock(own);
+        Py_DECREF(path_str);
+        /* the message names the file; say which folder was asked for when it does not */
+        char ctxbuf[512];
+        if (!stage || strstr(e.msg, dir)) snprintf(ctxbuf, sizeof ctxbuf, "%s", stage ? stage : "");
+        else snprintf(ctxbuf, sizeof ctxbuf, "%s '%.400s'", stage, dir);
+        Py_DECREF(fs);
+        pm_raise(&e, stage ? ctxbuf : NULL);
+        return -1;
+    }
+    Py_DECREF(fs);
+    self->pool = pool;
+    self->ctx = ctx;
+    self->model = model;
+    self->info = modattn_model_get_info(model);
+    self->threads = threads;
+    self->own = own;
+    self->pid = getpid();
+    self->sessions.threads = threads;
+    Py_XSETREF(self->path, path_str);
+    Py_XSETREF(self->device, PyUnicode_FromString(device));
+    Py_XSETREF(self->backend, PyUnicode_FromString(backend));
+    if (!self->device || !self->backend) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ texts */
+
+/* The texts of a call, pinned: a tuple holding a reference to every item, and each item's UTF-8
+ * bytes (owned by the str or bytes object, valid while the tuple lives). */
+typedef struct texts {
+    PyObject *items; /* tuple */
+    Py_ssize_t n;
+    const char **ptr;
+    size_t *len;
+    bool single;
+} texts;
+
+static void texts_free(texts *t) {
+    Py_CLEAR(t->items);
+    PyMem_Free((void *)t->ptr);
+    PyMem_Free(t->len);
+    t->ptr = NULL;
+    t->len = NULL;
+}
+
+/* str -> its UTF-8; bytes -> as they are (invalid UTF-8 is replaced by U+FFFD by the tokenizer,
+ * as Python's errors="replace"). 0, or -1 with an exception naming the index. */
+static int texts_get(PyObject *obj, texts *t) {
+    memset(t, 0, sizeof *t);
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj)) {
+        t->single = true;
+        t->items = PyTuple_Pack(1, obj);
+    } else {
+        t->items = PySequence_Tuple(obj);
+        if (!t->items) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "texts must be a str or a list of str, not %.100s",
+                             Py_TYPE(obj)->tp_name);
+            }
+            return -1;
+        }
+    }
+    if (!t->items) return -1;
+    t->n = PyTuple_GET_SIZE(t->items);
+    t->ptr = PyMem_Malloc((size_t)(t->n ? t->n : 1) * sizeof *t->ptr);
+    t->len = PyMem_Malloc((size_t)(t->n ? t->n : 1) * sizeof *t->len);
+    if (!t->ptr || !t->len) {
+        texts_free(t);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < t->n; i++) {
+        PyObject *it = PyTuple_GET_ITEM(t->items, i);
+        if (PyUnicode_Check(it)) {
+            Py_ssize_t L;
+            const char *s = PyUnicode_AsUTF8AndSize(it, &L);
+            if (!s) { /* a lone surrogate: not encodable as UTF-8 */
+                PyObject *ev = pm_exc_value();
+                PyErr_Format(PyExc_ValueError, "texts[%zd] cannot be encoded as UTF-8: %S", i, ev ? ev : Py_None);
+                Py_XDECREF(ev);
+                texts_free(t);
+                return -1;
+            }
+            t->ptr[i] = s;
+            t->len[i] = (size_t)L;
+        } else if (PyBytes_Check(it)) {
+            t->ptr[i] = PyBytes_AS_STRING(it);
+            t->len[i] = (size_t)PyBytes_GET_SIZE(it);
+        } else {
+            if (t->single) PyErr_Format(PyExc_TypeError, "texts must be str, not %.100s", Py_TYPE(it)->tp_name);
+            else PyErr_Format(PyExc_TypeError, "texts[%zd] is %.100s, not str", i, Py_TYPE(it)->tp_name);
+            texts_free(t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ encode */
+
+/* Indices sorted by length, longest first (ties by index): batches of similar lengths waste
+ * the least padding, as sentence-transformers does. The vectors do not depend on it. */
+static const size_t *g_sort_len;
+static int by_len_desc(const void *a, const void *b) {
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    if (g_sort_len[i] != g_sort_len[j]) return g_sort_len[i] > g_sort_len[j] ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
+static void progress(Py_ssize_t done, Py_ssize_t n, bool end) {
+    pm_exc saved;
+    pm_exc_take(&saved); /* never lose or cause an exception here */
+    PySys_FormatStderr("\rmodattn: encoded %zd/%zd texts%s", done, n, end ? "\n" : "");
+    PyObject *err = PySys_GetObject("stderr"); /* borrowed */
+    if (err && err != Py_None) {
+        PyObject *r = PyObject_CallMethod(err, "flush", NULL);
+        Py_XDECREF(r);
+    }
+    PyErr_Clear();
+    pm_exc_give_back(&saved);
+}
+
+static PyObject *model_encode(pm_model *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"texts", "batch_size", "normalize_embeddings", "show_progress_bar",
+                             "convert_to_numpy", "sentences", NULL};
+    PyObject *obj = NULL, *norm_obj = Py_None, *sentences = NULL;
+    Py_ssize_t batch_size = 32;
+    int show = 0, to_numpy = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnOppO:encode", kwlist, &obj, &batch_size, &norm_obj, &show,
+                                     &to_numpy, &sentences))
+        return NULL;
+    if (!pm_model_check_run((PyObject *)self)) return NULL;
+    if (obj && sentences) {
+        PyErr_SetString(PyExc_TypeError, "encode() got both texts and sentences");
+        return NULL;
+    }
+    if (!obj) obj = sentences;
+    if (!obj) {
+        PyErr_SetString(PyExc_TypeError, "encode() missing the texts to encode");
+        return NULL;
+    }
+    if (batch_size < 1) {
+        pm_invalid("batch_size=%zd: expected at least 1", batch_size);
+        return NULL;
+    }
+    int normalize = 0;
+    if (norm_obj != Py_None && (normalize = PyObject_IsTrue(norm_obj)) < 0) return NULL;
+    /* the model's own Normalize module already did it: normalising again would change the last
+     * bits only, and the vectors would no longer be the ones `modattn embed` gives */
+    if (self->info->normalize) normalize = 0;
+
+    texts t;
+    if (texts_get(obj, &t) < 0) return NULL;
+    const size_t dim = self->info->dim;
+    const Py_ssize_t n = t.n;
+    Py_ssize_t shape[2] = {n, (Py_ssize_t)dim};
+    PyObject *arr = t.single ? pm_empty_f32(1, shape + 1) : pm_empty_f32(2, shape);
+    if (!arr) {
+        texts_free(&t);
+        return NULL;
+    }
+    Py_buffer view;
+    if (pm_writable_f32(arr, &view) < 0) {
+        Py_DECREF(arr);
+        texts_free(&t);
+        return NULL;
+    }
+    float *out = view.buf;
+    size_t bs = (size_t)batch_size < (size_t)(n ? n : 1) ? (size_t)batch_size : (size_t)(n ? n : 1);
+    size_t *order = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *order);
+    const char **cptr = PyMem_Malloc(bs * sizeof *cptr);
+    size_t *clen = PyMem_Malloc(bs * sizeof *clen);
+    float *cout = PyMem_Malloc(bs * dim * sizeof *cout);
+    modattn_session *session = NULL;
+    PyObject *result = NULL;
+    if (!order || !cptr || !clen || !cout) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) order[i] = (size_t)i;
+    g_sort_len = t.len; /* (the GIL serialises the sorts) */
+    qsort(order, (size_t)n, sizeof *order, by_len_desc);
+    g_sort_len = NULL;
+    if (n > 0 && pm_sessions_take(&self->sessions, self->ctx, &session) < 0) goto done;
+    for (Py_ssize_t first = 0; first < n; first += (Py_ssize_t)bs) {
+        size_t cnt = (size_t)(n - first) < bs ? (size_t)(n - first) : bs;
+        for (size_t j = 0; j < cnt; j++) {
+            cptr[j] = t.ptr[order[first + (Py_ssize_t)j]];
+            clen[j] = t.len[order[first + (Py_ssize_t)j]];
+        }
+        pm_error e;
+        int st;
+        PM_BEGIN_CALL
+        st = modattn_model_embed_with(self->model, session, cptr, clen, cnt, cout, NULL);
+        if (st) {
+            pm_capture(&e, st);
+        } else {
+            for (size_t j = 0; j < cnt; j++) {
+                float *row = out + order[first + (Py_ssize_t)j] * dim;
+                memcpy(row, cout + j * dim, dim * sizeof *row);
+                if (normalize) modattn_vec_normalize(row, dim);
+            }
+        }
+        PM_END_CALL
+        if (st) {
+            pm_raise(&e, "encode");
+            goto done;
+        }
+        if (show) progress(first + (Py_ssize_t)cnt, n, first + (Py_ssize_t)cnt == n);
+        /* Ctrl-C between chunks: KeyboardInterrupt, everything freed below */
+        if (PyErr_CheckSignals() < 0) goto done;
+    }
+    if (to_numpy || t.single) {
+        Py_INCREF(arr);
+        result = arr;
+    } else {
+        result = PyList_New(n);
+        for (Py_ssize_t i = 0; result && i < n; i++) {
+            PyObject *row = PySequence_GetItem(arr, i);
+            if (!row) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, i, row);
+        }
+    }
+done:
+    if (session) pm_sessions_give(&self->sessions, session);
+    PyMem_Free(order);
+    PyMem_Free((void *)cptr);
+    PyMem_Free(clen);
+    PyMem_Free(cout);
+    PyBuffer_Release(&view);
+    Py_DECREF(arr);
+    texts_free(&t);
+    return result;
+}
+
+/* ------------------------------------------------------------------ tokenize */
+
+#define TOK_CHUNK 256
+
+static PyObject *model_tokenize(pm_model *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"texts", NULL};
+    PyObject *obj;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O:tokenize", kwlist, &obj)) return NULL;
+    if (!pm_model_check((PyObject *)self)) return NULL;
+    texts t;
+    if (texts_get(obj, &t) < 0) return NULL;
+    const size_t maxt = self->info->max_tokens;
+    size_t chunk = t.n < TOK_CHUNK ? (size_t)(t.n ? t.n : 1) : TOK_CHUNK;
+    int32_t *ids = PyMem_Malloc(chunk * maxt * sizeof *ids);
+    size_t *cnt = PyMem_Malloc(chunk * sizeof *cnt);
+    PyObject *list = PyList_New(t.n);
+    PyObject *result = NULL;
+    if (!ids || !cnt || !list) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t first = 0; first < t.n; first += (Py_ssize_t)chunk) {
+        size_t c = (size_t)(t.n - first) < chunk ? (size_t)(t.n - first) : chunk;
+        pm_error e;
+        int st = 0;
+        size_t bad = 0;
+        PM_BEGIN_CALL
+        for (size_t j = 0; j < c && !st; j++) {
+            st = modattn_model_tokenize(self->model, t.ptr[first + (Py_ssize_t)j], t.len[first + (Py_ssize_t)j],
+                                        ids + j * maxt, maxt, &cnt[j]);
+            if (st) {
+                pm_capture(&e, st);
+                bad = (size_t)first + j;
+            }
+        }
+        PM_END_CALL
+        if (st) {
+            char where[64];
+            snprintf(where, sizeof where, "tokenizing texts[%zu]", bad);
+            pm_raise(&e, where);
+            goto done;
+        }
+        for (size_t j = 0; j < c; j++) {
+            PyObject *l = PyList_New((Py_ssize_t)cnt[j]);
+            if (!l) goto done;
+            for (size_t k = 0; k < cnt[j]; k++) {
+                PyObject *v = PyLong_FromLong(ids[j * maxt + k]);
+                if (!v) {
+                    Py_DECREF(l);
+                    goto done;
+                }
+                PyList_SET_ITEM(l, (Py_ssize_t)k, v);
+            }
+            PyList_SET_ITEM(list, first + (Py_ssize_t)j, l);
+        }
+        if (PyErr_CheckSignals() < 0) goto done;
+    }
+    if (t.single) {
+        result = PyList_GET_ITEM(list, 0);
+        Py_INCREF(result);
+    } else {
+        result = list;
+        list = NULL;
+    }
+done:
+    Py_XDECREF(list);
+    PyMem_Free(ids);
+    PyMem_Free(cnt);
+    texts_free(&t);
+    return result;
+}
+
+/* ------------------------------------------------------------------ attributes */
+
+#define MODEL_GET(name) \
+    static PyObject *get_##name(pm_model *self, void *c) { \
+        (void)c; \
+        if (!pm_model_check((PyObject *)self)) return NULL;
+
+MODEL_GET(dim) return PyLong_FromSize_t(self->info->dim); }
+MODEL_GET(max_seq_length) return PyLong_FromSize_t(self->info->max_tokens); }
+MODEL_GET(name) return PyUnicode_DecodeFSDefault(self->info->name ? self->info->name : ""); }
+MODEL_GET(normalize) return PyBool_FromLong(self->info->normalize); }
+MODEL_GET(model_type) return PyUnicode_FromString(self->info->model_type ? self->info->model_type : ""); }
+MODEL_GET(hidden_size) return PyLong_FromLong(self->info->hidden); }
+MODEL_GET(num_layers) return PyLong_FromLong(self->info->layers); }
+MODEL_GET(num_heads) return PyLong_FromLong(self->info->heads); }
+MODEL_GET(vocab_size) return PyLong_FromLong(self->info->vocab); }
+MODEL_GET(lower_case) return PyBool_FromLong(self->info->lower_case); }
+MODEL_GET(identity) return PyUnicode_FromString(self->info->identity); }
+MODEL_GET(weights_hash) return PyUnicode_FromString(self->info->weights_hash); }
+MODEL_GET(pooling)
+    char buf[96];
+    modattn_pooling_format(self->info->pooling, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+MODEL_GET(device_name)
+    char buf[64];
+    modattn_device_format(self->info->device, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+MODEL_GET(threads) return PyLong_FromLong(modattn_pool_threads(self->pool)); }
+MODEL_GET(backend) Py_INCREF(self->backend); return self->backend; }
+MODEL_GET(path) Py_INCREF(self->path); return self->path; }
+
+static PyObject *model_repr(pm_model *self) {
+    if (!self->model) return PyUnicode_FromString("<modattn.Model (not loaded)>");
+    char pool[96], dev[64];
+    modattn_pooling_format(self->info->pooling, pool, sizeof pool);
+    modattn_device_format(self->info->device, dev, sizeof dev);
+    return PyUnicode_FromFormat("<modattn.Model %R: dim=%zu, max_seq_length=%zu, pooling=%s%s, device=%s>",
+                                self->path, self->info->dim, self->info->max_tokens, pool,
+                                self->info->normalize ? "+normalize" : "", dev);
+}
+
+static PyGetSetDef model_getset[] = {
+    {"dim", (getter)get_dim, NULL, "Embedding size.", NULL},
+    {"max_seq_length", (getter)get_max_seq_length, NULL,
+     "Word pieces per text after truncation, [CLS]/[SEP] included.", NULL},
+    {"name", (getter)get_name, NULL, "The model folder's name.", NULL},
+    {"normalize", (getter)get_normalize, NULL, "Whether the model L2-normalises its output.", NULL},
+    {"model_type", (getter)get_model_type, NULL, "config.json's model_type.", NULL},
+    {"hidden_size", (getter)get_hidden_size, NULL, "config.json's hidden_size.", NULL},
+    {"num_layers", (getter)get_num_layers, NULL, "config.json's num_hidden_layers.", NULL},
+    {"num_heads", (getter)get_num_heads, NULL, "config.json's num_attention_heads.", NULL},
+    {"vocab_size", (getter)get_vocab_size, NULL, "config.json's vocab_size.", NULL},
+    {"lower_case", (getter)get_lower_case, NULL, "sentence_bert_config's do_lower_case.", NULL},
+    {"identity", (getter)get_identity, NULL, "The model's identity (what a store checks).", NULL},
+    {"weights_hash", (getter)get_weights_hash, NULL, "XXH3-64 of model.safetensors, 16 hex digits.", NULL},
+    {"pooling", (getter)get_pooling, NULL, "Pooling modes ('mean', 'cls', 'mean+max', ...).", NULL},
+    {"device_name", (getter)get_device_name, NULL, "Where the model runs ('cpu', 'opencl:0').", NULL},
+    {"threads", (getter)get_threads, NULL, "Threads of each encode call.", NULL},
+    {"backend", (getter)get_backend, NULL, "The attention policy as given.", NULL},
+    {"path", (getter)get_path, NULL, "The model folder as given.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef model_methods[] = {
+    {"encode", (PyCFunction)(void (*)(void))model_encode, METH_VARARGS | METH_KEYWORDS,
+     "encode($self, texts, batch_size=32, normalize_embeddings=None, show_progress_bar=False, convert_to_numpy=True)\n"
+     "--\n\n"
+     "Embeddings of texts (a str, or a list of str) as a float32 numpy array: (dim,) for one str,\n"
+     "(len(texts), dim) for a list. The vectors equal `modattn embed`'s bit for bit and do not\n"
+     "depend on the other texts or batch_size. batch_size texts go to the library at a time;\n"
+     "Ctrl-C is seen between them. normalize_embeddings=True L2-normalises (a model with a\n"
+     "Normalize module already does; None and False leave the model's output as it is).\n"
+     "bytes items are taken as UTF-8 (invalid sequences become U+FFFD). The GIL is released\n"
+     "while the model runs: threads may encode with one Model at once."},
+    {"tokenize", (PyCFunction)(void (*)(void))model_tokenize, METH_VARARGS | METH_KEYWORDS,
+     "tokenize($self, texts)\n--\n\n"
+     "Token ids as encode feeds them to the model ([CLS] ... [SEP], truncated to max_seq_length):\n"
+     "a list of int for one str, a list of such lists for a list of str."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject pm_ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "modattn.Model",
+    .tp_basicsize = sizeof(pm_model),
+    .tp_dealloc = (destructor)model_dealloc,
+    .tp_repr = (reprfunc)model_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Model(path, device='auto', threads=None, precision='fp32', backend='auto')\n--\n\n"
+              "A BERT-family sentence-transformers model directory, loaded by modattn.\n"
+              "device: 'auto' or 'cpu' (the CPU), or a modattn device name ('opencl', 'opencl:0').\n"
+              "threads: threads per encode call (None: one per CPU). precision: 'fp32' only.\n"
+              "backend: the attention policy ('auto', an implementation's name, or 'a,b').",
+    .tp_methods = model_methods,
+    .tp_getset = model_getset,
+    .tp_init = (initproc)model_init,
+    .tp_new = PyType_GenericNew,
+};

@@ -1,0 +1,526 @@
+/* python/src/store.c — modattn.Store: a document store (modattn/store.h) bound to one Model;
+ * index() walks files into it (modattn_index_paths), search() ranks its chunks
+ * (modattn_search_with).
+ *
+ * A store is used by one thread at a time (its lock); indexing and searching embed with the
+ * model's own pool (modattn_model_embed), so they also hold the model's `own` lock. Both are
+ * taken with the GIL released, store first. Nothing here changes process-wide state: SQLite's
+ * allocator is left as it is (Python's own sqlite3 module shares libsqlite3). */
+#include "pymodattn.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct pm_store {
+    PyObject_HEAD
+    modattn_store *store;
+    pm_model *model; /* strong reference */
+    PyThread_type_lock lock;
+    PyObject *path;  /* str, as given */
+    bool readonly;
+} pm_store;
+
+/* A forked child must not close the parent's SQLite connection (SQLite: never carry a connection
+ * across fork): it is left open, unused. */
+static bool foreign(const pm_store *self) { return self->model && self->model->pid != getpid(); }
+
+static void store_dealloc(pm_store *self) {
+    if (!foreign(self)) modattn_store_close(self->store); /* no other reference: nobody is using it */
+    self->store = NULL;
+    if (self->lock) PyThread_free_lock(self->lock);
+    Py_CLEAR(self->model);
+    Py_CLEAR(self->path);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int store_ready(pm_store *self) {
+    if (!self->lock || !self->model) {
+        PyErr_SetString(PyExc_ValueError, "the Store is not open (its __init__ failed or was not called)");
+        return -1;
+    }
+    if (!pm_model_check_run((PyObject *)self->model)) return -1;
+    if (!self->store) {
+        PyErr_SetString(PyExc_ValueError, "the Store is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* Raises: ModelMismatchError for a store of another model, as the library says. */
+static int check_model(modattn_store *st, const modattn_model_info *in, pm_error *e) {
+    modattn_store_model sm = {in->name, in->weights_hash, in->dim, in->identity};
+    int r = modattn_store_check_model(st, &sm);
+    if (r == MODATTN_ENOTFOUND) return 0; /* nothing indexed yet: the first index() binds it */
+    if (r) pm_capture(e, r);
+    return r;
+}
+
+static int store_init(pm_store *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"path", "model", "readonly", NULL};
+    PyObject *path_obj, *model_obj;
+    int readonly = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|p:Store", kwlist, &path_obj, &model_obj, &readonly)) return -1;
+    if (self->lock) {
+        PyErr_SetString(PyExc_RuntimeError, "Store.__init__ called twice: make a new Store instead");
+        return -1;
+    }
+    pm_model *model = pm_model_check_run(model_obj);
+    if (!model) return -1;
+    PyObject *fs = NULL;
+    if (!PyUnicode_FSConverter(path_obj, &fs)) return -1;
+    PyObject *path_str = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(fs));
+    PyThread_type_lock lock = PyThread_allocate_lock();
+    if (!path_str || !lock) {
+        Py_DECREF(fs);
+        Py_XDECREF(path_str);
+        if (lock) PyThread_free_lock(lock);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    const char *path = PyBytes_AS_STRING(fs);
+    modattn_store *st = NULL;
+    pm_error e;
+    int r;
+    const char *stage = "opening the store";
+    PM_BEGIN_CALL
+    r = modattn_store_open(path, readonly ? MODATTN_STORE_READONLY : MODATTN_STORE_CREATE, &st);
+    if (r) {
+        pm_capture(&e, r);
+    } else if ((r = check_model(st, model->info, &e))) {
+        stage = "the store belongs to another model";
+        modattn_store_close(st);
+        st = NULL;
+    }
+    PM_END_CALL
+    if (r) {
+        char ctxbuf[600];
+        if (strstr(e.msg, path)) snprintf(ctxbuf, sizeof ctxbuf, "%s", stage);
+        else snprintf(ctxbuf, sizeof ctxbuf, "%s '%.400s'", stage, path);
+        Py_DECREF(fs);
+        Py_DECREF(path_str);
+        PyThread_free_lock(lock);
+        pm_raise(&e, ctxbuf);
+        return -1;
+    }
+    Py_DECREF(fs);
+    self->store = st;
+    self->lock = lock;
+    self->readonly = readonly != 0;
+    Py_INCREF(model);
+    self->model = model;
+    self->path = path_str;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ index */
+
+typedef struct index_ud {
+    PyObject *errors, *skipped, *pruned; /* lists of (path, message) */
+    bool progress, shown, failed;
+} index_ud;
+
+static PyObject *pair(const char *path, const char *msg) {
+    PyObject *p = pm_fsdecode(path);
+    PyObject *m = PyUnicode_DecodeUTF8(msg ? msg : "", (Py_ssize_t)strlen(msg ? msg : ""), "replace");
+    PyObject *t = (p && m) ? PyTuple_Pack(2, p, m) : NULL;
+    Py_XDECREF(p);
+    Py_XDECREF(m);
+    return t;
+}
+
+/* Called on the indexing thread (the GIL released): takes the GIL for the lists. */
+static void on_event(void *ud, modattn_index_event ev, const char *path, const char *msg) {
+    index_ud *u = ud;
+    PyObject *list = ev == MODATTN_INDEX_ERROR ? u->errors : ev == MODATTN_INDEX_SKIPPED ? u->skipped
+                   : ev == MODATTN_INDEX_PRUNED ? u->pruned : NULL;
+    if (!list) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *t = pair(path, msg);
+    if (!t || PyList_Append(list, t) < 0) {
+        u->failed = true;
+        PyErr_Clear();
+    }
+    Py_XDECREF(t);
+    PyGILState_Release(g);
+}
+
+static void on_progress(void *ud, const modattn_index_progress *p) {
+    index_ud *u = ud;
+    if (!u->progress) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    pm_exc saved;
+    pm_exc_take(&saved);
+    PySys_WriteStderr("\rmodattn: indexing: %llu/%llu files  %llu chunks", (unsigned long long)p->files_done,
+                      (unsigned long long)p->files_total, (unsigned long long)p->chunks);
+    PyObject *err = PySys_GetObject("stderr");
+    if (err && err != Py_None) {
+        PyObject *r = PyObject_CallMethod(err, "flush", NULL);
+        Py_XDECREF(r);
+    }
+    PyErr_Clear();
+    pm_exc_give_back(&saved);
+    u->shown = true;
+    PyGILState_Release(g);
+}
+
+/* paths: one str / PathLike, or a sequence of them -> a tuple of bytes (os.fsencode). */
+static PyObject *paths_get(PyObject *obj) {
+    PyObject *seq;
+    if (PyUnicode_Check(obj) || PyBytes_Check(obj) || PyObject_HasAttrString(obj, "__fspath__"))
+        seq = PyTuple_Pack(1, obj);
+    else
+        seq = PySequence_Tuple(obj);
+    if (!seq) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "paths must be a path or a list of paths, not %.100s", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out && i < n; i++) {
+        PyObject *b = NULL;
+        if (!PyUnicode_FSConverter(PyTuple_GET_ITEM(seq, i), &b)) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, i, b);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static int set_u64(PyObject *d, const char *k, uint64_t v) {
+    PyObject *o = PyLong_FromUnsignedLongLong(v);
+    if (!o) return -1;
+    int r = PyDict_SetItemString(d, k, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static int set_obj(PyObject *d, const char *k, PyObject *o) {
+    if (!o) return -1;
+    int r = PyDict_SetItemString(d, k, o);
+    Py_DECREF(o);
+    return r;
+}
+
+static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"paths", "progress", "prune", "chunk_tokens", "overlap", "max_file_size", NULL};
+    PyObject *paths_obj;
+    int progress = 1, prune = 0;
+    Py_ssize_t chunk_tokens = 0, overlap = -1;
+    unsigned long long max_file = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p$pnnK:index", kwlist, &paths_obj, &progress, &prune,
+                                     &chunk_tokens, &overlap, &max_file))
+        return NULL;
+    if (store_ready(self) < 0) return NULL;
+    if (chunk_tokens < 0) {
+        pm_invalid("chunk_tokens=%zd: expected 0 (the model's max_seq_length) or more",
+                     chunk_tokens);
+        return NULL;
+    }
+    PyObject *paths = paths_get(paths_obj);
+    if (!paths) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(paths);
+    const char **pv = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *pv);
+    index_ud u;
+    memset(&u, 0, sizeof u);
+    u.errors = PyList_New(0);
+    u.skipped = PyList_New(0);
+    u.pruned = PyList_New(0);
+    u.progress = progress != 0;
+    PyObject *result = NULL;
+    if (!pv || !u.errors || !u.skipped || !u.pruned) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) pv[i] = PyBytes_AS_STRING(PyTuple_GET_ITEM(paths, i));
+    modattn_index_options o;
+    memset(&o, 0, sizeof o);
+    o.chunk_tokens = (size_t)chunk_tokens;
+    o.overlap = (long)overlap;
+    o.max_file_bytes = (uint64_t)max_file;
+    o.prune = prune != 0;
+    o.on_event = on_event;
+    o.on_progress = on_progress;
+    o.ud = &u;
+    modattn_index_stats s;
+    memset(&s, 0, sizeof s);
+    pm_error e;
+    int st;
+    double secs = 0;
+    PM_BEGIN_CALL
+    pm_lock(self->lock);
+    pm_lock(self->model->own);
+    if (!self->store) {
+        st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
+    } else {
+        uint64_t t0 = modattn_now_ns();
+        st = modattn_index_paths(self->store, self->model->model, pv, (size_t)n, &o, &s);
+        secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        if (st) pm_capture(&e, st);
+    }
+    pm_unlock(self->model->own);
+    pm_unlock(self->lock);
+    PM_END_CALL
+    if (u.shown) PySys_WriteStderr("\n");
+    if (st) {
+        pm_raise(&e, "index");
+        goto done;
+    }
+    if (u.failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *d = PyDict_New();
+    if (!d) goto done;
+    const char *vf = s.vector_file_error[0] ? "not written" : !s.vector_file_written ? "current"
+                   : s.vector_file_appended ? "appended" : "written";
+    if (set_u64(d, "files_seen", s.files_seen) < 0 || set_u64(d, "files_indexed", s.files_indexed) < 0 ||
+        set_u64(d, "files_unchanged", s.files_unchanged) < 0 || set_u64(d, "files_skipped", s.files_skipped) < 0 ||
+        set_u64(d, "files_pruned", s.files_pruned) < 0 || set_u64(d, "files_failed", s.errors) < 0 ||
+        set_u64(d, "chunks", s.chunks_embedded) < 0 || set_u64(d, "tokens", s.tokens_embedded) < 0 ||
+        set_u64(d, "bytes_read", s.bytes_read) < 0 || set_obj(d, "seconds", PyFloat_FromDouble(secs)) < 0 ||
+        set_obj(d, "vector_file", PyUnicode_FromString(vf)) < 0 ||
+        set_obj(d, "vector_file_note",
+                PyUnicode_DecodeUTF8(s.vector_file_error[0] ? s.vector_file_error : s.vector_file_reason,
+                                     (Py_ssize_t)strlen(s.vector_file_error[0] ? s.vector_file_error
+                                                                               : s.vector_file_reason),
+                                     "replace")) < 0 ||
+        PyDict_SetItemString(d, "errors", u.errors) < 0 || PyDict_SetItemString(d, "skipped", u.skipped) < 0 ||
+        PyDict_SetItemString(d, "pruned", u.pruned) < 0) {
+        Py_DECREF(d);
+        goto done;
+    }
+    result = d;
+done:
+    Py_XDECREF(u.errors);
+    Py_XDECREF(u.skipped);
+    Py_XDECREF(u.pruned);
+    PyMem_Free((void *)pv);
+    Py_DECREF(paths);
+    return result;
+}
+
+/* ------------------------------------------------------------------ search */
+
+static PyObject *hit_dict(const modattn_search_result *r) {
+    const modattn_store_chunk *c = &r->chunk;
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    PyObject *hl = PyList_New((Py_ssize_t)r->nspans);
+    for (size_t h = 0; hl && h < r->nspans; h++) {
+        PyObject *t = Py_BuildValue("(nn)", (Py_ssize_t)r->spans[h].start, (Py_ssize_t)r->spans[h].end);
+        if (!t) Py_CLEAR(hl);
+        else PyList_SET_ITEM(hl, (Py_ssize_t)h, t);
+    }
+    const char *text = c->text ? c->text : "";
+    if (set_obj(d, "rank", PyLong_FromLong(r->rank)) < 0 || set_obj(d, "score", PyFloat_FromDouble(r->score)) < 0 ||
+        set_obj(d, "path", pm_fsdecode(c->path)) < 0 || set_obj(d, "start_byte", PyLong_FromLongLong(c->start)) < 0 ||
+        set_obj(d, "end_byte", PyLong_FromLongLong(c->end)) < 0 || set_obj(d, "line", PyLong_FromLongLong(c->line)) < 0 ||
+        set_obj(d, "page", PyLong_FromLongLong(c->page)) < 0 ||
+        set_obj(d, "kind", PyUnicode_FromString(c->kind ? c->kind : "")) < 0 ||
+        set_obj(d, "text", PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace")) < 0 ||
+        set_obj(d, "chunk_id", PyLong_FromLongLong(c->id)) < 0 ||
+        set_obj(d, "vector_rank", r->vector_rank ? PyLong_FromLong(r->vector_rank) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "keyword_rank", r->keyword_rank ? PyLong_FromLong(r->keyword_rank) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "cosine", isfinite(r->cosine) ? PyFloat_FromDouble(r->cosine) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "bm25", isfinite(r->bm25) ? PyFloat_FromDouble(r->bm25) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "highlights", hl) < 0) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"query", "k", "mode", "path_prefix", NULL};
+    PyObject *query_obj;
+    Py_ssize_t k = 10;
+    const char *mode = "hybrid";
+    PyObject *prefix_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|nsO:search", kwlist, &query_obj, &k, &mode, &prefix_obj))
+        return NULL;
+    if (store_ready(self) < 0) return NULL;
+    modattn_search_params p;
+    memset(&p, 0, sizeof p);
+    if (strcmp(mode, "hybrid") == 0) p.mode = MODATTN_SEARCH_HYBRID;
+    else if (strcmp(mode, "vector") == 0) p.mode = MODATTN_SEARCH_VECTOR;
+    else if (strcmp(mode, "keyword") == 0) p.mode = MODATTN_SEARCH_KEYWORD;
+    else {
+        pm_invalid("mode='%s': expected 'hybrid', 'vector' or 'keyword'", mode);
+        return NULL;
+    }
+    if (k < 1 || k > 10000) {
+        pm_invalid("k=%zd: expected 1 to 10000", k);
+        return NULL;
+    }
+    p.k = (size_t)k;
+    Py_ssize_t qlen;
+    const char *query = PyUnicode_AsUTF8AndSize(query_obj, &qlen);
+    if (!query) return NULL;
+    if (strlen(query) != (size_t)qlen) {
+        pm_invalid("the query holds a NUL character");
+        return NULL;
+    }
+    PyObject *prefix_b = NULL;
+    if (prefix_obj != Py_None) {
+        if (!PyUnicode_FSConverter(prefix_obj, &prefix_b)) return NULL;
+        p.path_prefix = PyBytes_AS_STRING(prefix_b);
+    }
+    modattn_search_result *res = NULL;
+    size_t n = 0;
+    pm_error e;
+    int st;
+    bool empty = false;
+    PM_BEGIN_CALL
+    pm_lock(self->lock);
+    pm_lock(self->model->own);
+    if (!self->store) {
+        st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
+    } else {
+        const modattn_model_info *in = self->model->info;
+        modattn_store_model sm = {in->name, in->weights_hash, in->dim, in->identity};
+        st = modattn_store_check_model(self->store, &sm);
+        if (st == MODATTN_ENOTFOUND) { /* nothing indexed: no results */
+            empty = true;
+            st = 0;
+        } else if (st) {
+            pm_capture(&e, st);
+        } else {
+            st = modattn_search_with(self->store, self->model->model, query, &p, modattn_ctx_exec(self->model->ctx),
+                                     &res, &n, NULL, NULL);
+            if (st) pm_capture(&e, st);
+        }
+    }
+    pm_unlock(self->model->own);
+    pm_unlock(self->lock);
+    PM_END_CALL
+    Py_XDECREF(prefix_b);
+    if (st) return pm_raise(&e, "search");
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && !empty && i < n; i++) {
+        PyObject *d = hit_dict(&res[i]);
+        if (!d || PyList_Append(list, d) < 0) Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    modattn_search_results_free(res, n);
+    return list;
+}
+
+/* ------------------------------------------------------------------ the rest */
+
+static PyObject *store_counts(pm_store *self, PyObject *unused) {
+    (void)unused;
+    if (store_ready(self) < 0) return NULL;
+    modattn_store_counts c;
+    pm_error e;
+    int st;
+    PM_BEGIN_CALL
+    pm_lock(self->lock);
+    st = self->store ? modattn_store_get_counts(self->store, &c) : pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
+    if (st && self->store) pm_capture(&e, st);
+    pm_unlock(self->lock);
+    PM_END_CALL
+    if (st) return pm_raise(&e, "counts");
+    return Py_BuildValue("{s:L,s:L,s:L}", "documents", (long long)c.documents, "chunks", (long long)c.chunks,
+                         "embeddings", (long long)c.embeddings);
+}
+
+static PyObject *store_close(pm_store *self, PyObject *unused) {
+    (void)unused;
+    if (!self->lock) Py_RETURN_NONE;
+    if (foreign(self)) {
+        self->store = NULL;
+        Py_RETURN_NONE;
+    }
+    PM_BEGIN_CALL
+    pm_lock(self->lock); /* waits for an index() or search() of another thread */
+    modattn_store_close(self->store);
+    self->store = NULL;
+    pm_unlock(self->lock);
+    PM_END_CALL
+    Py_RETURN_NONE;
+}
+
+static PyObject *store_enter(pm_store *self, PyObject *unused) {
+    (void)unused;
+    if (store_ready(self) < 0) return NULL;
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *store_exit(pm_store *self, PyObject *args) {
+    (void)args;
+    PyObject *r = store_close(self, NULL);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *get_path(pm_store *self, void *c) {
+    (void)c;
+    if (!self->path) Py_RETURN_NONE;
+    Py_INCREF(self->path);
+    return self->path;
+}
+
+static PyObject *get_model(pm_store *self, void *c) {
+    (void)c;
+    if (!self->model) Py_RETURN_NONE;
+    Py_INCREF(self->model);
+    return (PyObject *)self->model;
+}
+
+static PyObject *get_closed(pm_store *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(self->store == NULL);
+}
+
+static PyObject *store_repr(pm_store *self) {
+    if (!self->path) return PyUnicode_FromString("<modattn.Store (not open)>");
+    return PyUnicode_FromFormat("<modattn.Store %R%s>", self->path, self->store ? "" : " (closed)");
+}
+
+static PyGetSetDef store_getset[] = {
+    {"path", (getter)get_path, NULL, "The store's file as given.", NULL},
+    {"model", (getter)get_model, NULL, "The Model it indexes and searches with.", NULL},
+    {"closed", (getter)get_closed, NULL, "Whether close() was called.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef store_methods[] = {
+    {"index", (PyCFunction)(void (*)(void))store_index, METH_VARARGS | METH_KEYWORDS,
+     "index($self, paths, progress=True, *, prune=False, chunk_tokens=0, overlap=-1, max_file_size=0)\n--\n\n"
+     "Indexes files and folders (recursively) into the store: new and changed documents are\n"
+     "chunked, embedded and written, one transaction each. Returns a dict of counts (files_seen,\n"
+     "files_indexed, files_unchanged, files_skipped, files_failed, files_pruned, chunks, tokens,\n"
+     "bytes_read, seconds, vector_file) and the lists errors, skipped, pruned of (path, message).\n"
+     "progress=True shows a line on stderr. prune=True removes stored files that are gone."},
+    {"search", (PyCFunction)(void (*)(void))store_search, METH_VARARGS | METH_KEYWORDS,
+     "search($self, query, k=10, mode='hybrid', path_prefix=None)\n--\n\n"
+     "The k best chunks for query: mode 'hybrid' (meaning and words fused), 'vector' (meaning)\n"
+     "or 'keyword' (BM25). A list of dicts: rank, score, path, start_byte, end_byte, line, page,\n"
+     "kind, text, chunk_id, vector_rank, keyword_rank, cosine, bm25, highlights ([(start, end)]\n"
+     "byte ranges of text). An empty store gives []."},
+    {"counts", (PyCFunction)store_counts, METH_NOARGS,
+     "counts($self)\n--\n\nNumbers of documents, chunks and embeddings stored."},
+    {"close", (PyCFunction)store_close, METH_NOARGS, "close($self)\n--\n\nCloses the store (idempotent)."},
+    {"__enter__", (PyCFunction)store_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)store_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject pm_StoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "modattn.Store",
+    .tp_basicsize = sizeof(pm_store),
+    .tp_dealloc = (destructor)store_dealloc,
+    .tp_repr = (reprfunc)store_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Store(path, model, readonly=False)\n--\n\n"
+              "The document store at path (an SQLite file, created if missing unless readonly),\n"
+              "bound to model: a store made with another model raises ModelMismatchError.\n"
+              "Use as a context manager, or call close().",
+    .tp_methods = store_methods,
+    .tp_getset = store_getset,
+    .tp_init = (initproc)store_init,
+    .tp_new = PyType_GenericNew,
+};

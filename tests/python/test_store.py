@@ -1,0 +1,92 @@
+"""modattn.Store: index a folder of text files, search it, and refuse a model it was not made with."""
+
+import os
+
+import pytest
+
+from conftest import TINY
+
+DOCS = {
+    "bees.txt": "Honey bees collect nectar from flowers and turn it into honey inside the hive.\n"
+                "The queen lays the eggs; worker bees build the wax comb and feed the larvae.\n",
+    "volcano.md": "# Volcanoes\n\nA volcano erupts when magma rises through the crust. Lava flows and ash clouds "
+                  "follow the eruption; Mount Etna is one of the most active volcanoes in Europe.\n",
+    "compiler.txt": "A compiler translates source code into machine code. The parser builds a syntax tree, "
+                    "then the optimizer and the code generator emit instructions.\nError E4021 means the "
+                    "linker found no entry point.\n",
+    "sub/bread.txt": "To bake bread, knead flour, water, yeast and salt, let the dough rise, then bake it in a "
+                     "hot oven until the crust is brown.\n",
+}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    root = tmp_path / "docs"
+    for name, text in DOCS.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    (root / "image.bin").write_bytes(bytes(range(256)) * 8)  # binary: skipped
+    return root
+
+
+def test_index_and_search(modattn, model, corpus, tmp_path):
+    db = tmp_path / "store.db"
+    with modattn.Store(db, model) as s:
+        r = s.index([corpus], progress=False)
+        assert r["files_indexed"] == 4 and r["files_failed"] == 0 and r["errors"] == []
+        assert r["files_skipped"] == 1 and r["skipped"][0][0].endswith("image.bin")
+        assert r["chunks"] >= 4 and r["tokens"] > 0 and r["vector_file"] in ("written", "appended")
+        assert s.counts() == {"documents": 4, "chunks": r["chunks"], "embeddings": r["chunks"]}
+
+        hits = s.search("who makes honey", k=3)
+        assert hits and os.path.basename(hits[0]["path"]) == "bees.txt", [h["path"] for h in hits]
+        h = hits[0]
+        assert h["rank"] == 1 and h["line"] == 1 and h["page"] == 0 and h["kind"] == "text"
+        assert h["start_byte"] >= 0 and h["end_byte"] > h["start_byte"] and "Honey bees" in h["text"]
+        assert h["cosine"] is not None and 0 < h["cosine"] <= 1.0001
+
+        by_meaning = s.search("an eruption of lava", k=2, mode="vector")
+        assert os.path.basename(by_meaning[0]["path"]) == "volcano.md" and by_meaning[0]["keyword_rank"] is None
+        by_words = s.search("E4021", mode="keyword")
+        assert len(by_words) == 1 and os.path.basename(by_words[0]["path"]) == "compiler.txt"
+        t = by_words[0]["text"]
+        assert any(t.encode()[a:b] == b"E4021" for a, b in by_words[0]["highlights"])
+        under = s.search("baking", k=5, path_prefix=str(corpus / "sub"))
+        assert [os.path.basename(x["path"]) for x in under] == ["bread.txt"]
+        with pytest.raises(ValueError, match="mode="):
+            s.search("x", mode="fuzzy")
+
+        again = s.index(corpus, progress=False)  # unchanged: nothing embedded
+        assert again["files_indexed"] == 0 and again["files_unchanged"] == 4 and again["chunks"] == 0
+    assert s.closed
+    with pytest.raises(ValueError, match="closed"):
+        s.search("honey")
+    s.close()  # again: fine
+
+    # read-only, as a searcher
+    ro = modattn.Store(str(db), model, readonly=True)
+    assert os.path.basename(ro.search("bread in the oven", k=1)[0]["path"]) == "bread.txt"
+    ro.close()
+
+
+def test_empty_and_missing(modattn, model, tmp_path):
+    with modattn.Store(tmp_path / "new.db", model) as s:
+        assert s.search("anything") == []
+    with pytest.raises(FileNotFoundError, match="no-such.db"):
+        modattn.Store(tmp_path / "no-such.db", model, readonly=True)
+    with pytest.raises(TypeError, match="modattn.Model"):
+        modattn.Store(tmp_path / "x.db", "not a model")
+
+
+def test_store_of_another_model(modattn, model, corpus, tmp_path):
+    if not (TINY / "modules.json").is_file():
+        pytest.skip(f"no second model at {TINY} (make model puts tiny-bert-cls there)")
+    db = tmp_path / "minilm.db"
+    with modattn.Store(db, model) as s:
+        s.index(corpus / "bees.txt", progress=False)
+    other = modattn.Model(TINY, threads=1)
+    with pytest.raises(modattn.ModelMismatchError) as ei:
+        modattn.Store(db, other)
+    msg = str(ei.value)
+    assert "all-MiniLM-L6-v2" in msg and "tiny-bert-cls" in msg, msg
