@@ -12,6 +12,7 @@
 
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "pipeline/hits.h"
 #include "pipeline/pipeline_internal.h"
 
 #define SCAN_BLOCK_ROWS 1024
@@ -110,46 +111,6 @@ void modattn_vec_normalize(float *v, size_t dim) {
 
 /* ------------------------------------------------------------------ selection */
 
-/* a ranks before b */
-static inline int better(modattn_hit a, modattn_hit b) {
-    return a.score > b.score || (a.score == b.score && a.row < b.row);
-}
-
-/* min-heap on `better`: the root is the worst hit kept */
-static void sift_down(modattn_hit *h, size_t n, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && better(h[w], h[l])) w = l;
-        if (r < n && better(h[w], h[r])) w = r;
-        if (w == i) return;
-        modattn_hit t = h[i];
-        h[i] = h[w];
-        h[w] = t;
-        i = w;
-    }
-}
-
-static void sift_up(modattn_hit *h, size_t i) {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!better(h[p], h[i])) return;
-        modattn_hit t = h[i];
-        h[i] = h[p];
-        h[p] = t;
-        i = p;
-    }
-}
-
-static inline void heap_push(modattn_hit *h, size_t *n, size_t k, modattn_hit c) {
-    if (*n < k) {
-        h[*n] = c;
-        sift_up(h, (*n)++);
-    } else if (better(c, h[0])) {
-        h[0] = c;
-        sift_down(h, k, 0);
-    }
-}
-
 typedef struct topk_job {
     const float *mat;
     size_t n, dim, ld, k, block;
@@ -180,17 +141,11 @@ static void topk_task(void *arg, int64_t task, int thread) {
             const size_t g = j->skip_row0 + r0 + i;
             if (j->skip[g >> 3] >> (g & 7) & 1) continue;
         }
-        heap_push(h, hn, j->k, (modattn_hit){r0 + i, s});
+        modattn__hit_push(h, hn, j->k, (modattn_hit){r0 + i, s});
         if (*hn == j->k) floor_score = h[0].score;
     }
 }
 
-static int cmp_hits(const void *a, const void *b) {
-    const modattn_hit *x = a, *y = b;
-    if (better(*x, *y)) return -1;
-    if (better(*y, *x)) return 1;
-    return 0;
-}
 
 int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
                  const modattn_exec *exec, modattn_scan_isa isa, modattn_hit *out, size_t *nout) {
@@ -241,7 +196,7 @@ int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const
         memmove(j.heaps + m, j.heaps + t * k, j.heap_n[t] * sizeof(modattn_hit));
         m += j.heap_n[t];
     }
-    qsort(j.heaps, m, sizeof(modattn_hit), cmp_hits);
+    qsort(j.heaps, m, sizeof(modattn_hit), modattn__hit_cmp);
     *nout = m < k ? m : k;
     memcpy(out, j.heaps, *nout * sizeof(modattn_hit));
 done:

@@ -16,44 +16,12 @@
 #include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "pipeline/hits.h"
 #include "pipeline/pipeline_internal.h"
 
 #define BATCH_ROWS 1024   /* rows per task (one GEMM's N) */
 #define BATCH_QUERIES 256 /* queries per GEMM (its M): scores of a task fit in 1 MiB */
 #define BATCH_MARGIN 8    /* extra candidates per query, re-scored exactly */
-
-static inline int better(modattn_hit a, modattn_hit b) {
-    return a.score > b.score || (a.score == b.score && a.row < b.row);
-}
-
-static void sift_down(modattn_hit *h, size_t n, size_t i) {
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < n && better(h[w], h[l])) w = l;
-        if (r < n && better(h[w], h[r])) w = r;
-        if (w == i) return;
-        modattn_hit t = h[i];
-        h[i] = h[w];
-        h[w] = t;
-        i = w;
-    }
-}
-
-static void sift_up(modattn_hit *h, size_t i) {
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!better(h[p], h[i])) return;
-        modattn_hit t = h[i];
-        h[i] = h[p];
-        h[p] = t;
-        i = p;
-    }
-}
-
-static int cmp_hits(const void *a, const void *b) {
-    const modattn_hit *x = a, *y = b;
-    return better(*x, *y) ? -1 : better(*y, *x) ? 1 : 0;
-}
 
 typedef struct batch_job {
     const float *mat, *q;
@@ -89,14 +57,7 @@ static void batch_task(void *arg, int64_t task, int thread) {
                     const size_t g = j->skip_row0 + r0 + i;
                     if (j->skip[g >> 3] >> (g & 7) & 1) continue;
                 }
-                const modattn_hit c = {r0 + i, v};
-                if (*hn < j->kc) {
-                    h[*hn] = c;
-                    sift_up(h, (*hn)++);
-                } else if (better(c, h[0])) {
-                    h[0] = c;
-                    sift_down(h, j->kc, 0);
-                }
+                modattn__hit_push(h, hn, j->kc, (modattn_hit){r0 + i, v});
                 if (*hn == j->kc) floor_score = h[0].score;
             }
         }
@@ -151,14 +112,14 @@ int modattn_topk_batch(const float *mat, size_t n, size_t dim, size_t ld, const 
             m += c;
         }
         /* the exact scores (the single-query kernel's), then the best k of the candidates */
-        qsort(merged, m, sizeof *merged, cmp_hits);
+        qsort(merged, m, sizeof *merged, modattn__hit_cmp);
         if (m > kc) m = kc;
         for (size_t i = 0; i < m; i++) {
             float s;
             fn(mat + merged[i].row * ld, 1, dim, ld, queries + q * qld, &s);
             merged[i].score = s != s ? -INFINITY : s;
         }
-        qsort(merged, m, sizeof *merged, cmp_hits);
+        qsort(merged, m, sizeof *merged, modattn__hit_cmp);
         nout[q] = m < kk ? m : kk;
         memcpy(out + q * k, merged, nout[q] * sizeof(modattn_hit));
     }

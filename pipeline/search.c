@@ -371,6 +371,14 @@ int modattn_search_ex(modattn_store *store, modattn_model *model, const char *qu
     return modattn_search_with(store, model, query, &p, exec, out, nout, where, NULL);
 }
 
+/* what a search read its vectors from (where may be NULL) */
+static void tell_where(modattn_search_info *where, const modattn_store_vectors *v) {
+    if (!where) return;
+    where->mapped = v->map != NULL;
+    snprintf(where->note, sizeof where->note, "%s", v->note);
+    where->vectors = v->n;
+}
+
 int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                         size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
@@ -400,11 +408,7 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
     uint64_t tr = modattn_trace_begin();
     if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_store_open_vectors(store, &v))) goto done;
     v.dim = dim;
-    if (where) {
-        where->mapped = v.map != NULL;
-        snprintf(where->note, sizeof where->note, "%s", v.note);
-        where->vectors = v.n;
-    }
+    tell_where(where, &v);
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "n=%zu dim=%zu", v.n, dim);
@@ -456,11 +460,7 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
     }
     if (vectors && (st = modattn_store_open_vectors(store, &v))) goto done;
     v.dim = dim;
-    if (where) {
-        where->mapped = v.map != NULL;
-        snprintf(where->note, sizeof where->note, "%s", v.note);
-        where->vectors = v.n;
-    }
+    tell_where(where, &v);
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
         /* normalised as search_run normalises its copy (which gets the raw vector, as one query would) */
