@@ -443,13 +443,14 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
     const bool vectors = p->mode != MODATTN_SEARCH_KEYWORD;
     if (nq > SIZE_MAX / sizeof(float) / dim || cand > SIZE_MAX / 16 / nq)
         return modattn_error(MODATTN_ERANGE, "modattn_search_batch: %zu queries x %zu candidates is too large", nq, cand);
-    float *q = vectors ? modattn_malloc(nq * dim * sizeof(float), MODATTN_MEM_OTHER) : NULL;
+    /* keyword mode embeds nothing: zero vectors, as modattn_search_with passes */
+    float *q = modattn_calloc(nq * dim, sizeof(float), MODATTN_MEM_OTHER);
     int64_t *ids = vectors && !p->path_prefix ? modattn_malloc(nq * cand * sizeof *ids, MODATTN_MEM_OTHER) : NULL;
     float *sc = ids ? modattn_malloc(nq * cand * sizeof *sc, MODATTN_MEM_OTHER) : NULL;
     size_t *nc = ids ? modattn_calloc(nq, sizeof *nc, MODATTN_MEM_OTHER) : NULL;
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
-    if ((vectors && !q) || (ids && (!sc || !nc)) || (vectors && !p->path_prefix && !ids)) {
+    if (!q || (ids && (!sc || !nc)) || (vectors && !p->path_prefix && !ids)) {
         st = modattn_mem_last_status();
         goto done;
     }
@@ -483,8 +484,7 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
         }
     }
     for (size_t i = 0; i < nq && !st; i++) {
-        static const float zero = 0;
-        st = search_run(store, &v, vectors ? q + i * dim : &zero, queries[i], strlen(queries[i]), p, exec,
+        st = search_run(store, &v, q + i * dim, queries[i], strlen(queries[i]), p, exec,
                         ids ? ids + i * cand : NULL, sc ? sc + i * cand : NULL, nc ? nc[i] : 0, &out[i], &nout[i],
                         notes ? &notes[i] : NULL);
         if (st) st = modattn_error_prefix(st, "query %zu", i + 1);
