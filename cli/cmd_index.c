@@ -17,7 +17,8 @@ static void index_usage(FILE *f) {
     fprintf(f,
             "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--prune]\n"
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
-            "                     [--batch N] [--wait SECONDS] PATH...\n\n"
+            "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
+            "                     PATH...\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "Reads .txt, .md, .html/.htm (visible text), .pdf, and other files that look like\n"
             "text; skips binary, empty and special files (FIFOs, sockets, devices) and files\n"
@@ -40,6 +41,17 @@ static void index_usage(FILE *f) {
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
             "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes)\n"
             "  --batch N            chunks per model call, across documents (default 64)\n"
+            "  --ann KIND           build an approximate-search index beside the store (DB.ann,\n"
+            "                       through FAISS) for `search` to use: hnsw (graph, best recall\n"
+            "                       per query time), ivf-sq8 (8-bit vectors), ivf-pq (product-\n"
+            "                       quantised codes, smallest); `none` removes it. Without --ann\n"
+            "                       an index already there is kept up to date (rows added; built\n"
+            "                       again after a compaction). With --ann, PATH may be left out\n"
+            "                       to build it for what the store holds\n"
+            "  --ann-params P       FAISS's parameters, e.g. M=32,efConstruction=40,efSearch=64\n"
+            "                       (hnsw) or nlist=1024,nprobe=16,m=48,nbits=8 (ivf), and\n"
+            "                       rescore=N (candidates scored again exactly); 0 or absent:\n"
+            "                       defaults for the store's size (README: Large corpora)\n"
             "  --wait SECONDS       how long to wait for another writer of the store (another\n"
             "                       `modattn index`) to let go of its lock, saying so after half\n"
             "                       a second (default 60; 0: fail at once). A writer holds it\n"
@@ -51,7 +63,10 @@ static void index_usage(FILE *f) {
             "                        \"message\"}], \"skipped\": [{\"path\", \"reason\"}],\n"
             "                        \"vector_file\": \"written\" | \"appended\" | \"current\" | \"not written: ...\",\n"
             "                        \"vector_file_rows_added\", \"vector_file_rows_masked\" (appended),\n"
-            "                        \"vector_file_reason\" (why written whole)}\n"
+            "                        \"vector_file_reason\" (why written whole), \"ann\": {\"action\":\n"
+            "                        \"built\" | \"added\" | \"current\" | \"removed\", \"kind\", \"params\",\n"
+            "                        \"rows\", \"rows_added\", \"bytes\", \"seconds\", \"reason\"} (when\n"
+            "                        there is one), \"ann_error\" (when updating it failed)}\n"
             "  --quiet              no progress line and no notes on skipped files\n"
             "  -h, --help           this help\n\n"
             "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
@@ -150,12 +165,38 @@ static bool parse_count(const char *v, long long lo, long long hi, long long *ou
     return true;
 }
 
+static void on_ann_progress(void *ud, const char *phase, size_t done, size_t total) {
+    const index_ui *ui = ud;
+    if (ui->quiet || !ui->tty) return;
+    if (strcmp(phase, "add") == 0)
+        fprintf(stderr, "\r\033[KANN index: adding rows %zu/%zu (%.0f%%)", done, total,
+                total ? 100.0 * (double)done / (double)total : 100.0);
+    else if (done == 0)
+        fprintf(stderr, "\r\033[KANN index: %s", strcmp(phase, "train") == 0 ? "training" : "writing");
+}
+
+/* The ANN index's update as JSON (what `index --json` prints under "ann"). */
+static json_t *ann_json(const modattn_ann_update *u) {
+    static const char *const actions[] = {"none", "current", "added", "built", "removed"};
+    char params[200];
+    modattn_ann_params_format(u->kind, &u->params, params, sizeof params);
+    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f}", "action", actions[u->action], "kind",
+                          modattn_ann_kind_name(u->kind), "params", params, "rows", (json_int_t)u->rows, "rows_added",
+                          (json_int_t)u->rows_added, "bytes", (json_int_t)u->file_bytes, "seconds", u->seconds);
+    if (j && u->reason[0]) json_object_set_new(j, "reason", cli_json_text(u->reason));
+    return j;
+}
+
 int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL;
     bool json = false, quiet = false, prune = false, dashdash = false;
     double wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
     long long chunk_tokens = 0, overlap = -1, batch = 0;
     int64_t max_size = 0;
+    const char *ann_kind = NULL, *ann_params = NULL;
+    modattn_ann_kind kind = MODATTN_ANN_NONE;
+    modattn_ann_params annp;
+    memset(&annp, 0, sizeof annp);
     const char **paths = calloc((size_t)argc + 1, sizeof *paths);
     size_t npaths = 0;
     if (!paths) {
@@ -197,6 +238,21 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             }
         } else if ((v = opt_value(argc, argv, &i, "--wait", &missing))) {
             if (cli_parse_double("index --wait", v, 0, 1e6, false, &wait_s) != 0) rc = 2;
+        } else if ((v = opt_value(argc, argv, &i, "--ann", &missing))) {
+            ann_kind = v;
+            if (modattn_ann_kind_parse(v, &kind) != 0) {
+                fprintf(stderr, "modattn: index: --ann: %s\n", modattn_last_error());
+                rc = 2;
+            } else if (kind != MODATTN_ANN_NONE && modattn_ann_available() != 0) {
+                fprintf(stderr, "modattn: index: --ann %s: %s\n", v, modattn_last_error());
+                rc = 2;
+            }
+        } else if ((v = opt_value(argc, argv, &i, "--ann-params", &missing))) {
+            ann_params = v;
+            if (modattn_ann_params_parse(v, &annp) != 0) {
+                fprintf(stderr, "modattn: index: --ann-params: %s\n", modattn_last_error());
+                rc = 2;
+            }
         } else if ((v = opt_value(argc, argv, &i, "--max-file-size", &missing))) {
             if (modattn_parse_bytes(v, &max_size) != 0 || max_size <= 0) {
                 fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
@@ -214,7 +270,12 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             return rc;
         }
     }
-    if (npaths == 0) {
+    if (ann_params && !ann_kind) {
+        fprintf(stderr, "modattn: index: --ann-params needs --ann KIND\n");
+        free(paths);
+        return 2;
+    }
+    if (npaths == 0 && !ann_kind) {
         fprintf(stderr, "modattn: index: no PATH given\n\n");
         index_usage(stderr);
         free(paths);
@@ -265,12 +326,33 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     o.on_progress = on_progress;
     o.ud = &ui;
     modattn_index_stats s;
+    memset(&s, 0, sizeof s);
     uint64_t t0 = modattn_now_ns();
-    st = modattn_index_paths(store, model, paths, npaths, &o, &s);
+    st = npaths ? modattn_index_paths(store, model, paths, npaths, &o, &s) : 0;
     double secs = (double)(modattn_now_ns() - t0) * 1e-9;
     clear_line(&ui);
+    /* the ANN index after the vector file: asked for, or the one there kept up to date. Asked for
+     * and failed: the run fails (nothing stored is lost; searches scan exactly); not asked: a
+     * warning, as for the vector file */
+    modattn_ann_update au;
+    memset(&au, 0, sizeof au);
+    char ann_err[1024] = "";
+    if (!st) {
+        int ast = modattn_store_update_ann(store, kind, ann_params ? &annp : NULL, ann_kind && kind == MODATTN_ANN_NONE,
+                                           modattn_ctx_exec(ctx), on_ann_progress, &ui, &au);
+        if (ui.tty && !quiet) fprintf(stderr, "\r\033[K");
+        if (ast && ann_kind) {
+            rc = cli_fail("building the ANN index", ast);
+            st = ast;
+        } else if (ast) {
+            snprintf(ann_err, sizeof ann_err, "%s", modattn_last_error());
+            char tb[2048];
+            fprintf(stderr, "modattn: index: warning: the ANN index was not updated (searches scan exactly): %s\n",
+                    cli_term_text(ann_err, tb, sizeof tb));
+        }
+    }
     if (st) {
-        rc = cli_fail("index", st);
+        if (!rc) rc = cli_fail("index", st);
     } else if (!ui.errors || !ui.skipped || ui.oom) {
         fprintf(stderr, "modattn: index: out of memory\n");
         rc = 1;
@@ -306,6 +388,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             }
             if (j && s.vector_file_written && !s.vector_file_appended && s.vector_file_reason[0])
                 json_object_set_new(j, "vector_file_reason", cli_json_text(s.vector_file_reason));
+            if (j && au.action != MODATTN_ANN_ACTION_NONE) json_object_set_new(j, "ann", ann_json(&au));
+            if (j && ann_err[0]) json_object_set_new(j, "ann_error", cli_json_text(ann_err));
             char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
             if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
                 modattn_json_free(text);
@@ -318,16 +402,30 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             json_decref(j);
         } else {
             cli_term_text(db_rel, db_shown, sizeof db_shown);
-            printf("%s: %llu files seen: %llu indexed (%llu chunks, %llu tokens, %.0f tokens/s), "
+            if (npaths) printf("%s: %llu files seen: %llu indexed (%llu chunks, %llu tokens, %.0f tokens/s), "
                    "%llu unchanged, %llu skipped",
                    db_shown, (unsigned long long)s.files_seen,
                    (unsigned long long)s.files_indexed, (unsigned long long)s.chunks_embedded,
                    (unsigned long long)s.tokens_embedded,
                    secs > 0 ? (double)s.tokens_embedded / secs : 0.0,
                    (unsigned long long)s.files_unchanged, (unsigned long long)s.files_skipped);
-            if (s.errors) printf(" (%llu unreadable)", (unsigned long long)s.errors);
-            if (prune) printf(", %llu pruned", (unsigned long long)s.files_pruned);
-            printf(" in %.1f s\n", secs);
+            if (npaths) {
+                if (s.errors) printf(" (%llu unreadable)", (unsigned long long)s.errors);
+                if (prune) printf(", %llu pruned", (unsigned long long)s.files_pruned);
+                printf(" in %.1f s\n", secs);
+            }
+            if (au.action != MODATTN_ANN_ACTION_NONE) {
+                char params[200], rb[1024];
+                modattn_ann_params_format(au.kind, &au.params, params, sizeof params);
+                if (au.action == MODATTN_ANN_ACTION_REMOVED) printf("ANN index removed\n");
+                else if (au.action == MODATTN_ANN_ACTION_CURRENT)
+                    printf("ANN index %s (%s): current, %zu rows\n", modattn_ann_kind_name(au.kind), params, au.rows);
+                else
+                    printf("ANN index %s (%s): %s %zu rows in %.1f s, %.1f MB%s%s%s\n", modattn_ann_kind_name(au.kind),
+                           params, au.action == MODATTN_ANN_ACTION_ADDED ? "added" : "built over", au.rows_added,
+                           au.seconds, (double)au.file_bytes / 1e6, au.reason[0] ? " (" : "",
+                           au.reason[0] ? cli_term_text(au.reason, rb, sizeof rb) : "", au.reason[0] ? ")" : "");
+            }
         }
         modattn_free(abs_db);
         if (cli_stdout_check()) rc = 1;

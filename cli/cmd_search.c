@@ -45,13 +45,20 @@ static void search_usage(FILE *f) {
             "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
             "  --keyword-weight W   hybrid: the word ranking's weight W, meaning's being 1 (default 0.7)\n"
             "  --queries FILE       one query per line (blank lines skipped; - reads standard input)\n"
+            "  --exact              scan every vector even when the store has an ANN index (made by\n"
+            "                       `modattn index --ann`; without --exact a current one finds the\n"
+            "                       candidates by meaning, which are then scored exactly)\n"
+            "  --ann-params P       the ANN index's search parameters for this search: efSearch=N\n"
+            "                       (hnsw), nprobe=N (ivf), rescore=N (candidates scored exactly)\n"
             "  --json               {\"mode\", \"results\": [{\"rank\", \"score\", \"vector_rank\",\n"
             "                       \"keyword_rank\", \"cosine\", \"bm25\", \"path\", \"start\", \"end\",\n"
             "                       \"line\", \"page\", \"text\", \"highlights\"}, ...]}: ranks null when that\n"
             "                       ranking did not bring the chunk; highlights: [start, end) byte\n"
             "                       ranges of text that the query's words match; with --queries one\n"
             "                       such object per line (JSON lines), with \"query\" (1-based) and\n"
-            "                       \"text\" (the query)\n"
+            "                       \"text\" (the query); \"index\": what found the candidates by\n"
+            "                       meaning (\"exact\", \"hnsw\", \"ivf-sq8\", \"ivf-pq\"), and\n"
+            "                       \"index_note\" when an ANN index there was not used, and why\n"
             "  -h, --help           this help\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
 }
@@ -115,8 +122,9 @@ static void snippet(const modattn_search_result *r, bool tty, char *out, size_t 
 
 /* Prints one query's results (batch: its 1-based number and text, JSON as one line). 0, or the
  * exit status of a failure to write JSON. */
-static int print_results(const modattn_search_params *sp, const modattn_search_result *res, size_t n, bool json,
-                         size_t batch_no, const char *batch_query) {
+static int print_results(const modattn_search_params *sp, const modattn_search_info *info,
+                         const modattn_search_result *res, size_t n, bool json, size_t batch_no,
+                         const char *batch_query) {
     int rc = 0;
     if (json) {
         json_t *arr = json_array();
@@ -146,6 +154,8 @@ static int print_results(const modattn_search_params *sp, const modattn_search_r
         }
         json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp->mode), "results", arr);
         if (bad) json_decref(arr);
+        if (j && info->index[0] && json_object_set_new(j, "index", json_string(info->index))) bad = 1;
+        if (j && info->index_note[0] && json_object_set_new(j, "index_note", cli_json_text(info->index_note))) bad = 1;
         if (j && batch_query &&
             (json_object_set_new(j, "query", json_integer((json_int_t)batch_no)) ||
              json_object_set_new(j, "text", cli_json_text(batch_query))))
@@ -261,6 +271,8 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     long long k = 5;
     size_t qlen = 0;
     modattn_search_params sp = {.mode = MODATTN_SEARCH_HYBRID};
+    modattn_ann_params annp;
+    memset(&annp, 0, sizeof annp);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
@@ -278,8 +290,12 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
                 json = true;
                 continue;
             }
+            if (strcmp(a, "--exact") == 0) {
+                sp.index = MODATTN_SEARCH_INDEX_EXACT;
+                continue;
+            }
             static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
-                                                  "--queries"};
+                                                  "--queries", "--ann-params"};
             for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
                 size_t l = strlen(withval[n]);
                 if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
@@ -298,6 +314,13 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             }
             if (strcmp(name, "--db") == 0) db = v;
             else if (strcmp(name, "--queries") == 0) queries_file = v;
+            else if (strcmp(name, "--ann-params") == 0) {
+                if (modattn_ann_params_parse(v, &annp) != 0) {
+                    fprintf(stderr, "modattn: search: --ann-params: %s\n", modattn_last_error());
+                    return 2;
+                }
+                sp.ann = &annp;
+            }
             else if (strcmp(name, "--model") == 0) model_dir = v;
             else if (strcmp(name, "--mode") == 0) {
                 if (strcmp(v, "hybrid") == 0) sp.mode = MODATTN_SEARCH_HYBRID;
@@ -345,7 +368,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         const char *a = argv[i];
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
             if (strcmp(a, "--") == 0) dashdash = true;
-            else if (strcmp(a, "--json") != 0 && !strchr(a, '=')) i++; /* skip its value */
+            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && !strchr(a, '=')) i++; /* skip its value */
             continue;
         }
         if (query[0]) strcat(query, " ");
@@ -399,7 +422,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     else
         st = modattn_search_batch(store, model, (const char *const *)qs, nq, &sp, modattn_ctx_exec(ctx), res, nres,
                                   &info, notes);
-    char nbuf[4 * sizeof info.note];
+    char nbuf[4 * sizeof info.index_note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */
         fprintf(stderr, "modattn: note: searching the store itself (slower): %s; `modattn index` rewrites the vector file\n",
                 cli_term_text(info.note, nbuf, sizeof nbuf));
@@ -407,12 +430,15 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         rc = cli_fail("search", st);
         goto out;
     }
+    if (info.index_note[0] && !json)
+        fprintf(stderr, "modattn: note: the ANN index was not used (an exact scan instead): %s\n",
+                cli_term_text(info.index_note, nbuf, sizeof nbuf));
     for (size_t i = 0; i < nq && !rc; i++) {
         if (notes[i].note[0]) {
             if (queries_file) fprintf(stderr, "modattn: note: query %zu: %s\n", i + 1, cli_term_text(notes[i].note, nbuf, sizeof nbuf));
             else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
         }
-        rc = print_results(&sp, res[i], nres[i], json, i + 1, queries_file ? qs[i] : NULL);
+        rc = print_results(&sp, &info, res[i], nres[i], json, i + 1, queries_file ? qs[i] : NULL);
     }
     if (cli_stdout_check()) rc = 1;
 out:

@@ -6,7 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "modattn/ann.h"
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
@@ -377,6 +380,48 @@ static void tell_where(modattn_search_info *where, const modattn_store_vectors *
     where->mapped = v->map != NULL;
     snprintf(where->note, sizeof where->note, "%s", v->note);
     where->vectors = v->n;
+    snprintf(where->index, sizeof where->index, "exact");
+}
+
+/* The store's ANN index for v when p lets it be used: *a, or NULL with where->index_note saying
+ * why not (when there is one); an error when p asks for it and it cannot be used. */
+static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, const modattn_search_params *p,
+                        modattn_ann **a, modattn_search_info *where) {
+    *a = NULL;
+    if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0) return 0;
+    char why[512] = "";
+    if (p->path_prefix) {
+        if (p->index == MODATTN_SEARCH_INDEX_ANN)
+            return modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
+        char path[4200];
+        if (!modattn_store_ann_file_path(store, path, sizeof path) && access(path, F_OK) == 0 && where)
+            snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
+        return 0;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t tr = modattn_trace_begin();
+    int st = modattn_ann_open(store, v, a, why, sizeof why);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st < 0) return st;
+    if (*a) {
+        if (tr) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "rows=%zu", modattn_ann_rows(*a));
+            modattn_trace_end(tr, "search.ann_open", modattn_ann_kind_name(modattn_ann_get_kind(*a)), shape,
+                              (double)modattn_ann_file_bytes(*a), 0);
+        }
+        if (where) {
+            snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(*a)));
+            where->index_open_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+        }
+        return 0;
+    }
+    if (p->index == MODATTN_SEARCH_INDEX_ANN)
+        return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+                             why[0] ? why : "the store has none (`modattn index --ann hnsw` builds one)");
+    if (where) snprintf(where->index_note, sizeof where->index_note, "%s", why);
+    return 0;
 }
 
 int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
@@ -414,6 +459,28 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
         snprintf(shape, sizeof shape, "n=%zu dim=%zu", v.n, dim);
         modattn_trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
                           v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
+    }
+    modattn_ann *ann = NULL;
+    if ((st = open_ann_for(store, &v, p, &ann, where))) goto done;
+    if (ann) {
+        /* the vector ranking's candidates from the index, scored again exactly */
+        const size_t cand = candidates_for(p);
+        float *qn = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
+        int64_t *ids = modattn_malloc(cand * sizeof *ids, MODATTN_MEM_OTHER);
+        float *sc = modattn_malloc(cand * sizeof *sc, MODATTN_MEM_OTHER);
+        size_t nc = 0;
+        if (!qn || !ids || !sc) st = modattn_mem_last_status();
+        if (!st) {
+            memcpy(qn, q, dim * sizeof(float));
+            modattn_vec_normalize(qn, dim);
+            st = modattn_ann_topk_batch(ann, &v, qn, 1, cand, p->ann, exec, ids, sc, &nc);
+        }
+        if (!st) st = search_run(store, &v, q, query, strlen(query), p, exec, ids, sc, nc, out, nout, notes);
+        modattn_free(qn);
+        modattn_free(ids);
+        modattn_free(sc);
+        modattn_ann_close(ann);
+        goto done;
     }
     st = modattn_search_run(store, &v, q, query, strlen(query), p, exec, out, nout, notes);
 done:
@@ -462,6 +529,10 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
     if (vectors && (st = modattn_store_open_vectors(store, &v))) goto done;
     v.dim = dim;
     tell_where(where, &v);
+    if (vectors && p->path_prefix) { /* scanned exactly per query: says so, or refuses a forced ANN */
+        modattn_ann *none = NULL;
+        if ((st = open_ann_for(store, &v, p, &none, where))) goto done;
+    }
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
         /* normalised as search_run normalises its copy (which gets the raw vector, as one query would) */
@@ -472,8 +543,15 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
         }
         memcpy(qn, q, nq * dim * sizeof(float));
         for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
-        uint64_t tr = modattn_trace_begin();
-        st = modattn_store_vectors_topk_batch(&v, qn, nq, cand, exec, ids, sc, nc);
+        modattn_ann *ann = NULL;
+        if ((st = open_ann_for(store, &v, p, &ann, where))) {
+            modattn_free(qn);
+            goto done;
+        }
+        uint64_t tr = ann ? 0 : modattn_trace_begin();
+        st = ann ? modattn_ann_topk_batch(ann, &v, qn, nq, cand, p->ann, exec, ids, sc, nc)
+                 : modattn_store_vectors_topk_batch(&v, qn, nq, cand, exec, ids, sc, nc);
+        modattn_ann_close(ann);
         modattn_free(qn);
         if (st) goto done;
         if (tr) {

@@ -13,6 +13,7 @@
 #include "modattn/ingest.h"
 #include "modattn/store.h"
 #include "modattn/search.h"
+#include "modattn/ann.h"
 
 /* The version of these headers; CMake checks it equals project()'s VERSION. */
 #define MODATTN_VERSION_STRING "0.1.0"

@@ -120,6 +120,15 @@ const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vecto
 #define MODATTN_SEARCH_RRF_K 10.0
 #define MODATTN_SEARCH_KEYWORD_WEIGHT 0.7
 
+/* What finds the vector ranking's candidates (modattn/ann.h). */
+typedef enum modattn_search_index {
+    MODATTN_SEARCH_INDEX_AUTO = 0, /* the store's ANN index when it is there and current, else the
+                                    * exact scan (a path prefix is always scanned exactly) */
+    MODATTN_SEARCH_INDEX_EXACT,    /* the exact scan, always */
+    MODATTN_SEARCH_INDEX_ANN,      /* the ANN index, or MODATTN_ENOTFOUND saying why it cannot be used */
+} modattn_search_index;
+struct modattn_ann_params;
+
 typedef struct modattn_search_params {
     modattn_search_mode mode;
     size_t k;                 /* results */
@@ -129,6 +138,9 @@ typedef struct modattn_search_params {
     double keyword_weight;    /* hybrid: the keyword ranking's weight, the vector's being 1; 0: 0.7
                                * (MODATTN_SEARCH_KEYWORD_WEIGHT) */
     size_t candidates;        /* hybrid: how many each ranking brings to the fusion; 0: max(k, 50) */
+    modattn_search_index index; /* the vector ranking: the store's ANN index when usable, or exact */
+    const struct modattn_ann_params *ann; /* ANN search parameters (efSearch, nprobe, rescore) for
+                                         * this search; NULL: the index's own */
 } modattn_search_params;
 
 /* What a search did beyond its results. */
@@ -176,6 +188,10 @@ typedef struct modattn_search_info {
     bool mapped;        /* the vector file (modattn_store_open_vectors), else the store */
     char note[320];     /* why the vector file was not used ("" if it was) */
     size_t vectors;     /* rows scanned */
+    char index[16];     /* what found the vector ranking: "exact", or the ANN index's kind ("hnsw",
+                         * "ivf-sq8", "ivf-pq"); "" when there was no vector ranking (keywords) */
+    char index_note[512]; /* why the ANN index there was not used ("" if it was, or if there is none) */
+    double index_open_ms; /* time to open (read and check) the ANN index */
 } modattn_search_info;
 /* The whole search as `modattn search` runs it: checks the store belongs to the model, embeds the
  * query (not for keyword mode), opens the store's vectors (modattn_store_open_vectors; not for

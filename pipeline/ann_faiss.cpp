@@ -1,0 +1,199 @@
+// pipeline/ann_faiss.cpp — the C bridge to FAISS declared in pipeline/ann_faiss.h. Glue only:
+// every FAISS call is wrapped so that nothing C++ (exceptions, std::string) crosses into C.
+#include "pipeline/ann_faiss.h"
+
+#include <omp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+
+#include <faiss/Index.h>
+#include <faiss/IndexHNSW.h>
+#include <faiss/IndexIVF.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_factory.h>
+#include <faiss/index_io.h>
+
+#include "modattn/status.h"
+
+struct modattn__faiss {
+    faiss::Index *index;
+};
+
+namespace {
+
+// FAISS's messages carry the C++ function and file; keep the first line, which says what failed.
+void put_msg(char *msg, size_t len, const char *what, const char *why) {
+    if (!msg || !len) return;
+    std::snprintf(msg, len, "%s: %s", what, why);
+    for (char *p = msg; *p; p++)
+        if (*p == '\n') {
+            *p = '\0';
+            break;
+        }
+}
+
+// Runs fn with the calling thread's OpenMP thread count set to `threads` (when > 0), restoring it.
+template <class F>
+int guarded(const char *what, int threads, char *msg, size_t len, F fn) {
+    const int before = omp_get_max_threads();
+    if (threads > 0) omp_set_num_threads(threads);
+    int st = 0;
+    try {
+        fn();
+    } catch (const faiss::FaissException &e) {
+        put_msg(msg, len, what, e.msg.c_str());
+        st = MODATTN_EINVAL;
+    } catch (const std::bad_alloc &) {
+        put_msg(msg, len, what, "out of memory");
+        st = MODATTN_ENOMEM;
+    } catch (const std::exception &e) {
+        put_msg(msg, len, what, e.what());
+        st = MODATTN_EINVAL;
+    } catch (...) {
+        put_msg(msg, len, what, "unknown C++ exception");
+        st = MODATTN_EINVAL;
+    }
+    if (threads > 0) omp_set_num_threads(before);
+    return st;
+}
+
+struct CallbackWriter : faiss::IOWriter {
+    int (*put)(void *, const void *, size_t);
+    void *ud;
+    bool failed = false;
+    size_t operator()(const void *ptr, size_t size, size_t nitems) override {
+        if (failed) return 0;
+        if (size && nitems && put(ud, ptr, size * nitems)) {
+            failed = true;
+            return 0;
+        }
+        return nitems;
+    }
+};
+
+struct MemoryReader : faiss::IOReader {
+    const unsigned char *p;
+    size_t size, at = 0;
+    size_t operator()(void *ptr, size_t sz, size_t nitems) override {
+        if (!sz || !nitems) return 0;
+        size_t want = nitems;
+        if (want > (size - at) / sz) want = (size - at) / sz;
+        std::memcpy(ptr, p + at, want * sz);
+        at += want * sz;
+        return want;
+    }
+};
+
+}  // namespace
+
+extern "C" {
+
+int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, modattn__faiss **out, char *msg,
+                          size_t len) {
+    *out = nullptr;
+    modattn__faiss *f = new (std::nothrow) modattn__faiss{nullptr};
+    if (!f) {
+        put_msg(msg, len, "faiss index_factory", "out of memory");
+        return MODATTN_ENOMEM;
+    }
+    int st = guarded("faiss index_factory", 0, msg, len, [&] {
+        f->index = faiss::index_factory((int)dim, factory, faiss::METRIC_INNER_PRODUCT);
+        if (auto *h = dynamic_cast<faiss::IndexHNSW *>(f->index); h && ef_construction > 0)
+            h->hnsw.efConstruction = ef_construction;
+    });
+    if (st) {
+        delete f->index;
+        delete f;
+        return st;
+    }
+    *out = f;
+    return 0;
+}
+
+bool modattn__faiss_is_trained(const modattn__faiss *f) { return f->index->is_trained; }
+
+int modattn__faiss_train(modattn__faiss *f, size_t n, const float *x, int threads, char *msg, size_t len) {
+    return guarded("faiss train", threads, msg, len, [&] { f->index->train((faiss::Index::idx_t)n, x); });
+}
+
+int modattn__faiss_add(modattn__faiss *f, size_t n, const float *x, int threads, char *msg, size_t len) {
+    return guarded("faiss add", threads, msg, len, [&] { f->index->add((faiss::Index::idx_t)n, x); });
+}
+
+int modattn__faiss_search(const modattn__faiss *f, size_t nq, const float *q, size_t k, int ef_search, int nprobe,
+                          int threads, float *dist, int64_t *labels, char *msg, size_t len) {
+    return guarded("faiss search", threads, msg, len, [&] {
+        faiss::SearchParametersHNSW hp;
+        faiss::SearchParametersIVF ip;
+        const faiss::SearchParameters *params = nullptr;
+        if (auto *h = dynamic_cast<const faiss::IndexHNSW *>(f->index)) {
+            hp.efSearch = ef_search > 0 ? ef_search : h->hnsw.efSearch;
+            params = &hp;
+        } else if (auto *iv = dynamic_cast<const faiss::IndexIVF *>(f->index)) {
+            ip.nprobe = nprobe > 0 ? (size_t)nprobe : iv->nprobe;
+            params = &ip;
+        }
+        static_assert(sizeof(faiss::Index::idx_t) == sizeof(int64_t), "FAISS labels are 64-bit");
+        f->index->search((faiss::Index::idx_t)nq, q, (faiss::Index::idx_t)k, dist, reinterpret_cast<faiss::Index::idx_t *>(labels),
+                         params);
+    });
+}
+
+size_t modattn__faiss_ntotal(const modattn__faiss *f) { return (size_t)f->index->ntotal; }
+
+int modattn__faiss_write(const modattn__faiss *f, int (*put)(void *, const void *, size_t), void *ud, char *msg,
+                         size_t len) {
+    CallbackWriter w;
+    w.put = put;
+    w.ud = ud;
+    int st = guarded("faiss write_index", 0, msg, len, [&] { faiss::write_index(f->index, &w); });
+    if (!st && w.failed) {
+        put_msg(msg, len, "faiss write_index", "writing failed");
+        st = MODATTN_EIO;
+    }
+    return st;
+}
+
+int modattn__faiss_read(const void *buf, size_t size, modattn__faiss **out, char *msg, size_t len) {
+    *out = nullptr;
+    modattn__faiss *f = new (std::nothrow) modattn__faiss{nullptr};
+    if (!f) {
+        put_msg(msg, len, "faiss read_index", "out of memory");
+        return MODATTN_ENOMEM;
+    }
+    MemoryReader r;
+    r.p = static_cast<const unsigned char *>(buf);
+    r.size = size;
+    int st = guarded("faiss read_index", 0, msg, len, [&] { f->index = faiss::read_index(&r, 0); });
+    if (!st && r.at != size) {
+        put_msg(msg, len, "faiss read_index", "bytes left over after the index");
+        st = MODATTN_EFORMAT;
+    }
+    if (st) {
+        delete f->index;
+        delete f;
+        return st == MODATTN_EINVAL ? MODATTN_EFORMAT : st;
+    }
+    *out = f;
+    return 0;
+}
+
+void modattn__faiss_free(modattn__faiss *f) {
+    if (!f) return;
+    delete f->index;
+    delete f;
+}
+
+const char *modattn__faiss_version(void) {
+#define MODATTN__STR2(x) #x
+#define MODATTN__STR(x) MODATTN__STR2(x)
+    return MODATTN__STR(FAISS_VERSION_MAJOR) "." MODATTN__STR(FAISS_VERSION_MINOR) "." MODATTN__STR(
+        FAISS_VERSION_PATCH);
+}
+
+}  // extern "C"
