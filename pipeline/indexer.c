@@ -116,6 +116,7 @@ typedef struct pdoc {
     float *vecs;     /* [nchunks, dim] normalised vectors, until the document is written */
     int32_t *ntok;   /* [nchunks] word pieces fed to the model, specials included */
     int64_t doc_id;
+    bool remote;     /* split write: another process embeds it (its vectors are fetched) */
     /* incremental line counting for text files */
     size_t line_off;
     int64_t line_no;
@@ -128,6 +129,8 @@ typedef struct run {
     const modattn_tokenizer *tok; /* the model's (borrowed) */
     const modattn_index_options *opt;
     modattn_index_stats *stats;
+    const modattn_index_split *split; /* NULL: a plain run */
+    bool plan_mode, emit_mode, write_split;
     size_t dim, window, overlap, batch;
     int32_t chunk_tokens;
     uint64_t max_bytes;
@@ -418,7 +421,7 @@ static void pdoc_free(pdoc *d) {
 
 /* A file that is not indexed any more: remove what the store had for it. */
 static int drop_stale(run *r, const char *path, bool had) {
-    if (!had) return 0;
+    if (!had || r->plan_mode) return 0; /* a plan changes nothing */
     int st = modattn_store_delete_document(r->store, path);
     return st < 0 ? st : 0;
 }
@@ -465,6 +468,7 @@ static int64_t chunk_line(pdoc *d, size_t offset) {
 }
 
 static int flush_batch(run *r);
+static int write_ready(run *r, bool wait);
 
 static int process_file_inner(run *r, file_entry *f);
 
@@ -484,9 +488,10 @@ static int process_file_inner(run *r, file_entry *f) {
     modattn_index_stats *s = r->stats;
     s->files_seen++;
     modattn_store_doc old;
-    int had = modattn_store_find_document(r->store, f->path, &old);
+    /* a split run's embed part has no store: every file it is given is to be embedded */
+    int had = r->emit_mode ? 0 : modattn_store_find_document(r->store, f->path, &old);
     if (had < 0) return had;
-    if (had == 0) {
+    if (had == 0 && !r->emit_mode) {
         /* reached through a link this time, stored under its own name by an earlier run: it is
          * that document */
         char *canon = realpath(f->path, NULL);
@@ -551,6 +556,10 @@ static int process_file_inner(run *r, file_entry *f) {
         s->files_unchanged++;
         goto out;
     }
+    if (r->plan_mode && !same_chunking) { /* new, or chunked otherwise: embedded whatever it holds */
+        st = r->split->plan(r->split->ud, f->path, (uint64_t)size);
+        goto out;
+    }
     size_t len = 0;
     int err = 0;
     buf = read_fd(fd, (size_t)size, &len, &err);
@@ -567,8 +576,12 @@ static int process_file_inner(run *r, file_entry *f) {
     const uint64_t hash = XXH3_64bits(buf, len);
     if (same_chunking && old.hash == hash) {
         s->files_unchanged++;
-        if (old.mtime_ns != mtime || old.size != (int64_t)len)
+        if (!r->plan_mode && (old.mtime_ns != mtime || old.size != (int64_t)len))
             st = modattn_store_touch_document(r->store, old.id, mtime, (int64_t)len);
+        goto out;
+    }
+    if (r->plan_mode) { /* changed: the rest (kind, text, chunks) is the embed part's */
+        st = r->split->plan(r->split->ud, f->path, (uint64_t)size);
         goto out;
     }
     modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)buf, len);
@@ -642,15 +655,25 @@ static int process_file_inner(run *r, file_entry *f) {
         st = modattn_mem_last_status();
         goto out;
     }
+    if (r->write_split) { /* embedded by another process? then its chunks join no batch here */
+        int rem = r->split->remote(r->split->ud, d->path);
+        if (rem < 0) {
+            st = rem;
+            goto out;
+        }
+        d->remote = rem == 1;
+        if (d->remote) d->queued = d->nchunks;
+    }
     /* into the queue; it is counted when it is committed */
     if (r->tail) r->tail->next = d;
     else r->head = d;
     r->tail = d;
-    r->unqueued += d->nchunks;
+    if (!d->remote) r->unqueued += d->nchunks;
     d = NULL;
     close(fd);
     fd = -1;
     while (r->unqueued >= r->batch && !st) st = flush_batch(r);
+    if (!st && r->write_split) st = write_ready(r, false); /* what other processes sent meanwhile */
     return st;
 out:
     if (fd >= 0) close(fd);
@@ -686,9 +709,21 @@ static int chunk_text(const pdoc *d, size_t i, const char **t, size_t *len, char
 /* Writes the head of the queue, every chunk embedded, in one transaction, and drops it. */
 static int write_doc(run *r) {
     pdoc *d = r->head;
+    int st;
+    if (r->emit_mode) { /* a split run's embed part: the vectors go to the writer instead */
+        if ((st = r->split->emit(r->split->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok))) return st;
+        r->stats->files_indexed++;
+        event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
+        r->head = d->next;
+        if (!r->head) r->tail = NULL;
+        uint64_t size = (uint64_t)d->size;
+        pdoc_free(d);
+        r->files_done++;
+        r->bytes_done += size;
+        return 0;
+    }
     uint64_t tr = modattn_trace_begin(); /* span: one document's transaction */
-    int st = modattn_store_begin(r->store);
-    if (st) return st;
+    if ((st = modattn_store_begin(r->store))) return st;
     modattn_store_doc sd;
     memset(&sd, 0, sizeof sd);
     sd.path = d->path;
@@ -784,7 +819,7 @@ static int flush_batch(run *r) {
         r->stats->tokens_embedded += (uint64_t)r->bntok[i];
     }
     /* documents complete in queue order: write each in one short transaction */
-    while (!st && r->head && r->head->embedded == r->head->nchunks) st = write_doc(r);
+    st = write_ready(r, false);
     if (!st) progress(r, false);
 done:
     for (size_t i = 0; i < n; i++) {
@@ -792,6 +827,36 @@ done:
         r->bclean[i] = NULL;
     }
     if (st) modattn_store_rollback(r->store);
+    return st;
+}
+
+/* Writes the documents at the head of the queue whose vectors are all there, in queue order. In a
+ * split write, a document another process embeds is complete once its vectors are fetched (wait:
+ * until they come); one that will not come is handed to this process's batches. */
+static int write_ready(run *r, bool wait) {
+    int st = 0;
+    while (!st && r->head) {
+        pdoc *d = r->head;
+        if (d->remote && d->embedded < d->nchunks) {
+            int got = r->split->fetch(r->split->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok, wait);
+            if (got < 0) return got;
+            if (got == 0) {
+                if (wait) return modattn_error(MODATTN_EINVAL, "index: the vectors of %s did not come", d->path);
+                return 0;
+            }
+            if (got == 2) { /* embedded here after all */
+                d->remote = false;
+                d->queued = 0;
+                r->unqueued += d->nchunks;
+                return 0;
+            }
+            d->embedded = d->nchunks;
+            r->stats->chunks_embedded += d->nchunks;
+            for (size_t i = 0; i < d->nchunks; i++) r->stats->tokens_embedded += (uint64_t)d->ntok[i];
+        }
+        if (d->embedded < d->nchunks) return 0;
+        st = write_doc(r);
+    }
     return st;
 }
 
@@ -843,9 +908,21 @@ static int prune(run *r) {
 int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
                         size_t npaths, const modattn_index_options *opt,
                         modattn_index_stats *stats) {
+    return modattn_index_paths_split(store, model, paths, npaths, opt, NULL, stats);
+}
+
+int modattn_index_paths_split(modattn_store *store, modattn_model *model, const char *const *paths,
+                              size_t npaths, const modattn_index_options *opt,
+                              const modattn_index_split *split, modattn_index_stats *stats) {
     if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
     memset(stats, 0, sizeof *stats);
-    if (!store || !model || (!paths && npaths))
+    const bool plan_mode = split && split->plan, emit_mode = split && split->emit,
+               write_split = split && split->remote && split->fetch;
+    if (split && (plan_mode + emit_mode + write_split != 1 || (!write_split && (split->remote || split->fetch))))
+        return modattn_error(MODATTN_EINVAL, "modattn_index_paths_split: set exactly one of plan, emit or "
+                                             "remote with fetch");
+    if (emit_mode) store = NULL; /* the embed part reads no store and writes none */
+    if ((!store && !emit_mode) || !model || (!paths && npaths))
         return modattn_error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
     modattn_index_options defaults;
     memset(&defaults, 0, sizeof defaults);
@@ -859,6 +936,10 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     r.model = model;
     r.opt = opt;
     r.stats = stats;
+    r.split = split;
+    r.plan_mode = plan_mode;
+    r.emit_mode = emit_mode;
+    r.write_split = write_split;
     const modattn_model_info *info = modattn_model_get_info(model);
     r.dim = info->dim;
     int st = 0;
@@ -889,10 +970,10 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     if (r.batch > 65536) r.batch = 65536;
 
     modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
-    if ((st = modattn_store_bind_model(store, &sm))) goto done;
+    if (store && (st = modattn_store_bind_model(store, &sm))) goto done;
 
     /* the store's own files are never indexed */
-    own[0] = modattn_path_absolute(modattn_store_path(store));
+    own[0] = store ? modattn_path_absolute(modattn_store_path(store)) : NULL;
     if (own[0]) {
         static const char *const sfx[] = {"-wal", "-shm", "-journal", ".vec"};
         size_t n0 = strlen(own[0]);
@@ -945,8 +1026,13 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     r.t0_ns = modattn_now_ns();
     progress(&r, true);
     for (size_t i = 0; i < r.nfiles && !st; i++) st = process_file(&r, &r.files[i]);
-    while (!st && r.head) st = flush_batch(&r);
+    while (!st && r.head) {
+        if (r.unqueued) st = flush_batch(&r);
+        else if (r.head->remote) st = write_ready(&r, true); /* a split write waits for the rest */
+        else st = modattn_error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r.head->path);
+    }
     if (!st) progress(&r, true);
+    if (plan_mode || emit_mode) goto free_own; /* the parts that write nothing */
 
     /* 3. prune */
     if (!st && opt->prune) st = prune(&r);
@@ -971,7 +1057,7 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
     }
 
 free_own:
-    modattn_store_rollback(store);
+    if (store) modattn_store_rollback(store);
     while (r.head) {
         pdoc *n = r.head->next;
         pdoc_free(r.head);
