@@ -95,4 +95,11 @@ int cli_parse_ints(const char *s, int64_t *v, int n, int64_t lo, int64_t hi);
  * if there, is writable and not a folder. Checked at start-up, before hours of work. */
 int cli_check_output_path(const char *opt, const char *path);
 
+/* MPI scale-out (cli/cmd_mpi.c): true if arg is among argv[1..argc) before a "--". */
+bool cli_has_arg(int argc, char **argv, const char *arg);
+/* `index --mpi` and `search --mpi` (argv as the command gets it, --mpi included); in a build
+ * without MPI they say how to install it. */
+int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv);
+int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv);
+
 #endif

@@ -52,6 +52,7 @@ static void index_usage(FILE *f) {
             "                       (hnsw) or nlist=1024,nprobe=16,m=48,nbits=8 (ivf), and\n"
             "                       rescore=N (candidates scored again exactly); 0 or absent:\n"
             "                       defaults for the store's size (README: Large corpora)\n"
+            "  --mpi                under mpirun -np N: embed on N processes, one store (README: MPI)\n"
             "  --wait SECONDS       how long to wait for another writer of the store (another\n"
             "                       `modattn index`) to let go of its lock, saying so after half\n"
             "                       a second (default 60; 0: fail at once). A writer holds it\n"
@@ -188,6 +189,7 @@ static json_t *ann_json(const modattn_ann_update *u) {
 }
 
 int cli_cmd_index(cli_globals *g, int argc, char **argv) {
+    if (cli_has_arg(argc, argv, "--mpi")) return cli_cmd_index_mpi(g, argc, argv);
     const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL;
     bool json = false, quiet = false, prune = false, dashdash = false;
     double wait_s = MODATTN_STORE_DEFAULT_WAIT_S;

@@ -41,6 +41,7 @@ static void search_usage(FILE *f) {
             "                       else <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
             "                       ./.models/all-MiniLM-L6-v2); it must be the store's model\n"
             "  -k N                 number of results (default 5)\n"
+            "  --mpi                under mpirun -np N: scan the vectors on N processes (README: MPI)\n"
             "  --mode M             hybrid (default), vector or keyword\n"
             "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
             "  --keyword-weight W   hybrid: the word ranking's weight W, meaning's being 1 (default 0.7)\n"
@@ -266,6 +267,7 @@ static int read_queries(const char *path, char ***out, size_t *n) {
 }
 
 int cli_cmd_search(cli_globals *g, int argc, char **argv) {
+    if (cli_has_arg(argc, argv, "--mpi")) return cli_cmd_search_mpi(g, argc, argv);
     const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL, *queries_file = NULL;
     bool json = false, dashdash = false;
     long long k = 5;

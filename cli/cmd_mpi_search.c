@@ -1,0 +1,663 @@
+/* cli/cmd_mpi_search.c — `mpirun -np N modattn search --mpi ...`: the scan of the stored vectors
+ * spread over N processes, the answer printed by rank 0 exactly as `modattn search` prints it.
+ *
+ * Scatter and gather: rank 0 checks the store's model and embeds the queries, and sends the
+ * normalised query vectors to every rank; each rank maps the store's vector file (or reads the
+ * vectors from the store, as a plain search does when the file is not current) and scans its
+ * slice of the rows (rows [r * rows / N, (r + 1) * rows / N) across the segments, masked rows
+ * left out) for each query's best C (C = the candidates a plain search takes: k, or max(k, 50)
+ * in hybrid mode) with the same kernel and order as a plain scan; rank 0 gathers them, keeps the
+ * best C of all (score, then the lower chunk id: the order of one scan over every row), adds
+ * the keyword ranking's candidates, and runs the plain search (modattn_search_run) over the
+ * vectors of just those chunks. A row's score does not depend on which rows are scanned with it,
+ * so the ranks, scores, cosines and fusion are the plain search's bit for bit
+ * (tests/mpi/mpi_search.sh checks it). The store must be on every rank's file system (a shared
+ * one across machines): the shards are slices of one store, and a rank's generation of the
+ * store is checked against rank 0's (an index between their opens is an error: run it again).
+ *
+ * The printing below is a copy of cli/cmd_search.c's (put_piece, snippet, print_results,
+ * read_queries) so that the output is the same; when that file can be touched, share them. */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/mpi_internal.h"
+#include "modattn/core.h"
+#include "modattn/model.h"
+#include "modattn/search.h"
+#include "modattn/store.h"
+
+#ifndef MODATTN_HAVE_MPI
+
+int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv) {
+    (void)g, (void)argc, (void)argv;
+    return cli_mpi_missing("search");
+}
+
+#else
+
+#include <mpi.h>
+
+#define SNIPPET_BYTES 240
+
+/* ---- printing: a copy of cli/cmd_search.c's */
+
+/* One piece of the snippet: whitespace collapsed (across pieces, via *space), escaped for the
+ * terminal, appended to out. */
+static void put_piece(const char *t, size_t a, size_t b, bool *space, char *out, size_t *o, size_t cap) {
+    char raw[SNIPPET_BYTES * 2 + 16], safe[4 * (SNIPPET_BYTES * 2 + 16)];
+    size_t r = 0;
+    for (size_t i = a; i < b && r + 2 < sizeof raw; i++) {
+        const unsigned char c = (unsigned char)t[i];
+        if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
+            *space = true;
+            continue;
+        }
+        if (*space && (*o > 0 || r > 0)) raw[r++] = ' ';
+        *space = false;
+        raw[r++] = (char)c;
+    }
+    raw[r] = '\0';
+    const char *e = cli_term_text(raw, safe, sizeof safe);
+    size_t n = strlen(e);
+    if (*o + n + 1 > cap) n = cap - *o - 1;
+    memcpy(out + *o, e, n);
+    *o += n;
+    out[*o] = '\0';
+}
+
+/* The chunk's text on one line around its first match (or from its start), whitespace collapsed,
+ * the query's words marked (bold on a terminal, else with « »), escaped for the terminal. */
+static void snippet(const modattn_search_result *r, bool tty, char *out, size_t cap) {
+    const char *t = r->chunk.text;
+    const size_t len = strlen(t);
+    size_t from = 0;
+    if (r->nspans && r->spans[0].start > 60) from = r->spans[0].start - 60;
+    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
+    size_t to = from + SNIPPET_BYTES < len ? from + SNIPPET_BYTES : len;
+    while (to < len && ((unsigned char)t[to] & 0xc0) == 0x80) to++;
+    const char *on = tty ? "\033[1m" : "\xc2\xab", *off = tty ? "\033[0m" : "\xc2\xbb";
+    size_t o = 0;
+    bool space = false;
+    out[0] = '\0';
+    if (from > 0) put_piece("\xe2\x80\xa6", 0, 3, &space, out, &o, cap);
+    size_t at = from;
+    for (size_t i = 0; i < r->nspans && at < to; i++) {
+        size_t a = r->spans[i].start, b = r->spans[i].end;
+        if (b <= at || a >= to || b > len) continue;
+        if (a < at) a = at;
+        if (b > to) b = to;
+        put_piece(t, at, a, &space, out, &o, cap);
+        if (space && o > 0 && o + 1 < cap) out[o++] = ' ', out[o] = '\0';
+        space = false;
+        if (o + strlen(on) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", on);
+        put_piece(t, a, b, &space, out, &o, cap);
+        if (o + strlen(off) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", off);
+        at = b;
+    }
+    put_piece(t, at, to, &space, out, &o, cap);
+    if (to < len && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "\xe2\x80\xa6");
+}
+
+/* Prints one query's results (batch: its 1-based number and text, JSON as one line). 0, or the
+ * exit status of a failure to write JSON. */
+static int print_results(const modattn_search_params *sp, const modattn_search_result *res, size_t n, bool json,
+                         size_t batch_no, const char *batch_query) {
+    int rc = 0;
+    if (json) {
+        json_t *arr = json_array();
+        int bad = !arr;
+        for (size_t i = 0; i < n && !bad; i++) {
+            char pbuf[PATH_MAX];
+            const modattn_store_chunk *c = &res[i].chunk;
+            const modattn_search_result *r = &res[i];
+            json_t *o = json_pack("{s:i, s:f, s:o, s:o, s:o, s:o}", "rank", r->rank, "score", (double)r->score,
+                                  "vector_rank", r->vector_rank ? json_integer(r->vector_rank) : json_null(),
+                                  "keyword_rank", r->keyword_rank ? json_integer(r->keyword_rank) : json_null(),
+                                  "cosine", isfinite(r->cosine) ? json_real((double)r->cosine) : json_null(),
+                                  "bm25", isfinite(r->bm25) ? json_real(r->bm25) : json_null());
+            json_t *hl = json_array();
+            for (size_t h = 0; hl && h < r->nspans; h++)
+                if (json_array_append_new(hl, json_pack("[I, I]", (json_int_t)r->spans[h].start,
+                                                        (json_int_t)r->spans[h].end)))
+                    bad = 1;
+            if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
+            if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
+                json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
+                json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
+                json_object_set_new(o, "line", json_integer((json_int_t)c->line)) ||
+                json_object_set_new(o, "page", json_integer((json_int_t)c->page)) ||
+                json_object_set_new(o, "text", cli_json_text(c->text)) || json_array_append_new(arr, o))
+                bad = 1;
+        }
+        json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp->mode), "results", arr);
+        if (bad) json_decref(arr);
+        /* as `modattn search` says what found the candidates by meaning: an exact scan, always */
+        if (j && json_object_set_new(j, "index", json_string("exact"))) bad = 1;
+        if (j && batch_query &&
+            (json_object_set_new(j, "query", json_integer((json_int_t)batch_no)) ||
+             json_object_set_new(j, "text", cli_json_text(batch_query))))
+            bad = 1;
+        char *text = j && !bad ? json_dumps(j, (batch_query ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(7))
+                               : NULL;
+        if (modattn_json_take_failure() != 0 || !text) {
+            modattn_json_free(text);
+            text = NULL;
+            rc = cli_json_fail("search: writing JSON");
+        } else {
+            puts(text);
+            modattn_json_free(text);
+        }
+        json_decref(j);
+        return rc;
+    }
+    if (batch_query) {
+        char qbuf[4 * 512];
+        char shown[512];
+        snprintf(shown, sizeof shown, "%s", batch_query);
+        printf("%s== query %zu: %s\n", batch_no > 1 ? "\n" : "", batch_no, cli_term_text(shown, qbuf, sizeof qbuf));
+    }
+    if (n == 0) printf(sp->mode == MODATTN_SEARCH_KEYWORD ? "no results: no chunk holds the query's words\n"
+                                                         : "no results: the store is empty\n");
+    /* mpirun hands every rank a pseudo-terminal for its output, whatever mpirun's own output is: a
+     * terminal cannot be told from a file here, so the words are marked as for a file (« ») */
+    const bool tty = false;
+    for (size_t i = 0; i < n; i++) {
+        char pbuf[PATH_MAX], snip[8 * (SNIPPET_BYTES + 16)], loc[96];
+        char spath[4 * PATH_MAX];
+        const modattn_store_chunk *c = &res[i].chunk;
+        if (c->page > 0)
+            snprintf(loc, sizeof loc, "page %lld, bytes %lld-%lld", (long long)c->page,
+                     (long long)c->start, (long long)c->end);
+        else if (c->line > 0)
+            snprintf(loc, sizeof loc, "line %lld, bytes %lld-%lld", (long long)c->line,
+                     (long long)c->start, (long long)c->end);
+        else
+            snprintf(loc, sizeof loc, "bytes %lld-%lld", (long long)c->start,
+                     (long long)c->end);
+        snippet(&res[i], tty, snip, sizeof snip);
+        char why[64] = "", vr[16] = "-", kr[16] = "-";
+        if (res[i].vector_rank) snprintf(vr, sizeof vr, "#%d", res[i].vector_rank);
+        if (res[i].keyword_rank) snprintf(kr, sizeof kr, "#%d", res[i].keyword_rank);
+        if (sp->mode == MODATTN_SEARCH_HYBRID) snprintf(why, sizeof why, "  [meaning %s, words %s]", vr, kr);
+        printf("%2d. %.4f  %s  (%s)%s\n    %s\n", res[i].rank, (double)res[i].score,
+               cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
+    }
+    return 0;
+}
+
+/* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings). */
+static int read_queries(const char *path, char ***out, size_t *n) {
+    *out = NULL;
+    *n = 0;
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "modattn: search: --queries %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    char *line = NULL, **v = NULL;
+    size_t cap = 0, nv = 0, vcap = 0;
+    ssize_t got;
+    int rc = 0;
+    while ((got = getline(&line, &cap, f)) >= 0) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
+        if (memchr(line, '\0', (size_t)got)) {
+            fprintf(stderr, "modattn: search: --queries %s: line %zu holds a NUL byte\n", path, nv + 1);
+            rc = 1;
+            break;
+        }
+        size_t sp = strspn(line, " \t");
+        if (line[sp] == '\0') continue;
+        if (nv == vcap) {
+            size_t nc = vcap ? 2 * vcap : 64;
+            char **nvv = realloc(v, nc * sizeof *v);
+            if (!nvv) {
+                rc = 1;
+                fprintf(stderr, "modattn: search: out of memory reading --queries\n");
+                break;
+            }
+            v = nvv, vcap = nc;
+        }
+        if (!(v[nv] = strdup(line))) {
+            rc = 1;
+            fprintf(stderr, "modattn: search: out of memory reading --queries\n");
+            break;
+        }
+        nv++;
+    }
+    if (!rc && ferror(f)) {
+        fprintf(stderr, "modattn: search: --queries %s: %s\n", path, strerror(errno));
+        rc = 1;
+    }
+    free(line);
+    if (f != stdin) fclose(f);
+    if (!rc && nv == 0) {
+        fprintf(stderr, "modattn: search: --queries %s: no query in it\n", path);
+        rc = 2;
+    }
+    if (rc) {
+        for (size_t i = 0; i < nv; i++) free(v[i]);
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = nv;
+    return 0;
+}
+
+/* ---- the scatter and gather */
+
+/* rows [lo, hi) of v (numbered across its segments, as the mask numbers them) as vectors of
+ * their own; the mask and the row numbering are v's */
+static void slice_of(const modattn_store_vectors *v, size_t lo, size_t hi, modattn_store_vectors *out) {
+    memset(out, 0, sizeof *out);
+    out->dim = v->dim;
+    out->ld = v->ld;
+    out->rows = v->rows;
+    out->mask = v->mask;
+    out->generation = v->generation;
+    for (size_t g = 0; g < v->nseg; g++) {
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        size_t a = sg->row0 > lo ? sg->row0 : lo, b = sg->row0 + sg->n < hi ? sg->row0 + sg->n : hi;
+        if (a >= b) continue;
+        modattn_store_vector_segment *o = &out->seg[out->nseg++];
+        o->data = sg->data + (a - sg->row0) * v->ld;
+        o->chunk_ids = sg->chunk_ids + (a - sg->row0);
+        o->n = b - a;
+        o->row0 = a;
+        for (size_t r = a; r < b; r++)
+            if (!v->mask || !(v->mask[r / 8] >> (r % 8) & 1)) out->n++;
+    }
+    if (out->nseg) {
+        out->data = out->seg[0].data;
+        out->chunk_ids = out->seg[0].chunk_ids;
+    }
+}
+
+/* the live row of chunk id in v (later segments are newer), or NULL */
+static const float *row_of(const modattn_store_vectors *v, int64_t id) {
+    for (size_t g = v->nseg; g-- > 0;) {
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        size_t lo = 0, hi = sg->n;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (sg->chunk_ids[mid] < id) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == sg->n || sg->chunk_ids[lo] != id) continue;
+        const size_t row = sg->row0 + lo;
+        if (v->mask && (v->mask[row / 8] >> (row % 8) & 1)) continue;
+        return sg->data + lo * v->ld;
+    }
+    return NULL;
+}
+
+typedef struct mcand {
+    float score;
+    int64_t id;
+} mcand;
+static int cand_cmp(const void *a, const void *b) { /* the order of one scan over every row */
+    const mcand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+static int id_cmp(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The vectors of the chunks ids (n of them, any order, repeats fine) that v holds, as one
+ * segment in ascending chunk id: what modattn_search_run scans on rank 0. */
+static int subset_of(const modattn_store_vectors *v, int64_t *ids, size_t n, modattn_store_vectors *out,
+                     float **data, int64_t **out_ids) {
+    memset(out, 0, sizeof *out);
+    out->dim = v->dim;
+    out->ld = v->ld ? v->ld : v->dim;
+    out->generation = v->generation;
+    *data = NULL;
+    *out_ids = NULL;
+    qsort(ids, n, sizeof *ids, id_cmp);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || ids[u - 1] != ids[i]) ids[u++] = ids[i];
+    float *d = modattn_malloc((u ? u : 1) * out->ld * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *oi = modattn_malloc((u ? u : 1) * sizeof *oi, MODATTN_MEM_OTHER);
+    if (!d || !oi) {
+        modattn_free(d);
+        modattn_free(oi);
+        return modattn_mem_last_status();
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < u; i++) {
+        const float *r = row_of(v, ids[i]);
+        if (!r) continue;
+        memcpy(d + m * out->ld, r, out->ld * sizeof(float));
+        oi[m++] = ids[i];
+    }
+    if (m) {
+        out->nseg = 1;
+        out->seg[0] = (modattn_store_vector_segment){d, oi, m, 0};
+        out->data = d;
+        out->chunk_ids = oi;
+        out->n = out->rows = m;
+    }
+    *data = d;
+    *out_ids = oi;
+    return 0;
+}
+
+/* Every rank: 0, or 1 after a failure somewhere (rank 0 has said what; MPI_Allreduce of it). */
+static int all_ok(int failed) {
+    int any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return any;
+}
+
+static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv) {
+    const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL, *queries_file = NULL;
+    bool json = false, dashdash = false;
+    long long k = 5;
+    size_t qlen = 0;
+    modattn_search_params sp = {.mode = MODATTN_SEARCH_HYBRID};
+    const bool say = rank == 0;
+    /* options: those of `modattn search` (cli/cmd_search.c) */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!dashdash && a[0] == '-' && a[1] != '\0') {
+            const char *v = NULL, *name = NULL;
+            if (strcmp(a, "--") == 0) {
+                dashdash = true;
+                continue;
+            }
+            if (strcmp(a, "--json") == 0) {
+                json = true;
+                continue;
+            }
+            static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
+                                                  "--queries"};
+            for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
+                size_t l = strlen(withval[n]);
+                if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
+                    name = withval[n];
+                    if (a[l] == '=') v = a + l + 1;
+                    else if (i + 1 < argc) v = argv[++i];
+                }
+            }
+            if (!name || !v) {
+                if (say) fprintf(stderr, !name ? "modattn: search: unknown option '%s' (see modattn search --help)\n"
+                                               : "modattn: search: %s needs a value\n", a);
+                return 2;
+            }
+            if (strcmp(name, "--db") == 0) db = v;
+            else if (strcmp(name, "--queries") == 0) queries_file = v;
+            else if (strcmp(name, "--model") == 0) model_dir = v;
+            else if (strcmp(name, "--mode") == 0) {
+                if (strcmp(v, "hybrid") == 0) sp.mode = MODATTN_SEARCH_HYBRID;
+                else if (strcmp(v, "vector") == 0) sp.mode = MODATTN_SEARCH_VECTOR;
+                else if (strcmp(v, "keyword") == 0) sp.mode = MODATTN_SEARCH_KEYWORD;
+                else {
+                    if (say) fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector or keyword\n", v);
+                    return 2;
+                }
+            } else if (strcmp(name, "--rrf-k") == 0) {
+                if (cli_parse_double("--rrf-k", v, 0, 1e6, true, &sp.rrf_k) != 0) return 2;
+            } else if (strcmp(name, "--keyword-weight") == 0) {
+                if (cli_parse_double("--keyword-weight", v, 0, 1e6, true, &sp.keyword_weight) != 0) return 2;
+            } else if (cli_parse_ll("search -k", v, 1, 10000, &k) != 0) {
+                return 2;
+            }
+            continue;
+        }
+        qlen += strlen(a) + 1;
+    }
+    if ((queries_file && qlen) || (!qlen && !queries_file)) {
+        if (say) fprintf(stderr, qlen ? "modattn: search: give QUERY words or --queries FILE, not both\n"
+                                      : "modattn: search: no QUERY given\n");
+        return 2;
+    }
+    char *query = malloc(qlen + 1);
+    if (!query) return 1;
+    query[0] = '\0';
+    dashdash = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!dashdash && a[0] == '-' && a[1] != '\0') {
+            if (strcmp(a, "--") == 0) dashdash = true;
+            else if (strcmp(a, "--json") != 0 && !strchr(a, '=')) i++;
+            continue;
+        }
+        if (query[0]) strcat(query, " ");
+        strcat(query, a);
+    }
+    char **qs = &query;
+    size_t nq = 1;
+    int rc = 0, st = 0, failed = 0;
+    if (queries_file) { /* rank 0 reads the queries; the others need only their count */
+        free(query);
+        query = NULL;
+        qs = NULL;
+        nq = 0;
+        if (rank == 0 && (rc = read_queries(queries_file, &qs, &nq))) failed = 1;
+        uint64_t n = nq;
+        MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+        if (all_ok(failed)) return rc ? rc : 1;
+        nq = (size_t)n;
+    }
+    sp.k = (size_t)k;
+    const size_t cand = sp.mode != MODATTN_SEARCH_HYBRID ? sp.k : (sp.k > 50 ? sp.k : 50);
+    const bool vectors = sp.mode != MODATTN_SEARCH_KEYWORD;
+    modattn_store *store = NULL;
+    modattn_model *model = NULL;
+    modattn_ctx *ctx = NULL;
+    modattn_store_vectors v, slice, sub;
+    memset(&v, 0, sizeof v);
+    memset(&sub, 0, sizeof sub);
+    float *q = NULL, *qn = NULL, *sub_data = NULL, *sc = NULL, *all_sc = NULL;
+    int64_t *ids = NULL, *all_ids = NULL, *sub_ids = NULL, *pick = NULL;
+    int *counts = NULL, *all_counts = NULL, *displs = NULL;
+    mcand *merged = NULL;
+    modattn_search_result **res = NULL;
+    size_t *nres = NULL;
+    modattn_search_notes *notes = NULL;
+    uint64_t dim = 0;
+
+    /* every rank opens the store; rank 0 checks its model and embeds the queries */
+    if ((st = modattn_store_open(db, MODATTN_STORE_READONLY, &store))) {
+        char w[64];
+        snprintf(w, sizeof w, "search --mpi (rank %d): opening the store", rank);
+        rc = cli_fail(w, st);
+        failed = 1;
+    }
+    g->few_inputs = nq <= 8;
+    if (!failed && cli_open_ctx(g, &ctx)) failed = 1, rc = 1; /* every rank: the scan's threads */
+    if (!failed && rank == 0) {
+        if (modattn_store_note(store)) fprintf(stderr, "modattn: note: %s\n", modattn_store_note(store));
+        char mbuf[PATH_MAX + 64];
+        if ((st = cli_load_model(g, ctx, cli_model_dir(model_dir, mbuf, sizeof mbuf), &model)))
+            failed = 1, rc = cli_fail("loading the model", st);
+        if (!failed) {
+            const modattn_model_info *info = modattn_model_get_info(model);
+            modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
+            dim = info->dim;
+            q = calloc(nq * dim, sizeof *q);
+            qn = calloc(nq * dim, sizeof *qn);
+            if (!q || !qn) failed = 1, rc = cli_fail("search", MODATTN_ENOMEM);
+            else if ((st = modattn_store_check_model(store, &sm))) failed = 1, rc = cli_fail("search", st);
+            else if (vectors && (st = modattn_model_embed(model, (const char *const *)qs, NULL, nq, q, NULL)))
+                failed = 1, rc = cli_fail("search: embedding the queries", st);
+            if (!failed) {
+                memcpy(qn, q, nq * dim * sizeof *q);
+                for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
+            }
+        }
+    }
+    if (all_ok(failed)) goto out;
+    MPI_Bcast(&dim, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (rank != 0 && !(qn = calloc(nq * dim + 1, sizeof *qn))) failed = 1, rc = cli_fail("search --mpi", MODATTN_ENOMEM);
+    if (all_ok(failed)) goto out;
+    if (vectors) MPI_Bcast(qn, (int)(nq * dim), MPI_FLOAT, 0, MPI_COMM_WORLD);
+
+    /* scatter: each rank its slice of the rows, each query's best `cand` */
+    ids = calloc(nq * cand + 1, sizeof *ids);
+    sc = calloc(nq * cand + 1, sizeof *sc);
+    counts = calloc(nq + 1, sizeof *counts);
+    if (!ids || !sc || !counts) failed = 1, rc = cli_fail("search --mpi", MODATTN_ENOMEM);
+    uint64_t gen = 0;
+    if (!failed && vectors) {
+        if ((st = modattn_store_open_vectors(store, &v))) {
+            char w[64];
+            snprintf(w, sizeof w, "search --mpi (rank %d): the vectors", rank);
+            failed = 1, rc = cli_fail(w, st);
+        } else {
+            v.dim = dim;
+            gen = v.generation;
+            slice_of(&v, v.rows * (size_t)rank / (size_t)size, v.rows * (size_t)(rank + 1) / (size_t)size, &slice);
+            for (size_t i = 0; i < nq && !failed; i++) {
+                size_t got = 0;
+                if ((st = modattn_store_vectors_topk(&slice, qn + i * dim, cand, modattn_ctx_exec(ctx), ids + i * cand,
+                                                     sc + i * cand, &got)))
+                    failed = 1, rc = cli_fail("search --mpi: the scan", st);
+                counts[i] = (int)got;
+            }
+        }
+    }
+    if (all_ok(failed)) goto out;
+    /* every rank must have scanned the same generation of the store */
+    uint64_t gmin = gen, gmax = gen;
+    MPI_Allreduce(&gen, &gmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&gen, &gmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (gmin != gmax) {
+        if (rank == 0)
+            fprintf(stderr, "modattn: search --mpi: the store changed while the ranks opened it (an index ran): run "
+                            "the search again\n");
+        rc = 1;
+        goto out;
+    }
+    /* gather: every rank's candidates to rank 0 */
+    if (rank == 0) {
+        all_counts = calloc((size_t)size * nq + 1, sizeof *all_counts);
+        displs = calloc((size_t)size + 1, sizeof *displs);
+        all_ids = calloc((size_t)size * nq * cand + 1, sizeof *all_ids);
+        all_sc = calloc((size_t)size * nq * cand + 1, sizeof *all_sc);
+        if (!all_counts || !displs || !all_ids || !all_sc) failed = 1, rc = cli_fail("search --mpi", MODATTN_ENOMEM);
+    }
+    if (all_ok(failed)) goto out;
+    MPI_Gather(counts, (int)nq, MPI_INT, all_counts, (int)nq, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Gather(ids, (int)(nq * cand), MPI_INT64_T, all_ids, (int)(nq * cand), MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Gather(sc, (int)(nq * cand), MPI_FLOAT, all_sc, (int)(nq * cand), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    if (rank != 0) goto out;
+
+    /* rank 0: the best `cand` of all, the keyword candidates, and the plain search over their vectors */
+    if (!vectors) v.dim = dim;
+    if (v.note[0]) {
+        char nbuf[4 * sizeof v.note];
+        fprintf(stderr, "modattn: note: searching the store itself (slower): %s; `modattn index` rewrites the vector file\n",
+                cli_term_text(v.note, nbuf, sizeof nbuf));
+    }
+    res = calloc(nq, sizeof *res);
+    nres = calloc(nq, sizeof *nres);
+    notes = calloc(nq, sizeof *notes);
+    merged = calloc((size_t)size * cand + 1, sizeof *merged);
+    pick = calloc(2 * cand + 1, sizeof *pick);
+    if (!res || !nres || !notes || !merged || !pick) {
+        rc = cli_fail("search --mpi", MODATTN_ENOMEM);
+        goto out;
+    }
+    const bool keywords = modattn_store_has_keywords(store);
+    for (size_t i = 0; i < nq && !rc; i++) {
+        size_t nm = 0, np = 0;
+        for (int r = 0; r < size; r++)
+            for (int j = 0; j < all_counts[(size_t)r * nq + i]; j++) {
+                size_t at = ((size_t)r * nq + i) * cand + (size_t)j;
+                merged[nm++] = (mcand){all_sc[at], all_ids[at]};
+            }
+        qsort(merged, nm, sizeof *merged, cand_cmp);
+        for (size_t j = 0; j < nm && j < cand; j++) pick[np++] = merged[j].id;
+        /* the keyword ranking's candidates, so that their cosines are there as in a plain search */
+        char *fts = NULL;
+        if (vectors && sp.mode == MODATTN_SEARCH_HYBRID && keywords &&
+            (st = modattn_store_keyword_query(store, qs[i], strlen(qs[i]), &fts, NULL)) == 0 && fts && fts[0]) {
+            size_t nk = 0;
+            double *ksc = calloc(cand + 1, sizeof *ksc);
+            if (!ksc) st = MODATTN_ENOMEM;
+            else st = modattn_store_keyword_topk(store, fts, cand, NULL, pick + np, ksc, &nk);
+            np += nk;
+            free(ksc);
+        }
+        modattn_free(fts);
+        if (st) {
+            rc = cli_fail("search --mpi: the keyword candidates", st);
+            break;
+        }
+        modattn_free(sub_data);
+        modattn_free(sub_ids);
+        if ((st = subset_of(&v, pick, np, &sub, &sub_data, &sub_ids)) ||
+            (st = modattn_search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn_ctx_exec(ctx), &res[i],
+                                     &nres[i], &notes[i]))) {
+            rc = cli_fail(queries_file ? "search --mpi: a query" : "search", st);
+            break;
+        }
+    }
+    char nbuf[4 * sizeof notes[0].note];
+    for (size_t i = 0; i < nq && !rc; i++) {
+        if (notes[i].note[0]) {
+            if (queries_file) fprintf(stderr, "modattn: note: query %zu: %s\n", i + 1, cli_term_text(notes[i].note, nbuf, sizeof nbuf));
+            else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
+        }
+        rc = print_results(&sp, res[i], nres[i], json, i + 1, queries_file ? qs[i] : NULL);
+    }
+    if (cli_stdout_check()) rc = 1;
+out:
+    for (size_t i = 0; res && nres && i < nq; i++) modattn_search_results_free(res[i], nres[i]);
+    free(res);
+    free(nres);
+    free(notes);
+    free(merged);
+    free(pick);
+    modattn_free(sub_data);
+    modattn_free(sub_ids);
+    free(q);
+    free(qn);
+    free(ids);
+    free(sc);
+    free(counts);
+    free(all_counts);
+    free(displs);
+    free(all_ids);
+    free(all_sc);
+    modattn_store_vectors_free(&v);
+    modattn_model_free(model);
+    modattn_store_close(store);
+    if (queries_file) {
+        for (size_t i = 0; qs && i < nq; i++) free(qs[i]);
+        free(qs);
+    }
+    free(query);
+    return rc;
+}
+
+int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv) {
+    char **av = calloc((size_t)argc + 1, sizeof *av);
+    if (!av) return 1;
+    int ac = cli_mpi_strip(argc, argv, av), rank = 0, size = 1;
+    if (cli_has_arg(ac, av, "-h") || cli_has_arg(ac, av, "--help")) {
+        int rc = cli_cmd_search(g, ac, av);
+        free(av);
+        return rc;
+    }
+    if (cli_mpi_init("search", &rank, &size) != 0) {
+        free(av);
+        return 1;
+    }
+    int rc = size == 1 ? cli_cmd_search(g, ac, av) : search_mpi(g, rank, size, ac, av);
+    MPI_Finalize();
+    free(av);
+    return rc;
+}
+
+#endif
