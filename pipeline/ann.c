@@ -21,6 +21,7 @@
 #include "modattn/store.h"
 #if MODATTN_HAVE_FAISS
 #include "pipeline/ann_faiss.h"
+#include "pipeline/pipeline_internal.h"
 #endif
 
 #define ANN_MAGIC "MODATTNA"
@@ -454,7 +455,8 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
     }
     a->accounted = (int64_t)f.h.payload_bytes;
     char msg[256] = "";
-    st = modattn__faiss_read((const unsigned char *)f.map + ANN_HEADER, f.h.payload_bytes, &a->f, msg, sizeof msg);
+    st = modattn__faiss_read((const unsigned char *)f.map + ANN_HEADER, f.h.payload_bytes, modattn__scan_best(), &a->f, msg,
+                            sizeof msg);
     unmap_file(&f);
     if (!st && (modattn__faiss_ntotal(a->f) != f.h.rows || !modattn__faiss_is_trained(a->f))) {
         snprintf(msg, sizeof msg, "it holds %zu rows, its header says %llu", modattn__faiss_ntotal(a->f),
@@ -939,7 +941,8 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
         }
         char msg[256] = "";
         if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)old.h.payload_bytes))) goto done;
-        st = modattn__faiss_read((const unsigned char *)old.map + ANN_HEADER, old.h.payload_bytes, &f, msg, sizeof msg);
+        st = modattn__faiss_read((const unsigned char *)old.map + ANN_HEADER, old.h.payload_bytes, modattn__scan_best(), &f,
+                                 msg, sizeof msg);
         modattn_mem_account(MODATTN_MEM_INDEX, -(int64_t)old.h.payload_bytes);
         if (st) {
             st = modattn_error(st, "reading the ANN index %s: %s", path, msg);
@@ -961,7 +964,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
         snprintf(h.faiss_version, sizeof h.faiss_version, "%s", modattn__faiss_version());
         char factory[96], msg[256] = "";
         factory_for(kind, &r, factory, sizeof factory);
-        if ((st = modattn__faiss_create(factory, v.dim, r.ef_construction, &f, msg, sizeof msg))) {
+        if ((st = modattn__faiss_create(factory, v.dim, r.ef_construction, modattn__scan_best(), &f, msg, sizeof msg))) {
             st = modattn_error(st, "creating the ANN index (%s): %s", factory, msg);
             goto done;
         }

@@ -11,6 +11,7 @@
 #include <new>
 
 #include <faiss/Index.h>
+#include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
 #include <faiss/IndexIVF.h>
 #include <faiss/impl/FaissException.h>
@@ -89,12 +90,58 @@ struct MemoryReader : faiss::IOReader {
     }
 };
 
+// Inner products by modattn's kernel for an HNSW index's flat storage (FAISS negates them itself
+// for the graph, as for its own IndexFlatIP).
+struct KernelComputer : faiss::FlatCodesDistanceComputer {
+    const float *q = nullptr;
+    size_t d;
+    modattn__faiss_dot dot;
+    KernelComputer(const uint8_t *codes, size_t d, modattn__faiss_dot dot)
+            : faiss::FlatCodesDistanceComputer(codes, d * sizeof(float)), d(d), dot(dot) {}
+    void set_query(const float *x) override { q = x; }
+    float distance_to_code(const uint8_t *code) override {
+        float s;
+        dot(reinterpret_cast<const float *>(code), 1, d, d, q, &s);
+        return s;
+    }
+    float symmetric_dis(idx_t i, idx_t j) override {
+        const float *b = reinterpret_cast<const float *>(codes);
+        float s;
+        dot(b + i * d, 1, d, d, b + j * d, &s);
+        return s;
+    }
+};
+
+struct KernelFlatIP : faiss::IndexFlatIP {
+    modattn__faiss_dot dot;
+    KernelFlatIP(faiss::Index::idx_t d, modattn__faiss_dot dot) : faiss::IndexFlatIP(d), dot(dot) {}
+    faiss::FlatCodesDistanceComputer *get_FlatCodesDistanceComputer() const override {
+        return new KernelComputer(codes.data(), (size_t)d, dot);
+    }
+};
+
+// An HNSW index's IndexFlatIP storage replaced by a KernelFlatIP holding the same rows (it is
+// written as an IndexFlatIP: the file stays FAISS's own format).
+void use_kernel(faiss::Index *index, modattn__faiss_dot dot) {
+    auto *h = dynamic_cast<faiss::IndexHNSWFlat *>(index);
+    if (!h || !dot) return;
+    /* IndexHNSWFlat makes an IndexFlat of metric IP; read_index an IndexFlatIP */
+    auto *old = dynamic_cast<faiss::IndexFlat *>(h->storage);
+    if (!old || old->metric_type != faiss::METRIC_INNER_PRODUCT || dynamic_cast<KernelFlatIP *>(old)) return;
+    auto *fast = new KernelFlatIP(old->d, dot);
+    fast->codes.swap(old->codes);
+    fast->ntotal = old->ntotal;
+    if (h->own_fields) delete old;
+    h->storage = fast;
+    h->own_fields = true;
+}
+
 }  // namespace
 
 extern "C" {
 
-int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, modattn__faiss **out, char *msg,
-                          size_t len) {
+int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, modattn__faiss_dot dot,
+                          modattn__faiss **out, char *msg, size_t len) {
     *out = nullptr;
     modattn__faiss *f = new (std::nothrow) modattn__faiss{nullptr};
     if (!f) {
@@ -105,6 +152,7 @@ int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, 
         f->index = faiss::index_factory((int)dim, factory, faiss::METRIC_INNER_PRODUCT);
         if (auto *h = dynamic_cast<faiss::IndexHNSW *>(f->index); h && ef_construction > 0)
             h->hnsw.efConstruction = ef_construction;
+        use_kernel(f->index, dot);
     });
     if (st) {
         delete f->index;
@@ -159,7 +207,8 @@ int modattn__faiss_write(const modattn__faiss *f, int (*put)(void *, const void 
     return st;
 }
 
-int modattn__faiss_read(const void *buf, size_t size, modattn__faiss **out, char *msg, size_t len) {
+int modattn__faiss_read(const void *buf, size_t size, modattn__faiss_dot dot, modattn__faiss **out, char *msg,
+                        size_t len) {
     *out = nullptr;
     modattn__faiss *f = new (std::nothrow) modattn__faiss{nullptr};
     if (!f) {
@@ -169,7 +218,10 @@ int modattn__faiss_read(const void *buf, size_t size, modattn__faiss **out, char
     MemoryReader r;
     r.p = static_cast<const unsigned char *>(buf);
     r.size = size;
-    int st = guarded("faiss read_index", 0, msg, len, [&] { f->index = faiss::read_index(&r, 0); });
+    int st = guarded("faiss read_index", 0, msg, len, [&] {
+        f->index = faiss::read_index(&r, 0);
+        use_kernel(f->index, dot);
+    });
     if (!st && r.at != size) {
         put_msg(msg, len, "faiss read_index", "bytes left over after the index");
         st = MODATTN_EFORMAT;

@@ -18,10 +18,16 @@ extern "C" {
 
 typedef struct modattn__faiss modattn__faiss;
 
+/* Our dot-product kernel (pipeline_internal.h's modattn__scan_fn: scores[i] = dot(mat + i*ld, q)).
+ * Debian builds FAISS for baseline x86-64, where its distance loops run without SIMD (HNSW built
+ * 100k rows of 384 floats in 448 s here); an HNSW index's flat storage computes its distances
+ * with this kernel instead (create and read take it). */
+typedef void (*modattn__faiss_dot)(const float *mat, size_t n, size_t dim, size_t ld, const float *q, float *scores);
+
 /* A new, empty index from FAISS's factory string (inner-product metric), e.g. "HNSW32,Flat",
  * "IVF1024,SQ8", "IVF1024,PQ48x8"; ef_construction > 0 sets HNSW's build-time beam. */
-int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, modattn__faiss **out,
-                          char *msg, size_t len);
+int modattn__faiss_create(const char *factory, size_t dim, int ef_construction, modattn__faiss_dot dot,
+                          modattn__faiss **out, char *msg, size_t len);
 bool modattn__faiss_is_trained(const modattn__faiss *f);
 /* Train on n rows (IVF's coarse centroids and the SQ/PQ codebooks; HNSW needs none). threads: the
  * OpenMP threads for this call only (the caller's setting is restored). */
@@ -37,7 +43,8 @@ size_t modattn__faiss_ntotal(const modattn__faiss *f);
 int modattn__faiss_write(const modattn__faiss *f, int (*put)(void *ud, const void *p, size_t n), void *ud,
                          char *msg, size_t len);
 /* An index from FAISS's serialisation in memory (buf, size): a truncated or foreign one fails. */
-int modattn__faiss_read(const void *buf, size_t size, modattn__faiss **out, char *msg, size_t len);
+int modattn__faiss_read(const void *buf, size_t size, modattn__faiss_dot dot, modattn__faiss **out, char *msg,
+                        size_t len);
 void modattn__faiss_free(modattn__faiss *f); /* NULL is fine */
 /* FAISS's version, "1.7.3". */
 const char *modattn__faiss_version(void);

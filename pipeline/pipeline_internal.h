@@ -21,6 +21,8 @@ typedef void (*modattn__scan_fn)(const float *mat, size_t n, size_t dim, size_t 
                                  const float *q, float *scores);
 void modattn__scan_scalar(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                           float *scores);
+/* The widest kernel this CPU runs (what modattn_topk's AUTO picks). */
+modattn__scan_fn modattn__scan_best(void);
 #if defined(MODATTN_SCAN_X86)
 void modattn__scan_avx2(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                         float *scores);

@@ -89,6 +89,12 @@ static int pick(modattn_scan_isa isa, modattn__scan_fn *fn) {
     }
 }
 
+modattn__scan_fn modattn__scan_best(void) {
+    modattn__scan_fn fn = modattn__scan_scalar;
+    (void)pick(MODATTN_SCAN_AUTO, &fn);
+    return fn;
+}
+
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores) {
     if (n == 0) return 0;
