@@ -41,15 +41,23 @@ static char **load_texts(const char *path, size_t *n) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: make_store DB MODEL_DIR N [TEXTS_DB]\n"
+    if (argc < 4 || argc > 6) {
+        fprintf(stderr, "usage: make_store DB MODEL_DIR N [TEXTS_DB|-] [VECTORS]\n"
                         "  TEXTS_DB: a store whose chunk texts the synthetic chunks take in turn (real text for\n"
-                        "  the keyword index); else 60 made-up words each\n");
+                        "  the keyword index); - or absent: 60 made-up words each\n"
+                        "  VECTORS: N x dim float32 (little-endian, row-major) to store in order (chunk id i + 1\n"
+                        "  holds row i; bench/ann_data.py writes them); absent: random unit vectors\n");
         return 2;
     }
     size_t ntexts = 0;
-    char **texts = argc == 5 ? load_texts(argv[4], &ntexts) : NULL;
-    if (argc == 5 && !ntexts) {
+    const bool with_texts = argc >= 5 && strcmp(argv[4], "-") != 0;
+    char **texts = with_texts ? load_texts(argv[4], &ntexts) : NULL;
+    FILE *vecs = argc == 6 ? fopen(argv[5], "rb") : NULL;
+    if (argc == 6 && !vecs) {
+        fprintf(stderr, "make_store: cannot open %s\n", argv[5]);
+        return 1;
+    }
+    if (with_texts && !ntexts) {
         fprintf(stderr, "make_store: no chunk texts in %s\n", argv[4]);
         return 1;
     }
@@ -81,9 +89,17 @@ int main(int argc, char **argv) {
         doc.path = path, doc.kind = "text", doc.nchunks = nc, doc.chunk_tokens = 256, doc.overlap = 32;
         if ((st = modattn_store_begin(s)) || (st = modattn_store_put_document(s, &doc))) break;
         for (long long c = 0; c < nc && !st; c++) {
-            for (size_t k = 0; k < dim; k++) {
-                rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-                v[k] = (float)((double)(rng >> 11) / 9007199254740992.0 - 0.5);
+            if (vecs) {
+                if (fread(v, sizeof *v, dim, vecs) != dim) {
+                    fprintf(stderr, "make_store: %s holds fewer than %lld vectors of %zu floats\n", argv[5], n, dim);
+                    st = MODATTN_EINVAL;
+                    break;
+                }
+            } else {
+                for (size_t k = 0; k < dim; k++) {
+                    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+                    v[k] = (float)((double)(rng >> 11) / 9007199254740992.0 - 0.5);
+                }
             }
             modattn_vec_normalize(v, dim);
             /* 60 words of a 20,000-word vocabulary drawn log-uniformly (a few words in most chunks,
@@ -113,6 +129,7 @@ int main(int argc, char **argv) {
     if (!st) st = modattn_store_write_vector_file(s);
     if (st) fprintf(stderr, "make_store: %s\n", modattn_last_error());
     free(v);
+    if (vecs) fclose(vecs);
     modattn_store_close(s);
     modattn_model_free(m);
     modattn_ctx_free(ctx);

@@ -537,7 +537,8 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     if (fetch > v->rows) fetch = v->rows;
     const int ef = search && search->ef_search > 0 ? search->ef_search : a->h.ef_search;
     const int nprobe = search && search->nprobe > 0 ? search->nprobe : a->h.nprobe;
-    const int threads = exec && exec->nthreads > 0 ? exec->nthreads : 1;
+    /* FAISS spreads queries over OpenMP threads: for a few queries the others would only spin */
+    const int threads = exec && exec->nthreads > 0 && nq >= 4 * (size_t)exec->nthreads ? exec->nthreads : 1;
     int st = 0;
     /* queries whose candidates, masked rows left out, were fewer than k: asked again for more */
     size_t *todo = modattn_malloc(nq * sizeof *todo, MODATTN_MEM_WORKSPACE);

@@ -35,8 +35,9 @@ int modattn__faiss_train(modattn__faiss *f, size_t n, const float *x, int thread
 /* Appends n rows; their labels are ntotal, ntotal + 1, ... */
 int modattn__faiss_add(modattn__faiss *f, size_t n, const float *x, int threads, char *msg, size_t len);
 /* The k best labels per query (dist: inner products, best first; label -1 past the end).
- * ef_search (HNSW) and nprobe (IVF) apply to this call only; 0 keeps the index's own. */
-int modattn__faiss_search(const modattn__faiss *f, size_t nq, const float *q, size_t k, int ef_search,
+ * ef_search (HNSW) and nprobe (IVF), when > 0, are set on the index for this call and the next
+ * (FAISS 1.7.3's HNSW reads its own field only); 0 keeps what it has. One thread at a time. */
+int modattn__faiss_search(modattn__faiss *f, size_t nq, const float *q, size_t k, int ef_search,
                           int nprobe, int threads, float *dist, int64_t *labels, char *msg, size_t len);
 size_t modattn__faiss_ntotal(const modattn__faiss *f);
 /* FAISS's serialisation, handed to put(ud, bytes, n) piece by piece (put returns 0 to go on). */

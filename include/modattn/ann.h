@@ -112,7 +112,8 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
                              void (*progress)(void *ud, const char *phase, size_t done, size_t total), void *ud,
                              modattn_ann_update *u);
 
-/* An ANN index open for searching. */
+/* An ANN index open for searching, by one thread at a time (FAISS's search parameters are set on
+ * the index for each call). */
 typedef struct modattn_ann modattn_ann;
 /* The store's ANN index for the vectors v (modattn_store_open_vectors): 1 with *out when its file
  * is there and current for exactly v; 0 with *out NULL when there is none (why "") or it cannot
