@@ -102,4 +102,18 @@ bool cli_has_arg(int argc, char **argv, const char *arg);
 int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv);
 int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv);
 
+/* What `search` prints for one query's results (cli/cli_search_out.c): text, or JSON (batch_query
+ * non-NULL: one line with "query" batch_no and "text"); tty_marks: mark the query's words with
+ * terminal attributes (1), with « » (0), or as stdout is a terminal or not (-1). 0, or the exit
+ * status of a failure to write JSON. */
+struct modattn_search_params;
+struct modattn_search_info;
+struct modattn_search_result;
+int cli_search_print(const struct modattn_search_params *sp, const struct modattn_search_info *info,
+                     const struct modattn_search_result *res, size_t n, bool json, int tty_marks, size_t batch_no,
+                     const char *batch_query);
+/* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings);
+ * 0, or the exit status after printing why not. */
+int cli_read_queries(const char *path, char ***out, size_t *n);
+
 #endif

@@ -15,8 +15,9 @@
  * one across machines): the shards are slices of one store, and a rank's generation of the
  * store is checked against rank 0's (an index between their opens is an error: run it again).
  *
- * The printing below is a copy of cli/cmd_search.c's (put_piece, snippet, print_results,
- * read_queries) so that the output is the same; when that file can be touched, share them. */
+ * The printing is the plain command's (cli/cli_search_out.c), so the output is the same bytes;
+ * mpirun hands every rank a pseudo-terminal for its output whatever mpirun's own output is, so a
+ * terminal cannot be told from a file here and the words are marked as for a file (« »). */
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -43,212 +44,8 @@ int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv) {
 
 #include <mpi.h>
 
-#define SNIPPET_BYTES 240
 
 /* ---- printing: a copy of cli/cmd_search.c's */
-
-/* One piece of the snippet: whitespace collapsed (across pieces, via *space), escaped for the
- * terminal, appended to out. */
-static void put_piece(const char *t, size_t a, size_t b, bool *space, char *out, size_t *o, size_t cap) {
-    char raw[SNIPPET_BYTES * 2 + 16], safe[4 * (SNIPPET_BYTES * 2 + 16)];
-    size_t r = 0;
-    for (size_t i = a; i < b && r + 2 < sizeof raw; i++) {
-        const unsigned char c = (unsigned char)t[i];
-        if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\f' || c == '\v') {
-            *space = true;
-            continue;
-        }
-        if (*space && (*o > 0 || r > 0)) raw[r++] = ' ';
-        *space = false;
-        raw[r++] = (char)c;
-    }
-    raw[r] = '\0';
-    const char *e = cli_term_text(raw, safe, sizeof safe);
-    size_t n = strlen(e);
-    if (*o + n + 1 > cap) n = cap - *o - 1;
-    memcpy(out + *o, e, n);
-    *o += n;
-    out[*o] = '\0';
-}
-
-/* The chunk's text on one line around its first match (or from its start), whitespace collapsed,
- * the query's words marked (bold on a terminal, else with « »), escaped for the terminal. */
-static void snippet(const modattn_search_result *r, bool tty, char *out, size_t cap) {
-    const char *t = r->chunk.text;
-    const size_t len = strlen(t);
-    size_t from = 0;
-    if (r->nspans && r->spans[0].start > 60) from = r->spans[0].start - 60;
-    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
-    size_t to = from + SNIPPET_BYTES < len ? from + SNIPPET_BYTES : len;
-    while (to < len && ((unsigned char)t[to] & 0xc0) == 0x80) to++;
-    const char *on = tty ? "\033[1m" : "\xc2\xab", *off = tty ? "\033[0m" : "\xc2\xbb";
-    size_t o = 0;
-    bool space = false;
-    out[0] = '\0';
-    if (from > 0) put_piece("\xe2\x80\xa6", 0, 3, &space, out, &o, cap);
-    size_t at = from;
-    for (size_t i = 0; i < r->nspans && at < to; i++) {
-        size_t a = r->spans[i].start, b = r->spans[i].end;
-        if (b <= at || a >= to || b > len) continue;
-        if (a < at) a = at;
-        if (b > to) b = to;
-        put_piece(t, at, a, &space, out, &o, cap);
-        if (space && o > 0 && o + 1 < cap) out[o++] = ' ', out[o] = '\0';
-        space = false;
-        if (o + strlen(on) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", on);
-        put_piece(t, a, b, &space, out, &o, cap);
-        if (o + strlen(off) + 1 < cap) o += (size_t)snprintf(out + o, cap - o, "%s", off);
-        at = b;
-    }
-    put_piece(t, at, to, &space, out, &o, cap);
-    if (to < len && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "\xe2\x80\xa6");
-}
-
-/* Prints one query's results (batch: its 1-based number and text, JSON as one line). 0, or the
- * exit status of a failure to write JSON. */
-static int print_results(const modattn_search_params *sp, const modattn_search_result *res, size_t n, bool json,
-                         size_t batch_no, const char *batch_query) {
-    int rc = 0;
-    if (json) {
-        json_t *arr = json_array();
-        int bad = !arr;
-        for (size_t i = 0; i < n && !bad; i++) {
-            char pbuf[PATH_MAX];
-            const modattn_store_chunk *c = &res[i].chunk;
-            const modattn_search_result *r = &res[i];
-            json_t *o = json_pack("{s:i, s:f, s:o, s:o, s:o, s:o}", "rank", r->rank, "score", (double)r->score,
-                                  "vector_rank", r->vector_rank ? json_integer(r->vector_rank) : json_null(),
-                                  "keyword_rank", r->keyword_rank ? json_integer(r->keyword_rank) : json_null(),
-                                  "cosine", isfinite(r->cosine) ? json_real((double)r->cosine) : json_null(),
-                                  "bm25", isfinite(r->bm25) ? json_real(r->bm25) : json_null());
-            json_t *hl = json_array();
-            for (size_t h = 0; hl && h < r->nspans; h++)
-                if (json_array_append_new(hl, json_pack("[I, I]", (json_int_t)r->spans[h].start,
-                                                        (json_int_t)r->spans[h].end)))
-                    bad = 1;
-            if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
-            if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
-                json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
-                json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
-                json_object_set_new(o, "line", json_integer((json_int_t)c->line)) ||
-                json_object_set_new(o, "page", json_integer((json_int_t)c->page)) ||
-                json_object_set_new(o, "text", cli_json_text(c->text)) || json_array_append_new(arr, o))
-                bad = 1;
-        }
-        json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp->mode), "results", arr);
-        if (bad) json_decref(arr);
-        /* as `modattn search` says what found the candidates by meaning: an exact scan, always */
-        if (j && json_object_set_new(j, "index", json_string("exact"))) bad = 1;
-        if (j && batch_query &&
-            (json_object_set_new(j, "query", json_integer((json_int_t)batch_no)) ||
-             json_object_set_new(j, "text", cli_json_text(batch_query))))
-            bad = 1;
-        char *text = j && !bad ? json_dumps(j, (batch_query ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(7))
-                               : NULL;
-        if (modattn_json_take_failure() != 0 || !text) {
-            modattn_json_free(text);
-            text = NULL;
-            rc = cli_json_fail("search: writing JSON");
-        } else {
-            puts(text);
-            modattn_json_free(text);
-        }
-        json_decref(j);
-        return rc;
-    }
-    if (batch_query) {
-        char qbuf[4 * 512];
-        char shown[512];
-        snprintf(shown, sizeof shown, "%s", batch_query);
-        printf("%s== query %zu: %s\n", batch_no > 1 ? "\n" : "", batch_no, cli_term_text(shown, qbuf, sizeof qbuf));
-    }
-    if (n == 0) printf(sp->mode == MODATTN_SEARCH_KEYWORD ? "no results: no chunk holds the query's words\n"
-                                                         : "no results: the store is empty\n");
-    /* mpirun hands every rank a pseudo-terminal for its output, whatever mpirun's own output is: a
-     * terminal cannot be told from a file here, so the words are marked as for a file (« ») */
-    const bool tty = false;
-    for (size_t i = 0; i < n; i++) {
-        char pbuf[PATH_MAX], snip[8 * (SNIPPET_BYTES + 16)], loc[96];
-        char spath[4 * PATH_MAX];
-        const modattn_store_chunk *c = &res[i].chunk;
-        if (c->page > 0)
-            snprintf(loc, sizeof loc, "page %lld, bytes %lld-%lld", (long long)c->page,
-                     (long long)c->start, (long long)c->end);
-        else if (c->line > 0)
-            snprintf(loc, sizeof loc, "line %lld, bytes %lld-%lld", (long long)c->line,
-                     (long long)c->start, (long long)c->end);
-        else
-            snprintf(loc, sizeof loc, "bytes %lld-%lld", (long long)c->start,
-                     (long long)c->end);
-        snippet(&res[i], tty, snip, sizeof snip);
-        char why[64] = "", vr[16] = "-", kr[16] = "-";
-        if (res[i].vector_rank) snprintf(vr, sizeof vr, "#%d", res[i].vector_rank);
-        if (res[i].keyword_rank) snprintf(kr, sizeof kr, "#%d", res[i].keyword_rank);
-        if (sp->mode == MODATTN_SEARCH_HYBRID) snprintf(why, sizeof why, "  [meaning %s, words %s]", vr, kr);
-        printf("%2d. %.4f  %s  (%s)%s\n    %s\n", res[i].rank, (double)res[i].score,
-               cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
-    }
-    return 0;
-}
-
-/* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings). */
-static int read_queries(const char *path, char ***out, size_t *n) {
-    *out = NULL;
-    *n = 0;
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "modattn: search: --queries %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    char *line = NULL, **v = NULL;
-    size_t cap = 0, nv = 0, vcap = 0;
-    ssize_t got;
-    int rc = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
-        if (memchr(line, '\0', (size_t)got)) {
-            fprintf(stderr, "modattn: search: --queries %s: line %zu holds a NUL byte\n", path, nv + 1);
-            rc = 1;
-            break;
-        }
-        size_t sp = strspn(line, " \t");
-        if (line[sp] == '\0') continue;
-        if (nv == vcap) {
-            size_t nc = vcap ? 2 * vcap : 64;
-            char **nvv = realloc(v, nc * sizeof *v);
-            if (!nvv) {
-                rc = 1;
-                fprintf(stderr, "modattn: search: out of memory reading --queries\n");
-                break;
-            }
-            v = nvv, vcap = nc;
-        }
-        if (!(v[nv] = strdup(line))) {
-            rc = 1;
-            fprintf(stderr, "modattn: search: out of memory reading --queries\n");
-            break;
-        }
-        nv++;
-    }
-    if (!rc && ferror(f)) {
-        fprintf(stderr, "modattn: search: --queries %s: %s\n", path, strerror(errno));
-        rc = 1;
-    }
-    free(line);
-    if (f != stdin) fclose(f);
-    if (!rc && nv == 0) {
-        fprintf(stderr, "modattn: search: --queries %s: no query in it\n", path);
-        rc = 2;
-    }
-    if (rc) {
-        for (size_t i = 0; i < nv; i++) free(v[i]);
-        free(v);
-        return rc;
-    }
-    *out = v;
-    *n = nv;
-    return 0;
-}
 
 /* ---- the scatter and gather */
 
@@ -442,7 +239,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         query = NULL;
         qs = NULL;
         nq = 0;
-        if (rank == 0 && (rc = read_queries(queries_file, &qs, &nq))) failed = 1;
+        if (rank == 0 && (rc = cli_read_queries(queries_file, &qs, &nq))) failed = 1;
         uint64_t n = nq;
         MPI_Bcast(&n, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
         if (all_ok(failed)) return rc ? rc : 1;
@@ -609,7 +406,11 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
             if (queries_file) fprintf(stderr, "modattn: note: query %zu: %s\n", i + 1, cli_term_text(notes[i].note, nbuf, sizeof nbuf));
             else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
         }
-        rc = print_results(&sp, res[i], nres[i], json, i + 1, queries_file ? qs[i] : NULL);
+        /* as `modattn search` says what found the candidates by meaning: an exact scan, always */
+        modattn_search_info info;
+        memset(&info, 0, sizeof info);
+        if (sp.mode != MODATTN_SEARCH_KEYWORD) snprintf(info.index, sizeof info.index, "exact");
+        rc = cli_search_print(&sp, &info, res[i], nres[i], json, 0, i + 1, queries_file ? qs[i] : NULL);
     }
     if (cli_stdout_check()) rc = 1;
 out:

@@ -21,6 +21,7 @@
 #include "modattn/store.h"
 #if MODATTN_HAVE_FAISS
 #include "pipeline/ann_faiss.h"
+#include "pipeline/ann_hnsw.h"
 #include "pipeline/pipeline_internal.h"
 #endif
 
@@ -52,6 +53,11 @@ _Static_assert(sizeof(ann_header) <= ANN_HEADER, "the ANN header fits its page")
 struct modattn_ann {
 #if MODATTN_HAVE_FAISS
     modattn__faiss *f;
+    modattn__hnsw_view g;            /* HNSW: the graph our walk searches (ann_hnsw.c) */
+    bool walk;
+    modattn__dot1_fn dot;
+    modattn__hnsw_scratch *scratch;  /* one per thread of the last exec */
+    int nscratch;
 #endif
     ann_header h;
     int64_t accounted;
@@ -467,6 +473,13 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         modattn_ann_close(a);
         return modattn_error(st, "reading the ANN index %s: %s", path, msg);
     }
+    if (!st && modattn__faiss_hnsw_view(a->f, &a->g)) {
+        /* a graph that is not whole would send the walk outside its arrays: not used */
+        modattn__hnsw_check(&a->g, msg, sizeof msg);
+        if (msg[0]) st = MODATTN_EFORMAT;
+        a->walk = !st;
+        a->dot = modattn__dot1_best();
+    }
     if (st) {
         snprintf(why, len, "%s: %s", path, msg);
         modattn_ann_close(a);
@@ -481,6 +494,8 @@ void modattn_ann_close(modattn_ann *a) {
     if (!a) return;
 #if MODATTN_HAVE_FAISS
     modattn__faiss_free(a->f);
+    for (int t = 0; t < a->nscratch; t++) modattn__hnsw_scratch_free(&a->scratch[t]);
+    modattn_free(a->scratch);
 #endif
     if (a->accounted) modattn_mem_account(MODATTN_MEM_INDEX, -a->accounted);
     modattn_free(a);
@@ -518,6 +533,84 @@ static int rescored_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+#if MODATTN_HAVE_FAISS
+typedef struct walk_job {
+    modattn_ann *a;
+    const modattn_store_vectors *v;
+    const float *queries;
+    size_t k, ef;
+    int64_t *ids;
+    float *scores;
+    size_t *nout;
+} walk_job;
+
+static void walk_one(void *ctx, int64_t i, int thread) {
+    walk_job *j = ctx;
+    modattn_ann *a = j->a;
+    const size_t q = (size_t)i, k = j->k;
+    int64_t *ids = j->ids + q * k;
+    float *sc = j->scores + q * k;
+    modattn__hnsw_search(&a->g, a->dot, j->queries + q * a->g.d, j->ef, k, j->v->mask, &a->scratch[thread], ids, sc,
+                         &j->nout[q]);
+    /* rows to chunk ids, in the exact scan's order (score, then the lower chunk id) */
+    rescored r[64], *rs = k <= 64 ? r : modattn_malloc(k * sizeof *rs, MODATTN_MEM_WORKSPACE);
+    for (size_t n = 0; n < j->nout[q]; n++) {
+        int64_t id = 0;
+        row_at(j->v, (size_t)ids[n], &id);
+        ids[n] = id;
+        if (rs) rs[n] = (rescored){sc[n], id};
+    }
+    if (rs) {
+        qsort(rs, j->nout[q], sizeof *rs, rescored_cmp);
+        for (size_t n = 0; n < j->nout[q]; n++) ids[n] = rs[n].id, sc[n] = rs[n].score;
+    }
+    if (rs != r) modattn_free(rs); /* (without it, the rare tie keeps the row order) */
+}
+
+/* HNSW through our walk over FAISS's graph: scores are the scan kernel's own, so none is scored
+ * twice; removed rows are walked through, never returned. */
+static int walk_batch(modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq, size_t k,
+                      const modattn_ann_params *search, const modattn_exec *exec, int64_t *ids, float *scores,
+                      size_t *nout) {
+    const size_t want = k > v->n ? v->n : k;
+    size_t ef = search && search->ef_search > 0 ? (size_t)search->ef_search : (size_t)a->h.ef_search;
+    if (search && search->rescore > 0 && (size_t)search->rescore > ef) ef = (size_t)search->rescore;
+    if (ef < want) ef = want;
+    const bool par = exec && exec->parallel_for && exec->nthreads > 1 && nq >= 2;
+    const int threads = par ? exec->nthreads : 1;
+    if (a->nscratch < threads) {
+        modattn__hnsw_scratch *sc = modattn_realloc(a->scratch, (size_t)threads * sizeof *sc, MODATTN_MEM_WORKSPACE);
+        if (!sc) return modattn_mem_last_status();
+        memset(sc + a->nscratch, 0, (size_t)(threads - a->nscratch) * sizeof *sc);
+        a->scratch = sc;
+        a->nscratch = threads;
+    }
+    for (int t = 0; t < threads; t++) {
+        int st = modattn__hnsw_scratch_fit(&a->scratch[t], &a->g, ef);
+        if (st) return st;
+    }
+    walk_job j = {a, v, queries, want, ef, ids, scores, nout};
+    /* results are written at q * want: spread them to q * k when k > want (fewer rows than k) */
+    uint64_t tr = modattn_trace_begin();
+    if (want == k) {
+        if (par) exec->parallel_for(exec, (int64_t)nq, walk_one, &j);
+        else
+            for (size_t q = 0; q < nq; q++) walk_one(&j, (int64_t)q, 0);
+    } else {
+        for (size_t q = 0; q < nq; q++) {
+            walk_job one = {a, v, queries + q * a->g.d, want, ef, ids + q * k, scores + q * k, nout + q};
+            walk_one(&one, 0, 0);
+        }
+    }
+    if (tr) {
+        char shape[96];
+        snprintf(shape, sizeof shape, "hnsw rows=%zu queries=%zu ef=%zu", v->rows, nq, ef);
+        modattn_trace_end(tr, "search.ann", "walk", shape, 0, 0);
+    }
+    return 0;
+}
+#endif
+
 int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq,
                            size_t k, const modattn_ann_params *search, const modattn_exec *exec, int64_t *ids,
                            float *scores, size_t *nout) {
@@ -532,6 +625,7 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     (void)search, (void)exec;
     return modattn_ann_available();
 #else
+    if (a->walk) return walk_batch((modattn_ann *)a, v, queries, nq, k, search, exec, ids, scores, nout);
     const size_t want = k > v->n ? v->n : k;
     size_t fetch = fetch_for(&a->h, search, k);
     if (fetch > v->rows) fetch = v->rows;

@@ -281,6 +281,29 @@ void modattn__faiss_free(modattn__faiss *f) {
     delete f;
 }
 
+int modattn__faiss_hnsw_view(const modattn__faiss *f, modattn__hnsw_view *out) {
+    std::memset(out, 0, sizeof *out);
+    auto *h = dynamic_cast<const faiss::IndexHNSWFlat *>(f->index);
+    auto *st = h ? dynamic_cast<const faiss::IndexFlat *>(h->storage) : nullptr;
+    if (!h || !st || st->metric_type != faiss::METRIC_INNER_PRODUCT) return 0;
+    const faiss::HNSW &g = h->hnsw;
+    static_assert(sizeof(faiss::HNSW::storage_idx_t) == sizeof(int32_t), "FAISS's node ids are 32-bit");
+    if (g.levels.size() != (size_t)h->ntotal || g.offsets.size() != (size_t)h->ntotal + 1 ||
+        st->codes.size() != (size_t)h->ntotal * (size_t)h->d * sizeof(float))
+        return 0;
+    out->n = (size_t)h->ntotal;
+    out->levels = g.levels.data();
+    out->offsets = g.offsets.data();
+    out->neighbors = reinterpret_cast<const int32_t *>(g.neighbors.data());
+    out->cum = g.cum_nneighbor_per_level.data();
+    out->ncum = g.cum_nneighbor_per_level.size();
+    out->entry = g.entry_point;
+    out->max_level = g.max_level;
+    out->x = reinterpret_cast<const float *>(st->codes.data());
+    out->d = (size_t)h->d;
+    return 1;
+}
+
 const char *modattn__faiss_version(void) {
 #define MODATTN__STR2(x) #x
 #define MODATTN__STR(x) MODATTN__STR2(x)

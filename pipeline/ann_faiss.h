@@ -47,6 +47,22 @@ int modattn__faiss_write(const modattn__faiss *f, int (*put)(void *ud, const voi
 int modattn__faiss_read(const void *buf, size_t size, modattn__faiss_dot dot, modattn__faiss **out, char *msg,
                         size_t len);
 void modattn__faiss_free(modattn__faiss *f); /* NULL is fine */
+/* An HNSW index's graph and rows as FAISS holds them, for modattn's own search over them
+ * (pipeline/ann_hnsw.c): the pointers live as long as the index and are not written to. */
+typedef struct modattn__hnsw_view {
+    size_t n;                 /* nodes = rows */
+    const int32_t *levels;    /* [n]: 1 + the top level of node i */
+    const size_t *offsets;    /* [n + 1]: node i's neighbour lists start at offsets[i] */
+    const int32_t *neighbors; /* [offsets[n]]: -1 ends a level's list early */
+    const int32_t *cum;       /* [ncum]: level l's list is [offsets[i] + cum[l], offsets[i] + cum[l + 1]) */
+    size_t ncum;
+    int32_t entry;            /* the entry point (-1: empty) */
+    int max_level;
+    const float *x;           /* [n, d] rows, contiguous */
+    size_t d;
+} modattn__hnsw_view;
+/* 1 with *out for an HNSW index over flat float rows, else 0. */
+int modattn__faiss_hnsw_view(const modattn__faiss *f, modattn__hnsw_view *out);
 /* FAISS's version, "1.7.3". */
 const char *modattn__faiss_version(void);
 

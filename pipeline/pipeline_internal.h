@@ -23,11 +23,17 @@ void modattn__scan_scalar(const float *mat, size_t n, size_t dim, size_t ld, con
                           float *scores);
 /* The widest kernel this CPU runs (what modattn_topk's AUTO picks). */
 modattn__scan_fn modattn__scan_best(void);
+/* One row's score by the same kernel, bit for bit what it gives that row in a scan (the ANN
+ * graph's walk: pipeline/ann_hnsw.c). */
+typedef float (*modattn__dot1_fn)(const float *row, const float *q, size_t dim);
+modattn__dot1_fn modattn__dot1_best(void);
 #if defined(MODATTN_SCAN_X86)
 void modattn__scan_avx2(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                         float *scores);
 void modattn__scan_avx512(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                           float *scores);
+float modattn__dot1_avx2(const float *row, const float *q, size_t dim);
+float modattn__dot1_avx512(const float *row, const float *q, size_t dim);
 #endif
 
 /* A growing text buffer with its marks (html.c, pdf.c). On allocation failure `err` is set and

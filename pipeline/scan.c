@@ -95,6 +95,22 @@ modattn__scan_fn modattn__scan_best(void) {
     return fn;
 }
 
+static float dot1_scalar(const float *row, const float *q, size_t dim) {
+    float s;
+    modattn__scan_scalar(row, 1, dim, dim, q, &s);
+    return s;
+}
+
+modattn__dot1_fn modattn__dot1_best(void) {
+    switch (modattn_scan_isa_auto()) {
+#if defined(MODATTN_SCAN_X86)
+    case MODATTN_SCAN_AVX512: return modattn__dot1_avx512;
+    case MODATTN_SCAN_AVX2: return modattn__dot1_avx2;
+#endif
+    default: return dot1_scalar;
+    }
+}
+
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores) {
     if (n == 0) return 0;

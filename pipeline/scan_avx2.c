@@ -35,3 +35,9 @@ void modattn__scan_avx2(const float *mat, size_t n, size_t dim, size_t ld, const
         scores[i] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     }
 }
+
+float modattn__dot1_avx2(const float *a, const float *b, size_t dim) {
+    float s;
+    modattn__scan_avx2(a, 1, dim, dim, b, &s);
+    return s;
+}

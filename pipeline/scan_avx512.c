@@ -31,3 +31,9 @@ void modattn__scan_avx512(const float *mat, size_t n, size_t dim, size_t ld, con
         scores[i] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
     }
 }
+
+float modattn__dot1_avx512(const float *a, const float *b, size_t dim) {
+    float s;
+    modattn__scan_avx512(a, 1, dim, dim, b, &s);
+    return s;
+}
