@@ -264,8 +264,13 @@ int main(int argc, char **argv) {
         /* the version, what this build holds, and what this CPU offers (kernels are chosen at run time) */
         char isa[256];
         modattn_cpu_describe(isa, sizeof isa);
-        printf("modattn %s\n%scpu: %s (%s)\n", modattn_version(), modattn_build_info(), modattn_cpu_get()->model_name,
-               isa);
+#if MODATTN_HAVE_MPI
+        const char *mpi = "on (index --mpi, search --mpi)";
+#else
+        const char *mpi = "off (no libopenmpi-dev)";
+#endif
+        printf("modattn %s\n%smpi: %s\ncpu: %s (%s)\n", modattn_version(), modattn_build_info(), mpi,
+               modattn_cpu_get()->model_name, isa);
         free(rest);
         return cli_finish_stdout(0);
     }

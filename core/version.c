@@ -13,6 +13,7 @@ const char *modattn_build_info(void) {
            "encoder GEMM: " MODATTN_BUILD_GEMM "\n"
            "cpu_flash kernels: " MODATTN_BUILD_KERNELS "\n"
            "server: " MODATTN_BUILD_SERVER "\n"
+           "ann: " MODATTN_BUILD_ANN "\n"
            "build: " MODATTN_BUILD_TYPE ", " MODATTN_BUILD_COMPILER "\n"
            "commit: " MODATTN_COMMIT "\n";
 }
