@@ -327,6 +327,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     o.on_event = on_event;
     o.on_progress = on_progress;
     o.ud = &ui;
+    o.ann_exec = modattn_ctx_exec(ctx);
     modattn_index_stats s;
     memset(&s, 0, sizeof s);
     uint64_t t0 = modattn_now_ns();
@@ -339,15 +340,22 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     modattn_ann_update au;
     memset(&au, 0, sizeof au);
     char ann_err[1024] = "";
-    if (!st) {
-        int ast = modattn_store_update_ann(store, kind, ann_params ? &annp : NULL, ann_kind && kind == MODATTN_ANN_NONE,
+    if (!st && ann_kind) {
+        /* asked for: built (or kept) now, the run's own update (if any) being current already */
+        int ast = modattn_store_update_ann(store, kind, ann_params ? &annp : NULL, kind == MODATTN_ANN_NONE,
                                            modattn_ctx_exec(ctx), on_ann_progress, &ui, &au);
         if (ui.tty && !quiet) fprintf(stderr, "\r\033[K");
-        if (ast && ann_kind) {
+        if (ast) {
             rc = cli_fail("building the ANN index", ast);
             st = ast;
-        } else if (ast) {
-            snprintf(ann_err, sizeof ann_err, "%s", modattn_last_error());
+        } else if (au.action == MODATTN_ANN_ACTION_CURRENT && s.ann.action == MODATTN_ANN_ACTION_ADDED) {
+            au = s.ann; /* the run added the rows: say that */
+        }
+    } else if (!st) {
+        /* the run kept the one there up to date (modattn_index_paths) */
+        au = s.ann;
+        if (s.ann_error[0]) {
+            snprintf(ann_err, sizeof ann_err, "%s", s.ann_error);
             char tb[2048];
             fprintf(stderr, "modattn: index: warning: the ANN index was not updated (searches scan exactly): %s\n",
                     cli_term_text(ann_err, tb, sizeof tb));

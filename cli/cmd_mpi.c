@@ -613,6 +613,7 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
     o.max_file_bytes = (uint64_t)a.max_size;
     o.batch_chunks = (size_t)a.batch;
     o.prune = a.prune;
+    o.ann_exec = modattn_ctx_exec(ctx); /* rank 0 keeps the ANN index up to date, as a plain run */
     modattn_index_stats s;
     uint64_t t0 = modattn_now_ns();
 

@@ -1055,6 +1055,12 @@ int modattn_index_paths_split(modattn_store *store, modattn_model *model, const 
             snprintf(stats->vector_file_reason, sizeof stats->vector_file_reason, "%s", u.reason);
         }
     }
+    /* 5. the ANN index, when there is one, after the vector file it is made from */
+    if (!st && !stats->vector_file_error[0]) {
+        int w = modattn_store_update_ann(store, MODATTN_ANN_NONE, NULL, false, opt->ann_exec, NULL, NULL, &stats->ann);
+        if (w == MODATTN_ENOMEM || w == MODATTN_EBUDGET) st = w;
+        else if (w) snprintf(stats->ann_error, sizeof stats->ann_error, "%s", modattn_last_error());
+    }
 
 free_own:
     if (store) modattn_store_rollback(store);

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "modattn/status.h"
+#include "modattn/ann.h"
 #include "modattn/dispatch.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
@@ -132,6 +133,9 @@ typedef struct modattn_index_stats {
     uint64_t vector_file_rows_added, vector_file_rows_masked; /* by that append */
     char vector_file_reason[320]; /* why it was rewritten whole rather than appended to */
     char vector_file_error[320];  /* why it could not be ("" if it could, or needed nothing) */
+    modattn_ann_update ann;       /* the store's ANN index brought up to date (modattn/ann.h;
+                                   * action NONE: there is none) */
+    char ann_error[512];          /* why it could not be ("" if it could) */
 } modattn_index_stats;
 
 typedef struct modattn_index_progress {
@@ -153,6 +157,7 @@ typedef struct modattn_index_options {
     /* Called after each file and at most every few hundred milliseconds (optional). */
     void (*on_progress)(void *ud, const modattn_index_progress *p);
     void *ud;
+    const modattn_exec *ann_exec; /* threads for adding rows to the ANN index (NULL: 1) */
 } modattn_index_options;
 
 /* Walks paths (files and folders, recursively; symbolic links followed, loops detected and
@@ -163,7 +168,9 @@ typedef struct modattn_index_options {
  * (MODATTN_EVERSION if it belongs to another one). At the end the store's vector file is
  * brought up to date (modattn_store_update_vector_file: an append, or a rewrite when it is
  * missing, damaged or due for compaction); a failure to write it is in
- * stats->vector_file_error and does not fail the run. */
+ * stats->vector_file_error and does not fail the run. Then the ANN index, when the store has one
+ * (modattn_store_update_ann: rows added, or built again after a compaction); a failure is in
+ * stats->ann_error (searches then scan exactly) and does not fail the run either. */
 int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
                         size_t npaths, const modattn_index_options *opt,
                         modattn_index_stats *stats);
