@@ -12,7 +12,8 @@
 #   3. hnswlib and FAISS (faiss-cpu) from PyPI building HNSW with the same M and efConstruction and
 #      searched at the same efSearch values (bench/ann_bench_py.py).
 # Environment: N (1000000), QUERIES (1000), M (32), EFC (40), EFS (16,32,64,128,256), THREADS (all
-# CPUs), SEEDS (comma-separated stores with real embeddings; default: made here from demo/corpus
+# CPUs), NPROBES (ivf: 4,8,16,32,64,128), APPEND (1: add to the results of an earlier run instead
+# of starting them again), PY_SYSTEMS (hnswlib,faiss; empty: neither), SEEDS (comma-separated stores with real embeddings; default: made here from demo/corpus
 # and the pydoc corpus), VENV (/tmp/modattn-faiss-venv), WORK (/tmp/modattn-ann-bench: kept, so a
 # rerun reuses the vectors and the store), KINDS (hnsw,ivf-sq8,ivf-pq).
 set -euo pipefail
@@ -58,7 +59,7 @@ if [ ! -f "$DB.vec" ]; then
 fi
 
 RES="$WORK/results-$N.jsonl"
-: > "$RES"
+[ "${APPEND:-0}" = 1 ] || : > "$RES"
 peak_rss_kb() { awk '/Maximum resident/ {print $6}' "$1"; }
 IFS=, read -ra kinds <<< "$KINDS"
 for kind in "${kinds[@]}"; do
@@ -80,8 +81,11 @@ PY
   echo "ann_bench: searching $kind" >&2
   "$BUILD/bench/ann_bench" "$DB" "$DATA" "$sweep_param" "$sweep" "$THREADS" | tee -a "$RES" >&2
 done
-echo "ann_bench: hnswlib and FAISS" >&2
-"$PY" bench/ann_bench_py.py "$DATA" --M "$M" --ef-construction "$EFC" --ef "$EFS" --threads "$THREADS" | tee -a "$RES" >&2
+if [ -n "${PY_SYSTEMS-hnswlib,faiss}" ]; then
+  echo "ann_bench: ${PY_SYSTEMS-hnswlib,faiss}" >&2
+  "$PY" bench/ann_bench_py.py "$DATA" --M "$M" --ef-construction "$EFC" --ef "$EFS" --threads "$THREADS" \
+    --systems "${PY_SYSTEMS-hnswlib,faiss}" | tee -a "$RES" >&2
+fi
 
 # which kernels ran, for the record
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')

@@ -170,7 +170,7 @@ static void on_ann_progress(void *ud, const char *phase, size_t done, size_t tot
     const index_ui *ui = ud;
     if (ui->quiet || !ui->tty) return;
     if (strcmp(phase, "add") == 0)
-        fprintf(stderr, "\r\033[KANN index: adding rows %zu/%zu (%.0f%%)", done, total,
+        fprintf(stderr, "\r\033[KANN index: %s rows %zu/%zu (%.0f%%)", done < total ? "adding" : "added", done, total,
                 total ? 100.0 * (double)done / (double)total : 100.0);
     else if (done == 0)
         fprintf(stderr, "\r\033[KANN index: %s", strcmp(phase, "train") == 0 ? "training" : "writing");

@@ -477,7 +477,9 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         /* a graph that is not whole would send the walk outside its arrays: not used */
         modattn__hnsw_check(&a->g, msg, sizeof msg);
         if (msg[0]) st = MODATTN_EFORMAT;
-        a->walk = !st;
+        /* MODATTN_ANN_FAISS_SEARCH=1: FAISS's own search instead of our walk (comparisons) */
+        const char *e = getenv("MODATTN_ANN_FAISS_SEARCH");
+        a->walk = !st && !(e && strcmp(e, "1") == 0);
         a->dot = modattn__dot1_best();
     }
     if (st) {
@@ -853,32 +855,35 @@ static void factory_for(modattn_ann_kind kind, const modattn_ann_params *p, char
 
 typedef void (*progress_fn)(void *ud, const char *phase, size_t done, size_t total);
 
-/* Adds rows [from, v->rows) of v to f in blocks (contiguous copies when rows are padded). */
+/* Adds rows [from, v->rows) of v to f, each segment's in one call: FAISS's HNSW inserts a call's
+ * rows highest level first, and smaller calls make a worse graph (100k rows in calls of 16384:
+ * recall@10 0.964 at efSearch 16, in one call 0.9915). Padded rows (ld > dim) are copied into one
+ * contiguous block per segment. */
 static int add_rows(modattn__faiss *f, const modattn_store_vectors *v, size_t from, int threads, progress_fn progress,
                     void *ud) {
-    const size_t block = 16384, dim = v->dim, total = v->rows - from;
-    float *buf = v->ld != dim ? modattn_malloc(block * dim * sizeof(float), MODATTN_MEM_WORKSPACE) : NULL;
-    if (v->ld != dim && !buf) return modattn_mem_last_status();
+    const size_t dim = v->dim, total = v->rows - from;
     int st = 0;
     size_t done = 0;
+    if (progress) progress(ud, "add", 0, total);
     for (size_t g = 0; !st && g < v->nseg; g++) {
         const modattn_store_vector_segment *sg = &v->seg[g];
-        size_t r = from > sg->row0 ? from - sg->row0 : 0;
-        for (; !st && r < sg->n; r += block) {
-            const size_t n = sg->n - r < block ? sg->n - r : block;
-            const float *x = sg->data + r * v->ld;
-            if (buf) {
-                for (size_t i = 0; i < n; i++) memcpy(buf + i * dim, x + i * v->ld, dim * sizeof(float));
-                x = buf;
-            }
-            char msg[256] = "";
-            if ((st = modattn__faiss_add(f, n, x, threads, msg, sizeof msg)))
-                st = modattn_error(st, "adding rows to the ANN index: %s", msg);
-            done += n;
-            if (progress) progress(ud, "add", done, total);
+        const size_t r = from > sg->row0 ? from - sg->row0 : 0;
+        if (r >= sg->n) continue;
+        const size_t n = sg->n - r;
+        const float *x = sg->data + r * v->ld;
+        float *buf = NULL;
+        if (v->ld != dim) {
+            if (!(buf = modattn_malloc(n * dim * sizeof(float), MODATTN_MEM_WORKSPACE))) return modattn_mem_last_status();
+            for (size_t i = 0; i < n; i++) memcpy(buf + i * dim, x + i * v->ld, dim * sizeof(float));
+            x = buf;
         }
+        char msg[256] = "";
+        if ((st = modattn__faiss_add(f, n, x, threads, msg, sizeof msg)))
+            st = modattn_error(st, "adding rows to the ANN index: %s", msg);
+        modattn_free(buf);
+        done += n;
+        if (progress) progress(ud, "add", done, total);
     }
-    modattn_free(buf);
     return st;
 }
 
