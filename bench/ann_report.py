@@ -71,6 +71,17 @@ def main():
         elif m or h:
             L.append(f"- at recall@10 >= {target}: modattn {'reached' if m else 'did not reach'} it, hnswlib "
                      f"{'reached' if h else 'did not reach'} it in the sweep")
+    # the wording: the same M and ef; so, ef by ef
+    for rival in ("hnswlib", "faiss"):
+        pairs = []
+        for m in (r for r in search if r["system"] == "modattn" and r["index"] == "hnsw" and "efSearch" in r):
+            h = [r for r in search if r["system"] == rival and r.get("efSearch") == m["efSearch"]]
+            if h:
+                pairs.append((m["efSearch"], m, h[0]))
+        if pairs:
+            L.append(f"- the same M, efConstruction and efSearch as {rival}: " + "; ".join(
+                f"ef {ef}: recall {m['recall10']:.3f} vs {h['recall10']:.3f}, {m['qps']:,.0f} vs {h['qps']:,.0f} q/s "
+                f"({m['qps'] / h['qps']:.2f}x)" for ef, m, h in pairs))
     os.makedirs(out, exist_ok=True)
     open(os.path.join(out, "ann.md"), "w").write("\n".join(L) + "\n")
     json.dump({"meta": meta, "cpu": cpu, "threads": int(threads), "results": rows}, open(os.path.join(out, "ann.json"), "w"),

@@ -175,8 +175,9 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
                 json = true;
                 continue;
             }
+            if (strcmp(a, "--exact") == 0) continue; /* --mpi scans exactly anyway */
             static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
-                                                  "--queries"};
+                                                  "--queries", "--ann-params"};
             for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
                 size_t l = strlen(withval[n]);
                 if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
@@ -190,7 +191,15 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
                                                : "modattn: search: %s needs a value\n", a);
                 return 2;
             }
-            if (strcmp(name, "--db") == 0) db = v;
+            if (strcmp(name, "--ann-params") == 0) {
+                /* checked as the plain command checks it; unused: the ranks scan exactly */
+                modattn_ann_params ap;
+                memset(&ap, 0, sizeof ap);
+                if (modattn_ann_params_parse(v, &ap) != 0) {
+                    if (say) fprintf(stderr, "modattn: search: --ann-params: %s\n", modattn_last_error());
+                    return 2;
+                }
+            } else if (strcmp(name, "--db") == 0) db = v;
             else if (strcmp(name, "--queries") == 0) queries_file = v;
             else if (strcmp(name, "--model") == 0) model_dir = v;
             else if (strcmp(name, "--mode") == 0) {
@@ -225,7 +234,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         const char *a = argv[i];
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
             if (strcmp(a, "--") == 0) dashdash = true;
-            else if (strcmp(a, "--json") != 0 && !strchr(a, '=')) i++;
+            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && !strchr(a, '=')) i++;
             continue;
         }
         if (query[0]) strcat(query, " ");
