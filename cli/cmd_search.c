@@ -46,7 +46,11 @@ static void search_usage(FILE *f) {
             "  --queries FILE       one query per line (blank lines skipped; - reads standard input)\n"
             "  --exact              scan every vector even when the store has an ANN index (made by\n"
             "                       `modattn index --ann`; without --exact a current one finds the\n"
-            "                       candidates by meaning, which are then scored exactly)\n"
+            "                       candidates by meaning, which are then scored exactly, when\n"
+            "                       reading it costs less than scanning: for a big index, from a\n"
+            "                       batch of --queries on; a note says which was chosen and why)\n"
+            "  --ann                use the ANN index whatever it costs to read (an error if there is\n"
+            "                       no usable one, saying why)\n"
             "  --ann-params P       the ANN index's search parameters for this search: efSearch=N\n"
             "                       (hnsw), nprobe=N (ivf), rescore=N (candidates scored exactly)\n"
             "  --json               {\"mode\", \"results\": [{\"rank\", \"score\", \"vector_rank\",\n"
@@ -90,6 +94,10 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             }
             if (strcmp(a, "--exact") == 0) {
                 sp.index = MODATTN_SEARCH_INDEX_EXACT;
+                continue;
+            }
+            if (strcmp(a, "--ann") == 0) {
+                sp.index = MODATTN_SEARCH_INDEX_ANN;
                 continue;
             }
             static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
@@ -166,7 +174,8 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         const char *a = argv[i];
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
             if (strcmp(a, "--") == 0) dashdash = true;
-            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && !strchr(a, '=')) i++; /* skip its value */
+            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && strcmp(a, "--ann") != 0 && !strchr(a, '='))
+                i++; /* skip its value */
             continue;
         }
         if (query[0]) strcat(query, " ");

@@ -492,6 +492,51 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
 #endif
 }
 
+int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t *file_bytes, char *why, size_t len) {
+    if (!why || !len) return modattn_error(MODATTN_EINVAL, "modattn_ann_peek: NULL argument");
+    why[0] = '\0';
+    if (file_bytes) *file_bytes = 0;
+    if (!s || !v) return modattn_error(MODATTN_EINVAL, "modattn_ann_peek: NULL argument");
+    char path[4200];
+    int st = modattn_store_ann_file_path(s, path, sizeof path);
+    if (st) return st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno != ENOENT) snprintf(why, len, "cannot open %s: %s", path, strerror(errno));
+        return 0;
+    }
+    struct stat sb;
+    unsigned char *page = malloc(ANN_HEADER);
+    ssize_t got = page && fstat(fd, &sb) == 0 ? pread(fd, page, ANN_HEADER, 0) : -1;
+    close(fd);
+    if (got != (ssize_t)ANN_HEADER) {
+        free(page);
+        snprintf(why, len, "%s: %s", path, got < 0 ? "cannot be read" : "shorter than its header (truncated)");
+        return 0;
+    }
+    ann_header h;
+    char bad[256];
+    check_header(page, (uint64_t)sb.st_size, &h, bad, sizeof bad);
+    free(page);
+    if (!bad[0]) {
+        char model[128] = "", hash[17] = "";
+        size_t dim = 0;
+        if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim))) return st;
+        ann_seg seg[ANN_MAX_SEG];
+        if (v->nseg > ANN_MAX_SEG) snprintf(bad, sizeof bad, "the vectors have too many segments");
+        else {
+            segments_of(v, false, seg);
+            check_fit(&h, v, seg, model, hash, bad, sizeof bad);
+        }
+    }
+    if (bad[0]) {
+        snprintf(why, len, "%s: %s", path, bad);
+        return 0;
+    }
+    if (file_bytes) *file_bytes = (uint64_t)sb.st_size;
+    return 1;
+}
+
 void modattn_ann_close(modattn_ann *a) {
     if (!a) return;
 #if MODATTN_HAVE_FAISS

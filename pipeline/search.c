@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "modattn/ann.h"
@@ -385,17 +386,45 @@ static void tell_where(modattn_search_info *where, const modattn_store_vectors *
 
 /* The store's ANN index for v when p lets it be used: *a, or NULL with where->index_note saying
  * why not (when there is one); an error when p asks for it and it cannot be used. */
+/* What reading the ANN index costs against scanning, per byte (bench/results/ann.md, this 2-core
+ * host: opening 1.8 GB of HNSW took 2.3 s, 0.78 ns a byte; one exact scan of 1.5 GB 84 ms, 0.056 ns
+ * a byte), and how much cheaper a query is in a batched scan than alone (10.2 against 84 ms). */
+#define ANN_OPEN_BYTE_COST 14.0
+#define BATCH_SCAN_SPEEDUP 8.0
+
 static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, const modattn_search_params *p,
-                        modattn_ann **a, modattn_search_info *where) {
+                        size_t nq, modattn_ann **a, modattn_search_info *where) {
     *a = NULL;
     if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0) return 0;
     char why[512] = "";
+    uint64_t bytes = 0;
+    /* the header first (4 KiB): a missing, damaged or stale index is said at once */
+    int peek = modattn_ann_peek(store, v, &bytes, why, sizeof why);
+    if (peek < 0) return peek;
+    if (peek == 0) {
+        if (p->index == MODATTN_SEARCH_INDEX_ANN)
+            return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+                                 why[0] ? why : "the store has none (`modattn index --ann hnsw` builds one)");
+        if (where) snprintf(where->index_note, sizeof where->index_note, "%s", why);
+        return 0;
+    }
     if (p->path_prefix) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
             return modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
-        char path[4200];
-        if (!modattn_store_ann_file_path(store, path, sizeof path) && access(path, F_OK) == 0 && where)
-            snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
+        if (where) snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
+        return 0;
+    }
+    /* a command that searches once reads the whole index first: for a few queries, scanning the
+     * vectors is faster than reading it (a long-lived caller opens it once: modattn_ann_open) */
+    const double vbytes = (double)v->rows * (double)v->dim * 4.0;
+    const double scan = vbytes * (nq <= 1 ? 1.0 : (double)nq / BATCH_SCAN_SPEEDUP);
+    if (p->index == MODATTN_SEARCH_INDEX_AUTO && (double)bytes * ANN_OPEN_BYTE_COST > scan) {
+        if (where)
+            snprintf(where->index_note, sizeof where->index_note,
+                     "%zu quer%s: scanning the %.1f MB of vectors is faster than reading the %.1f MB ANN index "
+                     "(it pays from about %.0f queries in one batch, or kept open); --ann uses it anyway",
+                     nq, nq == 1 ? "y" : "ies", vbytes / 1e6, (double)bytes / 1e6,
+                     ceil((double)bytes * ANN_OPEN_BYTE_COST * BATCH_SCAN_SPEEDUP / vbytes));
         return 0;
     }
     struct timespec t0, t1;
@@ -461,7 +490,7 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
                           v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
     }
     modattn_ann *ann = NULL;
-    if ((st = open_ann_for(store, &v, p, &ann, where))) goto done;
+    if ((st = open_ann_for(store, &v, p, 1, &ann, where))) goto done;
     if (ann) {
         /* the vector ranking's candidates from the index, scored again exactly */
         const size_t cand = candidates_for(p);
@@ -531,7 +560,7 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
     tell_where(where, &v);
     if (vectors && p->path_prefix) { /* scanned exactly per query: says so, or refuses a forced ANN */
         modattn_ann *none = NULL;
-        if ((st = open_ann_for(store, &v, p, &none, where))) goto done;
+        if ((st = open_ann_for(store, &v, p, nq, &none, where))) goto done;
     }
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
@@ -544,7 +573,7 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
         memcpy(qn, q, nq * dim * sizeof(float));
         for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
         modattn_ann *ann = NULL;
-        if ((st = open_ann_for(store, &v, p, &ann, where))) {
+        if ((st = open_ann_for(store, &v, p, nq, &ann, where))) {
             modattn_free(qn);
             goto done;
         }

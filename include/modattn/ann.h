@@ -121,6 +121,11 @@ typedef struct modattn_ann modattn_ann;
  * the store or of memory (a memory budget counts the index's bytes, category INDEX). */
 int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_ann **out, char *why, size_t len);
 void modattn_ann_close(modattn_ann *a); /* NULL is fine */
+/* What modattn_ann_open would find, from the file's header alone (4096 bytes read): 1 there and
+ * for exactly v (*file_bytes: its size, what opening it reads); 0 missing (why "") or not usable
+ * (why: truncated, damaged header, stale, another model); < 0 an error of the store. The payload's
+ * checksum is checked only by modattn_ann_open. */
+int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t *file_bytes, char *why, size_t len);
 modattn_ann_kind modattn_ann_get_kind(const modattn_ann *a);
 /* The parameters it was built with (search ones as stored). */
 void modattn_ann_get_params(const modattn_ann *a, modattn_ann_params *out);

@@ -122,8 +122,12 @@ const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vecto
 
 /* What finds the vector ranking's candidates (modattn/ann.h). */
 typedef enum modattn_search_index {
-    MODATTN_SEARCH_INDEX_AUTO = 0, /* the store's ANN index when it is there and current, else the
-                                    * exact scan (a path prefix is always scanned exactly) */
+    MODATTN_SEARCH_INDEX_AUTO = 0, /* the store's ANN index when it is there and current, and
+                                    * reading it costs less than scanning for this many queries
+                                    * (one query over 1M rows: the scan, 84 ms, against 2.3 s to
+                                    * read 1.8 GB of HNSW); else the exact scan, index_note saying
+                                    * why (a path prefix is always scanned exactly). A caller that
+                                    * searches many times keeps it open (modattn_ann_open) */
     MODATTN_SEARCH_INDEX_EXACT,    /* the exact scan, always */
     MODATTN_SEARCH_INDEX_ANN,      /* the ANN index, or MODATTN_ENOTFOUND saying why it cannot be used */
 } modattn_search_index;

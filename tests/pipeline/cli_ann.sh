@@ -52,7 +52,7 @@ qs=("how does write-ahead logging keep the database safe after a crash" "what is
     "isolation between readers and writers" "a bug that disappears when you look for it"
     "how are documents split into chunks" "when should I not use sqlite")
 for q in "${qs[@]}"; do
-  "$BIN" search --json --mode vector -k 3 --model "$MODEL" --db "$DB" "$q" > "$T/ann.json" 2> "$T/e" || bad "search: $(cat "$T/e")"
+  "$BIN" search --json --mode vector -k 3 --ann --model "$MODEL" --db "$DB" "$q" > "$T/ann.json" 2> "$T/e" || bad "search: $(cat "$T/e")"
   "$BIN" search --json --mode vector -k 3 --exact --model "$MODEL" --db "$DB" "$q" > "$T/ex.json" 2> "$T/e" || bad "search --exact: $(cat "$T/e")"
   check "'$q': through hnsw, the exact scan's top 3 and scores" python3 - "$T/ann.json" "$T/ex.json" <<'PY'
 import json, sys
@@ -63,16 +63,20 @@ key = lambda j: [(r["path"], r["start"], r["score"]) for r in j["results"]]
 assert key(a) == key(e), (key(a), key(e))
 PY
 done
+# without --ann, one query on a small store: scanning is cheaper than reading the index, and it says so
+"$BIN" search --json -k 3 --mode vector --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/auto.json" 2> "$T/e"
+check "one query, small store: exact, saying reading the index costs more" python3 -c "
+import json,sys; j=json.load(open(sys.argv[1])); assert j['index']=='exact' and 'faster than reading' in j['index_note'], j" "$T/auto.json"
 # hybrid through it too; --queries (one batch) says so on every line
-"$BIN" search --json -k 3 --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/h.json" 2> "$T/e"
+"$BIN" search --json -k 3 --ann --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/h.json" 2> "$T/e"
 check "hybrid: index hnsw" python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j['index']=='hnsw' and j['results'], j" "$T/h.json"
 printf '%s\n' "${qs[@]}" > "$T/q.txt"
-"$BIN" search --json -k 3 --model "$MODEL" --db "$DB" --queries "$T/q.txt" > "$T/b.jsonl" 2> "$T/e" || bad "--queries: $(cat "$T/e")"
+"$BIN" search --json -k 3 --ann --model "$MODEL" --db "$DB" --queries "$T/q.txt" > "$T/b.jsonl" 2> "$T/e" || bad "--queries: $(cat "$T/e")"
 check "--queries: every line through hnsw" python3 -c "
 import json, sys; L = [json.loads(l) for l in open(sys.argv[1])]
 assert len(L) == 6 and all(j['index'] == 'hnsw' for j in L), L[0]" "$T/b.jsonl"
 # a search parameter per search; out of range is a usage error naming it
-"$BIN" search --json -k 3 --ann-params efSearch=200 --model "$MODEL" --db "$DB" "what is yak shaving" > /dev/null 2> "$T/e" || bad "--ann-params efSearch=200: $(cat "$T/e")"
+"$BIN" search --json -k 3 --ann --ann-params efSearch=200 --model "$MODEL" --db "$DB" "what is yak shaving" > /dev/null 2> "$T/e" || bad "--ann-params efSearch=200: $(cat "$T/e")"
 "$BIN" search -k 3 --ann-params efSearch=0 --model "$MODEL" --db "$DB" "x" > /dev/null 2> "$T/e"; rc=$?
 check "search --ann-params efSearch=0: exit 2 naming it ($rc: $(cat "$T/e"))" grep -q "efSearch=0 is out of range" "$T/e"
 
@@ -89,7 +93,7 @@ rm "$T/c/jargon-yak-shaving.txt"
 "$BIN" index --json --prune --model "$MODEL" --db "$DB" "$T/c" > "$T/i3.json" 2> "$T/e" || bad "index --prune: $(cat "$T/e")"
 check "a file pruned: the index follows the store's generation: $(head -c 900 "$T/i3.json")" python3 -c "
 import json, sys; a = json.load(open(sys.argv[1]))['ann']; assert a['action'] == 'current', a" "$T/i3.json"
-"$BIN" search --json --mode vector -k 20 --model "$MODEL" --db "$DB" "jargon yak shaving: any seemingly pointless activity" > "$T/y.json" 2> /dev/null
+"$BIN" search --json --mode vector -k 20 --ann --model "$MODEL" --db "$DB" "jargon yak shaving: any seemingly pointless activity" > "$T/y.json" 2> /dev/null
 check "a pruned file never comes back through the index" python3 -c "
 import json, sys; j = json.load(open(sys.argv[1])); assert j['index'] == 'hnsw', j.get('index_note')
 assert j['results'] and not any(r['path'].endswith('jargon-yak-shaving.txt') for r in j['results']), [r['path'] for r in j['results']]" "$T/y.json"
@@ -98,6 +102,8 @@ assert j['results'] and not any(r['path'].endswith('jargon-yak-shaving.txt') for
 size=$(stat -c %s "$DB.ann")
 truncate -s $((size - 1000)) "$DB.ann"
 "$BIN" search --json --mode vector -k 3 --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/d.json" 2> "$T/e" || bad "search, damaged index: $(cat "$T/e")"
+"$BIN" search --json --mode vector -k 3 --ann --model "$MODEL" --db "$DB" "what is yak shaving" > /dev/null 2> "$T/e2"; rc=$?
+check "--ann with a damaged index: exit 1 saying why ($rc: $(cat "$T/e2"))" grep -q "no usable ANN index.*truncated" "$T/e2"
 check "a truncated index: exact scan, saying why" python3 -c "
 import json, sys; j = json.load(open(sys.argv[1])); assert j['index'] == 'exact' and 'truncated' in j['index_note'], j" "$T/d.json"
 "$BIN" search --mode vector -k 3 --model "$MODEL" --db "$DB" "what is yak shaving" > /dev/null 2> "$T/e"
@@ -115,7 +121,7 @@ import json, sys; a = json.load(open(sys.argv[1]))['ann']; assert a['action'] ==
 check "nlist=5000 on a small store: exit 1 saying how many rows it needs ($rc: $(cat "$T/e"))" grep -q "nlist=5000 needs 39 x 5000 rows" "$T/e"
 [ "$rc" = 1 ] && ok || bad "nlist=5000 exit $rc"
 "$BIN" index --json --model "$MODEL" --db "$DB" --ann ivf-pq > "$T/i5.json" 2> "$T/e" || bad "index --ann ivf-pq: $(cat "$T/e")"
-"$BIN" search --json --mode vector -k 3 --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/p.json" 2> "$T/e"
+"$BIN" search --json --mode vector -k 3 --ann --model "$MODEL" --db "$DB" "what is yak shaving" > "$T/p.json" 2> "$T/e"
 check "ivf-pq: searched through it, exact scores" python3 -c "
 import json, sys; j = json.load(open(sys.argv[1])); assert j['index'] == 'ivf-pq' and len(j['results']) == 3, j" "$T/p.json"
 
@@ -125,4 +131,7 @@ check "--ann none removes it" test ! -e "$DB.ann"
 "$BIN" search --json --mode vector -k 3 --model "$MODEL" --db "$DB" "x" > "$T/n.json" 2> /dev/null
 check "no index: exact, no note" python3 -c "
 import json, sys; j = json.load(open(sys.argv[1])); assert j['index'] == 'exact' and 'index_note' not in j, j" "$T/n.json"
+"$BIN" search -k 3 --ann --model "$MODEL" --db "$DB" "x" > /dev/null 2> "$T/e"; rc=$?
+check "--ann without an index: exit 1 saying how to build one ($rc: $(cat "$T/e"))" grep -q "modattn index --ann hnsw" "$T/e"
+[ "$rc" = 1 ] && ok || bad "--ann without an index: exit $rc"
 finish cli_ann

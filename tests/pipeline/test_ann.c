@@ -245,6 +245,7 @@ int main(void) {
     add_doc(s, "/doc/new.txt", 50);
     vecfile_update(s);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "generation"));
+    CHECK(modattn_ann_peek(s, &v, NULL, why, sizeof why) == 0 && strstr(why, "generation"));
     modattn_store_vectors_free(&v);
     CHECK_MSG(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
                   u.action == MODATTN_ANN_ACTION_ADDED && u.rows_added == 50 && u.rows == 3050 && u.params.M == 16 &&
@@ -301,8 +302,18 @@ int main(void) {
     char keep[700];
     snprintf(keep, sizeof keep, "%s.keep", g_ann);
     copy_file(g_ann, keep);
+    {
+        uint64_t fb = 0;
+        CHECK(modattn_store_open_vectors(s, &v) == 0);
+        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == (uint64_t)sb.st_size && !why[0]);
+        modattn_store_vectors_free(&v);
+    }
     CHECK(truncate(g_ann, sb.st_size - 100) == 0);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "truncated"));
+    {
+        uint64_t fb = 1;
+        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 0 && fb == 0 && strstr(why, "truncated"));
+    }
     modattn_store_vectors_free(&v);
     CHECK_ERR(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u), MODATTN_EFORMAT,
               "--ann KIND");
