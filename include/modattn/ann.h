@@ -19,8 +19,9 @@
  * segments) and every checksum holds; else the search scans exactly and says why. A missing,
  * truncated, damaged, foreign or stale index is never used for an answer.
  *
- * Every candidate the index brings is scored again exactly (the scan's kernel, against the
- * float vectors), so scores are the exact scan's bit for bit and only recall is approximate. */
+ * Scores are the exact scan's bit for bit and only recall is approximate: an HNSW graph is walked
+ * by modattn (pipeline/ann_hnsw.c) scoring rows with the scan's own kernel; an IVF index's
+ * candidates are scored again against the float vectors. */
 #ifndef MODATTN_ANN_H
 #define MODATTN_ANN_H
 
@@ -64,8 +65,9 @@ typedef struct modattn_ann_params {
     /* searching (the index keeps those it was built with; a search may give its own) */
     int ef_search;       /* hnsw: the search's beam, 1..32768 (64) */
     int nprobe;          /* ivf: cells visited, 1..nlist (nlist / 16, at least 8) */
-    int rescore;         /* candidates scored again exactly per query, at least k, 1..1000000
-                          * (hnsw: 2k, at least k + 16; ivf: 8k, at least 100) */
+    int rescore;         /* ivf: candidates scored again exactly per query, at least k,
+                          * 1..1000000 (8k, at least 100); hnsw: the beam is at least this wide
+                          * (its walk scores every row exactly already) */
 } modattn_ann_params;
 
 /* Parses "M=32,efConstruction=200,efSearch=128,nlist=1024,nprobe=16,m=48,nbits=8,rescore=100"
