@@ -518,9 +518,67 @@ done:
     return st;
 }
 
-int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
-                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
-                         size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
+/* A store's vectors and ANN index kept open between searches (modattn_searcher_*). */
+struct modattn_searcher {
+    modattn_store *store;
+    modattn_model *model;
+    modattn_store_vectors v;
+    bool have_v;
+    modattn_ann *ann;
+    bool ann_tried;     /* since the vectors were opened */
+    char ann_note[512]; /* why there is none ("" if there is, or the store has none) */
+};
+
+/* The held vectors, opened again when the store's generation has moved. */
+static int searcher_refresh(modattn_searcher *h) {
+    uint64_t gen = 0;
+    int st = modattn_store_generation(h->store, &gen);
+    if (st) return st;
+    if (h->have_v && h->v.generation == gen) return 0;
+    modattn_ann_close(h->ann);
+    h->ann = NULL;
+    h->ann_tried = false;
+    h->ann_note[0] = '\0';
+    if (h->have_v) modattn_store_vectors_free(&h->v);
+    h->have_v = false;
+    memset(&h->v, 0, sizeof h->v);
+    if ((st = modattn_store_open_vectors(h->store, &h->v))) return st;
+    h->have_v = true;
+    return 0;
+}
+
+/* The held ANN index for p (opened once per generation: a holder pays its reading once). */
+static int searcher_ann(modattn_searcher *h, const modattn_search_params *p, modattn_ann **a, modattn_search_info *where) {
+    *a = NULL;
+    if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || h->v.n == 0) return 0;
+    if (!h->ann_tried) {
+        h->ann_tried = true;
+        int st = modattn_ann_open(h->store, &h->v, &h->ann, h->ann_note, sizeof h->ann_note);
+        if (st < 0) return st;
+    }
+    if (p->path_prefix) {
+        if (p->index == MODATTN_SEARCH_INDEX_ANN)
+            return modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
+        if (h->ann && where) snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
+        return 0;
+    }
+    if (!h->ann) {
+        if (p->index == MODATTN_SEARCH_INDEX_ANN)
+            return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+                                 h->ann_note[0] ? h->ann_note : "the store has none (`modattn index --ann hnsw` builds one)");
+        if (where) snprintf(where->index_note, sizeof where->index_note, "%s", h->ann_note);
+        return 0;
+    }
+    if (where) snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(h->ann)));
+    *a = h->ann;
+    return 0;
+}
+
+/* modattn_search_batch; with h, on its held vectors and ANN index (refreshed first). */
+static int search_batch_core(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
+                             const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                             size_t *nout, modattn_search_info *where, modattn_search_notes *notes,
+                             modattn_searcher *h) {
     if (where) memset(where, 0, sizeof *where);
     if (!out || !nout || (nq && !queries)) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
     for (size_t i = 0; i < nq; i++) {
@@ -544,8 +602,9 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
     int64_t *ids = vectors && !p->path_prefix ? modattn_malloc(nq * cand * sizeof *ids, MODATTN_MEM_OTHER) : NULL;
     float *sc = ids ? modattn_malloc(nq * cand * sizeof *sc, MODATTN_MEM_OTHER) : NULL;
     size_t *nc = ids ? modattn_calloc(nq, sizeof *nc, MODATTN_MEM_OTHER) : NULL;
-    modattn_store_vectors v;
-    memset(&v, 0, sizeof v);
+    modattn_store_vectors own;
+    memset(&own, 0, sizeof own);
+    modattn_store_vectors *vp = h && vectors ? &h->v : &own; /* keywords alone: no vectors, as ever */
     if (!q || (ids && (!sc || !nc)) || (vectors && !p->path_prefix && !ids)) {
         st = modattn_mem_last_status();
         goto done;
@@ -555,12 +614,12 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
         st = modattn_error_prefix(st, "embedding the queries");
         goto done;
     }
-    if (vectors && (st = modattn_store_open_vectors(store, &v))) goto done;
-    v.dim = dim;
-    tell_where(where, &v);
+    if (vectors && (st = h ? searcher_refresh(h) : modattn_store_open_vectors(store, vp))) goto done;
+    vp->dim = dim;
+    tell_where(where, vp);
     if (vectors && p->path_prefix) { /* scanned exactly per query: says so, or refuses a forced ANN */
         modattn_ann *none = NULL;
-        if ((st = open_ann_for(store, &v, p, nq, &none, where))) goto done;
+        if ((st = h ? searcher_ann(h, p, &none, where) : open_ann_for(store, vp, p, nq, &none, where))) goto done;
     }
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
@@ -573,25 +632,25 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
         memcpy(qn, q, nq * dim * sizeof(float));
         for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
         modattn_ann *ann = NULL;
-        if ((st = open_ann_for(store, &v, p, nq, &ann, where))) {
+        if ((st = h ? searcher_ann(h, p, &ann, where) : open_ann_for(store, vp, p, nq, &ann, where))) {
             modattn_free(qn);
             goto done;
         }
         uint64_t tr = ann ? 0 : modattn_trace_begin();
-        st = ann ? modattn_ann_topk_batch(ann, &v, qn, nq, cand, p->ann, exec, ids, sc, nc)
-                 : modattn_store_vectors_topk_batch(&v, qn, nq, cand, exec, ids, sc, nc);
-        modattn_ann_close(ann);
+        st = ann ? modattn_ann_topk_batch(ann, vp, qn, nq, cand, p->ann, exec, ids, sc, nc)
+                 : modattn_store_vectors_topk_batch(vp, qn, nq, cand, exec, ids, sc, nc);
+        if (!h) modattn_ann_close(ann);
         modattn_free(qn);
         if (st) goto done;
         if (tr) {
             char shape[80];
-            snprintf(shape, sizeof shape, "n=%zu dim=%zu queries=%zu k=%zu", v.n, dim, nq, cand);
-            modattn_trace_end(tr, "search.scan_batch", "topk_batch", shape, (double)v.n * (double)dim * 4.0,
-                              2.0 * (double)v.n * (double)dim * (double)nq);
+            snprintf(shape, sizeof shape, "n=%zu dim=%zu queries=%zu k=%zu", vp->n, dim, nq, cand);
+            modattn_trace_end(tr, "search.scan_batch", "topk_batch", shape, (double)vp->n * (double)dim * 4.0,
+                              2.0 * (double)vp->n * (double)dim * (double)nq);
         }
     }
     for (size_t i = 0; i < nq && !st; i++) {
-        st = search_run(store, &v, q + i * dim, queries[i], strlen(queries[i]), p, exec,
+        st = search_run(store, vp, q + i * dim, queries[i], strlen(queries[i]), p, exec,
                         ids ? ids + i * cand : NULL, sc ? sc + i * cand : NULL, nc ? nc[i] : 0, &out[i], &nout[i],
                         notes ? &notes[i] : NULL);
         if (st) st = modattn_error_prefix(st, "query %zu", i + 1);
@@ -603,12 +662,44 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
             nout[i] = 0;
         }
 done:
-    modattn_store_vectors_free(&v);
+    modattn_store_vectors_free(&own);
     modattn_free(q);
     modattn_free(ids);
     modattn_free(sc);
     modattn_free(nc);
     return st;
+}
+
+int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
+                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                         size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
+    return search_batch_core(store, model, queries, nq, p, exec, out, nout, where, notes, NULL);
+}
+
+int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_searcher **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
+    *out = NULL;
+    if (!store || !model) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
+    modattn_searcher *h = modattn_calloc(1, sizeof *h, MODATTN_MEM_INDEX);
+    if (!h) return modattn_mem_last_status();
+    h->store = store;
+    h->model = model;
+    *out = h;
+    return 0;
+}
+
+void modattn_searcher_free(modattn_searcher *h) {
+    if (!h) return;
+    modattn_ann_close(h->ann);
+    if (h->have_v) modattn_store_vectors_free(&h->v);
+    modattn_free(h);
+}
+
+int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,
+                            const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                            modattn_search_info *info, modattn_search_notes *notes) {
+    if (!h) return modattn_error(MODATTN_EINVAL, "modattn_searcher_search: NULL searcher");
+    return search_batch_core(h->store, h->model, queries, nq, p, exec, out, nout, info, notes, h);
 }
 
 void modattn_search_results_free(modattn_search_result *r, size_t n) {

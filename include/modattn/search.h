@@ -213,6 +213,22 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
 int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
                          const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                          size_t *nout, modattn_search_info *info, modattn_search_notes *notes);
+/* A searcher: a store's vectors and ANN index held open between searches, for a caller that
+ * searches many times (a server, a Python Store): the vectors (the mapped vector file) are opened
+ * on the first search and again whenever the store's generation has moved since (a search after
+ * an `index` sees its documents; nothing is re-read while the store is unchanged); the ANN index,
+ * when there is one and it is current, is read once per generation and then used for every search
+ * that may (no cost rule: its reading is paid once; modattn_search_params.index as for
+ * modattn_search_with). Used by one thread at a time, as its store is. The store and model must
+ * outlive it. Ownership: modattn_searcher_free. */
+typedef struct modattn_searcher modattn_searcher;
+int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_searcher **out);
+void modattn_searcher_free(modattn_searcher *h); /* NULL is fine */
+/* modattn_search_batch on the held vectors and index (nq = 1 for one query). */
+int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,
+                            const modattn_exec *exec, modattn_search_result **out, size_t *nout,
+                            modattn_search_info *info, modattn_search_notes *notes);
+
 /* modattn_search, telling where the vectors came from (info may be NULL). */
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,

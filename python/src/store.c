@@ -1,6 +1,6 @@
 /* python/src/store.c — modattn.Store: a document store (modattn/store.h) bound to one Model;
  * index() walks files into it (modattn_index_paths), search() ranks its chunks
- * (modattn_search_with).
+ * (modattn_searcher: the vectors and ANN index held between searches).
  *
  * A store is used by one thread at a time (its lock); indexing and searching embed with the
  * model's own pool (modattn_model_embed), so they also hold the model's `own` lock. Both are
@@ -14,6 +14,9 @@
 typedef struct pm_store {
     PyObject_HEAD
     modattn_store *store;
+    /* the vectors and ANN index held between searches, opened again when the store changes
+     * (modattn_searcher: a Store searched many times reads them once) */
+    modattn_searcher *searcher;
     pm_model *model; /* strong reference */
     PyThread_type_lock lock;
     PyObject *path;  /* str, as given */
@@ -25,7 +28,11 @@ typedef struct pm_store {
 static bool foreign(const pm_store *self) { return self->model && self->model->pid != getpid(); }
 
 static void store_dealloc(pm_store *self) {
-    if (!foreign(self)) modattn_store_close(self->store); /* no other reference: nobody is using it */
+    if (!foreign(self)) { /* no other reference: nobody is using it */
+        modattn_searcher_free(self->searcher);
+        modattn_store_close(self->store);
+    }
+    self->searcher = NULL;
     self->store = NULL;
     if (self->lock) PyThread_free_lock(self->lock);
     Py_CLEAR(self->model);
@@ -385,8 +392,11 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
         } else if (st) {
             pm_capture(&e, st);
         } else {
-            st = modattn_search_with(self->store, self->model->model, query, &p, modattn_ctx_exec(self->model->ctx),
-                                     &res, &n, NULL, NULL);
+            const char *qs[1] = {query};
+            st = self->searcher ? 0 : modattn_searcher_create(self->store, self->model->model, &self->searcher);
+            if (!st)
+                st = modattn_searcher_search(self->searcher, qs, 1, &p, modattn_ctx_exec(self->model->ctx), &res, &n,
+                                             NULL, NULL);
             if (st) pm_capture(&e, st);
         }
     }
@@ -429,10 +439,13 @@ static PyObject *store_close(pm_store *self, PyObject *unused) {
     if (!self->lock) Py_RETURN_NONE;
     if (foreign(self)) {
         self->store = NULL;
+        self->searcher = NULL;
         Py_RETURN_NONE;
     }
     PM_BEGIN_CALL
     pm_lock(self->lock); /* waits for an index() or search() of another thread */
+    modattn_searcher_free(self->searcher);
+    self->searcher = NULL;
     modattn_store_close(self->store);
     self->store = NULL;
     pm_unlock(self->lock);

@@ -59,6 +59,16 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
 
         again = s.index(corpus, progress=False)  # unchanged: nothing embedded
         assert again["files_indexed"] == 0 and again["files_unchanged"] == 4 and again["chunks"] == 0
+
+        # the Store holds its vectors between searches: a document indexed since is found
+        (corpus / "comet.txt").write_text("A comet's tail of ice and dust points away from the sun.\n", encoding="utf-8")
+        assert s.index(corpus, progress=False)["files_indexed"] == 1
+        found = s.search("the tail of a comet", k=1, mode="vector")
+        assert os.path.basename(found[0]["path"]) == "comet.txt", found
+        (corpus / "comet.txt").unlink()
+        assert s.index(corpus, prune=True, progress=False)["files_pruned"] == 1
+        gone = s.search("the tail of a comet", k=5, mode="vector")
+        assert all(os.path.basename(h["path"]) != "comet.txt" for h in gone), [h["path"] for h in gone]
     assert s.closed
     with pytest.raises(ValueError, match="closed"):
         s.search("honey")
