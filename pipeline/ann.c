@@ -666,8 +666,9 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     if (!a || !v || (nq && (!queries || (k && (!ids || !scores)))))
         return modattn_error(MODATTN_EINVAL, "ann_topk_batch: NULL argument");
     if (k == 0 || nq == 0 || v->n == 0) return 0;
-    if (v->rows != a->h.rows || v->dim != a->h.dim)
-        return modattn_error(MODATTN_EINVAL, "ann_topk_batch: the vectors are not those the index was opened for");
+    bool same = v->rows == a->h.rows && v->dim == a->h.dim && v->nseg == a->h.nseg;
+    for (size_t g = 0; same && g < v->nseg; g++) same = v->seg[g].n == a->h.seg[g].n && v->seg[g].row0 == (g ? v->seg[g - 1].row0 + v->seg[g - 1].n : 0);
+    if (!same) return modattn_error(MODATTN_EINVAL, "ann_topk_batch: the vectors are not those the index was opened for");
 #if !MODATTN_HAVE_FAISS
     (void)search, (void)exec;
     return modattn_ann_available();

@@ -368,6 +368,37 @@ done:
     return st;
 }
 
+int modattn_search_run_ann(modattn_store *store, const modattn_store_vectors *v, const modattn_ann *ann,
+                           const float *query_vec, const char *query_text, size_t query_len,
+                           const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                           size_t *nout, modattn_search_notes *notes) {
+    if (!ann || !p || !v || !query_vec || p->path_prefix || p->mode == MODATTN_SEARCH_KEYWORD ||
+        p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0)
+        return modattn_search_run(store, v, query_vec, query_text, query_len, p, exec, out, nout, notes);
+    if (out) *out = NULL;
+    if (nout) *nout = 0;
+    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_run_ann: NULL argument");
+    /* the vector ranking's candidates from the index (scores exact), then the rest as ever */
+    const size_t cand = candidates_for(p), dim = v->dim;
+    if (cand > SIZE_MAX / 16) return modattn_error(MODATTN_ERANGE, "modattn_search_run_ann: %zu candidates", cand);
+    float *qn = modattn_malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *ids = modattn_malloc(cand * sizeof *ids, MODATTN_MEM_OTHER);
+    float *sc = modattn_malloc(cand * sizeof *sc, MODATTN_MEM_OTHER);
+    size_t nc = 0;
+    int st = 0;
+    if (!qn || !ids || !sc) st = modattn_mem_last_status();
+    if (!st) {
+        memcpy(qn, query_vec, dim * sizeof(float));
+        modattn_vec_normalize(qn, dim);
+        st = modattn_ann_topk_batch(ann, v, qn, 1, cand, p->ann, exec, ids, sc, &nc);
+    }
+    if (!st) st = search_run(store, v, query_vec, query_text, query_len, p, exec, ids, sc, nc, out, nout, notes);
+    modattn_free(qn);
+    modattn_free(ids);
+    modattn_free(sc);
+    return st;
+}
+
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                       modattn_search_info *where) {
@@ -492,22 +523,7 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
     modattn_ann *ann = NULL;
     if ((st = open_ann_for(store, &v, p, 1, &ann, where))) goto done;
     if (ann) {
-        /* the vector ranking's candidates from the index, scored again exactly */
-        const size_t cand = candidates_for(p);
-        float *qn = modattn_malloc(dim * sizeof(float), MODATTN_MEM_OTHER);
-        int64_t *ids = modattn_malloc(cand * sizeof *ids, MODATTN_MEM_OTHER);
-        float *sc = modattn_malloc(cand * sizeof *sc, MODATTN_MEM_OTHER);
-        size_t nc = 0;
-        if (!qn || !ids || !sc) st = modattn_mem_last_status();
-        if (!st) {
-            memcpy(qn, q, dim * sizeof(float));
-            modattn_vec_normalize(qn, dim);
-            st = modattn_ann_topk_batch(ann, &v, qn, 1, cand, p->ann, exec, ids, sc, &nc);
-        }
-        if (!st) st = search_run(store, &v, q, query, strlen(query), p, exec, ids, sc, nc, out, nout, notes);
-        modattn_free(qn);
-        modattn_free(ids);
-        modattn_free(sc);
+        st = modattn_search_run_ann(store, &v, ann, q, query, strlen(query), p, exec, out, nout, notes);
         modattn_ann_close(ann);
         goto done;
     }

@@ -596,8 +596,10 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
     srv_buf b = {0};
     srv_buf_put(&b, "{\"object\":\"list\",\"model\":", 25);
     tb_json_string(&b, api->model_id);
-    srv_buf_printf(&b, ",\"mode\":\"%s\",\"vectors\":\"%s\",\"results\":[", modattn_search_mode_name((modattn_search_mode)job->mode),
-                   job->vectors_mapped ? "vector_file" : "store");
+    srv_buf_printf(&b, ",\"mode\":\"%s\",\"vectors\":\"%s\",\"index\":\"%s\",\"results\":[",
+                   modattn_search_mode_name((modattn_search_mode)job->mode), job->vectors_mapped ? "vector_file" : "store",
+                   job->mode == MODATTN_SEARCH_KEYWORD ? "none"
+                   : job->ann_kind ? modattn_ann_kind_name((modattn_ann_kind)job->ann_kind) : "exact");
     for (size_t i = 0; i < job->nresults && !b.failed; i++) {
         const modattn_search_result *r = &job->results[i];
         const modattn_store_chunk *c = &r->chunk;

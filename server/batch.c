@@ -40,6 +40,15 @@ struct srv_batcher {
     bool closed; /* after srv_batcher_stop: a job submitted fails at once (503) */
     executor *ex;
     int nex;
+    /* the store's ANN index, one for every executor (its memory is the store's size): read on
+     * the first search of each generation of the store, searched by one executor at a time */
+    pthread_mutex_t ann_mu;
+    modattn_ann *ann;
+    bool ann_tried;
+    uint64_t ann_gen;
+    size_t ann_rows, ann_nseg;
+    struct stat ann_st; /* the file as last looked at (a new or rebuilt one is read again) */
+    bool ann_there;
 };
 
 /* one input of a batch: which job, which of its inputs */
@@ -132,8 +141,44 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     job->vectors_mapped = x->vec.map != NULL;
     modattn_search_params sp = {.mode = (modattn_search_mode)job->mode, .k = job->k, .path_prefix = job->path_prefix,
                                 .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k};
-    st = modattn_search_run(x->store, &x->vec, job->out, job->query ? job->query : "", job->query ? job->query_len : 0,
-                            &sp, modattn_session_exec(x->session), &job->results, &job->nresults, NULL);
+    const char *qt = job->query ? job->query : "";
+    const size_t ql = job->query ? job->query_len : 0;
+    const modattn_exec *exec = modattn_session_exec(x->session);
+    /* through the ANN index when the store has a current one (a server searches often: its reading
+     * is paid once per generation); a path prefix and keywords alone never need it */
+    if (sp.mode != MODATTN_SEARCH_KEYWORD && !sp.path_prefix && x->vec.n > 0 && x->vec.map) {
+        pthread_mutex_lock(&b->ann_mu);
+        char apath[4200];
+        struct stat ast;
+        const bool there = modattn_store_ann_file_path(x->store, apath, sizeof apath) == 0 && stat(apath, &ast) == 0;
+        const bool file_moved = there != b->ann_there ||
+                                (there && (ast.st_ino != b->ann_st.st_ino || ast.st_size != b->ann_st.st_size ||
+                                           ast.st_mtim.tv_sec != b->ann_st.st_mtim.tv_sec ||
+                                           ast.st_mtim.tv_nsec != b->ann_st.st_mtim.tv_nsec));
+        if (!b->ann_tried || file_moved || b->ann_gen != x->vec.generation || b->ann_rows != x->vec.rows ||
+            b->ann_nseg != x->vec.nseg) {
+            b->ann_there = there;
+            if (there) b->ann_st = ast;
+            modattn_ann_close(b->ann);
+            b->ann = NULL;
+            char why[512];
+            if (modattn_ann_open(x->store, &x->vec, &b->ann, why, sizeof why) < 0) b->ann = NULL; /* scanned instead */
+            b->ann_tried = true;
+            b->ann_gen = x->vec.generation;
+            b->ann_rows = x->vec.rows;
+            b->ann_nseg = x->vec.nseg;
+        }
+        if (b->ann) {
+            st = modattn_search_run_ann(x->store, &x->vec, b->ann, job->out, qt, ql, &sp, exec, &job->results,
+                                        &job->nresults, NULL);
+            job->ann_kind = modattn_ann_get_kind(b->ann);
+            pthread_mutex_unlock(&b->ann_mu);
+            goto searched;
+        }
+        pthread_mutex_unlock(&b->ann_mu);
+    }
+    st = modattn_search_run(x->store, &x->vec, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, NULL);
+searched:
     if (st == MODATTN_EUNSUPPORTED) { /* keyword mode on a store without its keyword index */
         set_error(job, 400, "%s", modattn_last_error());
         return;
@@ -314,6 +359,8 @@ void srv_batcher_free(srv_batcher *b) {
         modattn_session_free(x->session);
     }
     free(b->ex);
+    modattn_ann_close(b->ann);
+    pthread_mutex_destroy(&b->ann_mu);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -326,6 +373,7 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     b->cfg = *cfg;
     b->dim = modattn_model_dim(cfg->model);
     pthread_mutex_init(&b->mu, NULL);
+    pthread_mutex_init(&b->ann_mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     const int nex = cfg->workers > 0 ? cfg->workers : 1;
     b->ex = calloc((size_t)nex, sizeof *b->ex);

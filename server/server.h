@@ -110,6 +110,7 @@ struct srv_job {
     modattn_search_result *results;
     size_t nresults;
     bool vectors_mapped;
+    int ann_kind;             /* modattn_ann_kind that found the candidates by meaning (0: the exact scan) */
     /* the outcome: status 0, else an HTTP status and message */
     int http_status;
     char message[512];

@@ -169,6 +169,15 @@ int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, con
                        const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                        modattn_search_notes *notes);
 
+/* modattn_search_run with the vector ranking's candidates found by an ANN index open for v
+ * (modattn_ann_open; the caller serialises calls on one index): scores stay exact. ann NULL, a
+ * path prefix, keyword mode or p->index EXACT: modattn_search_run itself. */
+struct modattn_ann;
+int modattn_search_run_ann(modattn_store *store, const modattn_store_vectors *v, const struct modattn_ann *ann,
+                           const float *query_vec, const char *query_text, size_t query_len,
+                           const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
+                           size_t *nout, modattn_search_notes *notes);
+
 /* Embeds query with model, checks the store belongs to the model (MODATTN_EVERSION if not,
  * MODATTN_ENOTFOUND if the store is empty), scans every stored vector and returns the k best
  * chunks. exec: threads for the scan (NULL: serial). Ownership: free with
