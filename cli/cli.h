@@ -116,4 +116,17 @@ int cli_search_print(const struct modattn_search_params *sp, const struct modatt
  * 0, or the exit status after printing why not. */
 int cli_read_queries(const char *path, char ***out, size_t *n);
 
+/* What `index` tells about each file (cli/cli_index_out.c): events printed on stderr (errors
+ * always; skipped and pruned files unless quiet; none with json) and gathered for --json. */
+#include <jansson.h>
+typedef struct cli_index_ui {
+    bool json, quiet, tty;
+    bool line_shown;        /* a progress line is on the terminal */
+    json_t *errors, *skipped;
+    int oom;
+} cli_index_ui;
+/* modattn_index_options.on_event, with ud a cli_index_ui */
+void cli_index_on_event(void *ud, modattn_index_event ev, const char *path, const char *msg);
+void cli_index_clear_line(cli_index_ui *ui); /* erases the progress line, if one is shown */
+
 #endif

@@ -81,43 +81,6 @@ static void note_wait(void *ud, const char *msg) {
     fprintf(stderr, "modattn: note: %s\n", cli_term_text(msg, safe, sizeof safe));
 }
 
-typedef struct index_ui {
-    bool json, quiet, tty;
-    bool line_shown; /* a progress line is on the terminal */
-    json_t *errors, *skipped;
-    int oom;
-} index_ui;
-
-static void clear_line(index_ui *ui) {
-    if (ui->line_shown) {
-        fputs("\r\033[K", stderr);
-        ui->line_shown = false;
-    }
-}
-
-static void on_event(void *ud, modattn_index_event ev, const char *path, const char *msg) {
-    index_ui *ui = ud;
-    char buf[PATH_MAX], tshown[4 * PATH_MAX], tmsg[4096];
-    const char *rel = cli_rel_path(path, buf, sizeof buf);
-    if (ev == MODATTN_INDEX_ERROR || ev == MODATTN_INDEX_SKIPPED) {
-        json_t *list = ev == MODATTN_INDEX_ERROR ? ui->errors : ui->skipped;
-        json_t *o = json_object();
-        if (!o || cli_json_set_path(o, "path", rel) ||
-            json_object_set_new(o, ev == MODATTN_INDEX_ERROR ? "message" : "reason", cli_json_text(msg)) ||
-            json_array_append_new(list, o))
-            ui->oom = 1;
-    }
-    if (ui->json) return;
-    const char *shown = cli_term_text(rel, tshown, sizeof tshown);
-    msg = cli_term_text(msg, tmsg, sizeof tmsg);
-    if (ev == MODATTN_INDEX_ERROR || (ev != MODATTN_INDEX_INDEXED && !ui->quiet)) {
-        clear_line(ui);
-        if (ev == MODATTN_INDEX_SKIPPED) fprintf(stderr, "modattn: index: %s: skipped (%s)\n", shown, msg);
-        else if (ev == MODATTN_INDEX_PRUNED) fprintf(stderr, "modattn: index: %s: pruned (%s)\n", shown, msg);
-        else fprintf(stderr, "modattn: index: %s: %s\n", shown, msg);
-    }
-}
-
 static void fmt_duration(double s, char *buf, size_t len) {
     if (!(s >= 0) || s > 359999) {
         snprintf(buf, len, "--:--");
@@ -129,7 +92,7 @@ static void fmt_duration(double s, char *buf, size_t len) {
 }
 
 static void on_progress(void *ud, const modattn_index_progress *p) {
-    index_ui *ui = ud;
+    cli_index_ui *ui = ud;
     if (!ui->tty || ui->quiet) return;
     double rate = p->elapsed_s > 0 ? (double)p->tokens / p->elapsed_s : 0;
     char eta[32] = "--:--";
@@ -167,7 +130,7 @@ static bool parse_count(const char *v, long long lo, long long hi, long long *ou
 }
 
 static void on_ann_progress(void *ud, const char *phase, size_t done, size_t total) {
-    const index_ui *ui = ud;
+    const cli_index_ui *ui = ud;
     if (ui->quiet || !ui->tty) return;
     if (strcmp(phase, "add") == 0)
         fprintf(stderr, "\r\033[KANN index: %s rows %zu/%zu (%.0f%%)", done < total ? "adding" : "added", done, total,
@@ -310,7 +273,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     }
     if (!quiet) modattn_store_set_wait(store, wait_s, note_wait, NULL);
     else modattn_store_set_wait(store, wait_s, NULL, NULL);
-    index_ui ui;
+    cli_index_ui ui;
     memset(&ui, 0, sizeof ui);
     ui.json = json;
     ui.quiet = quiet;
@@ -324,7 +287,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     o.max_file_bytes = (uint64_t)max_size;
     o.batch_chunks = (size_t)batch;
     o.prune = prune;
-    o.on_event = on_event;
+    o.on_event = cli_index_on_event;
     o.on_progress = on_progress;
     o.ud = &ui;
     o.ann_exec = modattn_ctx_exec(ctx);
@@ -333,7 +296,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     uint64_t t0 = modattn_now_ns();
     st = npaths ? modattn_index_paths(store, model, paths, npaths, &o, &s) : 0;
     double secs = (double)(modattn_now_ns() - t0) * 1e-9;
-    clear_line(&ui);
+    cli_index_clear_line(&ui);
     /* the ANN index after the vector file: asked for, or the one there kept up to date. Asked for
      * and failed: the run fails (nothing stored is lost; searches scan exactly); not asked: a
      * warning, as for the vector file */

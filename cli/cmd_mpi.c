@@ -448,34 +448,6 @@ static int emit(void *ud, const char *path, uint64_t hash, size_t nchunks, size_
 
 /* ---- rank 0's messages, as cli/cmd_index.c prints them */
 
-typedef struct index_ui {
-    bool json, quiet;
-    json_t *errors, *skipped;
-    int oom;
-} index_ui;
-
-static void on_event(void *ud, modattn_index_event ev, const char *path, const char *msg) {
-    index_ui *ui = ud;
-    char buf[PATH_MAX], tshown[4 * PATH_MAX], tmsg[4096];
-    const char *rel = cli_rel_path(path, buf, sizeof buf);
-    if (ev == MODATTN_INDEX_ERROR || ev == MODATTN_INDEX_SKIPPED) {
-        json_t *list = ev == MODATTN_INDEX_ERROR ? ui->errors : ui->skipped;
-        json_t *o = json_object();
-        if (!o || cli_json_set_path(o, "path", rel) ||
-            json_object_set_new(o, ev == MODATTN_INDEX_ERROR ? "message" : "reason", cli_json_text(msg)) ||
-            json_array_append_new(list, o))
-            ui->oom = 1;
-    }
-    if (ui->json) return;
-    const char *shown = cli_term_text(rel, tshown, sizeof tshown);
-    msg = cli_term_text(msg, tmsg, sizeof tmsg);
-    if (ev == MODATTN_INDEX_ERROR || (ev != MODATTN_INDEX_INDEXED && !ui->quiet)) {
-        if (ev == MODATTN_INDEX_SKIPPED) fprintf(stderr, "modattn: index: %s: skipped (%s)\n", shown, msg);
-        else if (ev == MODATTN_INDEX_PRUNED) fprintf(stderr, "modattn: index: %s: pruned (%s)\n", shown, msg);
-        else fprintf(stderr, "modattn: index: %s: %s\n", shown, msg);
-    }
-}
-
 static void on_term(int sig) {
     static const char msg[] =
         "modattn: index --mpi (rank 0): stopped by a signal, most likely because another rank died (mpirun says "
@@ -486,7 +458,7 @@ static void on_term(int sig) {
     raise(sig);
 }
 
-static void print_summary(const index_args *a, const index_ui *ui, const modattn_index_stats *s, double secs,
+static void print_summary(const index_args *a, const cli_index_ui *ui, const modattn_index_stats *s, double secs,
                           int nranks, int *rc) {
     char dbuf[PATH_MAX], db_shown[4 * PATH_MAX], tvf[4096], vf[400];
     char *abs_db = modattn_path_absolute(a->db);
@@ -666,8 +638,8 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
     for (size_t i = 0; i < m.nplan; i++) m.by_path[i] = i;
     g_sort_m = &m;
     qsort(m.by_path, m.nplan, sizeof *m.by_path, cmp_plan_path);
-    index_ui ui = {.json = a.json, .quiet = a.quiet, .errors = json_array(), .skipped = json_array()};
-    o.on_event = on_event;
+    cli_index_ui ui = {.json = a.json, .quiet = a.quiet, .errors = json_array(), .skipped = json_array()};
+    o.on_event = cli_index_on_event;
     o.ud = &ui;
     if (!a.quiet) modattn_store_set_wait(store, a.wait_s, NULL, NULL);
     modattn_index_split wr = {.remote = is_remote, .fetch = fetch, .ud = &m};
