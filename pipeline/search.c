@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "modattn/ann.h"
 #include "modattn/core.h"
@@ -415,14 +413,15 @@ static void tell_where(modattn_search_info *where, const modattn_store_vectors *
     snprintf(where->index, sizeof where->index, "exact");
 }
 
-/* The store's ANN index for v when p lets it be used: *a, or NULL with where->index_note saying
- * why not (when there is one); an error when p asks for it and it cannot be used. */
 /* What reading the ANN index costs against scanning, per byte (bench/results/ann.md, this 2-core
  * host: opening 1.8 GB of HNSW took 2.3 s, 0.78 ns a byte; one exact scan of 1.5 GB 84 ms, 0.056 ns
  * a byte), and how much cheaper a query is in a batched scan than alone (10.2 against 84 ms). */
 #define ANN_OPEN_BYTE_COST 14.0
 #define BATCH_SCAN_SPEEDUP 8.0
 
+/* The store's ANN index for v when p lets it be used and it pays for nq queries: *a, or NULL with
+ * where->index_note saying why not (when there is one); an error when p asks for it and it cannot
+ * be used. */
 static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, const modattn_search_params *p,
                         size_t nq, modattn_ann **a, modattn_search_info *where) {
     *a = NULL;
