@@ -87,6 +87,9 @@ int cli_finish_stdout(int rc);
 /* Option values (cli/cli_args.c): 0, or -1 having said on stderr what OPT wants (a usage error:
  * exit 2). Empty values, trailing characters and overflow are refused. */
 int cli_parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out);
+/* --name VALUE or --name=VALUE at argv[*i] (the value, *i past it); NULL if argv[*i] is not this
+ * option, or it has no value (then *missing is set). */
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing);
 int cli_parse_u64(const char *opt, const char *v, uint64_t *out); /* decimal or 0x; no sign */
 int cli_parse_double(const char *opt, const char *v, double lo, double hi, bool lo_open, double *out);
 /* Exactly n comma-separated integers in [lo, hi] into v: 0, else -1 (says nothing). */

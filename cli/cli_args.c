@@ -92,3 +92,16 @@ int cli_check_output_path(const char *opt, const char *path) {
     }
     return 0;
 }
+
+const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}

@@ -106,19 +106,6 @@ static void on_progress(void *ud, const modattn_index_progress *p) {
     ui->line_shown = true;
 }
 
-/* --name VALUE or --name=VALUE at argv[*i]; NULL if argv[*i] is not this option. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 static bool parse_count(const char *v, long long lo, long long hi, long long *out) {
     char *end;
@@ -184,26 +171,26 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         } else if (strcmp(a, "--json") == 0) json = true;
         else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) quiet = true;
         else if (strcmp(a, "--prune") == 0) prune = true;
-        else if ((v = opt_value(argc, argv, &i, "--db", &missing))) db = v;
-        else if ((v = opt_value(argc, argv, &i, "--model", &missing))) model_dir = v;
-        else if ((v = opt_value(argc, argv, &i, "--chunk-tokens", &missing))) {
+        else if ((v = cli_opt_value(argc, argv, &i, "--db", &missing))) db = v;
+        else if ((v = cli_opt_value(argc, argv, &i, "--model", &missing))) model_dir = v;
+        else if ((v = cli_opt_value(argc, argv, &i, "--chunk-tokens", &missing))) {
             if (!parse_count(v, 3, 1 << 20, &chunk_tokens)) {
                 fprintf(stderr, "modattn: index: --chunk-tokens: '%s' is not a token count\n", v);
                 rc = 2;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--overlap", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--overlap", &missing))) {
             if (!parse_count(v, 0, 1 << 20, &overlap)) {
                 fprintf(stderr, "modattn: index: --overlap: '%s' is not a count of word pieces\n", v);
                 rc = 2;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--batch", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--batch", &missing))) {
             if (!parse_count(v, 1, 65536, &batch)) {
                 fprintf(stderr, "modattn: index: --batch: '%s' is not a count in [1, 65536]\n", v);
                 rc = 2;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--wait", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--wait", &missing))) {
             if (cli_parse_double("index --wait", v, 0, 1e6, false, &wait_s) != 0) rc = 2;
-        } else if ((v = opt_value(argc, argv, &i, "--ann", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--ann", &missing))) {
             ann_kind = v;
             if (modattn_ann_kind_parse(v, &kind) != 0) {
                 fprintf(stderr, "modattn: index: --ann: %s\n", modattn_last_error());
@@ -212,13 +199,13 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                 fprintf(stderr, "modattn: index: --ann %s: %s\n", v, modattn_last_error());
                 rc = 2;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--ann-params", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--ann-params", &missing))) {
             ann_params = v;
             if (modattn_ann_params_parse(v, &annp) != 0) {
                 fprintf(stderr, "modattn: index: --ann-params: %s\n", modattn_last_error());
                 rc = 2;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--max-file-size", &missing))) {
+        } else if ((v = cli_opt_value(argc, argv, &i, "--max-file-size", &missing))) {
             if (modattn_parse_bytes(v, &max_size) != 0 || max_size <= 0) {
                 fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
                 rc = 2;

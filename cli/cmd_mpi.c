@@ -114,18 +114,6 @@ typedef struct index_args {
     size_t npaths;
 } index_args;
 
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *missing) {
-    size_t n = strlen(name);
-    const char *a = argv[*i];
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
-    }
-    return argv[++*i];
-}
 
 /* 0, or the exit status of a usage error (said on stderr by rank 0 only) */
 static int parse_index_args(int argc, char **argv, index_args *a, bool say) {
@@ -147,13 +135,13 @@ static int parse_index_args(int argc, char **argv, index_args *a, bool say) {
         else if (strcmp(s, "--json") == 0) a->json = true;
         else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) a->quiet = true;
         else if (strcmp(s, "--prune") == 0) a->prune = true;
-        else if ((v = opt_value(argc, argv, &i, "--db", &missing))) a->db = v;
-        else if ((v = opt_value(argc, argv, &i, "--model", &missing))) a->model_dir = v;
-        else if ((v = opt_value(argc, argv, &i, "--chunk-tokens", &missing))) bad = cli_parse_ll("index --chunk-tokens", v, 3, 1 << 20, &a->chunk_tokens) != 0;
-        else if ((v = opt_value(argc, argv, &i, "--overlap", &missing))) bad = cli_parse_ll("index --overlap", v, 0, 1 << 20, &a->overlap) != 0;
-        else if ((v = opt_value(argc, argv, &i, "--batch", &missing))) bad = cli_parse_ll("index --batch", v, 1, 65536, &a->batch) != 0;
-        else if ((v = opt_value(argc, argv, &i, "--wait", &missing))) bad = cli_parse_double("index --wait", v, 0, 1e6, false, &a->wait_s) != 0;
-        else if ((v = opt_value(argc, argv, &i, "--max-file-size", &missing))) {
+        else if ((v = cli_opt_value(argc, argv, &i, "--db", &missing))) a->db = v;
+        else if ((v = cli_opt_value(argc, argv, &i, "--model", &missing))) a->model_dir = v;
+        else if ((v = cli_opt_value(argc, argv, &i, "--chunk-tokens", &missing))) bad = cli_parse_ll("index --chunk-tokens", v, 3, 1 << 20, &a->chunk_tokens) != 0;
+        else if ((v = cli_opt_value(argc, argv, &i, "--overlap", &missing))) bad = cli_parse_ll("index --overlap", v, 0, 1 << 20, &a->overlap) != 0;
+        else if ((v = cli_opt_value(argc, argv, &i, "--batch", &missing))) bad = cli_parse_ll("index --batch", v, 1, 65536, &a->batch) != 0;
+        else if ((v = cli_opt_value(argc, argv, &i, "--wait", &missing))) bad = cli_parse_double("index --wait", v, 0, 1e6, false, &a->wait_s) != 0;
+        else if ((v = cli_opt_value(argc, argv, &i, "--max-file-size", &missing))) {
             if (modattn_parse_bytes(v, &a->max_size) != 0 || a->max_size <= 0) {
                 if (say) fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
                 bad = true;

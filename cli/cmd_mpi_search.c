@@ -76,23 +76,6 @@ static void slice_of(const modattn_store_vectors *v, size_t lo, size_t hi, modat
     }
 }
 
-/* the live row of chunk id in v (later segments are newer), or NULL */
-static const float *row_of(const modattn_store_vectors *v, int64_t id) {
-    for (size_t g = v->nseg; g-- > 0;) {
-        const modattn_store_vector_segment *sg = &v->seg[g];
-        size_t lo = 0, hi = sg->n;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (sg->chunk_ids[mid] < id) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo == sg->n || sg->chunk_ids[lo] != id) continue;
-        const size_t row = sg->row0 + lo;
-        if (v->mask && (v->mask[row / 8] >> (row % 8) & 1)) continue;
-        return sg->data + lo * v->ld;
-    }
-    return NULL;
-}
 
 typedef struct mcand {
     float score;
@@ -131,7 +114,7 @@ static int subset_of(const modattn_store_vectors *v, int64_t *ids, size_t n, mod
     }
     size_t m = 0;
     for (size_t i = 0; i < u; i++) {
-        const float *r = row_of(v, ids[i]);
+        const float *r = modattn_store_vectors_find(v, ids[i]);
         if (!r) continue;
         memcpy(d + m * out->ld, r, out->ld * sizeof(float));
         oi[m++] = ids[i];

@@ -158,26 +158,30 @@ int modattn_search_vectors(modattn_store *store, const modattn_store_vectors *v,
     return modattn_search_run(store, v, query_vec, NULL, 0, &p, exec, out, nout, NULL);
 }
 
-/* The cosine of chunk id's vector with q (normalised), NaN when v has no live row for it. Rows of a
- * segment are in ascending chunk id; a later segment's row is newer than an earlier one's. */
-static float cosine_of(const modattn_store_vectors *v, const float *q, int64_t id) {
-    for (size_t g = v->nseg; g-- > 0;) {
+const float *modattn_store_vectors_find(const modattn_store_vectors *v, int64_t chunk_id) {
+    for (size_t g = v ? v->nseg : 0; g-- > 0;) {
         const modattn_store_vector_segment *sg = &v->seg[g];
         size_t lo = 0, hi = sg->n;
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            if (sg->chunk_ids[mid] < id) lo = mid + 1;
+            if (sg->chunk_ids[mid] < chunk_id) lo = mid + 1;
             else hi = mid;
         }
-        if (lo == sg->n || sg->chunk_ids[lo] != id) continue;
+        if (lo == sg->n || sg->chunk_ids[lo] != chunk_id) continue;
         const size_t row = sg->row0 + lo;
         if (v->mask && (v->mask[row / 8] >> (row % 8) & 1)) continue;
-        const float *x = sg->data + lo * v->ld;
-        double d = 0;
-        for (size_t c = 0; c < v->dim; c++) d += (double)x[c] * (double)q[c];
-        return (float)d;
+        return sg->data + lo * v->ld;
     }
-    return NAN;
+    return NULL;
+}
+
+/* The cosine of chunk id's vector with q (normalised), NaN when v has no live row for it. */
+static float cosine_of(const modattn_store_vectors *v, const float *q, int64_t id) {
+    const float *x = modattn_store_vectors_find(v, id);
+    if (!x) return NAN;
+    double d = 0;
+    for (size_t c = 0; c < v->dim; c++) d += (double)x[c] * (double)q[c];
+    return (float)d;
 }
 
 /* a candidate of the fusion */

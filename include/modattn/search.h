@@ -81,6 +81,10 @@ int modattn_store_vectors_topk_batch(const modattn_store_vectors *v, const float
                                      size_t k, const modattn_exec *exec, int64_t *ids, float *scores,
                                      size_t *nout);
 
+/* The live row of chunk_id among v's (rows of a segment are in ascending chunk id; a later
+ * segment's row is newer than an earlier one's; masked rows are not live), or NULL. */
+const float *modattn_store_vectors_find(const modattn_store_vectors *v, int64_t chunk_id);
+
 /* scores[i] = dot(mat row i, query) for i in [0, n), with one ISA (tests, benchmarks). */
 int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores);
