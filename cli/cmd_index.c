@@ -41,10 +41,13 @@ static void index_usage(FILE *f) {
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
             "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes)\n"
             "  --batch N            chunks per model call, across documents (default 64)\n"
-            "  --ann KIND           build an approximate-search index beside the store (DB.ann,\n"
-            "                       through FAISS) for `search` to use: hnsw (graph, best recall\n"
+            "  --ann KIND           build an approximate-search index beside the store (DB.ann)\n"
+            "                       for `search` to use: through FAISS, hnsw (graph, best recall\n"
             "                       per query time), ivf-sq8 (8-bit vectors), ivf-pq (product-\n"
-            "                       quantised codes, smallest); `none` removes it. Without --ann\n"
+            "                       quantised codes); or a compact copy of every vector, scanned\n"
+            "                       whole, its best candidates scored again exactly: f16 (half\n"
+            "                       the bytes), int8 (a quarter), binary (sign bits, 1/32);\n"
+            "                       `none` removes it. Without --ann\n"
             "                       an index already there is kept up to date (rows added; built\n"
             "                       again after a compaction). With --ann, PATH may be left out\n"
             "                       to build it for what the store holds\n"
@@ -195,7 +198,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             if (modattn_ann_kind_parse(v, &kind) != 0) {
                 fprintf(stderr, "modattn: index: --ann: %s\n", modattn_last_error());
                 rc = 2;
-            } else if (kind != MODATTN_ANN_NONE && modattn_ann_available() != 0) {
+            } else if (modattn_ann_kind_available(kind) != 0) {
                 fprintf(stderr, "modattn: index: --ann %s: %s\n", v, modattn_last_error());
                 rc = 2;
             }
@@ -375,13 +378,14 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
                 printf(" in %.1f s\n", secs);
             }
             if (au.action != MODATTN_ANN_ACTION_NONE) {
-                char params[200], rb[1024];
-                modattn_ann_params_format(au.kind, &au.params, params, sizeof params);
+                char pf[200], params[210], rb[1024];
+                modattn_ann_params_format(au.kind, &au.params, pf, sizeof pf);
+                snprintf(params, sizeof params, "%s%s%s", pf[0] ? " (" : "", pf, pf[0] ? ")" : "");
                 if (au.action == MODATTN_ANN_ACTION_REMOVED) printf("ANN index removed\n");
                 else if (au.action == MODATTN_ANN_ACTION_CURRENT)
-                    printf("ANN index %s (%s): current, %zu rows\n", modattn_ann_kind_name(au.kind), params, au.rows);
+                    printf("ANN index %s%s: current, %zu rows\n", modattn_ann_kind_name(au.kind), params, au.rows);
                 else
-                    printf("ANN index %s (%s): %s %zu rows in %.1f s, %.1f MB%s%s%s\n", modattn_ann_kind_name(au.kind),
+                    printf("ANN index %s%s: %s %zu rows in %.1f s, %.1f MB%s%s%s\n", modattn_ann_kind_name(au.kind),
                            params, au.action == MODATTN_ANN_ACTION_ADDED ? "added" : "built over", au.rows_added,
                            au.seconds, (double)au.file_bytes / 1e6, au.reason[0] ? " (" : "",
                            au.reason[0] ? cli_term_text(au.reason, rb, sizeof rb) : "", au.reason[0] ? ")" : "");

@@ -60,7 +60,8 @@ static void search_usage(FILE *f) {
             "                       ranges of text that the query's words match; with --queries one\n"
             "                       such object per line (JSON lines), with \"query\" (1-based) and\n"
             "                       \"text\" (the query); \"index\": what found the candidates by\n"
-            "                       meaning (\"exact\", \"hnsw\", \"ivf-sq8\", \"ivf-pq\"), and\n"
+            "                       meaning (\"exact\", or the index's kind: \"hnsw\", \"ivf-sq8\",\n"
+            "                       \"ivf-pq\", \"f16\", \"int8\", \"binary\"), and\n"
             "                       \"index_note\" when an ANN index there was not used, and why\n"
             "  -h, --help           this help\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");

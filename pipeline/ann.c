@@ -19,10 +19,11 @@
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/ann_flat.h"
+#include "pipeline/pipeline_internal.h"
 #if MODATTN_HAVE_FAISS
 #include "pipeline/ann_faiss.h"
 #include "pipeline/ann_hnsw.h"
-#include "pipeline/pipeline_internal.h"
 #endif
 
 #define ANN_MAGIC "MODATTNA"
@@ -61,6 +62,8 @@ struct modattn_ann {
 #endif
     ann_header h;
     int64_t accounted;
+    void *map;                   /* a compact kind's file, mapped: its codes are searched in place */
+    size_t map_bytes;
 };
 
 /* ---------------------------------------------------------------- kinds and parameters */
@@ -71,19 +74,39 @@ const char *modattn_ann_kind_name(modattn_ann_kind k) {
     case MODATTN_ANN_HNSW: return "hnsw";
     case MODATTN_ANN_IVF_SQ8: return "ivf-sq8";
     case MODATTN_ANN_IVF_PQ: return "ivf-pq";
+    case MODATTN_ANN_F16: return "f16";
+    case MODATTN_ANN_INT8: return "int8";
+    case MODATTN_ANN_BINARY: return "binary";
     }
     return "unknown";
 }
 
 int modattn_ann_kind_parse(const char *name, modattn_ann_kind *out) {
-    static const modattn_ann_kind all[] = {MODATTN_ANN_NONE, MODATTN_ANN_HNSW, MODATTN_ANN_IVF_SQ8, MODATTN_ANN_IVF_PQ};
+    static const modattn_ann_kind all[] = {MODATTN_ANN_NONE, MODATTN_ANN_HNSW, MODATTN_ANN_IVF_SQ8, MODATTN_ANN_IVF_PQ,
+                                           MODATTN_ANN_F16,  MODATTN_ANN_INT8, MODATTN_ANN_BINARY};
     for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(name, modattn_ann_kind_name(all[i])) == 0) {
             *out = all[i];
             return 0;
         }
-    return modattn_error(MODATTN_EINVAL, "unknown ANN index kind '%s' (hnsw, ivf-sq8, ivf-pq or none)",
+    return modattn_error(MODATTN_EINVAL, "unknown ANN index kind '%s' (hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none)",
                          name ? name : "(null)");
+}
+
+bool modattn_ann_kind_needs_faiss(modattn_ann_kind k) {
+    return k == MODATTN_ANN_HNSW || k == MODATTN_ANN_IVF_SQ8 || k == MODATTN_ANN_IVF_PQ;
+}
+
+static bool is_flat(uint32_t kind) {
+    return kind == MODATTN_ANN_F16 || kind == MODATTN_ANN_INT8 || kind == MODATTN_ANN_BINARY;
+}
+
+static modattn__flat_code flat_code(uint32_t kind) {
+    return kind == MODATTN_ANN_F16 ? MODATTN__FLAT_F16 : kind == MODATTN_ANN_INT8 ? MODATTN__FLAT_INT8 : MODATTN__FLAT_BINARY;
+}
+
+int modattn_ann_kind_available(modattn_ann_kind k) {
+    return modattn_ann_kind_needs_faiss(k) ? modattn_ann_available() : 0;
 }
 
 int modattn_ann_available(void) {
@@ -207,7 +230,11 @@ int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const mo
         return 0;
     }
     if (rows == 0) return modattn_error(MODATTN_EINVAL, "an ANN index needs vectors: the store has none");
-    if (kind == MODATTN_ANN_HNSW) {
+    if (is_flat(kind)) {
+        const int rescore = r.rescore;
+        memset(&r, 0, sizeof r);
+        r.rescore = rescore; /* 0: by k at each search (fetch_for) */
+    } else if (kind == MODATTN_ANN_HNSW) {
         if (!r.M) r.M = 32;
         if (!r.ef_construction) r.ef_construction = 40;
         if (!r.ef_search) r.ef_search = 64;
@@ -256,7 +283,9 @@ int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const mo
 static size_t fetch_for(const ann_header *h, const modattn_ann_params *search, size_t k) {
     size_t r = search && search->rescore > 0 ? (size_t)search->rescore : h->rescore > 0 ? (size_t)h->rescore : 0;
     if (!r) {
-        if (h->kind == MODATTN_ANN_HNSW) r = 2 * k > k + 16 ? 2 * k : k + 16;
+        if (h->kind == MODATTN_ANN_HNSW || h->kind == MODATTN_ANN_F16) r = 2 * k > k + 16 ? 2 * k : k + 16;
+        else if (h->kind == MODATTN_ANN_INT8) r = 4 * k > k + 32 ? 4 * k : k + 32;
+        else if (h->kind == MODATTN_ANN_BINARY) r = 100 * k > 1000 ? 100 * k : 1000;
         else r = 8 * k > 100 ? 8 * k : 100;
     }
     return r < k ? k : r;
@@ -303,7 +332,7 @@ static void check_header(const unsigned char *page, uint64_t size, ann_header *h
     else if (h->version != ANN_VERSION) snprintf(bad, len, "it is of format version %u, this build reads %u", h->version, ANN_VERSION);
     else if (h->header_xxh3 != header_hash(page)) snprintf(bad, len, "its header's checksum does not match (damaged)");
     else if (h->header_bytes != ANN_HEADER || h->nseg > ANN_MAX_SEG || h->kind < MODATTN_ANN_HNSW ||
-             h->kind > MODATTN_ANN_IVF_PQ || h->dim == 0 || memchr(h->model_name, 0, sizeof h->model_name) == NULL ||
+             h->kind > MODATTN_ANN_BINARY || h->dim == 0 || h->dim > 65536 || memchr(h->model_name, 0, sizeof h->model_name) == NULL ||
              memchr(h->weights_hash, 0, sizeof h->weights_hash) == NULL)
         snprintf(bad, len, "its header is malformed");
     else if (h->payload_bytes != size - ANN_HEADER)
@@ -313,6 +342,10 @@ static void check_header(const unsigned char *page, uint64_t size, ann_header *h
         uint64_t total = 0;
         for (uint32_t g = 0; g < h->nseg; g++) total += h->seg[g].n;
         if (total != h->rows) snprintf(bad, len, "its header is malformed (segments)");
+        else if (is_flat(h->kind) && (h->rows > ((uint64_t)1 << 40) ||
+                                      h->payload_bytes != modattn__flat_bytes(flat_code(h->kind), h->dim, h->rows)))
+            snprintf(bad, len, "its header is malformed (%llu bytes of codes for %llu rows)",
+                     (unsigned long long)h->payload_bytes, (unsigned long long)h->rows);
     }
 }
 
@@ -341,9 +374,9 @@ typedef struct ann_file {
     ann_header h;
 } ann_file;
 
-/* Maps PATH.ann and checks it whole (header, size, payload checksum): 1 valid, 0 missing (why
- * "") or not valid (why), < 0 an error. */
-static int map_file(const char *path, ann_file *f, char *why, size_t len) {
+/* Maps PATH.ann and checks it whole (header, size, payload checksum; a compact kind's payload
+ * only with `payload`): 1 valid, 0 missing (why "") or not valid (why), < 0 an error. */
+static int map_file(const char *path, ann_file *f, bool payload, char *why, size_t len) {
     memset(f, 0, sizeof *f);
     why[0] = '\0';
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -371,7 +404,10 @@ static int map_file(const char *path, ann_file *f, char *why, size_t len) {
     }
     char bad[256];
     check_header(map, (uint64_t)sb.st_size, &f->h, bad, sizeof bad);
-    if (!bad[0] && XXH3_64bits((const unsigned char *)map + ANN_HEADER, f->h.payload_bytes) != f->h.payload_xxh3)
+    /* a compact kind's codes are not checksummed at each open (that would cost a scan, as the
+     * vector file's rows are not): they only choose candidates, whose scores are exact */
+    if (!bad[0] && (!is_flat(f->h.kind) || payload) &&
+        XXH3_64bits((const unsigned char *)map + ANN_HEADER, f->h.payload_bytes) != f->h.payload_xxh3)
         snprintf(bad, sizeof bad, "its index bytes do not match their checksum (damaged)");
     if (bad[0]) {
         snprintf(why, len, "%s: %s", path, bad);
@@ -421,10 +457,6 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
     int st = modattn_store_ann_file_path(s, path, sizeof path);
     if (st) return st;
     if (access(path, F_OK) != 0) return 0;
-#if !MODATTN_HAVE_FAISS
-    snprintf(why, len, "%s is there but this build has no FAISS (apt-get install libfaiss-dev, build again)", path);
-    return 0;
-#else
     if (v->nseg > ANN_MAX_SEG) {
         snprintf(why, len, "the vectors have too many segments");
         return 0;
@@ -434,7 +466,7 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
     if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim))) return st;
     ann_file f;
     char bad[512];
-    if (map_file(path, &f, bad, sizeof bad) != 1) {
+    if (map_file(path, &f, false, bad, sizeof bad) != 1) {
         snprintf(why, len, "%s", bad);
         return 0;
     }
@@ -452,6 +484,20 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         return modattn_mem_last_status();
     }
     a->h = f.h;
+    if (is_flat(f.h.kind)) {
+        /* searched in place: the mapping is the page cache's, as the vector file's is */
+        a->map = f.map;
+        a->map_bytes = f.bytes;
+        *out = a;
+        return 1;
+    }
+#if !MODATTN_HAVE_FAISS
+    unmap_file(&f);
+    modattn_free(a);
+    snprintf(why, len, "%s is a %s index but this build has no FAISS (apt-get install libfaiss-dev, build again)", path,
+             modattn_ann_kind_name((modattn_ann_kind)f.h.kind));
+    return 0;
+#else
     /* FAISS allocates with new: its bytes are counted (and budgeted) here as what they are */
     if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)f.h.payload_bytes))) {
         unmap_file(&f);
@@ -533,7 +579,8 @@ int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t 
         snprintf(why, len, "%s: %s", path, bad);
         return 0;
     }
-    if (file_bytes) *file_bytes = (uint64_t)sb.st_size;
+    /* a compact kind is searched in place: opening it reads its header only */
+    if (file_bytes) *file_bytes = is_flat(h.kind) ? ANN_HEADER : (uint64_t)sb.st_size;
     return 1;
 }
 
@@ -545,6 +592,7 @@ void modattn_ann_close(modattn_ann *a) {
     modattn_free(a->scratch);
 #endif
     if (a->accounted) modattn_mem_account(MODATTN_MEM_INDEX, -a->accounted);
+    if (a->map) munmap(a->map, a->map_bytes);
     modattn_free(a);
 }
 
@@ -578,6 +626,48 @@ static int rescored_cmp(const void *a, const void *b) {
     if (xn != yn) return xn ? 1 : -1;
     if (x->score != y->score) return x->score > y->score ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
+}
+
+/* A compact kind: each query's best rows by the codes, scored again exactly (the scan's kernel,
+ * so that scores are its own bit for bit), the k best kept in the exact scan's order. */
+static int flat_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq, size_t k,
+                      const modattn_ann_params *search, const modattn_exec *exec, int64_t *ids, float *scores,
+                      size_t *nout) {
+    const size_t want = k > v->n ? v->n : k, dim = v->dim;
+    size_t fetch = fetch_for(&a->h, search, k);
+    if (fetch > v->rows) fetch = v->rows;
+    if (fetch > SIZE_MAX / sizeof(modattn_hit) / nq)
+        return modattn_error(MODATTN_ERANGE, "ann_topk_batch: %zu queries x %zu candidates is too large", nq, fetch);
+    const modattn__flat_code c = flat_code(a->h.kind);
+    const unsigned char *codes = (const unsigned char *)a->map + ANN_HEADER;
+    const float *scales =
+        c == MODATTN__FLAT_INT8 ? (const float *)(codes + a->h.rows * modattn__flat_stride(c, dim)) : NULL;
+    modattn_hit *cand = modattn_malloc(nq * fetch * sizeof *cand, MODATTN_MEM_WORKSPACE);
+    size_t *nc = modattn_malloc(nq * sizeof *nc, MODATTN_MEM_WORKSPACE);
+    rescored *rs = modattn_malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
+    int st = 0;
+    if (!cand || !nc || !rs) st = modattn_mem_last_status();
+    if (!st) st = modattn__flat_candidates(c, codes, scales, v->rows, dim, v->mask, queries, nq, fetch, exec, cand, nc);
+    for (size_t q = 0; !st && q < nq; q++) {
+        size_t n = 0;
+        for (size_t j = 0; j < nc[q]; j++) {
+            int64_t id = 0;
+            const float *x = row_at(v, cand[q * fetch + j].row, &id);
+            if (!x) continue;
+            float sc = 0;
+            if ((st = modattn_scan_scores(x, 1, dim, v->ld, queries + q * dim, MODATTN_SCAN_AUTO, &sc))) break;
+            rs[n++] = (rescored){sc, id};
+        }
+        qsort(rs, n, sizeof *rs, rescored_cmp);
+        nout[q] = n < want ? n : want;
+        for (size_t j = 0; j < nout[q]; j++) ids[q * k + j] = rs[j].id, scores[q * k + j] = rs[j].score;
+    }
+    modattn_free(cand);
+    modattn_free(nc);
+    modattn_free(rs);
+    if (st)
+        for (size_t q = 0; q < nq; q++) nout[q] = 0;
+    return st;
 }
 
 #if MODATTN_HAVE_FAISS
@@ -669,6 +759,7 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     bool same = v->rows == a->h.rows && v->dim == a->h.dim && v->nseg == a->h.nseg;
     for (size_t g = 0; same && g < v->nseg; g++) same = v->seg[g].n == a->h.seg[g].n && v->seg[g].row0 == (g ? v->seg[g - 1].row0 + v->seg[g - 1].n : 0);
     if (!same) return modattn_error(MODATTN_EINVAL, "ann_topk_batch: the vectors are not those the index was opened for");
+    if (is_flat(a->h.kind)) return flat_batch(a, v, queries, nq, k, search, exec, ids, scores, nout);
 #if !MODATTN_HAVE_FAISS
     (void)search, (void)exec;
     return modattn_ann_available();
@@ -766,7 +857,6 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
 
 /* ---------------------------------------------------------------- building and updating */
 
-#if MODATTN_HAVE_FAISS
 static double now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -849,8 +939,12 @@ static void crash_point(const char *name) {
     if (e && strcmp(e, name) == 0) raise(SIGKILL);
 }
 
-/* h (payload fields filled here) and f's bytes into a temporary file, renamed over path. */
-static int write_file(const char *path, ann_header *h, const modattn__faiss *f) {
+/* Writes an index's payload through put_bytes(w, ...); msg says why it could not. */
+typedef int (*emit_fn)(void *src, writer *w, char *msg, size_t len);
+
+/* h (payload fields filled here) and the payload emit writes into a temporary file, renamed over
+ * path. */
+static int write_file(const char *path, ann_header *h, emit_fn emit, void *src) {
     char tmp[4300];
     remove_dead_temporaries(path);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -863,7 +957,7 @@ static int write_file(const char *path, ann_header *h, const modattn__faiss *f) 
     if (!w.xx) st = modattn_error(MODATTN_ENOMEM, "writing the ANN index: checksum state");
     if (!st) {
         XXH3_64bits_reset(w.xx);
-        st = modattn__faiss_write(f, put_bytes, &w, msg, sizeof msg);
+        st = emit(src, &w, msg, sizeof msg);
         if (st && w.err) st = modattn_error(MODATTN_EIO, "cannot write the ANN index %s: %s", tmp, strerror(w.err));
         else if (st) st = modattn_error(st, "writing the ANN index %s: %s", tmp, msg);
     }
@@ -890,6 +984,41 @@ static int write_file(const char *path, ann_header *h, const modattn__faiss *f) 
     }
     if (st) unlink(tmp);
     return st;
+}
+
+/* A compact kind's payload: every row's codes, then (int8) every row's scale. */
+typedef struct flat_src {
+    const modattn_store_vectors *v;
+    modattn__flat_code c;
+} flat_src;
+static int emit_flat(void *src, writer *w, char *msg, size_t len) {
+    const flat_src *f = src;
+    const modattn_store_vectors *v = f->v;
+    const size_t stride = modattn__flat_stride(f->c, v->dim), block = 1024;
+    unsigned char *buf = modattn_malloc(block * stride, MODATTN_MEM_WORKSPACE);
+    float *scales = f->c == MODATTN__FLAT_INT8 ? modattn_malloc((v->rows ? v->rows : 1) * sizeof(float), MODATTN_MEM_WORKSPACE) : NULL;
+    int st = 0;
+    if (!buf || (f->c == MODATTN__FLAT_INT8 && !scales)) {
+        snprintf(msg, len, "out of memory for the codes");
+        st = MODATTN_ENOMEM;
+    }
+    for (size_t g = 0; !st && g < v->nseg; g++) {
+        const modattn_store_vector_segment *sg = &v->seg[g];
+        for (size_t r = 0; !st && r < sg->n; r += block) {
+            const size_t n = sg->n - r < block ? sg->n - r : block;
+            modattn__flat_encode(f->c, sg->data + r * v->ld, n, v->dim, v->ld, buf, scales ? scales + sg->row0 + r : NULL);
+            if (put_bytes(w, buf, n * stride) != 0) st = MODATTN_EIO;
+        }
+    }
+    if (!st && scales && put_bytes(w, scales, v->rows * sizeof(float)) != 0) st = MODATTN_EIO;
+    modattn_free(buf);
+    modattn_free(scales);
+    return st;
+}
+
+#if MODATTN_HAVE_FAISS
+static int emit_faiss(void *src, writer *w, char *msg, size_t len) {
+    return modattn__faiss_write(src, put_bytes, w, msg, len);
 }
 
 /* FAISS's factory string for kind with resolved parameters. */
@@ -956,11 +1085,12 @@ static int train(modattn__faiss *f, const modattn_store_vectors *v, const modatt
     return st;
 }
 
+#endif
+
 static bool same_build(const ann_header *h, modattn_ann_kind kind, const modattn_ann_params *p) {
     return h->kind == (uint32_t)kind && h->M == p->M && h->ef_construction == p->ef_construction &&
            h->nlist == p->nlist && h->pq_m == p->pq_m && h->pq_nbits == p->pq_nbits;
 }
-#endif
 
 int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const modattn_ann_params *p, bool remove,
                              const modattn_exec *exec,
@@ -983,18 +1113,15 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     }
     const bool present = access(path, F_OK) == 0;
     if (kind == MODATTN_ANN_NONE && !present) return 0;
-#if !MODATTN_HAVE_FAISS
-    (void)p, (void)exec, (void)progress, (void)ud;
-    st = modattn_ann_available();
-    return modattn_error_prefix(st, "%s %s", present ? "updating the ANN index" : "building the ANN index", path);
-#else
     const double t0 = now_s();
     char model[128] = "", hash[17] = "";
     size_t mdim = 0;
     if ((st = modattn_store_get_model(s, model, sizeof model, hash, &mdim))) return st;
     ann_file old;
     char why[512] = "";
-    const int valid = present ? map_file(path, &old, why, sizeof why) : 0;
+    memset(&old, 0, sizeof old);
+    /* a compact kind is written whole at every change: its old codes are not read */
+    const int valid = present ? map_file(path, &old, false, why, sizeof why) : 0;
     if (valid < 0) return valid;
     if (kind == MODATTN_ANN_NONE) {
         if (valid != 1)
@@ -1004,6 +1131,13 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
                                  path, why);
         kind = (modattn_ann_kind)old.h.kind;
     }
+    if ((st = modattn_ann_kind_available(kind))) {
+        unmap_file(&old);
+        return modattn_error_prefix(st, "%s %s", present ? "updating the ANN index" : "building the ANN index", path);
+    }
+#if !MODATTN_HAVE_FAISS
+    (void)exec, (void)progress, (void)ud;
+#endif
     modattn_ann_params want;
     memset(&want, 0, sizeof want);
     if (p) want = *p;
@@ -1011,7 +1145,9 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
 
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
+#if MODATTN_HAVE_FAISS
     modattn__faiss *f = NULL;
+#endif
     if ((st = modattn_store_open_vectors(s, &v))) goto done;
     if (v.dim != mdim) {
         st = modattn_error(MODATTN_EFORMAT, "the store's vectors are of dimension %zu, its model's %zu", v.dim, mdim);
@@ -1032,7 +1168,9 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
         goto done;
     ann_seg seg[ANN_MAX_SEG];
     segments_of(&v, true, seg);
+#if MODATTN_HAVE_FAISS
     const int threads = exec && exec->nthreads > 0 ? exec->nthreads : 1;
+#endif
     ann_header h;
     memset(&h, 0, sizeof h);
     bool prefix = false;
@@ -1058,7 +1196,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
             prefix = old.h.seg[g].n == seg[g].n && old.h.seg[g].ids_xxh3 == seg[g].ids_xxh3 &&
                      old.h.seg[g].data_xxh3 == seg[g].data_xxh3;
         if (!prefix) snprintf(reason, sizeof reason, "the vector file was compacted");
-        else if (kind != MODATTN_ANN_HNSW && v.rows > 4 * old.h.trained_rows) {
+        else if ((kind == MODATTN_ANN_IVF_SQ8 || kind == MODATTN_ANN_IVF_PQ) && v.rows > 4 * old.h.trained_rows) {
             prefix = false;
             snprintf(reason, sizeof reason, "it was trained on %llu rows, there are %zu now: trained again",
                      (unsigned long long)old.h.trained_rows, v.rows);
@@ -1085,17 +1223,23 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
             u->file_bytes = old.bytes;
             goto fill;
         }
-        char msg[256] = "";
-        if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)old.h.payload_bytes))) goto done;
-        st = modattn__faiss_read((const unsigned char *)old.map + ANN_HEADER, old.h.payload_bytes, modattn__scan_best(), &f,
-                                 msg, sizeof msg);
-        modattn_mem_account(MODATTN_MEM_INDEX, -(int64_t)old.h.payload_bytes);
-        if (st) {
-            st = modattn_error(st, "reading the ANN index %s: %s", path, msg);
-            goto done;
+        if (is_flat(kind)) {
+            unmap_file(&old);
+        } else {
+#if MODATTN_HAVE_FAISS
+            char msg[256] = "";
+            if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)old.h.payload_bytes))) goto done;
+            st = modattn__faiss_read((const unsigned char *)old.map + ANN_HEADER, old.h.payload_bytes, modattn__scan_best(), &f,
+                                     msg, sizeof msg);
+            modattn_mem_account(MODATTN_MEM_INDEX, -(int64_t)old.h.payload_bytes);
+            if (st) {
+                st = modattn_error(st, "reading the ANN index %s: %s", path, msg);
+                goto done;
+            }
+            unmap_file(&old);
+            if ((st = add_rows(f, &v, (size_t)h.rows, threads, progress, ud))) goto done;
+#endif
         }
-        unmap_file(&old);
-        if ((st = add_rows(f, &v, (size_t)h.rows, threads, progress, ud))) goto done;
         u->action = MODATTN_ANN_ACTION_ADDED;
         u->rows_added = v.rows - (size_t)h.rows;
     } else {
@@ -1107,19 +1251,23 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
         h.trained_rows = v.rows;
         snprintf(h.model_name, sizeof h.model_name, "%s", model);
         snprintf(h.weights_hash, sizeof h.weights_hash, "%s", hash);
-        snprintf(h.faiss_version, sizeof h.faiss_version, "%s", modattn__faiss_version());
-        char factory[96], msg[256] = "";
-        factory_for(kind, &r, factory, sizeof factory);
-        if ((st = modattn__faiss_create(factory, v.dim, r.ef_construction, modattn__scan_best(), &f, msg, sizeof msg))) {
-            st = modattn_error(st, "creating the ANN index (%s): %s", factory, msg);
-            goto done;
+        if (!is_flat(kind)) {
+#if MODATTN_HAVE_FAISS
+            snprintf(h.faiss_version, sizeof h.faiss_version, "%s", modattn__faiss_version());
+            char factory[96], msg[256] = "";
+            factory_for(kind, &r, factory, sizeof factory);
+            if ((st = modattn__faiss_create(factory, v.dim, r.ef_construction, modattn__scan_best(), &f, msg, sizeof msg))) {
+                st = modattn_error(st, "creating the ANN index (%s): %s", factory, msg);
+                goto done;
+            }
+            if (!modattn__faiss_is_trained(f)) {
+                if (progress) progress(ud, "train", 0, 1);
+                if ((st = train(f, &v, &r, threads))) goto done;
+                if (progress) progress(ud, "train", 1, 1);
+            }
+            if ((st = add_rows(f, &v, 0, threads, progress, ud))) goto done;
+#endif
         }
-        if (!modattn__faiss_is_trained(f)) {
-            if (progress) progress(ud, "train", 0, 1);
-            if ((st = train(f, &v, &r, threads))) goto done;
-            if (progress) progress(ud, "train", 1, 1);
-        }
-        if ((st = add_rows(f, &v, 0, threads, progress, ud))) goto done;
         u->action = MODATTN_ANN_ACTION_BUILT;
         snprintf(u->reason, sizeof u->reason, "%s", reason);
         u->rows_added = v.rows;
@@ -1130,7 +1278,13 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     memcpy(h.seg, seg, v.nseg * sizeof *seg);
     h.build_seconds = now_s() - t0;
     if (progress) progress(ud, "write", 0, 1);
-    if ((st = write_file(path, &h, f))) goto done;
+    flat_src fs = {&v, flat_code(h.kind)};
+#if MODATTN_HAVE_FAISS
+    st = is_flat(h.kind) ? write_file(path, &h, emit_flat, &fs) : write_file(path, &h, emit_faiss, f);
+#else
+    st = write_file(path, &h, emit_flat, &fs);
+#endif
+    if (st) goto done;
     if (progress) progress(ud, "write", 1, 1);
     u->rows = v.rows;
     u->file_bytes = h.payload_bytes + ANN_HEADER;
@@ -1140,9 +1294,10 @@ fill:
     u->seconds = now_s() - t0;
 done:
     unmap_file(&old);
+#if MODATTN_HAVE_FAISS
     modattn__faiss_free(f);
+#endif
     modattn_store_vectors_free(&v);
     if (st) memset(u, 0, sizeof *u);
     return st;
-#endif
 }

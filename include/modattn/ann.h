@@ -13,7 +13,10 @@
  * File layout (version 1, little-endian): a 4096-byte header (magic "MODATTNA", the kind and its
  * parameters, dimension, the model's name and weights hash, the store's generation, the vector
  * file's segments it covers {rows, XXH3 of their chunk ids, XXH3 of their vectors}, the bytes
- * and XXH3 of FAISS's serialisation that follows, an XXH3 of the header), then FAISS's bytes.
+ * and XXH3 of FAISS's serialisation that follows, an XXH3 of the header), then FAISS's bytes; for
+ * the compact kinds (f16, int8, binary: no FAISS) the rows' codes in row order instead (and, for
+ * int8, their scales after them: pipeline/ann_flat.h), mapped and searched in place, their bytes not
+ * checksummed at open (a damaged code costs recall, never a wrong score: candidates are re-scored).
  * Written whole into a temporary file, fsynced, renamed over the old one, the folder fsynced.
  * A search uses it only when it is for exactly the vectors being searched (same generation, same
  * segments) and every checksum holds; else the search scans exactly and says why. A missing,
@@ -42,11 +45,21 @@ typedef enum modattn_ann_kind {
                           * + ~8 x M bytes per vector */
     MODATTN_ANN_IVF_SQ8, /* inverted lists of 8-bit scalar-quantised vectors: dim bytes per vector */
     MODATTN_ANN_IVF_PQ,  /* inverted lists of product-quantised codes: pq_m x pq_nbits / 8 bytes */
+    /* Compact copies of every row, scanned whole (no FAISS needed); each query's best `rescore`
+     * rows by the copy are scored again exactly against the float vectors (pipeline/ann_flat.h): */
+    MODATTN_ANN_F16,     /* IEEE half floats: 2 x dim bytes per vector */
+    MODATTN_ANN_INT8,    /* int8 with a scale per vector: dim + 4 bytes */
+    MODATTN_ANN_BINARY,  /* sign bits, ranked by Hamming distance: dim / 8 bytes */
 } modattn_ann_kind;
-/* "none", "hnsw", "ivf-sq8", "ivf-pq". */
+/* "none", "hnsw", "ivf-sq8", "ivf-pq", "f16", "int8", "binary". */
 const char *modattn_ann_kind_name(modattn_ann_kind k);
 /* MODATTN_EINVAL with a message listing the kinds for anything else. */
 int modattn_ann_kind_parse(const char *name, modattn_ann_kind *out);
+/* Whether the kind is built and searched by FAISS (hnsw, ivf-sq8, ivf-pq). */
+bool modattn_ann_kind_needs_faiss(modattn_ann_kind k);
+/* 0 when this build can build and search an index of kind k; MODATTN_EUNSUPPORTED with a message
+ * saying how to get it (a FAISS kind in a build without FAISS). */
+int modattn_ann_kind_available(modattn_ann_kind k);
 
 /* 0 when this build has FAISS; MODATTN_EUNSUPPORTED with a message saying how to get it. */
 int modattn_ann_available(void);
@@ -67,7 +80,8 @@ typedef struct modattn_ann_params {
     int nprobe;          /* ivf: cells visited, 1..nlist (nlist / 16, at least 8) */
     int rescore;         /* ivf: candidates scored again exactly per query, at least k,
                           * 1..1000000 (8k, at least 100); hnsw: the beam is at least this wide
-                          * (its walk scores every row exactly already) */
+                          * (its walk scores every row exactly already); f16: (2k, at least k + 16);
+                          * int8: (4k, at least k + 32); binary: (100k, at least 1000) */
 } modattn_ann_params;
 
 /* Parses "M=32,efConstruction=200,efSearch=128,nlist=1024,nprobe=16,m=48,nbits=8,rescore=100"

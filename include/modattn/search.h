@@ -206,7 +206,8 @@ typedef struct modattn_search_info {
     char note[320];     /* why the vector file was not used ("" if it was) */
     size_t vectors;     /* rows scanned */
     char index[16];     /* what found the vector ranking: "exact", or the ANN index's kind ("hnsw",
-                         * "ivf-sq8", "ivf-pq"); "" when there was no vector ranking (keywords) */
+                         * "ivf-sq8", "ivf-pq", "f16", "int8", "binary"); "" when there was no
+                         * vector ranking (keywords) */
     char index_note[512]; /* why the ANN index there was not used ("" if it was, or if there is none) */
     double index_open_ms; /* time to open (read and check) the ANN index */
 } modattn_search_info;

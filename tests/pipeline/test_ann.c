@@ -5,7 +5,8 @@
  * rebuilds), deleted chunks never returned; every way the file can be wrong (missing, truncated,
  * damaged payload or header, another model, stale) detected at open and never used; a builder
  * killed before its rename leaves the old index whole; a memory budget counts the index.
- * Without FAISS in the build, the same calls say how to get it. */
+ * The compact kinds (f16, int8, binary), float16 conversions included, are tested in every build;
+ * without FAISS in the build, its kinds say how to get it. */
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/ann_flat.h"
 #include "test_util.h"
 
 #define DIM 32
@@ -64,13 +66,17 @@ static void vecfile_update(modattn_store *s) {
 static float g_q[NQ][DIM];
 
 /* recall@K of the index against the exact scan over the same vectors, and whether every score it
- * gave equals the exact one of the same chunk */
-static double recall(const modattn_ann *a, const modattn_store_vectors *v, const modattn_ann_params *sp,
-                     bool *scores_exact) {
+ * gave equals the exact one of the same chunk; the queries in one call, or (one_per_call) each in
+ * its own, on exec's threads (NULL: one) */
+static double recall_of(const modattn_ann *a, const modattn_store_vectors *v, const modattn_ann_params *sp,
+                        bool *scores_exact, bool one_per_call, const modattn_exec *exec) {
     int64_t ai[NQ * K], ei[NQ * K];
     float as[NQ * K], es[NQ * K];
     size_t an[NQ], en[NQ];
-    CHECK(modattn_ann_topk_batch(a, v, &g_q[0][0], NQ, K, sp, NULL, ai, as, an) == 0);
+    if (one_per_call)
+        for (int q = 0; q < NQ; q++) CHECK(modattn_ann_topk_batch(a, v, g_q[q], 1, K, sp, exec, ai + q * K, as + q * K, an + q) == 0);
+    else
+        CHECK(modattn_ann_topk_batch(a, v, &g_q[0][0], NQ, K, sp, exec, ai, as, an) == 0);
     CHECK(modattn_store_vectors_topk_batch(v, &g_q[0][0], NQ, K, NULL, ei, es, en) == 0);
     size_t hit = 0, tot = 0;
     *scores_exact = true;
@@ -88,6 +94,7 @@ static double recall(const modattn_ann *a, const modattn_store_vectors *v, const
     }
     return tot ? (double)hit / (double)tot : 0;
 }
+#define recall(a, v, sp, exact) recall_of(a, v, sp, exact, false, NULL)
 
 static void check_params(void) {
     modattn_ann_params p;
@@ -106,7 +113,7 @@ static void check_params(void) {
     CHECK_ERR(modattn_ann_params_parse("M=", &p), MODATTN_EINVAL, "M needs a whole number");
     modattn_ann_kind k;
     CHECK(modattn_ann_kind_parse("ivf-pq", &k) == 0 && k == MODATTN_ANN_IVF_PQ);
-    CHECK_ERR(modattn_ann_kind_parse("lsh", &k), MODATTN_EINVAL, "hnsw, ivf-sq8, ivf-pq or none");
+    CHECK_ERR(modattn_ann_kind_parse("lsh", &k), MODATTN_EINVAL, "hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none");
     modattn_ann_params r, in;
     memset(&in, 0, sizeof in);
     CHECK(modattn_ann_resolve(MODATTN_ANN_HNSW, 1000, DIM, &in, &r) == 0 && r.M == 32 && r.ef_search == 64);
@@ -153,15 +160,176 @@ static void copy_file(const char *from, const char *to) {
     if (b) fclose(b);
 }
 
+/* float16 conversions: IEEE round to nearest even, subnormals, overflow; every half value back */
+static void check_f16(void) {
+    CHECK(modattn__f32_to_f16(1.0f) == 0x3c00 && modattn__f32_to_f16(-2.0f) == 0xc000);
+    CHECK(modattn__f32_to_f16(0.1f) == 0x2e66);               /* 0.0999755859375 */
+    CHECK(modattn__f32_to_f16(65504.0f) == 0x7bff);           /* the largest half */
+    CHECK(modattn__f32_to_f16(65519.0f) == 0x7bff && modattn__f32_to_f16(65520.0f) == 0x7c00);
+    CHECK(modattn__f32_to_f16(0x1p-24f) == 0x0001);           /* the smallest subnormal */
+    CHECK(modattn__f32_to_f16(0x1p-25f) == 0x0000);           /* a tie: to even, zero */
+    CHECK(modattn__f32_to_f16(0x1.8p-25f) == 0x0001);         /* above the tie */
+    CHECK(modattn__f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);    /* a tie between 1 and the next: even */
+    CHECK(modattn__f32_to_f16(1.0f + 0x1.8p-11f) == 0x3c01);
+    CHECK(modattn__f32_to_f16(-0.0f) == 0x8000 && modattn__f32_to_f16(1e-30f) == 0);
+    CHECK(modattn__f32_to_f16(INFINITY) == 0x7c00 && (modattn__f32_to_f16(NAN) & 0x7fff) > 0x7c00);
+    size_t bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaNs */
+        if (modattn__f32_to_f16(modattn__f16_to_f32((uint16_t)h)) != h) bad++;
+    }
+    CHECK_MSG(bad == 0, "%zu half values do not come back through float", bad);
+}
+
+/* The compact kinds (f16, int8, binary): no FAISS needed. Each built from a store of clustered
+ * vectors, its recall@10 against the exact scan with the queries in one call (the GEMM path) and
+ * one per call, on one thread and on three (the same answer), scores exact; its file's size;
+ * rows added, deleted rows never returned, a damaged header or a truncated file never used. */
+static void check_compact(const char *dir) {
+    char db[600], ann[700];
+    snprintf(db, sizeof db, "%s/c.db", dir);
+    snprintf(ann, sizeof ann, "%s.ann", db);
+    modattn_store *s = NULL;
+    CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return;
+    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL};
+    CHECK(modattn_store_bind_model(s, &m) == 0);
+    char docpath[64];
+    for (int d = 0; d < 20; d++) {
+        snprintf(docpath, sizeof docpath, "/doc/%02d.txt", d);
+        add_doc(s, docpath, 100);
+    }
+    vecfile_update(s);
+    modattn_ctx *ctx = NULL;
+    modattn_ctx_options o;
+    memset(&o, 0, sizeof o);
+    o.threads = 3;
+    o.plugin_path = "";
+    CHECK(modattn_ctx_create(&o, &ctx) == 0);
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
+    const modattn_ann_kind kinds[] = {MODATTN_ANN_F16, MODATTN_ANN_INT8, MODATTN_ANN_BINARY};
+    const double floor_recall[] = {0.99, 0.97, 0.85}, floor_few[] = {0.98, 0.9, 0.3};
+    const uint64_t row_bytes[] = {2 * DIM, DIM + 4, 8}; /* DIM 32: f16 64, int8 32 + a scale, binary one word */
+    modattn_ann_update u;
+    modattn_store_vectors v;
+    modattn_ann *a = NULL;
+    char why[512];
+    for (size_t i = 0; i < 3; i++) {
+        const modattn_ann_kind kind = kinds[i];
+        CHECK(modattn_ann_kind_available(kind) == 0 && !modattn_ann_kind_needs_faiss(kind));
+        CHECK_MSG(modattn_store_update_ann(s, kind, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+                      u.action == MODATTN_ANN_ACTION_BUILT && u.rows == 2000 && u.kind == kind &&
+                      u.file_bytes == 4096 + 2000 * row_bytes[i],
+                  "%s: %s (%llu bytes)", modattn_ann_kind_name(kind), modattn_last_error(),
+                  (unsigned long long)u.file_bytes);
+        CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a && modattn_ann_get_kind(a) == kind);
+        uint64_t fb = 0;
+        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == 4096); /* searched in place */
+        if (a) {
+            bool e1 = false, e2 = false, e3 = false;
+            const double r1 = recall_of(a, &v, NULL, &e1, false, NULL), r2 = recall_of(a, &v, NULL, &e2, true, NULL),
+                         r3 = recall_of(a, &v, NULL, &e3, false, ex);
+            printf("test_ann: %s: recall@%d %.3f (batched), %.3f (one per call), %.3f (3 threads)\n",
+                   modattn_ann_kind_name(kind), K, r1, r2, r3);
+            CHECK_MSG(r1 >= floor_recall[i] && r2 >= floor_recall[i] && r3 == r1, "%s recall %.3f %.3f %.3f",
+                      modattn_ann_kind_name(kind), r1, r2, r3);
+            CHECK_MSG(e1 && e2 && e3, "%s: scores differ from the exact scan's", modattn_ann_kind_name(kind));
+            /* no candidates beyond k: recall is the code's own ranking's, still exactly scored */
+            modattn_ann_params few;
+            memset(&few, 0, sizeof few);
+            few.rescore = K;
+            bool ef = false;
+            const double rf = recall_of(a, &v, &few, &ef, false, NULL);
+            printf("test_ann: %s: recall@%d %.3f with rescore=%d\n", modattn_ann_kind_name(kind), K, rf, K);
+            CHECK_MSG(rf >= floor_few[i] && rf <= r1 && ef, "%s: rescore=%d recall %.3f", modattn_ann_kind_name(kind), K, rf);
+            /* every row asked for: all of them come, exactly scored */
+            modattn_ann_params all;
+            memset(&all, 0, sizeof all);
+            all.rescore = 5000;
+            bool ea = false;
+            CHECK(recall_of(a, &v, &all, &ea, false, NULL) == 1.0 && ea);
+        }
+        modattn_ann_close(a);
+        a = NULL;
+        modattn_store_vectors_free(&v);
+    }
+    /* binary now: rows added are added; then current */
+    add_doc(s, "/doc/new.txt", 30);
+    vecfile_update(s);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "generation"));
+    modattn_store_vectors_free(&v);
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_ADDED && u.rows_added == 30 && u.rows == 2030 && u.kind == MODATTN_ANN_BINARY);
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_CURRENT);
+    /* int8, then a deletion: its rows are never returned, even for their own vectors */
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_INT8, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_BUILT && strstr(u.reason, "binary"));
+    float gone[DIM];
+    int64_t gone_id = 0;
+    CHECK(modattn_store_open_vectors(s, &v) == 0);
+    memcpy(gone, v.seg[0].data, DIM * sizeof(float));
+    gone_id = v.seg[0].chunk_ids[0];
+    modattn_store_vectors_free(&v);
+    CHECK(modattn_store_delete_document(s, "/doc/00.txt") == 1);
+    vecfile_update(s);
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_CURRENT);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1);
+    if (a) {
+        int64_t ids[K];
+        float sc[K];
+        size_t n = 0;
+        CHECK(modattn_ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
+        for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != gone_id && ids[i] > 100, "a deleted chunk came back: %lld", (long long)ids[i]);
+        bool e;
+        CHECK(recall(a, &v, NULL, &e) >= 0.97 && e);
+    }
+    modattn_ann_close(a);
+    a = NULL;
+    modattn_store_vectors_free(&v);
+    /* damage: a header byte, a truncated file: never used; a code byte: candidates only, scores
+     * still exact */
+    struct stat sb;
+    CHECK(stat(ann, &sb) == 0);
+    char keep[800];
+    snprintf(keep, sizeof keep, "%s.keep", ann);
+    copy_file(ann, keep);
+    flip_byte(ann, 100);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "damaged"));
+    modattn_store_vectors_free(&v);
+    copy_file(keep, ann);
+    CHECK(truncate(ann, sb.st_size - 1) == 0);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "truncated"));
+    modattn_store_vectors_free(&v);
+    copy_file(keep, ann);
+    flip_byte(ann, 4096 + 5);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a);
+    if (a) {
+        bool e;
+        CHECK(recall(a, &v, NULL, &e) >= 0.9 && e);
+    }
+    modattn_ann_close(a);
+    modattn_store_vectors_free(&v);
+    /* a damaged file with a kind asked: built again */
+    flip_byte(ann, 200);
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_INT8, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_BUILT && strstr(u.reason, "damaged"));
+    modattn_ctx_free(ctx);
+    modattn_store_close(s);
+}
+
 int main(void) {
     check_params();
+    check_f16();
     char dir[] = "/tmp/modattn-ann-XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    snprintf(g_db, sizeof g_db, "%s/a.db", dir);
-    snprintf(g_ann, sizeof g_ann, "%s.ann", g_db);
     for (int c = 0; c < CLUSTERS; c++)
         for (int k = 0; k < DIM; k++) g_centre[c][k] = rnd();
     for (int q = 0; q < NQ; q++) point(g_q[q]);
+    check_compact(dir);
+    snprintf(g_db, sizeof g_db, "%s/a.db", dir);
+    snprintf(g_ann, sizeof g_ann, "%s.ann", g_db);
 
     modattn_store *s = NULL;
     CHECK(modattn_store_open(g_db, MODATTN_STORE_CREATE, &s) == 0);
