@@ -54,6 +54,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv);
 int cli_cmd_search(cli_globals *g, int argc, char **argv);
 int cli_cmd_devices(cli_globals *g, int argc, char **argv);
 int cli_cmd_serve(cli_globals *g, int argc, char **argv);
+int cli_cmd_stats(cli_globals *g, int argc, char **argv);
 
 /* Load the model in dir on the global --device (the CPU when none). (cli/cli_model.c) */
 int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_model **out);

@@ -20,6 +20,7 @@ static const cli_command k_commands[] = {
     {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
     {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
+    {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall"},
     {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL), their memory, and what runs on each"},
     {"serve", cli_cmd_serve, "an OpenAI-compatible embedding and search service over HTTP"},
 };

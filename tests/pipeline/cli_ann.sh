@@ -5,7 +5,8 @@
 # to date by later runs (a file added: rows added; a file pruned: never returned again), a damaged
 # index never used (the search scans exactly and says why) and built again by --ann, removed by
 # --ann none; usage errors (kind, parameters) name what is wrong; --queries through it; a build
-# without FAISS says how to get it.
+# without FAISS says how to get it. The compact kinds (f16, int8, binary), which need no FAISS, in
+# every build: used by search with the exact scan's answers, and `stats` on them.
 set -u
 BIN=$1
 MODEL=$2
@@ -19,7 +20,7 @@ cp "$REPO/demo/corpus/"jargon-*.txt "$REPO/demo/corpus/"sqlite-*.html "$REPO/dem
 
 # usage errors first: nothing is indexed
 "$BIN" index --model "$MODEL" --db "$DB" --ann lsh "$T/c" > /dev/null 2> "$T/e"; rc=$?
-check "--ann lsh: exit 2 naming the kinds ($rc: $(cat "$T/e"))" grep -q "hnsw, ivf-sq8, ivf-pq or none" "$T/e"
+check "--ann lsh: exit 2 naming the kinds ($rc: $(cat "$T/e"))" grep -q "hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none" "$T/e"
 [ "$rc" = 2 ] && ok || bad "--ann lsh exit $rc"
 "$BIN" index --model "$MODEL" --db "$DB" --ann hnsw --ann-params M=1 "$T/c" > /dev/null 2> "$T/e"; rc=$?
 check "--ann-params M=1: exit 2 naming M and its range ($rc: $(cat "$T/e"))" grep -q "M=1 is out of range: a whole number in 4..128" "$T/e"
@@ -27,6 +28,48 @@ check "--ann-params M=1: exit 2 naming M and its range ($rc: $(cat "$T/e"))" gre
 "$BIN" index --model "$MODEL" --db "$DB" --ann-params M=16 "$T/c" > /dev/null 2> "$T/e"; rc=$?
 check "--ann-params without --ann: exit 2 ($rc)" grep -q "needs --ann KIND" "$T/e"
 check "no store made by a usage error" test ! -e "$DB"
+
+# the compact copies (no FAISS needed): each built, searched with the exact scan's answers, and
+# reported by `stats` (bytes per vector, recall against the exact scan)
+CDB=$T/c.db
+"$BIN" index --quiet --model "$MODEL" --db "$CDB" "$T/c" 2> "$T/e" || bad "index: $(cat "$T/e")"
+for kind in f16 int8 binary; do
+  "$BIN" index --json --model "$MODEL" --db "$CDB" --ann $kind > "$T/i.json" 2> "$T/e" || bad "index --ann $kind: $(cat "$T/e")"
+  check "index --ann $kind: built over every row" python3 - "$T/i.json" "$kind" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["ann"]
+assert a["action"] == "built" and a["kind"] == sys.argv[2] and a["rows"] == a["rows_added"] > 100, a
+PY
+  for q in "how does write-ahead logging keep the database safe after a crash" "what is yak shaving"; do
+    "$BIN" search --json --mode vector -k 3 --model "$MODEL" --db "$CDB" "$q" > "$T/ann.json" 2> "$T/e" || bad "search: $(cat "$T/e")"
+    "$BIN" search --json --mode vector -k 3 --exact --model "$MODEL" --db "$CDB" "$q" > "$T/ex.json" 2> "$T/e" || bad "search --exact: $(cat "$T/e")"
+    check "$kind, '$q': used by search, the exact scan's top 3 and scores" python3 - "$T/ann.json" "$T/ex.json" "$kind" <<'PY'
+import json, sys
+a, e = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["index"] == sys.argv[3] and e["index"] == "exact", (a.get("index"), a.get("index_note"), e.get("index"))
+key = lambda j: [(r["path"], r["start"], r["score"]) for r in j["results"]]
+assert key(a) == key(e) and len(key(a)) == 3, (a, e)
+PY
+  done
+  "$BIN" stats --json --db "$CDB" > "$T/s.json" 2> "$T/e" || bad "stats: $(cat "$T/e")"
+  check "stats --json ($kind): bytes per vector and recall@10" python3 - "$T/s.json" "$kind" <<'PY'
+import json, sys
+s, kind = json.load(open(sys.argv[1])), sys.argv[2]
+i, v = s["index"], s["vectors"]
+per_row = {"f16": 768, "int8": 388, "binary": 48}[kind]
+assert i["kind"] == kind and i["current"] and i["recall_queries"] > 100, i
+assert abs(i["bytes_per_vector"] - (per_row + 4096 / v["rows"])) < 1e-6, (i, v)
+assert i["recall10"] >= {"f16": 0.99, "int8": 0.97, "binary": 0.8}[kind], i
+assert v["rows"] == s["store"]["chunks"] and v["current"] and v["bytes_per_vector"] > 1536, v
+PY
+done
+"$BIN" stats --db "$CDB" > "$T/s.txt" 2> "$T/e" || bad "stats: $(cat "$T/e")"
+check "stats (text): the index and its recall ($(cat "$T/s.txt"))" grep -q "^recall@10  " "$T/s.txt"
+"$BIN" stats --db "$T/none.db" > /dev/null 2> "$T/e"; rc=$?
+check "stats of a missing store: exit 1 saying so ($rc: $(cat "$T/e"))" grep -q "opening the store" "$T/e"
+"$BIN" index --model "$MODEL" --db "$CDB" --ann none > /dev/null 2> "$T/e" || bad "--ann none: $(cat "$T/e")"
+"$BIN" stats --db "$CDB" > "$T/s.txt" 2> "$T/e" || bad "stats: $(cat "$T/e")"
+check "stats without an index says so" grep -q "^index      none" "$T/s.txt"
 
 if ! "$BIN" --version | grep -q "ann: faiss"; then
   "$BIN" index --model "$MODEL" --db "$DB" --ann hnsw "$T/c" > /dev/null 2> "$T/e"; rc=$?
