@@ -15,7 +15,9 @@
 # CPUs), NPROBES (ivf: 4,8,16,32,64,128), APPEND (1: add to the results of an earlier run instead
 # of starting them again), PY_SYSTEMS (hnswlib,faiss; empty: neither), SEEDS (comma-separated stores with real embeddings; default: made here from demo/corpus
 # and the pydoc corpus), VENV (/tmp/modattn-faiss-venv), WORK (/tmp/modattn-ann-bench: kept, so a
-# rerun reuses the vectors and the store), KINDS (hnsw,ivf-sq8,ivf-pq).
+# rerun reuses the vectors and the store), KINDS (hnsw,ivf-sq8,ivf-pq; also f16, int8, binary: the
+# compact copies, swept over rescore: RESCORES_F16 10,20,50, RESCORES_INT8 20,50,100,
+# RESCORES_BINARY 100,300,1000), REPORT (ann: the name of the files written under bench/results).
 set -euo pipefail
 BUILD=${1:-build}
 N=${N:-1000000}
@@ -66,6 +68,10 @@ for kind in "${kinds[@]}"; do
   case $kind in
     hnsw) params="M=$M,efConstruction=$EFC"; sweep_param=efSearch; sweep=$EFS ;;
     ivf-sq8|ivf-pq) params=""; sweep_param=nprobe; sweep=${NPROBES:-4,8,16,32,64,128} ;;
+    f16) params=""; sweep_param=rescore; sweep=${RESCORES_F16:-10,20,50} ;;
+    int8) params=""; sweep_param=rescore; sweep=${RESCORES_INT8:-20,50,100} ;;
+    binary) params=""; sweep_param=rescore; sweep=${RESCORES_BINARY:-100,300,1000} ;;
+    *) echo "ann_bench: unknown kind $kind" >&2; exit 2 ;;
   esac
   echo "ann_bench: building $kind ($params) over $N rows" >&2
   rm -f "$DB.ann" # built from nothing, so that the time is a whole build's
@@ -90,4 +96,4 @@ fi
 
 # which kernels ran, for the record
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
-"$PY" bench/ann_report.py "$RES" "$DATA/meta.json" "$cpu" "$THREADS" "$OUT"
+"$PY" bench/ann_report.py "$RES" "$DATA/meta.json" "$cpu" "$THREADS" "$OUT" "${REPORT:-ann}"
