@@ -160,6 +160,54 @@ static void copy_file(const char *from, const char *to) {
     if (b) fclose(b);
 }
 
+/* A new store at path of the model "ann-model" with ndocs documents /doc/NN.txt of 100 chunks each,
+ * and its vector file. */
+static modattn_store *make_store(const char *path, int ndocs) {
+    modattn_store *s = NULL;
+    CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return NULL;
+    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL};
+    CHECK(modattn_store_bind_model(s, &m) == 0);
+    char docpath[64];
+    for (int d = 0; d < ndocs; d++) {
+        snprintf(docpath, sizeof docpath, "/doc/%02d.txt", d);
+        add_doc(s, docpath, 100);
+    }
+    vecfile_update(s);
+    return s;
+}
+
+/* /doc/00.txt deleted: its rows only masked (the index's header follows the generation: current),
+ * and its first chunk never comes back, even for its own vector; recall at least floor, scores exact */
+static void check_deletion(modattn_store *s, double floor) {
+    modattn_store_vectors v;
+    modattn_ann_update u;
+    modattn_ann *a = NULL;
+    char why[512];
+    float gone[DIM];
+    int64_t gone_id = 0;
+    CHECK(modattn_store_open_vectors(s, &v) == 0);
+    memcpy(gone, v.seg[0].data, DIM * sizeof(float)); /* the first chunk of /doc/00.txt */
+    gone_id = v.seg[0].chunk_ids[0];
+    modattn_store_vectors_free(&v);
+    CHECK(modattn_store_delete_document(s, "/doc/00.txt") == 1);
+    vecfile_update(s);
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_CURRENT);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1);
+    if (a) {
+        int64_t ids[K];
+        float sc[K];
+        size_t n = 0;
+        CHECK(modattn_ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
+        for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != gone_id && ids[i] > 100, "a deleted chunk came back: %lld", (long long)ids[i]);
+        bool exact;
+        CHECK(recall(a, &v, NULL, &exact) >= floor && exact);
+    }
+    modattn_ann_close(a);
+    modattn_store_vectors_free(&v);
+}
+
 /* float16 conversions: IEEE round to nearest even, subnormals, overflow; every half value back */
 static void check_f16(void) {
     CHECK(modattn__f32_to_f16(1.0f) == 0x3c00 && modattn__f32_to_f16(-2.0f) == 0xc000);
@@ -189,17 +237,8 @@ static void check_compact(const char *dir) {
     char db[600], ann[700];
     snprintf(db, sizeof db, "%s/c.db", dir);
     snprintf(ann, sizeof ann, "%s.ann", db);
-    modattn_store *s = NULL;
-    CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
+    modattn_store *s = make_store(db, 20);
     if (!s) return;
-    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
-    char docpath[64];
-    for (int d = 0; d < 20; d++) {
-        snprintf(docpath, sizeof docpath, "/doc/%02d.txt", d);
-        add_doc(s, docpath, 100);
-    }
-    vecfile_update(s);
     modattn_ctx *ctx = NULL;
     modattn_ctx_options o;
     memset(&o, 0, sizeof o);
@@ -265,29 +304,7 @@ static void check_compact(const char *dir) {
     /* int8, then a deletion: its rows are never returned, even for their own vectors */
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_INT8, NULL, false, NULL, NULL, NULL, &u) == 0 &&
           u.action == MODATTN_ANN_ACTION_BUILT && strstr(u.reason, "binary"));
-    float gone[DIM];
-    int64_t gone_id = 0;
-    CHECK(modattn_store_open_vectors(s, &v) == 0);
-    memcpy(gone, v.seg[0].data, DIM * sizeof(float));
-    gone_id = v.seg[0].chunk_ids[0];
-    modattn_store_vectors_free(&v);
-    CHECK(modattn_store_delete_document(s, "/doc/00.txt") == 1);
-    vecfile_update(s);
-    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
-          u.action == MODATTN_ANN_ACTION_CURRENT);
-    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1);
-    if (a) {
-        int64_t ids[K];
-        float sc[K];
-        size_t n = 0;
-        CHECK(modattn_ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
-        for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != gone_id && ids[i] > 100, "a deleted chunk came back: %lld", (long long)ids[i]);
-        bool e;
-        CHECK(recall(a, &v, NULL, &e) >= 0.97 && e);
-    }
-    modattn_ann_close(a);
-    a = NULL;
-    modattn_store_vectors_free(&v);
+    check_deletion(s, 0.97);
     /* damage: a header byte, a truncated file: never used; a code byte: candidates only, scores
      * still exact */
     struct stat sb;
@@ -331,17 +348,9 @@ int main(void) {
     snprintf(g_db, sizeof g_db, "%s/a.db", dir);
     snprintf(g_ann, sizeof g_ann, "%s.ann", g_db);
 
-    modattn_store *s = NULL;
-    CHECK(modattn_store_open(g_db, MODATTN_STORE_CREATE, &s) == 0);
+    modattn_store *s = make_store(g_db, 30);
     if (!s) return test_finish("test_ann");
-    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
     char docpath[64];
-    for (int d = 0; d < 30; d++) {
-        snprintf(docpath, sizeof docpath, "/doc/%02d.txt", d);
-        add_doc(s, docpath, 100);
-    }
-    vecfile_update(s);
     modattn_ann_update u;
     modattn_store_vectors v;
     modattn_ann *a = NULL;
@@ -437,32 +446,7 @@ int main(void) {
 
     /* a deletion: rows masked, the index's header follows the generation, deleted chunks never come
      * back even when the query is their own vector */
-    float gone[DIM];
-    int64_t gone_id = 0;
-    {
-        CHECK(modattn_store_open_vectors(s, &v) == 0);
-        const modattn_store_vector_segment *sg = &v.seg[0];
-        memcpy(gone, sg->data, DIM * sizeof(float)); /* the first chunk of /doc/00.txt */
-        gone_id = sg->chunk_ids[0];
-        modattn_store_vectors_free(&v);
-    }
-    CHECK(modattn_store_delete_document(s, "/doc/00.txt") == 1);
-    vecfile_update(s);
-    CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
-          u.action == MODATTN_ANN_ACTION_CURRENT);
-    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1);
-    if (a) {
-        int64_t ids[K];
-        float sc[K];
-        size_t n = 0;
-        CHECK(modattn_ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
-        for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != gone_id && ids[i] > 100, "a deleted chunk came back: %lld", (long long)ids[i]);
-        bool exact;
-        CHECK(recall(a, &v, NULL, &exact) >= 0.95 && exact);
-    }
-    modattn_ann_close(a);
-    a = NULL;
-    modattn_store_vectors_free(&v);
+    check_deletion(s, 0.95);
 
     /* damage: truncated, payload byte, header byte, another model, not a file of ours */
     struct stat sb;
