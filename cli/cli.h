@@ -116,6 +116,24 @@ struct modattn_search_result;
 int cli_search_print(const struct modattn_search_params *sp, const struct modattn_search_info *info,
                      const struct modattn_search_result *res, size_t n, bool json, int tty_marks, size_t batch_no,
                      const char *batch_query);
+/* `search`'s options and QUERY words (cli/cli_search_args.c), shared by the plain command and
+ * `search --mpi`. Not to be copied: a->sp.ann points at a->annp when --ann-params is given. */
+#include "modattn/ann.h"
+#include "modattn/search.h"
+typedef struct cli_search_args {
+    const char *db, *model_dir, *queries_file; /* --db (default MODATTN_STORE_DEFAULT_PATH), --model, --queries */
+    bool json;
+    long long k;                              /* -k (5) */
+    char *query;                              /* the QUERY words joined by spaces (NULL with --queries) */
+    modattn_search_params sp;                 /* --mode, --rrf-k, --keyword-weight, --exact, --ann; k */
+    modattn_ann_params annp;                  /* --ann-params */
+} cli_search_args;
+/* 0: parsed; -1: --help asked (nothing said); 1: out of memory; 2: a usage error; 3: no QUERY
+ * given (a usage error too: the caller may print the usage). Errors are said on stderr when say.
+ * Free with cli_search_args_free. */
+int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a);
+void cli_search_args_free(cli_search_args *a);
+
 /* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings);
  * 0, or the exit status after printing why not. */
 int cli_read_queries(const char *path, char ***out, size_t *n);

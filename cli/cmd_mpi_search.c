@@ -18,7 +18,6 @@
  * The printing is the plain command's (cli/cli_search_out.c), so the output is the same bytes;
  * mpirun hands every rank a pseudo-terminal for its output whatever mpirun's own output is, so a
  * terminal cannot be told from a file here and the words are marked as for a file (« »). */
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -44,8 +43,6 @@ int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv) {
 
 #include <mpi.h>
 
-
-/* ---- printing: a copy of cli/cmd_search.c's */
 
 /* ---- the scatter and gather */
 
@@ -139,90 +136,26 @@ static int all_ok(int failed) {
 }
 
 static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv) {
-    const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL, *queries_file = NULL;
-    bool json = false, dashdash = false;
-    long long k = 5;
-    size_t qlen = 0;
-    modattn_search_params sp = {.mode = MODATTN_SEARCH_HYBRID};
     const bool say = rank == 0;
-    /* options: those of `modattn search` (cli/cmd_search.c) */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!dashdash && a[0] == '-' && a[1] != '\0') {
-            const char *v = NULL, *name = NULL;
-            if (strcmp(a, "--") == 0) {
-                dashdash = true;
-                continue;
-            }
-            if (strcmp(a, "--json") == 0) {
-                json = true;
-                continue;
-            }
-            if (strcmp(a, "--exact") == 0) continue; /* --mpi scans exactly anyway */
-            static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
-                                                  "--queries", "--ann-params"};
-            for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
-                size_t l = strlen(withval[n]);
-                if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
-                    name = withval[n];
-                    if (a[l] == '=') v = a + l + 1;
-                    else if (i + 1 < argc) v = argv[++i];
-                }
-            }
-            if (!name || !v) {
-                if (say) fprintf(stderr, !name ? "modattn: search: unknown option '%s' (see modattn search --help)\n"
-                                               : "modattn: search: %s needs a value\n", a);
-                return 2;
-            }
-            if (strcmp(name, "--ann-params") == 0) {
-                /* checked as the plain command checks it; unused: the ranks scan exactly */
-                modattn_ann_params ap;
-                memset(&ap, 0, sizeof ap);
-                if (modattn_ann_params_parse(v, &ap) != 0) {
-                    if (say) fprintf(stderr, "modattn: search: --ann-params: %s\n", modattn_last_error());
-                    return 2;
-                }
-            } else if (strcmp(name, "--db") == 0) db = v;
-            else if (strcmp(name, "--queries") == 0) queries_file = v;
-            else if (strcmp(name, "--model") == 0) model_dir = v;
-            else if (strcmp(name, "--mode") == 0) {
-                if (strcmp(v, "hybrid") == 0) sp.mode = MODATTN_SEARCH_HYBRID;
-                else if (strcmp(v, "vector") == 0) sp.mode = MODATTN_SEARCH_VECTOR;
-                else if (strcmp(v, "keyword") == 0) sp.mode = MODATTN_SEARCH_KEYWORD;
-                else {
-                    if (say) fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector or keyword\n", v);
-                    return 2;
-                }
-            } else if (strcmp(name, "--rrf-k") == 0) {
-                if (cli_parse_double("--rrf-k", v, 0, 1e6, true, &sp.rrf_k) != 0) return 2;
-            } else if (strcmp(name, "--keyword-weight") == 0) {
-                if (cli_parse_double("--keyword-weight", v, 0, 1e6, true, &sp.keyword_weight) != 0) return 2;
-            } else if (cli_parse_ll("search -k", v, 1, 10000, &k) != 0) {
-                return 2;
-            }
-            continue;
-        }
-        qlen += strlen(a) + 1;
+    /* options: those of `modattn search` (cli/cli_search_args.c) */
+    cli_search_args args;
+    int prc = cli_search_parse(argc, argv, say, &args);
+    if (!prc && args.sp.index == MODATTN_SEARCH_INDEX_ANN) {
+        if (say) fprintf(stderr, "modattn: search: --ann: search --mpi scans every shard's vectors exactly (no ANN index)\n");
+        prc = 2;
     }
-    if ((queries_file && qlen) || (!qlen && !queries_file)) {
-        if (say) fprintf(stderr, qlen ? "modattn: search: give QUERY words or --queries FILE, not both\n"
-                                      : "modattn: search: no QUERY given\n");
-        return 2;
+    if (prc) {
+        cli_search_args_free(&args);
+        return prc == 3 ? 2 : prc < 0 ? 0 : prc;
     }
-    char *query = malloc(qlen + 1);
-    if (!query) return 1;
-    query[0] = '\0';
-    dashdash = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!dashdash && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--") == 0) dashdash = true;
-            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && !strchr(a, '=')) i++;
-            continue;
-        }
-        if (query[0]) strcat(query, " ");
-        strcat(query, a);
-    }
+    /* --exact is what the ranks do anyway; --ann-params were checked and are not used */
+    const char *const db = args.db, *model_dir = args.model_dir, *const queries_file = args.queries_file;
+    const bool json = args.json;
+    const long long k = args.k;
+    modattn_search_params sp = args.sp;
+    sp.index = MODATTN_SEARCH_INDEX_EXACT;
+    sp.ann = NULL;
+    char *query = args.query;
     char **qs = &query;
     size_t nq = 1;
     int rc = 0, st = 0, failed = 0;

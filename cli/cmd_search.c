@@ -1,6 +1,5 @@
 /* cli/cmd_search.c — `modattn search`: the chunks of a store closest in meaning to a query.
  * Front end only: options and printing; the work is modattn_search (pipeline/search.c). */
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -69,120 +68,21 @@ static void search_usage(FILE *f) {
 
 int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     if (cli_has_arg(argc, argv, "--mpi")) return cli_cmd_search_mpi(g, argc, argv);
-    const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL, *queries_file = NULL;
-    bool json = false, dashdash = false;
-    long long k = 5;
-    size_t qlen = 0;
-    modattn_search_params sp = {.mode = MODATTN_SEARCH_HYBRID};
-    modattn_ann_params annp;
-    memset(&annp, 0, sizeof annp);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!dashdash && a[0] == '-' && a[1] != '\0') {
-            const char *v = NULL;
-            const char *name = NULL;
-            if (strcmp(a, "--") == 0) {
-                dashdash = true;
-                continue;
-            }
-            if (cli_is_help(a)) {
-                search_usage(stdout);
-                return 0;
-            }
-            if (strcmp(a, "--json") == 0) {
-                json = true;
-                continue;
-            }
-            if (strcmp(a, "--exact") == 0) {
-                sp.index = MODATTN_SEARCH_INDEX_EXACT;
-                continue;
-            }
-            if (strcmp(a, "--ann") == 0) {
-                sp.index = MODATTN_SEARCH_INDEX_ANN;
-                continue;
-            }
-            static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
-                                                  "--queries", "--ann-params"};
-            for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
-                size_t l = strlen(withval[n]);
-                if (strncmp(a, withval[n], l) == 0 && (a[l] == '\0' || a[l] == '=')) {
-                    name = withval[n];
-                    if (a[l] == '=') v = a + l + 1;
-                    else if (i + 1 < argc) v = argv[++i];
-                }
-            }
-            if (!name) {
-                fprintf(stderr, "modattn: search: unknown option '%s' (see modattn search --help)\n", a);
-                return 2;
-            }
-            if (!v) {
-                fprintf(stderr, "modattn: search: %s needs a value\n", name);
-                return 2;
-            }
-            if (strcmp(name, "--db") == 0) db = v;
-            else if (strcmp(name, "--queries") == 0) queries_file = v;
-            else if (strcmp(name, "--ann-params") == 0) {
-                if (modattn_ann_params_parse(v, &annp) != 0) {
-                    fprintf(stderr, "modattn: search: --ann-params: %s\n", modattn_last_error());
-                    return 2;
-                }
-                sp.ann = &annp;
-            }
-            else if (strcmp(name, "--model") == 0) model_dir = v;
-            else if (strcmp(name, "--mode") == 0) {
-                if (strcmp(v, "hybrid") == 0) sp.mode = MODATTN_SEARCH_HYBRID;
-                else if (strcmp(v, "vector") == 0) sp.mode = MODATTN_SEARCH_VECTOR;
-                else if (strcmp(v, "keyword") == 0) sp.mode = MODATTN_SEARCH_KEYWORD;
-                else {
-                    fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector or keyword\n", v);
-                    return 2;
-                }
-            } else if (strcmp(name, "--rrf-k") == 0) {
-                if (cli_parse_double("--rrf-k", v, 0, 1e6, true, &sp.rrf_k) != 0) return 2;
-            } else if (strcmp(name, "--keyword-weight") == 0) {
-                if (cli_parse_double("--keyword-weight", v, 0, 1e6, true, &sp.keyword_weight) != 0) return 2;
-            } else {
-                char *end;
-                errno = 0;
-                k = strtoll(v, &end, 10);
-                if (*v == '\0' || *end || errno || k < 1 || k > 10000) {
-                    fprintf(stderr, "modattn: search: -k: '%s' is not a count in [1, 10000]\n", v);
-                    return 2;
-                }
-            }
-            continue;
+    cli_search_args args;
+    int prc = cli_search_parse(argc, argv, true, &args);
+    if (prc) {
+        cli_search_args_free(&args);
+        if (prc == -1) search_usage(stdout);
+        if (prc == 3) {
+            fputc('\n', stderr);
+            search_usage(stderr);
         }
-        qlen += strlen(a) + 1;
+        return prc == -1 ? 0 : prc == 3 ? 2 : prc;
     }
-    if (queries_file && qlen) {
-        fprintf(stderr, "modattn: search: give QUERY words or --queries FILE, not both\n");
-        return 2;
-    }
-    if (qlen == 0 && !queries_file) {
-        fprintf(stderr, "modattn: search: no QUERY given\n\n");
-        search_usage(stderr);
-        return 2;
-    }
-    /* the query: every non-option argument, joined by spaces */
-    char *query = malloc(qlen + 1);
-    if (!query) {
-        fprintf(stderr, "modattn: search: out of memory\n");
-        return 1;
-    }
-    query[0] = '\0';
-    dashdash = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!dashdash && a[0] == '-' && a[1] != '\0') {
-            if (strcmp(a, "--") == 0) dashdash = true;
-            else if (strcmp(a, "--json") != 0 && strcmp(a, "--exact") != 0 && strcmp(a, "--ann") != 0 && !strchr(a, '='))
-                i++; /* skip its value */
-            continue;
-        }
-        if (query[0]) strcat(query, " ");
-        strcat(query, a);
-    }
-
+    const char *const db = args.db, *model_dir = args.model_dir, *const queries_file = args.queries_file;
+    const bool json = args.json;
+    modattn_search_params sp = args.sp;
+    char *query = args.query;
     char **qs = &query;
     size_t nq = 1;
     if (queries_file) {
@@ -224,7 +124,6 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         goto out;
     }
     modattn_search_info info;
-    sp.k = (size_t)k;
     if (!queries_file)
         st = modattn_search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
     else

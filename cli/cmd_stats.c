@@ -47,19 +47,21 @@ static int measure_recall(const modattn_ann *a, const modattn_store_vectors *v, 
     size_t *en = malloc(nq * sizeof *en), *an = malloc(nq * sizeof *an);
     int st = 0;
     if (!q || !es || !as || !self || !ei || !ai || !en || !an) {
-        st = MODATTN_ENOMEM;
+        st = modattn_error(MODATTN_ENOMEM, "%zu queries: out of memory", nq);
         goto done;
     }
     /* live rows, evenly spaced over all rows */
-    size_t got = 0;
+    size_t got = 0, next = 0; /* rows strictly increasing: no row taken twice */
     for (size_t i = 0; i < nq; i++) {
         size_t r = (size_t)((double)i * (double)v->rows / (double)nq);
+        if (r < next) r = next;
         while (r < v->rows && v->mask && (v->mask[r / 8] >> (r % 8) & 1)) r++;
         for (size_t g = 0; r < v->rows && g < v->nseg; g++) {
             const modattn_store_vector_segment *sg = &v->seg[g];
             if (r >= sg->row0 && r < sg->row0 + sg->n) {
                 memcpy(q + got * dim, sg->data + (r - sg->row0) * v->ld, dim * sizeof(float));
                 self[got++] = sg->chunk_ids[r - sg->row0];
+                next = r + 1;
             }
         }
     }

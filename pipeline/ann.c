@@ -628,6 +628,10 @@ static int rescored_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Bytes of candidate heaps a compact kind's batch holds at once (threads x queries x candidates x
+ * 16): a long batch goes through in slices of queries that fit. */
+#define FLAT_HEAP_BYTES ((size_t)64 << 20)
+
 /* A compact kind: each query's best rows by the codes, scored again exactly (the scan's kernel,
  * so that scores are its own bit for bit), the k best kept in the exact scan's order. */
 static int flat_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq, size_t k,
@@ -636,23 +640,35 @@ static int flat_batch(const modattn_ann *a, const modattn_store_vectors *v, cons
     const size_t want = k > v->n ? v->n : k, dim = v->dim;
     size_t fetch = fetch_for(&a->h, search, k);
     if (fetch > v->rows) fetch = v->rows;
-    if (fetch > SIZE_MAX / sizeof(modattn_hit) / nq)
-        return modattn_error(MODATTN_ERANGE, "ann_topk_batch: %zu queries x %zu candidates is too large", nq, fetch);
+    const size_t threads = exec && exec->parallel_for && exec->nthreads > 1 ? (size_t)exec->nthreads : 1;
+    const char *hb = getenv("MODATTN_TEST_FLAT_HEAP_BYTES"); /* tests: small slices */
+    size_t slice = (hb ? strtoull(hb, NULL, 10) : FLAT_HEAP_BYTES) / (threads + 1) / (fetch * sizeof(modattn_hit));
+    if (slice < 1) slice = 1;
+    if (slice > nq) slice = nq;
+    if (fetch > SIZE_MAX / sizeof(modattn_hit) / slice)
+        return modattn_error(MODATTN_ERANGE, "ann_topk_batch: %zu candidates per query is too many", fetch);
     const modattn__flat_code c = flat_code(a->h.kind);
     const unsigned char *codes = (const unsigned char *)a->map + ANN_HEADER;
     const float *scales =
         c == MODATTN__FLAT_INT8 ? (const float *)(codes + a->h.rows * modattn__flat_stride(c, dim)) : NULL;
-    modattn_hit *cand = modattn_malloc(nq * fetch * sizeof *cand, MODATTN_MEM_WORKSPACE);
-    size_t *nc = modattn_malloc(nq * sizeof *nc, MODATTN_MEM_WORKSPACE);
+    modattn_hit *cand = modattn_malloc(slice * fetch * sizeof *cand, MODATTN_MEM_WORKSPACE);
+    size_t *nc = modattn_malloc(slice * sizeof *nc, MODATTN_MEM_WORKSPACE);
     rescored *rs = modattn_malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
     int st = 0;
     if (!cand || !nc || !rs) st = modattn_mem_last_status();
-    if (!st) st = modattn__flat_candidates(c, codes, scales, v->rows, dim, v->mask, queries, nq, fetch, exec, cand, nc);
     for (size_t q = 0; !st && q < nq; q++) {
+        const size_t q0 = q / slice * slice; /* the slice of queries q is in */
+        if (q == q0) {
+            const size_t m = nq - q0 < slice ? nq - q0 : slice;
+            if ((st = modattn__flat_candidates(c, codes, scales, v->rows, dim, v->mask, queries + q0 * dim, m, fetch,
+                                               exec, cand, nc)))
+                break;
+        }
+        const size_t qi = q - q0;
         size_t n = 0;
-        for (size_t j = 0; j < nc[q]; j++) {
+        for (size_t j = 0; j < nc[qi]; j++) {
             int64_t id = 0;
-            const float *x = row_at(v, cand[q * fetch + j].row, &id);
+            const float *x = row_at(v, cand[qi * fetch + j].row, &id);
             if (!x) continue;
             float sc = 0;
             if ((st = modattn_scan_scores(x, 1, dim, v->ld, queries + q * dim, MODATTN_SCAN_AUTO, &sc))) break;
@@ -1120,8 +1136,9 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     ann_file old;
     char why[512] = "";
     memset(&old, 0, sizeof old);
-    /* a compact kind is written whole at every change: its old codes are not read */
-    const int valid = present ? map_file(path, &old, false, why, sizeof why) : 0;
+    /* every checksum, a compact kind's codes too (a search does not check those): a damaged file
+     * is built again, never kept as current */
+    const int valid = present ? map_file(path, &old, true, why, sizeof why) : 0;
     if (valid < 0) return valid;
     if (kind == MODATTN_ANN_NONE) {
         if (valid != 1)

@@ -29,7 +29,8 @@ uint64_t modattn__flat_bytes(modattn__flat_code c, size_t dim, uint64_t rows) {
     return rows * modattn__flat_stride(c, dim) + (c == MODATTN__FLAT_INT8 ? rows * sizeof(float) : 0);
 }
 
-/* IEEE binary32 -> binary16, round to nearest even, subnormals kept (as F16C's vcvtps2ph). */
+/* IEEE binary32 -> binary16, round to nearest even, subnormals kept (as F16C's vcvtps2ph; a NaN
+ * becomes the quiet NaN 0x7e00, its payload dropped). */
 uint16_t modattn__f32_to_f16(float f) {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
@@ -80,9 +81,10 @@ void modattn__flat_encode(modattn__flat_code c, const float *x, size_t n, size_t
         } else if (c == MODATTN__FLAT_INT8) {
             float m = 0;
             for (size_t i = 0; i < dim; i++) m = fabsf(row[i]) > m ? fabsf(row[i]) : m;
-            const float scale = m > 0 && isfinite(m) ? m / 127.0f : 0.0f, inv = scale > 0 ? 127.0f / m : 0.0f;
+            /* (dividing by the scale: 127 / m overflows for rows of tiny values) */
+            const float scale = m > 0 && isfinite(m) ? m / 127.0f : 0.0f;
             for (size_t i = 0; i < dim; i++) {
-                long v = isfinite(row[i]) ? lrintf(row[i] * inv) : 0;
+                long v = scale > 0 && isfinite(row[i]) ? lrintf(row[i] / scale) : 0;
                 out[i] = (unsigned char)(int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
             }
             scales[r] = scale;

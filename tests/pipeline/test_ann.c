@@ -273,6 +273,17 @@ static void check_compact(const char *dir) {
             CHECK_MSG(r1 >= floor_recall[i] && r2 >= floor_recall[i] && r3 == r1, "%s recall %.3f %.3f %.3f",
                       modattn_ann_kind_name(kind), r1, r2, r3);
             CHECK_MSG(e1 && e2 && e3, "%s: scores differ from the exact scan's", modattn_ann_kind_name(kind));
+            /* a long batch goes through in slices of queries (here of 14, 8 and fewer: the GEMM path
+             * and the per-row one), with the same recall */
+            static const char *const slices[] = {"20000", "6000"};
+            for (int t = 0; t < 2; t++) {
+                setenv("MODATTN_TEST_FLAT_HEAP_BYTES", slices[t], 1);
+                bool es = false;
+                const double rs = recall_of(a, &v, NULL, &es, false, NULL);
+                CHECK_MSG(rs >= floor_recall[i] && es, "%s in slices (%s bytes): recall %.3f", modattn_ann_kind_name(kind),
+                          slices[t], rs);
+                unsetenv("MODATTN_TEST_FLAT_HEAP_BYTES");
+            }
             /* no candidates beyond k: recall is the code's own ranking's, still exactly scored */
             modattn_ann_params few;
             memset(&few, 0, sizeof few);
@@ -328,7 +339,13 @@ static void check_compact(const char *dir) {
     }
     modattn_ann_close(a);
     modattn_store_vectors_free(&v);
-    /* a damaged file with a kind asked: built again */
+    /* the damaged code is found by the next update (which checks every byte): refused without a
+     * kind, built again with one */
+    CHECK_ERR(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u), MODATTN_EFORMAT,
+              "--ann KIND");
+    CHECK(modattn_store_update_ann(s, MODATTN_ANN_INT8, NULL, false, NULL, NULL, NULL, &u) == 0 &&
+          u.action == MODATTN_ANN_ACTION_BUILT && strstr(u.reason, "checksum"));
+    /* a damaged header with a kind asked: built again */
     flip_byte(ann, 200);
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_INT8, NULL, false, NULL, NULL, NULL, &u) == 0 &&
           u.action == MODATTN_ANN_ACTION_BUILT && strstr(u.reason, "damaged"));
