@@ -128,9 +128,30 @@ static int64_t rows_per_task(int64_t rows, int nthreads) {
     return per < blk ? blk : per;
 }
 
+/* A few-rows plan's GEMM over the pool's threads by columns: a few rows are one row block, one
+ * thread's work, while their columns split evenly (multiples of 4: the direct kernel's group; a
+ * column's result does not depend on the split, so neither does the answer on the thread count). */
+static void direct_cols_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    row_job *j = arg;
+    const int64_t per = j->chunk, n0 = task * per, n1 = n0 + per < j->width ? n0 + per : j->width;
+    if (n1 > n0)
+        modattn__gemm_direct(j->rows, n1 - n0, j->K, j->A, j->lda, j->W + n0 * j->K, j->beta, j->y + n0, j->ld);
+}
+
 static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     j->err = 0;
     const int nth = pool && modattn_pool_threads(pool) > 1 ? modattn_pool_threads(pool) : 1;
+    if (j->A && j->direct && nth > 1 && j->rows <= MODATTN__GEMM_BLOCK && j->width >= 8 * nth) {
+        /* the GEMM by columns on every thread, then the row pass (post-ops) alone */
+        j->chunk = ((j->width + nth - 1) / nth + 3) / 4 * 4;
+        modattn_pool_run(pool, (j->width + j->chunk - 1) / j->chunk, direct_cols_task, j);
+        const float *A = j->A;
+        j->A = NULL;
+        int st = j->op == ROW_NONE ? 0 : run_rows(j, pool, reason, len);
+        j->A = A;
+        return st;
+    }
     j->chunk = rows_per_task(j->rows, nth);
     const int64_t ntasks = (j->rows + j->chunk - 1) / j->chunk;
     char *scratch = NULL;

@@ -107,12 +107,12 @@ CLONES void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *r
                                  const float *restrict W, float beta, float *restrict C, int64_t ldc) {
     enum { L = 16 };
     const int64_t K16 = K / L * L;
-    for (int64_t r = 0; r < M; r++) {
-        const float *a = A + r * lda;
-        float *c = C + r * ldc;
-        int64_t n = 0;
-        for (; n + 4 <= N; n += 4) {
-            const float *w0 = W + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+    int64_t n = 0;
+    for (; n + 4 <= N; n += 4) {
+        const float *w0 = W + n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+        for (int64_t r = 0; r < M; r++) {
+            const float *a = A + r * lda;
+            float *c = C + r * ldc;
             float s0[L] = {0}, s1[L] = {0}, s2[L] = {0}, s3[L] = {0};
             for (int64_t k = 0; k < K16; k += L)
                 for (int j = 0; j < L; j++) {
@@ -127,8 +127,12 @@ CLONES void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *r
             }
             for (int q = 0; q < 4; q++) c[n + q] = beta != 0.0f ? c[n + q] + t[q] : t[q];
         }
-        for (; n < N; n++) {
-            const float *w = W + n * K;
+    }
+    for (; n < N; n++) {
+        const float *w = W + n * K;
+        for (int64_t r = 0; r < M; r++) {
+            const float *a = A + r * lda;
+            float *c = C + r * ldc;
             float sv[L] = {0};
             for (int64_t k = 0; k < K16; k += L)
                 for (int j = 0; j < L; j++) sv[j] += a[k + j] * w[k + j];

@@ -193,6 +193,23 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
                 differ += memcmp(one, out + i * dim, dim * sizeof *one) != 0;
             }
             CHECK_MSG(one && differ == 0, "%s/few_inputs: %zu of %zu texts differ alone vs batched", label, differ, n);
+            /* a text alone on 3 threads: its GEMMs split by columns over them (cpu_encoder.c), the
+             * same bits as batched (rows in whole-row tasks) on this ctx's threads */
+            modattn_ctx *c3 = NULL;
+            modattn_ctx_options o3;
+            memset(&o3, 0, sizeof o3);
+            o3.threads = 3;
+            modattn_model *f3 = NULL;
+            CHECK(modattn_ctx_create(&o3, &c3) == 0 && modattn_model_load_ex(c3, dir, &fo, &f3) == 0);
+            size_t differ3 = 0;
+            for (size_t i = 0; i < n && one && f3; i++) {
+                CHECK(modattn_model_embed(f3, texts + i, lens + i, 1, one, NULL) == 0);
+                differ3 += memcmp(one, out + i * dim, dim * sizeof *one) != 0;
+            }
+            CHECK_MSG(f3 && differ3 == 0, "%s/few_inputs: %zu of %zu texts differ alone on 3 threads vs batched", label,
+                      differ3, n);
+            modattn_model_free(f3);
+            modattn_ctx_free(c3);
             free(one);
             printf("%s/few_inputs: min cosine %.9f, max |diff| vs packed %.3g, alone == batched bit for bit: %s\n",
                    label, mn, (double)dmax, differ == 0 ? "yes" : "no");
