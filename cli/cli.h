@@ -19,6 +19,8 @@ typedef struct cli_globals {
     int64_t mem_budget;    /* --mem-budget BYTES (0: none) */
     const char *device;    /* --device D or $MODATTN_DEVICE (NULL: the CPU), checked by main */
     bool host_fallback;    /* --host-fallback or $MODATTN_HOST_FALLBACK=1 */
+    const char *precision_text;  /* --precision P or $MODATTN_PRECISION, parsed by main into: */
+    modattn_precision precision;
     bool few_inputs;       /* set by a command that embeds only a query (search) */
     const char *prog;      /* argv[0] */
     modattn_ctx *ctx;      /* opened by cli_open_ctx; main prints --stats from it and frees it */

@@ -47,6 +47,7 @@ int cli_load_model(cli_globals *g, modattn_ctx *ctx, const char *dir, modattn_mo
     o.pool = g->pool; /* the ctx's pool too: one set of threads in the process */
     o.host_fallback = g->host_fallback;
     o.few_inputs = g->few_inputs;
+    o.precision = g->precision;
     int st = modattn_model_load_ex(ctx, dir, &o, out);
     if (st) return st;
     cli_explain_fallbacks(*out, stderr);

@@ -210,10 +210,18 @@ static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int6
     char dn[32];
     modattn_device_format(in->device, dn, sizeof dn);
     const modattn_device_iface *dev = modattn_device_find(in->device);
-    printf("model: %s on %s\n", in->name, dn);
+    printf("model: %s on %s, precision %s\n", in->name, dn, modattn_precision_name(in->precision));
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char reason[256] = "";
         const char *why = modattn_model_fallback_reason(m, op);
+        if (op == MODATTN_OP_LINEAR_BF16 && in->precision != MODATTN_PRECISION_BF16) {
+            /* not this model's, but say whether --precision bf16 would run here, or why not */
+            if (dev && modattn_device_supports_op(dev, (modattn_op)op, reason, sizeof reason))
+                printf("  %-16s -         (runs on %s with --precision bf16)\n", modattn_op_name((modattn_op)op), dn);
+            else printf("  %-16s -         (--precision bf16 is refused on %s: %s)\n", modattn_op_name((modattn_op)op), dn,
+                        reason);
+            continue;
+        }
         if (why) printf("  %-16s host      (--host-fallback: %s does not run it: %s)\n", modattn_op_name((modattn_op)op), dn, why);
         else if (dev && modattn_device_supports_op(dev, (modattn_op)op, reason, sizeof reason))
             printf("  %-16s %s\n", modattn_op_name((modattn_op)op), dn);
@@ -242,7 +250,9 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
                    "are timed (or their cached times reused) and the times are shown.\n"
                    "With --model DIR it first loads the model on the --device and says where each of the\n"
                    "encoder's ops runs (the device, or the host under --host-fallback, with the device's\n"
-                   "reason); the shape defaults to the model's attention at its longest input.\n");
+                   "reason), and in which precision (--precision; the linear_bf16 line says whether bf16\n"
+                   "runs on the device, or why not); the shape defaults to the model's attention at its\n"
+                   "longest input.\n");
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--causal") == 0) causal = true;

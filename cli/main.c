@@ -39,6 +39,10 @@ static void usage(FILE *f, const char *prog) {
             "  --threads N        worker threads (default: all CPUs)\n"
             "  --device D         where models run: cpu (default), opencl[:N] (also $MODATTN_DEVICE;\n"
             "                     see `modattn devices`)\n"
+            "  --precision P      the dense layers' arithmetic: fp32 (default, exact) or bf16 (bfloat16\n"
+            "                     products summed in fp32: faster where the CPU has AVX512_BF16/AMX,\n"
+            "                     refused where not; vectors differ from fp32's, so a store indexed in\n"
+            "                     one precision is searched in the same one; also $MODATTN_PRECISION)\n"
             "  --host-fallback    an encoder op the device does not run runs on the host instead of\n"
             "                     refusing the model (slow: its data crosses to the host on every call;\n"
             "                     said on stderr, counted in --stats, traced; also $MODATTN_HOST_FALLBACK=1)\n"
@@ -183,7 +187,7 @@ int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
 static int take_global(cli_globals *g, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     const char *val = NULL;
-    const char *names[] = {"--attn", "--threads", "--trace", "--mem-budget", "--device"};
+    const char *names[] = {"--attn", "--threads", "--trace", "--mem-budget", "--device", "--precision"};
     for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
         size_t n = strlen(names[k]);
         if (strncmp(a, names[k], n) != 0) continue;
@@ -208,6 +212,7 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
             if (cli_check_output_path("--trace", val) != 0) return -1; /* now, not after the work */
             g->trace = val;
         } else if (k == 4) g->device = val;
+        else if (k == 5) g->precision_text = val;
         else {
             if (modattn_parse_bytes(val, &g->mem_budget) != 0) {
                 fprintf(stderr, "modattn: --mem-budget: %s\n", modattn_last_error());
@@ -293,6 +298,15 @@ int main(int argc, char **argv) {
     {
         const char *e = getenv("MODATTN_HOST_FALLBACK");
         if (e && strcmp(e, "1") == 0) g.host_fallback = true;
+    }
+    if (!g.precision_text) {
+        const char *e = getenv("MODATTN_PRECISION");
+        if (e && *e) g.precision_text = e;
+    }
+    if (g.precision_text && modattn_precision_parse(g.precision_text, &g.precision) != 0) {
+        fprintf(stderr, "modattn: --precision: %s\n", modattn_last_error());
+        free(rest);
+        return 2;
     }
     if (g.device && strcmp(cmd->name, "devices") != 0) { /* a wrong --device fails before any work */
         const modattn_device_iface *dev;

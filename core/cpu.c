@@ -1,10 +1,12 @@
-/* core/cpu.c — CPU feature detection (CPUID + XGETBV on x86, compile-time on ARM). */
+/* core/cpu.c — CPU feature detection (CPUID + XGETBV on x86, compile-time on ARM), and the names of
+ * the precisions (modattn_precision). */
 #include "modattn/core.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -113,4 +115,35 @@ void modattn_cpu_describe(char *buf, size_t len) {
     ADD(neon, "neon")
 #undef ADD
     if (used >= len && len) buf[len - 1] = '\0';
+}
+
+/* ---------------------------------------------------------------- precision */
+
+const char *modattn_precision_name(modattn_precision p) {
+    switch (p) {
+    case MODATTN_PRECISION_FP32: return "fp32";
+    case MODATTN_PRECISION_BF16: return "bf16";
+    }
+    return "?";
+}
+
+int modattn_precision_parse(const char *text, modattn_precision *out) {
+    static const struct { const char *name; modattn_precision p; } k[] = {
+        {"fp32", MODATTN_PRECISION_FP32}, {"float32", MODATTN_PRECISION_FP32},
+        {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}};
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_precision_parse: out is NULL");
+    if (!text || !*text) {
+        *out = MODATTN_PRECISION_FP32;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k / sizeof *k; i++)
+        if (strcasecmp(text, k[i].name) == 0) {
+            *out = k[i].p;
+            return 0;
+        }
+    char shown[40];
+    snprintf(shown, sizeof shown, "%.32s%s", text, strlen(text) > 32 ? "..." : "");
+    for (char *c = shown; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
+    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32 or bf16)", shown);
 }

@@ -58,6 +58,12 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pooling & MODATTN_POOL_MAX) need[n++] = MODATTN_OP_POOL_MAX;
     if (c->pooling & ~(unsigned)(MODATTN_POOL_CLS | MODATTN_POOL_MAX)) need[n++] = MODATTN_OP_POOL_MEAN;
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
+    if (c->precision == MODATTN_PRECISION_BF16) {
+        /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
+        if (!modattn_device_supports_op(dev, MODATTN_OP_LINEAR_BF16, reason, sizeof reason))
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run in bf16 on %s: %s",
+                                 model_name, name, reason);
+    }
     for (int i = 0; i < n; i++) {
         if (modattn_device_supports_op(dev, need[i], reason, sizeof reason)) continue;
         if (fallback && need[i] != MODATTN_OP_ATTENTION) {
@@ -99,7 +105,8 @@ static int upload(const modattn_device_iface *dev, const float *src, size_t coun
 static int prepare(const modattn__dev_model *dm, modattn_buffer **w, int64_t N, int64_t K, int64_t lda, int64_t ldy,
                    bool accumulate, bool ln, modattn_act act, bool few_rows, modattn_linear_plan **out) {
     modattn_op_linear_args shape = {.w = *w, .lda = lda, .ldy = ldy, .N = N, .K = K, .accumulate = accumulate,
-                                    .act = act, .gamma = ln ? *w : NULL, .few_rows = few_rows};
+                                    .act = act, .gamma = ln ? *w : NULL, .few_rows = few_rows,
+                                    .precision = dm->cfg.precision};
     *out = NULL;
     if (linear_on_host(dm, &shape)) return 0; /* the host reads the weight as it is */
     shape.gamma = NULL;
@@ -290,7 +297,7 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         const dev_layer *L = &dm->layers[l];
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
-                                    .name = "encoder.qkv", .pool = pool};
+                                    .name = "encoder.qkv", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d QKV", model_name, l);
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
@@ -304,16 +311,16 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
-                                     .name = "encoder.attn_out", .pool = pool};
+                                     .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d attention output", model_name, l);
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
                                      .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
-                                     .name = "encoder.ffn_up", .pool = pool};
+                                     .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN up", model_name, l);
         g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
-                                     .name = "encoder.ffn_down", .pool = pool};
+                                     .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     modattn_op_pool_args p = {.x = a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,

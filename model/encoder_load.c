@@ -63,7 +63,14 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
     close(fd);
     if (!st) {
         r.tokenizer = XXH3_64bits_digest(h);
-        snprintf(m->info.identity, sizeof m->info.identity, "%016llx", (unsigned long long)XXH3_64bits(&r, sizeof r));
+        uint64_t id = XXH3_64bits(&r, sizeof r);
+        if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
+            char rec[48];
+            int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
+                             modattn_precision_name(c->precision));
+            id = XXH3_64bits(rec, (size_t)n);
+        }
+        snprintf(m->info.identity, sizeof m->info.identity, "%016llx", (unsigned long long)id);
     }
     XXH3_freeState(h);
     return st;
@@ -287,6 +294,11 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
         }
     }
     if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
+    m->cfg.precision = opt ? opt->precision : MODATTN_PRECISION_FP32;
+    if ((unsigned)m->cfg.precision >= MODATTN_PRECISION_COUNT) {
+        st = modattn_error(MODATTN_EINVAL, "precision %d is not a modattn_precision", (int)m->cfg.precision);
+        goto fail;
+    }
     if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name, opt && opt->host_fallback,
                                        &m->info.host_fallback_ops, m->host_why)))
         goto fail;
@@ -333,6 +345,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     in->weights_bytes = m->st->len;
     if ((st = model_identity(m, path))) goto fail;
     in->device = m->dev->id;
+    in->precision = m->cfg.precision;
     *out = m;
     return 0;
 fail:

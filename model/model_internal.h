@@ -37,6 +37,8 @@ typedef struct modattn__model_config {
     unsigned pooling;   /* modattn_pooling bits */
     bool normalize;     /* a Normalize module follows the pooling */
     size_t dim;         /* hidden x number of pooling modes */
+    /* modattn_model_options.precision: the dense layers' arithmetic */
+    modattn_precision precision;
 } modattn__model_config;
 
 /* Read and check every configuration file of a model directory. Errors name the file and the

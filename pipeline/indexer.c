@@ -969,7 +969,8 @@ int modattn_index_paths_split(modattn_store *store, modattn_model *model, const 
     r.batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
     if (r.batch > 65536) r.batch = 65536;
 
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity};
+    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
+                             modattn_precision_name(info->precision)};
     if (store && (st = modattn_store_bind_model(store, &sm))) goto done;
 
     /* the store's own files are never indexed */

@@ -589,6 +589,16 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
 static int model_mismatch(modattn_store *s, const modattn_store_model *m, const char *name,
                           const char *hash, const char *ident, size_t dim) {
     const bool same_weights = strcmp(hash, m->weights_hash) == 0 && dim == m->dim;
+    char prec[16] = "fp32";
+    bool found = false;
+    const char *mine = m->precision ? m->precision : "fp32";
+    if (meta_get(s, "model_precision", prec, sizeof prec, &found) != 0 || !found) snprintf(prec, sizeof prec, "fp32");
+    if (same_weights && strcmp(prec, mine) != 0)
+        return modattn_error(MODATTN_EVERSION,
+                             "%s holds %s embeddings of model %s, and the model in use runs in %s: vectors of "
+                             "different precisions are not compared. Use --precision %s (as when it was indexed), "
+                             "or another --db for this one",
+                             s->path, prec, name, mine, prec);
     return modattn_error(MODATTN_EVERSION,
                          "%s holds embeddings of model %s (weights %s, identity %s, %zu dimensions), not of "
                          "the model in use, %s (weights %s, identity %s, %zu dimensions)%s: vectors of different "
@@ -668,9 +678,10 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
     int64_t id = sqlite3_last_insert_rowid(s->db);
     if (rc == SQLITE_OK) {
         rc = sqlite3_prepare_v2(s->db, m->identity ? "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
-                                "('model_weights_hash', ?2), ('model_dim', ?3), ('model_identity', ?4)"
+                                "('model_weights_hash', ?2), ('model_dim', ?3), ('model_identity', ?4), "
+                                "('model_precision', ?5)"
                                 : "INSERT INTO meta(key, value) VALUES ('model_name', ?1), "
-                                "('model_weights_hash', ?2), ('model_dim', ?3)", -1, &q, NULL);
+                                "('model_weights_hash', ?2), ('model_dim', ?3), ('model_precision', ?5)", -1, &q, NULL);
         if (rc == SQLITE_OK) {
             char dbuf[32];
             snprintf(dbuf, sizeof dbuf, "%zu", m->dim);
@@ -678,6 +689,7 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
             sqlite3_bind_text(q, 2, m->weights_hash, -1, SQLITE_STATIC);
             sqlite3_bind_text(q, 3, dbuf, -1, SQLITE_STATIC);
             if (m->identity) sqlite3_bind_text(q, 4, m->identity, -1, SQLITE_STATIC);
+            sqlite3_bind_text(q, 5, m->precision ? m->precision : "fp32", -1, SQLITE_STATIC);
             rc = sqlite3_step(q);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }

@@ -200,6 +200,12 @@ int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason
     }
     const bool direct = a->plan && a->plan->impl == &g_direct_plan;
     const modattn__gemm_plan *plan = a->plan && !direct ? a->plan->impl : NULL;
+    if (a->precision != MODATTN_PRECISION_FP32 && (!plan || !modattn__gemm_plan_is_bf16(plan))) {
+        /* a product in another precision is only ever run by a plan made for it */
+        snprintf(reason, len, "a %s linear needs a weight prepared in %s (linear_prepare)",
+                 modattn_precision_name(a->precision), modattn_precision_name(a->precision));
+        return MODATTN_EUNSUPPORTED;
+    }
     row_job j = {.op = a->gamma ? ROW_RES_LN : a->act != MODATTN_ACT_NONE ? ROW_BIAS_ACT : ROW_BIAS, .act = a->act,
                  .S = a->S > 0 ? a->S : a->rows, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL,
                  .y = HOST(a->y, float *), .ld = a->ldy, .width = a->N, .bias = HOST(a->bias, const float *),
@@ -213,13 +219,18 @@ int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason
 int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
                                 size_t len) {
     (void)ctx;
-    if (a->few_rows) { /* no packing, no set-up: the direct kernel reads the weight in place */
+    const bool bf16 = a->precision == MODATTN_PRECISION_BF16;
+    if (a->precision != MODATTN_PRECISION_FP32 && !bf16) {
+        snprintf(reason, len, "precision %s is not implemented on the CPU device", modattn_precision_name(a->precision));
+        return MODATTN_EUNSUPPORTED;
+    }
+    if (a->few_rows && !bf16) { /* no packing, no set-up: the direct kernel reads the weight in place */
         *plan = (void *)&g_direct_plan;
         *owns_weight = false;
         return 0;
     }
     modattn__gemm_plan *p = NULL;
-    int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, &p);
+    int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, bf16, &p);
     if (st) {
         snprintf(reason, len, "%s", modattn_last_error());
         return st;

@@ -17,7 +17,12 @@
 #if defined(MODATTN_GEMM_ONEDNN)
 #include "core/signals.h"
 #include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl_version.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,9 +62,54 @@ struct modattn__gemm_plan {
     dnnl_engine_t eng;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t src_md, dst_md, w_md, scratch_md;
-    float *packed; /* weights in w_md's layout, MODATTN_MEM_WEIGHTS */
+    void *packed; /* weights in w_md's layout, MODATTN_MEM_WEIGHTS */
     size_t packed_bytes, scratch_bytes;
+    /* bf16: A's block is rounded into the caller's scratch at a_off (MODATTN__GEMM_BLOCK x K,
+     * dense) before each run; oneDNN's own scratch is the first onednn_scratch bytes */
+    bool bf16;
+    int64_t K, lda;
+    size_t onednn_scratch, a_off;
+    char impl[64];
 };
+
+#if defined(__x86_64__)
+bool modattn__gemm_bf16_available(char *reason, size_t len) {
+    const modattn_cpu_features *f = modattn_cpu_get();
+    if (f->avx512_bf16 && f->avx512bw && f->avx512vl) return true;
+    const char *off = getenv("MODATTN_CPU_DISABLE");
+    if (len)
+        snprintf(reason, len, "bf16 GEMMs need AVX512_BF16 (bf16 dot products), which this CPU (%s) %s%s%s", f->model_name,
+                 f->avx512f ? "lacks" : "lacks, with AVX-512 itself", off && *off ? " or has masked off: MODATTN_CPU_DISABLE=" : "",
+                 off && *off ? off : "");
+    return false;
+}
+
+/* A's rows [MODATTN__GEMM_BLOCK, K] (stride lda) to bfloat16, round to nearest even: the CPU's
+ * own conversion (VCVTNEPS2BF16), so every element is rounded the same way wherever it sits. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_bf16(const float *A, int64_t lda,
+                                                                                      int64_t K, uint16_t *out) {
+    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+        const float *a = A + r * lda;
+        uint16_t *o = out + r * K;
+        int64_t k = 0;
+        for (; k + 32 <= K; k += 32) {
+            __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(a + k + 16), _mm512_loadu_ps(a + k));
+            _mm512_storeu_si512((void *)(o + k), (__m512i)v);
+        }
+        for (; k < K; k += 16) {
+            const __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+            __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, a + k));
+            _mm256_mask_storeu_epi16((void *)(o + k), m, (__m256i)v);
+        }
+    }
+}
+#else
+bool modattn__gemm_bf16_available(char *reason, size_t len) {
+    if (len) snprintf(reason, len, "bf16 GEMMs are written for x86 CPUs with AVX512_BF16 only");
+    return false;
+}
+static void to_bf16(const float *A, int64_t lda, int64_t K, uint16_t *out) { (void)A, (void)lda, (void)K, (void)out; }
+#endif
 
 static int dnnl_fail(dnnl_status_t s, const char *what) {
     if (s == dnnl_out_of_memory) return modattn_error(MODATTN_ENOMEM, "oneDNN: out of memory in %s", what);
@@ -75,11 +125,17 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p) {
 }
 
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, modattn__gemm_plan **out) {
+                              bool accumulate, bool bf16, modattn__gemm_plan **out) {
     *out = NULL;
-    /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison) */
-    const char *env = getenv("MODATTN_GEMM_PLANS");
-    if (env && strcmp(env, "0") == 0) return 0;
+    if (bf16) {
+        char why[256];
+        if (!modattn__gemm_bf16_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    } else {
+        /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison;
+         * never for bf16, which has no other path) */
+        const char *env = getenv("MODATTN_GEMM_PLANS");
+        if (env && strcmp(env, "0") == 0) return 0;
+    }
     modattn__gemm_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
     if (!p) return modattn_mem_last_status();
     dnnl_primitive_attr_t attr = NULL;
@@ -91,7 +147,8 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     const char *what = "engine";
     int st = 0;
     dnnl_status_t s;
-    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {lda, 1};
+    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {bf16 ? K : lda, 1};
+    const dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t wdims = {K, N}, wstr = {1, K}; /* W[N, K] row-major is the [K, N] weights "ba" */
     dnnl_dims_t ddims = {MODATTN__GEMM_BLOCK, N}, dstr = {ldc, 1};
     dnnl_memory_desc_t w_user, w_any;
@@ -101,10 +158,10 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     const int omp_prev = omp_single_begin();
     if ((s = dnnl_engine_create(&p->eng, dnnl_cpu, 0)) != dnnl_success) goto dnnl_err;
     what = "memory descriptors";
-    if ((s = dnnl_memory_desc_init_by_strides(&p->src_md, 2, sdims, dnnl_f32, sstr)) ||
+    if ((s = dnnl_memory_desc_init_by_strides(&p->src_md, 2, sdims, dt, sstr)) ||
         (s = dnnl_memory_desc_init_by_strides(&p->dst_md, 2, ddims, dnnl_f32, dstr)) ||
         (s = dnnl_memory_desc_init_by_strides(&w_user, 2, wdims, dnnl_f32, wstr)) ||
-        (s = dnnl_memory_desc_init_by_tag(&w_any, 2, wdims, dnnl_f32, dnnl_format_tag_any)))
+        (s = dnnl_memory_desc_init_by_tag(&w_any, 2, wdims, dt, dnnl_format_tag_any)))
         goto dnnl_err;
     what = "matmul attributes";
     if ((s = dnnl_primitive_attr_create(&attr)) ||
@@ -123,7 +180,23 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     p->w_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     p->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->packed_bytes = dnnl_memory_desc_get_size(&p->w_md);
-    p->scratch_bytes = dnnl_memory_desc_get_size(&p->scratch_md);
+    p->scratch_bytes = p->onednn_scratch = dnnl_memory_desc_get_size(&p->scratch_md);
+    {
+        const char *impl = NULL;
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+            snprintf(p->impl, sizeof p->impl, "%s", impl);
+    }
+    p->bf16 = bf16, p->K = K, p->lda = lda;
+    if (bf16) {
+        /* a reference loop would be slower than fp32: never taken for a faster mode silently */
+        if (strncmp(p->impl, "ref", 3) == 0) {
+            st = modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no optimised bf16 matmul for this CPU (it "
+                               "offered '%s')", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, p->impl);
+            goto done;
+        }
+        p->a_off = (p->onednn_scratch + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
+        p->scratch_bytes = p->a_off + (size_t)MODATTN__GEMM_BLOCK * (size_t)K * sizeof(uint16_t);
+    }
     if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
     p->packed = modattn_malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
     if (!p->packed) {
@@ -167,6 +240,8 @@ done:
 }
 
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->scratch_bytes : 0; }
+const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { return p ? p->impl : ""; }
+bool modattn__gemm_plan_is_bf16(const modattn__gemm_plan *p) { return p && p->bf16; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { return p ? p->packed_bytes : 0; }
 
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
@@ -174,6 +249,11 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
     dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_status_t s;
+    if (p->bf16) { /* A's block, rounded, is the product's input */
+        uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
+        to_bf16(A, p->lda, p->K, a16);
+        A = (const float *)(const void *)a16;
+    }
     if ((s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)) ||
         (s = dnnl_memory_create(&src, &p->src_md, p->eng, (void *)A)) ||
         (s = dnnl_memory_create(&wts, &p->w_md, p->eng, p->packed)) ||
@@ -200,6 +280,7 @@ out:
 #else
 #include <cblas.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -217,11 +298,22 @@ const char *modattn__gemm_name(void) { return "openblas"; }
 
 /* OpenBLAS has no pre-packed path through CBLAS: no plans, the encoder calls sgemm_nt. */
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, modattn__gemm_plan **out) {
+                              bool accumulate, bool bf16, modattn__gemm_plan **out) {
     (void)W, (void)N, (void)K, (void)lda, (void)ldc, (void)accumulate;
     *out = NULL;
+    if (bf16) {
+        char why[256];
+        modattn__gemm_bf16_available(why, sizeof why);
+        return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    }
     return 0;
 }
+bool modattn__gemm_bf16_available(char *reason, size_t len) {
+    if (len) snprintf(reason, len, "bf16 GEMMs need the oneDNN build (MODATTN_GEMM=onednn); this one uses OpenBLAS");
+    return false;
+}
+const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { (void)p; return ""; }
+bool modattn__gemm_plan_is_bf16(const modattn__gemm_plan *p) { (void)p; return false; }
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return 0; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {

@@ -98,6 +98,10 @@ static bool ocl_supports_op(void *ctx, modattn_op op, char *reason, size_t len) 
         snprintf(reason, len, "'%s' disabled by request (MODATTN_DEVICE_CONTROL_DISABLE_OP)", modattn_op_name(op));
         return false;
     }
+    if (op == MODATTN_OP_LINEAR_BF16) {
+        snprintf(reason, len, "bf16 GEMMs are not written for OpenCL devices (CLBlast runs them in fp32 here)");
+        return false;
+    }
 #ifndef MODATTN_HAVE_CLBLAST
     if (op == MODATTN_OP_LINEAR || op == MODATTN_OP_LINEAR_GELU || op == MODATTN_OP_LINEAR_RESIDUAL) {
         snprintf(reason, len, "'%s' needs CLBlast (libclblast-dev), which this build lacks", modattn_op_name(op));

@@ -160,6 +160,22 @@ int modattn_pool_threads(const modattn_pool *pool);
  * calling thread (thread 0). A NULL pool runs serially. */
 void modattn_pool_run(modattn_pool *pool, int64_t n, modattn_task_fn fn, void *ctx);
 
+/* ---------------------------------------------------------------- precision */
+
+/* The arithmetic of a model's dense layers (its GEMMs). Attention, softmax, LayerNorm, the
+ * activation and pooling run in fp32 in every mode. */
+typedef enum modattn_precision {
+    MODATTN_PRECISION_FP32 = 0, /* exact fp32: the default */
+    MODATTN_PRECISION_BF16,     /* weights and GEMM inputs rounded to bfloat16 (nearest even),
+                                 * products summed in fp32 (AVX512_BF16 / AMX on the CPU) */
+} modattn_precision;
+#define MODATTN_PRECISION_COUNT 2
+/* "fp32", "bf16" ("?" out of range). */
+const char *modattn_precision_name(modattn_precision p);
+/* "fp32" (or "float32"), "bf16" (or "bfloat16"), case-insensitive; NULL or "" is fp32.
+ * MODATTN_EINVAL naming the choices otherwise. */
+int modattn_precision_parse(const char *text, modattn_precision *out);
+
 /* ---------------------------------------------------------------- CPU */
 
 typedef struct modattn_cpu_features {

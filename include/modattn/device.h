@@ -44,7 +44,8 @@ extern "C" {
     X(POOL_MEAN, "pool_mean")                                               \
     X(POOL_CLS, "pool_cls")                                                 \
     X(POOL_MAX, "pool_max")                                                 \
-    X(L2_NORMALIZE, "l2_normalize")
+    X(L2_NORMALIZE, "l2_normalize")                                         \
+    X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -120,6 +121,10 @@ typedef struct modattn_op_linear_args {
                                                query): a plan with no set-up cost beats a packed one */
     const char *name;                       /* trace span ("encoder.qkv"; a string literal), or NULL */
     modattn_pool *pool;
+    /* The GEMM's arithmetic (modattn/core.h). Not fp32: linear_prepare makes a plan of that
+     * precision (a device that cannot refuses, and says so in supports_op(MODATTN_OP_LINEAR_BF16)),
+     * and linear runs only with such a plan: no op falls back to another precision silently. */
+    modattn_precision precision;
 } modattn_op_linear_args;
 
 /* out[b] = the pooling modes' vectors of x's rows 0..lens[b]) concatenated, in

@@ -72,13 +72,15 @@ typedef struct modattn_model_info {
     uint64_t weights_bytes;  /* size of model.safetensors */
     /* The model's identity, what a store checks: 16 hex digits of XXH3 over the weights' hash,
      * every setting that changes the vectors (architecture sizes, activation, layer-norm epsilon,
-     * max_seq_length, pooling, normalisation, lower-casing) and tokenizer.json's bytes. Never the
+     * max_seq_length, pooling, normalisation, lower-casing, a precision other than fp32) and
+     * tokenizer.json's bytes. Never the
      * folder's name or path: the same model through a link or a renamed copy is the same model. */
     char identity[17];
     modattn_device device;   /* where the weights and the whole forward pass live (the GEMMs,
                               * norms, pooling and attention all run there) */
     unsigned host_fallback_ops; /* bit (1u << modattn_op) for each op that runs on the host
                                  * instead (only with modattn_model_options.host_fallback) */
+    modattn_precision precision; /* the dense layers' arithmetic (modattn_model_options) */
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -113,6 +115,15 @@ typedef struct modattn_model_options {
      * all-MiniLM-L6-v2 and a faster load). The vectors then agree with a prepared model's to
      * rounding (about 1e-7), not bit for bit. */
     bool few_inputs;
+    /* The dense layers' arithmetic (modattn/core.h): MODATTN_PRECISION_FP32 (0, the default) or
+     * MODATTN_PRECISION_BF16: weights packed in bfloat16 (half the memory), GEMM inputs rounded to
+     * bfloat16, sums in fp32; attention, softmax, LayerNorm, GELU and pooling stay fp32. The
+     * vectors then differ from fp32's (cosine about 0.9999 on all-MiniLM-L6-v2), so the model's
+     * identity differs too and a store of one precision refuses the other. A device that cannot
+     * run it refuses the load (MODATTN_EUNSUPPORTED, naming what is missing: on the CPU,
+     * AVX512_BF16); the host fallback never applies to it. few_inputs does not change a bf16
+     * model (its weights are always prepared). */
+    modattn_precision precision;
 } modattn_model_options;
 
 /* Why op runs on the host for this model (the device's reason), or NULL if it runs on the

@@ -91,6 +91,9 @@ typedef struct modattn_store_model {
      * label. NULL: only weights_hash and dim are compared. A store made before identities were
      * recorded is compared by weights and dim, and gains the identity when next bound. */
     const char *identity;
+    /* modattn_precision_name(info.precision): recorded with a new store's model, and named when
+     * a model of another precision is refused (the identity already differs). NULL: "fp32". */
+    const char *precision;
 } modattn_store_model;
 
 /* Records the model in a store that has none; accepts the same model again; refuses another one

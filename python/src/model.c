@@ -66,8 +66,6 @@ static void model_dealloc(pm_model *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static const char *const PRECISIONS = "fp32";
-
 static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"path", "device", "threads", "precision", "backend", NULL};
     PyObject *path_obj = NULL, *threads_obj = Py_None;
@@ -79,9 +77,9 @@ static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Model.__init__ called twice: make a new Model instead");
         return -1;
     }
-    if (strcmp(precision, "fp32") != 0 && strcmp(precision, "float32") != 0) {
-        pm_invalid("precision '%s' is not available: modattn runs models in %s only "
-                     "(precisions: %s)", precision, PRECISIONS, PRECISIONS);
+    modattn_precision prec = MODATTN_PRECISION_FP32;
+    if (modattn_precision_parse(precision, &prec) != 0) {
+        pm_invalid("precision '%s' is not available: %s", precision, modattn_last_error());
         return -1;
     }
     int threads = 0;
@@ -143,6 +141,7 @@ static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
             memset(&mo, 0, sizeof mo);
             mo.device = dev;
             mo.pool = pool;
+            mo.precision = prec;
             if ((st = modattn_model_load_ex(ctx, dir, &mo, &model))) {
                 pm_capture(&e, st);
                 stage = "loading the model";
@@ -494,6 +493,7 @@ MODEL_GET(device_name)
     modattn_device_format(self->info->device, buf, sizeof buf);
     return PyUnicode_FromString(buf);
 }
+MODEL_GET(precision) return PyUnicode_FromString(modattn_precision_name(self->info->precision)); }
 MODEL_GET(threads) return PyLong_FromLong(modattn_pool_threads(self->pool)); }
 MODEL_GET(backend) Py_INCREF(self->backend); return self->backend; }
 MODEL_GET(path) Py_INCREF(self->path); return self->path; }
@@ -524,6 +524,7 @@ static PyGetSetDef model_getset[] = {
     {"weights_hash", (getter)get_weights_hash, NULL, "XXH3-64 of model.safetensors, 16 hex digits.", NULL},
     {"pooling", (getter)get_pooling, NULL, "Pooling modes ('mean', 'cls', 'mean+max', ...).", NULL},
     {"device_name", (getter)get_device_name, NULL, "Where the model runs ('cpu', 'opencl:0').", NULL},
+    {"precision", (getter)get_precision, NULL, "The dense layers' arithmetic: 'fp32' or 'bf16'.", NULL},
     {"threads", (getter)get_threads, NULL, "Threads of each encode call.", NULL},
     {"backend", (getter)get_backend, NULL, "The attention policy as given.", NULL},
     {"path", (getter)get_path, NULL, "The model folder as given.", NULL},
@@ -558,7 +559,9 @@ PyTypeObject pm_ModelType = {
     .tp_doc = "Model(path, device='auto', threads=None, precision='fp32', backend='auto')\n--\n\n"
               "A BERT-family sentence-transformers model directory, loaded by modattn.\n"
               "device: 'auto' or 'cpu' (the CPU), or a modattn device name ('opencl', 'opencl:0').\n"
-              "threads: threads per encode call (None: one per CPU). precision: 'fp32' only.\n"
+              "threads: threads per encode call (None: one per CPU).\n"
+              "precision: 'fp32' (exact) or 'bf16' (bfloat16 GEMMs summed in fp32, where the CPU has\n"
+              "AVX512_BF16; refused with the reason where not).\n"
               "backend: the attention policy ('auto', an implementation's name, or 'a,b').",
     .tp_methods = model_methods,
     .tp_getset = model_getset,

@@ -88,9 +88,17 @@ int main(void) {
     CHECK(cpu->ops && cpu->ops->embed && cpu->ops->linear && cpu->ops->pool && cpu->ops->linear_prepare);
     CHECK(modattn_device_row_block(cpu) == 64);
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
-        char why[128];
-        CHECK_MSG(modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why), "op %s: %s",
-                  modattn_op_name((modattn_op)op), why);
+        char why[256];
+        const bool ok = modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why);
+        if (op == MODATTN_OP_LINEAR_BF16) { /* only where the CPU has bf16 dot products, else why */
+            const modattn_cpu_features *f = modattn_cpu_get();
+            CHECK_MSG(ok == (f->avx512_bf16 && f->avx512bw && f->avx512vl) || (!ok && strstr(why, "oneDNN")),
+                      "linear_bf16: %s", ok ? "supported" : why);
+            CHECK_MSG(ok || strstr(why, "AVX512_BF16") || strstr(why, "oneDNN") || strstr(why, "x86"), "reason: %s", why);
+            if (!ok) printf("linear_bf16 not available here: %s\n", why);
+            continue;
+        }
+        CHECK_MSG(ok, "op %s: %s", modattn_op_name((modattn_op)op), why);
     }
 
     /* host data as a buffer: borrowed on the host (no copy, nothing counted, not freed with it) */
