@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < T * K; i++) A[i] = (float)rand() / (float)RAND_MAX - 0.5f;
         for (int64_t i = 0; i < N * K; i++) W[i] = ((float)rand() / (float)RAND_MAX - 0.5f) * 0.1f;
         modattn__gemm_plan *p = NULL;
-        int st = modattn__gemm_plan_create(W, N, K, K, N, false, false, &p);
+        int st = modattn__gemm_plan_create(W, N, K, K, N, false, MODATTN_PRECISION_FP32, NULL, NULL, &p);
         if (st) {
             fprintf(stderr, "plan: %s\n", modattn_last_error());
             return 1;

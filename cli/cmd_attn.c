@@ -214,12 +214,16 @@ static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int6
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char reason[256] = "";
         const char *why = modattn_model_fallback_reason(m, op);
-        if (op == MODATTN_OP_LINEAR_BF16 && in->precision != MODATTN_PRECISION_BF16) {
-            /* not this model's, but say whether --precision bf16 would run here, or why not */
+        const modattn_precision opp = op == MODATTN_OP_LINEAR_BF16   ? MODATTN_PRECISION_BF16
+                                      : op == MODATTN_OP_LINEAR_INT8 ? MODATTN_PRECISION_INT8
+                                                                     : MODATTN_PRECISION_FP32;
+        if (opp != MODATTN_PRECISION_FP32 && in->precision != opp) {
+            /* not this model's, but say whether --precision P would run here, or why not */
+            const char *pn = modattn_precision_name(opp);
             if (dev && modattn_device_supports_op(dev, (modattn_op)op, reason, sizeof reason))
-                printf("  %-16s -         (runs on %s with --precision bf16)\n", modattn_op_name((modattn_op)op), dn);
-            else printf("  %-16s -         (--precision bf16 is refused on %s: %s)\n", modattn_op_name((modattn_op)op), dn,
-                        reason);
+                printf("  %-16s -         (runs on %s with --precision %s)\n", modattn_op_name((modattn_op)op), dn, pn);
+            else printf("  %-16s -         (--precision %s is refused on %s: %s)\n", modattn_op_name((modattn_op)op), pn,
+                        dn, reason);
             continue;
         }
         if (why) printf("  %-16s host      (--host-fallback: %s does not run it: %s)\n", modattn_op_name((modattn_op)op), dn, why);
@@ -250,8 +254,8 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
                    "are timed (or their cached times reused) and the times are shown.\n"
                    "With --model DIR it first loads the model on the --device and says where each of the\n"
                    "encoder's ops runs (the device, or the host under --host-fallback, with the device's\n"
-                   "reason), and in which precision (--precision; the linear_bf16 line says whether bf16\n"
-                   "runs on the device, or why not); the shape defaults to the model's attention at its\n"
+                   "reason), and in which precision (--precision; the linear_bf16 and linear_int8 lines say\n"
+                   "whether those run on the device, or why not); the shape defaults to the model's attention at its\n"
                    "longest input.\n");
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;

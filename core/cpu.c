@@ -59,6 +59,11 @@ static void detect(void) {
                 f.avx512bw = f.avx512f && ((b >> 30) & 1);
                 f.avx512vl = f.avx512f && ((b >> 31) & 1);
                 f.avx512_fp16 = f.avx512f && ((d >> 23) & 1);
+                f.avx512_vnni = f.avx512f && ((c >> 11) & 1);
+                /* AMX: the tiles' state saved by the OS too (XCR0 bits 17, 18) */
+                const bool tiles = (xcr0 & 0x60000) == 0x60000 && ((d >> 24) & 1);
+                f.amx_bf16 = tiles && ((d >> 22) & 1);
+                f.amx_int8 = tiles && ((d >> 25) & 1);
                 __cpuid_count(7, 1, a, b, c, d);
                 f.avx512_bf16 = f.avx512f && ((a >> 5) & 1);
             }
@@ -84,13 +89,16 @@ static void detect(void) {
     f.logical_cpus = n > 0 ? (int)n : 1;
     const char *off = getenv("MODATTN_CPU_DISABLE");
     if (disabled(off, "avx512f") || disabled(off, "avx512")) {
-        f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_bf16 = f.avx512_fp16 = false;
+        f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = false;
+        f.amx_bf16 = f.amx_int8 = false;
     }
-    if (disabled(off, "avx512_bf16")) f.avx512_bf16 = false;
+    if (disabled(off, "avx512_bf16")) f.avx512_bf16 = f.amx_bf16 = false;
+    if (disabled(off, "avx512_vnni")) f.avx512_vnni = f.amx_int8 = false;
+    if (disabled(off, "amx")) f.amx_bf16 = f.amx_int8 = false;
     if (disabled(off, "avx2")) f.avx2 = false;
     if (disabled(off, "fma")) f.fma = false;
     if (disabled(off, "avx")) f.avx = f.avx2 = f.fma = f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq =
-        f.avx512_bf16 = f.avx512_fp16 = false;
+        f.avx512_bf16 = f.avx512_fp16 = f.avx512_vnni = f.amx_bf16 = f.amx_int8 = false;
     if (disabled(off, "neon")) f.neon = false;
     g_cpu = f;
 }
@@ -112,6 +120,7 @@ void modattn_cpu_describe(char *buf, size_t len) {
     ADD(sse2, "sse2") ADD(avx, "avx") ADD(avx2, "avx2") ADD(fma, "fma") ADD(f16c, "f16c")
     ADD(avx512f, "avx512f") ADD(avx512bw, "avx512bw") ADD(avx512vl, "avx512vl")
     ADD(avx512dq, "avx512dq") ADD(avx512_bf16, "avx512_bf16") ADD(avx512_fp16, "avx512_fp16")
+    ADD(avx512_vnni, "avx512_vnni") ADD(amx_bf16, "amx_bf16") ADD(amx_int8, "amx_int8")
     ADD(neon, "neon")
 #undef ADD
     if (used >= len && len) buf[len - 1] = '\0';
@@ -123,6 +132,7 @@ const char *modattn_precision_name(modattn_precision p) {
     switch (p) {
     case MODATTN_PRECISION_FP32: return "fp32";
     case MODATTN_PRECISION_BF16: return "bf16";
+    case MODATTN_PRECISION_INT8: return "int8";
     }
     return "?";
 }
@@ -130,7 +140,7 @@ const char *modattn_precision_name(modattn_precision p) {
 int modattn_precision_parse(const char *text, modattn_precision *out) {
     static const struct { const char *name; modattn_precision p; } k[] = {
         {"fp32", MODATTN_PRECISION_FP32}, {"float32", MODATTN_PRECISION_FP32},
-        {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}};
+        {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}, {"int8", MODATTN_PRECISION_INT8}};
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_precision_parse: out is NULL");
     if (!text || !*text) {
         *out = MODATTN_PRECISION_FP32;
@@ -145,5 +155,5 @@ int modattn_precision_parse(const char *text, modattn_precision *out) {
     snprintf(shown, sizeof shown, "%.32s%s", text, strlen(text) > 32 ? "..." : "");
     for (char *c = shown; *c; c++)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32 or bf16)", shown);
+    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32, bf16 or int8)", shown);
 }

@@ -200,7 +200,7 @@ int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason
     }
     const bool direct = a->plan && a->plan->impl == &g_direct_plan;
     const modattn__gemm_plan *plan = a->plan && !direct ? a->plan->impl : NULL;
-    if (a->precision != MODATTN_PRECISION_FP32 && (!plan || !modattn__gemm_plan_is_bf16(plan))) {
+    if (a->precision != MODATTN_PRECISION_FP32 && (!plan || modattn__gemm_plan_precision(plan) != a->precision)) {
         /* a product in another precision is only ever run by a plan made for it */
         snprintf(reason, len, "a %s linear needs a weight prepared in %s (linear_prepare)",
                  modattn_precision_name(a->precision), modattn_precision_name(a->precision));
@@ -219,18 +219,16 @@ int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason
 int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
                                 size_t len) {
     (void)ctx;
-    const bool bf16 = a->precision == MODATTN_PRECISION_BF16;
-    if (a->precision != MODATTN_PRECISION_FP32 && !bf16) {
-        snprintf(reason, len, "precision %s is not implemented on the CPU device", modattn_precision_name(a->precision));
-        return MODATTN_EUNSUPPORTED;
-    }
-    if (a->few_rows && !bf16) { /* no packing, no set-up: the direct kernel reads the weight in place */
+    const bool lowp = a->precision != MODATTN_PRECISION_FP32;
+    if (a->few_rows && !lowp) { /* no packing, no set-up: the direct kernel reads the weight in place */
         *plan = (void *)&g_direct_plan;
         *owns_weight = false;
         return 0;
     }
     modattn__gemm_plan *p = NULL;
-    int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, bf16, &p);
+    int st = modattn__gemm_plan_create(HOST(a->w, const float *), a->N, a->K, a->lda, a->ldy, a->accumulate, a->precision,
+                                       a->in_gamma && a->in_beta ? HOST(a->in_gamma, const float *) : NULL,
+                                       a->in_gamma && a->in_beta ? HOST(a->in_beta, const float *) : NULL, &p);
     if (st) {
         snprintf(reason, len, "%s", modattn_last_error());
         return st;

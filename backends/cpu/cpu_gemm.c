@@ -21,6 +21,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,13 +65,35 @@ struct modattn__gemm_plan {
     dnnl_memory_desc_t src_md, dst_md, w_md, scratch_md;
     void *packed; /* weights in w_md's layout, MODATTN_MEM_WEIGHTS */
     size_t packed_bytes, scratch_bytes;
-    /* bf16: A's block is rounded into the caller's scratch at a_off (MODATTN__GEMM_BLOCK x K,
-     * dense) before each run; oneDNN's own scratch is the first onednn_scratch bytes */
-    bool bf16;
-    int64_t K, lda;
-    size_t onednn_scratch, a_off;
+    /* bf16 and int8: A's block is converted into the caller's scratch at a_off
+     * (MODATTN__GEMM_BLOCK x K, dense) before each run; oneDNN's own scratch is the first
+     * onednn_scratch bytes. int8 also has the int32 products at acc_off ([BLOCK, N] dense) and
+     * the rows' scales at rs_off, and the weights' per-channel scales (wscale [N]). */
+    modattn_precision prec;
+    int64_t N, K, lda, ldc;
+    bool accumulate;
+    size_t onednn_scratch, a_off, acc_off, rs_off;
+    float *wscale;
+    /* int8 with a folded LayerNorm (in_gamma/in_beta): the quantiser's shift and 1/gamma [K],
+     * and W beta [N] added back after */
+    float *shift, *inv_g, *corr;
     char impl[64];
 };
+
+bool modattn__gemm_int8_available(char *reason, size_t len) {
+#if defined(__x86_64__)
+    const modattn_cpu_features *f = modattn_cpu_get();
+    if (f->avx512_vnni && f->avx512bw && f->avx512vl) return true;
+    const char *off = getenv("MODATTN_CPU_DISABLE");
+    if (len)
+        snprintf(reason, len, "int8 GEMMs need AVX512_VNNI (int8 dot products), which this CPU (%s) lacks%s%s",
+                 f->model_name, off && *off ? " or has masked off: MODATTN_CPU_DISABLE=" : "", off && *off ? off : "");
+    return false;
+#else
+    if (len) snprintf(reason, len, "int8 GEMMs are written for x86 CPUs with AVX512_VNNI only");
+    return false;
+#endif
+}
 
 #if defined(__x86_64__)
 bool modattn__gemm_bf16_available(char *reason, size_t len) {
@@ -103,12 +126,83 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_b
         }
     }
 }
+
+/* A's rows to int8, one scale a row (dynamic, symmetric): t = (a - shift) * inv (the folded
+ * LayerNorm's normalised values; shift NULL: t = a), q = round(t * 127 / max|t|) (nearest even),
+ * scale max|t| / 127. A row of zeros (the padding past a batch) gets scale -1: its product is 0.
+ * Each row's codes depend on that row alone, and the int32 sums of the products are exact: a
+ * text's vector is the same alone or batched. */
+#define TAIL(K, k) ((K) - (k) >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ((K) - (k))) - 1))
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_int8(const float *A, int64_t lda, int64_t K,
+                                                                          const float *shift, const float *inv_g,
+                                                                          int8_t *out, float *scale) {
+    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+        const float *a = A + r * lda;
+        int8_t *o = out + r * K;
+        __m512 mx = _mm512_setzero_ps(), raw = _mm512_setzero_ps();
+        for (int64_t k = 0; k < K; k += 16) {
+            const __mmask16 m = TAIL(K, k);
+            __m512 t = _mm512_maskz_loadu_ps(m, a + k);
+            raw = _mm512_max_ps(raw, _mm512_abs_ps(t));
+            if (shift) t = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_maskz_loadu_ps(m, shift + k)), _mm512_maskz_loadu_ps(m, inv_g + k));
+            mx = _mm512_max_ps(mx, _mm512_abs_ps(t));
+        }
+        const float amax = _mm512_reduce_max_ps(mx);
+        if (_mm512_reduce_max_ps(raw) == 0.0f || !(amax > 0)) {
+            scale[r] = -1.0f;
+            memset(o, 0, (size_t)K);
+            continue;
+        }
+        scale[r] = amax / 127.0f;
+        const __m512 vinv = _mm512_set1_ps(127.0f / amax);
+        for (int64_t k = 0; k < K; k += 16) {
+            const __mmask16 m = TAIL(K, k);
+            __m512 t = _mm512_maskz_loadu_ps(m, a + k);
+            if (shift) t = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_maskz_loadu_ps(m, shift + k)), _mm512_maskz_loadu_ps(m, inv_g + k));
+            const __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(t, vinv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            _mm_mask_storeu_epi8(o + k, m, _mm512_cvtsepi32_epi8(q));
+        }
+    }
+}
+
+/* C[r, n] (=, or += with accumulate) acc[r, n] * (row scale r * weight scale n) + corr[n] (the
+ * folded LayerNorm's shift through the weight; NULL: none); 0 for a row of zeros (scale -1). */
+__attribute__((target("avx512f"))) static void from_int32(const int32_t *acc, int64_t N, const float *rs,
+                                                           const float *ws, const float *corr, bool accumulate,
+                                                           float *C, int64_t ldc) {
+    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+        const int32_t *a = acc + r * N;
+        float *c = C + r * ldc;
+        if (rs[r] < 0) {
+            if (!accumulate) memset(c, 0, (size_t)N * sizeof *c);
+            continue;
+        }
+        const __m512 sr = _mm512_set1_ps(rs[r]);
+        for (int64_t n = 0; n < N; n += 16) {
+            const __mmask16 m = TAIL(N, n);
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(m, a + n)),
+                                     _mm512_mul_ps(sr, _mm512_maskz_loadu_ps(m, ws + n)));
+            if (corr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, corr + n));
+            if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, c + n));
+            _mm512_mask_storeu_ps(c + n, m, v);
+        }
+    }
+}
+#undef TAIL
 #else
 bool modattn__gemm_bf16_available(char *reason, size_t len) {
     if (len) snprintf(reason, len, "bf16 GEMMs are written for x86 CPUs with AVX512_BF16 only");
     return false;
 }
 static void to_bf16(const float *A, int64_t lda, int64_t K, uint16_t *out) { (void)A, (void)lda, (void)K, (void)out; }
+static void to_int8(const float *A, int64_t lda, int64_t K, const float *shift, const float *inv_g, int8_t *out,
+                    float *scale) {
+    (void)A, (void)lda, (void)K, (void)shift, (void)inv_g, (void)out, (void)scale;
+}
+static void from_int32(const int32_t *acc, int64_t N, const float *rs, const float *ws, const float *corr,
+                       bool accumulate, float *C, int64_t ldc) {
+    (void)acc, (void)N, (void)rs, (void)ws, (void)corr, (void)accumulate, (void)C, (void)ldc;
+}
 #endif
 
 static int dnnl_fail(dnnl_status_t s, const char *what) {
@@ -121,23 +215,30 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     if (p->prim) dnnl_primitive_destroy(p->prim);
     if (p->eng) dnnl_engine_destroy(p->eng);
     modattn_free(p->packed);
+    modattn_free(p->wscale);
+    modattn_free(p->shift), modattn_free(p->inv_g), modattn_free(p->corr);
     modattn_free(p);
 }
 
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, bool bf16, modattn__gemm_plan **out) {
+                              bool accumulate, modattn_precision prec, const float *in_gamma,
+                              const float *in_beta, modattn__gemm_plan **out) {
     *out = NULL;
-    if (bf16) {
-        char why[256];
-        if (!modattn__gemm_bf16_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
-    } else {
+    const bool bf16 = prec == MODATTN_PRECISION_BF16, int8 = prec == MODATTN_PRECISION_INT8;
+    char why[256];
+    if (bf16 && !modattn__gemm_bf16_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (int8 && !modattn__gemm_int8_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (!bf16 && !int8) {
+        if (prec != MODATTN_PRECISION_FP32)
+            return modattn_error(MODATTN_EINVAL, "GEMM plan: unknown precision %d", (int)prec);
         /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison;
-         * never for bf16, which has no other path) */
+         * never for bf16 or int8, which have no other path) */
         const char *env = getenv("MODATTN_GEMM_PLANS");
         if (env && strcmp(env, "0") == 0) return 0;
     }
     modattn__gemm_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
     if (!p) return modattn_mem_last_status();
+    int8_t *wq = NULL; /* int8: the quantised weights, before oneDNN's reorder */
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL, rpd = NULL;
@@ -147,10 +248,10 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     const char *what = "engine";
     int st = 0;
     dnnl_status_t s;
-    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {bf16 ? K : lda, 1};
-    const dnnl_data_type_t dt = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {bf16 || int8 ? K : lda, 1};
+    const dnnl_data_type_t dt = bf16 ? dnnl_bf16 : int8 ? dnnl_s8 : dnnl_f32;
     dnnl_dims_t wdims = {K, N}, wstr = {1, K}; /* W[N, K] row-major is the [K, N] weights "ba" */
-    dnnl_dims_t ddims = {MODATTN__GEMM_BLOCK, N}, dstr = {ldc, 1};
+    dnnl_dims_t ddims = {MODATTN__GEMM_BLOCK, N}, dstr = {int8 ? N : ldc, 1};
     dnnl_memory_desc_t w_user, w_any;
     /* 1 OpenMP thread from here on: oneDNN sizes a primitive's parallel work when it is created,
      * and a matmul created while the caller's setting said 2 runs a team of 2 inside each of our
@@ -159,15 +260,15 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     if ((s = dnnl_engine_create(&p->eng, dnnl_cpu, 0)) != dnnl_success) goto dnnl_err;
     what = "memory descriptors";
     if ((s = dnnl_memory_desc_init_by_strides(&p->src_md, 2, sdims, dt, sstr)) ||
-        (s = dnnl_memory_desc_init_by_strides(&p->dst_md, 2, ddims, dnnl_f32, dstr)) ||
-        (s = dnnl_memory_desc_init_by_strides(&w_user, 2, wdims, dnnl_f32, wstr)) ||
+        (s = dnnl_memory_desc_init_by_strides(&p->dst_md, 2, ddims, int8 ? dnnl_s32 : dnnl_f32, dstr)) ||
+        (s = dnnl_memory_desc_init_by_strides(&w_user, 2, wdims, int8 ? dnnl_s8 : dnnl_f32, wstr)) ||
         (s = dnnl_memory_desc_init_by_tag(&w_any, 2, wdims, dt, dnnl_format_tag_any)))
         goto dnnl_err;
     what = "matmul attributes";
     if ((s = dnnl_primitive_attr_create(&attr)) ||
         (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)))
         goto dnnl_err;
-    if (accumulate) {
+    if (accumulate && !int8) { /* int8 adds while it scales the int32 sums (from_int32) */
         if ((s = dnnl_post_ops_create(&po)) || (s = dnnl_post_ops_append_sum(po, 1.0f)) ||
             (s = dnnl_primitive_attr_set_post_ops(attr, po)))
             goto dnnl_err;
@@ -186,16 +287,72 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
             snprintf(p->impl, sizeof p->impl, "%s", impl);
     }
-    p->bf16 = bf16, p->K = K, p->lda = lda;
-    if (bf16) {
+    p->prec = prec, p->N = N, p->K = K, p->lda = lda, p->ldc = ldc, p->accumulate = accumulate;
+    if (bf16 || int8) {
         /* a reference loop would be slower than fp32: never taken for a faster mode silently */
         if (strncmp(p->impl, "ref", 3) == 0) {
-            st = modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no optimised bf16 matmul for this CPU (it "
-                               "offered '%s')", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, p->impl);
+            st = modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no optimised %s matmul for this CPU (it "
+                               "offered '%s')", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, modattn_precision_name(prec),
+                               p->impl);
             goto done;
         }
-        p->a_off = (p->onednn_scratch + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
-        p->scratch_bytes = p->a_off + (size_t)MODATTN__GEMM_BLOCK * (size_t)K * sizeof(uint16_t);
+#define UP(x) (((x) + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN)
+        const size_t rows = MODATTN__GEMM_BLOCK;
+        p->a_off = UP(p->onednn_scratch);
+        p->scratch_bytes = p->a_off + rows * (size_t)K * (bf16 ? sizeof(uint16_t) : sizeof(int8_t));
+        if (int8) {
+            p->acc_off = UP(p->scratch_bytes);
+            p->rs_off = UP(p->acc_off + rows * (size_t)N * sizeof(int32_t));
+            p->scratch_bytes = p->rs_off + rows * sizeof(float);
+        }
+#undef UP
+    }
+    if (int8) {
+        /* one scale per output channel (a row of W): q = round(w * 127 / max|w|), nearest even */
+        p->wscale = modattn_malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
+        wq = modattn_malloc((size_t)N * (size_t)K, MODATTN_MEM_WORKSPACE);
+        if (!p->wscale || !wq) {
+            st = modattn_mem_last_status();
+            goto done;
+        }
+        /* The LayerNorm that made A, folded in (a = n * gamma + beta): W a = (W diag(gamma)) n + W beta.
+         * BERT's hidden states carry a few channels far larger than the rest, put there by
+         * gamma and beta; one scale per row of n loses far less than one per row of a. Channels
+         * with |gamma| < 1e-3 stay as they are. */
+        const bool fold = in_gamma && in_beta;
+        if (fold) {
+            p->shift = modattn_malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
+            p->inv_g = modattn_malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
+            p->corr = modattn_malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
+            if (!p->shift || !p->inv_g || !p->corr) {
+                st = modattn_mem_last_status();
+                goto done;
+            }
+            for (int64_t k = 0; k < K; k++) {
+                const bool f = fabsf(in_gamma[k]) >= 1e-3f;
+                p->shift[k] = f ? in_beta[k] : 0.0f;
+                p->inv_g[k] = f ? 1.0f / in_gamma[k] : 1.0f;
+            }
+        }
+        for (int64_t n = 0; n < N; n++) {
+            const float *w = W + n * K;
+            float amax = 0;
+            double corr = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const float wk = fold && p->inv_g[k] != 1.0f ? w[k] * in_gamma[k] : w[k];
+                amax = fabsf(wk) > amax ? fabsf(wk) : amax;
+                if (fold) corr += (double)w[k] * (double)p->shift[k];
+            }
+            if (fold) p->corr[n] = (float)corr;
+            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+            p->wscale[n] = amax > 0 ? amax / 127.0f : 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                const float wk = fold && p->inv_g[k] != 1.0f ? w[k] * in_gamma[k] : w[k];
+                const float q = nearbyintf(wk * inv);
+                wq[n * K + k] = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+            }
+        }
+        W = (const float *)(const void *)wq;
     }
     if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
     p->packed = modattn_malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
@@ -230,6 +387,7 @@ done:
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
+    modattn_free(wq);
     omp_single_end(omp_prev);
     if (st) {
         modattn__gemm_plan_free(p);
@@ -241,18 +399,28 @@ done:
 
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->scratch_bytes : 0; }
 const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { return p ? p->impl : ""; }
-bool modattn__gemm_plan_is_bf16(const modattn__gemm_plan *p) { return p && p->bf16; }
-size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { return p ? p->packed_bytes : 0; }
+modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { return p ? p->prec : MODATTN_PRECISION_FP32; }
+size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) {
+    return p ? p->packed_bytes + (p->wscale ? (size_t)p->N * sizeof(float) : 0) +
+                   (p->corr ? (size_t)(p->N + 2 * p->K) * sizeof(float) : 0)
+             : 0;
+}
 
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
     const int omp_prev = omp_single_begin();
     dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_status_t s;
-    if (p->bf16) { /* A's block, rounded, is the product's input */
+    float *C_out = C;
+    if (p->prec == MODATTN_PRECISION_BF16) { /* A's block, rounded, is the product's input */
         uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
         to_bf16(A, p->lda, p->K, a16);
         A = (const float *)(const void *)a16;
+    } else if (p->prec == MODATTN_PRECISION_INT8) { /* A's codes in, int32 sums out, scaled after */
+        int8_t *a8 = (int8_t *)((char *)scratch + p->a_off);
+        to_int8(A, p->lda, p->K, p->shift, p->inv_g, a8, (float *)((char *)scratch + p->rs_off));
+        A = (const float *)(const void *)a8;
+        C = (float *)(void *)((char *)scratch + p->acc_off);
     }
     if ((s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)) ||
         (s = dnnl_memory_create(&src, &p->src_md, p->eng, (void *)A)) ||
@@ -267,6 +435,9 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
     if ((s = dnnl_primitive_execute(p->prim, stream, 4, args)) == dnnl_success)
         s = dnnl_stream_wait(stream);
     modattn__signals_release(&sig);
+    if (s == dnnl_success && p->prec == MODATTN_PRECISION_INT8)
+        from_int32((const int32_t *)(const void *)C, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale,
+                   p->corr, p->accumulate, C_out, p->ldc);
 out:
     if (scr) dnnl_memory_destroy(scr);
     if (dst) dnnl_memory_destroy(dst);
@@ -298,10 +469,11 @@ const char *modattn__gemm_name(void) { return "openblas"; }
 
 /* OpenBLAS has no pre-packed path through CBLAS: no plans, the encoder calls sgemm_nt. */
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, bool bf16, modattn__gemm_plan **out) {
-    (void)W, (void)N, (void)K, (void)lda, (void)ldc, (void)accumulate;
+                              bool accumulate, modattn_precision prec, const float *in_gamma,
+                              const float *in_beta, modattn__gemm_plan **out) {
+    (void)W, (void)N, (void)K, (void)lda, (void)ldc, (void)accumulate, (void)in_gamma, (void)in_beta;
     *out = NULL;
-    if (bf16) {
+    if (prec != MODATTN_PRECISION_FP32) {
         char why[256];
         modattn__gemm_bf16_available(why, sizeof why);
         return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
@@ -309,11 +481,12 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     return 0;
 }
 bool modattn__gemm_bf16_available(char *reason, size_t len) {
-    if (len) snprintf(reason, len, "bf16 GEMMs need the oneDNN build (MODATTN_GEMM=onednn); this one uses OpenBLAS");
+    if (len) snprintf(reason, len, "bf16 and int8 GEMMs need the oneDNN build (MODATTN_GEMM=onednn); this one uses OpenBLAS");
     return false;
 }
+bool modattn__gemm_int8_available(char *reason, size_t len) { return modattn__gemm_bf16_available(reason, len); }
 const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { (void)p; return ""; }
-bool modattn__gemm_plan_is_bf16(const modattn__gemm_plan *p) { (void)p; return false; }
+modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { (void)p; return MODATTN_PRECISION_FP32; }
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return 0; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {

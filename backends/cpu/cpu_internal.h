@@ -34,17 +34,24 @@ void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float
  * its own scratch of modattn__gemm_plan_scratch() bytes (MODATTN_ALIGN-aligned). */
 #define MODATTN__GEMM_BLOCK 64
 typedef struct modattn__gemm_plan modattn__gemm_plan;
-/* bf16: the weights are packed in bfloat16 (round to nearest even) and each run rounds A's block
- * the same way into the scratch before the product, which sums in fp32 (oneDNN's AMX or
- * AVX512_BF16 kernels). MODATTN_EUNSUPPORTED with the reason where that cannot run here
- * (modattn__gemm_bf16_available). */
+/* prec BF16: the weights are packed in bfloat16 (round to nearest even) and each run rounds A's
+ * block the same way into the scratch before the product, which sums in fp32 (oneDNN's AMX or
+ * AVX512_BF16 kernels). INT8: the weights are int8 with one scale per output channel, each run
+ * quantises A's rows with one scale a row (dynamic, symmetric), the products sum exactly in int32
+ * (AMX or AVX512_VNNI) and are scaled back to fp32 (added to C with accumulate). Either:
+ * MODATTN_EUNSUPPORTED with the reason where it cannot run here (modattn__gemm_*_available). */
+/* in_gamma, in_beta (int8 only, may be NULL): the LayerNorm that made A, folded into the weight
+ * (see modattn_op_linear_args). */
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
-                              bool accumulate, bool bf16, modattn__gemm_plan **out);
-/* Whether bf16 plans run here: a oneDNN build and a CPU with AVX512_BF16; else false and why. */
+                              bool accumulate, modattn_precision prec, const float *in_gamma,
+                              const float *in_beta, modattn__gemm_plan **out);
+/* Whether bf16 (int8) plans run here: a oneDNN build and a CPU with AVX512_BF16 (AVX512_VNNI);
+ * else false and why. */
 bool modattn__gemm_bf16_available(char *reason, size_t len);
+bool modattn__gemm_int8_available(char *reason, size_t len);
 /* oneDNN's name for the kernel a plan runs ("brg:avx512_core_amx_bf16"), or "". */
 const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p);
-bool modattn__gemm_plan_is_bf16(const modattn__gemm_plan *p);
+modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p);
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
 /* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch);

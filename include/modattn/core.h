@@ -168,11 +168,15 @@ typedef enum modattn_precision {
     MODATTN_PRECISION_FP32 = 0, /* exact fp32: the default */
     MODATTN_PRECISION_BF16,     /* weights and GEMM inputs rounded to bfloat16 (nearest even),
                                  * products summed in fp32 (AVX512_BF16 / AMX on the CPU) */
+    MODATTN_PRECISION_INT8,     /* int8 weights with a scale per output channel, GEMM inputs
+                                 * quantised with a scale per row (dynamic, symmetric), products
+                                 * summed exactly in int32 and scaled back to fp32 (AVX512_VNNI /
+                                 * AMX on the CPU) */
 } modattn_precision;
-#define MODATTN_PRECISION_COUNT 2
-/* "fp32", "bf16" ("?" out of range). */
+#define MODATTN_PRECISION_COUNT 3
+/* "fp32", "bf16", "int8" ("?" out of range). */
 const char *modattn_precision_name(modattn_precision p);
-/* "fp32" (or "float32"), "bf16" (or "bfloat16"), case-insensitive; NULL or "" is fp32.
+/* "fp32" (or "float32"), "bf16" (or "bfloat16"), "int8", case-insensitive; NULL or "" is fp32.
  * MODATTN_EINVAL naming the choices otherwise. */
 int modattn_precision_parse(const char *text, modattn_precision *out);
 
@@ -181,14 +185,16 @@ int modattn_precision_parse(const char *text, modattn_precision *out);
 typedef struct modattn_cpu_features {
     bool sse2, avx, avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16, avx512_fp16;
+    bool avx512_vnni;        /* int8 dot products (VPDPBUSD) */
+    bool amx_bf16, amx_int8; /* AMX tiles for bf16 / int8 products (the OS saves the tiles) */
     bool neon;
     int logical_cpus;
     char model_name[64]; /* "Intel(R) Xeon(R) ..." from CPUID, or "unknown" */
 } modattn_cpu_features;
 
 /* Detected once; the OS must also save the registers (XGETBV) for AVX/AVX-512 to count.
- * MODATTN_CPU_DISABLE (comma list, e.g. "avx512f,avx2") masks features off, so tests can force
- * the narrower code paths on a wide machine. */
+ * MODATTN_CPU_DISABLE (comma list, e.g. "avx512f,avx2"; also "avx512_bf16", "avx512_vnni", "amx")
+ * masks features off, so tests can force the narrower code paths on a wide machine. */
 const modattn_cpu_features *modattn_cpu_get(void);
 /* "avx512f avx2 fma ..." into buf. */
 void modattn_cpu_describe(char *buf, size_t len);

@@ -45,7 +45,8 @@ extern "C" {
     X(POOL_CLS, "pool_cls")                                                 \
     X(POOL_MAX, "pool_max")                                                 \
     X(L2_NORMALIZE, "l2_normalize")                                         \
-    X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */
+    X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */ \
+    X(LINEAR_INT8, "linear_int8")     /* the linear ops in int8 (int32 sums)  */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -122,9 +123,15 @@ typedef struct modattn_op_linear_args {
     const char *name;                       /* trace span ("encoder.qkv"; a string literal), or NULL */
     modattn_pool *pool;
     /* The GEMM's arithmetic (modattn/core.h). Not fp32: linear_prepare makes a plan of that
-     * precision (a device that cannot refuses, and says so in supports_op(MODATTN_OP_LINEAR_BF16)),
+     * precision (a device that cannot refuses, and says so in supports_op(MODATTN_OP_LINEAR_BF16 /
+     * MODATTN_OP_LINEAR_INT8)),
      * and linear runs only with such a plan: no op falls back to another precision silently. */
     modattn_precision precision;
+    /* linear_prepare, optional: the LayerNorm whose output `a` is (a = n * in_gamma + in_beta, n
+     * normalised). A low-precision plan may fold it into the weight (W diag(gamma), W beta added
+     * after), so that what it quantises is n, free of the per-channel outliers gamma and beta put
+     * in BERT's hidden states. */
+    const modattn_buffer *in_gamma, *in_beta;
 } modattn_op_linear_args;
 
 /* out[b] = the pooling modes' vectors of x's rows 0..lens[b]) concatenated, in

@@ -106,7 +106,7 @@ static void test_openmp(void) {
     for (int64_t k = 0; k < K; k++) want += a[5 * K + k] * w[7 * K + k];
     CHECK(c[5 * N + 7] == want);
     modattn__gemm_plan *plan = NULL;
-    CHECK(modattn__gemm_plan_create(w, N, K, K, N, false, false, &plan) == 0);
+    CHECK(modattn__gemm_plan_create(w, N, K, K, N, false, MODATTN_PRECISION_FP32, NULL, NULL, &plan) == 0);
     CHECK_MSG(omp_get_max_threads() == 3, "plan creation left OpenMP at %d threads", omp_get_max_threads());
     if (plan) {
         void *scratch = aligned_alloc(64, (modattn__gemm_plan_scratch(plan) + 64) / 64 * 64);

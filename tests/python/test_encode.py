@@ -78,23 +78,24 @@ def test_golden_every_input(model, minilm_golden, minilm_vectors):
     assert not diff, f"token ids differ from Hugging Face's for inputs {diff[:10]}"
 
 
-def test_precision_bf16(modattn, minilm_path, minilm_golden, minilm_vectors):
-    """precision='bf16': cosine >= 0.999 against sentence-transformers' fp32 goldens and a batch
-    of one equal to the whole batch bit for bit where the CPU has AVX512_BF16; elsewhere refused
-    with the reason (printed: not available here), never run in fp32 instead."""
+@pytest.mark.parametrize("precision,isa,floor", [("bf16", "AVX512_BF16", 0.999), ("int8", "AVX512_VNNI", 0.95)])
+def test_precision_modes(modattn, minilm_path, minilm_golden, minilm_vectors, precision, isa, floor):
+    """precision='bf16' / 'int8': cosine >= the floor against sentence-transformers' fp32 goldens
+    and a batch of one equal to the whole batch bit for bit where the CPU has the instructions;
+    elsewhere refused with the reason (printed: not available here), never run in fp32 instead."""
     try:
-        m = modattn.Model(minilm_path, precision="bf16")
+        m = modattn.Model(minilm_path, precision=precision)
     except modattn.UnsupportedError as e:
-        assert "AVX512_BF16" in str(e) or "oneDNN" in str(e), str(e)
-        print(f"bf16 not available here: {e}")
+        assert isa in str(e) or "oneDNN" in str(e), str(e)
+        print(f"{precision} not available here: {e}")
         return
-    assert m.precision == "bf16" and m.identity != modattn.Model(minilm_path).identity
+    assert m.precision == precision and m.identity != modattn.Model(minilm_path).identity
     texts = [golden_input(r) for r in minilm_golden]
     got = m.encode(texts).astype(np.float64)
     want = np.array([r["embedding"] for r in minilm_golden], dtype=np.float64)
     cos = (got * want).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
-    print(f"bf16: min cosine {cos.min():.6f}, mean {cos.mean():.6f}")
-    assert cos.min() >= 0.999
+    print(f"{precision}: min cosine {cos.min():.6f}, mean {cos.mean():.6f}")
+    assert cos.min() >= floor
     assert not np.array_equal(got, minilm_vectors.astype(np.float64))  # not fp32 in disguise
     assert np.array_equal(m.encode(texts[:5], batch_size=1), m.encode(texts[:5]))
 
