@@ -1,18 +1,35 @@
 #!/usr/bin/env python3
-"""Embedding throughput benchmark (issue 3): sentence-transformers vs ONNX Runtime vs modattn.
+"""Embedding throughput benchmark (issues 3, 15): sentence-transformers vs ONNX Runtime vs modattn,
+in each precision people use (fp32, bf16, int8), with a latency table for small calls.
 
-    bench/.venv/bin/python bench/embed_bench.py                 # all three systems, 3 runs each
-    bench/.venv/bin/python bench/embed_bench.py --systems modattn   # refresh only the modattn row
+    bench/.venv/bin/python bench/embed_bench.py                 # every system, 3 runs each
+    bench/.venv/bin/python bench/embed_bench.py --systems modattn,modattn-bf16   # refresh some rows
+    bench/.venv/bin/python bench/embed_bench.py --no-latency    # skip the latency table
     bench/.venv/bin/python bench/embed_bench.py --make-corpus   # (re)write bench/corpus_sentences.txt
 
 Systems, all on CPU with 2 threads, model all-MiniLM-L6-v2 from .models/ (tools/setup_model.sh):
-  st       sentence-transformers (PyTorch), encode(batch_size=32) - its own length-sorted batching
-  onnx     ONNX Runtime: the same BertModel exported with torch.onnx.export (cached under
-           .models/.cache/onnx/), tokenizers (Rust) for the ids, length-sorted batches of 32,
-           mean pooling + L2 normalisation in numpy
-  modattn  the C CLI: build/modattn embed --model DIR - < corpus (one JSON line per input:
-           {"index": i, "tokens": n, "embedding": [...]}); "not built" when the binary is missing or
-           does not know `embed`
+  st            sentence-transformers (PyTorch), encode(batch_size=32) - its own length-sorted batching
+  onnx          ONNX Runtime: the same BertModel exported with torch.onnx.export (cached under
+                .models/.cache/onnx/), tokenizers (Rust) for the ids, length-sorted batches of 32,
+                mean pooling + L2 normalisation in numpy
+  onnx-int8     the same, on the model quantised by onnxruntime.quantization.quantize_dynamic
+                (weight_type=QInt8, its defaults: what its documentation tells users to run)
+  modattn       the C CLI: build/modattn embed --model DIR - < corpus (one JSON line per input:
+                {"index": i, "tokens": n, "embedding": [...]}); "not built" when the binary is missing
+  modattn-bf16  the same with --precision bf16 (or why not, where the CPU lacks AVX512_BF16)
+  modattn-int8  the same with --precision int8 (or why not, where the CPU lacks AVX512_VNNI)
+ONNX Runtime has no bf16 mode on x86 CPUs, so that cell of the table says so.
+
+Peaks: bench/peak_flops measures, in the same invocation, each instruction class a mode can use:
+fp32 FMA, VDPBF16PS, VPDPBUSD, and AMX's TDPBF16PS / TDPBSSD where the CPU has them. Each row's
+"% of peak" divides its useful arithmetic (the model's dense + attention FLOPs) by the peak of the
+class its GEMMs ran on: for modattn the oneDNN kernel is read from ONEDNN_VERBOSE on a one-line run
+and recorded; ONNX Runtime's int8 kernel is not visible, so its row uses the best int8 class the CPU
+has (the same as modattn-int8's where both have AMX).
+
+Latency (--latency, on by default): in one child process per system, p50/p99 of calls embedding 1, 8
+and 32 corpus lines (200, 100, 50 calls after 10 warm-up calls): modattn through its Python binding
+(build/python, the C library in-process), ONNX Runtime through its session, both with the tokenizer.
 
 Each system runs --runs times (default 3), each run in its own child process, so peak RSS (ru_maxrss
 from wait4 on that child) belongs to that run alone. The medians are reported. Throughput counts
@@ -56,8 +73,14 @@ BATCH = 32
 SYSTEM_LABELS = {
     "st": "sentence-transformers (PyTorch)",
     "onnx": "ONNX Runtime",
+    "onnx-int8": "ONNX Runtime, int8 (quantize_dynamic)",
     "modattn": "modattn (C)",
+    "modattn-bf16": "modattn (C), bf16",
+    "modattn-int8": "modattn (C), int8",
 }
+ORDER = ["st", "onnx", "onnx-int8", "modattn", "modattn-bf16", "modattn-int8"]
+MODE = {"st": "fp32", "onnx": "fp32", "onnx-int8": "int8", "modattn": "fp32", "modattn-bf16": "bf16",
+        "modattn-int8": "int8"}
 
 # ============================================================================================
 # Corpus: deterministic, written from word lists in this file (no outside text).
@@ -232,6 +255,18 @@ def export_onnx() -> Path:
     return path
 
 
+def quantize_onnx(fp32: Path) -> Path:
+    """ONNX Runtime's dynamic int8 quantisation of the exported model, with its defaults (weights
+    QInt8 per tensor, activations uint8 per tensor, scales computed per call); cached beside it."""
+    q = fp32.with_name(fp32.stem + "-int8-dynamic.onnx")
+    if not q.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+        tmp = q.with_suffix(".tmp.onnx")
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8)
+        os.replace(tmp, q)
+    return q
+
+
 def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> dict:
     import numpy as np
     import onnxruntime as ort
@@ -270,8 +305,63 @@ def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> d
     return {"load_s": t1 - t0, "encode_s": t2 - t1, "encode_cpu_s": c2 - c1}
 
 
+LATENCY_CALLS = {1: 200, 8: 100, 32: 50}
+
+
+def worker_latency(corpus: list[str], threads: int, system: str, onnx_file: str) -> dict:
+    """p50/p99 of calls embedding n consecutive corpus lines (n = 1, 8, 32), in this process."""
+    import numpy as np
+    if system.startswith("modattn"):
+        import modattn  # build/python on PYTHONPATH (the parent sets it)
+        m = modattn.Model(str(MODEL_DIR), threads=threads, precision=MODE[system])
+
+        def embed(texts):
+            return m.encode(texts, batch_size=64)
+    else:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        sess = ort.InferenceSession(onnx_file, sess_options=opts, providers=["CPUExecutionProvider"])
+        tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
+        tok.enable_truncation(max_length=MAX_SEQ)
+        tok.no_padding()
+
+        def embed(texts):  # one padded batch, as a server would run a request
+            encs = tok.encode_batch(texts)
+            L = max(len(e.ids) for e in encs)
+            ids = np.zeros((len(texts), L), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for r, e in enumerate(encs):
+                ids[r, :len(e.ids)] = e.ids
+                mask[r, :len(e.ids)] = 1
+            (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+            mk = mask[:, :, None].astype(np.float32)
+            p = (h * mk).sum(1) / np.maximum(mk.sum(1), 1e-9)
+            return p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+    res = {}
+    for n, calls in LATENCY_CALLS.items():
+        times = []
+        for c in range(calls + 10):
+            start = (c * n) % (len(corpus) - n)
+            t0 = time.perf_counter()
+            embed(corpus[start:start + n])
+            if c >= 10:
+                times.append(time.perf_counter() - t0)
+        times.sort()
+        res[str(n)] = {"calls": calls, "p50_ms": 1e3 * times[len(times) // 2],
+                       "p99_ms": 1e3 * times[min(len(times) - 1, int(0.99 * len(times)))]}
+    return res
+
+
 def worker_main(args) -> int:
     corpus = Path(args.corpus).read_text(encoding="utf-8").splitlines()
+    if args.worker == "latency":
+        print("RESULT " + json.dumps(worker_latency(corpus, args.threads, args.system, args.onnx or "")), flush=True)
+        return 0
     fn = {"st": worker_st, "onnx": worker_onnx}[args.worker]
     res = fn(corpus, args.threads, Path(args.out), args.onnx or "")
     print("RESULT " + json.dumps(res), flush=True)
@@ -309,15 +399,27 @@ def wait_quiet() -> dict:
             "loadavg_1m": round(os.getloadavg()[0], 2)}
 
 
+TIME_BIN = shutil.which("time", path="/usr/bin:/bin")
+
+
 class Child:
-    """Popen + wait4: the rusage of exactly this child, however its output is read."""
+    """Popen + wait4: the rusage of exactly this child, however its output is read.
+
+    Peak RSS: Linux starts a forked child's high-water mark at its parent's (it survives exec), so
+    wait4's ru_maxrss of a child of this Python process (about 1 GB once torch and numpy are in)
+    would read the same for every system. The command therefore runs under GNU time
+    (/usr/bin/time, Debian package `time`), a small process whose child's ru_maxrss is its own;
+    without it the figure is wait4's and the report says it is a floor of the parent's."""
     last_cpu_s = 0.0
+    rss_own = TIME_BIN is not None
 
     @staticmethod
     def run(cmd, stdin_path=None, stdout_path=None, env=None):
         fin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
         fout = open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()
         ferr = tempfile.TemporaryFile()
+        if TIME_BIN:
+            cmd = [TIME_BIN, "-f", "EMBED_BENCH_MAXRSS_KIB %M"] + list(cmd)
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=ferr, env=env)
         _, status, ru = os.wait4(p.pid, 0)
@@ -333,7 +435,12 @@ class Child:
             if hasattr(f, "close"):
                 f.close()
         Child.last_cpu_s = ru.ru_utime + ru.ru_stime
-        return p.returncode, wall, int(ru.ru_maxrss), text
+        rss = int(ru.ru_maxrss)
+        marks = [ln for ln in text.splitlines() if ln.startswith("EMBED_BENCH_MAXRSS_KIB ")]
+        if marks:
+            rss = int(marks[-1].split()[1])
+            text = "\n".join(ln for ln in text.splitlines() if not ln.startswith("EMBED_BENCH_MAXRSS_KIB "))
+        return p.returncode, wall, rss, text
 
 
 def child_env(threads: int) -> dict:
@@ -398,12 +505,22 @@ def modattn_binary() -> tuple[Path | None, str]:
         return None, f"not built (build/modattn failed to run: {e})"
 
 
-def bench_modattn(runs: int, threads: int, tmp: Path, n: int) -> dict:
+def onednn_kernel(exe: Path, precision: str, env: dict) -> str:
+    """The oneDNN matmul kernel(s) a one-line run in this precision executes (ONEDNN_VERBOSE)."""
+    e = dict(env, ONEDNN_VERBOSE="1")
+    p = subprocess.run([str(exe), "--precision", precision, "embed", "--model", str(MODEL_DIR), "-"],
+                       input="warm up\n", capture_output=True, text=True, env=e, timeout=120)
+    kinds = sorted({ln.split(",")[4] for ln in (p.stdout + p.stderr).splitlines()
+                    if ln.startswith("onednn_verbose,exec,cpu,matmul,")})
+    return ", ".join(kinds) or "(no oneDNN matmul: OpenBLAS build, or the direct kernel)"
+
+
+def bench_modattn(runs: int, threads: int, tmp: Path, n: int, precision: str = "fp32") -> dict:
     import numpy as np
     exe, helptext = modattn_binary()
     if exe is None:
         return {"status": helptext}
-    cmd = [str(exe), "embed", "--model", str(MODEL_DIR)]
+    cmd = [str(exe)] + (["--precision", precision] if precision != "fp32" else []) + ["embed", "--model", str(MODEL_DIR)]
     if "--threads" in helptext:
         cmd += ["--threads", str(threads)]
     cmd.append("-")
@@ -414,6 +531,9 @@ def bench_modattn(runs: int, threads: int, tmp: Path, n: int) -> dict:
     for _ in range(runs):
         rc, wall, _, text = Child.run(cmd, stdin_path=one, stdout_path=tmp / "one.jsonl", env=env)
         load_cpu.append(Child.last_cpu_s)
+        if rc != 0 and "cannot run in" in text:  # the CPU lacks the mode's instructions: said, not hidden
+            why = [ln for ln in text.splitlines() if "cannot run in" in ln][-1].split(": ", 2)[-1]
+            return {"status": f"not available here: {why}"}
         if rc != 0:
             print(text[-3000:], file=sys.stderr)
             return {"status": f"failed (exit {rc} on a one-line input)", "stderr_tail": text[-2000:]}
@@ -422,7 +542,7 @@ def bench_modattn(runs: int, threads: int, tmp: Path, n: int) -> dict:
     load_cpu_s = statistics.median(load_cpu)
     rows, emb, tokens = [], None, None
     for r in range(runs):
-        out = tmp / f"modattn_{r}.jsonl"
+        out = tmp / f"modattn_{precision}_{r}.jsonl"
         quiet = wait_quiet()
         rc, wall, rss, text = Child.run(cmd, stdin_path=CORPUS, stdout_path=out, env=env)
         if rc != 0:
@@ -438,12 +558,41 @@ def bench_modattn(runs: int, threads: int, tmp: Path, n: int) -> dict:
         rows.append({"load_s": load_s, "encode_s": max(wall - load_s, 1e-9), "wall_s": wall,
                      "encode_cpu_s": max(cpu - load_cpu_s, 1e-9), "process_cpu_s": cpu,
                      "peak_rss_kib": rss, **quiet})
-        print(f"embed_bench: modattn run {r + 1}/{runs}: process {wall:.2f} s (CPU {cpu:.1f} s, "
+        print(f"embed_bench: modattn {precision} run {r + 1}/{runs}: process {wall:.2f} s (CPU {cpu:.1f} s, "
               f"start-up {load_s:.2f} s), peak RSS {rss / 1024:.0f} MiB, "
               f"others' CPU use before {quiet['busy_before']:.0%}", file=sys.stderr)
     shown = [c.replace(str(REPO) + "/", "") for c in cmd[:-1]]
-    return {"runs": rows, "embeddings": emb, "tokens": tokens,
+    return {"runs": rows, "embeddings": emb, "tokens": tokens, "kernel": onednn_kernel(exe, precision, env),
             "cmd": " ".join(shown) + " - < bench/corpus_sentences.txt"}
+
+
+def bench_latency(key: str, threads: int) -> dict:
+    """The latency table's row for one system, in a child process (see the docstring)."""
+    if key.startswith("modattn"):
+        if not (REPO / "build" / "python").is_dir():
+            return {"status": "not built (build/python: the Python binding)"}
+    onnx_file = ""
+    if key == "onnx":
+        onnx_file = str(export_onnx())
+    elif key == "onnx-int8":
+        onnx_file = str(quantize_onnx(export_onnx()))
+    env = child_env(threads)
+    env["PYTHONPATH"] = str(REPO / "build" / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "latency", "--system", key,
+           "--corpus", str(CORPUS), "--threads", str(threads), "--onnx", onnx_file]
+    quiet = wait_quiet()
+    rc, wall, rss, text = Child.run(cmd, env=env)
+    line = [l for l in text.splitlines() if l.startswith("RESULT ")]
+    if rc != 0 or not line:
+        if "UnsupportedError" in text or "cannot run in" in text:
+            lines = [ln for ln in text.splitlines() if "cannot run in" in ln or "UnsupportedError" in ln]
+            return {"status": "not available here: " + (lines or text.strip().splitlines())[-1][-200:]}
+        raise SystemExit(f"embed_bench: latency of {key} failed (rc={rc}):\n{text[-3000:]}")
+    res = json.loads(line[-1][7:])
+    res.update(quiet)
+    print(f"embed_bench: latency {key}: " + ", ".join(
+        f"{n}: p50 {res[str(n)]['p50_ms']:.2f} ms" for n in LATENCY_CALLS), file=sys.stderr)
+    return res
 
 
 def compare(a, b) -> dict:
@@ -451,7 +600,7 @@ def compare(a, b) -> dict:
     a = a.astype(np.float64)
     b = b.astype(np.float64)
     cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    return {"min_cosine": float(cos.min()), "max_abs_diff": float(np.abs(a - b).max())}
+    return {"min_cosine": float(cos.min()), "mean_cosine": float(cos.mean()), "max_abs_diff": float(np.abs(a - b).max())}
 
 
 # ============================================================================================
@@ -531,16 +680,97 @@ def model_flops(counts: list[int]) -> dict:
     return {"dense": dense, "attention": attn, "total": dense + attn}
 
 
-def peak_gflops(threads: int) -> dict | None:
-    """The machine's fp32 FMA peak by CPU-second from bench/peak_flops (None if not built)."""
+PEAK_CLASSES = {"fma": "", "bf16dot": "bf16dot", "int8dot": "int8dot", "amx_bf16": "amx_bf16", "amx_int8": "amx_int8"}
+PEAK_NAMES = {"fma": "fp32 FMA", "bf16dot": "VDPBF16PS", "int8dot": "VPDPBUSD", "amx_bf16": "AMX bf16",
+              "amx_int8": "AMX int8"}
+
+
+def peak_gflops(threads: int, cls: str = "fma") -> dict | None:
+    """The machine's peak of one instruction class by CPU-second from bench/peak_flops (None if
+    not built or the CPU lacks the class)."""
     if not PEAK_PROBE.exists():
         return None
-    out = subprocess.run([str(PEAK_PROBE), "0.3", str(threads)], capture_output=True, text=True)
+    cmd = [str(PEAK_PROBE), "0.3", str(threads)] + ([PEAK_CLASSES[cls]] if PEAK_CLASSES[cls] else [])
+    out = subprocess.run(cmd, capture_output=True, text=True)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode != 0 or not lines:
         return None
     p = json.loads(lines[-1])
-    return {"per_core": p["gflops_1thread_cpu"], "all": p["gflops_all_cpu"] if threads > 1 else p["gflops_1thread_cpu"]}
+    return {"per_core": p["gflops_1thread_cpu"], "all": p["gflops_all_cpu"] if threads > 1 else p["gflops_1thread_cpu"],
+            "isa": p["isa"]}
+
+
+def peak_class(key: str, data: dict) -> str | None:
+    """The instruction class whose peak a row is measured against (see the docstring)."""
+    peaks = data.get("peaks", {})
+    mode = MODE[key]
+    if mode == "fp32":
+        return "fma"
+    kernel = data["systems"].get(key, {}).get("kernel", "")
+    amx, dot = ("amx_bf16", "bf16dot") if mode == "bf16" else ("amx_int8", "int8dot")
+    if key.startswith("modattn"):
+        return amx if "amx" in kernel and amx in peaks else dot if dot in peaks else None
+    return amx if amx in peaks else dot if dot in peaks else None
+
+
+def mode_lines(data: dict) -> list[str]:
+    """The modes table (issue 15): each precision x system, with the peak of its instruction class."""
+    fl, peaks = data.get("flops"), data.get("peaks", {})
+    n_tok = data["corpus"]["tokens"]
+    per_tok = fl["total"] / n_tok if fl else None
+    L = ["", "## Modes: fp32, bf16, int8", "",
+         "Same corpus, runs and threads. \"% of peak\" is the useful arithmetic rate (the model's dense + "
+         "attention FLOPs per token x tokens/s) over the peak of the instruction class the row's GEMMs ran "
+         "on, measured in this invocation (`build/bench/peak_flops`; classes below). Min and mean cosine "
+         "are against sentence-transformers' fp32 vectors of the whole corpus.", "",
+         "| mode | system | tokens/s | tokens per CPU s | vs ONNX Runtime, same mode | % of peak (class) | "
+         "peak RSS MiB | min cosine | mean cosine |",
+         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for mode in ("fp32", "bf16", "int8"):
+        ort = {"fp32": "onnx", "int8": "onnx-int8"}.get(mode)
+        ort_tps = data["systems"].get(ort, {}).get("summary", {}).get("tokens_per_s") if ort else None
+        for key in [k for k in ORDER if MODE[k] == mode and k != "st"]:
+            row = data["systems"].get(key)
+            if not row or "summary" not in row:
+                L.append(f"| {mode} | {SYSTEM_LABELS[key]} | {(row or {}).get('status', 'not run')} | | | | | | |")
+                continue
+            s = row["summary"]
+            cls = peak_class(key, data)
+            pct = (f"{s['tokens_per_s'] * per_tok / 1e9 / peaks[cls]['all']:.1%} ({PEAK_NAMES[cls]})"
+                   if cls and per_tok else "n/a")
+            vs = f"{s['tokens_per_s'] / ort_tps:.2f}x" if ort_tps and key.startswith("modattn") else ""
+            c = row.get("vs_st", {})
+            L.append(f"| {mode} | {SYSTEM_LABELS[key]} | {s['tokens_per_s']:,.0f} | "
+                     f"{n_tok / s['encode_cpu_s_median']:,.0f} | {vs} | {pct} | {s['peak_rss_mib_median']:.0f} | "
+                     f"{c.get('min_cosine', float('nan')):.6f} | {c.get('mean_cosine', float('nan')):.6f} |")
+        if mode == "bf16":
+            L.append("| bf16 | ONNX Runtime | not available: its CPU provider has no bf16 GEMMs on x86 | | | | | | |")
+    L += ["", "Peaks measured in this invocation (GFLOP/s, or int8 GOP/s, per CPU-second on "
+          f"{data['environment']['threads']} threads): " +
+          ", ".join(f"{PEAK_NAMES[k]} {v['all']:,.0f}" for k, v in peaks.items()) +
+          ("; not on this CPU: " + ", ".join(PEAK_NAMES[k] for k in PEAK_CLASSES if k not in peaks)
+           if any(k not in peaks for k in PEAK_CLASSES) else "") + ".",
+          "oneDNN kernels modattn ran: " + "; ".join(
+              f"{MODE[k]}: `{data['systems'][k]['kernel']}`" for k in ORDER
+              if k.startswith("modattn") and data["systems"].get(k, {}).get("kernel")) + "."]
+    lat = data.get("latency", {})
+    if lat:
+        L += ["", "## Latency: small calls", "",
+              "p50 / p99 in ms of one call embedding n consecutive corpus lines, in one process per system "
+              "(modattn through its Python binding, ONNX Runtime through its session; tokenising included; "
+              + ", ".join(f"{c} calls of {n}" for n, c in LATENCY_CALLS.items()) + ", after 10 warm-up calls).", "",
+              "| system | " + " | ".join(f"{n} input{'s' if n > 1 else ''}: p50 | p99" for n in LATENCY_CALLS) + " |",
+              "| --- | " + " | ".join("---: | ---:" for _ in LATENCY_CALLS) + " |"]
+        for key in ORDER:
+            r = lat.get(key)
+            if not r:
+                continue
+            if "status" in r:
+                L.append(f"| {SYSTEM_LABELS[key]} | {r['status']} |" + " |" * (2 * len(LATENCY_CALLS) - 1))
+                continue
+            L.append(f"| {SYSTEM_LABELS[key]} | " + " | ".join(
+                f"{r[str(n)]['p50_ms']:.2f} | {r[str(n)]['p99_ms']:.2f}" for n in LATENCY_CALLS) + " |")
+    return L
 
 
 def ceiling_lines(data: dict) -> list[str]:
@@ -579,14 +809,16 @@ def write_report(data: dict) -> None:
          f"Corpus `bench/corpus_sentences.txt`: {corpus['sentences']} lines, {corpus['tokens']} word pieces "
          f"(incl. [CLS]/[SEP], truncated at {MAX_SEQ}; {corpus['truncated']} lines truncated), "
          f"sha256 `{corpus['sha256'][:16]}…`. {data['runs']} runs per system, each in its own process; medians shown. "
-         "Throughput counts encoding only (model load excluded); peak RSS is the whole process. "
+         "Throughput counts encoding only (model load excluded); peak RSS is the whole process"
+         + (" (its own: measured under GNU time, see `Child`)" if data.get("rss_own") else
+            " (wait4's ru_maxrss: at least this script's own RSS when it started the run)") + ". "
          "\"encode CPU s\" is user+system CPU time of the encode phase over all threads: on this shared "
          "2-core machine it is the figure least disturbed by other users; wall-clock figures are noisy "
          f"(before each run the script waited up to {quiet['max_wait_s']:.0f} s for the CPUs to be "
          f"≤ {quiet['busy_max']:.0%} busy; per-run figures are in embed.json).", "",
          "| system | sentences/s | tokens/s | tokens/s, best run | encode s | encode CPU s | tokens per CPU s | process s | peak RSS MiB | others' CPU use before runs | vs sentence-transformers |",
          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for key in ("st", "onnx", "modattn"):
+    for key in ORDER:
         row = data["systems"].get(key)
         label = SYSTEM_LABELS[key]
         if not row or "summary" not in row:
@@ -615,7 +847,7 @@ def write_report(data: dict) -> None:
           f"- ONNX model: {data.get('onnx_export', 'n/a')}",
           f"- modattn: {data['systems'].get('modattn', {}).get('cmd', 'n/a')}",
           f"- Repository commit: {env['git_commit']}; measured {env['date_utc']} UTC", ""]
-    L[-1:-1] = ceiling_lines(data)
+    L[-1:-1] = ceiling_lines(data) + mode_lines(data)
     (RESULTS / "embed.md").write_text("\n".join(L), encoding="utf-8")
 
     try:
@@ -625,26 +857,27 @@ def write_report(data: dict) -> None:
     except ImportError:
         print("embed_bench: matplotlib missing, no plot", file=sys.stderr)
         return
-    keys = [k for k in ("st", "onnx", "modattn") if "summary" in data["systems"].get(k, {})]
+    keys = [k for k in ORDER if "summary" in data["systems"].get(k, {})]
     labels = [SYSTEM_LABELS[k] for k in keys]
-    fig, axes = plt.subplots(1, 4, figsize=(16, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.6))
     for k in keys:  # load-robust efficiency: word pieces per CPU-second of encoding
         data["systems"][k]["summary"]["tokens_per_cpu_s"] = corpus["tokens"] / data["systems"][k]["summary"]["encode_cpu_s_median"]
     metrics = [("sentences_per_s", "sentences / s, median (higher is better)"),
                ("tokens_per_s", "tokens / s, median (higher is better)"),
                ("tokens_per_cpu_s", "tokens per CPU-second (higher is better)"),
                ("peak_rss_mib_median", "peak RSS, MiB (lower is better)")]
-    colors = {"st": "#4c72b0", "onnx": "#dd8452", "modattn": "#55a868"}
+    colors = {"st": "#4c72b0", "onnx": "#dd8452", "onnx-int8": "#f2b48a", "modattn": "#55a868",
+              "modattn-bf16": "#3d8a4f", "modattn-int8": "#8fd19e"}
     for ax, (m, title) in zip(axes, metrics):
         vals = [data["systems"][k]["summary"][m] for k in keys]
         bars = ax.bar(range(len(keys)), vals, color=[colors[k] for k in keys])
         ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels([l.replace(" (", "\n(") for l in labels], fontsize=8)
+        ax.set_xticklabels([l.replace(" (", "\n(").replace(", ", "\n") for l in labels], fontsize=7)
         ax.set_title(title, fontsize=10)
         for b, v in zip(bars, vals):
             ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:,.0f}", ha="center", va="bottom", fontsize=8)
         ax.margins(y=0.15)
-    missing = [SYSTEM_LABELS[k] for k in ("st", "onnx", "modattn") if k not in keys]
+    missing = [SYSTEM_LABELS[k] for k in ORDER if k not in keys]
     sub = f"all-MiniLM-L6-v2, {corpus['sentences']} lines / {corpus['tokens']} tokens, {env['threads']} threads, {env['cpu']}"
     if missing:
         sub += "  |  not measured: " + ", ".join(missing)
@@ -656,7 +889,7 @@ def write_report(data: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--systems", default="st,onnx,modattn")
+    ap.add_argument("--systems", default=",".join(ORDER))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--quiet-wait", type=float, default=120.0,
@@ -665,7 +898,10 @@ def main() -> int:
     ap.add_argument("--modattn", type=Path, default=MODATTN_EXE[0], help="the modattn binary (default build/modattn)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite embed.md / embed.png from bench/results/embed.json without running anything")
-    ap.add_argument("--worker", choices=["st", "onnx"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["st", "onnx", "latency"], help=argparse.SUPPRESS)
+    ap.add_argument("--system", help=argparse.SUPPRESS)
+    ap.add_argument("--latency", action=argparse.BooleanOptionalAction, default=True,
+                    help="measure the latency table (p50/p99 of 1, 8, 32 inputs per call)")
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--onnx", help=argparse.SUPPRESS)
@@ -705,6 +941,8 @@ def main() -> int:
     data["environment"] = environment(args.threads)
     data["flops"] = model_flops(counts)
     data["peak"] = peak_gflops(args.threads)
+    data["rss_own"] = Child.rss_own
+    data["peaks"] = {k: v for k in PEAK_CLASSES if (v := peak_gflops(args.threads, k))}
 
     CACHE.mkdir(parents=True, exist_ok=True)
     st_ref = CACHE / f"st_embeddings_{corpus_sha[:16]}.npy"
@@ -714,7 +952,7 @@ def main() -> int:
             r = bench_python("st", args.runs, args.threads, tmp)
             np.save(st_ref, r["embeddings"])
             data["systems"]["st"] = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"]}
-        if ("onnx" in systems or "modattn" in systems) and not st_ref.exists():
+        if any(s != "st" for s in systems) and not st_ref.exists():
             print("embed_bench: computing sentence-transformers reference embeddings (1 run)", file=sys.stderr)
             r = bench_python("st", 1, args.threads, tmp)
             np.save(st_ref, r["embeddings"])
@@ -726,20 +964,31 @@ def main() -> int:
                                        "vs_st": compare(r["embeddings"], ref)}
             data["onnx_export"] = (f"{onnx_path().name} ({onnx_path().with_suffix('.txt').read_text().strip()}, "
                                    "ORT_ENABLE_ALL, CPUExecutionProvider)")
-        if "modattn" in systems:
-            r = bench_modattn(args.runs, args.threads, tmp, n_sent)
+        if "onnx-int8" in systems:
+            q_file = quantize_onnx(export_onnx())
+            r = bench_python("onnx", args.runs, args.threads, tmp, q_file)
+            data["systems"]["onnx-int8"] = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"],
+                                            "vs_st": compare(r["embeddings"], ref), "model": q_file.name}
+        for key in ("modattn", "modattn-bf16", "modattn-int8"):
+            if key not in systems:
+                continue
+            r = bench_modattn(args.runs, args.threads, tmp, n_sent, MODE[key])
             if "runs" in r:
                 entry = {"summary": summarize(r, n_sent, n_tok), "runs": r["runs"],
-                         "vs_st": compare(r["embeddings"], ref), "cmd": r["cmd"]}
+                         "vs_st": compare(r["embeddings"], ref), "cmd": r["cmd"], "kernel": r["kernel"]}
                 if r["tokens"] and r["tokens"] != counts:
                     bad = sum(1 for a, b in zip(r["tokens"], counts) if a != b)
                     entry["token_count_mismatches"] = bad
                     print(f"embed_bench: WARNING modattn token counts differ from the HF tokenizer on "
                           f"{bad} lines", file=sys.stderr)
-                data["systems"]["modattn"] = entry
+                data["systems"][key] = entry
             else:
-                data["systems"]["modattn"] = r
-                print(f"embed_bench: modattn: {r['status']}", file=sys.stderr)
+                data["systems"][key] = r
+                print(f"embed_bench: {key}: {r['status']}", file=sys.stderr)
+        if args.latency:
+            data.setdefault("latency", {})
+            for key in [k for k in ORDER if k in systems and k != "st"]:
+                data["latency"][key] = bench_latency(key, args.threads)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     prev_path.write_text(json.dumps(data, indent=2) + "\n")

@@ -1,4 +1,5 @@
-/* bench/peak_flops.c — peak fp32 FMA throughput probe, per core and on all cores.
+/* bench/peak_flops.c — peak arithmetic throughput probe, per core and on all cores: fp32 FMA by
+ * default, or one of the low-precision instruction classes the embed benchmark's modes use.
  *
  * Each thread runs 16 independent accumulator chains of vfmadd (a = a * m + c), all in registers,
  * each started from a distinct value (identical chains can be merged by the compiler, an array
@@ -7,10 +8,17 @@
  * AVX-512 is well inside). m and c keep the values bounded (m < 1), so no denormals or infinities.
  * The widest ISA the CPU reports is chosen at run time (AVX-512F, else AVX2+FMA, else scalar C).
  *
- *   peak_flops [seconds_per_run=0.3] [threads=all CPUs] [avx512|avx2|scalar: force a narrower ISA]
- * FLOPs: 2 per lane per FMA. Prints one line per measurement and a JSON summary line. */
+ *   peak_flops [seconds_per_run=0.3] [threads=all CPUs] [CLASS]
+ * CLASS: avx512|avx2|scalar (fp32 FMA, forcing a narrower ISA), or
+ *   bf16dot   AVX512_BF16 VDPBF16PS: 16 lanes x 2 products = 64 FLOPs an instruction
+ *   int8dot   AVX512_VNNI VPDPBUSD: 16 lanes x 4 products = 128 ops
+ *   amx_bf16  AMX TDPBF16PS on 16x32 . 32x16 tiles: 16384 FLOPs
+ *   amx_int8  AMX TDPBSSD on 16x64 . 64x16 tiles: 32768 ops
+ * (each with 16 or, for AMX, 4 independent accumulators), exit 3 with a line saying so when the CPU
+ * lacks it. FLOPs: 2 per lane per FMA. Prints one line per measurement and a JSON summary line. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +27,9 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
+#include <stdbool.h>
 #define PEAK_X86 1
 #endif
 
@@ -92,6 +102,111 @@ __attribute__((target("avx2,fma"))) static float kern_avx2(int64_t iters, float 
 }
 #endif
 
+#ifdef PEAK_X86
+/* 16 accumulator chains of a dot-product instruction; a and b constant. */
+#define DOT16(OP)                                                                                  \
+    a0 = OP(a0, x, y), a1 = OP(a1, x, y), a2 = OP(a2, x, y), a3 = OP(a3, x, y), a4 = OP(a4, x, y), \
+    a5 = OP(a5, x, y), a6 = OP(a6, x, y), a7 = OP(a7, x, y), a8 = OP(a8, x, y), a9 = OP(a9, x, y), \
+    aa = OP(aa, x, y), ab = OP(ab, x, y), ac = OP(ac, x, y), ad = OP(ad, x, y), ae = OP(ae, x, y), \
+    af = OP(af, x, y);                                                                             \
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7)); \
+    __asm__ volatile("" : "+v"(a8), "+v"(a9), "+v"(aa), "+v"(ab), "+v"(ac), "+v"(ad), "+v"(ae), "+v"(af))
+
+__attribute__((target("avx512f,avx512bf16"))) static float kern_bf16dot(int64_t iters, float seed) {
+    const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-4f), _mm512_set1_ps(seed * 1e-4f));
+    const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-4f), _mm512_set1_ps(1e-4f));
+    __m512 a0 = _mm512_set1_ps(seed), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+           a9 = a0, aa = a0, ab = a0, ac = a0, ad = a0, ae = a0, af = a0;
+    for (int64_t i = 0; i < iters; i++) {
+        DOT16(_mm512_dpbf16_ps);
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(aa, ab)),
+                                       _mm512_add_ps(_mm512_add_ps(ac, ad), _mm512_add_ps(ae, af))));
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static float kern_int8dot(int64_t iters, float seed) {
+    const __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(1); /* int32 sums wrap: defined, no trap */
+    __m512i a0 = _mm512_set1_epi32((int)(seed * 100)), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+            a7 = a0, a8 = a0, a9 = a0, aa = a0, ab = a0, ac = a0, ad = a0, ae = a0, af = a0;
+    for (int64_t i = 0; i < iters; i++) {
+        DOT16(_mm512_dpbusd_epi32);
+    }
+    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                 _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(aa, ab)),
+                                             _mm512_add_epi32(_mm512_add_epi32(ac, ad), _mm512_add_epi32(ae, af))));
+    return (float)_mm512_reduce_add_epi32(s);
+}
+#undef DOT16
+
+/* AMX: tiles 0-3 accumulate (16 rows x 64 bytes), 4-5 hold A, 6-7 B; the OS must grant the tile
+ * state first (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
+typedef struct tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tilecfg;
+static int amx_permit(void) {
+    return (int)syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */);
+}
+static void amx_config(void) {
+    tilecfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
+    __asm__ volatile("ldtilecfg %0" ::"m"(c));
+}
+__attribute__((target("amx-tile,amx-bf16"))) static float kern_amx_bf16(int64_t iters, float seed) {
+    static uint16_t src[16 * 32] __attribute__((aligned(64)));
+    float acc[16 * 16] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 32; i++) src[i] = 0x3800; /* bf16 2^-15 */
+    amx_config();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    _tile_loadd(6, src, 64);
+    _tile_loadd(7, src, 64);
+    for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, acc, 64);
+    _tile_release();
+    return acc[0] + seed;
+}
+__attribute__((target("amx-tile,amx-int8"))) static float kern_amx_int8(int64_t iters, float seed) {
+    static int8_t src[16 * 64] __attribute__((aligned(64)));
+    int32_t acc[16 * 16] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 64; i++) src[i] = 1;
+    amx_config();
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    _tile_loadd(6, src, 64);
+    _tile_loadd(7, src, 64);
+    for (int64_t i = 0; i < iters; i++) {
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+    }
+    _tile_stored(0, acc, 64);
+    _tile_release();
+    return (float)acc[0] + seed;
+}
+#endif
+
 static float kern_scalar(int64_t iters, float seed) {
     float a[12];
     for (int k = 0; k < 12; k++) a[k] = seed + 0.01f * (float)(k + 1);
@@ -112,6 +227,25 @@ static probe pick(const char *want) {
     if (want && !strcmp(want, "scalar")) return (probe){"scalar", kern_scalar, 12.0 * 2};
 #ifdef PEAK_X86
     __builtin_cpu_init();
+    if (want && (!strcmp(want, "bf16dot") || !strcmp(want, "int8dot") || !strncmp(want, "amx_", 4))) {
+        unsigned a, b, c, d;
+        __cpuid_count(7, 0, a, b, c, d);
+        const bool amx = ((d >> 24) & 1) && amx_permit() == 0;
+        if (!strcmp(want, "int8dot") && ((c >> 11) & 1) && __builtin_cpu_supports("avx512f"))
+            return (probe){"int8dot (VPDPBUSD)", kern_int8dot, 16.0 * 16 * 4 * 2};
+        if (!strcmp(want, "amx_bf16") && amx && ((d >> 22) & 1))
+            return (probe){"amx_bf16 (TDPBF16PS)", kern_amx_bf16, 4.0 * 16 * 16 * 32 * 2};
+        if (!strcmp(want, "amx_int8") && amx && ((d >> 25) & 1))
+            return (probe){"amx_int8 (TDPBSSD)", kern_amx_int8, 4.0 * 16 * 16 * 64 * 2};
+        if (!strcmp(want, "bf16dot")) {
+            __cpuid_count(7, 1, a, b, c, d);
+            if (((a >> 5) & 1) && __builtin_cpu_supports("avx512f"))
+                return (probe){"bf16dot (VDPBF16PS)", kern_bf16dot, 16.0 * 16 * 2 * 2};
+        }
+        printf("{\"class\": \"%s\", \"available\": false}\n", want);
+        fprintf(stderr, "peak_flops: this CPU does not have %s\n", want);
+        exit(3);
+    }
     if (want && !strcmp(want, "avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return (probe){"avx2+fma", kern_avx2, 14.0 * 8 * 2};
     if (__builtin_cpu_supports("avx512f")) return (probe){"avx512f", kern_avx512, 16.0 * 16 * 2};
@@ -198,10 +332,11 @@ int main(int argc, char **argv) {
         iters *= 4;
     }
     if (iters < 1) iters = 1;
+    /* every thread of an AMX probe needs the OS's grant: it is per process, asked above */
     double one, one_cpu, all, all_cpu;
     run(p, 1, iters, &one, &one_cpu);
     run(p, nthreads, iters, &all, &all_cpu);
-    printf("isa %s (%d FMA chains in registers)\n", p.isa, p.flops_per_iter == 16.0 * 16 * 2 ? 16 : p.flops_per_iter == 14.0 * 8 * 2 ? 14 : 12);
+    printf("isa %s\n", p.isa);
     printf("  1 thread:  %7.1f GFLOP/s wall clock, %7.1f GFLOP/s per CPU-second\n", one, one_cpu);
     printf("  %d threads: %7.1f GFLOP/s wall clock, %7.1f GFLOP/s per CPU-second (%.1f per core)\n", nthreads, all,
            all_cpu, all_cpu / nthreads);

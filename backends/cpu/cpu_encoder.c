@@ -58,8 +58,11 @@ static void row_task(void *arg, int64_t task, int thread) {
     if (j->plan) {
         /* whole blocks; the last may run into the buffers' zero rows past `rows` (row_block) */
         void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
-        for (int64_t r = r0; r < r1; r += MODATTN__GEMM_BLOCK) {
-            int st = modattn__gemm_plan_run(j->plan, j->A + r * j->lda, j->y + r * j->ld, scr);
+        /* the last rows of a short task in blocks of MODATTN__GEMM_SMALL where the plan can */
+        const bool small = modattn__gemm_plan_has_small(j->plan);
+        for (int64_t r = r0, step; r < r1; r += step) {
+            step = small && r1 - r < MODATTN__GEMM_BLOCK ? MODATTN__GEMM_SMALL : MODATTN__GEMM_BLOCK;
+            int st = modattn__gemm_plan_run_rows(j->plan, step, j->A + r * j->lda, j->y + r * j->ld, scr);
             if (st) {
                 int zero = 0;
                 if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))

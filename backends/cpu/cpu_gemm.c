@@ -63,6 +63,10 @@ struct modattn__gemm_plan {
     dnnl_engine_t eng;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t src_md, dst_md, w_md, scratch_md;
+    /* the same product for MODATTN__GEMM_SMALL rows, on the same packed weights (NULL where
+     * oneDNN wants another layout for it): a short input's last block costs a quarter */
+    dnnl_primitive_t prim_small;
+    dnnl_memory_desc_t src_md_small, dst_md_small, scratch_md_small;
     void *packed; /* weights in w_md's layout, MODATTN_MEM_WEIGHTS */
     size_t packed_bytes, scratch_bytes;
     /* bf16 and int8: A's block is converted into the caller's scratch at a_off
@@ -109,9 +113,10 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
 
 /* A's rows [MODATTN__GEMM_BLOCK, K] (stride lda) to bfloat16, round to nearest even: the CPU's
  * own conversion (VCVTNEPS2BF16), so every element is rounded the same way wherever it sits. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_bf16(const float *A, int64_t lda,
-                                                                                      int64_t K, uint16_t *out) {
-    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_bf16(int64_t rows, const float *A,
+                                                                                      int64_t lda, int64_t K,
+                                                                                      uint16_t *out) {
+    for (int64_t r = 0; r < rows; r++) {
         const float *a = A + r * lda;
         uint16_t *o = out + r * K;
         int64_t k = 0;
@@ -133,10 +138,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_b
  * Each row's codes depend on that row alone, and the int32 sums of the products are exact: a
  * text's vector is the same alone or batched. */
 #define TAIL(K, k) ((K) - (k) >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ((K) - (k))) - 1))
-__attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_int8(const float *A, int64_t lda, int64_t K,
-                                                                          const float *shift, const float *inv_g,
-                                                                          int8_t *out, float *scale) {
-    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_int8(int64_t rows, const float *A, int64_t lda,
+                                                                          int64_t K, const float *shift,
+                                                                          const float *inv_g, int8_t *out, float *scale) {
+    for (int64_t r = 0; r < rows; r++) {
         const float *a = A + r * lda;
         int8_t *o = out + r * K;
         __m512 mx = _mm512_setzero_ps(), raw = _mm512_setzero_ps();
@@ -167,10 +172,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_int8(const f
 
 /* C[r, n] (=, or += with accumulate) acc[r, n] * (row scale r * weight scale n) + corr[n] (the
  * folded LayerNorm's shift through the weight; NULL: none); 0 for a row of zeros (scale -1). */
-__attribute__((target("avx512f"))) static void from_int32(const int32_t *acc, int64_t N, const float *rs,
-                                                           const float *ws, const float *corr, bool accumulate,
-                                                           float *C, int64_t ldc) {
-    for (int64_t r = 0; r < MODATTN__GEMM_BLOCK; r++) {
+__attribute__((target("avx512f"))) static void from_int32(int64_t rows, const int32_t *acc, int64_t N,
+                                                           const float *rs, const float *ws, const float *corr,
+                                                           bool accumulate, float *C, int64_t ldc) {
+    for (int64_t r = 0; r < rows; r++) {
         const int32_t *a = acc + r * N;
         float *c = C + r * ldc;
         if (rs[r] < 0) {
@@ -194,14 +199,16 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
     if (len) snprintf(reason, len, "bf16 GEMMs are written for x86 CPUs with AVX512_BF16 only");
     return false;
 }
-static void to_bf16(const float *A, int64_t lda, int64_t K, uint16_t *out) { (void)A, (void)lda, (void)K, (void)out; }
-static void to_int8(const float *A, int64_t lda, int64_t K, const float *shift, const float *inv_g, int8_t *out,
-                    float *scale) {
-    (void)A, (void)lda, (void)K, (void)shift, (void)inv_g, (void)out, (void)scale;
+static void to_bf16(int64_t rows, const float *A, int64_t lda, int64_t K, uint16_t *out) {
+    (void)rows, (void)A, (void)lda, (void)K, (void)out;
 }
-static void from_int32(const int32_t *acc, int64_t N, const float *rs, const float *ws, const float *corr,
-                       bool accumulate, float *C, int64_t ldc) {
-    (void)acc, (void)N, (void)rs, (void)ws, (void)corr, (void)accumulate, (void)C, (void)ldc;
+static void to_int8(int64_t rows, const float *A, int64_t lda, int64_t K, const float *shift, const float *inv_g,
+                    int8_t *out, float *scale) {
+    (void)rows, (void)A, (void)lda, (void)K, (void)shift, (void)inv_g, (void)out, (void)scale;
+}
+static void from_int32(int64_t rows, const int32_t *acc, int64_t N, const float *rs, const float *ws,
+                       const float *corr, bool accumulate, float *C, int64_t ldc) {
+    (void)rows, (void)acc, (void)N, (void)rs, (void)ws, (void)corr, (void)accumulate, (void)C, (void)ldc;
 }
 #endif
 
@@ -213,6 +220,7 @@ static int dnnl_fail(dnnl_status_t s, const char *what) {
 void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     if (!p) return;
     if (p->prim) dnnl_primitive_destroy(p->prim);
+    if (p->prim_small) dnnl_primitive_destroy(p->prim_small);
     if (p->eng) dnnl_engine_destroy(p->eng);
     modattn_free(p->packed);
     modattn_free(p->wscale);
@@ -282,6 +290,32 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     p->scratch_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     p->packed_bytes = dnnl_memory_desc_get_size(&p->w_md);
     p->scratch_bytes = p->onednn_scratch = dnnl_memory_desc_get_size(&p->scratch_md);
+    {
+        /* the small-block primitive: kept only where it takes the same packed weights and the
+         * same kernel, whose rows then come out the same bits as in a full block (each row's sums
+         * run in one order; tests/model/test_golden and test_precision check alone == batched) */
+        dnnl_dims_t sdims16 = {MODATTN__GEMM_SMALL, K}, ddims16 = {MODATTN__GEMM_SMALL, N};
+        dnnl_memory_desc_t w_small;
+        dnnl_matmul_desc_t md16;
+        dnnl_primitive_desc_t pd16 = NULL;
+        const char *impl = NULL, *impl16 = NULL;
+        if (dnnl_memory_desc_init_by_strides(&p->src_md_small, 2, sdims16, dt, sstr) == dnnl_success &&
+            dnnl_memory_desc_init_by_strides(&p->dst_md_small, 2, ddims16, int8 ? dnnl_s32 : dnnl_f32, dstr) ==
+                dnnl_success &&
+            dnnl_matmul_desc_init(&md16, &p->src_md_small, &w_any, NULL, &p->dst_md_small) == dnnl_success &&
+            dnnl_primitive_desc_create(&pd16, &md16, attr, p->eng, NULL) == dnnl_success) {
+            w_small = *dnnl_primitive_desc_query_md(pd16, dnnl_query_weights_md, 0);
+            dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+            dnnl_primitive_desc_query(pd16, dnnl_query_impl_info_str, 0, &impl16);
+            if (dnnl_memory_desc_equal(&w_small, &p->w_md) && impl && impl16 && strcmp(impl, impl16) == 0 &&
+                dnnl_primitive_create(&p->prim_small, pd16) == dnnl_success) {
+                p->scratch_md_small = *dnnl_primitive_desc_query_md(pd16, dnnl_query_scratchpad_md, 0);
+                const size_t s16 = dnnl_memory_desc_get_size(&p->scratch_md_small);
+                if (s16 > p->onednn_scratch) p->scratch_bytes = p->onednn_scratch = s16;
+            }
+        }
+        if (pd16) dnnl_primitive_desc_destroy(pd16);
+    }
     {
         const char *impl = NULL;
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
@@ -406,7 +440,15 @@ size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) {
              : 0;
 }
 
+bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p) { return p && p->prim_small; }
+
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
+    return modattn__gemm_plan_run_rows(p, MODATTN__GEMM_BLOCK, A, C, scratch);
+}
+
+int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
+    const bool small = rows == MODATTN__GEMM_SMALL && p->prim_small;
+    if (!small) rows = MODATTN__GEMM_BLOCK;
     const int omp_prev = omp_single_begin();
     dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
     dnnl_stream_t stream = NULL;
@@ -414,29 +456,29 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
     float *C_out = C;
     if (p->prec == MODATTN_PRECISION_BF16) { /* A's block, rounded, is the product's input */
         uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
-        to_bf16(A, p->lda, p->K, a16);
+        to_bf16(rows, A, p->lda, p->K, a16);
         A = (const float *)(const void *)a16;
     } else if (p->prec == MODATTN_PRECISION_INT8) { /* A's codes in, int32 sums out, scaled after */
         int8_t *a8 = (int8_t *)((char *)scratch + p->a_off);
-        to_int8(A, p->lda, p->K, p->shift, p->inv_g, a8, (float *)((char *)scratch + p->rs_off));
+        to_int8(rows, A, p->lda, p->K, p->shift, p->inv_g, a8, (float *)((char *)scratch + p->rs_off));
         A = (const float *)(const void *)a8;
         C = (float *)(void *)((char *)scratch + p->acc_off);
     }
     if ((s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)) ||
-        (s = dnnl_memory_create(&src, &p->src_md, p->eng, (void *)A)) ||
+        (s = dnnl_memory_create(&src, small ? &p->src_md_small : &p->src_md, p->eng, (void *)A)) ||
         (s = dnnl_memory_create(&wts, &p->w_md, p->eng, p->packed)) ||
-        (s = dnnl_memory_create(&dst, &p->dst_md, p->eng, C)) ||
-        (s = dnnl_memory_create(&scr, &p->scratch_md, p->eng, scratch)))
+        (s = dnnl_memory_create(&dst, small ? &p->dst_md_small : &p->dst_md, p->eng, C)) ||
+        (s = dnnl_memory_create(&scr, small ? &p->scratch_md_small : &p->scratch_md, p->eng, scratch)))
         goto out;
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst},
                                {DNNL_ARG_SCRATCHPAD, scr}};
     sigset_t sig; /* the matmul may run oneDNN's JIT GEMM (gemm:jit on AVX2): core/signals.h */
     modattn__signals_hold(&sig);
-    if ((s = dnnl_primitive_execute(p->prim, stream, 4, args)) == dnnl_success)
+    if ((s = dnnl_primitive_execute(small ? p->prim_small : p->prim, stream, 4, args)) == dnnl_success)
         s = dnnl_stream_wait(stream);
     modattn__signals_release(&sig);
     if (s == dnnl_success && p->prec == MODATTN_PRECISION_INT8)
-        from_int32((const int32_t *)(const void *)C, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale,
+        from_int32(rows, (const int32_t *)(const void *)C, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale,
                    p->corr, p->accumulate, C_out, p->ldc);
 out:
     if (scr) dnnl_memory_destroy(scr);
@@ -493,5 +535,10 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
     (void)p, (void)A, (void)C, (void)scratch;
     return modattn_error(MODATTN_EINTERNAL, "GEMM plans are not available with OpenBLAS");
 }
+int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
+    (void)rows;
+    return modattn__gemm_plan_run(p, A, C, scratch);
+}
+bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p) { (void)p; return false; }
 void modattn__gemm_plan_free(modattn__gemm_plan *p) { (void)p; }
 #endif

@@ -55,6 +55,12 @@ modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p);
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
 /* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch);
+/* The same for rows = MODATTN__GEMM_SMALL where the plan has a small-block kernel
+ * (modattn__gemm_plan_has_small: the same kernel and packed weights, so each row comes out the
+ * same bits as in a full block), else for MODATTN__GEMM_BLOCK rows. */
+#define MODATTN__GEMM_SMALL 16
+int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch);
+bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p);
 void modattn__gemm_plan_free(modattn__gemm_plan *p);
 /* Bytes of packed weights a plan holds. */
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
