@@ -758,7 +758,10 @@ def mode_lines(data: dict) -> list[str]:
         L += ["", "## Latency: small calls", "",
               "p50 / p99 in ms of one call embedding n consecutive corpus lines, in one process per system "
               "(modattn through its Python binding, ONNX Runtime through its session; tokenising included; "
-              + ", ".join(f"{c} calls of {n}" for n, c in LATENCY_CALLS.items()) + ", after 10 warm-up calls).", "",
+              + ", ".join(f"{c} calls of {n}" for n, c in LATENCY_CALLS.items()) + ", after 10 warm-up calls). "
+              "ONNX Runtime runs a call's inputs as one batch padded to its longest, as a request to a server "
+              "would (the corpus has lines of up to 256 word pieces, so 8 or 32 consecutive lines often "
+              "include one); modattn groups a call's inputs by length (`modattn_model_set_batch_tokens`).", "",
               "| system | " + " | ".join(f"{n} input{'s' if n > 1 else ''}: p50 | p99" for n in LATENCY_CALLS) + " |",
               "| --- | " + " | ".join("---: | ---:" for _ in LATENCY_CALLS) + " |"]
         for key in ORDER:
@@ -858,7 +861,9 @@ def write_report(data: dict) -> None:
         print("embed_bench: matplotlib missing, no plot", file=sys.stderr)
         return
     keys = [k for k in ORDER if "summary" in data["systems"].get(k, {})]
-    labels = [SYSTEM_LABELS[k] for k in keys]
+    short = {"st": "sentence-\ntransformers", "onnx": "ONNX\nRuntime", "onnx-int8": "ONNX RT\nint8",
+             "modattn": "modattn\nfp32", "modattn-bf16": "modattn\nbf16", "modattn-int8": "modattn\nint8"}
+    labels = [short[k] for k in keys]
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.6))
     for k in keys:  # load-robust efficiency: word pieces per CPU-second of encoding
         data["systems"][k]["summary"]["tokens_per_cpu_s"] = corpus["tokens"] / data["systems"][k]["summary"]["encode_cpu_s_median"]
@@ -872,7 +877,7 @@ def write_report(data: dict) -> None:
         vals = [data["systems"][k]["summary"][m] for k in keys]
         bars = ax.bar(range(len(keys)), vals, color=[colors[k] for k in keys])
         ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels([l.replace(" (", "\n(").replace(", ", "\n") for l in labels], fontsize=7)
+        ax.set_xticklabels(labels, fontsize=8)
         ax.set_title(title, fontsize=10)
         for b, v in zip(bars, vals):
             ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:,.0f}", ha="center", va="bottom", fontsize=8)

@@ -102,7 +102,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: modattn stats [--db FILE] [--json] [--recall-queries N]\n\n"
             "What a store holds and what it costs:\n"
-            "  store      documents, chunks, generation, the model, bytes on disk (with the WAL)\n"
+            "  store      documents, chunks, generation, the model and the precision its vectors were\n"
+            "             made in, bytes on disk (with the WAL)\n"
             "  vectors    rows (and rows of removed chunks not yet compacted), the vector file's bytes\n"
             "             per vector, whether it is current\n"
             "  index      the search index beside the store (DB.ann: `modattn index --ann KIND`):\n"
@@ -156,7 +157,9 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     recall_out rec;
     memset(&rec, 0, sizeof rec);
     int rc = 0;
-    if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim)) || (st = modattn_store_get_counts(s, &c)) ||
+    char prec[16] = "fp32";
+    if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim)) ||
+        (st = modattn_store_get_precision(s, prec, sizeof prec)) || (st = modattn_store_get_counts(s, &c)) ||
         (st = modattn_store_generation(s, &gen)) || (st = modattn_store_vector_file_path(s, vpath, sizeof vpath)) ||
         (st = modattn_store_ann_file_path(s, apath, sizeof apath))) {
         rc = cli_fail("reading the store", st);
@@ -188,6 +191,7 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     if (json) {
         json_t *o = json_object(), *jst = json_object(), *jv = json_object(), *ji = json_null();
         json_object_set_new(jst, "model", cli_json_text(model));
+        json_object_set_new(jst, "precision", json_string(prec));
         json_object_set_new(jst, "dim", json_integer((json_int_t)dim));
         json_object_set_new(jst, "documents", json_integer(c.documents));
         json_object_set_new(jst, "chunks", json_integer(c.chunks));
@@ -225,7 +229,8 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         rc = cli_print_json(o);
     } else {
         char tb[1024];
-        printf("store      %s: model %s (dimension %zu)\n", cli_term_text(db, tb, sizeof tb), model, dim);
+        printf("store      %s: model %s (dimension %zu, precision %s)\n", cli_term_text(db, tb, sizeof tb), model, dim,
+               prec);
         printf("           %lld documents, %lld chunks, generation %llu, %.2f MB on disk\n", (long long)c.documents,
                (long long)c.chunks, (unsigned long long)gen, (double)(dbb + walb) / 1e6);
         printf("vectors    %zu rows (%zu of removed chunks), vector file %.2f MB: %.0f bytes/vector, %s\n", v.rows,

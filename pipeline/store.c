@@ -586,6 +586,15 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
     return 0;
 }
 
+int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
+    if (!s || !buf || len < 8) return modattn_error(MODATTN_EINVAL, "modattn_store_get_precision: bad argument");
+    bool found = false;
+    int st = meta_get(s, "model_precision", buf, len, &found);
+    if (st) return st;
+    if (!found) snprintf(buf, len, "fp32");
+    return 0;
+}
+
 static int model_mismatch(modattn_store *s, const modattn_store_model *m, const char *name,
                           const char *hash, const char *ident, size_t dim) {
     const bool same_weights = strcmp(hash, m->weights_hash) == 0 && dim == m->dim;
