@@ -86,6 +86,13 @@ static int build_grid(cfg *g) {
         c = base(1, 2, 1, 48, 80, 40); c.Dv = 96; c.causal = true; g[n++] = c;
         c = base(1, 1, 1, 300, 300, 16); c.causal = true; g[n++] = c;                 /* longer sequences */
         c = base(1, 1, 1, 520, 130, 8); g[n++] = c;
+        /* decode over long caches: GQA rows in one tile, keys split into ranges and merged
+         * (cpu_flash's split-KV), with lengths, zero-length rows, masks, causal and Dv != D */
+        c = base(2, 8, 1, 1, 1500, 64); c.lse = true; g[n++] = c;
+        c = base(3, 8, 2, 1, 1100, 32); c.kvl = 2; c.lse = true; g[n++] = c;
+        c = base(2, 4, 4, 1, 1300, 32); c.mask = MASK_1H; c.mask_dead_rows = true; c.lse = true; g[n++] = c;
+        c = base(1, 16, 2, 2, 700, 40); c.Dv = 24; c.causal = true; c.lse = true; g[n++] = c;
+        c = base(1, 8, 1, 1, 1025, 16); c.mag = 8.0f; c.kvl = 1; c.olayout = LAYOUT_BSHD; g[n++] = c;
     }
     /* then a seeded random sweep */
     uint64_t s = 0x6d6f6461747431ull;

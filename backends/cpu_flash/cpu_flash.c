@@ -5,8 +5,14 @@
  * This file is the driver: supports(), the per-thread workspace layout, splitting the call into
  * work items (b, kv head, query tile) over exec->parallel_for, and the choice of ISA kernel
  * (arch/avx512.c, arch/avx2.c, arch/neon.c, arch/scalar.c; see flash.h and flash_kernel.inc.h).
- * Deterministic: every output element is computed by one work item in a fixed order, so results
- * are bitwise identical whatever the thread count or scheduling. */
+ * Decode (a kv head's G * Sq query rows fit one tile): the ISA's narrow kernel where it has one
+ * (16 lanes on AVX-512, so no arithmetic on empty lanes), and split-KV once Sk > SPLIT_KEYS: work
+ * items (b, kv head, key range of SPLIT_KEYS) each leave a partial max, sum and O, merged per
+ * (b, kv head) in split order through their log-sum-exp (FlashDecoding's scheme), so one head's
+ * long cache is read by every thread instead of one.
+ * Deterministic: every output element is computed by one work item (or merged from a fixed set of
+ * them) in a fixed order, so results are bitwise identical whatever the thread count or
+ * scheduling. */
 #include "backends/cpu_flash/flash.h"
 
 #include "modattn/core.h"
@@ -14,6 +20,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ ISA choice */
@@ -62,6 +69,33 @@ const flash_isa *modattn__flash_isa_by_name(const char *name) {
 #define FLASH_MAX_SEQ (INT64_C(1) << 30) /* key/query indices are compared as int32 */
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Keys per split-KV work item: 4 of the narrow kernel's key tiles. Fixed, so the split points
+ * (and the results' bits) depend on the shape alone. */
+#define SPLIT_KEYS 512
+
+/* The kernel for this shape: the narrow one when the rows of a kv head fit it. */
+static const flash_isa *shape_isa(const modattn_attn_desc *d) {
+    const flash_isa *isa = modattn__flash_isa_select();
+    const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
+    if (isa->narrow && rows <= isa->narrow->lanes) isa = isa->narrow;
+    return isa;
+}
+
+/* Split-KV: the number of key ranges per (b, kv head), 1 when not split. */
+static int64_t shape_splits(const modattn_attn_desc *d, const flash_isa *isa) {
+    const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
+    if (rows > isa->lanes || d->Sk <= SPLIT_KEYS || !isa->tile_split) return 1;
+    return (d->Sk + SPLIT_KEYS - 1) / SPLIT_KEYS;
+}
+
+/* floats of the split partials after the threads' slices */
+static size_t split_floats(const modattn_attn_desc *d, const flash_isa *isa, int64_t nsplit) {
+    if (nsplit <= 1) return 0;
+    const size_t per = round16((size_t)d->Dv * (size_t)isa->lanes + 2 * (size_t)isa->lanes);
+    /* and one counter of splits left per (b, kv head) */
+    return (size_t)d->B * (size_t)d->Hkv * (size_t)nsplit * per + round16((size_t)d->B * (size_t)d->Hkv);
+}
 
 /* Fills the offsets of one thread's slice; everything follows from desc alone, so that
  * workspace_bytes() and run() agree. */
@@ -120,9 +154,10 @@ static bool flash_supports(void *ctx, const modattn_attn_desc *d, char *reason, 
 static size_t flash_workspace_bytes(void *ctx, const modattn_attn_desc *d, int nthreads) {
     (void)ctx;
     flash_job job;
-    layout(d, modattn__flash_isa_select(), &job);
+    const flash_isa *isa = shape_isa(d);
+    layout(d, isa, &job);
     if (nthreads < 1) nthreads = 1;
-    return (size_t)nthreads * job.ws_slice_floats * sizeof(float);
+    return ((size_t)nthreads * job.ws_slice_floats + split_floats(d, isa, shape_splits(d, isa))) * sizeof(float);
 }
 
 typedef struct flash_run {
@@ -131,7 +166,10 @@ typedef struct flash_run {
     float *ws;
     int nthreads;
     atomic_int bad_thread;
+    atomic_int *left; /* split-KV: splits of each (b, kv head) not yet done; NULL otherwise */
 } flash_run;
+
+static void merge_task(void *ctx, int64_t item, int thread);
 
 static void flash_task(void *ctx, int64_t item, int thread) {
     flash_run *r = ctx;
@@ -140,6 +178,58 @@ static void flash_task(void *ctx, int64_t item, int thread) {
         return;
     }
     r->tile(r->job, item, r->ws + (size_t)thread * r->job->ws_slice_floats);
+    /* split-KV: the task that finishes a (b, kv head)'s last split merges them (acq_rel: it sees
+     * every other split's partial); the merge's order is fixed, so is its result */
+    if (r->left) {
+        const int64_t bh = item / r->job->nsplit;
+        if (atomic_fetch_sub_explicit(&r->left[bh], 1, memory_order_acq_rel) == 1) merge_task(ctx, bh, thread);
+    }
+}
+
+/* The merge of split-KV partials for item (b, kv head): per query row, in split order,
+ * M = max m_s, w_s = e^(m_s - M), O = sum w_s O_s / sum w_s l_s, LSE = M + log sum w_s l_s. */
+static void merge_task(void *ctx, int64_t item, int thread) {
+    (void)thread;
+    const flash_run *r = ctx;
+    const flash_job *j = r->job;
+    const int64_t L = j->lanes, b = item / j->Hkv, hk = item % j->Hkv, G = j->G, ns = j->nsplit;
+    const float *p0 = j->part + (size_t)item * (size_t)ns * j->part_floats;
+    for (int64_t l = 0; l < j->rows; l++) {
+        const int64_t i = l / G, h = hk * G + l % G;
+        float m = -INFINITY;
+        for (int64_t s = 0; s < ns; s++) {
+            const float ms = p0[(size_t)s * j->part_floats + (size_t)(j->Dv * L + l)];
+            if (ms > m) m = ms;
+        }
+        float *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
+        double lsum = 0;
+        float w[64], *wp = ns <= 64 ? w : NULL;
+        float sum = 0.0f;
+        for (int64_t s = 0; s < ns; s++) {
+            const float *ps = p0 + (size_t)s * j->part_floats;
+            const float ls = ps[j->Dv * L + L + l], ms = ps[j->Dv * L + l];
+            const float ws = ls > 0.0f && m > -INFINITY ? expf(ms - m) : 0.0f;
+            if (wp) wp[s] = ws;
+            sum += ws * ls;
+        }
+        lsum = sum;
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int64_t e = 0; e < j->Dv; e++) {
+            float acc = 0.0f;
+            for (int64_t s = 0; s < ns; s++) {
+                const float *ps = p0 + (size_t)s * j->part_floats;
+                float ws = wp ? wp[s] : 0.0f;
+                if (!wp) {
+                    const float ls = ps[j->Dv * L + L + l], ms = ps[j->Dv * L + l];
+                    ws = ls > 0.0f && m > -INFINITY ? expf(ms - m) : 0.0f;
+                }
+                acc += ws * ps[e * L + l];
+            }
+            o[e * j->os[3]] = acc * inv;
+        }
+        if (j->lse)
+            j->lse[b * j->ls[0] + h * j->ls[1] + i * j->ls[2]] = sum > 0.0f ? (float)((double)m + log(lsum)) : -INFINITY;
+    }
 }
 
 static void copy_strides(int64_t *dst, const modattn_tensor *t, int n) {
@@ -153,12 +243,13 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     if (d->B == 0 || d->Hq == 0 || d->Sq == 0) return 0;
     if (d->Dv == 0 && !d->has_lse) return 0;
 
-    const flash_isa *isa = modattn__flash_isa_select();
+    const flash_isa *isa = shape_isa(d);
     flash_job job;
     memset(&job, 0, sizeof job);
     layout(d, isa, &job);
     const int nthreads = exec && exec->parallel_for && exec->nthreads > 0 ? exec->nthreads : 1;
-    const size_t need = (size_t)nthreads * job.ws_slice_floats * sizeof(float);
+    const int64_t nsplit = shape_splits(d, isa);
+    const size_t need = ((size_t)nthreads * job.ws_slice_floats + split_floats(d, isa, nsplit)) * sizeof(float);
     if (!workspace || workspace_bytes < need || ((uintptr_t)workspace % 64) != 0) {
         snprintf(reason, len, "cpu_flash needs %zu bytes of 64-byte aligned workspace for %d threads, got %zu",
                  need, nthreads, workspace ? workspace_bytes : (size_t)0);
@@ -202,7 +293,18 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     r.ws = workspace;
     r.nthreads = nthreads;
     atomic_init(&r.bad_thread, 0);
-    const int64_t items = job.B * job.Hkv * job.ntiles;
+    r.left = NULL;
+    int64_t items = job.B * job.Hkv * job.ntiles;
+    job.nsplit = nsplit;
+    if (nsplit > 1) { /* split-KV: partials after the threads' slices, then the merge */
+        job.split_keys = SPLIT_KEYS;
+        job.part_floats = round16((size_t)d->Dv * (size_t)job.lanes + 2 * (size_t)job.lanes);
+        job.part = (float *)workspace + (size_t)nthreads * job.ws_slice_floats;
+        r.tile = isa->tile_split;
+        items = job.B * job.Hkv * nsplit;
+        r.left = (atomic_int *)(void *)(job.part + (size_t)items * job.part_floats);
+        for (int64_t i = 0; i < job.B * job.Hkv; i++) atomic_init(&r.left[i], (int)nsplit);
+    }
     if (exec && exec->parallel_for) {
         exec->parallel_for(exec, items, flash_task, &r);
     } else {

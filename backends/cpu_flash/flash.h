@@ -35,6 +35,11 @@ typedef struct flash_job {
     float *lse;        /* [B, Hq, Sq] or NULL */
     const int32_t *kv_lens;
     int64_t qs[4], ks[4], vs[4], os[4], ms[4], ls[3];
+    /* split-KV (tile_split): nsplit key ranges of split_keys per (b, kv head), partial results of
+     * part_floats each at part (after the threads' slices in the workspace) */
+    int64_t nsplit, split_keys;
+    float *part;
+    size_t part_floats;
     /* per-thread workspace */
     int lanes, bk;
     size_t ws_slice_floats; /* floats per thread slice (a multiple of 16) */
@@ -60,6 +65,10 @@ typedef struct flash_isa {
     int bk;    /* keys per tile */
     flash_tile_fn tile;
     flash_vec_fn exp, exp2;
+    flash_tile_fn tile_split; /* one key range of a decode tile (see tile_split in flash_kernel.inc.h) */
+    /* The same kernel with fewer lanes, for rows (G * Sq) that fill no more of them (decode), or
+     * NULL: the arithmetic on empty lanes is not done. */
+    const struct flash_isa *narrow;
 } flash_isa;
 
 const flash_isa *modattn__flash_isa_scalar(void);

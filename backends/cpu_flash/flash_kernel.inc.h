@@ -254,11 +254,12 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
     }
 }
 
-static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
+/* Query tile t of (b, kv head hk) over the keys [ka, kb) (clipped to what the tile may see):
+ * leaves the running max and sum in the workspace's lane area and the unnormalised O^T in its
+ * ot. Returns the tile's number of valid rows. */
+static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk, int64_t t, int64_t ka, int64_t kb,
+                                    float *ws) {
     const int64_t G = job->G, D = job->D, Dv = job->Dv;
-    const int64_t nt = job->ntiles;
-    const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
-    const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
     const int64_t r0 = t * LANES;
     const int64_t nrow = job->rows - r0 < LANES ? job->rows - r0 : LANES;
 
@@ -306,6 +307,7 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
         kfull = imin + off + 1 < kend ? imin + off + 1 : kend;
         if (kfull < 0) kfull = 0;
     }
+    if (kend > kb) kend = kb; /* a split's share of the keys (tile_split) */
 
     const float *kh = job->k + b * job->ks[0] + hk * job->ks[1];
     const float *vh = job->v + b * job->vs[0] + hk * job->vs[1];
@@ -325,7 +327,7 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
     epi.kfull = kfull;
     epi.causal = job->causal;
 
-    for (int64_t j0 = 0; j0 < kend; j0 += BKT) {
+    for (int64_t j0 = ka; j0 < kend; j0 += BKT) {
         const int64_t nk = kend - j0 < BKT ? kend - j0 : BKT;
 
         const float *kbase = kh + j0 * job->ks[2];
@@ -389,6 +391,18 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
         }
         FLASH_NAME(pv_tile)(ot, Dv, st, nk, vbase, vstride, alpha);
     }
+    return nrow;
+}
+
+static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
+    const int64_t G = job->G, Dv = job->Dv;
+    const int64_t nt = job->ntiles;
+    const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
+    const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
+    const int64_t r0 = t * LANES;
+    const int64_t nrow = FLASH_NAME(tile_run)(job, b, hk, t, 0, INT64_MAX, ws);
+    float *st = ws + job->off_st, *ot = ws + job->off_ot;
+    float *mrun = ws + job->off_lane + LANES, *lrun = ws + job->off_lane + 2 * LANES;
 
     /* O = O^T / l, LSE = m + log l; a lane that saw no key gets O = 0, LSE = -inf. */
     float *orow[LANES];
@@ -403,6 +417,18 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
                 lv > 0.0f ? (float)((double)mrun[l] + log((double)lv)) : -INFINITY;
     }
     FLASH_NAME(store_o)(orow, ot, inv, nrow, Dv, job->os[3]);
+}
+
+/* Split-KV (decode: every query row of a kv head in one tile): item = (b, kv head, split s) over
+ * the keys [s * split_keys, (s + 1) * split_keys); its running max, sum and unnormalised O^T go to
+ * job->part + item * part_floats ([Dv][LANES] O^T, then m[LANES], l[LANES]) for the merge
+ * (cpu_flash.c). The split points depend on the lengths alone, never on the threads. */
+static void FLASH_NAME(tile_split)(const flash_job *job, int64_t item, float *ws) {
+    const int64_t s = item % job->nsplit, bh = item / job->nsplit, b = bh / job->Hkv, hk = bh % job->Hkv;
+    FLASH_NAME(tile_run)(job, b, hk, 0, s * job->split_keys, (s + 1) * job->split_keys, ws);
+    float *part = job->part + (size_t)item * job->part_floats;
+    memcpy(part, ws + job->off_ot, sizeof(float) * (size_t)(job->Dv * LANES));
+    memcpy(part + job->Dv * LANES, ws + job->off_lane + LANES, sizeof(float) * 2 * LANES);
 }
 
 static void FLASH_NAME(exp_array)(const float *x, float *y, int64_t n) {

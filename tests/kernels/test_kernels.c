@@ -168,6 +168,8 @@ static void tc_make(tcase *tc, int k) {
     case 9: mask = 6; lse = true; Sq = 5; break;        /* -FLT_MAX everywhere: uniform rows */
     case 10: Dv = 0; lse = true; break;
     case 11: G = 8; Hkv = 1; Sq = 1; Sk = 100; break;   /* MQA decode */
+    case 12: G = 8; Hkv = 2; Sq = 1; Sk = 1300; break;  /* GQA decode, a long cache: split-KV */
+    case 13: G = 4; Hkv = 1; Sq = 3; Sk = 900; lse = true; break; /* 12 rows, split, causal or not */
     default: break;
     }
     tc->B = B, tc->Hq = Hkv * G, tc->Hkv = Hkv, tc->Sq = Sq, tc->Sk = Sk, tc->D = D, tc->Dv = Dv;

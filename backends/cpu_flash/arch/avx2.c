@@ -113,6 +113,8 @@ static const flash_isa isa = {
     /* .tile = */ flash_avx2_tile,
     /* .exp = */ flash_avx2_exp_array,
     /* .exp2 = */ flash_avx2_exp2_array,
+    /* .tile_split = */ flash_avx2_tile_split,
+    /* .narrow = */ NULL,
 };
 
 const flash_isa *modattn__flash_isa_avx2(void) { return &isa; }

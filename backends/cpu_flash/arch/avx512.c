@@ -111,13 +111,45 @@ static inline vf vf_exp2(vf x) {
 
 #include "backends/cpu_flash/flash_kernel.inc.h"
 
-static const flash_isa isa = {
+/* The 16-lane kernel (1 zmm of lanes) for decode: a kv head's G * Sq <= 16 query rows fill it,
+ * where the 32-lane tile would compute 16 or more empty lanes for every key. S^T blocks of 12
+ * keys (12 running sums + 12 partial sums + the query vector + 1 broadcast), O^T blocks of 24
+ * value columns, key tiles of 128. */
+enum { WIDE_BK = BKT, WIDE_LANES = VL * NV };
+#undef NV
+#undef RQK
+#undef DB
+#undef EPV
+#undef BKT
+#undef FLASH_NAME
+#define NV 1
+#define RQK 12
+#define DB 8
+#define EPV 24
+#define BKT 128
+#define FLASH_NAME(x) flash_avx512n_##x
+#include "backends/cpu_flash/flash_kernel.inc.h"
+
+static const flash_isa narrow = {
     /* .name = */ "avx512",
     /* .lanes = */ VL * NV,
     /* .bk = */ BKT,
+    /* .tile = */ flash_avx512n_tile,
+    /* .exp = */ flash_avx512n_exp_array,
+    /* .exp2 = */ flash_avx512n_exp2_array,
+    /* .tile_split = */ flash_avx512n_tile_split,
+    /* .narrow = */ NULL,
+};
+
+static const flash_isa isa = {
+    /* .name = */ "avx512",
+    /* .lanes = */ WIDE_LANES,
+    /* .bk = */ WIDE_BK,
     /* .tile = */ flash_avx512_tile,
     /* .exp = */ flash_avx512_exp_array,
     /* .exp2 = */ flash_avx512_exp2_array,
+    /* .tile_split = */ flash_avx512_tile_split,
+    /* .narrow = */ &narrow,
 };
 
 const flash_isa *modattn__flash_isa_avx512(void) { return &isa; }

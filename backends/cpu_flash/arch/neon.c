@@ -89,6 +89,8 @@ static const flash_isa isa = {
     /* .tile = */ flash_neon_tile,
     /* .exp = */ flash_neon_exp_array,
     /* .exp2 = */ flash_neon_exp2_array,
+    /* .tile_split = */ flash_neon_tile_split,
+    /* .narrow = */ NULL,
 };
 
 const flash_isa *modattn__flash_isa_neon(void) { return &isa; }

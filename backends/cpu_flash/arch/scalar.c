@@ -90,6 +90,8 @@ static const flash_isa isa = {
     /* .tile = */ flash_scalar_tile,
     /* .exp = */ flash_scalar_exp_array,
     /* .exp2 = */ flash_scalar_exp2_array,
+    /* .tile_split = */ flash_scalar_tile_split,
+    /* .narrow = */ NULL,
 };
 
 const flash_isa *modattn__flash_isa_scalar(void) { return &isa; }
