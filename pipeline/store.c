@@ -634,6 +634,11 @@ static int check_model(modattn_store *s, const modattn_store_model *m, bool *rec
     *recorded = found;
     bool same = dim == m->dim && (found && m->identity ? strcmp(ident, m->identity) == 0
                                                        : strcmp(hash, m->weights_hash) == 0);
+    /* the precision always: a store from before identities is compared by weights, which a
+     * bf16 or int8 model of the same weights shares (none recorded: fp32) */
+    char prec[16];
+    if (same && (st = modattn_store_get_precision(s, prec, sizeof prec))) return st;
+    if (same && strcmp(prec, m->precision ? m->precision : "fp32") != 0) same = false;
     return same ? 0 : model_mismatch(s, m, name, hash, ident, dim);
 }
 
@@ -649,10 +654,11 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
         /* a store from before identities, matched by weights and dim: record this one's */
         if ((st = exec_sql(s, "BEGIN IMMEDIATE", "recording the model's identity"))) return st;
         sqlite3_stmt *q = NULL;
-        int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES ('model_identity', ?1)",
-                                    -1, &q, NULL);
+        int rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES ('model_identity', ?1), "
+                                    "('model_precision', ?2)", -1, &q, NULL);
         if (rc == SQLITE_OK) {
             sqlite3_bind_text(q, 1, m->identity, -1, SQLITE_STATIC);
+            sqlite3_bind_text(q, 2, m->precision ? m->precision : "fp32", -1, SQLITE_STATIC);
             rc = sqlite3_step(q);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }

@@ -134,7 +134,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_b
 
 /* A's rows to int8, one scale a row (dynamic, symmetric): t = (a - shift) * inv (the folded
  * LayerNorm's normalised values; shift NULL: t = a), q = round(t * 127 / max|t|) (nearest even),
- * scale max|t| / 127. A row of zeros (the padding past a batch) gets scale -1: its product is 0.
+ * scale max|t| / 127. A row of zeros (the padding past a batch) gets scale -1: its product is 0; a
+ * row with a NaN gets scale NaN (NaN out, as fp32 would give); a row of t all below 1e-30 (with a
+ * folded LayerNorm: a row equal to its beta) gets codes 0 and scale 0: only W beta remains.
  * Each row's codes depend on that row alone, and the int32 sums of the products are exact: a
  * text's vector is the same alone or batched. */
 #define TAIL(K, k) ((K) - (k) >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << ((K) - (k))) - 1))
@@ -145,16 +147,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) static void to_int8(int64_t
         const float *a = A + r * lda;
         int8_t *o = out + r * K;
         __m512 mx = _mm512_setzero_ps(), raw = _mm512_setzero_ps();
+        bool nan = false; /* _mm512_max_ps drops NaN: looked for on its own */
         for (int64_t k = 0; k < K; k += 16) {
             const __mmask16 m = TAIL(K, k);
             __m512 t = _mm512_maskz_loadu_ps(m, a + k);
+            nan |= _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q) != 0;
             raw = _mm512_max_ps(raw, _mm512_abs_ps(t));
             if (shift) t = _mm512_mul_ps(_mm512_sub_ps(t, _mm512_maskz_loadu_ps(m, shift + k)), _mm512_maskz_loadu_ps(m, inv_g + k));
             mx = _mm512_max_ps(mx, _mm512_abs_ps(t));
         }
         const float amax = _mm512_reduce_max_ps(mx);
-        if (_mm512_reduce_max_ps(raw) == 0.0f || !(amax > 0)) {
+        if (_mm512_reduce_max_ps(raw) == 0.0f && !nan) { /* a row of zeros (padding): its product is 0 */
             scale[r] = -1.0f;
+            memset(o, 0, (size_t)K);
+            continue;
+        }
+        if (nan || !(amax >= 1e-30f)) { /* NaN in: NaN out; tiny (or the folded LayerNorm's beta): W beta */
+            scale[r] = nan ? __builtin_nanf("") : 0.0f;
             memset(o, 0, (size_t)K);
             continue;
         }
@@ -330,6 +339,13 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
                                p->impl);
             goto done;
         }
+        /* int8 only on VNNI or AMX kernels: the older ones (gemm:jit under ONEDNN_MAX_CPU_ISA=AVX512_CORE
+         * or AVX2) add pairs of products in int16 and saturate, which s8 x s8 codes of 127 overflow */
+        if (int8 && !strstr(p->impl, "vnni") && !strstr(p->impl, "amx")) {
+            st = modattn_error(MODATTN_EUNSUPPORTED, "int8 GEMMs need oneDNN's VNNI or AMX kernels; it offered '%s' "
+                               "(is ONEDNN_MAX_CPU_ISA set below AVX512_CORE_VNNI?)", p->impl);
+            goto done;
+        }
 #define UP(x) (((x) + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN)
         const size_t rows = MODATTN__GEMM_BLOCK;
         p->a_off = UP(p->onednn_scratch);
@@ -378,12 +394,13 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
                 if (fold) corr += (double)w[k] * (double)p->shift[k];
             }
             if (fold) p->corr[n] = (float)corr;
-            const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-            p->wscale[n] = amax > 0 ? amax / 127.0f : 0.0f;
+            const bool live = amax >= 1e-30f; /* (a model's weights are finite: checked at load) */
+            const float inv = live ? 127.0f / amax : 0.0f;
+            p->wscale[n] = live ? amax / 127.0f : 0.0f;
             for (int64_t k = 0; k < K; k++) {
                 const float wk = fold && p->inv_g[k] != 1.0f ? w[k] * in_gamma[k] : w[k];
                 const float q = nearbyintf(wk * inv);
-                wq[n * K + k] = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+                wq[n * K + k] = (int8_t)(!(q == q) ? 0 : q > 127.0f ? 127 : q < -127.0f ? -127 : q);
             }
         }
         W = (const float *)(const void *)wq;

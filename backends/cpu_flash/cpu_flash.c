@@ -170,6 +170,8 @@ typedef struct flash_run {
 } flash_run;
 
 static void merge_task(void *ctx, int64_t item, int thread);
+/* the counters live in the workspace's float area, counted in floats (split_floats) */
+_Static_assert(sizeof(atomic_int) <= sizeof(float) && _Alignof(atomic_int) <= _Alignof(float), "counter size");
 
 static void flash_task(void *ctx, int64_t item, int thread) {
     flash_run *r = ctx;
@@ -193,7 +195,7 @@ static void merge_task(void *ctx, int64_t item, int thread) {
     const flash_run *r = ctx;
     const flash_job *j = r->job;
     const int64_t L = j->lanes, b = item / j->Hkv, hk = item % j->Hkv, G = j->G, ns = j->nsplit;
-    const float *p0 = j->part + (size_t)item * (size_t)ns * j->part_floats;
+    float *p0 = j->part + (size_t)item * (size_t)ns * j->part_floats;
     for (int64_t l = 0; l < j->rows; l++) {
         const int64_t i = l / G, h = hk * G + l % G;
         float m = -INFINITY;
@@ -202,33 +204,25 @@ static void merge_task(void *ctx, int64_t item, int thread) {
             if (ms > m) m = ms;
         }
         float *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
-        double lsum = 0;
-        float w[64], *wp = ns <= 64 ? w : NULL;
         float sum = 0.0f;
-        for (int64_t s = 0; s < ns; s++) {
-            const float *ps = p0 + (size_t)s * j->part_floats;
+        for (int64_t s = 0; s < ns; s++) { /* each split's weight, kept in place of its max */
+            float *ps = p0 + (size_t)s * j->part_floats;
             const float ls = ps[j->Dv * L + L + l], ms = ps[j->Dv * L + l];
             const float ws = ls > 0.0f && m > -INFINITY ? expf(ms - m) : 0.0f;
-            if (wp) wp[s] = ws;
+            ps[j->Dv * L + l] = ws;
             sum += ws * ls;
         }
-        lsum = sum;
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         for (int64_t e = 0; e < j->Dv; e++) {
             float acc = 0.0f;
             for (int64_t s = 0; s < ns; s++) {
                 const float *ps = p0 + (size_t)s * j->part_floats;
-                float ws = wp ? wp[s] : 0.0f;
-                if (!wp) {
-                    const float ls = ps[j->Dv * L + L + l], ms = ps[j->Dv * L + l];
-                    ws = ls > 0.0f && m > -INFINITY ? expf(ms - m) : 0.0f;
-                }
-                acc += ws * ps[e * L + l];
+                acc += ps[j->Dv * L + l] * ps[e * L + l];
             }
             o[e * j->os[3]] = acc * inv;
         }
         if (j->lse)
-            j->lse[b * j->ls[0] + h * j->ls[1] + i * j->ls[2]] = sum > 0.0f ? (float)((double)m + log(lsum)) : -INFINITY;
+            j->lse[b * j->ls[0] + h * j->ls[1] + i * j->ls[2]] = sum > 0.0f ? (float)((double)m + log((double)sum)) : -INFINITY;
     }
 }
 

@@ -194,7 +194,9 @@ typedef struct modattn_cpu_features {
 
 /* Detected once; the OS must also save the registers (XGETBV) for AVX/AVX-512 to count.
  * MODATTN_CPU_DISABLE (comma list, e.g. "avx512f,avx2"; also "avx512_bf16", "avx512_vnni", "amx")
- * masks features off, so tests can force the narrower code paths on a wide machine. */
+ * masks features off, so tests can force the narrower code paths on a wide machine. It steers
+ * modattn's own choices (its kernels; whether bf16 / int8 are offered); oneDNN picks its GEMM
+ * kernels on its own, and ONEDNN_MAX_CPU_ISA is what limits those (e.g. AVX512_CORE_BF16: no AMX). */
 const modattn_cpu_features *modattn_cpu_get(void);
 /* "avx512f avx2 fma ..." into buf. */
 void modattn_cpu_describe(char *buf, size_t len);

@@ -90,12 +90,16 @@ int main(void) {
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char why[256];
         const bool ok = modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why);
-        if (op == MODATTN_OP_LINEAR_BF16) { /* only where the CPU has bf16 dot products, else why */
+        if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8) {
+            /* only where the CPU has bf16 (int8) dot products, else why */
             const modattn_cpu_features *f = modattn_cpu_get();
-            CHECK_MSG(ok == (f->avx512_bf16 && f->avx512bw && f->avx512vl) || (!ok && strstr(why, "oneDNN")),
-                      "linear_bf16: %s", ok ? "supported" : why);
-            CHECK_MSG(ok || strstr(why, "AVX512_BF16") || strstr(why, "oneDNN") || strstr(why, "x86"), "reason: %s", why);
-            if (!ok) printf("linear_bf16 not available here: %s\n", why);
+            const bool bf = op == MODATTN_OP_LINEAR_BF16;
+            const bool has = (bf ? f->avx512_bf16 : f->avx512_vnni) && f->avx512bw && f->avx512vl;
+            CHECK_MSG(ok == has || (!ok && strstr(why, "oneDNN")), "%s: %s", modattn_op_name((modattn_op)op),
+                      ok ? "supported" : why);
+            CHECK_MSG(ok || strstr(why, bf ? "AVX512_BF16" : "AVX512_VNNI") || strstr(why, "oneDNN") || strstr(why, "x86"),
+                      "reason: %s", why);
+            if (!ok) printf("%s not available here: %s\n", modattn_op_name((modattn_op)op), why);
             continue;
         }
         CHECK_MSG(ok, "op %s: %s", modattn_op_name((modattn_op)op), why);

@@ -834,6 +834,13 @@ static void test_store(const char *dir) {
      * compares by it: the same weights with another identity (config, pooling, tokenizer) are not */
     modattn_store_model renamed = {"a-renamed-copy", "0123456789abcdef", 4, NULL, NULL};
     CHECK(modattn_store_check_model(s, &renamed) == 0);
+    /* a store from before identities holds fp32 vectors (none recorded): a bf16 model of the same
+     * weights is refused by its precision, not accepted by the weights it shares */
+    modattn_store_model a_bf16 = {"model-a", "0123456789abcdef", 4, NULL, "bf16"};
+    CHECK_ERR(modattn_store_check_model(s, &a_bf16), MODATTN_EVERSION, "holds fp32 embeddings");
+    CHECK_ERR(modattn_store_bind_model(s, &a_bf16), MODATTN_EVERSION, "--precision fp32");
+    char prec[16] = "";
+    CHECK(modattn_store_get_precision(s, prec, sizeof prec) == 0 && strcmp(prec, "fp32") == 0);
     modattn_store_model ia = {"via-a-link", "0123456789abcdef", 4, "1111222233334444", NULL};
     CHECK(modattn_store_bind_model(s, &ia) == 0); /* records the identity */
     CHECK(modattn_store_check_model(s, &ia) == 0);
