@@ -159,10 +159,8 @@ static void amx_config(void) {
     for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
     __asm__ volatile("ldtilecfg %0" ::"m"(c));
 }
-__attribute__((target("amx-tile,amx-bf16"))) static float kern_amx_bf16(int64_t iters, float seed) {
-    static uint16_t src[16 * 32] __attribute__((aligned(64)));
-    float acc[16 * 16] __attribute__((aligned(64)));
-    for (int i = 0; i < 16 * 32; i++) src[i] = 0x3800; /* bf16 2^-15 */
+/* the configuration, accumulators 0-3 zeroed, sources 4-7 loaded from src (16 rows of 64 bytes) */
+__attribute__((target("amx-tile"))) static inline void amx_start(const void *src) {
     amx_config();
     _tile_zero(0);
     _tile_zero(1);
@@ -172,6 +170,12 @@ __attribute__((target("amx-tile,amx-bf16"))) static float kern_amx_bf16(int64_t 
     _tile_loadd(5, src, 64);
     _tile_loadd(6, src, 64);
     _tile_loadd(7, src, 64);
+}
+__attribute__((target("amx-tile,amx-bf16"))) static float kern_amx_bf16(int64_t iters, float seed) {
+    static uint16_t src[16 * 32] __attribute__((aligned(64)));
+    float acc[16 * 16] __attribute__((aligned(64)));
+    for (int i = 0; i < 16 * 32; i++) src[i] = 0x3800; /* bf16 2^-15 */
+    amx_start(src);
     for (int64_t i = 0; i < iters; i++) {
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
@@ -186,15 +190,7 @@ __attribute__((target("amx-tile,amx-int8"))) static float kern_amx_int8(int64_t 
     static int8_t src[16 * 64] __attribute__((aligned(64)));
     int32_t acc[16 * 16] __attribute__((aligned(64)));
     for (int i = 0; i < 16 * 64; i++) src[i] = 1;
-    amx_config();
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    _tile_loadd(4, src, 64);
-    _tile_loadd(5, src, 64);
-    _tile_loadd(6, src, 64);
-    _tile_loadd(7, src, 64);
+    amx_start(src);
     for (int64_t i = 0; i < iters; i++) {
         _tile_dpbssd(0, 4, 6);
         _tile_dpbssd(1, 4, 7);
