@@ -449,7 +449,6 @@ done:
 }
 
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->scratch_bytes : 0; }
-const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { return p ? p->impl : ""; }
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { return p ? p->prec : MODATTN_PRECISION_FP32; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) {
     return p ? p->packed_bytes + (p->wscale ? (size_t)p->N * sizeof(float) : 0) +
@@ -544,7 +543,6 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
     return false;
 }
 bool modattn__gemm_int8_available(char *reason, size_t len) { return modattn__gemm_bf16_available(reason, len); }
-const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { (void)p; return ""; }
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { (void)p; return MODATTN_PRECISION_FP32; }
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return 0; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }

@@ -49,8 +49,6 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
  * else false and why. */
 bool modattn__gemm_bf16_available(char *reason, size_t len);
 bool modattn__gemm_int8_available(char *reason, size_t len);
-/* oneDNN's name for the kernel a plan runs ("brg:avx512_core_amx_bf16"), or "". */
-const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p);
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p);
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
 /* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */
