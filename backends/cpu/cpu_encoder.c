@@ -44,7 +44,8 @@ typedef struct row_job {
     bool direct;           /* a few-rows plan: modattn__gemm_direct on the block's rows */
     char *scratch;         /* per thread: scratch + thread * scratch_each */
     size_t scratch_each;
-    int64_t chunk;         /* rows per task */
+    int64_t chunk;         /* rows per task (panels: columns units per task is per_unit) */
+    int64_t panels, units, unit; /* column panels (panel_task): tasks, column units, columns a unit */
     int64_t rows;
     int err;               /* first failure of a task (atomic builtins) */
     char msg[256];         /* its message (written by the task that set err: messages are per thread) */
@@ -142,6 +143,38 @@ static void direct_cols_task(void *arg, int64_t task, int thread) {
         modattn__gemm_direct(j->rows, n1 - n0, j->K, j->A, j->lda, j->W + n0 * j->K, j->beta, j->y + n0, j->ld);
 }
 
+/* A plan's GEMM for a few rows by column panels: task t computes columns [n0, n1) of every
+ * row, in MODATTN__GEMM_SMALL-row blocks (the last may run into the buffers' zero rows, as
+ * row_task's). The split depends on the thread count, the bits do not (panel_ready). */
+static void panel_task(void *arg, int64_t task, int thread) {
+    row_job *j = arg;
+    const int64_t n0 = task * j->units / j->panels * j->unit, n1 = (task + 1) * j->units / j->panels * j->unit;
+    void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
+    for (int64_t r = 0; r < j->rows && n1 > n0; r += MODATTN__GEMM_SMALL) {
+        int st = modattn__gemm_plan_run_cols(j->plan, j->A + r * j->lda, j->y + r * j->ld, n0, n1, scr);
+        if (st) {
+            int zero = 0;
+            if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
+            return;
+        }
+    }
+}
+
+/* Whether the plan's GEMM of these few rows runs by column panels over nth threads, and how. */
+static bool use_panels(row_job *j, int nth) {
+    if (!j->plan || !j->A || nth < 2 || j->rows > MODATTN__GEMM_BLOCK || !modattn__gemm_plan_has_small(j->plan))
+        return false;
+    const int64_t unit = modattn__gemm_plan_panel_unit(j->plan);
+    if (unit <= 0 || j->width % unit) return false;
+    const int64_t units = j->width / unit, panels = units < nth ? units : nth;
+    const int64_t lo = units / panels * unit, hi = (units + panels - 1) / panels * unit;
+    if (panels < 2 || !modattn__gemm_plan_panel_ready(j->plan, lo) || (hi != lo && !modattn__gemm_plan_panel_ready(j->plan, hi)))
+        return false;
+    j->unit = unit, j->units = units, j->panels = panels;
+    return true;
+}
+
 static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     j->err = 0;
     const int nth = pool && modattn_pool_threads(pool) > 1 ? modattn_pool_threads(pool) : 1;
@@ -155,8 +188,9 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         j->A = A;
         return st;
     }
+    const bool panels = use_panels(j, nth);
     j->chunk = rows_per_task(j->rows, nth);
-    const int64_t ntasks = (j->rows + j->chunk - 1) / j->chunk;
+    const int64_t ntasks = panels ? j->panels : (j->rows + j->chunk - 1) / j->chunk;
     char *scratch = NULL;
     if (j->plan && (j->scratch_each = modattn__gemm_plan_scratch(j->plan)) > 0) {
         j->scratch_each = (j->scratch_each + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
@@ -167,6 +201,23 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         }
     }
     j->scratch = scratch;
+    if (panels) {
+        /* the GEMM by columns on every thread, then the row pass (post-ops) */
+        modattn_pool_run(pool, ntasks, panel_task, j);
+        modattn_free(scratch);
+        j->scratch = NULL;
+        int st = __atomic_load_n(&j->err, __ATOMIC_ACQUIRE);
+        if (st) {
+            snprintf(reason, len, "%s", j->msg);
+            return st;
+        }
+        const float *A = j->A;
+        const modattn__gemm_plan *plan = j->plan;
+        j->A = NULL, j->plan = NULL;
+        st = j->op == ROW_NONE ? 0 : run_rows(j, pool, reason, len);
+        j->A = A, j->plan = plan;
+        return st;
+    }
     if (nth > 1 && ntasks > 1)
         modattn_pool_run(pool, ntasks, row_task, j);
     else

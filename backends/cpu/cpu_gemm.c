@@ -23,6 +23,7 @@
 #endif
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,23 @@ struct modattn__gemm_plan {
      * and W beta [N] added back after */
     float *shift, *inv_g, *corr;
     char impl[64];
+    /* Column panels, for a few rows over several threads (modattn__gemm_plan_run_cols): the
+     * small-block product for a range of whole weight blocks, reading the same packed weights in
+     * place (panel_unit columns a block, panel_step bytes apart; panel_unit 0: the layout has no
+     * such ranges). Each panel width's primitive is made on first use and kept only if oneDNN
+     * runs the same kernel as for the whole and a probe gives the whole's bits (the cache is the
+     * one mutable part of a plan, under panel_mu). Its output goes to a dense [SMALL, width]
+     * block of the scratch at panel_off (oneDNN's brgemm takes no strided output). */
+    int64_t panel_unit, panel_blk;
+    size_t panel_step, panel_off;
+    pthread_mutex_t panel_mu;
+    int npanel;
+    struct gemm_panel {
+        int64_t width;
+        bool ok;
+        dnnl_primitive_t prim;
+        dnnl_memory_desc_t w_md, dst_md, scr_md;
+    } panel[8];
 };
 
 bool modattn__gemm_int8_available(char *reason, size_t len) {
@@ -223,13 +241,24 @@ static void from_int32(int64_t rows, const int32_t *acc, int64_t N, const float 
 
 static int dnnl_fail(dnnl_status_t s, const char *what) {
     if (s == dnnl_out_of_memory) return modattn_error(MODATTN_ENOMEM, "oneDNN: out of memory in %s", what);
+    if (s == dnnl_unimplemented) { /* e.g. bf16 with ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 */
+        const char *isa = getenv("ONEDNN_MAX_CPU_ISA");
+        return modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no %s for this CPU%s%s", DNNL_VERSION_MAJOR,
+                             DNNL_VERSION_MINOR, what, isa && *isa ? " as limited by ONEDNN_MAX_CPU_ISA=" : "",
+                             isa && *isa ? isa : "");
+    }
     return modattn_error(MODATTN_EINTERNAL, "oneDNN: %s failed (status %d)", what, (int)s);
 }
+
+static void panel_layout(modattn__gemm_plan *p);
 
 void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     if (!p) return;
     if (p->prim) dnnl_primitive_destroy(p->prim);
     if (p->prim_small) dnnl_primitive_destroy(p->prim_small);
+    for (int i = 0; i < p->npanel; i++)
+        if (p->panel[i].prim) dnnl_primitive_destroy(p->panel[i].prim);
+    if (p->panel_unit) pthread_mutex_destroy(&p->panel_mu);
     if (p->eng) dnnl_engine_destroy(p->eng);
     modattn_free(p->packed);
     modattn_free(p->wscale);
@@ -357,6 +386,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         }
 #undef UP
     }
+    panel_layout(p);
     if (int8) {
         /* one scale per output channel (a row of W): q = round(w * 127 / max|w|), nearest even */
         p->wscale = modattn_malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
@@ -462,48 +492,214 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
     return modattn__gemm_plan_run_rows(p, MODATTN__GEMM_BLOCK, A, C, scratch);
 }
 
-int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
-    const bool small = rows == MODATTN__GEMM_SMALL && p->prim_small;
-    if (!small) rows = MODATTN__GEMM_BLOCK;
-    const int omp_prev = omp_single_begin();
+/* One execution of prim on the calling thread: src A, weights W, dst C, oneDNN's scratch. */
+static dnnl_status_t exec_prim(const modattn__gemm_plan *p, dnnl_primitive_t prim, const dnnl_memory_desc_t *src_md,
+                               const void *A, const dnnl_memory_desc_t *w_md, const void *W,
+                               const dnnl_memory_desc_t *dst_md, void *C, const dnnl_memory_desc_t *scr_md,
+                               void *scratch) {
     dnnl_memory_t src = NULL, wts = NULL, dst = NULL, scr = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_status_t s;
-    float *C_out = C;
-    if (p->prec == MODATTN_PRECISION_BF16) { /* A's block, rounded, is the product's input */
-        uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
-        to_bf16(rows, A, p->lda, p->K, a16);
-        A = (const float *)(const void *)a16;
-    } else if (p->prec == MODATTN_PRECISION_INT8) { /* A's codes in, int32 sums out, scaled after */
-        int8_t *a8 = (int8_t *)((char *)scratch + p->a_off);
-        to_int8(rows, A, p->lda, p->K, p->shift, p->inv_g, a8, (float *)((char *)scratch + p->rs_off));
-        A = (const float *)(const void *)a8;
-        C = (float *)(void *)((char *)scratch + p->acc_off);
-    }
     if ((s = dnnl_stream_create(&stream, p->eng, dnnl_stream_default_flags)) ||
-        (s = dnnl_memory_create(&src, small ? &p->src_md_small : &p->src_md, p->eng, (void *)A)) ||
-        (s = dnnl_memory_create(&wts, &p->w_md, p->eng, p->packed)) ||
-        (s = dnnl_memory_create(&dst, small ? &p->dst_md_small : &p->dst_md, p->eng, C)) ||
-        (s = dnnl_memory_create(&scr, small ? &p->scratch_md_small : &p->scratch_md, p->eng, scratch)))
+        (s = dnnl_memory_create(&src, src_md, p->eng, (void *)A)) ||
+        (s = dnnl_memory_create(&wts, w_md, p->eng, (void *)W)) ||
+        (s = dnnl_memory_create(&dst, dst_md, p->eng, C)) || (s = dnnl_memory_create(&scr, scr_md, p->eng, scratch)))
         goto out;
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}, {DNNL_ARG_DST, dst},
                                {DNNL_ARG_SCRATCHPAD, scr}};
     sigset_t sig; /* the matmul may run oneDNN's JIT GEMM (gemm:jit on AVX2): core/signals.h */
     modattn__signals_hold(&sig);
-    if ((s = dnnl_primitive_execute(small ? p->prim_small : p->prim, stream, 4, args)) == dnnl_success)
-        s = dnnl_stream_wait(stream);
+    if ((s = dnnl_primitive_execute(prim, stream, 4, args)) == dnnl_success) s = dnnl_stream_wait(stream);
     modattn__signals_release(&sig);
-    if (s == dnnl_success && p->prec == MODATTN_PRECISION_INT8)
-        from_int32(rows, (const int32_t *)(const void *)C, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale,
-                   p->corr, p->accumulate, C_out, p->ldc);
 out:
     if (scr) dnnl_memory_destroy(scr);
     if (dst) dnnl_memory_destroy(dst);
     if (wts) dnnl_memory_destroy(wts);
     if (src) dnnl_memory_destroy(src);
     if (stream) dnnl_stream_destroy(stream);
+    return s;
+}
+
+/* A's rows as the product takes them: bf16 or int8 codes in the scratch (int8: with the rows'
+ * scales at rs_off), fp32 as they are. */
+static const void *convert_a(const modattn__gemm_plan *p, int64_t rows, const float *A, void *scratch) {
+    if (p->prec == MODATTN_PRECISION_BF16) { /* A's block, rounded, is the product's input */
+        uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
+        to_bf16(rows, A, p->lda, p->K, a16);
+        return a16;
+    }
+    if (p->prec == MODATTN_PRECISION_INT8) { /* A's codes in, int32 sums out, scaled after */
+        int8_t *a8 = (int8_t *)((char *)scratch + p->a_off);
+        to_int8(rows, A, p->lda, p->K, p->shift, p->inv_g, a8, (float *)((char *)scratch + p->rs_off));
+        return a8;
+    }
+    return A;
+}
+
+int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
+    const bool small = rows == MODATTN__GEMM_SMALL && p->prim_small;
+    if (!small) rows = MODATTN__GEMM_BLOCK;
+    const int omp_prev = omp_single_begin();
+    const bool int8 = p->prec == MODATTN_PRECISION_INT8;
+    const void *a = convert_a(p, rows, A, scratch);
+    void *dst = int8 ? (char *)scratch + p->acc_off : (void *)C;
+    dnnl_status_t s = exec_prim(p, small ? p->prim_small : p->prim, small ? &p->src_md_small : &p->src_md, a, &p->w_md,
+                                p->packed, small ? &p->dst_md_small : &p->dst_md, dst,
+                                small ? &p->scratch_md_small : &p->scratch_md, scratch);
+    if (s == dnnl_success && int8)
+        from_int32(rows, (const int32_t *)dst, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale, p->corr,
+                   p->accumulate, C, p->ldc);
     omp_single_end(omp_prev);
     return s == dnnl_success ? 0 : dnnl_fail(s, "matmul");
+}
+
+/* ------------------------------------------------------------------ column panels */
+
+/* Where the panels' ranges lie in the packed weights: oneDNN's blocked layout with the columns
+ * in blocks of blk, each block's K rows together (brgemm's BA16a64b: blk 64, blocks K*64
+ * elements apart), so columns [n0, n1) are one contiguous range; or a plain layout (gemm:jit),
+ * where a panel is a strided view. Anything else (extra data such as compensation): none. */
+static void panel_layout(modattn__gemm_plan *p) {
+    const dnnl_memory_desc_t *w = &p->w_md;
+    if (!p->prim_small || w->format_kind != dnnl_blocked || w->extra.flags != 0 || w->ndims != 2) return;
+    const dnnl_blocking_desc_t *b = &w->format_desc.blocking;
+    int64_t blk = 1;
+    for (int i = 0; i < b->inner_nblks; i++)
+        if (b->inner_idxs[i] == 1) blk *= b->inner_blks[i];
+    const int64_t unit = blk > 1 ? blk : 16;
+    if (p->N % unit != 0 || p->N < 2 * unit || unit % blk != 0) return;
+    const size_t elem = p->prec == MODATTN_PRECISION_BF16 ? 2 : p->prec == MODATTN_PRECISION_INT8 ? 1 : 4;
+    if (pthread_mutex_init(&p->panel_mu, NULL) != 0) return;
+    p->panel_unit = unit;
+    p->panel_blk = blk;
+    p->panel_step = (size_t)b->strides[1] * elem;
+    p->panel_off = (p->scratch_bytes + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
+    p->scratch_bytes = p->panel_off + (size_t)MODATTN__GEMM_SMALL * (size_t)p->N * 4;
+}
+
+int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p) { return p ? p->panel_unit : 0; }
+const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { return p ? p->impl : ""; }
+
+static const struct gemm_panel *panel_find(const modattn__gemm_plan *p, int64_t width) {
+    for (int i = 0; i < p->npanel; i++)
+        if (p->panel[i].width == width) return &p->panel[i];
+    return NULL;
+}
+
+static int run_panel(const modattn__gemm_plan *p, const struct gemm_panel *e, const float *A, float *C, int64_t n0,
+                     void *scratch) {
+    const int64_t rows = MODATTN__GEMM_SMALL, w = e->width;
+    const int omp_prev = omp_single_begin();
+    const bool int8 = p->prec == MODATTN_PRECISION_INT8;
+    const void *a = convert_a(p, rows, A, scratch);
+    char *out = (char *)scratch + p->panel_off; /* [rows, w] dense: f32, or s32 for int8 */
+    if (p->accumulate && !int8) /* the sum post-op reads what C holds */
+        for (int64_t r = 0; r < rows; r++) memcpy(out + (size_t)(r * w) * 4, C + r * p->ldc + n0, (size_t)w * 4);
+    dnnl_status_t s = exec_prim(p, e->prim, &p->src_md_small, a, &e->w_md,
+                                (const char *)p->packed + (size_t)(n0 / p->panel_blk) * p->panel_step, &e->dst_md,
+                                out, &e->scr_md, scratch);
+    if (s == dnnl_success) {
+        if (int8)
+            from_int32(rows, (const int32_t *)(const void *)out, w, (const float *)((char *)scratch + p->rs_off),
+                       p->wscale + n0, p->corr ? p->corr + n0 : NULL, p->accumulate, C + n0, p->ldc);
+        else
+            for (int64_t r = 0; r < rows; r++) memcpy(C + r * p->ldc + n0, out + (size_t)(r * w) * 4, (size_t)w * 4);
+    }
+    omp_single_end(omp_prev);
+    return s == dnnl_success ? 0 : dnnl_fail(s, "matmul (panel)");
+}
+
+/* The probe: the panel at both ends of the columns against the whole small-block product on
+ * the same pseudo-random rows (and, with accumulate, the same C before): every bit equal. */
+static bool panel_probe(const modattn__gemm_plan *p, const struct gemm_panel *e) {
+    const int64_t rows = MODATTN__GEMM_SMALL;
+    float *A = modattn_malloc((size_t)(rows * p->lda) * sizeof(float), MODATTN_MEM_WORKSPACE);
+    float *C1 = modattn_malloc((size_t)(rows * p->ldc) * sizeof(float), MODATTN_MEM_WORKSPACE);
+    float *C2 = modattn_malloc((size_t)(rows * p->ldc) * sizeof(float), MODATTN_MEM_WORKSPACE);
+    void *scr = modattn_malloc(p->scratch_bytes ? p->scratch_bytes : 1, MODATTN_MEM_WORKSPACE);
+    bool ok = A && C1 && C2 && scr;
+    uint32_t x = 2463534242u;
+    for (int64_t i = 0; ok && i < rows * p->lda; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        A[i] = (float)((int32_t)x) * (i % 97 == 0 ? 2e-8f : 5e-10f); /* a few large entries, as BERT's */
+    }
+    for (int64_t i = 0; ok && i < rows * p->ldc; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        C1[i] = C2[i] = (float)((int32_t)x) * 1e-9f;
+    }
+    ok = ok && modattn__gemm_plan_run_rows(p, rows, A, C1, scr) == 0;
+    const int64_t ends[2] = {0, (p->N - e->width) / p->panel_unit * p->panel_unit};
+    for (int k = 0; ok && k < 2; k++) {
+        ok = run_panel(p, e, A, C2, ends[k], scr) == 0;
+        for (int64_t r = 0; ok && r < rows; r++)
+            ok = memcmp(C1 + r * p->ldc + ends[k], C2 + r * p->ldc + ends[k], (size_t)e->width * sizeof(float)) == 0;
+    }
+    modattn_free(scr), modattn_free(C2), modattn_free(C1), modattn_free(A);
+    modattn_clear_error();
+    return ok;
+}
+
+bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width) {
+    if (!cp || !cp->panel_unit || width <= 0 || width % cp->panel_unit || width > cp->N) return false;
+    modattn__gemm_plan *p = (modattn__gemm_plan *)cp; /* the panel cache: under panel_mu */
+    pthread_mutex_lock(&p->panel_mu);
+    const struct gemm_panel *found = panel_find(p, width);
+    if (found || p->npanel == (int)(sizeof p->panel / sizeof p->panel[0])) {
+        const bool ok = found && found->ok;
+        pthread_mutex_unlock(&p->panel_mu);
+        return ok;
+    }
+    struct gemm_panel *e = &p->panel[p->npanel++];
+    *e = (struct gemm_panel){.width = width};
+    const bool int8 = p->prec == MODATTN_PRECISION_INT8;
+    const int omp_prev = omp_single_begin();
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t md;
+    dnnl_dims_t ddims = {MODATTN__GEMM_SMALL, width}, dstr = {width, 1};
+    const char *impl = NULL;
+    e->w_md = p->w_md;
+    e->w_md.dims[1] = e->w_md.padded_dims[1] = width;
+    bool ok = dnnl_memory_desc_init_by_strides(&e->dst_md, 2, ddims, int8 ? dnnl_s32 : dnnl_f32, dstr) == dnnl_success &&
+              dnnl_primitive_attr_create(&attr) == dnnl_success &&
+              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && p->accumulate && !int8)
+        ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dnnl_matmul_desc_init(&md, &p->src_md_small, &e->w_md, NULL, &e->dst_md) == dnnl_success &&
+         dnnl_primitive_desc_create(&pd, &md, attr, p->eng, NULL) == dnnl_success &&
+         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+         strcmp(impl, p->impl) == 0 && dnnl_memory_desc_equal(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0), &e->w_md);
+    if (ok) {
+        e->scr_md = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        /* within oneDNN's share of the scratch, and the last panel within the packed weights */
+        const int64_t last = (p->N - width) / p->panel_blk;
+        ok = dnnl_memory_desc_get_size(&e->scr_md) <= p->onednn_scratch &&
+             (size_t)last * p->panel_step + dnnl_memory_desc_get_size(&e->w_md) <= p->packed_bytes &&
+             dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    omp_single_end(omp_prev);
+    e->ok = ok && panel_probe(p, e);
+
+    if (!e->ok && e->prim) {
+        dnnl_primitive_destroy(e->prim);
+        e->prim = NULL;
+    }
+    pthread_mutex_unlock(&p->panel_mu);
+    return e->ok;
+}
+
+int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
+                                void *scratch) {
+    const struct gemm_panel *e = panel_find(p, n1 - n0);
+    if (!e || !e->ok || n0 % p->panel_unit)
+        return modattn_error(MODATTN_EINTERNAL, "GEMM plan: no panel of %lld columns (modattn__gemm_plan_panel_ready)",
+                             (long long)(n1 - n0));
+    return run_panel(p, e, A, C, n0, scratch);
 }
 
 #else
@@ -555,5 +751,13 @@ int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const
     return modattn__gemm_plan_run(p, A, C, scratch);
 }
 bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p) { (void)p; return false; }
+int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p) { (void)p; return 0; }
+const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { (void)p; return ""; }
+bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *p, int64_t width) { (void)p, (void)width; return false; }
+int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
+                                void *scratch) {
+    (void)A, (void)C, (void)n0, (void)n1;
+    return modattn__gemm_plan_run(p, NULL, NULL, scratch);
+}
 void modattn__gemm_plan_free(modattn__gemm_plan *p) { (void)p; }
 #endif

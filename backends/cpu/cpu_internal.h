@@ -59,6 +59,19 @@ int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C
 #define MODATTN__GEMM_SMALL 16
 int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch);
 bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p);
+/* Column panels: a few rows' product split by columns over threads, each thread reading only its
+ * part of the packed weights (a single short input is bound by reading them). Columns come in
+ * units of modattn__gemm_plan_panel_unit() (0: this plan has no panels). A panel width must be
+ * made ready first (modattn__gemm_plan_panel_ready: made on first use, kept only where oneDNN runs
+ * the same kernel and a probe gives the whole product's bits, so a panel's columns equal the
+ * whole's, bit for bit); then modattn__gemm_plan_run_cols computes C[0..SMALL, n0..n1) for
+ * MODATTN__GEMM_SMALL rows (n0 a multiple of the unit), from any thread, with its own scratch. */
+int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p);
+/* oneDNN's name for the plan's kernel ("brg:avx512_core", ...; "" without plans). */
+const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p);
+bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *p, int64_t width);
+int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
+                                void *scratch);
 void modattn__gemm_plan_free(modattn__gemm_plan *p);
 /* Bytes of packed weights a plan holds. */
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
