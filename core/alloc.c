@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #define HDR 64u
 #define MAGIC 0x6d6f6461u /* "moda" */
@@ -124,6 +127,27 @@ void modattn__mem_note_failure(int status) {
     g_last_status = status;
 }
 
+/* Large blocks (packed weights, activation arenas, a store's vectors, attention caches) are
+ * read in long streams: asked for on 2 MiB pages where the kernel's transparent huge pages are
+ * "madvise" (Debian's default), so their reads do not miss the TLB every 4 KiB. Only the whole
+ * 2 MiB pages inside the block are marked; MODATTN_HUGEPAGES=0 turns it off. */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_MIN ((size_t)8 << 20)
+static void advise_huge(void *raw, size_t total) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("MODATTN_HUGEPAGES");
+        off = e && strcmp(e, "0") == 0;
+    }
+    if (off) return;
+    const uintptr_t a = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), e = ((uintptr_t)raw + total) & ~(HUGE_PAGE - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: its failure changes nothing */
+#else
+    (void)raw, (void)total;
+#endif
+}
+
 void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
     if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
     if (reserve(cat, bytes) != 0) return NULL;
@@ -140,6 +164,7 @@ void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
                       modattn_mem_category_name(cat));
         return NULL;
     }
+    if (total >= HUGE_MIN) advise_huge(raw, total);
     hdr *h = (hdr *)raw;
     h->size = bytes;
     h->magic = MAGIC;
