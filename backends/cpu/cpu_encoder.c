@@ -51,39 +51,8 @@ typedef struct row_job {
     char msg[256];         /* its message (written by the task that set err: messages are per thread) */
 } row_job;
 
-static void row_task(void *arg, int64_t task, int thread) {
-    row_job *j = arg;
-    const int64_t r0 = task * j->chunk;
-    const int64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
-    if (r1 <= r0) return;
-    if (j->plan) {
-        /* whole blocks; the last may run into the buffers' zero rows past `rows` (row_block) */
-        void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
-        /* the last rows of a short task in blocks of MODATTN__GEMM_SMALL where the plan can */
-        const bool small = modattn__gemm_plan_has_small(j->plan);
-        for (int64_t r = r0, step; r < r1; r += step) {
-            step = small && r1 - r < MODATTN__GEMM_BLOCK ? MODATTN__GEMM_SMALL : MODATTN__GEMM_BLOCK;
-            int st = modattn__gemm_plan_run_rows(j->plan, step, j->A + r * j->lda, j->y + r * j->ld, scr);
-            if (st) {
-                int zero = 0;
-                if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-                    snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
-                return;
-            }
-        }
-    } else if (j->A && j->direct) {
-        modattn__gemm_direct(r1 - r0, j->width, j->K, j->A + r0 * j->lda, j->lda, j->W, j->beta,
-                             j->y + r0 * j->ld, j->ld);
-    } else if (j->A) {
-        /* Never fewer than GEMM_MIN_ROWS rows (the buffers' zero rows fill a short last block):
-         * the BLAS then computes every row with the same kernel and summation order, whatever the
-         * batch around it, and a text's embedding is bit for bit the same alone or batched
-         * (oneDNN takes another path below 16 rows; measured, see cpu_gemm.c). */
-        const int64_t mg = r1 - r0 < GEMM_MIN_ROWS ? GEMM_MIN_ROWS : r1 - r0;
-        modattn__sgemm_nt(mg, j->width, j->K, 1.0f, j->A + r0 * j->lda, j->lda, j->W, j->K, j->beta,
-                          j->y + r0 * j->ld, j->ld);
-    }
-    if (j->op == ROW_NONE) return;
+/* The elementwise post-op of rows [r0, r1) (a padding row: zeroed instead). */
+static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const int64_t b = r / j->S, i = r % j->S;
         float *y = j->y + r * j->ld;
@@ -118,6 +87,45 @@ static void row_task(void *arg, int64_t task, int thread) {
             break;
         }
     }
+}
+
+static void row_task(void *arg, int64_t task, int thread) {
+    row_job *j = arg;
+    const int64_t r0 = task * j->chunk;
+    const int64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    if (r1 <= r0) return;
+    if (j->plan) {
+        /* whole blocks; the last may run into the buffers' zero rows past `rows` (row_block) */
+        void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
+        /* the last rows of a short task in blocks of MODATTN__GEMM_SMALL where the plan can */
+        const bool small = modattn__gemm_plan_has_small(j->plan);
+        for (int64_t r = r0, step; r < r1; r += step) {
+            step = small && r1 - r < MODATTN__GEMM_BLOCK ? MODATTN__GEMM_SMALL : MODATTN__GEMM_BLOCK;
+            int st = modattn__gemm_plan_run_rows(j->plan, step, j->A + r * j->lda, j->y + r * j->ld, scr);
+            if (st) {
+                int zero = 0;
+                if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                    snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
+                return;
+            }
+            /* the block's post-op while its rows are in L2 (a task's 1024 rows of FFN-up output
+             * are 6 MB: a pass after all of them read them back from L3) */
+            if (j->op != ROW_NONE) row_ops(j, r, r + step < r1 ? r + step : r1);
+        }
+        return;
+    } else if (j->A && j->direct) {
+        modattn__gemm_direct(r1 - r0, j->width, j->K, j->A + r0 * j->lda, j->lda, j->W, j->beta,
+                             j->y + r0 * j->ld, j->ld);
+    } else if (j->A) {
+        /* Never fewer than GEMM_MIN_ROWS rows (the buffers' zero rows fill a short last block):
+         * the BLAS then computes every row with the same kernel and summation order, whatever the
+         * batch around it, and a text's embedding is bit for bit the same alone or batched
+         * (oneDNN takes another path below 16 rows; measured, see cpu_gemm.c). */
+        const int64_t mg = r1 - r0 < GEMM_MIN_ROWS ? GEMM_MIN_ROWS : r1 - r0;
+        modattn__sgemm_nt(mg, j->width, j->K, 1.0f, j->A + r0 * j->lda, j->lda, j->W, j->K, j->beta,
+                          j->y + r0 * j->ld, j->ld);
+    }
+    if (j->op != ROW_NONE) row_ops(j, r0, r1);
 }
 
 /* Rows per task: one task per thread where that makes tasks of at most 1024 rows, in whole
