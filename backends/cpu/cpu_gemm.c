@@ -24,6 +24,7 @@
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,7 @@ struct modattn__gemm_plan {
     int64_t panel_unit, panel_blk;
     size_t panel_step, panel_off;
     pthread_mutex_t panel_mu;
-    int npanel;
+    _Atomic int npanel; /* entries [0, npanel) are complete and never change (release/acquire) */
     struct gemm_panel {
         int64_t width;
         bool ok;
@@ -256,7 +257,7 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     if (!p) return;
     if (p->prim) dnnl_primitive_destroy(p->prim);
     if (p->prim_small) dnnl_primitive_destroy(p->prim_small);
-    for (int i = 0; i < p->npanel; i++)
+    for (int i = 0; i < atomic_load(&p->npanel); i++)
         if (p->panel[i].prim) dnnl_primitive_destroy(p->panel[i].prim);
     if (p->panel_unit) pthread_mutex_destroy(&p->panel_mu);
     if (p->eng) dnnl_engine_destroy(p->eng);
@@ -581,7 +582,8 @@ int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p) { return p ? 
 const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { return p ? p->impl : ""; }
 
 static const struct gemm_panel *panel_find(const modattn__gemm_plan *p, int64_t width) {
-    for (int i = 0; i < p->npanel; i++)
+    const int n = atomic_load_explicit(&p->npanel, memory_order_acquire);
+    for (int i = 0; i < n; i++)
         if (p->panel[i].width == width) return &p->panel[i];
     return NULL;
 }
@@ -644,12 +646,15 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
     modattn__gemm_plan *p = (modattn__gemm_plan *)cp; /* the panel cache: under panel_mu */
     pthread_mutex_lock(&p->panel_mu);
     const struct gemm_panel *found = panel_find(p, width);
-    if (found || p->npanel == (int)(sizeof p->panel / sizeof p->panel[0])) {
+    const int n = atomic_load_explicit(&p->npanel, memory_order_relaxed); /* (written under panel_mu only) */
+    if (found || n == (int)(sizeof p->panel / sizeof p->panel[0])) {
         const bool ok = found && found->ok;
         pthread_mutex_unlock(&p->panel_mu);
         return ok;
     }
-    struct gemm_panel *e = &p->panel[p->npanel++];
+    /* made in the next free entry, published (npanel) once complete: run_cols in other threads
+     * (another session's pool on the same model) read the entries without the mutex */
+    struct gemm_panel *e = &p->panel[n];
     *e = (struct gemm_panel){.width = width};
     const bool int8 = p->prec == MODATTN_PRECISION_INT8;
     const int omp_prev = omp_single_begin();
@@ -684,13 +689,14 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
     if (attr) dnnl_primitive_attr_destroy(attr);
     omp_single_end(omp_prev);
     e->ok = ok && panel_probe(p, e);
-
     if (!e->ok && e->prim) {
         dnnl_primitive_destroy(e->prim);
         e->prim = NULL;
     }
+    const bool ready = e->ok;
+    atomic_store_explicit(&p->npanel, n + 1, memory_order_release);
     pthread_mutex_unlock(&p->panel_mu);
-    return e->ok;
+    return ready;
 }
 
 int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
