@@ -149,7 +149,9 @@ typedef struct modattn_pool modattn_pool;
 /* fn(ctx, i, thread) is called once for every i in [0, n); thread is in [0, nthreads). */
 typedef void (*modattn_task_fn)(void *ctx, int64_t i, int thread);
 
-/* nthreads <= 0 means "one per online CPU". Ownership: free with modattn_pool_free(). */
+/* nthreads <= 0 means "one per online CPU". Ownership: free with modattn_pool_free(). Between
+ * jobs the workers spin for MODATTN_POOL_SPIN_US microseconds (read at creation; default 200, 0:
+ * none) before they sleep, so back-to-back jobs do not wait for a wake-up. */
 int modattn_pool_create(int nthreads, modattn_pool **out);
 void modattn_pool_free(modattn_pool *pool);
 int modattn_pool_threads(const modattn_pool *pool);
