@@ -25,7 +25,10 @@ fp32 FMA, VDPBF16PS, VPDPBUSD, and AMX's TDPBF16PS / TDPBSSD where the CPU has t
 "% of peak" divides its useful arithmetic (the model's dense + attention FLOPs) by the peak of the
 class its GEMMs ran on: for modattn the oneDNN kernel is read from ONEDNN_VERBOSE on a one-line run
 and recorded; ONNX Runtime's int8 kernel is not visible, so its row uses the best int8 class the CPU
-has (the same as modattn-int8's where both have AMX).
+has (the same as modattn-int8's where both have AMX). The fp32 ceiling section also measures what
+the encoder's GEMMs reach alone (build/bench/gemm_plan: the same oneDNN plans on the four layer
+shapes, no post-ops, no attention, one copy per thread at once), the rate fp32 end to end is judged
+against.
 
 Latency (--latency, on by default): in one child process per system, p50/p99 of calls embedding one
 search query of 8-16 word pieces (bench/search_eval.jsonl's, 400 calls), and 1, 8 and 32 corpus lines
