@@ -358,6 +358,8 @@ def worker_latency(corpus: list[str], threads: int, system: str, onnx_file: str)
     qtok.no_truncation()
     queries = [json.loads(l)["query"] for l in open(QUERIES) if l.strip()]
     queries = [q for q in queries if QUERY_TOKENS[0] <= len(qtok.encode(q).ids) <= QUERY_TOKENS[1]]
+    if not queries:
+        raise SystemExit(f"embed_bench: no query of {QUERY_TOKENS[0]}-{QUERY_TOKENS[1]} word pieces in {QUERIES}")
     times = []
     for c in range(QUERY_CALLS + 10):
         t0 = time.perf_counter()
@@ -737,8 +739,8 @@ def gemm_ceiling(threads: int) -> dict | None:
     procs = [subprocess.Popen([str(GEMM_PROBE), "8192", "5"], stdout=subprocess.PIPE, text=True,
                               env=child_env(1)) for _ in range(threads)]
     rates, ops = [], {}
-    for pr in procs:
-        out, _ = pr.communicate()
+    outs = [(pr, pr.communicate()[0]) for pr in procs]  # every copy reaped
+    for pr, out in outs:
         if pr.returncode != 0:
             return None
         flops = secs = 0.0

@@ -335,8 +335,8 @@ def gemm_alone(a):
     n = os.cpu_count() or 1
     procs = [subprocess.Popen([exe, "8192", "5"], stdout=subprocess.PIPE, text=True) for _ in range(n)]
     total = 0.0
-    for pr in procs:
-        out, _ = pr.communicate()
+    outs = [(pr, pr.communicate()[0]) for pr in procs]  # every copy reaped
+    for pr, out in outs:
         flops = secs = 0.0
         for ln in out.splitlines():
             f = ln.split()

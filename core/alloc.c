@@ -127,20 +127,23 @@ void modattn__mem_note_failure(int status) {
     g_last_status = status;
 }
 
-/* Large blocks (packed weights, activation arenas, a store's vectors, attention caches) are
- * read in long streams: asked for on 2 MiB pages where the kernel's transparent huge pages are
- * "madvise" (Debian's default), so their reads do not miss the TLB every 4 KiB. Only the whole
- * 2 MiB pages inside the block are marked; MODATTN_HUGEPAGES=0 turns it off. */
+/* Large long-lived blocks (packed weights, activation arenas and attention caches, a store's
+ * vectors: the weights, activations and index categories) are read in long streams: asked for on
+ * 2 MiB pages where the kernel's transparent huge pages are "madvise" (Debian's default), so their
+ * reads do not miss the TLB every 4 KiB. Only the whole 2 MiB pages inside the block are marked;
+ * workspace (short-lived, per call) is left alone. MODATTN_HUGEPAGES=0 turns it off. */
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 #define HUGE_MIN ((size_t)8 << 20)
 static void advise_huge(void *raw, size_t total) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    static int off = -1;
-    if (off < 0) {
+    static _Atomic int off = -1; /* -1: not read yet (several first callers read the same) */
+    int o = atomic_load_explicit(&off, memory_order_relaxed);
+    if (o < 0) {
         const char *e = getenv("MODATTN_HUGEPAGES");
-        off = e && strcmp(e, "0") == 0;
+        o = e && strcmp(e, "0") == 0;
+        atomic_store_explicit(&off, o, memory_order_relaxed);
     }
-    if (off) return;
+    if (o) return;
     const uintptr_t a = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), e = ((uintptr_t)raw + total) & ~(HUGE_PAGE - 1);
     if (e > a) (void)madvise((void *)a, e - a, MADV_HUGEPAGE); /* advice: its failure changes nothing */
 #else
@@ -164,7 +167,8 @@ void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
                       modattn_mem_category_name(cat));
         return NULL;
     }
-    if (total >= HUGE_MIN) advise_huge(raw, total);
+    if (total >= HUGE_MIN && (cat == MODATTN_MEM_WEIGHTS || cat == MODATTN_MEM_ACTIVATIONS || cat == MODATTN_MEM_INDEX))
+        advise_huge(raw, total);
     hdr *h = (hdr *)raw;
     h->size = bytes;
     h->magic = MAGIC;

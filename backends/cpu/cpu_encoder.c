@@ -44,7 +44,7 @@ typedef struct row_job {
     bool direct;           /* a few-rows plan: modattn__gemm_direct on the block's rows */
     char *scratch;         /* per thread: scratch + thread * scratch_each */
     size_t scratch_each;
-    int64_t chunk;         /* rows per task (panels: columns units per task is per_unit) */
+    int64_t chunk;         /* rows per task */
     int64_t panels, units, unit; /* column panels (panel_task): tasks, column units, columns a unit */
     int64_t rows;
     int err;               /* first failure of a task (atomic builtins) */

@@ -556,6 +556,15 @@ int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const
 
 /* ------------------------------------------------------------------ column panels */
 
+/* Pseudo-random values, a few of them 40x larger (as BERT's hidden states have). */
+static void probe_fill(float *x, int64_t n, uint32_t seed, float scale) {
+    uint32_t v = seed;
+    for (int64_t i = 0; i < n; i++) {
+        v ^= v << 13, v ^= v >> 17, v ^= v << 5;
+        x[i] = (float)((int32_t)v) * (i % 97 == 0 ? 40.0f * scale : scale);
+    }
+}
+
 /* Where the panels' ranges lie in the packed weights: oneDNN's blocked layout with the columns
  * in blocks of blk, each block's K rows together (brgemm's BA16a64b: blk 64, blocks K*64
  * elements apart), so columns [n0, n1) are one contiguous range; or a plain layout (gemm:jit),
@@ -612,37 +621,44 @@ static int run_panel(const modattn__gemm_plan *p, const struct gemm_panel *e, co
 }
 
 /* The probe: the panel at both ends of the columns against the whole small-block product on
- * the same pseudo-random rows (and, with accumulate, the same C before): every bit equal. */
-static bool panel_probe(const modattn__gemm_plan *p, const struct gemm_panel *e) {
+ * the same pseudo-random rows (and, with accumulate, the same C before; each end from that C, as
+ * the two may overlap): every bit equal. PROBE_FAILED: it could not run (memory): nothing learnt. */
+typedef enum { PROBE_EQUAL, PROBE_DIFFER, PROBE_FAILED } probe_result;
+static probe_result panel_probe(const modattn__gemm_plan *p, const struct gemm_panel *e) {
     const int64_t rows = MODATTN__GEMM_SMALL;
+    const size_t cbytes = (size_t)(rows * p->ldc) * sizeof(float);
     float *A = modattn_malloc((size_t)(rows * p->lda) * sizeof(float), MODATTN_MEM_WORKSPACE);
-    float *C1 = modattn_malloc((size_t)(rows * p->ldc) * sizeof(float), MODATTN_MEM_WORKSPACE);
-    float *C2 = modattn_malloc((size_t)(rows * p->ldc) * sizeof(float), MODATTN_MEM_WORKSPACE);
+    float *C0 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
+    float *C1 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
+    float *C2 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
     void *scr = modattn_malloc(p->scratch_bytes ? p->scratch_bytes : 1, MODATTN_MEM_WORKSPACE);
-    bool ok = A && C1 && C2 && scr;
-    uint32_t x = 2463534242u;
-    for (int64_t i = 0; ok && i < rows * p->lda; i++) {
-        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        A[i] = (float)((int32_t)x) * (i % 97 == 0 ? 2e-8f : 5e-10f); /* a few large entries, as BERT's */
+    probe_result res = A && C0 && C1 && C2 && scr ? PROBE_EQUAL : PROBE_FAILED;
+    if (res == PROBE_EQUAL) {
+        probe_fill(A, rows * p->lda, 2463534242u, 5e-10f);
+        probe_fill(C0, rows * p->ldc, 88675123u, 1e-9f);
+        memcpy(C1, C0, cbytes);
+        if (modattn__gemm_plan_run_rows(p, rows, A, C1, scr) != 0) res = PROBE_FAILED;
     }
-    for (int64_t i = 0; ok && i < rows * p->ldc; i++) {
-        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-        C1[i] = C2[i] = (float)((int32_t)x) * 1e-9f;
-    }
-    ok = ok && modattn__gemm_plan_run_rows(p, rows, A, C1, scr) == 0;
     const int64_t ends[2] = {0, (p->N - e->width) / p->panel_unit * p->panel_unit};
-    for (int k = 0; ok && k < 2; k++) {
-        ok = run_panel(p, e, A, C2, ends[k], scr) == 0;
-        for (int64_t r = 0; ok && r < rows; r++)
-            ok = memcmp(C1 + r * p->ldc + ends[k], C2 + r * p->ldc + ends[k], (size_t)e->width * sizeof(float)) == 0;
+    for (int k = 0; res == PROBE_EQUAL && k < 2; k++) {
+        memcpy(C2, C0, cbytes);
+        if (run_panel(p, e, A, C2, ends[k], scr) != 0) {
+            res = PROBE_FAILED;
+            break;
+        }
+        for (int64_t r = 0; res == PROBE_EQUAL && r < rows; r++)
+            if (memcmp(C1 + r * p->ldc + ends[k], C2 + r * p->ldc + ends[k], (size_t)e->width * sizeof(float)) != 0)
+                res = PROBE_DIFFER;
     }
-    modattn_free(scr), modattn_free(C2), modattn_free(C1), modattn_free(A);
+    modattn_free(scr), modattn_free(C2), modattn_free(C1), modattn_free(C0), modattn_free(A);
     modattn_clear_error();
-    return ok;
+    return res;
 }
 
 bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width) {
     if (!cp || !cp->panel_unit || width <= 0 || width % cp->panel_unit || width > cp->N) return false;
+    const struct gemm_panel *known = panel_find(cp, width); /* published entries: no lock */
+    if (known) return known->ok;
     modattn__gemm_plan *p = (modattn__gemm_plan *)cp; /* the panel cache: under panel_mu */
     pthread_mutex_lock(&p->panel_mu);
     const struct gemm_panel *found = panel_find(p, width);
@@ -688,20 +704,22 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
     omp_single_end(omp_prev);
-    e->ok = ok && panel_probe(p, e);
+    const probe_result pr = ok ? panel_probe(p, e) : PROBE_DIFFER;
+    e->ok = pr == PROBE_EQUAL;
     if (!e->ok && e->prim) {
         dnnl_primitive_destroy(e->prim);
         e->prim = NULL;
     }
-    const bool ready = e->ok;
-    atomic_store_explicit(&p->npanel, n + 1, memory_order_release);
+    /* a refusal is kept (oneDNN's choice or other bits: the same next time); a probe that could
+     * not run (out of memory, a budget) is not: the width may be tried again */
+    if (pr != PROBE_FAILED) atomic_store_explicit(&p->npanel, n + 1, memory_order_release);
     pthread_mutex_unlock(&p->panel_mu);
-    return ready;
+    return pr == PROBE_EQUAL;
 }
 
 int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
                                 void *scratch) {
-    const struct gemm_panel *e = panel_find(p, n1 - n0);
+    const struct gemm_panel *e = n0 >= 0 && n1 > n0 && n1 <= p->N ? panel_find(p, n1 - n0) : NULL;
     if (!e || !e->ok || n0 % p->panel_unit)
         return modattn_error(MODATTN_EINTERNAL, "GEMM plan: no panel of %lld columns (modattn__gemm_plan_panel_ready)",
                              (long long)(n1 - n0));

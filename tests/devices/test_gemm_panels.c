@@ -1,6 +1,7 @@
 /* tests/devices/test_gemm_panels.c — the CPU GEMM plans' column panels (cpu_gemm.c), which split a
  * few rows' product over threads by columns (one short query on several threads):
- *   - for the encoder's shapes (all-MiniLM-L6-v2's and BERT-base's), with and without accumulate,
+ *   - for the encoder's shapes (all-MiniLM-L6-v2's and BERT-base's, and one of an odd number of
+ *     64-column units), with and without accumulate,
  *     with a row stride wider than the product, in every precision this CPU runs: each panel width
  *     that 2 to 8 threads would use is either refused (oneDNN would run another kernel, or its
  *     probe gave other bits: the encoder then keeps the whole product) or ready, and ready panels
@@ -8,7 +9,9 @@
  *     text's vector the same alone or batched). fp32 with dense rows on oneDNN's brgemm kernels
  *     (AVX-512) must be ready: that is the one short query's fast path;
  *   - widths that are not whole units, or wider than the product, are refused;
- *   - running a width that was never made ready is an error, never a wrong answer.
+ *   - running a width that was never made ready or was refused, or a range past the product's
+ *     columns, is an error that writes nothing, never a wrong answer;
+ *   - fp32 with dense rows on oneDNN's brgemm must have panels (the one short query's fast path).
  * Where the build has no panels (OpenBLAS: no plans) or a mode is not run by this CPU, that is
  * printed as "not available here", with why. */
 #include <math.h>
@@ -60,6 +63,11 @@ static void check_shape(const shape *sh, modattn_precision prec, int *ran) {
               modattn_last_error());
     if (st || !p) goto out;
     const int64_t unit = modattn__gemm_plan_panel_unit(p);
+    /* fp32 with dense rows on oneDNN's brgemm: the layout must be recognised (the fast path) */
+    const bool must = prec == MODATTN_PRECISION_FP32 && sh->lda == K && sh->ldc == N &&
+                      strncmp(modattn__gemm_plan_impl(p), "brg:", 4) == 0;
+    CHECK_MSG(unit != 0 || !must, "%lldx%lld fp32 (%s): no panels on brgemm's layout", (long long)N, (long long)K,
+              modattn__gemm_plan_impl(p));
     if (unit == 0) {
         printf("panels %lldx%lld %s: not available here (the plan's weight layout has no column ranges)\n",
                (long long)N, (long long)K, modattn_precision_name(prec));
@@ -71,33 +79,37 @@ static void check_shape(const shape *sh, modattn_precision prec, int *ran) {
     CHECK(scr != NULL);
     memcpy(C1, C0, (size_t)(R * sh->ldc) * sizeof(float));
     CHECK(modattn__gemm_plan_run_rows(p, R, A, C1, scr) == 0);
-    /* refused widths, and a width never made ready */
+    /* a width never made ready (this plan is fresh: nothing is), refused widths, ranges past N */
+    memcpy(C2, C0, (size_t)(R * sh->ldc) * sizeof(float));
+    CHECK(modattn__gemm_plan_run_cols(p, A, C2, 0, unit, scr) != 0);
+    CHECK(memcmp(C2, C0, (size_t)(R * sh->ldc) * sizeof(float)) == 0);
+    modattn_clear_error();
     CHECK(!modattn__gemm_plan_panel_ready(p, unit + 1));
     CHECK(!modattn__gemm_plan_panel_ready(p, N + unit));
     CHECK(!modattn__gemm_plan_panel_ready(p, 0));
     CHECK(modattn__gemm_plan_run_cols(p, A, C2, 0, unit + 1, scr) != 0);
     modattn_clear_error();
     const int64_t units = N / unit;
-    const bool must = prec == MODATTN_PRECISION_FP32 && sh->lda == K && sh->ldc == N &&
-                      strncmp(modattn__gemm_plan_impl(p), "brg:", 4) == 0;
     int splits = 0, refused = 0;
     for (int nth = 2; nth <= 8; nth++) {
         const int64_t panels = units < nth ? units : nth;
         if (panels < 2) continue;
         memcpy(C2, C0, (size_t)(R * sh->ldc) * sizeof(float));
         bool ready = true;
+        int64_t bad0 = 0, bad1 = 0;
         for (int64_t t = 0; t < panels && ready; t++) {
             const int64_t n0 = t * units / panels * unit, n1 = (t + 1) * units / panels * unit;
             ready = modattn__gemm_plan_panel_ready(p, n1 - n0);
+            if (!ready) bad0 = n0, bad1 = n1;
             CHECK_MSG(ready || !must, "%lldx%lld %s (%s): panel of %lld columns not ready", (long long)N, (long long)K,
                       modattn_precision_name(prec), modattn__gemm_plan_impl(p), (long long)(n1 - n0));
             if (ready) CHECK(modattn__gemm_plan_run_cols(p, A, C2, n0, n1, scr) == 0);
         }
-        if (!ready) { /* refused: and running it anyway is an error, not a wrong answer */
+        if (!ready) { /* refused: running it anyway is an error that writes nothing, never a wrong answer */
             refused++;
             memcpy(C2, C0, (size_t)(R * sh->ldc) * sizeof(float));
-            CHECK(modattn__gemm_plan_run_cols(p, A, C2, 0, N / 2 / unit * unit, scr) != 0 ||
-                  modattn__gemm_plan_panel_ready(p, N / 2 / unit * unit));
+            CHECK(modattn__gemm_plan_run_cols(p, A, C2, bad0, bad1, scr) != 0);
+            CHECK(memcmp(C2, C0, (size_t)(R * sh->ldc) * sizeof(float)) == 0);
             modattn_clear_error();
             continue;
         }
@@ -109,6 +121,15 @@ static void check_shape(const shape *sh, modattn_precision prec, int *ran) {
             for (int64_t n = N; n < sh->ldc; n++) differ += C2[r * sh->ldc + n] != C0[r * sh->ldc + n];
         CHECK_MSG(differ == 0, "%lldx%lld %s acc=%d: %zu rows differ with %lld panels", (long long)N,
                   (long long)K, modattn_precision_name(prec), (int)sh->accumulate, differ, (long long)panels);
+        /* a ready width over a range past the product's columns: refused, nothing written */
+        {
+            const int64_t w = units / panels * unit;
+            memcpy(C2, C0, (size_t)(R * sh->ldc) * sizeof(float));
+            CHECK(modattn__gemm_plan_run_cols(p, A, C2, N - w + unit, N + unit, scr) != 0);
+            CHECK(modattn__gemm_plan_run_cols(p, A, C2, -unit, w - unit, scr) != 0);
+            CHECK(memcmp(C2, C0, (size_t)(R * sh->ldc) * sizeof(float)) == 0);
+            modattn_clear_error();
+        }
         splits++;
     }
     printf("panels %lldx%lld lda %lld ldc %lld acc=%d %s (%s): unit %lld, %d splits bit for bit the whole product, "
@@ -126,6 +147,7 @@ int main(void) {
         {384, 384, 384, 384, true},     {1152, 384, 384, 1152, false}, {1536, 384, 384, 1536, false},
         {384, 1536, 1536, 384, true},   {768, 768, 800, 832, false},   {3072, 768, 768, 3072, false},
         {768, 3072, 3072, 768, true},   {128, 64, 64, 128, false},
+        {320, 384, 384, 320, true}, /* 5 units: two panels overlap in the probe (accumulate) */
     };
     const modattn_precision precs[] = {MODATTN_PRECISION_FP32, MODATTN_PRECISION_BF16, MODATTN_PRECISION_INT8};
     int ran = 0;
