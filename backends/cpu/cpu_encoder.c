@@ -183,6 +183,19 @@ static bool use_panels(row_job *j, int nth) {
     return true;
 }
 
+static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len);
+
+/* After a GEMM split by columns (the direct kernel's or the plan's panels): the row pass alone. */
+static int row_pass(row_job *j, modattn_pool *pool, char *reason, size_t len) {
+    if (j->op == ROW_NONE) return 0;
+    const float *A = j->A;
+    const modattn__gemm_plan *plan = j->plan;
+    j->A = NULL, j->plan = NULL;
+    const int st = run_rows(j, pool, reason, len);
+    j->A = A, j->plan = plan;
+    return st;
+}
+
 static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     j->err = 0;
     const int nth = pool && modattn_pool_threads(pool) > 1 ? modattn_pool_threads(pool) : 1;
@@ -190,11 +203,7 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         /* the GEMM by columns on every thread, then the row pass (post-ops) alone */
         j->chunk = ((j->width + nth - 1) / nth + 3) / 4 * 4;
         modattn_pool_run(pool, (j->width + j->chunk - 1) / j->chunk, direct_cols_task, j);
-        const float *A = j->A;
-        j->A = NULL;
-        int st = j->op == ROW_NONE ? 0 : run_rows(j, pool, reason, len);
-        j->A = A;
-        return st;
+        return row_pass(j, pool, reason, len);
     }
     const bool panels = use_panels(j, nth);
     j->chunk = rows_per_task(j->rows, nth);
@@ -219,12 +228,7 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
             snprintf(reason, len, "%s", j->msg);
             return st;
         }
-        const float *A = j->A;
-        const modattn__gemm_plan *plan = j->plan;
-        j->A = NULL, j->plan = NULL;
-        st = j->op == ROW_NONE ? 0 : run_rows(j, pool, reason, len);
-        j->A = A, j->plan = plan;
-        return st;
+        return row_pass(j, pool, reason, len);
     }
     if (nth > 1 && ntasks > 1)
         modattn_pool_run(pool, ntasks, row_task, j);
