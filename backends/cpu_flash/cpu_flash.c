@@ -67,6 +67,7 @@ const flash_isa *modattn__flash_isa_by_name(const char *name) {
 
 #define FLASH_MAX_DIM 65536          /* D, Dv: keeps every size below trivially in range */
 #define FLASH_MAX_SEQ (INT64_C(1) << 30) /* key/query indices are compared as int32 */
+#define FLASH_MAX_LANES 64               /* the widest kernel's lanes (merge_task's buffers) */
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
@@ -74,18 +75,24 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
  * (and the results' bits) depend on the shape alone. */
 #define SPLIT_KEYS 512
 
-/* The kernel for this shape: the narrow one when the rows of a kv head fit it. */
+/* The kernel for this shape: the narrowest one whose tile the rows of a kv head fit (and whose
+ * slices divide D and Dv). */
 static const flash_isa *shape_isa(const modattn_attn_desc *d) {
     const flash_isa *isa = modattn__flash_isa_select();
     const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
-    if (isa->narrow && rows <= isa->narrow->lanes) isa = isa->narrow;
+    for (const flash_isa *n = isa->narrow; n && rows <= flash_isa_rows(n); n = n->narrow) {
+        const int ts = n->slices > 1 ? n->slices : 1;
+        if (d->D % ts != 0 || d->Dv % ts != 0) break;
+        isa = n;
+    }
     return isa;
 }
 
 /* Split-KV: the number of key ranges per (b, kv head), 1 when not split. */
 static int64_t shape_splits(const modattn_attn_desc *d, const flash_isa *isa) {
     const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
-    if (rows > isa->lanes || d->Sk <= SPLIT_KEYS || !isa->tile_split) return 1;
+    if (rows > flash_isa_rows(isa) || d->Sk <= SPLIT_KEYS || !isa->tile_split || isa->lanes > FLASH_MAX_LANES)
+        return 1;
     return (d->Sk + SPLIT_KEYS - 1) / SPLIT_KEYS;
 }
 
@@ -105,6 +112,7 @@ static void layout(const modattn_attn_desc *d, const flash_isa *isa, flash_job *
     size_t at = 0;
     job->lanes = isa->lanes;
     job->bk = isa->bk;
+    job->slices = isa->slices > 1 ? isa->slices : 1;
     job->off_qt = at, at += round16(D * L);
     job->off_st = at, at += round16(BK * L);
     job->off_ot = at, at += round16(Dv * L);
@@ -189,40 +197,55 @@ static void flash_task(void *ctx, int64_t item, int thread) {
 }
 
 /* The merge of split-KV partials for item (b, kv head): per query row, in split order,
- * M = max m_s, w_s = e^(m_s - M), O = sum w_s O_s / sum w_s l_s, LSE = M + log sum w_s l_s. */
+ * M = max m_s, w_s = e^(m_s - M), O = sum w_s O_s / sum w_s l_s, LSE = M + log sum w_s l_s.
+ * Row l's max and sum are read from its first lane (l * TS: its TS lanes hold the same). The
+ * weighted sum runs over whole lane vectors of the partials' O^T' ([e'][lane], each lane's
+ * weight that of its row), into split 0's partial, then row l's o[e] is read back from
+ * [e / TS][l * TS + e % TS] (flash_kernel.inc.h). */
 static void merge_task(void *ctx, int64_t item, int thread) {
     (void)thread;
     const flash_run *r = ctx;
     const flash_job *j = r->job;
-    const int64_t L = j->lanes, b = item / j->Hkv, hk = item % j->Hkv, G = j->G, ns = j->nsplit;
+    const int64_t L = j->lanes, TS = j->slices, b = item / j->Hkv, hk = item % j->Hkv, G = j->G, ns = j->nsplit;
+    const int64_t Dvp = j->Dv / TS, wat = j->Dv * L; /* a split's weights go in place of its maxima */
     float *p0 = j->part + (size_t)item * (size_t)ns * j->part_floats;
+    float inv[FLASH_MAX_LANES];
+    for (int64_t ln = 0; ln < L; ln++) inv[ln] = 0.0f;
     for (int64_t l = 0; l < j->rows; l++) {
-        const int64_t i = l / G, h = hk * G + l % G;
+        const int64_t i = l / G, h = hk * G + l % G, ln = l * TS;
         float m = -INFINITY;
         for (int64_t s = 0; s < ns; s++) {
-            const float ms = p0[(size_t)s * j->part_floats + (size_t)(j->Dv * L + l)];
+            const float ms = p0[(size_t)s * j->part_floats + (size_t)(wat + ln)];
             if (ms > m) m = ms;
         }
-        float *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
         float sum = 0.0f;
-        for (int64_t s = 0; s < ns; s++) { /* each split's weight, kept in place of its max */
+        for (int64_t s = 0; s < ns; s++) {
             float *ps = p0 + (size_t)s * j->part_floats;
-            const float ls = ps[j->Dv * L + L + l], ms = ps[j->Dv * L + l];
+            const float ls = ps[wat + L + ln], ms = ps[wat + ln];
             const float ws = ls > 0.0f && m > -INFINITY ? expf(ms - m) : 0.0f;
-            ps[j->Dv * L + l] = ws;
+            for (int64_t t = 0; t < TS; t++) ps[wat + ln + t] = ws;
             sum += ws * ls;
         }
-        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-        for (int64_t e = 0; e < j->Dv; e++) {
-            float acc = 0.0f;
-            for (int64_t s = 0; s < ns; s++) {
-                const float *ps = p0 + (size_t)s * j->part_floats;
-                acc += ps[j->Dv * L + l] * ps[e * L + l];
-            }
-            o[e * j->os[3]] = acc * inv;
-        }
+        for (int64_t t = 0; t < TS; t++) inv[ln + t] = sum > 0.0f ? 1.0f / sum : 0.0f;
         if (j->lse)
             j->lse[b * j->ls[0] + h * j->ls[1] + i * j->ls[2]] = sum > 0.0f ? (float)((double)m + log((double)sum)) : -INFINITY;
+    }
+    for (int64_t ln = j->rows * TS; ln < L; ln++) /* lanes of no row: weight 0 */
+        for (int64_t s = 0; s < ns; s++) p0[(size_t)s * j->part_floats + (size_t)(wat + ln)] = 0.0f;
+    for (int64_t e = 0; e < Dvp; e++) { /* over whole lane vectors: the compiler vectorises it */
+        float acc[FLASH_MAX_LANES];
+        for (int64_t ln = 0; ln < L; ln++) acc[ln] = 0.0f;
+        for (int64_t s = 0; s < ns; s++) {
+            const float *ps = p0 + (size_t)s * j->part_floats;
+            for (int64_t ln = 0; ln < L; ln++) acc[ln] += ps[wat + ln] * ps[e * L + ln];
+        }
+        for (int64_t ln = 0; ln < L; ln++) p0[e * L + ln] = acc[ln] * inv[ln];
+    }
+    for (int64_t l = 0; l < j->rows; l++) {
+        const int64_t i = l / G, h = hk * G + l % G, ln = l * TS;
+        float *o = j->o + b * j->os[0] + h * j->os[1] + i * j->os[2];
+        for (int64_t e = 0; e < Dvp; e++)
+            for (int64_t t = 0; t < TS; t++) o[(e * TS + t) * j->os[3]] = p0[e * L + ln + t];
     }
 }
 
@@ -253,7 +276,8 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     job.B = d->B, job.Hq = d->Hq, job.Hkv = d->Hkv, job.G = d->Hq / d->Hkv;
     job.Sq = d->Sq, job.Sk = d->Sk, job.D = d->D, job.Dv = d->Dv;
     job.rows = job.G * job.Sq;
-    job.ntiles = (job.rows + job.lanes - 1) / job.lanes;
+    const int64_t tile_rows = job.lanes / job.slices;
+    job.ntiles = (job.rows + tile_rows - 1) / tile_rows;
     job.scale = d->scale;
     job.causal = d->causal;
     job.q = call->q.data, job.k = call->k.data, job.v = call->v.data, job.o = call->o.data;

@@ -9,7 +9,10 @@
  *   - causal masking is one integer compare per vector (key index vs per-lane limit),
  *   - O^T[e][lane] += V[j][e] * P^T[j][lane] again broadcasts V straight from the tensor.
  * Work item = (b, kv head, query tile); query rows of the G heads sharing a kv head are
- * interleaved into one row space r = i * G + g, so GQA decode (Sq = 1) still fills the lanes. */
+ * interleaved into one row space r = i * G + g, so GQA decode (Sq = 1) still fills the lanes.
+ * Fewer rows than lanes (decode: G * Sq rows, often 1 to 8) use a kernel with TS "slices" per
+ * row: lane row * TS + t sums the row's dot products over d = d' * TS + t (flash_kernel.inc.h),
+ * so no lane computes for an empty row. */
 #ifndef MODATTN_CPU_FLASH_H
 #define MODATTN_CPU_FLASH_H
 
@@ -42,6 +45,8 @@ typedef struct flash_job {
     size_t part_floats;
     /* per-thread workspace */
     int lanes, bk;
+    int slices;     /* TS: lanes per query row (lanes / slices rows per tile); partial O^T' of a
+                     * split holds o_row[e] at [e / slices][row * slices + e % slices] */
     size_t ws_slice_floats; /* floats per thread slice (a multiple of 16) */
     size_t off_qt, off_st, off_ot, off_mt, off_kp, off_vp, off_mrow, off_lane; /* in floats */
 } flash_job;
@@ -61,15 +66,21 @@ typedef void (*flash_vec_fn)(const float *x, float *y, int64_t n);
 
 typedef struct flash_isa {
     const char *name;
-    int lanes; /* query rows per tile */
+    int lanes; /* vector lanes per tile: lanes / slices query rows */
     int bk;    /* keys per tile */
     flash_tile_fn tile;
     flash_vec_fn exp, exp2;
     flash_tile_fn tile_split; /* one key range of a decode tile (see tile_split in flash_kernel.inc.h) */
-    /* The same kernel with fewer lanes, for rows (G * Sq) that fill no more of them (decode), or
-     * NULL: the arithmetic on empty lanes is not done. */
+    /* The same kernel with fewer rows per tile, for rows (G * Sq) that fill no more of them
+     * (decode), or NULL: the arithmetic on empty lanes is not done. A chain: each narrow kernel
+     * may have a narrower one. */
     const struct flash_isa *narrow;
+    int slices; /* lanes per query row (TS in flash_kernel.inc.h); 0 reads as 1. D and Dv must be
+                 * multiples of it. */
 } flash_isa;
+
+/* query rows per tile of an ISA's kernel */
+static inline int flash_isa_rows(const flash_isa *isa) { return isa->lanes / (isa->slices > 1 ? isa->slices : 1); }
 
 const flash_isa *modattn__flash_isa_scalar(void);
 #if defined(__x86_64__) || defined(__i386__)

@@ -13,7 +13,22 @@
  *     vf_exp(x)              e^x, ~1-2 ulp, -inf -> 0
  *     vf_exp2(x)             2^x, ~1-2 ulp, -inf -> 0
  *   and optionally VF_HAS_TRANSPOSE with vf_transpose(vf r[VL]) (transpose a VL x VL block in
- *   registers) to pack Q^T and unpack O^T with vector moves.
+ *   registers) to pack Q^T and unpack O^T with vector moves;
+ *   and optionally TS (slices per query row, default 1) > 1 with
+ *     vf_bcast_t(p)    the TS floats p[0..TS) repeated over the vector (lane l gets p[l % TS])
+ *     vf_group_sum(v)  every lane l gets the sum of the TS lanes of its group (l / TS), the same
+ *                      bits in each (a butterfly of commutative adds)
+ *
+ * Slices (TS > 1, for decode: a kv head's few query rows would leave most lanes empty): lane
+ * l = row * TS + t holds the row's partial dot product over d = d' * TS + t, so a tile holds
+ * ROWS = LANES / TS query rows and every lane does useful work. Q^T is packed as
+ * Qt[d'][row * TS + t] = q_row[d' * TS + t]; each K row is read TS floats at a time with
+ * vf_bcast_t, and after the sum over d' the TS lanes of a row are added (vf_group_sum), leaving
+ * every lane of the row with the row's score. The softmax then runs per lane exactly as with
+ * TS = 1 (the TS copies stay equal bit for bit), and P^T[j][row * TS + t] is the row's weight in
+ * every lane, which is what O^T'[e'][row * TS + t] += V[j][e' * TS + t] * P^T[j][lane] needs: the
+ * same vf_bcast_t reads V. O^T' holds o_row[e' * TS + t] at [e'][row * TS + t]. D and Dv must be
+ * multiples of TS (cpu_flash.c only picks such a kernel then).
  *
  * One work item = (b, kv head, query tile of LANES rows of the interleaved row space
  * r = i * G + g). Per key tile [j0, j0 + nk):
@@ -29,7 +44,20 @@
 #include <string.h>
 
 #define LANES (VL * NV)
+#ifndef TS
+#define TS 1
+#define FLASH_TS_DEFAULTED 1
+#endif
+#define ROWS (LANES / TS) /* query rows per tile */
+#if TS > 1
+#define VF_BCAST_T(p) vf_bcast_t(p)
+#else
+#define VF_BCAST_T(p) vf_bcast(p)
+#endif
 #define FLASH_INLINE static inline __attribute__((always_inline))
+/* The register blocks below are unrolled with "#pragma GCC unroll 32": a block of 24 (EPV) that
+ * GCC cannot unroll fully keeps its accumulators in memory (a load, FMA and store for every
+ * term: it made the 16-lane decode kernel's P x V twice as slow as its Q K^T). */
 
 /* S^T rows [jj, jj + R) of the current key tile: R key rows x LANES queries in registers, then
  * the fused epilogue (scale, mask, causal, running tile max) and one store.
@@ -46,20 +74,20 @@ typedef struct FLASH_NAME(qk_epi) {
     int causal;
 } FLASH_NAME(qk_epi);
 
-FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t D, const float *k0,
+FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t Dp, const float *k0,
                                        int64_t kstride, float *st, int64_t j, const FLASH_NAME(qk_epi) *ep,
                                        int64_t jj, vf *tmax) {
     vf acc[RQK][NV], blk[RQK][NV], qv[NV];
     const float *kr[RQK];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int r = 0; r < R; r++) {
         kr[r] = k0 + r * kstride;
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) acc[r][v] = vf_zero();
     }
-    for (int64_t d0 = 0; d0 < D; d0 += DB) {
-        const int64_t d1 = D - d0 < DB ? D : d0 + DB;
-#pragma GCC unroll 16
+    for (int64_t d0 = 0; d0 < Dp; d0 += DB) { /* Dp = D / TS slices */
+        const int64_t d1 = Dp - d0 < DB ? Dp : d0 + DB;
+#pragma GCC unroll 32
         for (int r = 0; r < R; r++) {
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) blk[r][v] = vf_zero();
@@ -67,26 +95,33 @@ FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t D, 
         for (int64_t d = d0; d < d1; d++) {
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) qv[v] = vf_load(qt + d * LANES + v * VL);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
             for (int r = 0; r < R; r++) {
-                vf kb = vf_bcast(kr[r] + d);
+                vf kb = VF_BCAST_T(kr[r] + d * TS);
 #pragma GCC unroll 8
                 for (int v = 0; v < NV; v++) blk[r][v] = vf_fma(kb, qv[v], blk[r][v]);
             }
         }
-#pragma GCC unroll 16
+#pragma GCC unroll 32
         for (int r = 0; r < R; r++) {
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[r][v] = vf_add(acc[r][v], blk[r][v]);
         }
     }
+#if TS > 1
+#pragma GCC unroll 32
+    for (int r = 0; r < R; r++) {
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) acc[r][v] = vf_group_sum(acc[r][v]);
+    }
+#endif
     /* epilogue: the arguments come from memory here, keeping registers free for the loop above */
     const vf scale = vf_set1(ep->scale);
     const float *mrow = ep->mrow ? ep->mrow + jj : NULL;
     const float *mt = ep->mt ? ep->mt + jj * LANES : NULL;
     const int partial = ep->causal && j + R - 1 >= ep->kfull;
     const int32_t *lim = ep->lim;
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int r = 0; r < R; r++) {
         if (mrow) {
             vf mb = vf_set1(mrow[r]);
@@ -116,7 +151,7 @@ FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t D, 
 FLASH_INLINE void FLASH_NAME(pv_block)(const int E, float *ot, const float *pt, int64_t nk, const float *v0,
                                        int64_t vstride, const vf *alpha) {
     vf acc[EPV][NV];
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int r = 0; r < E; r++) {
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) acc[r][v] = vf_zero();
@@ -126,14 +161,14 @@ FLASH_INLINE void FLASH_NAME(pv_block)(const int E, float *ot, const float *pt, 
         vf p[NV];
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) p[v] = vf_load(pt + jj * LANES + v * VL);
-#pragma GCC unroll 16
+#pragma GCC unroll 32
         for (int r = 0; r < E; r++) {
-            vf vb = vf_bcast(vp + r);
+            vf vb = VF_BCAST_T(vp + r * TS);
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[r][v] = vf_fma(vb, p[v], acc[r][v]);
         }
     }
-#pragma GCC unroll 16
+#pragma GCC unroll 32
     for (int r = 0; r < E; r++) {
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
@@ -143,11 +178,11 @@ FLASH_INLINE void FLASH_NAME(pv_block)(const int E, float *ot, const float *pt, 
     }
 }
 
-__attribute__((noinline)) static void FLASH_NAME(qk_tile)(const float *qt, int64_t D, const float *kbase, int64_t kstride, float *st,
+__attribute__((noinline)) static void FLASH_NAME(qk_tile)(const float *qt, int64_t Dp, const float *kbase, int64_t kstride, float *st,
                                 int64_t j0, int64_t nk, const FLASH_NAME(qk_epi) *ep, vf *tmax) {
     int64_t jj = 0;
 #define FLASH_QK(Rn)                                                                                         \
-    FLASH_NAME(qk_block)(Rn, qt, D, kbase + jj * kstride, kstride, st + jj * LANES, j0 + jj, ep, jj, tmax); \
+    FLASH_NAME(qk_block)(Rn, qt, Dp, kbase + jj * kstride, kstride, st + jj * LANES, j0 + jj, ep, jj, tmax); \
     jj += (Rn)
     while (jj + RQK <= nk) { FLASH_QK(RQK); }
 #if RQK > 8
@@ -165,24 +200,24 @@ __attribute__((noinline)) static void FLASH_NAME(qk_tile)(const float *qt, int64
 #undef FLASH_QK
 }
 
-__attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dv, const float *pt, int64_t nk, const float *vbase,
+__attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dvp, const float *pt, int64_t nk, const float *vbase,
                                 int64_t vstride, const vf *alpha) {
     int64_t e = 0;
 #define FLASH_PV(En)                                                                          \
-    FLASH_NAME(pv_block)(En, ot + e * LANES, pt, nk, vbase + e, vstride, alpha);             \
+    FLASH_NAME(pv_block)(En, ot + e * LANES, pt, nk, vbase + e * TS, vstride, alpha);        \
     e += (En)
-    while (e + EPV <= Dv) { FLASH_PV(EPV); }
+    while (e + EPV <= Dvp) { FLASH_PV(EPV); } /* Dvp = Dv / TS slices */
 #if EPV > 8
-    while (Dv - e >= 8) { FLASH_PV(8); }
+    while (Dvp - e >= 8) { FLASH_PV(8); }
 #endif
 #if EPV > 4
-    while (Dv - e >= 4) { FLASH_PV(4); }
+    while (Dvp - e >= 4) { FLASH_PV(4); }
 #endif
 #if EPV > 2
-    while (Dv - e >= 2) { FLASH_PV(2); }
+    while (Dvp - e >= 2) { FLASH_PV(2); }
 #endif
 #if EPV > 1
-    while (Dv - e >= 1) { FLASH_PV(1); }
+    while (Dvp - e >= 1) { FLASH_PV(1); }
 #endif
 #undef FLASH_PV
 }
@@ -192,6 +227,14 @@ __attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dv,
  * valid block too (zero vectors for its missing lanes: short sequences fill part of a tile, and
  * a scalar loop there cost as much as the tile's arithmetic at Sq = 27, D = 32). */
 static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nrow, int64_t D, int64_t qsd) {
+#if TS > 1
+    /* slices: Qt[d'][row * TS + t] = q_row[d' * TS + t], zero for the missing rows */
+    for (int64_t dp = 0; dp < D / TS; dp++)
+        for (int l = 0; l < ROWS; l++)
+            for (int t = 0; t < TS; t++)
+                qt[dp * LANES + l * TS + t] = l < nrow ? qrow[l][(dp * TS + t) * qsd] : 0.0f;
+    return;
+#endif
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (qsd == 1) {
@@ -228,6 +271,13 @@ static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nro
 /* o_lane[e * osd] = Ot[e][lane] * inv[lane] for the nrow valid lanes (transposed back like Q). */
 static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float *inv, int64_t nrow, int64_t Dv,
                                 int64_t osd) {
+#if TS > 1
+    for (int l = 0; l < nrow; l++) { /* o_row[e] sits at O^T'[e / TS][row * TS + e % TS] */
+        float *o = orow[l];
+        for (int64_t e = 0; e < Dv; e++) o[e * osd] = ot[(e / TS) * LANES + l * TS + e % TS] * inv[l];
+    }
+    return;
+#endif
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (osd == 1) {
@@ -260,8 +310,8 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
 static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk, int64_t t, int64_t ka, int64_t kb,
                                     float *ws) {
     const int64_t G = job->G, D = job->D, Dv = job->Dv;
-    const int64_t r0 = t * LANES;
-    const int64_t nrow = job->rows - r0 < LANES ? job->rows - r0 : LANES;
+    const int64_t r0 = t * ROWS;
+    const int64_t nrow = job->rows - r0 < ROWS ? job->rows - r0 : ROWS;
 
     float *qt = ws + job->off_qt, *st = ws + job->off_st, *ot = ws + job->off_ot;
     float *mt = job->mask_mode == FLASH_MASK_TILE ? ws + job->off_mt : NULL;
@@ -277,26 +327,29 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     }
     const int64_t off = Lb - job->Sq; /* causal: query i sees keys j <= i + off */
 
-    /* Lanes: causal limits, the query range of the tile, then Q^T packed. */
+    /* Lanes (TS of them per row): causal limits, the query range of the tile, then Q^T packed. */
     int64_t imin = INT64_MAX, imax = -1;
-    const float *qrow[LANES];
-    for (int l = 0; l < LANES; l++) {
+    const float *qrow[ROWS];
+    for (int l = 0; l < ROWS; l++) {
+        int32_t lm = INT32_MAX;
         if (l < nrow) {
             const int64_t r = r0 + l, i = G == 1 ? r : r / G, h = G == 1 ? hk : hk * G + r % G;
             qrow[l] = job->q + b * job->qs[0] + h * job->qs[1] + i * job->qs[2];
             int64_t li = i + off;
-            lim[l] = !job->causal ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
+            lm = !job->causal ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
             if (i < imin) imin = i;
             if (i > imax) imax = i;
         } else {
             qrow[l] = NULL;
-            lim[l] = INT32_MAX;
         }
-        mrun[l] = -INFINITY;
-        lrun[l] = 0.0f;
+        for (int ts = 0; ts < TS; ts++) {
+            lim[l * TS + ts] = lm;
+            mrun[l * TS + ts] = -INFINITY;
+            lrun[l * TS + ts] = 0.0f;
+        }
     }
     FLASH_NAME(pack_qt)(qt, qrow, nrow, D, job->qs[3]);
-    memset(ot, 0, sizeof(float) * (size_t)(Dv * LANES));
+    memset(ot, 0, sizeof(float) * (size_t)(Dv / TS * LANES));
 
     /* Keys [0, kend) are visible to some lane; keys [0, kfull) to every lane. Everything past
      * kend (causal future, kv_lens padding) is never touched. */
@@ -342,9 +395,9 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
         if (mrow) {
             for (int64_t jj = 0; jj < nk; jj++) mrow[jj] = mb[(j0 + jj) * job->ms[3]];
         } else if (mt) {
-            for (int l = 0; l < LANES; l++) {
-                if (l < nrow) {
-                    const int64_t r = r0 + l, i = r / G, h = hk * G + r % G;
+            for (int l = 0; l < LANES; l++) { /* lane l is row l / TS's */
+                if (l / TS < nrow) {
+                    const int64_t r = r0 + l / TS, i = r / G, h = hk * G + r % G;
                     const float *mr = mb + h * job->ms[1] + i * job->ms[2] + j0 * job->ms[3];
                     for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = mr[jj * job->ms[3]];
                 } else {
@@ -355,7 +408,7 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
 
         vf tmax[NV];
         for (int v = 0; v < NV; v++) tmax[v] = vf_set1(-INFINITY);
-        FLASH_NAME(qk_tile)(qt, D, kbase, kstride, st, j0, nk, &epi, tmax);
+        FLASH_NAME(qk_tile)(qt, D / TS, kbase, kstride, st, j0, nk, &epi, tmax);
 
         /* Online softmax. msafe keeps a lane that has seen only -inf finite (exp(-inf) = 0, never
          * -inf - -inf = NaN). */
@@ -389,7 +442,7 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
             vbase = vpk;
             vstride = Dv;
         }
-        FLASH_NAME(pv_tile)(ot, Dv, st, nk, vbase, vstride, alpha);
+        FLASH_NAME(pv_tile)(ot, Dv / TS, st, nk, vbase, vstride, alpha);
     }
     return nrow;
 }
@@ -399,35 +452,35 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
     const int64_t nt = job->ntiles;
     const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
     const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
-    const int64_t r0 = t * LANES;
+    const int64_t r0 = t * ROWS;
     const int64_t nrow = FLASH_NAME(tile_run)(job, b, hk, t, 0, INT64_MAX, ws);
     float *st = ws + job->off_st, *ot = ws + job->off_ot;
     float *mrun = ws + job->off_lane + LANES, *lrun = ws + job->off_lane + 2 * LANES;
 
     /* O = O^T / l, LSE = m + log l; a lane that saw no key gets O = 0, LSE = -inf. */
-    float *orow[LANES];
-    float *inv = st; /* the scores are done with: LANES floats of scratch */
+    float *orow[ROWS];
+    float *inv = st; /* the scores are done with: ROWS floats of scratch */
     for (int l = 0; l < nrow; l++) {
         const int64_t r = r0 + l, i = G == 1 ? r : r / G, h = G == 1 ? hk : hk * G + r % G;
-        const float lv = lrun[l];
+        const float lv = lrun[l * TS]; /* a row's TS lanes hold the same running max and sum */
         inv[l] = lv > 0.0f ? 1.0f / lv : 0.0f;
         orow[l] = job->o + b * job->os[0] + h * job->os[1] + i * job->os[2];
         if (job->lse)
             job->lse[b * job->ls[0] + h * job->ls[1] + i * job->ls[2]] =
-                lv > 0.0f ? (float)((double)mrun[l] + log((double)lv)) : -INFINITY;
+                lv > 0.0f ? (float)((double)mrun[l * TS] + log((double)lv)) : -INFINITY;
     }
     FLASH_NAME(store_o)(orow, ot, inv, nrow, Dv, job->os[3]);
 }
 
 /* Split-KV (decode: every query row of a kv head in one tile): item = (b, kv head, split s) over
  * the keys [s * split_keys, (s + 1) * split_keys); its running max, sum and unnormalised O^T go to
- * job->part + item * part_floats ([Dv][LANES] O^T, then m[LANES], l[LANES]) for the merge
- * (cpu_flash.c). The split points depend on the lengths alone, never on the threads. */
+ * job->part + item * part_floats ([Dv / TS][LANES] O^T', then m[LANES], l[LANES]; lane
+ * row * TS + t) for the merge (cpu_flash.c, which reads them with job->slices = TS). The split points depend on the lengths alone, never on the threads. */
 static void FLASH_NAME(tile_split)(const flash_job *job, int64_t item, float *ws) {
     const int64_t s = item % job->nsplit, bh = item / job->nsplit, b = bh / job->Hkv, hk = bh % job->Hkv;
     FLASH_NAME(tile_run)(job, b, hk, 0, s * job->split_keys, (s + 1) * job->split_keys, ws);
     float *part = job->part + (size_t)item * job->part_floats;
-    memcpy(part, ws + job->off_ot, sizeof(float) * (size_t)(job->Dv * LANES));
+    memcpy(part, ws + job->off_ot, sizeof(float) * (size_t)(job->Dv / TS * LANES));
     memcpy(part + job->Dv * LANES, ws + job->off_lane + LANES, sizeof(float) * 2 * LANES);
 }
 
@@ -454,4 +507,10 @@ static void FLASH_NAME(exp2_array)(const float *x, float *y, int64_t n) {
 }
 
 #undef LANES
+#undef ROWS
+#undef VF_BCAST_T
+#ifdef FLASH_TS_DEFAULTED
+#undef TS
+#undef FLASH_TS_DEFAULTED
+#endif
 #undef FLASH_INLINE

@@ -115,6 +115,7 @@ static const flash_isa isa = {
     /* .exp2 = */ flash_avx2_exp2_array,
     /* .tile_split = */ flash_avx2_tile_split,
     /* .narrow = */ NULL,
+    /* .slices = */ 1,
 };
 
 const flash_isa *modattn__flash_isa_avx2(void) { return &isa; }

@@ -91,6 +91,7 @@ static const flash_isa isa = {
     /* .exp2 = */ flash_neon_exp2_array,
     /* .tile_split = */ flash_neon_tile_split,
     /* .narrow = */ NULL,
+    /* .slices = */ 1,
 };
 
 const flash_isa *modattn__flash_isa_neon(void) { return &isa; }

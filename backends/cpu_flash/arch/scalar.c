@@ -92,6 +92,7 @@ static const flash_isa isa = {
     /* .exp2 = */ flash_scalar_exp2_array,
     /* .tile_split = */ flash_scalar_tile_split,
     /* .narrow = */ NULL,
+    /* .slices = */ 1,
 };
 
 const flash_isa *modattn__flash_isa_scalar(void) { return &isa; }
