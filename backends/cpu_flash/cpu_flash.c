@@ -76,13 +76,18 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 #define SPLIT_KEYS 512
 
 /* The kernel for this shape: the narrowest one whose tile the rows of a kv head fit (and whose
- * slices divide D and Dv). */
+ * slices divide D and Dv). Sliced kernels (several lanes a row) only when Sq = 1, decode: they
+ * sum a row's dot products in another order than the kernels with a lane per row, so a query
+ * row's bits would otherwise depend on how many rows its call has. Those kernels compute a lane
+ * alike whatever their width (and a short sequence's keys fit one key tile of either), so an
+ * encoder's text gives the same bits alone (Sq = its length, >= 2 with [CLS] and [SEP]) and
+ * padded in a batch; a decode step's rows are G whatever the batch. */
 static const flash_isa *shape_isa(const modattn_attn_desc *d) {
     const flash_isa *isa = modattn__flash_isa_select();
     const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
     for (const flash_isa *n = isa->narrow; n && rows <= flash_isa_rows(n); n = n->narrow) {
         const int ts = n->slices > 1 ? n->slices : 1;
-        if (d->D % ts != 0 || d->Dv % ts != 0) break;
+        if (ts > 1 && (d->Sq != 1 || d->D % ts != 0 || d->Dv % ts != 0)) break;
         isa = n;
     }
     return isa;

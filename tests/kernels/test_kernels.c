@@ -170,12 +170,12 @@ static void tc_make(tcase *tc, int k) {
     case 11: G = 8; Hkv = 1; Sq = 1; Sk = 100; break;   /* MQA decode */
     case 12: G = 8; Hkv = 2; Sq = 1; Sk = 1300; break;  /* GQA decode, a long cache: split-KV */
     case 13: G = 4; Hkv = 1; Sq = 3; Sk = 900; lse = true; break; /* 12 rows, split, causal or not */
-    /* decode with 1 to 8 rows per kv head: cpu_flash's sliced kernels (several lanes per row) */
+    /* decode (Sq = 1) with 1 to 8 rows per kv head: cpu_flash's sliced kernels (lanes per row) */
     case 14: G = 1; Hkv = 3; Sq = 1; Sk = 1100; D = Dv = 128; lse = true; break;      /* 1 row, split */
     case 15: G = 2; Hkv = 2; Sq = 1; Sk = 700; D = Dv = 64; mask = 1; break;           /* 2 rows, tile mask */
-    case 16: G = 1; Sq = 3; Sk = 1500; D = Dv = 32; causal = true; lse = true; break; /* 3 rows, causal */
+    case 16: G = 3; Sq = 1; Sk = 1500; D = Dv = 32; causal = true; lse = true; break; /* 3 rows, causal */
     case 17: G = 8; Sq = 1; Sk = 600; D = Dv = 128; kvl = 1; mask = 5; break;          /* kv_lens, row mask */
-    case 18: G = 3; Sq = 2; Sk = 530; D = 80; Dv = 16; mask = 1; causal = true; break; /* 6 rows, D != Dv */
+    case 18: G = 6; Sq = 1; Sk = 530; D = 80; Dv = 16; mask = 1; causal = true; break; /* 6 rows, D != Dv */
     case 19: G = 5; Hkv = 1; Sq = 1; Sk = 513; D = 40; Dv = 8; lse = true; break;     /* 5 rows */
     case 20: G = 2; Hkv = 1; Sq = 1; Sk = 1025; D = 3; Dv = 6; break;                  /* D odd: unsliced */
     default: break;
