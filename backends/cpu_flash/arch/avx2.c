@@ -2,6 +2,7 @@
  * Query tile 16 rows (2 ymm of lanes), key tile 96. S^T blocks of 3 keys x 16 lanes: 6 running sums
  * + 6 block partial sums + 2 loads + 1 broadcast of the 16 ymm registers; O^T blocks of 6 value
  * columns x 16 lanes: 12 accumulators.
+ * Decode: an 8-lane kernel and sliced ones (several lanes per query row), see below.
  * Compiled with -mavx2 -mfma (CMake sets it on this file only); only called after modattn_cpu_get()
  * reported avx2 and fma. */
 #include "backends/cpu_flash/flash.h"
@@ -106,15 +107,101 @@ static inline vf vf_exp2(vf x) {
 
 #include "backends/cpu_flash/flash_kernel.inc.h"
 
-static const flash_isa isa = {
+/* Decode (Sq = 1, a kv head's G rows few): an 8-lane kernel (1 ymm of lanes) for 5 to 8 rows,
+ * per lane the same arithmetic as the 16-lane one, and sliced kernels (flash_kernel.inc.h,
+ * TS > 1) that give each of 4, 2 or 1 rows 2, 4 or 8 lanes: K and V read TS floats at a time
+ * (vbroadcastsd, vbroadcastf128, a plain load), a row's lanes added by a butterfly of permutes.
+ * S^T blocks of 6 keys (6 running sums + 6 partial sums + the query vector + 1 broadcast of the
+ * 16 registers), O^T blocks of 12 columns. */
+enum { WIDE_LANES = VL * NV };
+#undef NV
+#undef RQK
+#undef EPV
+#undef FLASH_NAME
+#define NV 1
+#define RQK 6
+#define EPV 12
+#define FLASH_NAME(x) flash_avx2n_##x
+#include "backends/cpu_flash/flash_kernel.inc.h"
+
+static inline vf vf_bcast2(const float *p) { return _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)p)); }
+static inline vf vf_bcast4(const float *p) { return _mm256_broadcast_ps((const __m128 *)(const void *)p); }
+static inline vf vf_bcast8(const float *p) { return _mm256_loadu_ps(p); }
+static inline vf vf_gsum2(vf v) { return _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1)); }
+static inline vf vf_gsum4(vf v) {
+    v = vf_gsum2(v);
+    return _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));
+}
+static inline vf vf_gsum8(vf v) {
+    v = vf_gsum4(v);
+    return _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 0x01));
+}
+
+#undef FLASH_NAME
+#define TS 2
+#define vf_bcast_t vf_bcast2
+#define vf_group_sum vf_gsum2
+#define FLASH_NAME(x) flash_avx2s2_##x
+#include "backends/cpu_flash/flash_kernel.inc.h"
+#undef TS
+#undef vf_bcast_t
+#undef vf_group_sum
+#undef FLASH_NAME
+#define TS 4
+#define vf_bcast_t vf_bcast4
+#define vf_group_sum vf_gsum4
+#define FLASH_NAME(x) flash_avx2s4_##x
+#include "backends/cpu_flash/flash_kernel.inc.h"
+#undef TS
+#undef vf_bcast_t
+#undef vf_group_sum
+#undef FLASH_NAME
+#define TS 8
+#define vf_bcast_t vf_bcast8
+#define vf_group_sum vf_gsum8
+#define FLASH_NAME(x) flash_avx2s8_##x
+#include "backends/cpu_flash/flash_kernel.inc.h"
+#undef TS
+#undef vf_bcast_t
+#undef vf_group_sum
+
+#define SLICED(N, next)                                                                                 \
+    static const flash_isa sliced##N = {                                                               \
+        /* .name = */ "avx2",                                                                          \
+        /* .lanes = */ VL * NV,                                                                        \
+        /* .bk = */ BKT,                                                                               \
+        /* .tile = */ flash_avx2s##N##_tile,                                                           \
+        /* .exp = */ flash_avx2s##N##_exp_array,                                                       \
+        /* .exp2 = */ flash_avx2s##N##_exp2_array,                                                     \
+        /* .tile_split = */ flash_avx2s##N##_tile_split,                                               \
+        /* .narrow = */ next,                                                                          \
+        /* .slices = */ N,                                                                             \
+    }
+SLICED(8, NULL);
+SLICED(4, &sliced8);
+SLICED(2, &sliced4);
+
+static const flash_isa narrow = {
     /* .name = */ "avx2",
     /* .lanes = */ VL * NV,
+    /* .bk = */ BKT,
+    /* .tile = */ flash_avx2n_tile,
+    /* .exp = */ flash_avx2n_exp_array,
+    /* .exp2 = */ flash_avx2n_exp2_array,
+    /* .tile_split = */ flash_avx2n_tile_split,
+    /* .narrow = */ &sliced2,
+    /* .slices = */ 1,
+};
+
+static const flash_isa isa = {
+    /* .name = */ "avx2",
+    /* .lanes = */ WIDE_LANES,
     /* .bk = */ BKT,
     /* .tile = */ flash_avx2_tile,
     /* .exp = */ flash_avx2_exp_array,
     /* .exp2 = */ flash_avx2_exp2_array,
     /* .tile_split = */ flash_avx2_tile_split,
-    /* .narrow = */ NULL,
+    /* .narrow = */ &narrow,
     /* .slices = */ 1,
 };
 
