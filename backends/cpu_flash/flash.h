@@ -79,6 +79,12 @@ typedef struct flash_isa {
                  * multiples of it. */
 } flash_isa;
 
+/* The flash_isa entry `var` of a sliced kernel whose functions are prefix##_tile etc. (an arch
+ * file's VL, NV and BKT at the point of use), next: the next narrower entry or NULL. */
+#define FLASH_SLICED_ISA(var, name, prefix, n, next)                                                   \
+    static const flash_isa var = {name, VL * NV, BKT, prefix##_tile, prefix##_exp_array, prefix##_exp2_array, \
+                                  prefix##_tile_split, next, n}
+
 /* query rows per tile of an ISA's kernel */
 static inline int flash_isa_rows(const flash_isa *isa) { return isa->lanes / (isa->slices > 1 ? isa->slices : 1); }
 

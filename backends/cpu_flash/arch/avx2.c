@@ -142,44 +142,21 @@ static inline vf vf_gsum8(vf v) {
 #define vf_bcast_t vf_bcast2
 #define vf_group_sum vf_gsum2
 #define FLASH_NAME(x) flash_avx2s2_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
-#undef FLASH_NAME
+#include "backends/cpu_flash/flash_sliced.inc.h"
 #define TS 4
 #define vf_bcast_t vf_bcast4
 #define vf_group_sum vf_gsum4
 #define FLASH_NAME(x) flash_avx2s4_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
-#undef FLASH_NAME
+#include "backends/cpu_flash/flash_sliced.inc.h"
 #define TS 8
 #define vf_bcast_t vf_bcast8
 #define vf_group_sum vf_gsum8
 #define FLASH_NAME(x) flash_avx2s8_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
+#include "backends/cpu_flash/flash_sliced.inc.h"
 
-#define SLICED(N, next)                                                                                 \
-    static const flash_isa sliced##N = {                                                               \
-        /* .name = */ "avx2",                                                                          \
-        /* .lanes = */ VL * NV,                                                                        \
-        /* .bk = */ BKT,                                                                               \
-        /* .tile = */ flash_avx2s##N##_tile,                                                           \
-        /* .exp = */ flash_avx2s##N##_exp_array,                                                       \
-        /* .exp2 = */ flash_avx2s##N##_exp2_array,                                                     \
-        /* .tile_split = */ flash_avx2s##N##_tile_split,                                               \
-        /* .narrow = */ next,                                                                          \
-        /* .slices = */ N,                                                                             \
-    }
-SLICED(8, NULL);
-SLICED(4, &sliced8);
-SLICED(2, &sliced4);
+FLASH_SLICED_ISA(sliced8, "avx2", flash_avx2s8, 8, NULL);
+FLASH_SLICED_ISA(sliced4, "avx2", flash_avx2s4, 4, &sliced8);
+FLASH_SLICED_ISA(sliced2, "avx2", flash_avx2s2, 2, &sliced4);
 
 static const flash_isa narrow = {
     /* .name = */ "avx2",

@@ -170,54 +170,27 @@ static inline vf vf_gsum16(vf v) {
 #define vf_bcast_t vf_bcast2
 #define vf_group_sum vf_gsum2
 #define FLASH_NAME(x) flash_avx512s2_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
-#undef FLASH_NAME
+#include "backends/cpu_flash/flash_sliced.inc.h"
 #define TS 4
 #define vf_bcast_t vf_bcast4
 #define vf_group_sum vf_gsum4
 #define FLASH_NAME(x) flash_avx512s4_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
-#undef FLASH_NAME
+#include "backends/cpu_flash/flash_sliced.inc.h"
 #define TS 8
 #define vf_bcast_t vf_bcast8
 #define vf_group_sum vf_gsum8
 #define FLASH_NAME(x) flash_avx512s8_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
-#undef FLASH_NAME
+#include "backends/cpu_flash/flash_sliced.inc.h"
 #define TS 16
 #define vf_bcast_t vf_bcast16
 #define vf_group_sum vf_gsum16
 #define FLASH_NAME(x) flash_avx512s16_##x
-#include "backends/cpu_flash/flash_kernel.inc.h"
-#undef TS
-#undef vf_bcast_t
-#undef vf_group_sum
+#include "backends/cpu_flash/flash_sliced.inc.h"
 
-#define SLICED(N, next)                                                                                 \
-    static const flash_isa sliced##N = {                                                               \
-        /* .name = */ "avx512",                                                                        \
-        /* .lanes = */ VL * NV,                                                                        \
-        /* .bk = */ BKT,                                                                               \
-        /* .tile = */ flash_avx512s##N##_tile,                                                         \
-        /* .exp = */ flash_avx512s##N##_exp_array,                                                     \
-        /* .exp2 = */ flash_avx512s##N##_exp2_array,                                                   \
-        /* .tile_split = */ flash_avx512s##N##_tile_split,                                             \
-        /* .narrow = */ next,                                                                          \
-        /* .slices = */ N,                                                                             \
-    }
-SLICED(16, NULL);
-SLICED(8, &sliced16);
-SLICED(4, &sliced8);
-SLICED(2, &sliced4);
+FLASH_SLICED_ISA(sliced16, "avx512", flash_avx512s16, 16, NULL);
+FLASH_SLICED_ISA(sliced8, "avx512", flash_avx512s8, 8, &sliced16);
+FLASH_SLICED_ISA(sliced4, "avx512", flash_avx512s4, 4, &sliced8);
+FLASH_SLICED_ISA(sliced2, "avx512", flash_avx512s2, 2, &sliced4);
 
 static const flash_isa narrow = {
     /* .name = */ "avx512",
