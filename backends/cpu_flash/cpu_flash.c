@@ -5,8 +5,9 @@
  * This file is the driver: supports(), the per-thread workspace layout, splitting the call into
  * work items (b, kv head, query tile) over exec->parallel_for, and the choice of ISA kernel
  * (arch/avx512.c, arch/avx2.c, arch/neon.c, arch/scalar.c; see flash.h and flash_kernel.inc.h).
- * Decode (a kv head's G * Sq query rows fit one tile): the ISA's narrow kernel where it has one
- * (16 lanes on AVX-512, so no arithmetic on empty lanes), and split-KV once Sk > SPLIT_KEYS: work
+ * Decode (a kv head's G * Sq query rows fit one tile): the ISA's narrower kernels where it has
+ * them (shape_isa: 16 lanes on AVX-512, 8 on AVX2, and for Sq = 1 sliced kernels that give each
+ * row several lanes), so no arithmetic on empty lanes, and split-KV once Sk > SPLIT_KEYS: work
  * items (b, kv head, key range of SPLIT_KEYS) each leave a partial max, sum and O, merged per
  * (b, kv head) in split order through their log-sum-exp (FlashDecoding's scheme), so one head's
  * long cache is read by every thread instead of one.
@@ -71,8 +72,8 @@ const flash_isa *modattn__flash_isa_by_name(const char *name) {
 
 static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Keys per split-KV work item: 4 of the narrow kernel's key tiles. Fixed, so the split points
- * (and the results' bits) depend on the shape alone. */
+/* Keys per split-KV work item (4 of AVX-512's decode key tiles). Fixed, so the split points (and
+ * the results' bits) depend on the shape alone. */
 #define SPLIT_KEYS 512
 
 /* The kernel for this shape: the narrowest one whose tile the rows of a kv head fit (and whose
@@ -80,8 +81,10 @@ static size_t round16(size_t n) { return (n + 15) & ~(size_t)15; }
  * sum a row's dot products in another order than the kernels with a lane per row, so a query
  * row's bits would otherwise depend on how many rows its call has. Those kernels compute a lane
  * alike whatever their width (and a short sequence's keys fit one key tile of either), so an
- * encoder's text gives the same bits alone (Sq = its length, >= 2 with [CLS] and [SEP]) and
- * padded in a batch; a decode step's rows are G whatever the batch. */
+ * encoder's text gives the same bits alone (Sq = its length) and padded in a batch; a decode
+ * step's rows are G whatever the batch. A one-token text alone (Sq = 1) does take a sliced
+ * kernel, and its output is still the same bits: with one key, P = e^0 = 1 exactly and O = V[0]
+ * in any kernel (its LSE would differ; the encoder asks for none). test_kernels checks it. */
 static const flash_isa *shape_isa(const modattn_attn_desc *d) {
     const flash_isa *isa = modattn__flash_isa_select();
     const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
@@ -101,10 +104,12 @@ static int64_t shape_splits(const modattn_attn_desc *d, const flash_isa *isa) {
     return (d->Sk + SPLIT_KEYS - 1) / SPLIT_KEYS;
 }
 
+static int64_t slices_of(const flash_isa *isa) { return isa->slices > 1 ? isa->slices : 1; }
+
 /* floats of the split partials after the threads' slices */
 static size_t split_floats(const modattn_attn_desc *d, const flash_isa *isa, int64_t nsplit) {
     if (nsplit <= 1) return 0;
-    const size_t per = round16((size_t)d->Dv * (size_t)isa->lanes + 2 * (size_t)isa->lanes);
+    const size_t per = round16((size_t)(d->Dv / slices_of(isa)) * (size_t)isa->lanes + 2 * (size_t)isa->lanes);
     /* and one counter of splits left per (b, kv head) */
     return (size_t)d->B * (size_t)d->Hkv * (size_t)nsplit * per + round16((size_t)d->B * (size_t)d->Hkv);
 }
@@ -212,7 +217,7 @@ static void merge_task(void *ctx, int64_t item, int thread) {
     const flash_run *r = ctx;
     const flash_job *j = r->job;
     const int64_t L = j->lanes, TS = j->slices, b = item / j->Hkv, hk = item % j->Hkv, G = j->G, ns = j->nsplit;
-    const int64_t Dvp = j->Dv / TS, wat = j->Dv * L; /* a split's weights go in place of its maxima */
+    const int64_t Dvp = j->Dv / TS, wat = Dvp * L; /* a split's weights go in place of its maxima */
     float *p0 = j->part + (size_t)item * (size_t)ns * j->part_floats;
     float inv[FLASH_MAX_LANES];
     for (int64_t ln = 0; ln < L; ln++) inv[ln] = 0.0f;
@@ -321,7 +326,7 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     job.nsplit = nsplit;
     if (nsplit > 1) { /* split-KV: partials after the threads' slices, then the merge */
         job.split_keys = SPLIT_KEYS;
-        job.part_floats = round16((size_t)d->Dv * (size_t)job.lanes + 2 * (size_t)job.lanes);
+        job.part_floats = round16((size_t)(d->Dv / job.slices) * (size_t)job.lanes + 2 * (size_t)job.lanes);
         job.part = (float *)workspace + (size_t)nthreads * job.ws_slice_floats;
         r.tile = isa->tile_split;
         items = job.B * job.Hkv * nsplit;

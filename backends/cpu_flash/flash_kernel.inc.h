@@ -30,7 +30,7 @@
  * same vf_bcast_t reads V. O^T' holds o_row[e' * TS + t] at [e'][row * TS + t]. D and Dv must be
  * multiples of TS (cpu_flash.c only picks such a kernel then).
  *
- * One work item = (b, kv head, query tile of LANES rows of the interleaved row space
+ * One work item = (b, kv head, query tile of ROWS rows of the interleaved row space
  * r = i * G + g). Per key tile [j0, j0 + nk):
  *   S^T[jj][lane] = scale * sum_d K[j0+jj][d] * Qt[d][lane]   (+ mask; causal -> -inf)
  *   m' = max(m, max_jj S^T);  P^T = exp(S^T - m');  l = l * e^(m - m') + sum_jj P^T
@@ -474,14 +474,14 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
 
 /* Split-KV (decode: every query row of a kv head in one tile): item = (b, kv head, split s) over
  * the keys [s * split_keys, (s + 1) * split_keys); its running max, sum and unnormalised O^T go to
- * job->part + item * part_floats ([Dv / TS][LANES] O^T', then m[LANES], l[LANES]; lane
+ * job->part + item * part_floats ([Dv / TS][LANES] O^T', then m[LANES], l[LANES] right after it; lane
  * row * TS + t) for the merge (cpu_flash.c, which reads them with job->slices = TS). The split points depend on the lengths alone, never on the threads. */
 static void FLASH_NAME(tile_split)(const flash_job *job, int64_t item, float *ws) {
     const int64_t s = item % job->nsplit, bh = item / job->nsplit, b = bh / job->Hkv, hk = bh % job->Hkv;
     FLASH_NAME(tile_run)(job, b, hk, 0, s * job->split_keys, (s + 1) * job->split_keys, ws);
     float *part = job->part + (size_t)item * job->part_floats;
     memcpy(part, ws + job->off_ot, sizeof(float) * (size_t)(job->Dv / TS * LANES));
-    memcpy(part + job->Dv * LANES, ws + job->off_lane + LANES, sizeof(float) * 2 * LANES);
+    memcpy(part + job->Dv / TS * LANES, ws + job->off_lane + LANES, sizeof(float) * 2 * LANES);
 }
 
 static void FLASH_NAME(exp_array)(const float *x, float *y, int64_t n) {

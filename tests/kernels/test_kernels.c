@@ -4,7 +4,8 @@
  * stride-0 mask rows, BSHD / padded / element-strided views, lse, D from 1 to 256, Dv != D.
  * Also: guard regions around o and lse, inputs unchanged, no NaN, bitwise determinism (two runs
  * with 2 threads, one with 1 thread), run() allocating nothing through the modattn allocator,
- * refusals with a reason, a too-small workspace refused.
+ * refusals with a reason, a too-small workspace refused; cpu_flash: a text's rows alone and padded in
+ * a batch give the same bits (its kernel choice depends on the row count).
  *
  *   test_kernels [NAME...]    (default: every built-in implementation except `reference`)
  * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
@@ -389,6 +390,63 @@ static void test_run_contract(modattn_ctx *ctx, const char *name) {
     tc_free(&tc);
 }
 
+/* An encoder's text gives the same bits alone (B = 1, Sq = Sk = n) and padded in a batch (Sq = Sk =
+ * S > n, kv_lens = n, another text beside it): cpu_flash picks its kernel by the row count (wide,
+ * narrow, and for Sq = 1 sliced), and a row must not see which. Rows i < n of the padded call are
+ * compared bit for bit with the call alone, for n = 1..40 and paddings up to n + 130 keys. */
+static void test_alone_vs_padded(modattn_ctx *ctx, const char *name) {
+    long idx = modattn_ctx_find(ctx, name);
+    if (idx < 0) return;
+    int compared = 0, differ = 0;
+    for (int G = 1; G <= 2; G++)
+        for (int D = 32; D <= 64; D += 32)
+            for (int n = 1; n <= 40; n += (n < 20 ? 1 : 7)) {
+                const int pads[3] = {n, n + 9, n + 130};
+                float *qa = malloc(sizeof(float) * (size_t)(G * n * D)), *ka = malloc(sizeof(float) * (size_t)(n * D));
+                float *va = malloc(sizeof(float) * (size_t)(n * D)), *oa = malloc(sizeof(float) * (size_t)(G * n * D));
+                g_rng = (uint64_t)(n * 131 + D * 7 + G);
+                for (int i = 0; i < G * n * D; i++) qa[i] = (float)(2 * runit() - 1);
+                for (int i = 0; i < n * D; i++) ka[i] = (float)(2 * runit() - 1), va[i] = (float)(2 * runit() - 1);
+                modattn_attn_call c;
+                memset(&c, 0, sizeof c);
+                c.q = modattn_tensor_contiguous(qa, MODATTN_DTYPE_F32, 1, G, n, D);
+                c.k = modattn_tensor_contiguous(ka, MODATTN_DTYPE_F32, 1, 1, n, D);
+                c.v = modattn_tensor_contiguous(va, MODATTN_DTYPE_F32, 1, 1, n, D);
+                c.o = modattn_tensor_contiguous(oa, MODATTN_DTYPE_F32, 1, G, n, D);
+                CHECK(modattn_attention_with(ctx, (size_t)idx, &c) == 0);
+                for (int p = 1; p < 3; p++) { /* batch of 2: row 0 this text padded to S, row 1 another */
+                    const int S = pads[p];
+                    const size_t qn = (size_t)(2 * G * S * D), kn = (size_t)(2 * S * D);
+                    float *q = calloc(qn, sizeof(float)), *k = calloc(kn, sizeof(float)), *v = calloc(kn, sizeof(float));
+                    float *o = calloc(qn, sizeof(float));
+                    for (int g = 0; g < G; g++)
+                        memcpy(q + (size_t)g * S * D, qa + (size_t)g * n * D, sizeof(float) * (size_t)(n * D));
+                    memcpy(k, ka, sizeof(float) * (size_t)(n * D)), memcpy(v, va, sizeof(float) * (size_t)(n * D));
+                    for (size_t i = (size_t)(G * S * D); i < qn; i++) q[i] = (float)(2 * runit() - 1);
+                    for (size_t i = (size_t)(S * D); i < kn; i++) k[i] = (float)(2 * runit() - 1), v[i] = (float)(2 * runit() - 1);
+                    int32_t lens[2] = {n, S};
+                    modattn_attn_call cb;
+                    memset(&cb, 0, sizeof cb);
+                    cb.q = modattn_tensor_contiguous(q, MODATTN_DTYPE_F32, 2, G, S, D);
+                    cb.k = modattn_tensor_contiguous(k, MODATTN_DTYPE_F32, 2, 1, S, D);
+                    cb.v = modattn_tensor_contiguous(v, MODATTN_DTYPE_F32, 2, 1, S, D);
+                    cb.o = modattn_tensor_contiguous(o, MODATTN_DTYPE_F32, 2, G, S, D);
+                    cb.kv_lens = lens;
+                    CHECK(modattn_attention_with(ctx, (size_t)idx, &cb) == 0);
+                    for (int g = 0; g < G; g++) {
+                        compared++;
+                        if (memcmp(o + (size_t)g * S * D, oa + (size_t)g * n * D, sizeof(float) * (size_t)(n * D)) != 0) {
+                            differ++;
+                            CHECK_MSG(0, "%s: G=%d D=%d n=%d: head %d alone differs from padded to %d", name, G, D, n, g, S);
+                        }
+                    }
+                    free(q), free(k), free(v), free(o);
+                }
+                free(qa), free(ka), free(va), free(oa);
+            }
+    printf("%s: %d texts alone vs padded in a batch, %d differ\n", name, compared, differ);
+}
+
 int main(int argc, char **argv) {
     modattn_ctx_options o;
     memset(&o, 0, sizeof o);
@@ -413,6 +471,7 @@ int main(int argc, char **argv) {
             test_impl(ctx2, ctx1, info.name, ncases);
             test_run_contract(ctx2, info.name);
         }
+        test_alone_vs_padded(ctx2, "cpu_flash");
     }
     modattn_ctx_free(ctx2);
     modattn_ctx_free(ctx1);

@@ -107,9 +107,10 @@ static inline vf vf_exp2(vf x) {
 
 #include "backends/cpu_flash/flash_kernel.inc.h"
 
-/* Decode (Sq = 1, a kv head's G rows few): an 8-lane kernel (1 ymm of lanes) for 5 to 8 rows,
- * per lane the same arithmetic as the 16-lane one, and sliced kernels (flash_kernel.inc.h,
- * TS > 1) that give each of 4, 2 or 1 rows 2, 4 or 8 lanes: K and V read TS floats at a time
+/* Few query rows per kv head (G * Sq <= 8): an 8-lane kernel (1 ymm of lanes), per lane the same
+ * arithmetic as the 16-lane one (same blocks of the sum, same key tiles), and for decode (Sq = 1)
+ * sliced kernels (flash_kernel.inc.h, TS > 1) that give each of 4, 2 or 1 rows 2, 4 or 8 lanes
+ * when TS divides D and Dv: K and V read TS floats at a time
  * (vbroadcastsd, vbroadcastf128, a plain load), a row's lanes added by a butterfly of permutes.
  * S^T blocks of 6 keys (6 running sums + 6 partial sums + the query vector + 1 broadcast of the
  * 16 registers), O^T blocks of 12 columns. */
@@ -124,7 +125,11 @@ enum { WIDE_LANES = VL * NV };
 #define FLASH_NAME(x) flash_avx2n_##x
 #include "backends/cpu_flash/flash_kernel.inc.h"
 
-static inline vf vf_bcast2(const float *p) { return _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)p)); }
+static inline vf vf_bcast2(const float *p) { /* p is only 4-byte aligned: memcpy, not a double load */
+    double x;
+    memcpy(&x, p, sizeof x);
+    return _mm256_castpd_ps(_mm256_set1_pd(x));
+}
 static inline vf vf_bcast4(const float *p) { return _mm256_broadcast_ps((const __m128 *)(const void *)p); }
 static inline vf vf_bcast8(const float *p) { return _mm256_loadu_ps(p); }
 static inline vf vf_gsum2(vf v) { return _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1)); }

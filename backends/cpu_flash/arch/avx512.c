@@ -113,9 +113,9 @@ static inline vf vf_exp2(vf x) {
 
 #include "backends/cpu_flash/flash_kernel.inc.h"
 
-/* The 16-lane kernel (1 zmm of lanes) for decode: a kv head's 9 to 16 query rows (G * Sq) fill
- * it, where the 32-lane tile would compute 16 or more empty lanes for every key; fewer rows go
- * to the sliced kernels below. S^T blocks of 12 keys (12 running sums + 12 partial sums + the
+/* The 16-lane kernel (1 zmm of lanes) for decode: a kv head's <= 16 query rows (G * Sq) fill
+ * it, where the 32-lane tile would compute 16 or more empty lanes for every key; decode (Sq = 1)
+ * with fewer rows goes to the sliced kernels below when their slice count divides D and Dv. S^T blocks of 12 keys (12 running sums + 12 partial sums + the
  * query vector + 1 broadcast), O^T blocks of 24 value columns, key tiles of 128. */
 enum { WIDE_BK = BKT, WIDE_LANES = VL * NV };
 #undef NV
@@ -141,8 +141,10 @@ enum { WIDE_BK = BKT, WIDE_LANES = VL * NV };
  * 8 and 12 time the same for TS >= 4. O^T blocks of 24 columns, key tiles of 128 (64 and 32:
  * within noise). Measured on a Xeon with AMX (1 thread, Sk = 512, D = 128, 8 rows): 35 ns a
  * key, against 49 for the 16-lane kernel with half its lanes empty. */
-static inline vf vf_bcast2(const float *p) {
-    return _mm512_castpd_ps(_mm512_broadcastsd_pd(_mm_load_sd((const double *)(const void *)p)));
+static inline vf vf_bcast2(const float *p) { /* p is only 4-byte aligned: memcpy, not a double load */
+    double x;
+    memcpy(&x, p, sizeof x);
+    return _mm512_castpd_ps(_mm512_set1_pd(x));
 }
 static inline vf vf_bcast4(const float *p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
 static inline vf vf_bcast8(const float *p) {
