@@ -36,6 +36,7 @@ SHAPES = [(hq, hkv, sk) for hq, hkv in ((32, 4), (8, 1)) for sk in (1024, 4096, 
 # 16-slice kernel), where both read 33.5 MB of K and V at 1k keys.
 MHA_SHAPES = [(32, 32, 1024), (32, 32, 4096)]
 D = 128
+KERNELS = {}  # (hq, hkv, sk) -> the kernel modattn bench says cpu_flash ran
 
 
 def stream_gbps(torch, threads):
@@ -57,6 +58,7 @@ def run_modattn(exe, threads, hq, hkv, sk, min_time):
     r = json.loads(p.stdout)["results"][0]
     if not r.get("valid", False):
         raise SystemExit(f"decode_compare: modattn's result at {hq},{hkv},{sk} did not validate: {r}")
+    KERNELS[(hq, hkv, sk)] = r.get("kernel", "?")
     return r["ms"]
 
 
@@ -123,6 +125,8 @@ def main():
         gbs = kvb / (m / 1e3) / 1e9
         L.append(f"| {hq} | {hkv} | {sk} | {kvb / 1e6:.1f} | {m:.3f} | {t:.3f} | **{t / m:.2f}x** | {gbs:.1f} | "
                  f"{gbs / bw:.0%} |")
+    L += ["", "Kernels (`modattn bench attn --json`'s `kernel`, which cpu_flash reports):", ""]
+    L += [f"- Hq {hq}, Hkv {hkv}, {sk} keys: {KERNELS.get((hq, hkv, sk), '?')}" for hq, hkv, sk, *_ in rows]
     L += ["", f"- CPU: {cpu}; torch {torch.__version__}; repository commit {commit}; measured "
           f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
     os.makedirs(os.path.dirname(a.out_md), exist_ok=True)

@@ -289,6 +289,10 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
                                       gflops, "workspace_bytes", (json_int_t)ws, "reps", reps, "valid", valid,
                                       "max_abs_error", err);
                 if (peak > 0) json_object_set_new(r, "pct_peak", json_real(100.0 * gflops / peak));
+                char kname[160] = "";
+                modattn_ctl_kernel kq = {&dd, modattn_ctx_threads(ctx), kname, sizeof kname};
+                if (impl->control && impl->control(impl->ctx, MODATTN_CTL_KERNEL, &kq) == 0 && kname[0])
+                    json_object_set_new(r, "kernel", json_string(kname)); /* which of its kernels ran */
                 json_array_append_new(results, r);
             } else {
                 char shp[64], pct[16] = "-";

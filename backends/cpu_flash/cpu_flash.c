@@ -348,6 +348,22 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
 static int flash_control(void *ctx, int op, void *arg) {
     (void)ctx;
     switch (op) {
+    case MODATTN_CTL_KERNEL: {
+        modattn_ctl_kernel *q = arg;
+        if (!q || !q->desc || !q->buf || q->len == 0) return MODATTN_EINVAL;
+        const flash_isa *isa = shape_isa(q->desc);
+        const int64_t ns = shape_splits(q->desc, isa);
+        const int ts = (int)slices_of(isa);
+        int n = snprintf(q->buf, q->len, "%s, %d lanes: %d quer%s a tile", isa->name, isa->lanes, flash_isa_rows(isa),
+                         flash_isa_rows(isa) == 1 ? "y row" : "y rows");
+        if (n > 0 && (size_t)n < q->len && ts > 1)
+            n += snprintf(q->buf + n, q->len - (size_t)n, ", %d lanes each (sliced)", ts);
+        if (n > 0 && (size_t)n < q->len)
+            n += snprintf(q->buf + n, q->len - (size_t)n, ", %d-key tiles", isa->bk);
+        if (n > 0 && (size_t)n < q->len && ns > 1)
+            snprintf(q->buf + n, q->len - (size_t)n, ", split-KV: %lld ranges of %d keys", (long long)ns, SPLIT_KEYS);
+        return 0;
+    }
     case MODATTN_CPU_FLASH_CTL_ISA_NAME:
         if (!arg) return MODATTN_EINVAL;
         *(const char **)arg = modattn__flash_isa_select()->name;

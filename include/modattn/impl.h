@@ -62,6 +62,19 @@ typedef struct modattn_attn_impl {
     int (*control)(void *ctx, int op, void *arg);
 } modattn_attn_impl;
 
+/* control() ops any implementation may answer (from 0x10000 up; an implementation's own ops stay
+ * below), MODATTN_EUNSUPPORTED where it does not:
+ *   MODATTN_CTL_KERNEL  arg: modattn_ctl_kernel *. Writes, for q->desc run on q->nthreads threads,
+ *                       which of the implementation's kernels run() would use, in words (for
+ *                       benchmarks and traces: "record which kernel ran"). */
+#define MODATTN_CTL_KERNEL 0x10000
+typedef struct modattn_ctl_kernel {
+    const modattn_attn_desc *desc;
+    int nthreads;
+    char *buf;
+    size_t len;
+} modattn_ctl_kernel;
+
 typedef const modattn_attn_impl *(*modattn_plugin_entry_fn)(void);
 
 #ifdef __cplusplus

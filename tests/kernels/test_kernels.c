@@ -10,6 +10,7 @@
  *   test_kernels [NAME...]    (default: every built-in implementation except `reference`)
  * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
 #include "modattn/modattn.h"
+#include "backends/cpu_flash/flash.h" /* MODATTN_CPU_FLASH_CTL_ISA_NAME */
 #include "test_util.h"
 
 #include <float.h>
@@ -447,6 +448,39 @@ static void test_alone_vs_padded(modattn_ctx *ctx, const char *name) {
     printf("%s: %d texts alone vs padded in a batch, %d differ\n", name, compared, differ);
 }
 
+/* cpu_flash answers MODATTN_CTL_KERNEL: GQA decode takes a sliced kernel on AVX-512 and AVX2 (not
+ * on the scalar ISA), a split over 512-key ranges, and the same rows with Sq = 2 no sliced one. */
+static void test_kernel_names(modattn_ctx *ctx) {
+    long idx = modattn_ctx_find(ctx, "cpu_flash");
+    if (idx < 0) return;
+    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const char *isa = NULL;
+    CHECK(impl->control(impl->ctx, MODATTN_CPU_FLASH_CTL_ISA_NAME, &isa) == 0 && isa);
+    char buf[160];
+    modattn_attn_desc dec = modattn_attn_desc_make(1, 32, 4, 1, 1024, 128, false);
+    modattn_ctl_kernel q = {&dec, 2, buf, sizeof buf};
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q) == 0);
+    const bool simd = isa && (!strcmp(isa, "avx512") || !strcmp(isa, "avx2"));
+    CHECK_MSG(isa && strncmp(buf, isa, strlen(isa)) == 0 && strstr(buf, "split-KV: 2 ranges of 512 keys") &&
+                  (strstr(buf, "(sliced)") != NULL) == (simd && !strcmp(isa, "avx512")),
+              "decode 32/4, 1k keys on %s: '%s'", isa ? isa : "?", buf);
+    modattn_attn_desc mqa = modattn_attn_desc_make(1, 4, 1, 1, 100, 128, false); /* 4 rows: sliced on both */
+    q.desc = &mqa;
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q) == 0);
+    CHECK_MSG((strstr(buf, "(sliced)") != NULL) == simd && !strstr(buf, "split"), "decode 4/1, 100 keys on %s: '%s'",
+              isa ? isa : "?", buf);
+    modattn_attn_desc two = modattn_attn_desc_make(1, 2, 1, 2, 100, 128, false); /* 4 rows, Sq = 2 */
+    q.desc = &two;
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q) == 0);
+    CHECK_MSG(!strstr(buf, "(sliced)"), "Sq = 2 on %s took a sliced kernel: '%s'", isa ? isa : "?", buf);
+    char tiny[8];
+    q.buf = tiny, q.len = sizeof tiny; /* truncated, still terminated */
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q) == 0 && strlen(tiny) < sizeof tiny);
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, NULL) == MODATTN_EINVAL);
+    printf("cpu_flash kernels (%s): decode 32/4 at 1k keys: %s\n", isa ? isa : "?",
+           (q.buf = buf, q.len = sizeof buf, q.desc = &dec, impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q), buf));
+}
+
 int main(int argc, char **argv) {
     modattn_ctx_options o;
     memset(&o, 0, sizeof o);
@@ -472,6 +506,7 @@ int main(int argc, char **argv) {
             test_run_contract(ctx2, info.name);
         }
         test_alone_vs_padded(ctx2, "cpu_flash");
+        test_kernel_names(ctx2);
     }
     modattn_ctx_free(ctx2);
     modattn_ctx_free(ctx1);
