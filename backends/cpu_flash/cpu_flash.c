@@ -89,7 +89,7 @@ static const flash_isa *shape_isa(const modattn_attn_desc *d) {
     const flash_isa *isa = modattn__flash_isa_select();
     const int64_t rows = d->Hkv > 0 ? d->Hq / d->Hkv * d->Sq : d->Sq;
     for (const flash_isa *n = isa->narrow; n && rows <= flash_isa_rows(n); n = n->narrow) {
-        const int ts = n->slices > 1 ? n->slices : 1;
+        const int ts = flash_isa_slices(n);
         if (ts > 1 && (d->Sq != 1 || d->D % ts != 0 || d->Dv % ts != 0)) break;
         isa = n;
     }
@@ -104,12 +104,10 @@ static int64_t shape_splits(const modattn_attn_desc *d, const flash_isa *isa) {
     return (d->Sk + SPLIT_KEYS - 1) / SPLIT_KEYS;
 }
 
-static int64_t slices_of(const flash_isa *isa) { return isa->slices > 1 ? isa->slices : 1; }
-
 /* floats of the split partials after the threads' slices */
 static size_t split_floats(const modattn_attn_desc *d, const flash_isa *isa, int64_t nsplit) {
     if (nsplit <= 1) return 0;
-    const size_t per = round16((size_t)(d->Dv / slices_of(isa)) * (size_t)isa->lanes + 2 * (size_t)isa->lanes);
+    const size_t per = round16((size_t)(d->Dv / flash_isa_slices(isa)) * (size_t)isa->lanes + 2 * (size_t)isa->lanes);
     /* and one counter of splits left per (b, kv head) */
     return (size_t)d->B * (size_t)d->Hkv * (size_t)nsplit * per + round16((size_t)d->B * (size_t)d->Hkv);
 }
@@ -122,7 +120,7 @@ static void layout(const modattn_attn_desc *d, const flash_isa *isa, flash_job *
     size_t at = 0;
     job->lanes = isa->lanes;
     job->bk = isa->bk;
-    job->slices = isa->slices > 1 ? isa->slices : 1;
+    job->slices = flash_isa_slices(isa);
     job->off_qt = at, at += round16(D * L);
     job->off_st = at, at += round16(BK * L);
     job->off_ot = at, at += round16(Dv * L);
@@ -353,7 +351,7 @@ static int flash_control(void *ctx, int op, void *arg) {
         if (!q || !q->desc || !q->buf || q->len == 0) return MODATTN_EINVAL;
         const flash_isa *isa = shape_isa(q->desc);
         const int64_t ns = shape_splits(q->desc, isa);
-        const int ts = (int)slices_of(isa);
+        const int ts = flash_isa_slices(isa);
         int n = snprintf(q->buf, q->len, "%s, %d lanes: %d quer%s a tile", isa->name, isa->lanes, flash_isa_rows(isa),
                          flash_isa_rows(isa) == 1 ? "y row" : "y rows");
         if (n > 0 && (size_t)n < q->len && ts > 1)

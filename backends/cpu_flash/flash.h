@@ -85,8 +85,9 @@ typedef struct flash_isa {
     static const flash_isa var = {name, VL * NV, BKT, prefix##_tile, prefix##_exp_array, prefix##_exp2_array, \
                                   prefix##_tile_split, next, n}
 
-/* query rows per tile of an ISA's kernel */
-static inline int flash_isa_rows(const flash_isa *isa) { return isa->lanes / (isa->slices > 1 ? isa->slices : 1); }
+/* lanes per query row (0 reads as 1), and query rows per tile, of an ISA's kernel */
+static inline int flash_isa_slices(const flash_isa *isa) { return isa->slices > 1 ? isa->slices : 1; }
+static inline int flash_isa_rows(const flash_isa *isa) { return isa->lanes / flash_isa_slices(isa); }
 
 const flash_isa *modattn__flash_isa_scalar(void);
 #if defined(__x86_64__) || defined(__i386__)

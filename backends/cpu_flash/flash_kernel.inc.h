@@ -233,8 +233,7 @@ static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nro
         for (int l = 0; l < ROWS; l++)
             for (int t = 0; t < TS; t++)
                 qt[dp * LANES + l * TS + t] = l < nrow ? qrow[l][(dp * TS + t) * qsd] : 0.0f;
-    return;
-#endif
+#else
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (qsd == 1) {
@@ -266,6 +265,7 @@ static void FLASH_NAME(pack_qt)(float *qt, const float *const *qrow, int64_t nro
             for (int64_t d = 0; d < D; d++) qt[d * LANES + l] = 0.0f;
         }
     }
+#endif
 }
 
 /* o_lane[e * osd] = Ot[e][lane] * inv[lane] for the nrow valid lanes (transposed back like Q). */
@@ -276,8 +276,7 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
         float *o = orow[l];
         for (int64_t e = 0; e < Dv; e++) o[e * osd] = ot[(e / TS) * LANES + l * TS + e % TS] * inv[l];
     }
-    return;
-#endif
+#else
     int l0 = 0;
 #ifdef VF_HAS_TRANSPOSE
     if (osd == 1) {
@@ -302,6 +301,7 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
         float *o = orow[l];
         for (int64_t e = 0; e < Dv; e++) o[e * osd] = ot[e * LANES + l] * inv[l];
     }
+#endif
 }
 
 /* Query tile t of (b, kv head hk) over the keys [ka, kb) (clipped to what the tile may see):
