@@ -35,8 +35,10 @@ static void serve_usage(FILE *f) {
             "                               loopback only; 0.0.0.0 or :: for every interface)\n"
             "  --port N                     port [MODATTN_PORT] (default 8080; 0: any free port)\n"
             "  --threads N                  model threads in all [MODATTN_THREADS] (default: all CPUs)\n"
-            "  --workers N                  executors, each with its own session and N-th of the\n"
-            "                               threads [MODATTN_WORKERS] (default 1)\n"
+            "  --workers N|auto             executors [MODATTN_WORKERS] (default auto: one per thread,\n"
+            "                               each batch on one thread, or on all of them when one\n"
+            "                               executor is busy alone with a small queue; N: N executors,\n"
+            "                               each always on its N-th of the threads)\n"
             "  --max-concurrent-requests N  embedding and search requests in flight; past it 429 with\n"
             "                               Retry-After [MODATTN_MAX_CONCURRENT_REQUESTS] (default 512)\n"
             "  --max-batch-tokens T         tokens per batch an executor runs [MODATTN_MAX_BATCH_TOKENS]\n"
@@ -77,7 +79,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.host = "127.0.0.1";
     c.port = 8080;
-    c.workers = 1;
+    c.workers = 0; /* auto */
     c.max_concurrent = 512;
     c.max_batch_tokens = 8192;
     c.max_body = 2000000;
@@ -101,7 +103,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         char kind;
     } nums[] = {
         {"--port", "MODATTN_PORT", 0, 65535, false, false, &c.port, 'i'},
-        {"--workers", "MODATTN_WORKERS", 1, 256, false, false, &c.workers, 'i'},
+        {"--workers", "MODATTN_WORKERS", 0, 256, false, false, &c.workers, 'i'},
         {"--max-concurrent-requests", "MODATTN_MAX_CONCURRENT_REQUESTS", 1, 1000000, false, false, &c.max_concurrent, 'z'},
         {"--max-batch-tokens", "MODATTN_MAX_BATCH_TOKENS", 2, 4194304, false, false, &c.max_batch_tokens, 'z'},
         {"--max-body", "MODATTN_MAX_BODY", 16, (double)((size_t)1 << 32), true, false, &c.max_body, 'z'},
@@ -125,6 +127,8 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
             double d_;                                                                                       \
             if (cli_parse_double((src), (val), (nm)->lo, (nm)->hi, false, &d_) != 0) return 2;               \
             *(double *)(nm)->dst = d_;                                                                       \
+        } else if ((nm)->dst == (void *)&c.workers && strcmp((val), "auto") == 0) {                           \
+            c.workers = 0;                                                                                   \
         } else {                                                                                             \
             long long l_;                                                                                    \
             if (cli_parse_ll((src), (val), (long long)(nm)->lo, (long long)(nm)->hi, &l_) != 0) return 2;    \

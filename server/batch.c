@@ -21,7 +21,8 @@ typedef struct executor {
     int id;
     pthread_t thread;
     bool started;
-    modattn_session *session;
+    modattn_session *session; /* its own: one CPU slot's threads */
+    modattn_session *cur;     /* the session of the batch it runs now (its own, or the wide one) */
     /* search: the store, opened on first use and kept; its vectors, opened again when the
      * store's generation moves */
     modattn_store *store;
@@ -40,6 +41,13 @@ struct srv_batcher {
     bool closed; /* after srv_batcher_stop: a job submitted fails at once (503) */
     executor *ex;
     int nex;
+    /* CPU slots (one per executor): an executor runs a batch on its own slot, or, elastic
+     * (--workers auto), on all of them through the wide session when it finds every other
+     * executor idle and too little queued to share out. Never more threads busy than CPUs given. */
+    bool elastic;
+    int slots_total, slots_free;
+    modattn_session *wide; /* elastic: a session of all the threads (NULL with one thread) */
+    size_t queued_tokens;  /* tokens of the inputs no executor has taken */
     /* the store's ANN index, one for every executor (its memory is the store's size): read on
      * the first search of each generation of the store, searched by one executor at a time */
     pthread_mutex_t ann_mu;
@@ -144,7 +152,7 @@ static void search_in_snapshot(executor *x, srv_job *job) {
                                 .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k};
     const char *qt = job->query ? job->query : "";
     const size_t ql = job->query ? job->query_len : 0;
-    const modattn_exec *exec = modattn_session_exec(x->session);
+    const modattn_exec *exec = modattn_session_exec(x->cur);
     /* through the ANN index when the store has a current one (a server searches often: its reading
      * is paid once per generation); a path prefix and keywords alone never need it */
     if (sp.mode != MODATTN_SEARCH_KEYWORD && !sp.path_prefix && x->vec.n > 0 && x->vec.map) {
@@ -187,14 +195,21 @@ searched:
     if (st) set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "search: %s", modattn_last_error());
 }
 
+/* Tokens of a job's inputs that no executor has taken. */
+static size_t untaken_tokens(const srv_job *j) {
+    size_t t = 0;
+    for (size_t i = j->next; i < j->n; i++) t += j->counts[i];
+    return t;
+}
+
 /* Takes the next batch under the lock: oldest jobs first, inputs until the token budget. */
-static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t *tokens) {
+static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_t *tokens) {
     size_t n = 0, tok = 0;
     while (b->head && n < cap) {
         srv_job *j = b->head;
         while (j->next < j->n && n < cap) {
             size_t c = j->counts[j->next];
-            if (n > 0 && tok + c > b->cfg.max_batch_tokens) goto full;
+            if (n > 0 && tok + c > budget) goto full;
             slots[n++] = (slot){j, j->next++};
             tok += c;
         }
@@ -202,6 +217,7 @@ static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t *tokens) {
         if (!b->head) b->tail = NULL;
     }
 full:
+    b->queued_tokens -= tok;
     *tokens = tok;
     return n;
 }
@@ -222,18 +238,33 @@ static void *executor_main(void *arg) {
         if (!ids) ids = malloc(cap * sizeof *ids);
         if (!counts) counts = malloc(cap * sizeof *counts);
         pthread_mutex_lock(&b->mu);
-        while (!b->head && !b->stopping) pthread_cond_wait(&b->cv, &b->mu);
+        /* work and a free CPU slot; or, stopping, an empty queue */
+        while (!(b->head && b->slots_free > 0) && !(b->stopping && !b->head)) pthread_cond_wait(&b->cv, &b->mu);
         if (!b->head) { /* stopping, and nothing left */
             pthread_mutex_unlock(&b->mu);
             break;
         }
+        /* Alone with a small queue: all the threads on one batch (a lone request's latency).
+         * Else the queue shared out among the idle executors, each on its own slot: batches side
+         * by side with no hand-offs between threads are 10-13% more tokens a second than one
+         * batch on every thread (bench/results/server.md), and a share smaller than the queue
+         * lets the other idle executors start at once. */
+        const int idle = b->slots_free;
+        const bool wide = b->wide && idle == b->slots_total && b->queued_tokens < (size_t)idle * SRV_SPLIT_MIN_TOKENS;
+        size_t budget = b->cfg.max_batch_tokens;
+        if (b->elastic && !wide) {
+            size_t share = (b->queued_tokens + (size_t)idle - 1) / (size_t)idle;
+            if (share < SRV_SPLIT_MIN_TOKENS) share = SRV_SPLIT_MIN_TOKENS;
+            if (share < budget) budget = share;
+        }
         size_t tokens = 0;
-        size_t n = slots && ids && counts ? take(b, slots, cap, &tokens) : 0;
+        size_t n = slots && ids && counts ? take(b, slots, cap, budget, &tokens) : 0;
         if (n == 0) { /* no memory for the executor's own arrays: fail the oldest job whole */
             srv_job *j = b->head;
             b->head = j->qnext;
             if (!b->head) b->tail = NULL;
             size_t left = j->n - j->next;
+            b->queued_tokens -= untaken_tokens(j);
             j->next = j->n;
             set_error(j, 503, "%s", "the server is out of memory");
             j->pending -= left;
@@ -243,8 +274,14 @@ static void *executor_main(void *arg) {
             if (last) j->done(j, j->done_ud);
             continue;
         }
+        const int used = wide ? b->slots_total : 1;
+        b->slots_free -= used;
+        x->cur = wide ? b->wide : x->session;
+        if (b->head && b->slots_free > 0) pthread_cond_broadcast(&b->cv); /* the rest: another executor's */
         pthread_mutex_unlock(&b->mu);
         srv_metrics_queue(-(int64_t)n);
+        const int nthreads = modattn_pool_threads(modattn_session_pool(x->cur));
+        srv_metrics_executors(nthreads, wide);
         int st = 0;
         if (n > out_cap) {
             float *no = realloc(out, n * dim * sizeof *no);
@@ -256,7 +293,7 @@ static void *executor_main(void *arg) {
             counts[i] = slots[i].job->counts[slots[i].i];
         }
         uint64_t t0 = modattn_now_ns();
-        if (!st) st = modattn_model_embed_ids_with(b->cfg.model, x->session, ids, counts, n, out);
+        if (!st) st = modattn_model_embed_ids_with(b->cfg.model, x->cur, ids, counts, n, out);
         double secs = (double)(modattn_now_ns() - t0) * 1e-9;
         if (st == 0) {
             srv_metrics_batch(n, tokens, secs);
@@ -281,6 +318,13 @@ static void *executor_main(void *arg) {
             if (j->kind == SRV_JOB_SEARCH && !j->http_status) run_search(x, j);
             j->done(j, j->done_ud);
         }
+        /* the slots back (after the searches, which ran on them) */
+        pthread_mutex_lock(&b->mu);
+        b->slots_free += used;
+        x->cur = NULL;
+        pthread_cond_broadcast(&b->cv);
+        pthread_mutex_unlock(&b->mu);
+        srv_metrics_executors(-nthreads, false);
     }
     free(out);
     free(counts);
@@ -310,7 +354,8 @@ void srv_batcher_submit(srv_batcher *b, srv_job *job) {
     if (b->tail) b->tail->qnext = job;
     else b->head = job;
     b->tail = job;
-    pthread_cond_signal(&b->cv);
+    b->queued_tokens += untaken_tokens(job);
+    pthread_cond_broadcast(&b->cv); /* (an executor without a free slot waits on) */
     pthread_mutex_unlock(&b->mu);
 }
 
@@ -326,6 +371,7 @@ void srv_batcher_cancel(srv_batcher *b, const char *message) {
         b->head = j->qnext;
         if (!b->head) b->tail = NULL;
         size_t left = j->n - j->next;
+        b->queued_tokens -= untaken_tokens(j);
         j->next = j->n;
         set_error(j, 503, "%s", message);
         j->pending -= left;
@@ -359,6 +405,7 @@ void srv_batcher_free(srv_batcher *b) {
         modattn_store_close(x->store);
         modattn_session_free(x->session);
     }
+    modattn_session_free(b->wide);
     free(b->ex);
     modattn_ann_close(b->ann);
     pthread_mutex_destroy(&b->ann_mu);
@@ -376,16 +423,28 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_init(&b->ann_mu, NULL);
     pthread_cond_init(&b->cv, NULL);
-    const int nex = cfg->workers > 0 ? cfg->workers : 1;
+    /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2; --workers
+     * auto (0) one executor per thread, and the wide session of them all */
+    int total = cfg->threads;
+    if (total <= 0) total = modattn_ctx_threads(cfg->ctx);
+    if (total <= 0) total = 1;
+    b->elastic = cfg->workers <= 0;
+    const int nex = b->elastic ? total : cfg->workers;
     b->ex = calloc((size_t)nex, sizeof *b->ex);
     if (!b->ex) {
         srv_batcher_free(b);
         return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
     }
     b->nex = nex;
-    /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2 */
-    int total = cfg->threads;
-    if (total <= 0) total = modattn_ctx_threads(cfg->ctx);
+    b->slots_total = b->slots_free = nex;
+    if (b->elastic && total > 1) {
+        modattn_session_options so = {.threads = total};
+        int st = modattn_session_create(cfg->ctx, &so, &b->wide);
+        if (st) {
+            srv_batcher_free(b);
+            return st;
+        }
+    }
     for (int i = 0; i < b->nex; i++) {
         executor *x = &b->ex[i];
         x->b = b;
@@ -405,4 +464,12 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     }
     *out = b;
     return 0;
+}
+
+void srv_batcher_describe(const srv_batcher *b, char *buf, size_t len) {
+    if (b->elastic && b->wide)
+        snprintf(buf, len, "%d executors of 1 thread, elastic (one alone with a short queue runs on all %d)", b->nex,
+                 b->slots_total);
+    else
+        snprintf(buf, len, "%d executor%s", b->nex, b->nex == 1 ? "" : "s");
 }

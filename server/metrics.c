@@ -39,6 +39,8 @@ static histo g_batch_inputs, g_batch_tokens, g_batch_seconds;
 static uint64_t g_bi[NIN + 1], g_bt[NTOK + 1], g_bs[NSEC + 1];
 static uint64_t g_tokens_total, g_inputs_total, g_batches_total;
 static int64_t g_queue, g_inflight;
+static int64_t g_slots_busy;
+static uint64_t g_batches_wide;
 
 const char *srv_route_name(srv_route r) {
     static const char *const names[] = {"/v1/embeddings", "/v1/models", "/search", "/health",
@@ -89,6 +91,13 @@ void srv_metrics_batch(size_t inputs, size_t tokens, double seconds) {
     g_tokens_total += tokens;
     g_inputs_total += inputs;
     g_batches_total++;
+    pthread_mutex_unlock(&g_mu);
+}
+
+void srv_metrics_executors(int threads, bool wide) {
+    pthread_mutex_lock(&g_mu);
+    g_slots_busy += threads;
+    if (wide) g_batches_wide++;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -170,6 +179,11 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
             "# TYPE modattn_inputs_total counter\nmodattn_inputs_total %llu\n", (unsigned long long)g_inputs_total);
     put(&b, "# HELP modattn_batches_total Executor batches run.\n"
             "# TYPE modattn_batches_total counter\nmodattn_batches_total %llu\n", (unsigned long long)g_batches_total);
+    put(&b, "# HELP modattn_batches_wide_total Batches one executor ran on every model thread (--workers auto: "
+            "it was alone, with a short queue).\n"
+            "# TYPE modattn_batches_wide_total counter\nmodattn_batches_wide_total %llu\n", (unsigned long long)g_batches_wide);
+    put(&b, "# HELP modattn_executor_threads_busy Model threads running a batch now.\n"
+            "# TYPE modattn_executor_threads_busy gauge\nmodattn_executor_threads_busy %lld\n", (long long)g_slots_busy);
     pthread_mutex_unlock(&g_mu);
 
     put(&b, "# HELP modattn_attention_calls_total Attention calls by implementation.\n"

@@ -632,8 +632,10 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         goto out;
     }
     atomic_store(&s.ready, true);
-    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %d executor%s; store %s\n",
-            secs_since(t_load), s.api.model_id, s.api.dim, cfg->workers, cfg->workers == 1 ? "" : "s",
+    char exd[160];
+    srv_batcher_describe(s.batcher, exd, sizeof exd);
+    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %s; store %s\n",
+            secs_since(t_load), s.api.model_id, s.api.dim, exd,
             cfg->db ? cfg->db : "(none: /search answers 503)");
 
     int sig = 0;

@@ -14,7 +14,7 @@
  *   metrics.c  counters and histograms in Prometheus' text format
  *
  * Threads: libmicrohttpd's (HTTP_THREADS, epoll: a slow or stalled client holds a socket, never a
- * thread), the executors (--workers, each with --threads/--workers model threads), and the main
+ * thread), the executors (--workers: by default one per model thread, elastic, see batch.c), and the main
  * thread, which loads the model and then waits for a signal. */
 #ifndef MODATTN_SERVER_H
 #define MODATTN_SERVER_H
@@ -33,6 +33,9 @@
 struct json_t;
 
 #define SRV_HTTP_THREADS 2
+/* elastic executors: the least queued tokens an executor's share may be (less: one executor
+ * alone takes it all, on every thread) */
+#define SRV_SPLIT_MIN_TOKENS 256
 
 /* ---- configuration (cli/cmd_serve.c fills it from options and the environment) */
 typedef struct srv_config {
@@ -41,7 +44,8 @@ typedef struct srv_config {
     const char *host;            /* "127.0.0.1" */
     int port;                    /* 0: any free port (printed) */
     int threads;                 /* model threads in all (0: all CPUs) */
-    int workers;                 /* executors, each with its own session (threads / workers each) */
+    int workers;                 /* executors, each with its own session (threads / workers each); 0:
+                                    auto, one per thread, elastic (batch.c) */
     size_t max_concurrent;       /* requests in flight (embeddings, search) before 429 */
     size_t max_batch_tokens;     /* tokens per executor batch */
     size_t max_body;             /* bytes */
@@ -79,6 +83,8 @@ void srv_metrics_init(void);
 void srv_metrics_request(srv_route r, int status, double seconds);
 void srv_metrics_batch(size_t inputs, size_t tokens, double seconds);
 void srv_metrics_queue(int64_t delta_inputs);
+/* threads: model threads an executor's batch runs on (< 0: done); wide: on all of them */
+void srv_metrics_executors(int threads, bool wide);
 void srv_metrics_inflight(int64_t delta);
 int64_t srv_metrics_inflight_now(void);
 /* The Prometheus text (text/plain; version=0.0.4) into a malloc'ed string (free()), NULL on
@@ -131,6 +137,8 @@ typedef struct srv_batcher_config {
     const char *db;           /* NULL: searches fail with 503 */
 } srv_batcher_config;
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
+/* "2 executors of 1 thread, elastic (all 2 threads for one alone)" and the like, for the log */
+void srv_batcher_describe(const srv_batcher *b, char *buf, size_t len);
 /* Queues a job (never blocks): done(job) runs once every input is embedded (and the search run),
  * or it failed. */
 void srv_batcher_submit(srv_batcher *b, srv_job *job);
