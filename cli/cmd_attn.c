@@ -214,9 +214,10 @@ static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int6
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char reason[256] = "";
         const char *why = modattn_model_fallback_reason(m, op);
-        const modattn_precision opp = op == MODATTN_OP_LINEAR_BF16   ? MODATTN_PRECISION_BF16
-                                      : op == MODATTN_OP_LINEAR_INT8 ? MODATTN_PRECISION_INT8
-                                                                     : MODATTN_PRECISION_FP32;
+        const modattn_precision opp = op == MODATTN_OP_LINEAR_BF16     ? MODATTN_PRECISION_BF16
+                                      : op == MODATTN_OP_LINEAR_INT8   ? MODATTN_PRECISION_INT8
+                                      : op == MODATTN_OP_LINEAR_BF16X3 ? MODATTN_PRECISION_BF16X3
+                                                                       : MODATTN_PRECISION_FP32;
         if (opp != MODATTN_PRECISION_FP32 && in->precision != opp) {
             /* not this model's, but say whether --precision P would run here, or why not */
             const char *pn = modattn_precision_name(opp);

@@ -133,6 +133,7 @@ const char *modattn_precision_name(modattn_precision p) {
     case MODATTN_PRECISION_FP32: return "fp32";
     case MODATTN_PRECISION_BF16: return "bf16";
     case MODATTN_PRECISION_INT8: return "int8";
+    case MODATTN_PRECISION_BF16X3: return "bf16x3";
     }
     return "?";
 }
@@ -140,7 +141,8 @@ const char *modattn_precision_name(modattn_precision p) {
 int modattn_precision_parse(const char *text, modattn_precision *out) {
     static const struct { const char *name; modattn_precision p; } k[] = {
         {"fp32", MODATTN_PRECISION_FP32}, {"float32", MODATTN_PRECISION_FP32},
-        {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}, {"int8", MODATTN_PRECISION_INT8}};
+        {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}, {"int8", MODATTN_PRECISION_INT8},
+        {"bf16x3", MODATTN_PRECISION_BF16X3}};
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_precision_parse: out is NULL");
     if (!text || !*text) {
         *out = MODATTN_PRECISION_FP32;
@@ -155,5 +157,5 @@ int modattn_precision_parse(const char *text, modattn_precision *out) {
     snprintf(shown, sizeof shown, "%.32s%s", text, strlen(text) > 32 ? "..." : "");
     for (char *c = shown; *c; c++)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32, bf16 or int8)", shown);
+    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32, bf16x3, bf16 or int8)", shown);
 }

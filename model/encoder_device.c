@@ -60,7 +60,9 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
-        const modattn_op op = c->precision == MODATTN_PRECISION_BF16 ? MODATTN_OP_LINEAR_BF16 : MODATTN_OP_LINEAR_INT8;
+        const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
+                              : c->precision == MODATTN_PRECISION_BF16X3 ? MODATTN_OP_LINEAR_BF16X3
+                                                                         : MODATTN_OP_LINEAR_INT8;
         if (!modattn_device_supports_op(dev, op, reason, sizeof reason))
             return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run in %s on %s: %s", model_name,
                                  modattn_precision_name(c->precision), name, reason);

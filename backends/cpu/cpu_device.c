@@ -49,6 +49,7 @@ static bool cpu_supports_op(void *ctx, modattn_op op, char *reason, size_t len) 
     (void)ctx;
     if (op == MODATTN_OP_LINEAR_BF16) return modattn__gemm_bf16_available(reason, len);
     if (op == MODATTN_OP_LINEAR_INT8) return modattn__gemm_int8_available(reason, len);
+    if (op == MODATTN_OP_LINEAR_BF16X3) return modattn__gemm_bf16x3_available(reason, len);
     return (unsigned)op < MODATTN_OP_COUNT;
 }
 

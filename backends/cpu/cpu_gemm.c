@@ -76,6 +76,7 @@ struct modattn__gemm_plan {
      * onednn_scratch bytes. int8 also has the int32 products at acc_off ([BLOCK, N] dense) and
      * the rows' scales at rs_off, and the weights' per-channel scales (wscale [N]). */
     modattn_precision prec;
+    bool x3;     /* bf16x3: the product runs over Kd = 3K bf16 terms ([hi | hi | lo] . [hi | lo | hi]) */
     int64_t N, K, lda, ldc;
     bool accumulate;
     size_t onednn_scratch, a_off, acc_off, rs_off;
@@ -130,6 +131,19 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
     return false;
 }
 
+/* Three bf16 products cost three times one: only AMX makes that faster than fp32's FMAs
+ * (AVX512_BF16's dot products alone would not: 2x fp32's rate for 3x the work). */
+bool modattn__gemm_bf16x3_available(char *reason, size_t len) {
+    const modattn_cpu_features *f = modattn_cpu_get();
+    if (f->amx_bf16 && f->avx512_bf16 && f->avx512bw && f->avx512vl) return true;
+    const char *off = getenv("MODATTN_CPU_DISABLE");
+    if (len)
+        snprintf(reason, len, "bf16x3 GEMMs need AMX-BF16 (three bf16 products are slower than one fp32 product "
+                 "without it), which this CPU (%s) lacks%s%s", f->model_name,
+                 off && *off ? " or has masked off: MODATTN_CPU_DISABLE=" : "", off && *off ? off : "");
+    return false;
+}
+
 /* A's rows [MODATTN__GEMM_BLOCK, K] (stride lda) to bfloat16, round to nearest even: the CPU's
  * own conversion (VCVTNEPS2BF16), so every element is rounded the same way wherever it sits. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_bf16(int64_t rows, const float *A,
@@ -147,6 +161,28 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_b
             const __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
             __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, a + k));
             _mm256_mask_storeu_epi16((void *)(o + k), m, (__m256i)v);
+        }
+    }
+}
+
+/* bf16x3: A's rows as [hi | hi | lo] (3K bf16 each), hi = bf16(a), lo = bf16(a - hi) (a - hi is
+ * exact in fp32), so that one bf16 product over 3K terms against W's [hi | lo | hi] gives
+ * a_hi w_hi + a_hi w_lo + a_lo w_hi: every term but a_lo w_lo (2^-16 of a w), summed in fp32. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void to_bf16x3(int64_t rows, const float *A,
+                                                                                        int64_t lda, int64_t K,
+                                                                                        uint16_t *out) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *a = A + r * lda;
+        uint16_t *o = out + r * 3 * K;
+        for (int64_t k = 0; k < K; k += 16) {
+            const __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+            const __m512 v = _mm512_maskz_loadu_ps(m, a + k);
+            const __m256bh hi = _mm512_cvtneps_pbh(v);
+            const __m512 hif = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hi), 16));
+            const __m256bh lo = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hif));
+            _mm256_mask_storeu_epi16((void *)(o + k), m, (__m256i)hi);
+            _mm256_mask_storeu_epi16((void *)(o + K + k), m, (__m256i)hi);
+            _mm256_mask_storeu_epi16((void *)(o + 2 * K + k), m, (__m256i)lo);
         }
     }
 }
@@ -227,7 +263,14 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
     if (len) snprintf(reason, len, "bf16 GEMMs are written for x86 CPUs with AVX512_BF16 only");
     return false;
 }
+bool modattn__gemm_bf16x3_available(char *reason, size_t len) {
+    if (len) snprintf(reason, len, "bf16x3 GEMMs are written for x86 CPUs with AMX-BF16 only");
+    return false;
+}
 static void to_bf16(int64_t rows, const float *A, int64_t lda, int64_t K, uint16_t *out) {
+    (void)rows, (void)A, (void)lda, (void)K, (void)out;
+}
+static void to_bf16x3(int64_t rows, const float *A, int64_t lda, int64_t K, uint16_t *out) {
     (void)rows, (void)A, (void)lda, (void)K, (void)out;
 }
 static void to_int8(int64_t rows, const float *A, int64_t lda, int64_t K, const float *shift, const float *inv_g,
@@ -267,13 +310,27 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     modattn_free(p);
 }
 
+/* x rounded to bfloat16 (nearest even), as fp32; NaN stays NaN */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,
                               bool accumulate, modattn_precision prec, const float *in_gamma,
                               const float *in_beta, modattn__gemm_plan **out) {
     *out = NULL;
-    const bool bf16 = prec == MODATTN_PRECISION_BF16, int8 = prec == MODATTN_PRECISION_INT8;
+    const bool x3 = prec == MODATTN_PRECISION_BF16X3;
+    const bool bf16 = prec == MODATTN_PRECISION_BF16 || x3, int8 = prec == MODATTN_PRECISION_INT8;
+    const int64_t Kd = x3 ? 3 * K : K; /* the product's terms */
+    float *wx = NULL;                  /* bf16x3: W as [hi | lo | hi], before oneDNN's reorder */
     char why[256];
     if (bf16 && !modattn__gemm_bf16_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (x3 && !modattn__gemm_bf16x3_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
     if (int8 && !modattn__gemm_int8_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
     if (!bf16 && !int8) {
         if (prec != MODATTN_PRECISION_FP32)
@@ -295,9 +352,9 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     const char *what = "engine";
     int st = 0;
     dnnl_status_t s;
-    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, K}, sstr = {bf16 || int8 ? K : lda, 1};
+    dnnl_dims_t sdims = {MODATTN__GEMM_BLOCK, Kd}, sstr = {bf16 || int8 ? Kd : lda, 1};
     const dnnl_data_type_t dt = bf16 ? dnnl_bf16 : int8 ? dnnl_s8 : dnnl_f32;
-    dnnl_dims_t wdims = {K, N}, wstr = {1, K}; /* W[N, K] row-major is the [K, N] weights "ba" */
+    dnnl_dims_t wdims = {Kd, N}, wstr = {1, Kd}; /* W[N, K] row-major is the [K, N] weights "ba" */
     dnnl_dims_t ddims = {MODATTN__GEMM_BLOCK, N}, dstr = {int8 ? N : ldc, 1};
     dnnl_memory_desc_t w_user, w_any;
     /* 1 OpenMP thread from here on: oneDNN sizes a primitive's parallel work when it is created,
@@ -333,7 +390,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         /* the small-block primitive: kept only where it takes the same packed weights and the
          * same kernel, whose rows then come out the same bits as in a full block (each row's sums
          * run in one order; tests/model/test_golden and test_precision check alone == batched) */
-        dnnl_dims_t sdims16 = {MODATTN__GEMM_SMALL, K}, ddims16 = {MODATTN__GEMM_SMALL, N};
+        dnnl_dims_t sdims16 = {MODATTN__GEMM_SMALL, Kd}, ddims16 = {MODATTN__GEMM_SMALL, N};
         dnnl_memory_desc_t w_small;
         dnnl_matmul_desc_t md16;
         dnnl_primitive_desc_t pd16 = NULL;
@@ -360,7 +417,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
             snprintf(p->impl, sizeof p->impl, "%s", impl);
     }
-    p->prec = prec, p->N = N, p->K = K, p->lda = lda, p->ldc = ldc, p->accumulate = accumulate;
+    p->prec = prec, p->x3 = x3, p->N = N, p->K = K, p->lda = lda, p->ldc = ldc, p->accumulate = accumulate;
     if (bf16 || int8) {
         /* a reference loop would be slower than fp32: never taken for a faster mode silently */
         if (strncmp(p->impl, "ref", 3) == 0) {
@@ -379,7 +436,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
 #define UP(x) (((x) + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN)
         const size_t rows = MODATTN__GEMM_BLOCK;
         p->a_off = UP(p->onednn_scratch);
-        p->scratch_bytes = p->a_off + rows * (size_t)K * (bf16 ? sizeof(uint16_t) : sizeof(int8_t));
+        p->scratch_bytes = p->a_off + rows * (size_t)Kd * (bf16 ? sizeof(uint16_t) : sizeof(int8_t));
         if (int8) {
             p->acc_off = UP(p->scratch_bytes);
             p->rs_off = UP(p->acc_off + rows * (size_t)N * sizeof(int32_t));
@@ -436,6 +493,21 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         }
         W = (const float *)(const void *)wq;
     }
+    if (x3) {
+        /* W's rows as [hi | lo | hi]: fp32 values that bf16 holds exactly (the reorder's rounding
+         * keeps them) */
+        wx = modattn_malloc((size_t)N * (size_t)Kd * sizeof(float), MODATTN_MEM_WORKSPACE);
+        if (!wx) {
+            st = modattn_mem_last_status();
+            goto done;
+        }
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) {
+                const float w = W[n * K + k], hi = bf16_round(w), lo = bf16_round(w - hi);
+                wx[n * Kd + k] = hi, wx[n * Kd + K + k] = lo, wx[n * Kd + 2 * K + k] = hi;
+            }
+        W = wx;
+    }
     if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
     p->packed = modattn_malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
     if (!p->packed) {
@@ -470,6 +542,7 @@ done:
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
     modattn_free(wq);
+    modattn_free(wx);
     omp_single_end(omp_prev);
     if (st) {
         modattn__gemm_plan_free(p);
@@ -524,9 +597,10 @@ out:
 /* A's rows as the product takes them: bf16 or int8 codes in the scratch (int8: with the rows'
  * scales at rs_off), fp32 as they are. */
 static const void *convert_a(const modattn__gemm_plan *p, int64_t rows, const float *A, void *scratch) {
-    if (p->prec == MODATTN_PRECISION_BF16) { /* A's block, rounded, is the product's input */
+    if (p->prec == MODATTN_PRECISION_BF16 || p->x3) { /* A's block, rounded, is the product's input */
         uint16_t *a16 = (uint16_t *)((char *)scratch + p->a_off);
-        to_bf16(rows, A, p->lda, p->K, a16);
+        if (p->x3) to_bf16x3(rows, A, p->lda, p->K, a16);
+        else to_bf16(rows, A, p->lda, p->K, a16);
         return a16;
     }
     if (p->prec == MODATTN_PRECISION_INT8) { /* A's codes in, int32 sums out, scaled after */
@@ -578,7 +652,7 @@ static void panel_layout(modattn__gemm_plan *p) {
         if (b->inner_idxs[i] == 1) blk *= b->inner_blks[i];
     const int64_t unit = blk > 1 ? blk : 16;
     if (p->N % unit != 0 || p->N < 2 * unit || unit % blk != 0) return;
-    const size_t elem = p->prec == MODATTN_PRECISION_BF16 ? 2 : p->prec == MODATTN_PRECISION_INT8 ? 1 : 4;
+    const size_t elem = p->prec == MODATTN_PRECISION_BF16 || p->x3 ? 2 : p->prec == MODATTN_PRECISION_INT8 ? 1 : 4;
     if (pthread_mutex_init(&p->panel_mu, NULL) != 0) return;
     p->panel_unit = unit;
     p->panel_blk = blk;
@@ -759,10 +833,11 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     return 0;
 }
 bool modattn__gemm_bf16_available(char *reason, size_t len) {
-    if (len) snprintf(reason, len, "bf16 and int8 GEMMs need the oneDNN build (MODATTN_GEMM=onednn); this one uses OpenBLAS");
+    if (len) snprintf(reason, len, "bf16, bf16x3 and int8 GEMMs need the oneDNN build (MODATTN_GEMM=onednn); this one uses OpenBLAS");
     return false;
 }
 bool modattn__gemm_int8_available(char *reason, size_t len) { return modattn__gemm_bf16_available(reason, len); }
+bool modattn__gemm_bf16x3_available(char *reason, size_t len) { return modattn__gemm_bf16_available(reason, len); }
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { (void)p; return MODATTN_PRECISION_FP32; }
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return 0; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }

@@ -49,6 +49,8 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
  * else false and why. */
 bool modattn__gemm_bf16_available(char *reason, size_t len);
 bool modattn__gemm_int8_available(char *reason, size_t len);
+/* bf16x3 (three bf16 products for an fp32 one): AMX-BF16, where it is faster than fp32 */
+bool modattn__gemm_bf16x3_available(char *reason, size_t len);
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p);
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p);
 /* 0, or MODATTN_EINTERNAL with a message if the BLAS refuses (it does not for valid plans). */

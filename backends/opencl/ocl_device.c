@@ -98,9 +98,9 @@ static bool ocl_supports_op(void *ctx, modattn_op op, char *reason, size_t len) 
         snprintf(reason, len, "'%s' disabled by request (MODATTN_DEVICE_CONTROL_DISABLE_OP)", modattn_op_name(op));
         return false;
     }
-    if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8) {
+    if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8 || op == MODATTN_OP_LINEAR_BF16X3) {
         snprintf(reason, len, "%s GEMMs are not written for OpenCL devices (CLBlast runs them in fp32 here)",
-                 op == MODATTN_OP_LINEAR_BF16 ? "bf16" : "int8");
+                 op == MODATTN_OP_LINEAR_BF16 ? "bf16" : op == MODATTN_OP_LINEAR_INT8 ? "int8" : "bf16x3");
         return false;
     }
 #ifndef MODATTN_HAVE_CLBLAST

@@ -46,7 +46,8 @@ extern "C" {
     X(POOL_MAX, "pool_max")                                                 \
     X(L2_NORMALIZE, "l2_normalize")                                         \
     X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */ \
-    X(LINEAR_INT8, "linear_int8")     /* the linear ops in int8 (int32 sums)  */
+    X(LINEAR_INT8, "linear_int8")     /* the linear ops in int8 (int32 sums)  */ \
+    X(LINEAR_BF16X3, "linear_bf16x3") /* the linear ops as 3 bf16 products (fp32 sums) */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,

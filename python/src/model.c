@@ -524,7 +524,7 @@ static PyGetSetDef model_getset[] = {
     {"weights_hash", (getter)get_weights_hash, NULL, "XXH3-64 of model.safetensors, 16 hex digits.", NULL},
     {"pooling", (getter)get_pooling, NULL, "Pooling modes ('mean', 'cls', 'mean+max', ...).", NULL},
     {"device_name", (getter)get_device_name, NULL, "Where the model runs ('cpu', 'opencl:0').", NULL},
-    {"precision", (getter)get_precision, NULL, "The dense layers' arithmetic: 'fp32', 'bf16' or 'int8'.", NULL},
+    {"precision", (getter)get_precision, NULL, "The dense layers' arithmetic: 'fp32', 'bf16x3', 'bf16' or 'int8'.", NULL},
     {"threads", (getter)get_threads, NULL, "Threads of each encode call.", NULL},
     {"backend", (getter)get_backend, NULL, "The attention policy as given.", NULL},
     {"path", (getter)get_path, NULL, "The model folder as given.", NULL},
@@ -560,7 +560,8 @@ PyTypeObject pm_ModelType = {
               "A BERT-family sentence-transformers model directory, loaded by modattn.\n"
               "device: 'auto' or 'cpu' (the CPU), or a modattn device name ('opencl', 'opencl:0').\n"
               "threads: threads per encode call (None: one per CPU).\n"
-              "precision: 'fp32' (exact), 'bf16' (bfloat16 GEMMs summed in fp32, where the CPU has\n"
+              "precision: 'fp32' (exact), 'bf16x3' (fp32 GEMMs as three bfloat16 products, within\n"
+              "1e-9 of fp32's cosine, where the CPU has AMX-BF16), 'bf16' (bfloat16 GEMMs summed in fp32, where the CPU has\n"
               "AVX512_BF16) or 'int8' (int8 GEMMs with per-channel weight and per-row input scales,\n"
               "where it has AVX512_VNNI); refused with the reason where the CPU lacks them.\n"
               "backend: the attention policy ('auto', an implementation's name, or 'a,b').",

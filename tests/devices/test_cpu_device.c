@@ -90,14 +90,16 @@ int main(void) {
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char why[256];
         const bool ok = modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why);
-        if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8) {
-            /* only where the CPU has bf16 (int8) dot products, else why */
+        if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8 || op == MODATTN_OP_LINEAR_BF16X3) {
+            /* only where the CPU has bf16 (int8) dot products (bf16x3: AMX tiles too), else why */
             const modattn_cpu_features *f = modattn_cpu_get();
-            const bool bf = op == MODATTN_OP_LINEAR_BF16;
-            const bool has = (bf ? f->avx512_bf16 : f->avx512_vnni) && f->avx512bw && f->avx512vl;
+            const bool bf = op == MODATTN_OP_LINEAR_BF16, x3 = op == MODATTN_OP_LINEAR_BF16X3;
+            const bool has = (bf ? f->avx512_bf16 : x3 ? f->avx512_bf16 && f->amx_bf16 : f->avx512_vnni) &&
+                             f->avx512bw && f->avx512vl;
             CHECK_MSG(ok == has || (!ok && strstr(why, "oneDNN")), "%s: %s", modattn_op_name((modattn_op)op),
                       ok ? "supported" : why);
-            CHECK_MSG(ok || strstr(why, bf ? "AVX512_BF16" : "AVX512_VNNI") || strstr(why, "oneDNN") || strstr(why, "x86"),
+            CHECK_MSG(ok || strstr(why, bf ? "AVX512_BF16" : x3 ? "AMX-BF16" : "AVX512_VNNI") || strstr(why, "oneDNN") ||
+                          strstr(why, "x86"),
                       "reason: %s", why);
             if (!ok) printf("%s not available here: %s\n", modattn_op_name((modattn_op)op), why);
             continue;

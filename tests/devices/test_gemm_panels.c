@@ -149,12 +149,14 @@ int main(void) {
         {768, 3072, 3072, 768, true},   {128, 64, 64, 128, false},
         {320, 384, 384, 320, true}, /* 5 units: two panels overlap in the probe (accumulate) */
     };
-    const modattn_precision precs[] = {MODATTN_PRECISION_FP32, MODATTN_PRECISION_BF16, MODATTN_PRECISION_INT8};
+    const modattn_precision precs[] = {MODATTN_PRECISION_FP32, MODATTN_PRECISION_BF16, MODATTN_PRECISION_INT8,
+                                       MODATTN_PRECISION_BF16X3};
     int ran = 0;
     for (size_t m = 0; m < sizeof precs / sizeof precs[0]; m++) {
         char why[256] = "";
         if ((precs[m] == MODATTN_PRECISION_BF16 && !modattn__gemm_bf16_available(why, sizeof why)) ||
-            (precs[m] == MODATTN_PRECISION_INT8 && !modattn__gemm_int8_available(why, sizeof why))) {
+            (precs[m] == MODATTN_PRECISION_INT8 && !modattn__gemm_int8_available(why, sizeof why)) ||
+            (precs[m] == MODATTN_PRECISION_BF16X3 && !modattn__gemm_bf16x3_available(why, sizeof why))) {
             printf("panels %s: not available here: %s\n", modattn_precision_name(precs[m]), why);
             continue;
         }

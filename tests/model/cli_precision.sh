@@ -26,16 +26,16 @@ export MODATTN_MODEL="$MODEL"
 check "--help names --precision" 'grep -q -- "--precision P" "$TMP/help"'
 "$BIN" --precision fp16 embed x > /dev/null 2> "$TMP/err"; rc=$?
 check "an unknown precision is a usage error (rc $rc)" '[ $rc -eq 2 ]'
-check "it names the choices" 'grep -q "fp32, bf16 or int8" "$TMP/err"'
+check "it names the choices" 'grep -q "fp32, bf16x3, bf16 or int8" "$TMP/err"'
 MODATTN_PRECISION=nope "$BIN" embed x > /dev/null 2>&1; rc=$?
 check "an unknown \$MODATTN_PRECISION is a usage error" '[ $rc -eq 2 ]'
 
 # refused where the instructions are missing (masked here), with the reason, nothing on stdout
-for p in bf16 int8; do
+for p in bf16 int8 bf16x3; do
     MODATTN_CPU_DISABLE=avx512_bf16,avx512_vnni "$BIN" --precision $p embed x > "$TMP/out" 2> "$TMP/err"; rc=$?
     check "$p without its instructions exits 1 (rc $rc)" '[ $rc -eq 1 ]'
     check "$p: the error names the instruction set ($(cat "$TMP/err"))" \
-        'grep -q "cannot run in $p" "$TMP/err" && grep -Eq "AVX512_(BF16|VNNI)|oneDNN|x86" "$TMP/err"'
+        'grep -q "cannot run in $p" "$TMP/err" && grep -Eq "AVX512_(BF16|VNNI)|AMX-BF16|oneDNN|x86" "$TMP/err"'
     check "$p: nothing on stdout" '[ ! -s "$TMP/out" ]'
 done
 MODATTN_CPU_DISABLE=avx512_bf16 "$BIN" explain --model "$MODEL" > "$TMP/explain" 2>&1

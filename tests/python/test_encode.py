@@ -78,9 +78,11 @@ def test_golden_every_input(model, minilm_golden, minilm_vectors):
     assert not diff, f"token ids differ from Hugging Face's for inputs {diff[:10]}"
 
 
-@pytest.mark.parametrize("precision,isa,floor", [("bf16", "AVX512_BF16", 0.999), ("int8", "AVX512_VNNI", 0.95)])
+@pytest.mark.parametrize("precision,isa,floor", [("bf16", "AVX512_BF16", 0.999), ("int8", "AVX512_VNNI", 0.95),
+                                                 ("bf16x3", "AMX-BF16", 0.99999)])
 def test_precision_modes(modattn, minilm_path, minilm_golden, minilm_vectors, precision, isa, floor):
-    """precision='bf16' / 'int8': cosine >= the floor against sentence-transformers' fp32 goldens
+    """precision='bf16' / 'bf16x3' / 'int8': cosine >= the floor against sentence-transformers' fp32 goldens
+    (bf16x3: the exactness bar itself)
     and a batch of one equal to the whole batch bit for bit where the CPU has the instructions;
     elsewhere refused with the reason (printed: not available here), never run in fp32 instead."""
     try:
