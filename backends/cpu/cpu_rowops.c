@@ -37,11 +37,56 @@ static inline float erf_approx(float x) {
 
 float modattn__erf(float x) { return erf_approx(x); }
 
-CLONES void modattn__gelu_erf_bias(float *restrict y, const float *restrict bias, int64_t n) {
+CLONES static void gelu_erf_bias_c(float *restrict y, const float *restrict bias, int64_t n) {
     for (int64_t k = 0; k < n; k++) {
         const float v = y[k] + bias[k];
         y[k] = 0.5f * v * (1.0f + erf_approx(v * 0.70710678118654752f));
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* The same erf on AVX-512 without the division: 1/q from VRCP14PS (relative error < 2^-14) and one
+ * Newton step (< 2^-26, below float's rounding), where VDIVPS on a 512-bit vector alone took as long
+ * as the rest of the polynomial (GELU was 3.3% of the fp32 encoder's time, and half of that the
+ * division). q is in [1, 2.3] on [-4, 4]: no overflow or denormal. */
+__attribute__((target("avx512f"))) static void gelu_erf_bias_avx512(float *restrict y, const float *restrict bias,
+                                                                    int64_t n) {
+    const __m512 lo = _mm512_set1_ps(-4.0f), hi = _mm512_set1_ps(4.0f), s = _mm512_set1_ps(0.70710678118654752f);
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
+    for (int64_t k = 0; k < n; k += 16) {
+        const __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
+        const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(m, y + k), _mm512_maskz_loadu_ps(m, bias + k));
+        const __m512 xc = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, s), lo), hi);
+        const __m512 t = _mm512_mul_ps(xc, xc);
+        __m512 p = _mm512_set1_ps(2.0272865730017893e-06f);
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.00028618799735757145f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.0038447062794925305f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.052981763019024922f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.19230819351678446f));
+        p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.1283790461436429f));
+        __m512 q = _mm512_set1_ps(3.7928556066565041e-05f);
+        q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(0.0011810574145035813f));
+        q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(0.015124428893259751f));
+        q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(0.11487953582778671f));
+        q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(0.50376059838675202f));
+        q = _mm512_fmadd_ps(q, t, one);
+        __m512 r = _mm512_rcp14_ps(q);
+        r = _mm512_mul_ps(r, _mm512_fnmadd_ps(q, r, two)); /* r (2 - q r) */
+        const __m512 erf = _mm512_mul_ps(_mm512_mul_ps(xc, p), r);
+        _mm512_mask_storeu_ps(y + k, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, erf)));
+    }
+}
+#endif
+
+void modattn__gelu_erf_bias(float *restrict y, const float *restrict bias, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (modattn_cpu_get()->avx512f) {
+        gelu_erf_bias_avx512(y, bias, n);
+        return;
+    }
+#endif
+    gelu_erf_bias_c(y, bias, n);
 }
 
 CLONES void modattn__gelu_tanh_bias(float *restrict y, const float *restrict bias, int64_t n) {

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "backends/cpu/cpu_internal.h"
 #include "modattn/device.h"
 #include "modattn/model.h"
 #include "test_util.h"
@@ -80,7 +81,34 @@ static double linear_err(const modattn_device_iface *cpu, int64_t rows, int64_t 
     return err;
 }
 
+/* GELU (erf) with bias against libm's erf in double: every ISA's path (AVX-512 divides by Newton's
+ * reciprocal; MODATTN_CPU_DISABLE=avx512f takes the compiler's clones), lengths that leave a
+ * partial vector, values out to |x| = 12 (erf clamped at 4) */
+static void check_gelu(void) {
+    enum { N = 1000 };
+    static float y[N], bias[N];
+    double worst = 0;
+    for (int len = 1; len <= N; len += 37) {
+        for (int i = 0; i < len; i++) {
+            y[i] = -12.0f + 24.0f * (float)i / (float)len;
+            bias[i] = (i % 3) * 0.125f;
+        }
+        float guard = y[len < N ? len : 0];
+        modattn__gelu_erf_bias(y, bias, len);
+        for (int i = 0; i < len; i++) {
+            const double x = (double)(-12.0f + 24.0f * (float)i / (float)len) + (i % 3) * 0.125;
+            const double want = 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+            const double err = fabs((double)y[i] - want) / (1.0 + fabs(want));
+            if (err > worst) worst = err;
+        }
+        if (len < N) CHECK_MSG(y[len] == guard, "GELU wrote past its %d elements", len);
+    }
+    printf("GELU (erf) vs libm in double: worst error %.2e (relative to 1 + |gelu|)\n", worst);
+    CHECK_MSG(worst < 1e-6, "GELU error %.2e", worst);
+}
+
 int main(void) {
+    check_gelu();
     const modattn_device_iface *cpu = NULL;
     CHECK(modattn_device_lookup("cpu", &cpu) == 0 && cpu);
     if (!cpu) return test_finish("test_cpu_device");
