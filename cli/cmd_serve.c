@@ -131,7 +131,10 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
             c.workers = 0;                                                                                   \
         } else {                                                                                             \
             long long l_;                                                                                    \
-            if (cli_parse_ll((src), (val), (long long)(nm)->lo, (long long)(nm)->hi, &l_) != 0) return 2;    \
+            if (cli_parse_ll((src), (val), (long long)(nm)->lo, (long long)(nm)->hi, &l_) != 0) {            \
+                if ((nm)->dst == (void *)&c.workers) fprintf(stderr, "modattn: serve: %s: or 'auto'\n", (src)); \
+                return 2;                                                                                    \
+            }                                                                                                \
             if ((nm)->kind == 'i') *(int *)(nm)->dst = (int)l_;                                              \
             else *(size_t *)(nm)->dst = (size_t)l_;                                                          \
         }                                                                                                    \

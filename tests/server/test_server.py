@@ -129,6 +129,28 @@ b1 = metric(met1, "modattn_batches_total")
 check(b0 is not None and b1 is not None and b1 - b0 < 17, f"17 requests in {b1 - b0} batches: requests were merged")
 print(f"batching: 17 concurrent requests ran in {int(b1 - b0)} batches", flush=True)
 
+# ---- elastic executors (--workers auto, the default): one per thread; a lone request ran on all of
+# them (the first requests above came one at a time), none is busy at rest, and the log says so
+ncpu = os.cpu_count() or 1
+wide = metric(met1, "modattn_batches_wide_total")
+busy = metric(met1, "modattn_executor_threads_busy")
+check(busy == 0, f"no executor thread busy at rest: {busy}")
+if ncpu > 1:
+    check(wide is not None and wide >= 1, f"a lone request's batch ran on every thread: {wide} wide batches")
+    s.read_log()  # (flushes)
+    ready_line = [ln for ln in open(s.log_path, errors="replace") if "serve: ready" in ln]
+    check(ready_line and f"{ncpu} executors of 1 thread, elastic" in ready_line[0],
+          f"the ready line says the executors are elastic: {ready_line}")
+else:
+    print(f"elastic executors: one CPU here, so one executor and no wide batches ({wide})", flush=True)
+# the same vectors from fixed executors (--workers 1: one session of every thread)
+s1 = Server(BIN, MODEL, "--workers", "1", "--quiet")
+st, _, j = s1.post("/v1/embeddings", {"input": small[3], "encoding_format": "base64"})
+check(st == 200 and [base64.b64decode(d["embedding"]) for d in j["data"]] == small_want[3],
+      f"--workers 1 gives the same bits: {st}")
+check("1 executor;" in s1.read_log(), "--workers 1: one executor: " + s1.read_log()[-300:])
+s1.stop()
+
 # ---- refusals, each with OpenAI's error object
 def refused(path, body, status, param=None, code=None, what="", headers=None, raw=False):
     if raw:
