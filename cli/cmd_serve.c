@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "server/server.h"
@@ -35,9 +36,10 @@ static void serve_usage(FILE *f) {
             "                               loopback only; 0.0.0.0 or :: for every interface)\n"
             "  --port N                     port [MODATTN_PORT] (default 8080; 0: any free port)\n"
             "  --threads N                  model threads in all [MODATTN_THREADS] (default: all CPUs)\n"
-            "  --workers N|auto             executors [MODATTN_WORKERS] (default auto: one per thread,\n"
-            "                               each batch on one thread, or on all of them when one\n"
-            "                               executor is busy alone with a small queue; N: N executors,\n"
+            "  --workers N|auto             executors [MODATTN_WORKERS] (default auto, also 0: one per\n"
+            "                               thread, each batch on one thread, or on all of them when\n"
+            "                               one executor is busy alone with a small queue; a model on\n"
+            "                               a device with its own memory: one executor; N: N executors,\n"
             "                               each always on its N-th of the threads)\n"
             "  --max-concurrent-requests N  embedding and search requests in flight; past it 429 with\n"
             "                               Retry-After [MODATTN_MAX_CONCURRENT_REQUESTS] (default 512)\n"
@@ -127,7 +129,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
             double d_;                                                                                       \
             if (cli_parse_double((src), (val), (nm)->lo, (nm)->hi, false, &d_) != 0) return 2;               \
             *(double *)(nm)->dst = d_;                                                                       \
-        } else if ((nm)->dst == (void *)&c.workers && strcmp((val), "auto") == 0) {                           \
+        } else if ((nm)->dst == (void *)&c.workers && strcasecmp((val), "auto") == 0) {                       \
             c.workers = 0;                                                                                   \
         } else {                                                                                             \
             long long l_;                                                                                    \

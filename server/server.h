@@ -137,7 +137,8 @@ typedef struct srv_batcher_config {
     const char *db;           /* NULL: searches fail with 503 */
 } srv_batcher_config;
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
-/* "2 executors of 1 thread, elastic (all 2 threads for one alone)" and the like, for the log */
+/* "2 executors of 1 thread, elastic (one alone with a short queue runs on all 2)" or "1 executor",
+ * for the log */
 void srv_batcher_describe(const srv_batcher *b, char *buf, size_t len);
 /* Queues a job (never blocks): done(job) runs once every input is embedded (and the search run),
  * or it failed. */

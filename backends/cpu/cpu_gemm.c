@@ -135,7 +135,18 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
  * (AVX512_BF16's dot products alone would not: 2x fp32's rate for 3x the work). */
 bool modattn__gemm_bf16x3_available(char *reason, size_t len) {
     const modattn_cpu_features *f = modattn_cpu_get();
-    if (f->amx_bf16 && f->avx512_bf16 && f->avx512bw && f->avx512vl) return true;
+    if (f->amx_bf16 && f->avx512_bf16 && f->avx512bw && f->avx512vl) {
+        /* and oneDNN allowed to use it (ONEDNN_MAX_CPU_ISA below AVX512_CORE_AMX would give its
+         * AVX-512 bf16 kernels: slower than fp32, so refused rather than run) */
+        const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+        if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core_amx) == (unsigned)dnnl_cpu_isa_avx512_core_amx)
+            return true;
+        const char *lim = getenv("ONEDNN_MAX_CPU_ISA");
+        if (len)
+            snprintf(reason, len, "bf16x3 GEMMs need oneDNN's AMX-BF16 kernels, which it may not use here "
+                     "(ONEDNN_MAX_CPU_ISA=%s)", lim && *lim ? lim : "(unset)");
+        return false;
+    }
     const char *off = getenv("MODATTN_CPU_DISABLE");
     if (len)
         snprintf(reason, len, "bf16x3 GEMMs need AMX-BF16 (three bf16 products are slower than one fp32 product "
