@@ -15,6 +15,8 @@ int modattn_ctx_create(const modattn_ctx_options *opt, modattn_ctx **out) {
     modattn_ctx_options defaults;
     memset(&defaults, 0, sizeof defaults);
     if (!opt) opt = &defaults;
+    int est = modattn_env_check(); /* a bad MODATTN_* value is refused, never half-read */
+    if (est) return est;
     modattn_ctx *ctx = modattn_calloc(1, sizeof *ctx, MODATTN_MEM_OTHER);
     if (!ctx) return modattn_mem_last_status();
     pthread_mutex_init(&ctx->mu, NULL);

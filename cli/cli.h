@@ -136,9 +136,24 @@ typedef struct cli_search_args {
 int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a);
 void cli_search_args_free(cli_search_args *a);
 
-/* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings);
- * 0, or the exit status after printing why not. */
+/* The lines of path ("-": standard input), blank ones left out, into *out (strings and array
+ * from modattn_malloc, counted against --mem-budget: free each and the array with modattn_free);
+ * 0, or the exit status after printing why not (a line over CLI_MAX_LINE bytes, memory, I/O). */
 int cli_read_queries(const char *path, char ***out, size_t *n);
+
+/* Standard output through a writer that keeps the first write error, so a failure says why
+ * ("No space left on device"); called first thing in main. */
+void cli_stdout_init(void);
+
+/* The longest input line `embed -` and `search --queries` take (the README's limits). */
+#define CLI_MAX_LINE ((size_t)16 << 20)
+/* One line of f (its newline kept, if it had one) into *buf (grown with modattn_realloc, so it
+ * counts against --mem-budget; *cap its size), *len its bytes, NUL-terminated. A line is never
+ * cut: 1 a line; 0 end of input; -1 the line is longer than max (the rest of it is not read);
+ * -2 out of memory (or over the budget); -3 a read error (errno says which). */
+int cli_read_line(FILE *f, char **buf, size_t *cap, size_t *len, size_t max);
+/* The message for a cli_read_line failure r (< 0) on line lineno of what. */
+void cli_line_error(const char *cmd, const char *what, size_t lineno, int r);
 
 /* What `index` tells about each file (cli/cli_index_out.c): events printed on stderr (errors
  * always; skipped and pruned files unless quiet; none with json) and gathered for --json. */

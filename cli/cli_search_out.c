@@ -158,7 +158,9 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
     return 0;
 }
 
-/* The lines of path ("-": standard input), blank ones left out, into *out (malloc'd strings). */
+/* The lines of path ("-": standard input), blank ones left out, into *out (modattn_malloc'd
+ * strings, counted against --mem-budget). A line past CLI_MAX_LINE, memory and read errors stop
+ * the run with the line's number: never a shorter set of queries taken for the whole. */
 int cli_read_queries(const char *path, char ***out, size_t *n) {
     *out = NULL;
     *n = 0;
@@ -168,13 +170,15 @@ int cli_read_queries(const char *path, char ***out, size_t *n) {
         return 1;
     }
     char *line = NULL, **v = NULL;
-    size_t cap = 0, nv = 0, vcap = 0;
-    ssize_t got;
-    int rc = 0;
-    while ((got = getline(&line, &cap, f)) >= 0) {
+    size_t cap = 0, nv = 0, vcap = 0, got = 0, lineno = 0;
+    char what[4200];
+    snprintf(what, sizeof what, "--queries %s", path);
+    int rc = 0, r;
+    while ((r = cli_read_line(f, &line, &cap, &got, CLI_MAX_LINE)) == 1) {
+        lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
-        if (memchr(line, '\0', (size_t)got)) {
-            fprintf(stderr, "modattn: search: --queries %s: line %zu holds a NUL byte\n", path, nv + 1);
+        if (memchr(line, '\0', got)) {
+            fprintf(stderr, "modattn: search: --queries %s: line %zu holds a NUL byte\n", path, lineno);
             rc = 1;
             break;
         }
@@ -182,34 +186,32 @@ int cli_read_queries(const char *path, char ***out, size_t *n) {
         if (line[sp] == '\0') continue;
         if (nv == vcap) {
             size_t nc = vcap ? 2 * vcap : 64;
-            char **nvv = realloc(v, nc * sizeof *v);
+            char **nvv = modattn_realloc(v, nc * sizeof *v, MODATTN_MEM_OTHER);
             if (!nvv) {
-                rc = 1;
-                fprintf(stderr, "modattn: search: out of memory reading --queries\n");
+                r = -2;
                 break;
             }
             v = nvv, vcap = nc;
         }
-        if (!(v[nv] = strdup(line))) {
-            rc = 1;
-            fprintf(stderr, "modattn: search: out of memory reading --queries\n");
+        if (!(v[nv] = modattn_strndup(line, got, MODATTN_MEM_OTHER))) {
+            r = -2;
             break;
         }
         nv++;
     }
-    if (!rc && ferror(f)) {
-        fprintf(stderr, "modattn: search: --queries %s: %s\n", path, strerror(errno));
+    if (!rc && r < 0) {
+        cli_line_error("search", what, lineno + 1, r);
         rc = 1;
     }
-    free(line);
+    modattn_free(line);
     if (f != stdin) fclose(f);
     if (!rc && nv == 0) {
         fprintf(stderr, "modattn: search: --queries %s: no query in it\n", path);
         rc = 2;
     }
     if (rc) {
-        for (size_t i = 0; i < nv; i++) free(v[i]);
-        free(v);
+        for (size_t i = 0; i < nv; i++) modattn_free(v[i]);
+        modattn_free(v);
         return rc;
     }
     *out = v;

@@ -1,6 +1,8 @@
 /* cli/cli_text.c — text that leaves the process: names and document text made safe for a
  * terminal, file names made valid JSON without losing a byte, and the check that what was
- * written to standard output really got there. */
+ * written to standard output really got there (with the reason when it did not); and text that
+ * comes in: input lines read with a bound. */
+#define _GNU_SOURCE
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -94,20 +96,87 @@ static bool reader_gone(void) {
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
 }
 
+/* The first error a write to standard output met: stdio keeps only a flag, and errno is long gone
+ * by the time the output is checked, so stdout writes through this recorder (cli_stdout_init). */
+static int g_out_errno;
+
+static ssize_t out_write(void *cookie, const char *buf, size_t n) {
+    (void)cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(STDOUT_FILENO, buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (!g_out_errno) g_out_errno = w < 0 ? errno : EIO;
+            return done ? (ssize_t)done : -1;
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)n;
+}
+
+void cli_stdout_init(void) {
+    cookie_io_functions_t io = {.read = NULL, .write = out_write, .seek = NULL, .close = NULL};
+    FILE *o = fopencookie(NULL, "w", io);
+    if (!o) return; /* the plain stdout: a failure then says less, nothing else changes */
+    setvbuf(o, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, (size_t)64 << 10);
+    stdout = o;
+}
+
 int cli_stdout_check(void) {
     static bool reported;
     errno = 0;
     const int flushed = fflush(stdout);
-    const int err = errno;
+    const int err = g_out_errno ? g_out_errno : errno;
     if (flushed == 0 && !ferror(stdout)) return 0;
     /* said once; a reader that went away: quiet, as SIGPIPE would be */
     if (reported || err == EPIPE || reader_gone()) return 1;
     reported = true;
-    if (flushed != 0 && err)
-        fprintf(stderr, "modattn: writing the output (standard output) failed: %s\n", strerror(err));
+    if (err)
+        fprintf(stderr, "modattn: writing the output (standard output) failed: %s; the output is incomplete\n",
+                strerror(err));
     else
         fprintf(stderr, "modattn: writing the output (standard output) failed: the output is incomplete\n");
     return 1;
 }
 
 int cli_finish_stdout(int rc) { return cli_stdout_check() && !rc ? 1 : rc; }
+
+int cli_read_line(FILE *f, char **buf, size_t *cap, size_t *len, size_t max) {
+    size_t n = 0;
+    int c = EOF;
+    errno = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        if (n == max) {
+            ungetc(c, f);
+            *len = n;
+            return -1;
+        }
+        if (n + 2 > *cap) { /* room for this byte and the NUL */
+            size_t nc = *cap ? 2 * *cap : 4096;
+            if (nc > max + 2) nc = max + 2;
+            char *nb = modattn_realloc(*buf, nc, MODATTN_MEM_OTHER);
+            if (!nb) {
+                *len = n;
+                return -2;
+            }
+            *buf = nb, *cap = nc;
+        }
+        (*buf)[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    *len = n;
+    if (*buf) (*buf)[n] = '\0';
+    if (c == EOF && ferror(f)) return -3;
+    return n > 0 ? 1 : 0;
+}
+
+void cli_line_error(const char *cmd, const char *what, size_t lineno, int r) {
+    if (r == -1)
+        fprintf(stderr, "modattn: %s: %s line %zu is longer than %zu MiB, the most a line may hold; nothing "
+                "after it was read\n", cmd, what, lineno, CLI_MAX_LINE >> 20);
+    else if (r == -2)
+        fprintf(stderr, "modattn: %s: %s line %zu: %s\n", cmd, what, lineno, modattn_last_error());
+    else
+        fprintf(stderr, "modattn: %s: reading %s (line %zu): %s\n", cmd, what, lineno, strerror(errno ? errno : EIO));
+}

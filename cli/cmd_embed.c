@@ -55,7 +55,7 @@ static int flush(modattn_model *m, batch *b, size_t first) {
     int st = modattn_model_embed(m, (const char *const *)b->texts, b->lens, b->n, b->out, b->ntok);
     if (st) return cli_fail("embed", st);
     for (size_t i = 0; i < b->n; i++) print_result(first + i, b->ntok[i], b->out + i * dim, dim);
-    for (size_t i = 0; i < b->n; i++) free(b->texts[i]);
+    for (size_t i = 0; i < b->n; i++) modattn_free(b->texts[i]);
     b->n = 0;
     b->bytes = 0;
     if (cli_stdout_check()) return 1;
@@ -68,8 +68,11 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
     if (len && line[len - 1] == '\n') len--;
     if (len && line[len - 1] == '\r') len--;
     if (!jsonl) {
-        char *t = malloc(len + 1);
-        if (!t) return -1;
+        char *t = modattn_malloc(len + 1, MODATTN_MEM_OTHER);
+        if (!t) {
+            fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
+            return 1;
+        }
         memcpy(t, line, len);
         t[len] = '\0';
         *out = t;
@@ -90,10 +93,11 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
         return 1;
     }
     size_t n = json_string_length(j);
-    char *t = malloc(n + 1);
+    char *t = modattn_malloc(n + 1, MODATTN_MEM_OTHER);
     if (!t) {
+        fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
         json_decref(j);
-        return -1;
+        return 1;
     }
     memcpy(t, json_string_value(j), n);
     t[n] = '\0';
@@ -118,12 +122,11 @@ static int embed_stdin(modattn_model *m, bool jsonl) {
         rc = 1;
         goto done;
     }
-    ssize_t got;
-    while ((got = getline(&line, &cap, stdin)) >= 0) {
+    size_t got = 0;
+    int lr;
+    while ((lr = cli_read_line(stdin, &line, &cap, &got, CLI_MAX_LINE)) == 1) {
         lineno++;
-        int r = line_text(line, (size_t)got, jsonl, lineno, &b.texts[b.n], &b.lens[b.n]);
-        if (r) {
-            if (r < 0) fprintf(stderr, "modattn: embed: out of memory\n");
+        if (line_text(line, got, jsonl, lineno, &b.texts[b.n], &b.lens[b.n])) {
             rc = 1;
             goto done;
         }
@@ -135,20 +138,20 @@ static int embed_stdin(modattn_model *m, bool jsonl) {
             index += n;
         }
     }
-    if (ferror(stdin)) {
-        fprintf(stderr, "modattn: embed: reading stdin: %s\n", strerror(errno));
+    if (lr < 0) { /* a line too long, memory, a read error: the run stops, never a shorter input set */
+        cli_line_error("embed", "stdin", lineno + 1, lr);
         rc = 1;
         goto done;
     }
     rc = flush(m, &b, index);
 done:
     if (b.texts)
-        for (size_t i = 0; i < b.n; i++) free(b.texts[i]);
+        for (size_t i = 0; i < b.n; i++) modattn_free(b.texts[i]);
     free(b.texts);
     free(b.lens);
     free(b.out);
     free(b.ntok);
-    free(line);
+    modattn_free(line);
     return rc;
 }
 

@@ -40,6 +40,7 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
+#include "core/env.h"
 
 bool cli_has_arg(int argc, char **argv, const char *arg) {
     for (int i = 1; i < argc; i++) {
@@ -606,7 +607,7 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
         int end = 0;
         MPI_Send(&end, 1, MPI_INT, 0, TAG_END, MPI_COMM_WORLD);
         reap(&m, true);
-        if (getenv("MODATTN_MPI_VERBOSE"))
+        if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
             fprintf(stderr, "modattn: index --mpi (rank %d): embedded %llu documents (%llu chunks) in %.2f s\n", rank,
                     (unsigned long long)m.emitted, (unsigned long long)s.chunks_embedded,
                     (double)(modattn_now_ns() - t0) * 1e-9);
@@ -643,7 +644,7 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
         rc = 1;
     } else {
         print_summary(&a, &ui, &s, secs, size, &rc);
-        if (getenv("MODATTN_MPI_VERBOSE"))
+        if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
             fprintf(stderr, "modattn: index --mpi (rank 0): %zu documents planned (%llu bytes), %llu taken from "
                             "other ranks, %llu embedded here after all\n", m.nplan,
                     (unsigned long long)m.planned_bytes, (unsigned long long)m.fetched,

@@ -156,8 +156,8 @@ out:
     modattn_model_free(model);
     modattn_store_close(store);
     if (queries_file) {
-        for (size_t i = 0; i < nq; i++) free(qs[i]);
-        free(qs);
+        for (size_t i = 0; i < nq; i++) modattn_free(qs[i]);
+        modattn_free(qs);
     }
     free(query);
     return rc;

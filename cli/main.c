@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include "modattn/store.h"
+#include "core/env.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,6 +237,7 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
 }
 
 int main(int argc, char **argv) {
+    cli_stdout_init();
     /* First, before any JSON exists: jansson's allocations (tokenizer.json, config.json, the
      * safetensors header, the JSON we print) count in --stats and against --mem-budget. */
     if (modattn_json_count_allocations() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
@@ -292,6 +294,11 @@ int main(int argc, char **argv) {
         free(rest);
         return 2;
     }
+    if (modattn_env_check() != 0) { /* before any work: a usage error, as a bad flag */
+        fprintf(stderr, "modattn: %s\n", modattn_last_error());
+        free(rest);
+        return 2;
+    }
     for (int i = 1; i < nrest; i++)
         if (strcmp(rest[i], "--json") == 0) g.json_stats = true; /* --stats --json: stats as JSON too */
     if (!g.device) {
@@ -299,8 +306,7 @@ int main(int argc, char **argv) {
         if (e && *e) g.device = e;
     }
     {
-        const char *e = getenv("MODATTN_HOST_FALLBACK");
-        if (e && strcmp(e, "1") == 0) g.host_fallback = true;
+        if (modattn__env_bool("MODATTN_HOST_FALLBACK", false)) g.host_fallback = true;
     }
     if (!g.precision_text) {
         const char *e = getenv("MODATTN_PRECISION");
@@ -317,6 +323,23 @@ int main(int argc, char **argv) {
         if (dst) {
             int code = dst == MODATTN_EINVAL ? 2 : 1;
             fprintf(stderr, "modattn: --device: %s\n", modattn_last_error());
+            free(rest);
+            return code;
+        }
+    }
+    if (g.attn) {
+        /* a policy naming no implementation is a usage error, found before any work (a store
+         * opened, a model loaded): a context of one thread is made to read the names, then freed */
+        modattn_ctx_options o;
+        memset(&o, 0, sizeof o);
+        o.threads = 1;
+        o.policy = g.attn;
+        modattn_ctx *probe = NULL;
+        int pst = modattn_ctx_create(&o, &probe);
+        modattn_ctx_free(probe);
+        if (pst) {
+            int code = pst == MODATTN_EINVAL ? 2 : 1;
+            cli_fail("--attn", pst);
             free(rest);
             return code;
         }

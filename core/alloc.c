@@ -5,6 +5,7 @@
  * A budget caps the total in use; fault injection fails the Nth attempt (tests). */
 #include "modattn/core.h"
 #include "core/alloc_internal.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -139,8 +140,7 @@ static void advise_huge(void *raw, size_t total) {
     static _Atomic int off = -1; /* -1: not read yet (several first callers read the same) */
     int o = atomic_load_explicit(&off, memory_order_relaxed);
     if (o < 0) {
-        const char *e = getenv("MODATTN_HUGEPAGES");
-        o = e && strcmp(e, "0") == 0;
+        o = !modattn__env_bool("MODATTN_HUGEPAGES", true);
         atomic_store_explicit(&off, o, memory_order_relaxed);
     }
     if (o) return;

@@ -27,7 +27,7 @@ static bool disabled(const char *list, const char *name) {
     for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0) return true;
+        if (len == n && strncasecmp(p, name, n) == 0) return true; /* any case, as the env check */
         if (!e) break;
         p = e + 1;
     }

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include "core/signals.h"
 #include "modattn/core.h"
+#include "core/env.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -127,13 +128,7 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     modattn_pool *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
     if (!p) return modattn_mem_last_status();
     p->nthreads = nthreads;
-    const char *spin = getenv("MODATTN_POOL_SPIN_US");
-    p->spin_ns = 200000;
-    if (spin && *spin) {
-        char *end;
-        long us = strtol(spin, &end, 10);
-        if (*end == 0 && us >= 0 && us <= 1000000) p->spin_ns = (int64_t)us * 1000;
-    }
+    p->spin_ns = (int64_t)modattn__env_int("MODATTN_POOL_SPIN_US", 200) * 1000;
     pthread_mutex_init(&p->mu, NULL);
     pthread_mutex_init(&p->run_mu, NULL);
     pthread_cond_init(&p->wake, NULL);

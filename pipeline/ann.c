@@ -24,6 +24,7 @@
 #if MODATTN_HAVE_FAISS
 #include "pipeline/ann_faiss.h"
 #include "pipeline/ann_hnsw.h"
+#include "core/env.h"
 #endif
 
 #define ANN_MAGIC "MODATTNA"
@@ -524,8 +525,7 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         modattn__hnsw_check(&a->g, msg, sizeof msg);
         if (msg[0]) st = MODATTN_EFORMAT;
         /* MODATTN_ANN_FAISS_SEARCH=1: FAISS's own search instead of our walk (comparisons) */
-        const char *e = getenv("MODATTN_ANN_FAISS_SEARCH");
-        a->walk = !st && !(e && strcmp(e, "1") == 0);
+        a->walk = !st && !modattn__env_bool("MODATTN_ANN_FAISS_SEARCH", false);
         a->dot = modattn__dot1_best();
     }
     if (st) {

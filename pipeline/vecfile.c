@@ -17,6 +17,7 @@
 #include "modattn/core.h"
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
+#include "core/env.h"
 
 #define VEC_MAGIC "MODATTNV"
 #define VEC_VERSION 2u
@@ -710,8 +711,7 @@ int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
     if (!s || !out) return modattn_error(MODATTN_EINVAL, "open_vectors: NULL argument");
     memset(out, 0, sizeof *out);
     char why[320] = "";
-    const char *env = getenv("MODATTN_VECTOR_FILE");
-    if (env && strcmp(env, "off") == 0) {
+    if (modattn__env_has("MODATTN_VECTOR_FILE", "off")) {
         why[0] = '\0'; /* asked for: nothing to say */
     } else {
         void *m;

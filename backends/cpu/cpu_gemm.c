@@ -16,6 +16,7 @@
 
 #if defined(MODATTN_GEMM_ONEDNN)
 #include "core/signals.h"
+#include "core/env.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl_version.h>
 #if defined(__x86_64__)
@@ -348,8 +349,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
             return modattn_error(MODATTN_EINVAL, "GEMM plan: unknown precision %d", (int)prec);
         /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison;
          * never for bf16 or int8, which have no other path) */
-        const char *env = getenv("MODATTN_GEMM_PLANS");
-        if (env && strcmp(env, "0") == 0) return 0;
+        if (!modattn__env_bool("MODATTN_GEMM_PLANS", true)) return 0;
     }
     modattn__gemm_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
     if (!p) return modattn_mem_last_status();

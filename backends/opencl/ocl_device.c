@@ -2,6 +2,7 @@
  * one context and one in-order queue with profiling; buffers are cl_mem; the encoder's ops come
  * from ocl_encoder.c, programs and errors from ocl_common.c. */
 #include "backends/opencl/ocl.h"
+#include "core/env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -208,7 +209,7 @@ static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int i
     in->host_memory = false;
     cl_device_type type = 0;
     d->is_cpu = clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS && (type & CL_DEVICE_TYPE_CPU);
-    if (getenv("MODATTN_OPENCL_TILED")) d->is_cpu = false; /* force the local-memory kernel (tests) */
+    if (modattn__env_bool("MODATTN_OPENCL_TILED", false)) d->is_cpu = false; /* force the local-memory kernel (tests) */
     modattn__ocl_tune_clblast(d);
     modattn__ocl_cache_dir(d->cache_dir, sizeof d->cache_dir, in->note, sizeof in->note);
     return 0;

@@ -16,6 +16,13 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- environment */
+
+/* Validates every MODATTN_* variable that is set against its kind and range (the README's table
+ * of them): 0, or MODATTN_EINVAL with a message naming the variable and what it takes. The CLI
+ * calls it before any work (a usage error, exit 2); modattn_ctx_create() calls it too. */
+int modattn_env_check(void);
+
 /* ---------------------------------------------------------------- memory */
 
 #define MODATTN_MEM_CATEGORY_MAP(X) \

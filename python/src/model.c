@@ -187,6 +187,7 @@ static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
  * bytes (owned by the str or bytes object, valid while the tuple lives). */
 typedef struct texts {
     PyObject *items; /* tuple */
+    PyObject *keep;  /* list: the bytes behind ptr (pm_text_bytes' references) */
     Py_ssize_t n;
     const char **ptr;
     size_t *len;
@@ -195,25 +196,31 @@ typedef struct texts {
 
 static void texts_free(texts *t) {
     Py_CLEAR(t->items);
+    Py_CLEAR(t->keep);
     PyMem_Free((void *)t->ptr);
     PyMem_Free(t->len);
     t->ptr = NULL;
     t->len = NULL;
 }
 
-/* str -> its UTF-8; bytes -> as they are (invalid UTF-8 is replaced by U+FFFD by the tokenizer,
- * as Python's errors="replace"). 0, or -1 with an exception naming the index. */
+/* texts: one text (pm_text_bytes: str, bytes, bytearray) or an ordered collection of them (a
+ * list, a tuple, any sequence or iterator; not a dict or a set, whose order or items are not
+ * the texts). 0, or -1 with an exception naming the index. */
 static int texts_get(PyObject *obj, texts *t) {
     memset(t, 0, sizeof *t);
-    if (PyUnicode_Check(obj) || PyBytes_Check(obj)) {
+    if (pm_is_text(obj)) {
         t->single = true;
         t->items = PyTuple_Pack(1, obj);
+    } else if (PyDict_Check(obj) || PyAnySet_Check(obj) || (PyMapping_Check(obj) && !PySequence_Check(obj))) {
+        PyErr_Format(PyExc_TypeError, "texts must be a text (str, bytes) or a list of texts, not %.100s",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
     } else {
         t->items = PySequence_Tuple(obj);
         if (!t->items) {
             if (PyErr_ExceptionMatches(PyExc_TypeError)) {
                 PyErr_Clear();
-                PyErr_Format(PyExc_TypeError, "texts must be a str or a list of str, not %.100s",
+                PyErr_Format(PyExc_TypeError, "texts must be a text (str, bytes) or a list of texts, not %.100s",
                              Py_TYPE(obj)->tp_name);
             }
             return -1;
@@ -223,34 +230,23 @@ static int texts_get(PyObject *obj, texts *t) {
     t->n = PyTuple_GET_SIZE(t->items);
     t->ptr = PyMem_Malloc((size_t)(t->n ? t->n : 1) * sizeof *t->ptr);
     t->len = PyMem_Malloc((size_t)(t->n ? t->n : 1) * sizeof *t->len);
-    if (!t->ptr || !t->len) {
+    t->keep = PyList_New(0);
+    if (!t->ptr || !t->len || !t->keep) {
         texts_free(t);
-        PyErr_NoMemory();
+        if (!PyErr_Occurred()) PyErr_NoMemory();
         return -1;
     }
     for (Py_ssize_t i = 0; i < t->n; i++) {
-        PyObject *it = PyTuple_GET_ITEM(t->items, i);
-        if (PyUnicode_Check(it)) {
-            Py_ssize_t L;
-            const char *s = PyUnicode_AsUTF8AndSize(it, &L);
-            if (!s) { /* a lone surrogate: not encodable as UTF-8 */
-                PyObject *ev = pm_exc_value();
-                PyErr_Format(PyExc_ValueError, "texts[%zd] cannot be encoded as UTF-8: %S", i, ev ? ev : Py_None);
-                Py_XDECREF(ev);
-                texts_free(t);
-                return -1;
-            }
-            t->ptr[i] = s;
-            t->len[i] = (size_t)L;
-        } else if (PyBytes_Check(it)) {
-            t->ptr[i] = PyBytes_AS_STRING(it);
-            t->len[i] = (size_t)PyBytes_GET_SIZE(it);
-        } else {
-            if (t->single) PyErr_Format(PyExc_TypeError, "texts must be str, not %.100s", Py_TYPE(it)->tp_name);
-            else PyErr_Format(PyExc_TypeError, "texts[%zd] is %.100s, not str", i, Py_TYPE(it)->tp_name);
+        char what[48];
+        if (t->single) snprintf(what, sizeof what, "texts");
+        else snprintf(what, sizeof what, "texts[%zd]", i);
+        PyObject *b = pm_text_bytes(PyTuple_GET_ITEM(t->items, i), what, &t->ptr[i], &t->len[i]);
+        if (!b || PyList_Append(t->keep, b) < 0) {
+            Py_XDECREF(b);
             texts_free(t);
             return -1;
         }
+        Py_DECREF(b);
     }
     return 0;
 }

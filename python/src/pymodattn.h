@@ -105,6 +105,37 @@ static inline PyObject *pm_exc_value(void) {
 #endif
 }
 
+/* ---- what a text is, everywhere (Model.encode, Model.tokenize, Store.search): str (its UTF-8),
+ * bytes or bytearray (taken as UTF-8; invalid sequences become U+FFFD in the tokenizer, as
+ * errors="replace"). Nothing else: not an int, a dict, a number. */
+static inline bool pm_is_text(PyObject *o) { return PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o); }
+/* A new reference that keeps the text's bytes alive and unchanged while the GIL is released (a
+ * bytearray is copied: another thread could resize it), with *p, *n its bytes; NULL with
+ * TypeError or ValueError naming `what` (e.g. "texts[3]", "query") otherwise. */
+static inline PyObject *pm_text_bytes(PyObject *o, const char *what, const char **p, size_t *n) {
+    if (PyUnicode_Check(o)) {
+        Py_ssize_t L;
+        const char *s = PyUnicode_AsUTF8AndSize(o, &L);
+        if (!s) { /* a lone surrogate: not encodable as UTF-8 */
+            PyObject *ev = pm_exc_value();
+            PyErr_Format(PyExc_ValueError, "%s cannot be encoded as UTF-8: %S", what, ev ? ev : Py_None);
+            Py_XDECREF(ev);
+            return NULL;
+        }
+        *p = s, *n = (size_t)L;
+        Py_INCREF(o);
+        return o;
+    }
+    if (PyBytes_Check(o) || PyByteArray_Check(o)) {
+        PyObject *b = PyBytes_Check(o) ? (Py_INCREF(o), o) : PyBytes_FromObject(o);
+        if (!b) return NULL;
+        *p = PyBytes_AS_STRING(b), *n = (size_t)PyBytes_GET_SIZE(b);
+        return b;
+    }
+    PyErr_Format(PyExc_TypeError, "%s is %.100s: a text is a str, bytes or bytearray", what, Py_TYPE(o)->tp_name);
+    return NULL;
+}
+
 /* ---- numpy (imported at run time) */
 
 /* The numpy module (borrowed; imported on first use), or NULL with ImportError set. */

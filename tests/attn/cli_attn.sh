@@ -44,7 +44,7 @@ json_check "any(i['name']=='reference' and i['available'] for i in j['implementa
 json_check "len(j['implementations'])==1 and j['implementations'][0]['name']=='reference' and j['implementations'][0]['passed']>=500 and j['implementations'][0]['failed']==0" -- "$BIN" check --backend reference --json
 expect 0 "OK" -- "$BIN" --threads 1 check --backend reference --configs 50
 expect 2 "no implementation named 'nope'" -- "$BIN" check --backend nope
-expect 1 "no implementation named 'nope'" -- "$BIN" --attn nope backends
+expect 2 "no implementation named 'nope'" -- "$BIN" --attn nope backends
 expect 2 "--threads (0 = all CPUs): 'lots'" -- "$BIN" --threads lots backends
 expect 2 "--attn needs a value" -- "$BIN" backends --attn
 expect 2 "unknown option" -- "$BIN" check --frob

@@ -47,14 +47,27 @@ def test_model_options(modattn, minilm_path):
 
 
 def test_texts_not_strings(model):
-    with pytest.raises(TypeError, match=r"texts\[1\] is int, not str"):
+    with pytest.raises(TypeError, match=r"texts\[1\] is int: a text is a str, bytes or bytearray"):
         model.encode(["fine", 3])
-    with pytest.raises(TypeError, match=r"texts\[0\] is NoneType, not str"):
+    with pytest.raises(TypeError, match=r"texts\[0\] is NoneType: a text is"):
         model.encode([None])
-    with pytest.raises(TypeError, match=r"texts must be a str or a list of str, not int"):
+    with pytest.raises(TypeError, match=r"texts must be a text \(str, bytes\) or a list of texts, not int"):
         model.encode(5)
-    with pytest.raises(TypeError, match=r"texts\[2\] is float, not str"):
+    with pytest.raises(TypeError, match=r"texts\[2\] is float: a text is"):
         model.tokenize(["a", b"b", 1.5])
+    # one rule for what a text is (the hardening issue): a dict's keys, a set's items in no
+    # order, a bytearray read as its ints were all taken before
+    with pytest.raises(TypeError, match=r"not dict"):
+        model.encode({"a": 1})
+    with pytest.raises(TypeError, match=r"not set"):
+        model.encode({"a", "b"})
+    one = model.encode("the same text")
+    for same in (b"the same text", bytearray(b"the same text")):
+        np.testing.assert_array_equal(model.encode(same), one)
+        np.testing.assert_array_equal(model.encode([same]), model.encode(["the same text"]))
+    assert model.tokenize(bytearray(b"x")) == model.tokenize("x")
+    # an ordered iterator of texts is a list of texts
+    np.testing.assert_array_equal(model.encode(t for t in ["a", "b"]), model.encode(["a", "b"]))
     with pytest.raises(ValueError, match=r"texts\[0\] cannot be encoded as UTF-8"):
         model.encode(["\udc80 a lone surrogate"])
     with pytest.raises(ValueError, match=r"batch_size=0"):
