@@ -12,6 +12,7 @@ const char *modattn_device_kind_name(modattn_device_kind kind) {
     case MODATTN_DEVICE_CPU: return "cpu";
     case MODATTN_DEVICE_CUDA: return "cuda";
     case MODATTN_DEVICE_OPENCL: return "opencl";
+    case MODATTN_DEVICE_XLA: return "xla";
     default: return "unknown";
     }
 }

@@ -74,7 +74,9 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
                                                  (json_int_t)in.local_mem_bytes, "compute_units", in.compute_units,
                                                  "fp16", in.fp16, "fp64", in.fp64, "host_memory", in.host_memory,
                                                  "implementations", im, "ops", ops, "ops_refused", no));
-            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "note", json_string(in.note));
+            json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+            json_object_set_new(last, "note", json_string(in.note));
+            json_object_set_new(last, "whole_encoder", json_boolean(modattn_device_has_graph(dev)));
         }
         return cli_print_json(json_pack("{s:o, s:s}", "devices", arr, "absent", absent));
     }
@@ -86,6 +88,11 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
         if (in.platform[0]) printf("  platform        %s\n", in.platform);
         printf("  device          %s%s%s\n", in.model, in.vendor[0] ? " — " : "", in.vendor);
         printf("  driver          %s\n", in.driver);
+        if (modattn_device_has_graph(dev)) { /* no ops one by one: the whole encoder, compiled */
+            printf("  encoder         the whole encoder as one compiled program per shape bucket\n");
+            if (in.note[0]) printf("  note            %s\n", in.note);
+            continue;
+        }
         printf("  memory          %.1f GiB (largest buffer %.1f GiB)", (double)in.memory_bytes / (1 << 30),
                (double)in.max_alloc_bytes / (1 << 30));
         if (in.local_mem_bytes) printf(", local %lld KiB", (long long)in.local_mem_bytes / 1024);

@@ -17,7 +17,9 @@ const modattn__env_var modattn__env_vars[] = {
     /* what to run, for every command that loads a model */
     {"MODATTN_MODEL", MODATTN__ENV_TEXT, 0, 0, NULL, "the model directory when --model is not given"},
     {"MODATTN_DB", MODATTN__ENV_TEXT, 0, 0, NULL, "serve: the store /search reads (--db)"},
-    {"MODATTN_DEVICE", MODATTN__ENV_TEXT, 0, 0, NULL, "the device when --device is not given (cpu, opencl:0, auto)"},
+    {"MODATTN_DEVICE", MODATTN__ENV_TEXT, 0, 0, NULL, "the device when --device is not given (cpu, opencl:0, xla:0)"},
+    {"MODATTN_PJRT_PLUGIN", MODATTN__ENV_TEXT, 0, 0, NULL,
+     "PJRT plugins for the xla device (PATH[:PATH]; default: those pip installed, then the one make deps laid out)"},
     {"MODATTN_PRECISION", MODATTN__ENV_CHOICE, 0, 0, "fp32,float32,bf16,bfloat16,int8,bf16x3",
      "the precision when --precision is not given"},
     {"MODATTN_HOST_FALLBACK", MODATTN__ENV_BOOL, 0, 0, NULL, "1: ops a device refuses run on the host (--host-fallback)"},

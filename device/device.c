@@ -181,7 +181,7 @@ void modattn_device_format(modattn_device id, char *buf, size_t len) {
 
 int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
     *out = NULL;
-    if (!name || !*name) return modattn_error(MODATTN_EINVAL, "device name is empty (expected cpu, opencl[:N], cuda[:N])");
+    if (!name || !*name) return modattn_error(MODATTN_EINVAL, "device name is empty (expected cpu, opencl[:N], cuda[:N], xla[:N])");
     const char *colon = strchr(name, ':');
     size_t klen = colon ? (size_t)(colon - name) : strlen(name);
     modattn_device id = {MODATTN_DEVICE_KIND_COUNT, 0};
@@ -190,7 +190,7 @@ int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
         if (strlen(kn) == klen && strncmp(kn, name, klen) == 0) id.kind = (modattn_device_kind)k;
     }
     if (id.kind == MODATTN_DEVICE_KIND_COUNT)
-        return modattn_error(MODATTN_EINVAL, "unknown device '%s' (expected cpu, opencl[:N] or cuda[:N])", name);
+        return modattn_error(MODATTN_EINVAL, "unknown device '%s' (expected cpu, opencl[:N], cuda[:N] or xla[:N])", name);
     if (colon) {
         char *end;
         long v = strtol(colon + 1, &end, 10);
@@ -304,6 +304,59 @@ int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_a
            "encoder.pool");
 }
 
+/* ---- the graph slot: a device has it or runs op by op (this is the one place that says which) */
+bool modattn_device_has_graph(const modattn_device_iface *dev) {
+    return dev && dev->api_version >= 3u && dev->graph && dev->graph->load && dev->graph->forward;
+}
+
+bool modattn_device_graph_supports(const modattn_device_iface *dev, const modattn_encoder_graph *g, char *reason,
+                                   size_t len) {
+    if (len) reason[0] = '\0';
+    if (!modattn_device_has_graph(dev)) {
+        snprintf(reason, len, "the device runs the encoder op by op, not as one program");
+        return false;
+    }
+    return !dev->graph->supports || dev->graph->supports(dev->ctx, g, reason, len);
+}
+
+int modattn_device_graph_load(const modattn_device_iface *dev, const modattn_encoder_graph *g, void **model) {
+    *model = NULL;
+    char reason[512] = "", name[32];
+    modattn_device_format(dev->id, name, sizeof name);
+    if (!modattn_device_graph_supports(dev, g, reason, sizeof reason))
+        return modattn_error(MODATTN_EUNSUPPORTED, "%s does not run this encoder as one program: %s", name, reason);
+    uint64_t t0 = modattn_trace_begin();
+    int st = dev->graph->load(dev->ctx, g, model, reason, sizeof reason);
+    modattn_trace_end(t0, "device.graph_load", modattn_device_kind_name(dev->id.kind), "", 0, 0);
+    if (st) return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: loading the encoder: %s", name,
+                                 reason[0] ? reason : modattn_strerror(st));
+    return 0;
+}
+
+int modattn_device_graph_forward(const modattn_device_iface *dev, void *model, int64_t B, int64_t S,
+                                 const int32_t *ids, const int32_t *lens, float *out) {
+    char reason[512] = "", name[32];
+    modattn_device_format(dev->id, name, sizeof name);
+    if (!modattn_device_has_graph(dev) || !model)
+        return modattn_error(MODATTN_EINVAL, "%s: graph forward without a loaded graph", name);
+    if (B < 1 || S < 1 || !ids || !lens || !out)
+        return modattn_error(MODATTN_EINVAL, "%s: graph forward: B %lld, S %lld and ids, lens, out are required", name,
+                             (long long)B, (long long)S);
+    if (injected_loss(dev, name, MODATTN_OP_ATTENTION)) return MODATTN_EDEVICE;
+    uint64_t t0 = modattn_trace_begin();
+    int st = dev->graph->forward(dev->ctx, model, B, S, ids, lens, out, reason, sizeof reason);
+    char shape[48];
+    snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
+    modattn_trace_end(t0, "device.graph_forward", modattn_device_kind_name(dev->id.kind), shape, 0, 0);
+    if (st) return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: running the encoder (B %lld, S %lld): %s", name,
+                                 (long long)B, (long long)S, reason[0] ? reason : modattn_strerror(st));
+    return 0;
+}
+
+void modattn_device_graph_unload(const modattn_device_iface *dev, void *model) {
+    if (model && modattn_device_has_graph(dev) && dev->graph->unload) dev->graph->unload(dev->ctx, model);
+}
+
 int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
                                   modattn_linear_plan **out) {
     *out = NULL;
@@ -384,6 +437,15 @@ static void dev_release(const modattn_device_iface *dev, modattn_mem_category ca
     if (s < 0) return;
     atomic_fetch_sub(&g_mem[s].cur[cat], (int64_t)bytes);
     atomic_fetch_sub(&g_mem[s].cur_total, (int64_t)bytes);
+}
+
+int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
+                               const char *what) {
+    return dev_reserve(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes, what);
+}
+
+void modattn_device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes) {
+    dev_release(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes);
 }
 
 int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out) {

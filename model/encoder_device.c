@@ -19,6 +19,7 @@ typedef struct dev_layer {
 struct modattn__dev_model {
     const modattn_device_iface *dev;
     modattn__model_config cfg;
+    void *graph; /* a device with the graph slot: its loaded encoder (nothing below is used) */
     int64_t row_block;
     modattn_buffer *word, *pos, *type0, *emb_g, *emb_b;
     dev_layer *layers;
@@ -42,11 +43,36 @@ struct modattn__dev_arena {
     float *host_out; /* [max_B, dim] */
 };
 
+static modattn_act model_act(const modattn__model_config *c);
+
+/* The model as the graph slot takes it; weights NULL when only the shape is asked. */
+static void graph_of(const modattn__model_config *c, const char *identity, const modattn_graph_layer *layers,
+                     modattn_encoder_graph *g) {
+    memset(g, 0, sizeof *g);
+    g->identity = identity;
+    g->layers = c->layers, g->hidden = c->hidden, g->heads = c->heads, g->intermediate = c->intermediate;
+    g->vocab = c->vocab, g->max_positions = c->max_positions, g->dim = (int64_t)c->dim;
+    g->eps = c->ln_eps;
+    g->act = model_act(c);
+    g->pooling = c->pooling;
+    g->normalize = c->normalize;
+    g->precision = c->precision;
+    g->pad_id = c->pad_id;
+    g->layer = layers;
+}
+
 int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
                              const char *model_name, bool fallback, unsigned *host_ops, char (*why)[192]) {
     char name[32], reason[256];
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
+    if (modattn_device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+        modattn_encoder_graph g;
+        graph_of(c, NULL, NULL, &g);
+        if (!modattn_device_graph_supports(dev, &g, reason, sizeof reason))
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: %s", model_name, name, reason);
+        return 0;
+    }
     if (!dev->ops)
         return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device computes no encoder ops", model_name,
                              name);
@@ -124,7 +150,7 @@ static int prepare(const modattn__dev_model *dm, modattn_buffer **w, int64_t N, 
 }
 
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host) {
-    if (!dm || !host) return false;
+    if (!dm || !host || dm->graph) return false;
     for (int l = 0; l < dm->cfg.layers; l++) {
         const dev_layer *L = &dm->layers[l];
         const modattn_buffer *all[] = {L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
@@ -144,6 +170,7 @@ bool modattn__dev_model_prepared(const modattn__dev_model *dm) {
 
 void modattn__dev_model_free(modattn__dev_model *dm) {
     if (!dm) return;
+    modattn_device_graph_unload(dm->dev, dm->graph);
     if (dm->layers)
         for (int l = 0; l < dm->cfg.layers; l++) {
             dev_layer *L = &dm->layers[l];
@@ -162,7 +189,7 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const modattn__layer_weights *lw, unsigned host_ops, bool prepare_weights,
-                              modattn__dev_model **out) {
+                              const char *identity, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
@@ -172,6 +199,29 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     dm->host_ops = host_ops; /* (the host copies are rounded to the host's row block there) */
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
+    if (modattn_device_has_graph(dev)) { /* the device takes the whole model at once */
+        modattn_graph_layer *gl = modattn_calloc((size_t)c->layers, sizeof *gl, MODATTN_MEM_OTHER);
+        if (!gl) {
+            modattn_free(dm);
+            return modattn_mem_last_status();
+        }
+        for (int l = 0; l < c->layers; l++) {
+            const modattn__layer_weights *w = &lw[l];
+            gl[l] = (modattn_graph_layer){w->wqkv, w->bqkv, w->wo, w->bo, w->ln1_g, w->ln1_b,
+                                          w->w1, w->b1, w->w2, w->b2, w->ln2_g, w->ln2_b};
+        }
+        modattn_encoder_graph g;
+        graph_of(c, identity, gl, &g);
+        g.word = word, g.pos = pos, g.type0 = type0, g.emb_g = emb_g, g.emb_b = emb_b;
+        st = modattn_device_graph_load(dev, &g, &dm->graph);
+        modattn_free(gl);
+        if (st) {
+            modattn_free(dm);
+            return st;
+        }
+        *out = dm;
+        return 0;
+    }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
         (st = upload(dev, pos, (size_t)c->max_positions * H, "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
@@ -233,6 +283,15 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
     modattn__dev_arena *a = modattn_calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn_mem_last_status();
     a->max_T = max_T, a->max_B = max_B;
+    if (dm->graph) { /* the device keeps its own activations: only the pooled vectors come back */
+        a->host_out = modattn_malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
+        if (!a->host_out) {
+            modattn_free(a);
+            return modattn_mem_last_status();
+        }
+        *out = a;
+        return 0;
+    }
     a->cap_rows = (max_T + dm->row_block - 1) / dm->row_block * dm->row_block;
     const modattn_device_iface *dev = dm->dev;
     const size_t T = (size_t)a->cap_rows;
@@ -284,6 +343,12 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     if (T > a->max_T || B > a->max_B) return modattn_error(MODATTN_EINTERNAL, "device batch larger than its arena");
     uint64_t t0 = modattn_trace_begin();
     int st;
+    if (dm->graph) {
+        if ((st = modattn_device_graph_forward(dev, dm->graph, B, S, ids, lens, a->host_out)))
+            return modattn_error_prefix(st, "%s", model_name);
+        for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
+        return 0;
+    }
     if ((st = modattn_buffer_write(a->ids, 0, ids, (size_t)T * 4)) || (st = modattn_buffer_write(a->lens, 0, lens, (size_t)B * 4)))
         return st;
     /* the rows of the last row block past this batch's T: zero (an earlier, larger batch left its

@@ -235,8 +235,10 @@ static int upload_to_device(modattn_model *m) {
         lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
                                          L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
     }
+    char identity[300];
+    snprintf(identity, sizeof identity, "%s:%016llx", m->name, (unsigned long long)m->info.weights_xxh3);
     int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw,
-                                       m->info.host_fallback_ops, !m->few_inputs, &m->dm);
+                                       m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
     modattn_free(lw);
     if (st) return modattn_error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
@@ -324,8 +326,9 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
         goto fail;
     }
     if ((st = load_weights(m))) goto fail;
-    if ((st = upload_to_device(m))) goto fail;
     modattn_model_info *in = &m->info;
+    in->weights_xxh3 = XXH3_64bits(m->st->bytes, m->st->len);
+    if ((st = upload_to_device(m))) goto fail;
     in->name = m->name;
     in->dir = m->dir;
     in->model_type = m->cfg.model_type;
@@ -339,7 +342,6 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     in->pooling = m->cfg.pooling;
     in->normalize = m->cfg.normalize;
     in->lower_case = m->cfg.lower_case;
-    in->weights_xxh3 = XXH3_64bits(m->st->bytes, m->st->len);
     snprintf(in->weights_hash, sizeof in->weights_hash, "%016llx",
              (unsigned long long)in->weights_xxh3);
     in->weights_bytes = m->st->len;

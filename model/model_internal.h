@@ -77,11 +77,13 @@ typedef struct modattn__dev_arena modattn__dev_arena;
  * (bit 1u << op) with the device's reason in why[op] instead. */
 int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
                              const char *model_name, bool fallback, unsigned *host_ops, char (*why)[192]);
-/* Uploads the weights (device memory, category weights). Ownership: modattn__dev_model_free. */
+/* Uploads the weights (device memory, category weights); a device with the graph slot takes the
+ * whole encoder at once (identity: the model's name and weights hash, for its compile cache).
+ * Ownership: modattn__dev_model_free. */
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const modattn__layer_weights *layers, unsigned host_ops, bool prepare,
-                              modattn__dev_model **out);
+                              const char *identity, modattn__dev_model **out);
 /* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
  * arrays: they must outlive dm). */
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);

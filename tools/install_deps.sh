@@ -21,12 +21,28 @@ PKGS=(
   # for `index --mpi` / `search --mpi` (mpirun from openmpi-bin)
   libfaiss-dev libopenmpi-dev openmpi-bin
 )
+cd "$(dirname "$0")/.."
+# The XLA device's CPU plugin and its header (tools/pjrt-requirements.txt: pinned by version and
+# sha256), unpacked under .deps/pjrt/ (ignored by git). Needs python3-pip, hence after the packages.
+pjrt() {
+  local dir=.deps/pjrt
+  if [ -f "$dir/wheel/xla_plugins/xla_cpu_pjrt/include/pjrt_c_api.h" ] && [ -f "$dir/wheel/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so" ]; then
+    echo "deps: the PJRT CPU plugin is in $dir"
+    return 0
+  fi
+  mkdir -p "$dir"
+  python3 -m pip download --quiet --no-deps --require-hashes -r tools/pjrt-requirements.txt -d "$dir"
+  rm -rf "$dir/wheel"
+  unzip -q -o "$dir"/xla_cpu_pjrt-*.whl -d "$dir/wheel"
+  echo "deps: the PJRT CPU plugin (xla-cpu-pjrt) unpacked in $dir"
+}
 missing=()
 for p in "${PKGS[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then missing+=("$p"); fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "deps: all ${#PKGS[@]} Debian packages present"
+  pjrt
   exit 0
 fi
 echo "deps: installing ${missing[*]}"
@@ -40,3 +56,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+pjrt

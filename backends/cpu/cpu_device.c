@@ -78,6 +78,7 @@ static const modattn_device_iface k_cpu = {
     /* .shutdown     = */ NULL,
     /* .control      = */ NULL,
     /* .ops          = */ &k_cpu_ops,
+    /* .graph        = */ NULL, /* op by op */
 };
 
 const modattn_device_iface *modattn__device_cpu(void) { return &k_cpu; }

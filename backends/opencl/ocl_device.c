@@ -170,6 +170,7 @@ static const modattn_device_iface k_template = {
     /* .shutdown     = */ ocl_shutdown,
     /* .control      = */ ocl_control,
     /* .ops          = */ NULL, /* set in setup_device: modattn__ocl_encoder_ops() */
+    /* .graph        = */ NULL, /* op by op */
 };
 
 static int setup_device(ocl_dev *d, cl_platform_id plat, cl_device_id dev, int index, char *why, size_t len) {

@@ -40,6 +40,7 @@ typedef enum modattn_device_kind {
     MODATTN_DEVICE_CPU = 0,
     MODATTN_DEVICE_CUDA = 1,
     MODATTN_DEVICE_OPENCL = 2,
+    MODATTN_DEVICE_XLA = 3, /* a PJRT plugin's device (backends/xla): CPU, TPU or GPU through XLA */
     MODATTN_DEVICE_KIND_COUNT
 } modattn_device_kind;
 

@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_DEVICE_API_VERSION 2u
+#define MODATTN_DEVICE_API_VERSION 3u /* 3: the graph slot */
 
 /* The encoder's coarse operations. A device says which it runs (supports_op) and why not. */
 #define MODATTN_OP_MAP(X)                                                   \
@@ -166,6 +166,47 @@ typedef struct modattn_encoder_ops {
     void (*linear_release)(void *ctx, void *plan);
 } modattn_encoder_ops;
 
+/* ---- the coarse slot: the whole encoder as one program, for a device whose compiler wants the
+ * whole graph (XLA through PJRT: buffers are immutable whole arrays and every launch has a fixed
+ * cost, so op by op does not fit). The model hands over its configuration and host weights once
+ * (load: the device copies what it keeps; the host arrays may go after), then per batch only ids
+ * and lengths go in and the pooled vectors come out. A device without the slot (the CPU, OpenCL)
+ * runs the encoder op by op through modattn_encoder_ops: modattn_device_has_graph() is the one
+ * place that decides. */
+typedef struct modattn_graph_layer {
+    const float *wqkv, *bqkv;   /* [3H, H], [3H] */
+    const float *wo, *bo;       /* [H, H], [H] */
+    const float *ln1_g, *ln1_b; /* [H] */
+    const float *w1, *b1;       /* [I, H], [I] */
+    const float *w2, *b2;       /* [H, I], [H] */
+    const float *ln2_g, *ln2_b; /* [H] */
+} modattn_graph_layer;
+
+typedef struct modattn_encoder_graph {
+    const char *identity;   /* the model's name and weights hash: part of a compile cache's key */
+    int64_t layers, hidden, heads, intermediate, vocab, max_positions, dim;
+    double eps;
+    modattn_act act;
+    unsigned pooling;       /* modattn_pooling bits (modattn/model.h), as modattn_op_pool_args */
+    bool normalize;
+    modattn_precision precision;
+    int32_t pad_id;
+    const float *word, *pos, *type0, *emb_g, *emb_b; /* [V,H], [P,H], [H], [H], [H] */
+    const modattn_graph_layer *layer;                /* [layers] */
+} modattn_encoder_graph;
+
+typedef struct modattn_graph_ops {
+    /* Whether the device runs this encoder (a pooling mode, a precision it lacks: false and why). */
+    bool (*supports)(void *ctx, const modattn_encoder_graph *g, char *reason, size_t len);
+    /* Takes the weights onto the device: *model is the device's handle. */
+    int (*load)(void *ctx, const modattn_encoder_graph *g, void **model, char *reason, size_t len);
+    /* One batch: ids [B*S] (row b's tokens at b*S, padded with pad_id), lens [B] (>= 1), all on the
+     * host; out [B, dim] on the host. */
+    int (*forward)(void *ctx, void *model, int64_t B, int64_t S, const int32_t *ids, const int32_t *lens, float *out,
+                   char *reason, size_t len);
+    void (*unload)(void *ctx, void *model);
+} modattn_graph_ops;
+
 /* The table a device fills in. `ctx` is passed back to every slot; `reason` buffers receive a
  * message in words when a slot fails or refuses. Return values are 0 or a negative
  * modattn_status. */
@@ -202,6 +243,8 @@ typedef struct modattn_device_iface {
     int (*control)(void *ctx, int op, void *arg);
     /* Optional: the encoder's ops on this device's memory (see modattn_encoder_ops). */
     const modattn_encoder_ops *ops;
+    /* Optional (API 3): the whole encoder as one program (see modattn_graph_ops). */
+    const modattn_graph_ops *graph;
 } modattn_device_iface;
 
 /* control() ops every device may answer. */
@@ -260,6 +303,17 @@ int modattn_device_host_pool(const modattn_device_iface *dev, const modattn_op_p
  * LayerNorm counts as layernorm). */
 uint64_t modattn_device_fallback_count(const modattn_device_iface *dev, modattn_op op);
 
+/* The graph slot (wrappers: the device's name and the step in every error, trace spans
+ * "device.graph_load" / "device.graph_forward"). Without the slot: false, and the model runs op
+ * by op. */
+bool modattn_device_has_graph(const modattn_device_iface *dev);
+bool modattn_device_graph_supports(const modattn_device_iface *dev, const modattn_encoder_graph *g, char *reason,
+                                   size_t len);
+int modattn_device_graph_load(const modattn_device_iface *dev, const modattn_encoder_graph *g, void **model);
+int modattn_device_graph_forward(const modattn_device_iface *dev, void *model, int64_t B, int64_t S,
+                                 const int32_t *ids, const int32_t *lens, float *out);
+void modattn_device_graph_unload(const modattn_device_iface *dev, void *model);
+
 /* Prepares a weight for linear calls of shape's N, K, lda, ldy, accumulate (see linear_prepare).
  * *out = NULL (status 0) when the device prepares nothing: pass plan = NULL then. Ownership:
  * modattn_linear_plan_free. */
@@ -302,6 +356,12 @@ typedef struct modattn_device_mem_stats {
     uint64_t allocations, failures;
 } modattn_device_mem_stats;
 int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out);
+/* For a device that holds memory outside modattn_buffer_alloc (the XLA device's PJRT buffers, at
+ * their on-device sizes): counted as a buffer would be, the budget applied (MODATTN_EBUDGET naming
+ * `what`); every reserve is released with the same bytes. */
+int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
+                               const char *what);
+void modattn_device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,88 @@
+#!/bin/sh
+# tests/devices/cli_xla.sh MODATTN — the XLA device on XLA's CPU plugin (the pinned xla-cpu-pjrt wheel
+# `make deps` lays out; the same code runs libtpu and the CUDA plugin): it is listed; the whole
+# encoder compiled as one program gives sentence-transformers' vectors on every golden text (cosine
+# >= 0.99999, the same token counts) and our CPU device's; the compiled program is cached on disk,
+# used on the next run, and a damaged cache file is recompiled, never trusted; a plugin that is
+# missing, not a plugin, or asked for what it does not run is a clear error naming it. A build
+# without the xla device fails here (run `make deps`), it does not skip.
+set -u
+BIN=$1
+MODEL=.models/all-MiniLM-L6-v2
+GOLD=tests/fixtures/golden_minilm.jsonl
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+ko() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { if eval "$2"; then ok; else ko "$1"; fi; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export MODATTN_CACHE_DIR="$TMP/cache"
+if [ ! -d "$MODEL" ]; then
+    echo "FAIL: $MODEL is missing: run \`make model\` first" >&2
+    echo "cli_xla: 0 passed, 1 failed"
+    exit 1
+fi
+
+"$BIN" devices --json > "$TMP/dev.json" 2> "$TMP/err"; rc=$?
+check "devices --json exits 0 (rc $rc)" '[ $rc -eq 0 ]'
+check "devices lists xla:0 on the PJRT CPU plugin, whole encoder ($(head -c 300 "$TMP/err"))" \
+    "python3 -c \"import json,sys; d=[x for x in json.load(open('$TMP/dev.json'))['devices'] if x['name']=='xla:0']; sys.exit(0 if d and d[0]['platform']=='PJRT cpu' and d[0]['whole_encoder'] and 'PJRT API 0.' in d[0]['driver'] else 1)\""
+
+# every golden text through the xla device, one per line as JSON (texts with newlines), and the CPU's
+python3 -c "
+import json
+for l in open('$GOLD'): print(json.dumps(json.loads(l)['text']))" > "$TMP/in.jsonl"
+"$BIN" --device xla --trace "$TMP/t1.json" embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/xla.out" 2> "$TMP/err"; rc=$?
+check "embed --device xla on $(wc -l < "$TMP/in.jsonl") golden texts exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '[ $rc -eq 0 ]'
+"$BIN" --device cpu embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/cpu.out" 2>/dev/null
+python3 - "$GOLD" "$TMP/xla.out" "$TMP/cpu.out" > "$TMP/cmp" <<'PY'
+import json, math, sys
+gold = [json.loads(l) for l in open(sys.argv[1])]
+xla = [json.loads(l) for l in open(sys.argv[2])]
+cpu = [json.loads(l) for l in open(sys.argv[3])]
+def cos(a, b):
+    return sum(x * y for x, y in zip(a, b)) / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)) or 1)
+assert len(xla) == len(gold) == len(cpu), (len(xla), len(gold), len(cpu))
+worst = min(cos(g["embedding"], x["embedding"]) for g, x in zip(gold, xla))
+worst_cpu = min(cos(c["embedding"], x["embedding"]) for c, x in zip(cpu, xla))
+tok = sum(1 for g, x in zip(gold, xla) if len(g["ids"]) != x["tokens"])
+print(f"{worst:.9f} {worst_cpu:.9f} {tok} {len(gold)}")
+PY
+read -r worst worst_cpu tokbad n < "$TMP/cmp" || true
+echo "xla vs sentence-transformers: min cosine $worst over $n texts; vs --device cpu: $worst_cpu"
+check "xla vs sentence-transformers: min cosine $worst >= 0.99999" "python3 -c 'import sys; sys.exit(0 if float(\"$worst\") >= 0.99999 else 1)'"
+check "xla vs our CPU device: min cosine $worst_cpu >= 0.99999" "python3 -c 'import sys; sys.exit(0 if float(\"$worst_cpu\") >= 0.99999 else 1)'"
+check "token counts equal the goldens' ids ($tokbad differ)" '[ "$tokbad" = 0 ]'
+check "the first run compiled (an xla.compile span)" 'grep -q "\"name\":\"xla.compile\"" "$TMP/t1.json"'
+check "it wrote compiled programs to the cache" '[ -n "$(ls "$MODATTN_CACHE_DIR"/xla/*.xlaexe 2>/dev/null)" ]'
+
+# the cache: a second run compiles nothing and gives the same bits
+"$BIN" --device xla --trace "$TMP/t2.json" embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/xla2.out" 2>/dev/null
+check "a second run compiles nothing (every bucket from the cache)" '! grep -q "\"name\":\"xla.compile\"" "$TMP/t2.json"'
+check "and gives the same bits" 'cmp -s "$TMP/xla.out" "$TMP/xla2.out"'
+# damaged cache files: recompiled, the same vectors, no crash
+for f in "$MODATTN_CACHE_DIR"/xla/*.xlaexe; do printf 'damaged' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
+"$BIN" --device xla --trace "$TMP/t3.json" embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/xla3.out" 2> "$TMP/err"; rc=$?
+check "damaged cache files: exit 0 (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
+check "damaged cache files are recompiled" 'grep -q "\"name\":\"xla.compile\"" "$TMP/t3.json"'
+check "and give the same bits" 'cmp -s "$TMP/xla.out" "$TMP/xla3.out"'
+: > "$(ls "$MODATTN_CACHE_DIR"/xla/*.xlaexe | head -1)" # an empty file too
+"$BIN" --device xla embed --model "$MODEL" "an empty cache file" > /dev/null 2>&1; rc=$?
+check "an empty cache file: exit 0 (rc $rc)" '[ $rc -eq 0 ]'
+
+# plugins that cannot be used: the plugin and the step named, exit 1, nothing on stdout
+MODATTN_PJRT_PLUGIN=/nonexistent/plugin.so "$BIN" --device xla embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "a plugin path that is no file: exit 1 naming it (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "/nonexistent/plugin.so" "$TMP/err" && [ ! -s "$TMP/out" ]'
+LIBM=$(ls /usr/lib/*-linux-gnu/libm.so.6 2>/dev/null | head -1)
+MODATTN_PJRT_PLUGIN=$LIBM "$BIN" --device xla embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "a library that is no PJRT plugin: exit 1, 'no GetPjrtApi' (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "GetPjrtApi" "$TMP/err"'
+echo "not a library" > "$TMP/fake.so"
+MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" --device xla embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "a file that is no library: exit 1 naming dlopen (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "dlopen" "$TMP/err"'
+MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" devices > "$TMP/out" 2>&1; rc=$?
+check "devices still lists it, saying why it cannot be used (rc $rc)" '[ $rc -eq 0 ] && grep -q "cannot be used" "$TMP/out"'
+"$BIN" --device xla --precision bf16 embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "bf16 on xla is refused with the reason, not run in fp32 (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "fp32 only" "$TMP/err"'
+echo "cli_xla: $pass passed, $fail failed"
+[ $fail -eq 0 ]
