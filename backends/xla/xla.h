@@ -44,8 +44,9 @@ int xla_compile(xla_plugin *p, const char *mlir, size_t n, xla_exe **out, char *
 /* The executable's bytes (PJRT_Executable_Serialize): *data from malloc, the caller frees. */
 int xla_serialize(xla_plugin *p, xla_exe *e, void **data, size_t *n, char *why, size_t len);
 int xla_deserialize(xla_plugin *p, const void *data, size_t n, xla_exe **out, char *why, size_t len);
-/* Runs e on args (nargs buffers) with one output: *out a new buffer. */
-int xla_execute(xla_plugin *p, xla_exe *e, xla_buf *const *args, size_t nargs, xla_buf **out, char *why, size_t len);
+/* Runs e on args (nargs buffers); its nouts outputs (<= 8) as new buffers in outs. */
+int xla_execute(xla_plugin *p, xla_exe *e, xla_buf *const *args, size_t nargs, xla_buf **outs, size_t nouts, char *why,
+                size_t len);
 void xla_exe_free(xla_plugin *p, xla_exe *e);
 
 /* ---- StableHLO text (xla_hlo.c) */
@@ -69,17 +70,26 @@ typedef struct xla_encoder_shape {
  * w2, b2, ln2_g, ln2_b), then ids i32[B,S] and lens i32[B]; result f32[B, dim]. */
 int xla_hlo_encoder(const xla_encoder_shape *e, xla_text *out);
 
-/* Attention alone, the contract's layout for contiguous tensors: q f32[B,Hq,Sq,D], k f32[B,Hkv,Sk,D],
- * v f32[B,Hkv,Sk,Dv], kv_lens i32[B] -> o f32[B,Hq,Sq,Dv]; causal aligned bottom-right as the
- * contract says (query i sees keys j <= i + Sk - Sq). */
+/* Attention alone, the contract (modattn/attention.h) on contiguous tensors: q f32[B,Hq,Sq,D],
+ * k f32[B,Hkv,Sk,D], v f32[B,Hkv,Sk,Dv], kv_lens i32[B] (Sk where absent) -> o f32[B,Hq,Sq,Dv];
+ * causal aligned bottom-right (query i sees keys j <= i + kv_lens[b] - Sq). */
 typedef struct xla_attn_shape {
     int64_t B, Hq, Hkv, Sq, Sk, D, Dv;
     double scale;
     bool causal;
+    bool has_mask, has_lse;  /* mask f32[mask_b, mask_h, Sq, Sk] the 5th argument; lse f32[B,Hq,Sq,1] the 2nd result */
+    int64_t mask_b, mask_h;
 } xla_attn_shape;
 int xla_hlo_attention(const xla_attn_shape *a, xla_text *out);
 
 /* ---- the device (xla_device.c) */
+#define XLA_MAX_DEVICES 8
 int modattn__devices_xla(const modattn_device_iface **out, int max, char *why, size_t len);
+/* Device index's plugin (opened if it was not), locked: every PJRT call on it runs under the lock;
+ * NULL with why (and nothing locked) when there is no such device or it cannot be opened. */
+xla_plugin *modattn__xla_lock(int index, char *why, size_t len);
+void modattn__xla_unlock(int index);
+/* Frees attention's programs compiled on device index (xla_attn.c), before its plugin closes. */
+void modattn__xla_attn_drop(int device, xla_plugin *p);
 
 #endif

@@ -26,7 +26,6 @@
 #include "modattn/core.h"
 #include "modattn/model.h"
 
-#define XLA_MAX_DEVICES 8
 #define XLA_MAX_BUCKETS 48
 
 typedef struct xla_dev {
@@ -118,6 +117,7 @@ static bool supports_op(void *ctx, modattn_op op, char *reason, size_t len) {
 static void shutdown_dev(void *ctx) {
     xla_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
+    if (d->p) modattn__xla_attn_drop(d->index, d->p);
     xla_plugin_close(d->p);
     d->p = NULL;
     d->tried = false;
@@ -415,7 +415,7 @@ static int graph_forward(void *ctx, void *model, int64_t B, int64_t S, const int
             memcpy(args, m->w, m->nw * sizeof *args);
             args[m->nw] = bi, args[m->nw + 1] = bl;
             t0 = modattn_trace_begin();
-            st = xla_execute(d->p, e, args, m->nw + 2, &bo, reason, len);
+            st = xla_execute(d->p, e, args, m->nw + 2, &bo, 1, reason, len);
             modattn_trace_end(t0, "xla.execute", "xla", "", 0, 0);
             free(args);
         }
@@ -446,6 +446,22 @@ static void graph_unload(void *ctx, void *model) {
 }
 
 static const modattn_graph_ops k_graph = {graph_supports, graph_load, graph_forward, graph_unload};
+
+xla_plugin *modattn__xla_lock(int index, char *why, size_t len) {
+    if (index < 0 || index >= g_n) {
+        snprintf(why, len, "no device xla:%d here (%d found)", index, g_n);
+        return NULL;
+    }
+    xla_dev *d = &g_devs[index];
+    pthread_mutex_lock(&d->mu);
+    xla_plugin *p = plugin(d, why, len);
+    if (!p) pthread_mutex_unlock(&d->mu);
+    return p;
+}
+
+void modattn__xla_unlock(int index) {
+    if (index >= 0 && index < g_n) pthread_mutex_unlock(&g_devs[index].mu);
+}
 
 /* ---- finding plugins */
 static bool seen(char (*paths)[1024], int n, const char *p) {

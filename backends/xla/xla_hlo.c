@@ -309,8 +309,11 @@ static val activation(emit *e, val x, modattn_act act) {
 }
 
 /* softmax(q k^T scale + mask) v for q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv] with Hq = Hkv
- * (the encoder) or grouped (attention alone: k and v repeated per group by a broadcast) */
-static val attend(emit *e, val q, val k, val v, val lens, double scale, bool causal) {
+ * (the encoder) or grouped (attention alone: k and v repeated per group by a broadcast); keys
+ * j >= lens[b] invisible; causal: query i sees key j iff j <= i + lens[b] - Sq (the contract's
+ * bottom-right diagonal); mask (has_mask) additive [B|1, Hq|1, Sq, Sk]. A row that sees no key gives
+ * o = 0 and lse = -inf. *lse (when not NULL) gets [B,Hq,Sq,1]. */
+static val attend(emit *e, val q, val k, val v, val lens, const val *mask, double scale, bool causal, val *lse) {
     const int64_t B = q.d[0], Hq = q.d[1], Sq = q.d[2], Hkv = k.d[1], Sk = k.d[2], D = k.d[3], Dv = v.d[3];
     if (Hkv != Hq) { /* [B,Hkv,Sk,D] -> [B,Hkv,G,Sk,D] -> [B,Hq,Sk,D] (head h uses kv head h / G) */
         const int64_t G = Hq / Hkv;
@@ -319,15 +322,17 @@ static val attend(emit *e, val q, val k, val v, val lens, double scale, bool cau
         k = reshape(e, bcast(e, k, k5, m), SHAPE(B, Hq, Sk, D));
         v = reshape(e, bcast(e, v, v5, m), SHAPE(B, Hq, Sk, Dv));
     }
-    int64_t bd[2] = {0, 1};
+    int64_t bd[2] = {0, 1}, all4[4] = {0, 1, 2, 3};
     val s = dot(e, q, k, 2, bd, bd, 3, 3); /* [B,Hq,Sq,Sk] */
     s = binary(e, "multiply", s, scalar_like(e, scale, s));
+    if (mask) s = binary(e, "add", s, bcast(e, *mask, s, all4));
     int64_t b0[1] = {0};
     val keyidx = iota(e, s, 3);
-    val ok = compare(e, keyidx, bcast(e, lens, keyidx, b0), "LT");
-    if (causal) { /* key j <= query i + (Sk - Sq) */
+    val lensb = bcast(e, lens, keyidx, b0);
+    val ok = compare(e, keyidx, lensb, "LT");
+    if (causal) { /* key j <= query i + lens[b] - Sq */
         val qi = iota(e, s, 2);
-        val lim = binary(e, "add", qi, bcast(e, constant_i(e, Sk - Sq), qi, NULL));
+        val lim = binary(e, "add", qi, binary(e, "subtract", lensb, bcast(e, constant_i(e, Sq), qi, NULL)));
         val c = compare(e, keyidx, lim, "LE");
         val r = fresh(e, ok);
         char tp[96];
@@ -338,14 +343,18 @@ static val attend(emit *e, val q, val k, val v, val lens, double scale, bool cau
     s = select_(e, ok, s, bcast(e, constant_inf(e, true), s, NULL));
     int64_t k3[3] = {0, 1, 2};
     val mx = reduce(e, s, 3, "maximum", -1);
-    /* a row with no key (kv_lens 0, or causal above the first key) gives -inf: keep it finite (0
-     * out, as the contract's empty rows) */
+    /* a row with no visible key has max -inf: computed with 0 there, its sum is 0, its o 0 */
     val finite = compare(e, mx, bcast(e, constant_inf(e, true), mx, NULL), "GT");
     mx = select_(e, finite, mx, scalar_like(e, 0.0, mx));
     val p = unary(e, "stablehlo.exponential", binary(e, "subtract", s, bcast(e, mx, s, k3)));
     val sum = reduce(e, p, 3, "add", 0);
     val pos = compare(e, sum, scalar_like(e, 0.0, sum), "GT");
     sum = select_(e, pos, sum, scalar_like(e, 1.0, sum));
+    if (lse) {
+        val l = binary(e, "add", mx, unary(e, "stablehlo.log", sum));
+        l = select_(e, finite, l, bcast(e, constant_inf(e, true), l, NULL));
+        *lse = reshape(e, l, SHAPE(B, Hq, Sq, 1));
+    }
     p = binary(e, "divide", p, bcast(e, sum, p, k3));
     return dot(e, p, v, 2, bd, bd, 3, 2); /* [B,Hq,Sq,Dv] */
 }
@@ -408,7 +417,7 @@ int xla_hlo_encoder(const xla_encoder_shape *c, xla_text *out) {
             int64_t s0[3] = {0, 0, k * H}, s1[3] = {B, S, (k + 1) * H}, perm[4] = {0, 2, 1, 3};
             heads[k] = transpose(e, reshape(e, slice(e, qkv, s0, s1), SHAPE(B, S, nh, dh)), perm);
         }
-        val ctx = attend(e, heads[0], heads[1], heads[2], lens, scale, false); /* [B,nh,S,dh] */
+        val ctx = attend(e, heads[0], heads[1], heads[2], lens, NULL, scale, false, NULL); /* [B,nh,S,dh] */
         int64_t perm[4] = {0, 2, 1, 3};
         ctx = reshape(e, transpose(e, ctx, perm), SHAPE(B, S, H));
         x = layernorm(e, binary(e, "add", linear(e, ctx, L[2], L[3]), x), L[4], L[5], c->eps);
@@ -469,14 +478,23 @@ int xla_hlo_attention(const xla_attn_shape *a, xla_text *out) {
     emit E = {out, 0}, *e = &E;
     val q = fresh(e, SHAPE(a->B, a->Hq, a->Sq, a->D)), k = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->D));
     val v = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->Dv)), lens = fresh(e, SHAPE_I(a->B));
-    char tq[96], tk[96], tv[96], tl[96];
+    val mask = a->has_mask ? fresh(e, SHAPE(a->mask_b, a->mask_h, a->Sq, a->Sk)) : lens;
+    char t1[96], t2[96], t3[96], t4[96], t5[96];
     put(e->t, "module @modattn_attention attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n");
-    put(e->t, "  func.func public @main(%%v%d: %s, %%v%d: %s, %%v%d: %s, %%v%d: %s) -> tensor<%lldx%lldx%lldx%lldxf32> {\n",
-        q.id, ty(&q, tq, sizeof tq), k.id, ty(&k, tk, sizeof tk), v.id, ty(&v, tv, sizeof tv), lens.id,
-        ty(&lens, tl, sizeof tl), (long long)a->B, (long long)a->Hq, (long long)a->Sq, (long long)a->Dv);
-    val o = attend(e, q, k, v, lens, a->scale, a->causal);
-    char t[96];
-    put(e->t, "    func.return %%v%d : %s\n  }\n}\n", o.id, ty(&o, t, sizeof t));
+    put(e->t, "  func.func public @main(%%v%d: %s, %%v%d: %s, %%v%d: %s, %%v%d: %s", q.id, ty(&q, t1, sizeof t1), k.id,
+        ty(&k, t2, sizeof t2), v.id, ty(&v, t3, sizeof t3), lens.id, ty(&lens, t4, sizeof t4));
+    if (a->has_mask) put(e->t, ", %%v%d: %s", mask.id, ty(&mask, t5, sizeof t5));
+    put(e->t, ") -> (tensor<%lldx%lldx%lldx%lldxf32>", (long long)a->B, (long long)a->Hq, (long long)a->Sq,
+        (long long)a->Dv);
+    if (a->has_lse) put(e->t, ", tensor<%lldx%lldx%lldx1xf32>", (long long)a->B, (long long)a->Hq, (long long)a->Sq);
+    put(e->t, ") {\n");
+    val lse;
+    val o = attend(e, q, k, v, lens, a->has_mask ? &mask : NULL, a->scale, a->causal, a->has_lse ? &lse : NULL);
+    if (a->has_lse)
+        put(e->t, "    func.return %%v%d, %%v%d : %s, %s\n  }\n}\n", o.id, lse.id, ty(&o, t1, sizeof t1),
+            ty(&lse, t2, sizeof t2));
+    else
+        put(e->t, "    func.return %%v%d : %s\n  }\n}\n", o.id, ty(&o, t1, sizeof t1));
     if (out->oom) {
         xla_text_free(out);
         return MODATTN_ENOMEM;

@@ -349,8 +349,26 @@ int xla_deserialize(xla_plugin *p, const void *data, size_t n, xla_exe **out, ch
     return 0;
 }
 
-int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, xla_buf **out, char *why, size_t len) {
-    *out = NULL;
+static void destroy_raw(const xla_plugin *p, PJRT_Buffer *b) {
+    if (!b) return;
+    PJRT_Buffer_Destroy_Args d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+    d.buffer = b;
+    PJRT_Error *e = p->api->PJRT_Buffer_Destroy(&d);
+    if (e) {
+        char w[64];
+        fail(p, e, "destroy", w, sizeof w);
+    }
+}
+
+int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, xla_buf **outs, size_t nouts, char *why,
+                size_t len) {
+    for (size_t i = 0; i < nouts; i++) outs[i] = NULL;
+    if (nouts > 8) {
+        snprintf(why, len, "at most 8 outputs");
+        return MODATTN_EINVAL;
+    }
     PJRT_Buffer *stack[160], **argv = nargs <= 160 ? stack : malloc(nargs * sizeof *argv);
     if (!argv) {
         snprintf(why, len, "out of memory");
@@ -361,8 +379,8 @@ int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, x
     memset(&eo, 0, sizeof eo);
     eo.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
     PJRT_Buffer *const *lists[1] = {argv};
-    PJRT_Buffer *outs[1] = {NULL};
-    PJRT_Buffer **olists[1] = {outs};
+    PJRT_Buffer *raw[8] = {NULL};
+    PJRT_Buffer **olists[1] = {raw};
     PJRT_Event *done[1] = {NULL};
     PJRT_LoadedExecutable_Execute_Args a;
     memset(&a, 0, sizeof a);
@@ -378,26 +396,19 @@ int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, x
     if (argv != stack) free(argv);
     if (e) return fail(p, e, "PJRT_LoadedExecutable_Execute", why, len);
     int st = await_event(p, done[0], "executing", why, len);
-    xla_buf *b = calloc(1, sizeof *b);
-    if (!b) {
-        snprintf(why, len, "out of memory");
-        st = MODATTN_ENOMEM;
-    }
-    if (b) b->b = outs[0];
-    if (st) {
-        if (b) xla_buf_free(p, b);
-        else if (outs[0]) {
-            PJRT_Buffer_Destroy_Args d = {.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE, .buffer = outs[0]};
-            PJRT_Error *de = p->api->PJRT_Buffer_Destroy(&d);
-            if (de) {
-                char w[64];
-                fail(p, de, "destroy", w, sizeof w);
-            }
+    for (size_t i = 0; i < nouts && !st; i++) {
+        if (!(outs[i] = calloc(1, sizeof *outs[i]))) {
+            snprintf(why, len, "out of memory");
+            st = MODATTN_ENOMEM;
+            break;
         }
-        return st;
+        outs[i]->b = raw[i];
+        raw[i] = NULL;
     }
-    *out = b;
-    return 0;
+    for (size_t i = 0; i < nouts; i++) destroy_raw(p, raw[i]);
+    if (st)
+        for (size_t i = 0; i < nouts; i++) xla_buf_free(p, outs[i]), outs[i] = NULL;
+    return st;
 }
 
 void xla_exe_free(xla_plugin *p, xla_exe *x) {

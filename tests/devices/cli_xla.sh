@@ -8,6 +8,7 @@
 # without the xla device fails here (run `make deps`), it does not skip.
 set -u
 BIN=$1
+CONFIGS=${2:-0} # conformance configurations: 0 = the whole grid (the sanitizer build runs a part)
 MODEL=.models/all-MiniLM-L6-v2
 GOLD=tests/fixtures/golden_minilm.jsonl
 pass=0
@@ -70,6 +71,13 @@ check "and give the same bits" 'cmp -s "$TMP/xla.out" "$TMP/xla3.out"'
 : > "$(ls "$MODATTN_CACHE_DIR"/xla/*.xlaexe | head -1)" # an empty file too
 "$BIN" --device xla embed --model "$MODEL" "an empty cache file" > /dev/null 2>&1; rc=$?
 check "an empty cache file: exit 0 (rc $rc)" '[ $rc -eq 0 ]'
+
+# attention alone through the contract: the conformance grid against the fp64 oracle
+if [ "$CONFIGS" -gt 0 ]; then CARGS="--configs $CONFIGS"; else CARGS=""; fi
+"$BIN" check --backend xla $CARGS --json > "$TMP/check.json" 2> "$TMP/err"; rc=$?
+check "check --backend xla $CARGS exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '[ $rc -eq 0 ]'
+check "every configuration ran and passed, none refused ($(head -c 400 "$TMP/check.json"))" \
+    "python3 -c \"import json,sys; i=json.load(open('$TMP/check.json'))['implementations'][0]; n=$CONFIGS or 640; sys.exit(0 if i['name']=='xla' and i['passed']==n and i['failed']==0 and i['unsupported']==0 else 1)\""
 
 # plugins that cannot be used: the plugin and the step named, exit 1, nothing on stdout
 MODATTN_PJRT_PLUGIN=/nonexistent/plugin.so "$BIN" --device xla embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
