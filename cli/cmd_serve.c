@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "core/env.h"
 
 static void serve_usage(FILE *f) {
     fprintf(f,
@@ -41,8 +42,14 @@ static void serve_usage(FILE *f) {
             "                               one executor is busy alone with a small queue; a model on\n"
             "                               a device with its own memory: one executor; N: N executors,\n"
             "                               each always on its N-th of the threads)\n"
-            "  --max-concurrent-requests N  embedding and search requests in flight; past it 429 with\n"
-            "                               Retry-After [MODATTN_MAX_CONCURRENT_REQUESTS] (default 512)\n"
+            "  --max-concurrent-requests N  embedding and search requests in flight (counted once a\n"
+            "                               request's body is complete); past it 429 with Retry-After\n"
+            "                               [MODATTN_MAX_CONCURRENT_REQUESTS] (default 512)\n"
+            "  --max-client-bodies N        request bodies still arriving from one client address;\n"
+            "                               past it 429 at once [MODATTN_MAX_CLIENT_BODIES] (default 64)\n"
+            "  --max-queue-time S           a request that waited longer than S seconds for an executor\n"
+            "                               is answered 503 with Retry-After instead of run\n"
+            "                               [MODATTN_MAX_QUEUE_TIME] (default 30; 0: no bound)\n"
             "  --max-batch-tokens T         tokens per batch an executor runs [MODATTN_MAX_BATCH_TOKENS]\n"
             "                               (default 8192)\n"
             "  --max-body BYTES             largest request body, K/M suffixes; past it 413\n"
@@ -54,6 +61,11 @@ static void serve_usage(FILE *f) {
             "                               (default 60)\n"
             "  --drain-timeout S            on SIGTERM, how long in-flight requests may take\n"
             "                               [MODATTN_DRAIN_TIMEOUT] (default 30)\n"
+            "  --cors ORIGIN                allow the web page of ORIGIN (scheme://host[:port]) to call\n"
+            "                               the API from a browser: Access-Control-Allow-Origin: ORIGIN\n"
+            "                               and answers to CORS preflights [MODATTN_CORS] (default:\n"
+            "                               none, no CORS headers). POST routes take only\n"
+            "                               Content-Type: application/json (else 415)\n"
             "  --api-key-file F             require 'Authorization: Bearer KEY' (KEY: the file's one\n"
             "                               line) on every route but /health [MODATTN_API_KEY_FILE]\n"
             "  --no-truncate                refuse inputs longer than the model's max_seq_length (422)\n"
@@ -71,6 +83,30 @@ static int load_cb(void *ud, modattn_model **out) {
     return cli_load_model(a[0], a[1], a[2], out);
 }
 
+/* An origin as browsers send it: http or https, a host of letters, digits, '-', '.' (or an IPv6
+ * literal in brackets), an optional port of 1 to 5 digits, nothing after. */
+static bool cors_origin_ok(const char *o) {
+    const char *p = strncmp(o, "https://", 8) == 0 ? o + 8 : strncmp(o, "http://", 7) == 0 ? o + 7 : NULL;
+    if (!p || !*p) return false;
+    if (*p == '[') {
+        const char *e = strchr(p, ']');
+        if (!e || e == p + 1) return false;
+        for (const char *q = p + 1; q < e; q++)
+            if (!strchr("0123456789abcdefABCDEF:.", *q)) return false;
+        p = e + 1;
+    } else {
+        const char *h = p;
+        while (*p && strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.", *p)) p++;
+        if (p == h) return false;
+    }
+    if (*p == ':') {
+        const char *d = ++p;
+        while (*p >= '0' && *p <= '9') p++;
+        if (p == d || p - d > 5 || atol(d) < 1 || atol(d) > 65535) return false;
+    }
+    return *p == '\0';
+}
+
 static const char *env(const char *name) {
     const char *v = getenv(name);
     return v && *v ? v : NULL;
@@ -83,6 +119,8 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     c.port = 8080;
     c.workers = 0; /* auto */
     c.max_concurrent = 512;
+    c.max_client_bodies = 64;
+    c.max_queue_s = 30;
     c.max_batch_tokens = 8192;
     c.max_body = 2000000;
     c.max_inputs = 2048;
@@ -94,9 +132,10 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     c.db = env("MODATTN_DB");
     if ((v = env("MODATTN_HOST"))) c.host = v;
     c.api_key_file = env("MODATTN_API_KEY_FILE");
-    if ((v = env("MODATTN_TRUNCATE"))) c.truncate = strcmp(v, "0") != 0;
-    if ((v = env("MODATTN_LOG_JSON"))) c.log_json = strcmp(v, "1") == 0;
-    if ((v = env("MODATTN_QUIET"))) c.quiet = strcmp(v, "1") == 0;
+    c.cors_origin = env("MODATTN_CORS");
+    c.truncate = modattn__env_bool("MODATTN_TRUNCATE", true);
+    c.log_json = modattn__env_bool("MODATTN_LOG_JSON", false);
+    c.quiet = modattn__env_bool("MODATTN_QUIET", false);
     struct num {
         const char *opt, *envname;
         double lo, hi;
@@ -107,6 +146,8 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         {"--port", "MODATTN_PORT", 0, 65535, false, false, &c.port, 'i'},
         {"--workers", "MODATTN_WORKERS", 0, 256, false, false, &c.workers, 'i'},
         {"--max-concurrent-requests", "MODATTN_MAX_CONCURRENT_REQUESTS", 1, 1000000, false, false, &c.max_concurrent, 'z'},
+        {"--max-client-bodies", "MODATTN_MAX_CLIENT_BODIES", 1, 1000000, false, false, &c.max_client_bodies, 'z'},
+        {"--max-queue-time", "MODATTN_MAX_QUEUE_TIME", 0, 86400, false, true, &c.max_queue_s, 'd'},
         {"--max-batch-tokens", "MODATTN_MAX_BATCH_TOKENS", 2, 4194304, false, false, &c.max_batch_tokens, 'z'},
         {"--max-body", "MODATTN_MAX_BODY", 16, (double)((size_t)1 << 32), true, false, &c.max_body, 'z'},
         {"--max-inputs", "MODATTN_MAX_INPUTS", 1, 1000000, false, false, &c.max_inputs, 'z'},
@@ -165,7 +206,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
         bool known = false;
-        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file"};
+        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file", "--cors"};
         for (size_t k = 0; k < sizeof strs / sizeof *strs && !known; k++)
             known = strlen(strs[k]) == nlen && strncmp(a, strs[k], nlen) == 0;
         for (size_t k = 0; k < nnums && !known; k++)
@@ -188,6 +229,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         else if (strncmp(a, "--host", nlen) == 0 && nlen == 6) c.host = val;
         else if (strncmp(a, "--api-key-file", nlen) == 0 && nlen == 14) c.api_key_file = val;
         else if (strncmp(a, "--port-file", nlen) == 0 && nlen == 11) c.port_file = val;
+        else if (strncmp(a, "--cors", nlen) == 0 && nlen == 6) c.cors_origin = val;
         else
             for (size_t k = 0; k < nnums; k++)
                 if (strlen(nums[k].opt) == nlen && strncmp(a, nums[k].opt, nlen) == 0) {
@@ -198,6 +240,11 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     }
 #undef SET_NUM
     if (c.port_file && cli_check_output_path("--port-file", c.port_file) != 0) return 2;
+    if (c.cors_origin && !cors_origin_ok(c.cors_origin)) {
+        fprintf(stderr, "modattn: serve: --cors '%s' is not an origin: scheme://host[:port] with scheme http or https, "
+                        "no path (e.g. https://app.example.com or http://localhost:3000)\n", c.cors_origin);
+        return 2;
+    }
     if (c.api_key_file && access(c.api_key_file, R_OK) != 0) {
         fprintf(stderr, "modattn: serve: --api-key-file %s: %s\n", c.api_key_file, strerror(errno));
         return 1;

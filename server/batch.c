@@ -6,6 +6,10 @@
  * done when its last input is: its callback runs on that executor (for a search, after the scan,
  * which runs there too, on the executor's own store connection).
  *
+ * A job whose client has gone away (job->gone) is dropped when an executor comes to it, before
+ * its first batch or between two of its batches, and one that waited past --max-queue-time for
+ * its first batch fails with 503: neither runs for nobody.
+ *
  * A text's vector does not depend on what it is batched with (bit for bit: modattn/model.h), so
  * the server's vectors equal `modattn embed`'s. Never blocks a caller: submit only appends. */
 #include <errno.h>
@@ -49,6 +53,7 @@ struct srv_batcher {
     int slots_total, slots_free;
     modattn_session *wide; /* elastic: a session of all the threads (NULL with one thread) */
     size_t queued_tokens;  /* tokens of the inputs no executor has taken */
+    char max_queue_text[48]; /* "30 s (--max-queue-time)", for the 503 */
     /* the store's ANN index, one for every executor (its memory is the store's size): read on
      * the first search of each generation of the store, searched by one executor at a time */
     pthread_mutex_t ann_mu;
@@ -203,11 +208,69 @@ static size_t untaken_tokens(const srv_job *j) {
     return t;
 }
 
-/* Takes the next batch under the lock: oldest jobs first, inputs until the token budget. */
-static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_t *tokens) {
+/* Removes a queued job (under the lock; prev: the job before it, NULL for the head) with its
+ * untaken inputs: it fails as it is (its done runs once the inputs other executors hold are
+ * finished; true: none are, the caller runs done). */
+static bool drop_job(srv_batcher *b, srv_job *j, srv_job *prev) {
+    if (prev) prev->qnext = j->qnext;
+    else b->head = j->qnext;
+    if (b->tail == j) b->tail = prev;
+    const size_t left = j->n - j->next;
+    b->queued_tokens -= untaken_tokens(j);
+    j->next = j->n;
+    j->pending -= left;
+    srv_metrics_queue(-(int64_t)left);
+    return j->pending == 0;
+}
+
+static bool drop_head(srv_batcher *b, srv_job *j) { return drop_job(b, j, NULL); }
+
+static void list_dropped(srv_batcher *b, srv_job *j, srv_job *prev, srv_job **dropped) {
+    if (drop_job(b, j, prev)) {
+        j->qnext = *dropped;
+        *dropped = j;
+    }
+}
+
+/* Jobs no executor has started that waited past --max-queue-time: 503 (expired), wherever they
+ * are in the queue. Jobs queue in arrival order, so after the started ones at the head, the first
+ * that has not waited too long ends the scan. */
+static void expire_queued(srv_batcher *b, uint64_t now, srv_job **dropped) {
+    if (b->cfg.max_queue_s <= 0) return;
+    srv_job *prev = NULL, *j = b->head;
+    while (j) {
+        srv_job *next = j->qnext;
+        if (j->next > 0) { /* started */
+            prev = j;
+            j = next;
+            continue;
+        }
+        if ((double)(now - j->t_queued) * 1e-9 <= b->cfg.max_queue_s) break;
+        j->expired = true;
+        set_error(j, 503, "the server is too busy: this request waited longer than %s for an executor; retry later",
+                  b->max_queue_text);
+        srv_metrics_dropped(false);
+        list_dropped(b, j, prev, dropped);
+        j = next;
+    }
+}
+
+/* Takes the next batch under the lock: oldest jobs first, inputs until the token budget. A job
+ * whose client has gone (asked before its first batch and between its batches) is dropped on the
+ * way, as are jobs that waited too long (expire_queued); those whose done is the caller's to run
+ * are listed in *dropped (linked by qnext). */
+static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_t *tokens, srv_job **dropped) {
     size_t n = 0, tok = 0;
+    expire_queued(b, modattn_now_ns(), dropped);
     while (b->head && n < cap) {
         srv_job *j = b->head;
+        if (j->gone && j->gone(j, j->done_ud)) {
+            j->abandoned = true;
+            set_error(j, 499, "%s", "the client closed its connection");
+            srv_metrics_dropped(true);
+            list_dropped(b, j, NULL, dropped);
+            continue;
+        }
         while (j->next < j->n && n < cap) {
             size_t c = j->counts[j->next];
             if (n > 0 && tok + c > budget) goto full;
@@ -222,6 +285,15 @@ full:
     b->queued_tokens -= tok;
     *tokens = tok;
     return n;
+}
+
+/* Runs done for the dropped jobs (outside the lock). */
+static void finish_dropped(srv_job *j) {
+    while (j) {
+        srv_job *next = j->qnext;
+        j->done(j, j->done_ud);
+        j = next;
+    }
 }
 
 static void *executor_main(void *arg) {
@@ -260,19 +332,19 @@ static void *executor_main(void *arg) {
             if (share < budget) budget = share;
         }
         size_t tokens = 0;
-        size_t n = slots && ids && counts ? take(b, slots, cap, budget, &tokens) : 0;
+        srv_job *dropped = NULL;
+        const bool have_arrays = slots && ids && counts;
+        size_t n = have_arrays ? take(b, slots, cap, budget, &tokens, &dropped) : 0;
+        if (n == 0 && (have_arrays || !b->head)) { /* every queued job was dropped */
+            pthread_mutex_unlock(&b->mu);
+            finish_dropped(dropped);
+            continue;
+        }
         if (n == 0) { /* no memory for the executor's own arrays: fail the oldest job whole */
             srv_job *j = b->head;
-            b->head = j->qnext;
-            if (!b->head) b->tail = NULL;
-            size_t left = j->n - j->next;
-            b->queued_tokens -= untaken_tokens(j);
-            j->next = j->n;
             set_error(j, 503, "%s", "the server is out of memory");
-            j->pending -= left;
-            bool last = j->pending == 0;
+            bool last = drop_head(b, j);
             pthread_mutex_unlock(&b->mu);
-            srv_metrics_queue(-(int64_t)left);
             if (last) j->done(j, j->done_ud);
             continue;
         }
@@ -282,6 +354,7 @@ static void *executor_main(void *arg) {
         if (b->head && b->slots_free > 0) pthread_cond_broadcast(&b->cv); /* the rest: another executor's */
         pthread_mutex_unlock(&b->mu);
         srv_metrics_queue(-(int64_t)n);
+        finish_dropped(dropped);
         const int nthreads = modattn_pool_threads(modattn_session_pool(x->cur));
         srv_metrics_executors(nthreads, wide);
         int st = 0;
@@ -341,6 +414,8 @@ void srv_batcher_submit(srv_batcher *b, srv_job *job) {
     job->qnext = NULL;
     job->http_status = 0;
     job->message[0] = '\0';
+    job->abandoned = job->expired = false;
+    job->t_queued = modattn_now_ns();
     if (job->n == 0) { /* nothing to embed */
         job->done(job, job->done_ud);
         return;
@@ -370,16 +445,9 @@ void srv_batcher_cancel(srv_batcher *b, const char *message) {
             pthread_mutex_unlock(&b->mu);
             return;
         }
-        b->head = j->qnext;
-        if (!b->head) b->tail = NULL;
-        size_t left = j->n - j->next;
-        b->queued_tokens -= untaken_tokens(j);
-        j->next = j->n;
         set_error(j, 503, "%s", message);
-        j->pending -= left;
-        bool last = j->pending == 0;
+        bool last = drop_head(b, j);
         pthread_mutex_unlock(&b->mu);
-        srv_metrics_queue(-(int64_t)left);
         if (last) j->done(j, j->done_ud); /* else the executor holding its other inputs finishes it */
     }
 }
@@ -421,6 +489,7 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     srv_batcher *b = calloc(1, sizeof *b);
     if (!b) return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
     b->cfg = *cfg;
+    snprintf(b->max_queue_text, sizeof b->max_queue_text, "%g s (--max-queue-time)", cfg->max_queue_s);
     b->dim = modattn_model_dim(cfg->model);
     pthread_mutex_init(&b->mu, NULL);
     pthread_mutex_init(&b->ann_mu, NULL);

@@ -41,6 +41,7 @@ static uint64_t g_tokens_total, g_inputs_total, g_batches_total;
 static int64_t g_queue, g_inflight;
 static int64_t g_slots_busy;
 static uint64_t g_batches_wide;
+static uint64_t g_abandoned, g_expired;
 
 const char *srv_route_name(srv_route r) {
     static const char *const names[] = {"/v1/embeddings", "/v1/models", "/search", "/health",
@@ -113,6 +114,13 @@ void srv_metrics_inflight(int64_t delta) {
     pthread_mutex_unlock(&g_mu);
 }
 
+void srv_metrics_dropped(bool abandoned) {
+    pthread_mutex_lock(&g_mu);
+    if (abandoned) g_abandoned++;
+    else g_expired++;
+    pthread_mutex_unlock(&g_mu);
+}
+
 int64_t srv_metrics_inflight_now(void) {
     pthread_mutex_lock(&g_mu);
     int64_t n = g_inflight;
@@ -164,6 +172,14 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
     }
     put(&b, "# HELP modattn_requests_in_flight Embedding and search requests admitted and not yet answered.\n"
             "# TYPE modattn_requests_in_flight gauge\nmodattn_requests_in_flight %lld\n", (long long)g_inflight);
+    put(&b, "# HELP modattn_requests_abandoned_total Queued requests dropped before they ran, or between "
+            "their batches, because the client had closed its connection.\n"
+            "# TYPE modattn_requests_abandoned_total counter\nmodattn_requests_abandoned_total %llu\n",
+        (unsigned long long)g_abandoned);
+    put(&b, "# HELP modattn_requests_queue_timeout_total Requests answered 503 because they waited longer than "
+            "--max-queue-time for an executor.\n"
+            "# TYPE modattn_requests_queue_timeout_total counter\nmodattn_requests_queue_timeout_total %llu\n",
+        (unsigned long long)g_expired);
     put(&b, "# HELP modattn_queue_depth Inputs waiting for an executor.\n"
             "# TYPE modattn_queue_depth gauge\nmodattn_queue_depth %lld\n", (long long)g_queue);
     put(&b, "# HELP modattn_batch_inputs Inputs per executor batch.\n# TYPE modattn_batch_inputs histogram\n");

@@ -1,24 +1,40 @@
 /* server/server.c — the daemon around the routes: libmicrohttpd with an internal epoll thread pool
  * (a slow or stalled client holds a socket, never a thread, so /health answers whatever the
  * others do), suspend/resume for requests waiting on the executors, and the rules every request
- * meets in this order: a header that took longer than --timeout to arrive (408), the API key
- * (401; /health needs none), the route (404) and method (405), the model still loading (503),
- * draining (503), the body's declared size (413), admission (429 with Retry-After past
- * --max-concurrent-requests, never an unbounded queue), then the body, read within --timeout of
- * its headers (408) and no larger than --max-body (413). One access-log line per request on
- * stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop accepting, finish what is in flight
- * within --drain-timeout, exit 0. */
+ * meets in this order: a header that took longer than --timeout to arrive (408), the head's
+ * framing (505 for an HTTP version other than 1.0 and 1.1, 400 for HTTP/1.1 without Host or for
+ * Content-Length headers that differ or come with Transfer-Encoding, 501 for a Transfer-Encoding
+ * other than chunked, 414 and 431 past our limits on the URI and the header fields), a CORS
+ * preflight (--cors), the API key (401; /health needs none), the route (404) and method (405),
+ * the Content-Type of a POST (415 unless application/json), the model still loading (503),
+ * draining (503), the body's declared size (413), the client address's unfinished bodies (429 past
+ * --max-client-bodies), then the body, read within --timeout of its headers (408) and no larger
+ * than --max-body (413), and only then admission (429 with Retry-After past
+ * --max-concurrent-requests, never an unbounded queue). A queued request whose client goes away
+ * is dropped before it runs (client-closed); one that waits past --max-queue-time gets 503. One
+ * access-log line per request on stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop
+ * accepting, finish what is in flight within --drain-timeout, exit 0.
+ *
+ * What libmicrohttpd 0.9.75 answers itself, in HTML, before this code sees the request (no hook
+ * lets us replace it): a request line it cannot parse (400), HTTP/0.x or HTTP/2 and up (505), a
+ * request line or header block past its per-connection memory (414, 431: 64 KiB here), a header
+ * line without a colon (400), a first Content-Length that is not a number (400, its header block
+ * sent twice: a bug of 0.9.75) or past 2^64 (413), and a malformed chunked body (400). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -27,6 +43,21 @@
 #include "modattn/device.h"
 #include "modattn/tokenizer.h"
 #include "server/server.h"
+
+/* Our limits on a request's head, below libmicrohttpd's own (its per-connection memory, 64 KiB:
+ * a head larger than that is refused by libmicrohttpd itself, in HTML, before we see it): within
+ * them we answer 414 and 431 in JSON. */
+#define SRV_MAX_URI 8192       /* the path and query */
+#define SRV_MAX_HEADERS 16384  /* the header fields, names and values */
+#define SRV_CB_BUCKETS 1024
+
+/* unfinished bodies of one client address (--max-client-bodies) */
+typedef struct cb_node {
+    struct cb_node *next;
+    uint8_t fam;
+    uint8_t addr[16];
+    size_t n;
+} cb_node;
 
 typedef struct server {
     srv_config cfg;
@@ -40,7 +71,9 @@ typedef struct server {
     modattn_model *model;
     const modattn_device_iface *dev;
     pthread_mutex_t log_mu;
-    _Atomic int64_t admitted; /* requests holding an admission slot */
+    _Atomic int64_t admitted; /* requests holding an admission slot (their bodies complete) */
+    pthread_mutex_t cb_mu;
+    cb_node *cb[SRV_CB_BUCKETS];
 } server;
 
 /* per connection: when it began waiting for its current request's headers */
@@ -61,6 +94,9 @@ typedef struct req {
     size_t len, cap;
     int state;
     bool admitted;
+    bool body_slot; /* counted among its client address's unfinished bodies */
+    bool abandoned; /* its job was dropped: the client had gone */
+    uint8_t cfam, caddr[16];
     struct MHD_Connection *conn;
     srv_job job;
     srv_embed_req er;
@@ -88,7 +124,11 @@ static enum MHD_Result respond(req *r, int status, const char *content_type, cha
         free(body);
         return MHD_NO; /* libmicrohttpd closes the connection */
     }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (r->s->cfg.cors_origin) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, r->s->cfg.cors_origin);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+    }
     if (extra_name) MHD_add_response_header(resp, extra_name, extra_value);
     if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     r->status = status;
@@ -148,18 +188,139 @@ static bool key_ok(const server *s, struct MHD_Connection *c) {
     return diff == 0;
 }
 
-static void client_name(struct MHD_Connection *c, char *buf, size_t len) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+static void client_name(req *r, char *buf, size_t len) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     snprintf(buf, len, "-");
     if (!ci || !ci->client_addr) return;
     const struct sockaddr *sa = ci->client_addr;
-    if (sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf, (socklen_t)len);
-    else if (sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf, (socklen_t)len);
+    if (sa->sa_family == AF_INET) {
+        const struct in_addr *a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+        inet_ntop(AF_INET, a, buf, (socklen_t)len);
+        r->cfam = 4;
+        memcpy(r->caddr, a, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+        inet_ntop(AF_INET6, a, buf, (socklen_t)len);
+        r->cfam = 6;
+        memcpy(r->caddr, a, 16);
+    }
+}
+
+/* ---- unfinished bodies per client address: a request counts against --max-concurrent-requests
+ * only once its body is in; until then against its address's --max-client-bodies, so that one
+ * address stalling bodies holds neither the admission slots nor more than its share */
+
+static unsigned cb_hash(const req *r) {
+    uint32_t h = 2166136261u ^ r->cfam;
+    for (int i = 0; i < 16; i++) h = (h ^ r->caddr[i]) * 16777619u;
+    return h % SRV_CB_BUCKETS;
+}
+
+/* 0: counted; 1: the address is at its limit; -1: out of memory */
+static int client_body_acquire(server *s, req *r) {
+    unsigned h = cb_hash(r);
+    int rc = 0;
+    pthread_mutex_lock(&s->cb_mu);
+    cb_node *n = s->cb[h];
+    while (n && !(n->fam == r->cfam && memcmp(n->addr, r->caddr, 16) == 0)) n = n->next;
+    if (!n) {
+        n = modattn_malloc(sizeof *n, MODATTN_MEM_OTHER);
+        if (!n) rc = -1;
+        else {
+            n->fam = r->cfam;
+            memcpy(n->addr, r->caddr, 16);
+            n->n = 0;
+            n->next = s->cb[h];
+            s->cb[h] = n;
+        }
+    }
+    if (n && n->n >= s->cfg.max_client_bodies) rc = 1;
+    else if (n) n->n++;
+    pthread_mutex_unlock(&s->cb_mu);
+    if (rc == 0) r->body_slot = true;
+    return rc;
+}
+
+static void client_body_release(server *s, req *r) {
+    if (!r->body_slot) return;
+    r->body_slot = false;
+    unsigned h = cb_hash(r);
+    pthread_mutex_lock(&s->cb_mu);
+    for (cb_node **pp = &s->cb[h]; *pp; pp = &(*pp)->next) {
+        cb_node *n = *pp;
+        if (n->fam != r->cfam || memcmp(n->addr, r->caddr, 16) != 0) continue;
+        if (--n->n == 0) {
+            *pp = n->next;
+            modattn_free(n);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&s->cb_mu);
+}
+
+/* ---- the request's head, checked before anything else: libmicrohttpd (0.9.75) takes a second
+ * Content-Length that differs from the first, and Content-Length with Transfer-Encoding (it
+ * reads the chunks): both are refused here (400), as is a head past our limits (414, 431) */
+
+typedef struct head_scan {
+    size_t bytes;        /* header names and values */
+    size_t ncl;
+    unsigned long long cl;
+    bool cl_bad, cl_differ, te, te_other;
+} head_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    head_scan *h = cls;
+    const size_t vlen = value ? strlen(value) : 0;
+    h->bytes += strlen(key) + vlen + 4;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        unsigned long long v = 0;
+        bool ok = vlen > 0 && vlen <= 19;
+        for (size_t i = 0; ok && i < vlen; i++) {
+            if (value[i] < '0' || value[i] > '9') ok = false;
+            else v = v * 10 + (unsigned)(value[i] - '0');
+        }
+        if (!ok) h->cl_bad = true;
+        else if (h->ncl && v != h->cl) h->cl_differ = true;
+        h->cl = v;
+        h->ncl++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        h->te = true;
+        if (!value || strcasecmp(value, "chunked") != 0) h->te_other = true; /* unknown framing */
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result scan_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) + 1 : 0) + 1;
+    return MHD_YES;
+}
+
+/* `application/json`, any case, parameters allowed (`; charset=utf-8`) */
+static bool is_json_type(const char *ct) {
+    if (!ct) return false;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    if (strncasecmp(ct, "application/json", 16) != 0) return false;
+    ct += 16;
+    while (*ct == ' ' || *ct == '\t') ct++;
+    return *ct == '\0' || *ct == ';';
 }
 
 /* ---- jobs */
+
+/* Whether a queued request's client has gone: its connection is suspended (libmicrohttpd does
+ * not watch it), so its socket is polled here, without waiting. A client that half-closes its
+ * side after sending (shutdown(SHUT_WR)) counts as gone too: HTTP clients do not do that. */
+static bool job_gone(srv_job *job, void *ud) {
+    (void)job;
+    req *r = ud;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
 
 static void job_done(srv_job *job, void *ud) {
     (void)job;
@@ -183,6 +344,7 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
     r->job.out = r->vectors;
     r->job.done = job_done;
     r->job.done_ud = r;
+    r->job.gone = job_gone;
     if (kind == SRV_JOB_SEARCH) {
         r->job.k = r->sr.k;
         r->job.path_prefix = r->sr.path_prefix;
@@ -222,6 +384,13 @@ static enum MHD_Result start_search(req *r) {
 
 static enum MHD_Result finish_job(req *r) {
     server *s = r->s;
+    if (r->job.abandoned) { /* nobody to answer: the connection is closed (logged as client-closed) */
+        r->abandoned = true;
+        r->status = 499;
+        return MHD_NO;
+    }
+    if (r->job.expired)
+        return respond_error(r, 503, r->job.message, NULL, "queue_timeout", MHD_HTTP_HEADER_RETRY_AFTER, "1", false);
     if (r->job.http_status)
         return respond_error(r, r->job.http_status, r->job.message, r->job.http_status == 400 ? "mode" : NULL,
                              r->job.http_status == 503   ? "unavailable"
@@ -268,9 +437,43 @@ static enum MHD_Result answer_get(req *r) {
 
 /* ---- the access handler */
 
+/* A CORS preflight (OPTIONS on a POST route, with --cors): 204 and what the browser may send. */
+static enum MHD_Result answer_preflight(req *r) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, r->s->cfg.cors_origin);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "POST, OPTIONS");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, "Authorization, Content-Type");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, "600");
+    r->status = 204;
+    r->state = ST_ANSWERED;
+    enum MHD_Result ok = MHD_queue_response(r->conn, MHD_HTTP_NO_CONTENT, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+/* The request's body is complete: admission (a slot, or 429 at once: never an unbounded queue),
+ * then its job. */
+static enum MHD_Result start_job(req *r) {
+    server *s = r->s;
+    if (atomic_load(&s->draining))
+        return respond_error(r, 503, "the server is shutting down", NULL, "shutting_down", NULL, NULL, true);
+    int64_t now_in = atomic_fetch_add(&s->admitted, 1) + 1;
+    if (now_in > (int64_t)s->cfg.max_concurrent) {
+        atomic_fetch_sub(&s->admitted, 1);
+        char msg[160];
+        snprintf(msg, sizeof msg, "the server is at its limit of %zu requests in flight (--max-concurrent-requests); "
+                                  "retry after a second", s->cfg.max_concurrent);
+        return respond_error(r, 429, msg, NULL, "too_many_requests", MHD_HTTP_HEADER_RETRY_AFTER, "1", true);
+    }
+    r->admitted = true;
+    srv_metrics_inflight(1);
+    return r->route == SRV_ROUTE_EMBEDDINGS ? start_embeddings(r) : start_search(r);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **req_cls) {
-    (void)version;
     server *s = cls;
     req *r = *req_cls;
     if (!r) { /* the headers are in */
@@ -282,7 +485,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->t0 = modattn_now_ns();
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
-        client_name(c, r->client, sizeof r->client);
+        client_name(r, r->client, sizeof r->client);
         const route_def *rd = find_route(url);
         r->route = rd ? rd->route : SRV_ROUTE_OTHER;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -292,6 +495,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (cn && (double)(r->t0 - cn->t_ready) * 1e-9 > ceil(s->cfg.timeout_s))
             return respond_error(r, 408, "the request's headers took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
+        /* the head: libmicrohttpd answers 505 itself (in HTML) for HTTP/0.x and HTTP/2 and up */
+        if (strcmp(version, MHD_HTTP_VERSION_1_1) != 0 && strcmp(version, MHD_HTTP_VERSION_1_0) != 0) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%.16s is not supported: use HTTP/1.1 or HTTP/1.0", version);
+            return respond_error(r, 505, msg, NULL, "http_version_not_supported", NULL, NULL, true);
+        }
+        if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST))
+            return respond_error(r, 400, "an HTTP/1.1 request needs a Host header", NULL, "bad_request", NULL, NULL,
+                                 true);
+        size_t uri_bytes = strlen(url);
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, scan_arg, &uri_bytes);
+        if (uri_bytes > SRV_MAX_URI) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "the request's URI is longer than this server takes (%d bytes)", SRV_MAX_URI);
+            return respond_error(r, 414, msg, NULL, "uri_too_long", NULL, NULL, true);
+        }
+        head_scan hs;
+        memset(&hs, 0, sizeof hs);
+        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
+        if (hs.bytes > SRV_MAX_HEADERS) {
+            char msg[112];
+            snprintf(msg, sizeof msg, "the request's header fields are larger than this server takes (%d bytes)",
+                     SRV_MAX_HEADERS);
+            return respond_error(r, 431, msg, NULL, "header_fields_too_large", NULL, NULL, true);
+        }
+        if (hs.cl_bad || hs.cl_differ || (hs.ncl && hs.te))
+            return respond_error(r, 400,
+                                 hs.cl_bad      ? "the Content-Length header is not a number of bytes"
+                                 : hs.cl_differ ? "the request has Content-Length headers that differ"
+                                                : "the request has both Content-Length and Transfer-Encoding",
+                                 NULL, "bad_framing", NULL, NULL, true);
+        if (hs.te_other)
+            return respond_error(r, 501, "the only Transfer-Encoding this server takes is chunked", NULL,
+                                 "bad_framing", NULL, NULL, true);
+        const bool post_route = rd && strcmp(rd->method, "POST") == 0;
+        /* a browser's CORS preflight carries no credentials: answered before the key (--cors) */
+        if (s->cfg.cors_origin && post_route && strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0)
+            return answer_preflight(r);
         if (s->api_key && r->route != SRV_ROUTE_HEALTH && !key_ok(s, c))
             return respond_error(r, 401, "a valid API key is required: send the header 'Authorization: Bearer KEY'",
                                  NULL, "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", true);
@@ -309,33 +551,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                  get ? "GET, HEAD" : "POST", false);
         }
         if (get) return MHD_YES; /* answered on the last call (GET bodies are ignored) */
+        /* JSON only: a web page can POST text/plain or a form to a loopback server without a
+         * preflight, never application/json (that needs one, which --cors alone answers) */
+        if (!is_json_type(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE)))
+            return respond_error(r, 415, "the request's Content-Type must be application/json", NULL,
+                                 "unsupported_media_type", NULL, NULL, true);
         if (!atomic_load(&s->ready))
             return respond_error(r, 503, "the model is still loading; GET /health says when it is ready", NULL,
                                  "loading", MHD_HTTP_HEADER_RETRY_AFTER, "1", true);
         if (atomic_load(&s->draining))
             return respond_error(r, 503, "the server is shutting down", NULL, "shutting_down", NULL, NULL, true);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || end == cl || v > s->cfg.max_body) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "the body is larger than this server takes (%zu bytes, --max-body)", s->cfg.max_body);
-                return respond_error(r, 413, msg, NULL, "payload_too_large", NULL, NULL, true);
-            }
-        }
-        /* admission: a slot per request in flight, or 429 at once (never an unbounded queue) */
-        int64_t now_in = atomic_fetch_add(&s->admitted, 1) + 1;
-        if (now_in > (int64_t)s->cfg.max_concurrent) {
-            atomic_fetch_sub(&s->admitted, 1);
+        if (hs.ncl && hs.cl > s->cfg.max_body) {
             char msg[160];
-            snprintf(msg, sizeof msg, "the server is at its limit of %zu requests in flight (--max-concurrent-requests); "
-                                      "retry after a second", s->cfg.max_concurrent);
+            snprintf(msg, sizeof msg, "the body is larger than this server takes (%zu bytes, --max-body)", s->cfg.max_body);
+            return respond_error(r, 413, msg, NULL, "payload_too_large", NULL, NULL, true);
+        }
+        /* the body is awaited: it counts against its client address's unfinished bodies (429 at
+         * once past --max-client-bodies), and against admission only once it is complete */
+        int cb = client_body_acquire(s, r);
+        if (cb < 0)
+            return respond_error(r, 503, "the server is out of memory (or over its --mem-budget)", NULL,
+                                 "out_of_memory", NULL, NULL, true);
+        if (cb > 0) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "this client address has %zu request bodies still arriving, the server's limit "
+                                      "(--max-client-bodies); finish those first", s->cfg.max_client_bodies);
             return respond_error(r, 429, msg, NULL, "too_many_requests", MHD_HTTP_HEADER_RETRY_AFTER, "1", true);
         }
-        r->admitted = true;
-        srv_metrics_inflight(1);
         return MHD_YES;
     }
     if (*upload_size > 0) { /* a piece of the body */
@@ -351,9 +593,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             }
             return MHD_YES;
         }
-        /* libmicrohttpd (0.9.75) answers only once the body is in: a body that is too slow or too
-         * large is read on and dropped, and answered (408, 413) when it ends; one still arriving
-         * at twice the timeout, or past twice --max-body, is cut off (the connection closed) */
+        /* libmicrohttpd (0.9.75) lets us answer only once the body is in: a body that is too slow
+         * or too large is read on and dropped, and answered (408, 413) when it ends; one still
+         * arriving at twice the timeout, or past twice --max-body, is cut off (the connection
+         * closed, no answer). A body that stops arriving is never seen again here: libmicrohttpd
+         * closes its connection once idle for --timeout, without an answer (it calls us only when
+         * bytes arrive). Either way its --max-client-bodies count goes when the request ends. */
         if (!r->reject) {
             if (secs_since(r->t0) > s->cfg.timeout_s) r->reject = 408;
             else if (r->len + n > s->cfg.max_body) r->reject = 413;
@@ -386,6 +631,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     switch (r->state) {
     case ST_READING:
+        client_body_release(s, r); /* the body is complete (or none was awaited) */
         if (r->reject == 408)
             return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
@@ -400,8 +646,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (secs_since(r->t0) > s->cfg.timeout_s && r->len > 0)
             return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
-        if (r->route == SRV_ROUTE_EMBEDDINGS) return start_embeddings(r);
-        if (r->route == SRV_ROUTE_SEARCH) return start_search(r);
+        if (r->route == SRV_ROUTE_EMBEDDINGS || r->route == SRV_ROUTE_SEARCH) return start_job(r);
         if (r->route == SRV_ROUTE_MODELS && !atomic_load(&s->ready))
             return respond_error(r, 503, "the model is still loading", NULL, "loading", MHD_HTTP_HEADER_RETRY_AFTER, "1",
                                  false);
@@ -453,7 +698,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     conn_info *cn = ci ? ci->socket_context : NULL;
     if (cn) cn->t_ready = modattn_now_ns(); /* the next request's headers are awaited from now */
     if (!r) return;
-    const char *outcome = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
+    client_body_release(s, r);
+    const char *outcome = r->abandoned                                  ? "client-closed"
+                          : toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? ""
                           : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "client-timeout"
                           : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? "shutdown"
                           : toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client-closed"
@@ -533,7 +780,11 @@ static int make_api(server *s) {
     return 0;
 }
 
-static int bind_address(const srv_config *cfg, struct sockaddr_storage *ss, socklen_t *len, bool *v6) {
+/* The listening socket, made here rather than by libmicrohttpd: SO_REUSEADDR only (a port in
+ * TIME_WAIT is taken again at once), never SO_REUSEPORT, so that a port another process listens
+ * on is refused ("address in use") instead of shared, the kernel splitting connections between
+ * the two. The socket (listening, non-blocking) and the port bound (--port 0: the one chosen). */
+static int open_listener(const srv_config *cfg, int *fd_out, int *port_out, bool *v6) {
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -546,11 +797,38 @@ static int bind_address(const srv_config *cfg, struct sockaddr_storage *ss, sock
         fprintf(stderr, "modattn: serve: --host %s: %s\n", cfg->host, gai_strerror(rc));
         return -1;
     }
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
     *v6 = res->ai_family == AF_INET6;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    const int one = 1;
+    const char *what = "socket";
+    if (fd < 0) goto fail;
+    what = "setsockopt";
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) goto fail;
+    if (*v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) goto fail;
+    what = "bind";
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) goto fail;
+    what = "listen";
+    if (listen(fd, SOMAXCONN) != 0) goto fail;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    what = "getsockname";
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) goto fail;
+    *port_out = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)(void *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)(void *)&ss)->sin_port);
+    *fd_out = fd;
     freeaddrinfo(res);
     return 0;
+fail:;
+    const int e = errno;
+    if (e == EADDRINUSE)
+        fprintf(stderr, "modattn: serve: cannot listen on %s port %d: address in use (another process listens there; "
+                        "stop it or choose another --port)\n", cfg->host, cfg->port);
+    else
+        fprintf(stderr, "modattn: serve: cannot listen on %s port %d: %s: %s\n", cfg->host, cfg->port, what,
+                strerror(e));
+    if (fd >= 0) close(fd);
+    freeaddrinfo(res);
+    return -1;
 }
 
 int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *load_ud) {
@@ -559,6 +837,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     s.cfg = *cfg;
     s.ctx = ctx;
     pthread_mutex_init(&s.log_mu, NULL);
+    pthread_mutex_init(&s.cb_mu, NULL);
     srv_metrics_init();
     int rc = 1;
     if (cfg->api_key_file && read_api_key(&s, cfg->api_key_file)) goto out;
@@ -571,30 +850,27 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     pthread_sigmask(SIG_BLOCK, &sigs, &old);
     signal(SIGPIPE, SIG_IGN);
 
-    struct sockaddr_storage ss;
-    socklen_t sslen = 0;
+    int lfd0 = -1, port = 0;
     bool v6 = false;
-    if (bind_address(cfg, &ss, &sslen, &v6)) goto out;
+    if (open_listener(cfg, &lfd0, &port, &v6)) goto out;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      (v6 ? MHD_USE_IPv6 : 0);
     unsigned timeout = cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999);
-    s.d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, &s,
-                           MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+    s.d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, &s,
+                           MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd0,
                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
                            MHD_OPTION_CONNECTION_TIMEOUT, timeout, /* idle: a stalled client is closed */
                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
-                           MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
                            MHD_OPTION_END);
     if (!s.d) {
-        fprintf(stderr, "modattn: serve: cannot listen on %s port %d: %s\n", cfg->host, cfg->port,
+        fprintf(stderr, "modattn: serve: cannot serve on %s port %d: %s\n", cfg->host, port,
                 errno ? strerror(errno) : "libmicrohttpd refused the options");
+        close(lfd0);
         goto out;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_BIND_PORT);
-    const int port = di ? (int)di->port : cfg->port;
     fprintf(stderr, "modattn: serve: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "", cfg->host,
             v6 ? "]" : "", port, cfg->model_dir);
     if (cfg->port_file) {
@@ -626,7 +902,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     }
     modattn_model_set_batch_tokens(s.model, cfg->max_batch_tokens);
     s.dev = modattn_device_find(modattn_model_get_info(s.model)->device);
-    srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db};
+    srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db, cfg->max_queue_s};
     if ((st = srv_batcher_start(&bc, &s.batcher))) {
         fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
         goto out;
@@ -673,6 +949,13 @@ out:
     modattn_model_free(s.model);
     free(s.api.openapi);
     free(s.api_key);
+    for (int i = 0; i < SRV_CB_BUCKETS; i++) /* (empty once HTTP has stopped) */
+        while (s.cb[i]) {
+            cb_node *n = s.cb[i];
+            s.cb[i] = n->next;
+            modattn_free(n);
+        }
+    pthread_mutex_destroy(&s.cb_mu);
     pthread_mutex_destroy(&s.log_mu);
     return rc;
 }

@@ -46,7 +46,11 @@ typedef struct srv_config {
     int threads;                 /* model threads in all (0: all CPUs) */
     int workers;                 /* executors, each with its own session (threads / workers each); 0:
                                     auto, one per thread, elastic (batch.c) */
-    size_t max_concurrent;       /* requests in flight (embeddings, search) before 429 */
+    size_t max_concurrent;       /* requests in flight (embeddings, search) before 429: counted once
+                                    a request's body is complete */
+    size_t max_client_bodies;    /* bodies still arriving from one client address before 429 */
+    double max_queue_s;          /* a job that waited longer for an executor: 503 (0: no bound) */
+    const char *cors_origin;     /* NULL: no CORS headers; else Access-Control-Allow-Origin for it */
     size_t max_batch_tokens;     /* tokens per executor batch */
     size_t max_body;             /* bytes */
     size_t max_inputs;           /* inputs per embeddings request */
@@ -86,6 +90,8 @@ void srv_metrics_queue(int64_t delta_inputs);
 /* threads: model threads an executor's batch runs on (< 0: done); wide: on all of them */
 void srv_metrics_executors(int threads, bool wide);
 void srv_metrics_inflight(int64_t delta);
+/* a queued job dropped: its client went away (abandoned) or it waited past --max-queue-time */
+void srv_metrics_dropped(bool abandoned);
 int64_t srv_metrics_inflight_now(void);
 /* The Prometheus text (text/plain; version=0.0.4) into a malloc'ed string (free()), NULL on
  * allocation failure. ctx: attention calls per implementation; device: the model's (its memory
@@ -96,6 +102,9 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const struct modattn_devi
 /* ---- the batcher (batch.c) */
 typedef struct srv_job srv_job;
 typedef void (*srv_job_done)(srv_job *job, void *ud); /* called on an executor thread */
+/* Whether the job's client has gone away (its connection closed): asked on an executor thread,
+ * under the batcher's lock, before the job's next inputs are taken. Must not block. */
+typedef bool (*srv_job_gone)(srv_job *job, void *ud);
 
 typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH } srv_job_kind;
 
@@ -126,6 +135,10 @@ struct srv_job {
     srv_job *qnext;
     srv_job_done done;
     void *done_ud;
+    srv_job_gone gone;        /* NULL: never asked (ud: done_ud) */
+    uint64_t t_queued;        /* modattn_now_ns() when submitted */
+    bool abandoned;           /* dropped: gone() said the client went away */
+    bool expired;             /* dropped: it waited past max_queue_s (http_status 503) */
 };
 
 typedef struct srv_batcher srv_batcher;
@@ -135,13 +148,16 @@ typedef struct srv_batcher_config {
     int workers, threads;
     size_t max_batch_tokens;
     const char *db;           /* NULL: searches fail with 503 */
+    double max_queue_s;       /* a job not started within it fails with 503 (expired); 0: no bound */
 } srv_batcher_config;
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
 /* "2 executors of 1 thread, elastic (one alone with a short queue runs on all 2)" or "1 executor",
  * for the log */
 void srv_batcher_describe(const srv_batcher *b, char *buf, size_t len);
 /* Queues a job (never blocks): done(job) runs once every input is embedded (and the search run),
- * or it failed. */
+ * or it failed, or it was dropped: its client gone (job->abandoned; checked before each batch
+ * takes its inputs, so a job of many batches stops between them) or not started within
+ * max_queue_s (job->expired, 503). */
 void srv_batcher_submit(srv_batcher *b, srv_job *job);
 /* Fails every job no executor has started on (503, message), at once. */
 void srv_batcher_cancel(srv_batcher *b, const char *message);

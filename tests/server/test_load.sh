@@ -31,7 +31,8 @@ import json, sys
 j = json.load(open(sys.argv[1])); assert sys.argv[2] == '200' and len(j['data'][0]['embedding']) == 384, j" "$T/c1.json" "$code"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT "http://127.0.0.1:$PORT/v1/embeddings")
 check "curl PUT /v1/embeddings: $code" [ "$code" = 405 ]
-code=$(curl -s -o /dev/null -w '%{http_code}' -d '{"query": "x"}' "http://127.0.0.1:$PORT/search")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -d '{"query": "x"}' \
+  "http://127.0.0.1:$PORT/search")
 check "curl POST /search without a store: $code" [ "$code" = 503 ]
 # resident memory every second while wrk runs
 ( while kill -0 $spid 2>/dev/null; do awk '/^VmRSS/ {print $2}' /proc/$spid/status; sleep 1; done ) > "$T/rss" &

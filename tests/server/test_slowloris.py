@@ -1,6 +1,7 @@
 """tests/server/test_slowloris.py BIN MODEL_DIR — slow clients never block others: 400 connections
 that send a request's headers a few bytes at a time (never finishing), plus 100 that send only a
-body's first bytes, while /health must answer in under 1 s every time and embeddings still work.
+body's first bytes (64 of them awaited, --max-client-bodies, the rest refused at once), while
+/health must answer in under 1 s every time and embeddings still work.
 Trickled headers that finish after --timeout get 408; connections that stall are closed."""
 import os
 import socket
@@ -63,15 +64,24 @@ check(worst < 1.0, f"/health answered within 1 s each time (worst {worst:.3f} s)
 print(f"slowloris: 500 slow connections; /health worst {worst * 1000:.1f} ms over 30 calls", flush=True)
 st, _, j = s.post("/v1/embeddings", {"input": ["still served"]}, timeout=10)
 check(st == 200, f"embeddings during the slow clients: {st}")
-# the stalled bodies are closed once idle for --timeout (5 s; they have been idle ~8 s by now)
-closed = 0
+# the stalled bodies are closed once idle for --timeout (5 s; they have been idle ~8 s by now),
+# without an answer; those past --max-client-bodies (64 from one address) got 429 at once
+closed = refused = 0
 for c in bodies:
     c.settimeout(0.5)
+    got = b""
     try:
-        closed += c.recv(100) == b""
+        while True:
+            d = c.recv(4096)
+            if not d:
+                closed += 1
+                break
+            got += d
     except OSError:
-        closed += 1
+        pass
+    refused += got.startswith(b"HTTP/1.1 429 ")
 check(closed == len(bodies), f"stalled bodies closed after the idle timeout: {closed} of {len(bodies)}")
+check(refused == len(bodies) - 64, f"bodies past --max-client-bodies 64 refused at once (429): {refused}")
 stop.set()
 t.join()
 # a trickled header that completes after --timeout gets 408
