@@ -211,6 +211,15 @@ static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int6
     modattn_device_format(in->device, dn, sizeof dn);
     const modattn_device_iface *dev = modattn_device_find(in->device);
     printf("model: %s on %s, precision %s\n", in->name, dn, modattn_precision_name(in->precision));
+    if (in->device_choice[0]) printf("device: %s\n", in->device_choice);
+    if (dev && modattn_device_has_graph(dev)) { /* no ops one by one: one compiled program */
+        printf("  the whole encoder (embeddings, %d layers, pooling%s) as one compiled program on %s\n\n", in->layers,
+               in->normalize ? ", normalisation" : "", dn);
+        if (!have_shape)
+            v[0] = 1, v[1] = v[2] = in->heads, v[3] = v[4] = (int64_t)in->max_tokens, v[5] = in->hidden / in->heads;
+        modattn_model_free(m);
+        return 0;
+    }
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char reason[256] = "";
         const char *why = modattn_model_fallback_reason(m, op);

@@ -6,6 +6,7 @@
 #include "core/env.h"
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef struct cli_command {
     const char *name;
@@ -38,7 +39,9 @@ static void usage(FILE *f, const char *prog) {
             "  --attn POLICY      attention policy: auto (default), an implementation name, or a\n"
             "                     comma-separated preference list (see `modattn backends`)\n"
             "  --threads N        worker threads (default: all CPUs)\n"
-            "  --device D         where models run: cpu (default), opencl[:N] (also $MODATTN_DEVICE;\n"
+            "  --device D         where models run: cpu (default), opencl[:N], xla[:N] (a PJRT plugin:\n"
+            "                     TPU, GPU, XLA's CPU), or auto (the fastest here, measured once per\n"
+            "                     model and device; `explain --model` says why) (also $MODATTN_DEVICE;\n"
             "                     see `modattn devices`)\n"
             "  --precision P      the dense layers' arithmetic: fp32 (default, exact), bf16x3 (fp32\n"
             "                     products as three bfloat16 ones, within 1e-9 of fp32's cosine: exact by\n"
@@ -317,7 +320,7 @@ int main(int argc, char **argv) {
         free(rest);
         return 2;
     }
-    if (g.device && strcmp(cmd->name, "devices") != 0) { /* a wrong --device fails before any work */
+    if (g.device && strcmp(cmd->name, "devices") != 0 && strcasecmp(g.device, "auto") != 0) { /* a wrong --device fails before any work */
         const modattn_device_iface *dev;
         int dst = modattn_device_lookup(g.device, &dev);
         if (dst) {

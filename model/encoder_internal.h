@@ -23,6 +23,9 @@ typedef struct layer_w {
     const float *ln2_g, *ln2_b; /* [H] */
 } layer_w;
 
+/* --device auto (model/device_auto.c): loads the model on the fastest device, measured. */
+int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt, modattn_model **out);
+
 struct modattn_model {
     modattn_ctx *ctx; /* borrowed */
     modattn__model_config cfg;

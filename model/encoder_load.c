@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -255,6 +256,7 @@ int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model
     *out = NULL;
     if (!ctx || !dir || !*dir)
         return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+    if (opt && opt->device && strcasecmp(opt->device, "auto") == 0) return modattn__model_load_auto(ctx, dir, opt, out);
     const modattn_device_iface *dev = NULL;
     int dst = modattn_device_lookup(opt && opt->device && *opt->device ? opt->device : "cpu", &dev);
     if (dst) return dst;

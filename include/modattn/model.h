@@ -81,6 +81,11 @@ typedef struct modattn_model_info {
     unsigned host_fallback_ops; /* bit (1u << modattn_op) for each op that runs on the host
                                  * instead (only with modattn_model_options.host_fallback) */
     modattn_precision precision; /* the dense layers' arithmetic (modattn_model_options) */
+    /* device "auto": which device was chosen and why, with every device's timing or reason
+     * ("auto chose cpu: 1.90 ms for 8 inputs of 32 tokens; opencl:0 9.80 ms; xla:0 4.10 ms");
+     * "" when a device was named */
+    char device_choice[512];
+    unsigned device_auto_passed_over; /* devices that failed to load it and were passed over */
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -93,7 +98,9 @@ void modattn_model_free(modattn_model *model); /* NULL is fine */
 
 /* Where and how to load. Zero-initialise, then fill in. */
 typedef struct modattn_model_options {
-    /* "cpu" (or NULL / ""): the CPU device (the mapped weights used in place); "opencl[:N]",
+    /* "auto": every device present is asked and the model loaded on the one that runs a short
+     * timed forward fastest (timings cached per model and device; info.device_choice says why).
+     * "cpu" (or NULL / ""): the CPU device (the mapped weights used in place); "opencl[:N]",
      * ...: a device with its own memory. The model refuses to load on a device that lacks an op
      * it needs (MODATTN_EUNSUPPORTED, naming the op and the device's reason): no op is ever run
      * elsewhere silently. On such a device the weights are uploaded once, activations stay on

@@ -79,6 +79,29 @@ check "check --backend xla $CARGS exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '
 check "every configuration ran and passed, none refused ($(head -c 400 "$TMP/check.json"))" \
     "python3 -c \"import json,sys; i=json.load(open('$TMP/check.json'))['implementations'][0]; n=$CONFIGS or 640; sys.exit(0 if i['name']=='xla' and i['passed']==n and i['failed']==0 and i['unsupported']==0 else 1)\""
 
+# --device auto: every device asked and measured once, the fastest chosen, the choice explained
+"$BIN" --device auto explain --model "$MODEL" > "$TMP/auto1" 2> "$TMP/err"; rc=$?
+check "--device auto explain --model exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '[ $rc -eq 0 ]'
+check "it says which device auto chose, with xla:0 measured ($(grep device: "$TMP/auto1"))" \
+    'grep -q "^device: auto chose " "$TMP/auto1" && grep "^device:" "$TMP/auto1" | grep -q "xla:0"'
+"$BIN" --device auto explain --model "$MODEL" > "$TMP/auto2" 2>/dev/null
+check "a second load measures nothing (the timings are cached)" 'grep -q "measured before, cached" "$TMP/auto2"'
+CHOSEN=$(sed -n 's/^model: .* on \([^ ,]*\),.*/\1/p' "$TMP/auto1")
+printf '"the same text on whichever device auto chose"\n' > "$TMP/one.jsonl"
+"$BIN" --device auto embed --model "$MODEL" --jsonl - < "$TMP/one.jsonl" > "$TMP/a.out" 2>/dev/null
+"$BIN" --device "$CHOSEN" embed --model "$MODEL" --jsonl - < "$TMP/one.jsonl" > "$TMP/b.out" 2>/dev/null
+check "embed --device auto gives the chosen device's ($CHOSEN) vectors" 'cmp -s "$TMP/a.out" "$TMP/b.out"'
+# a device that fails to load the model after its timing was cached is passed over for the next
+echo "not a library" > "$TMP/fake.so"
+MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" --device auto explain --model "$MODEL" > "$TMP/auto3" 2> "$TMP/err"; rc=$?
+check "auto with a broken plugin still loads elsewhere (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
+check "and says why xla:0 was not used ($(grep device: "$TMP/auto3" | head -c 300))" 'grep "^device:" "$TMP/auto3" | grep -q "xla:0 not used: .*dlopen"'
+KEY=$(sed -n 's/\(.*|xla:0|\)[^\t]*\t.*/\1/p' "$MODATTN_CACHE_DIR/device-auto-v1.tsv" | head -1)
+printf '%s\t0.0001\n' "$KEY" >> "$MODATTN_CACHE_DIR/device-auto-v1.tsv" # xla:0 "fastest", with an empty driver
+MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" --device auto explain --model "$MODEL" > "$TMP/auto4" 2> "$TMP/err"; rc=$?
+check "a cached winner that fails to load is passed over (rc $rc: $(grep device: "$TMP/auto4" | head -c 300))" \
+    '[ $rc -eq 0 ] && ! grep -q "^model: .* on xla:0" "$TMP/auto4" && grep "^device:" "$TMP/auto4" | grep -q "xla:0 not used"'
+
 # plugins that cannot be used: the plugin and the step named, exit 1, nothing on stdout
 MODATTN_PJRT_PLUGIN=/nonexistent/plugin.so "$BIN" --device xla embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
 check "a plugin path that is no file: exit 1 naming it (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "/nonexistent/plugin.so" "$TMP/err" && [ ! -s "$TMP/out" ]'
