@@ -160,6 +160,10 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
             uint64_t n = modattn_device_fallback_count(dev, (modattn_op)op);
             if (n) fprintf(f, "host fallback for %s: %s %llu calls\n", name, modattn_op_name((modattn_op)op), (unsigned long long)n);
         }
+        char text[512] = "";
+        modattn_device_stats_text t = {text, sizeof text};
+        if (modattn_device_control(dev, MODATTN_DEVICE_CONTROL_STATS, &t) == 0 && text[0])
+            fprintf(f, "%s: %s\n", name, text);
     }
 }
 

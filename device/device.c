@@ -441,7 +441,10 @@ static void dev_release(const modattn_device_iface *dev, modattn_mem_category ca
 
 int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
                                const char *what) {
-    return dev_reserve(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes, what);
+    int st = dev_reserve(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes, what);
+    int s = slot_of(dev);
+    if (!st && s >= 0) atomic_fetch_add(&g_mem[s].allocs, 1);
+    return st;
 }
 
 void modattn_device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes) {

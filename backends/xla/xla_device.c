@@ -114,6 +114,22 @@ static bool supports_op(void *ctx, modattn_op op, char *reason, size_t len) {
     return false;
 }
 
+static int control(void *ctx, int op, void *arg) {
+    xla_dev *d = ctx;
+    if (op != MODATTN_DEVICE_CONTROL_STATS || !arg) return MODATTN_EUNSUPPORTED;
+    modattn_device_stats_text *t = arg;
+    pthread_mutex_lock(&d->mu);
+    if (d->compiles + d->cache_loads + d->runs == 0) snprintf(t->buf, t->len, "%s", "");
+    else
+        snprintf(t->buf, t->len, "%llu program%s compiled (%.2f s), %llu from the compile cache, %llu cache file%s "
+                 "rejected, %llu encoder run%s",
+                 (unsigned long long)d->compiles, d->compiles == 1 ? "" : "s", d->compile_s,
+                 (unsigned long long)d->cache_loads, (unsigned long long)d->cache_rejects,
+                 d->cache_rejects == 1 ? "" : "s", (unsigned long long)d->runs, d->runs == 1 ? "" : "s");
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
 static void shutdown_dev(void *ctx) {
     xla_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
@@ -533,6 +549,7 @@ int modattn__devices_xla(const modattn_device_iface **out, int max, char *why, s
         d->iface.buffer_read = buffer_read;
         d->iface.supports_op = supports_op;
         d->iface.shutdown = shutdown_dev;
+        d->iface.control = control;
         d->iface.graph = &k_graph;
         out[g_n] = &d->iface;
         g_n++;

@@ -252,7 +252,14 @@ enum {
     /* arg: const int *op (a modattn_op): from now on supports_op refuses it, "disabled by
      * request" (tests of the refusal paths). */
     MODATTN_DEVICE_CONTROL_DISABLE_OP = 1,
+    /* arg: modattn_device_stats_text *: the device's own counters in words for --stats (the xla
+     * device: programs compiled and their time, cache hits and rejects, runs); "" when nothing ran. */
+    MODATTN_DEVICE_CONTROL_STATS = 2,
 };
+typedef struct modattn_device_stats_text {
+    char *buf;
+    size_t len;
+} modattn_device_stats_text;
 
 /* A backend folder that provides devices defines
  *     int modattn__devices_<name>(const modattn_device_iface **out, int max, char *why, size_t len);

@@ -58,9 +58,13 @@ check "token counts equal the goldens' ids ($tokbad differ)" '[ "$tokbad" = 0 ]'
 check "the first run compiled (an xla.compile span)" 'grep -q "\"name\":\"xla.compile\"" "$TMP/t1.json"'
 check "it wrote compiled programs to the cache" '[ -n "$(ls "$MODATTN_CACHE_DIR"/xla/*.xlaexe 2>/dev/null)" ]'
 
-# the cache: a second run compiles nothing and gives the same bits
+# the cache: a second run compiles nothing and gives the same bits, and --stats says so
 "$BIN" --device xla --trace "$TMP/t2.json" embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/xla2.out" 2>/dev/null
 check "a second run compiles nothing (every bucket from the cache)" '! grep -q "\"name\":\"xla.compile\"" "$TMP/t2.json"'
+"$BIN" --device xla --stats embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" 2> "$TMP/stats" > /dev/null
+check "--stats counts the device's programs: none compiled, some from the cache ($(grep '^xla:0' "$TMP/stats"))" \
+    'grep -q "^xla:0: 0 programs compiled (0.00 s), [1-9][0-9]* from the compile cache" "$TMP/stats"'
+check "--stats shows the weights' device memory on xla:0" 'grep -q "device memory on xla:0" "$TMP/stats"'
 check "and gives the same bits" 'cmp -s "$TMP/xla.out" "$TMP/xla2.out"'
 # damaged cache files: recompiled, the same vectors, no crash
 for f in "$MODATTN_CACHE_DIR"/xla/*.xlaexe; do printf 'damaged' | dd of="$f" bs=1 seek=200 conv=notrunc 2>/dev/null; done
