@@ -53,7 +53,7 @@ test-sanitize: deps model
 VG_BUILD ?= build-vg
 test-valgrind: deps model
 	cmake -S . -B $(VG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMODATTN_VALGRIND=ON -DMODATTN_GEMM=openblas \
-	  -DMODATTN_CPU_BLAS=openblas -DMODATTN_OPENCL=OFF $(CMAKE_FLAGS)
+	  -DMODATTN_CPU_BLAS=openblas -DMODATTN_OPENCL=OFF -DMODATTN_XLA=OFF $(CMAKE_FLAGS)
 	cmake --build $(VG_BUILD) -j$(JOBS) --target modattn_cli
 	cd $(VG_BUILD) && ctest --output-on-failure -R valgrind_memcheck
 
