@@ -489,6 +489,7 @@ static bool check_output(const setup *s, double *ratio, char *why, size_t len) {
                     if (isnan(got)) {
                         snprintf(why, len, "NaN in o[%lld,%lld,%lld,%lld] (expected %.9g)", (long long)b, (long long)h,
                                  (long long)i, (long long)e, want);
+                        *ratio = INFINITY; /* the worst err/tol says so too */
                         return false;
                     }
                     double err = fabs(got - want), tol = base_o + ulp32(want);
@@ -583,9 +584,52 @@ static int mirror_download(dev_mirror *m) {
 
 /* Runs implementation `idx` on the configuration: on the host, or on its device through a
  * mirror. Returns the run's status; a mirror that cannot be made is reported in *setup_err. */
-static int run_on(modattn_ctx *ctx, size_t idx, const modattn_device_iface *dev, setup *s, int *setup_err) {
+/* A host implementation's run with a workspace of exactly the bytes it asked for, in an
+ * allocation of its own (never the context's, never the oracle's) between guard regions, its
+ * bytes poisoned (0xA5) first so that reading before writing shows: *overrun (with why) when it
+ * wrote outside. */
+#define WS_GUARD 256 /* bytes each side: a multiple of MODATTN_ALIGN, so the workspace stays aligned */
+static int run_guarded(modattn_ctx *ctx, size_t idx, const modattn_attn_call *call, bool *overrun, char *why,
+                       size_t len) {
+    *overrun = false;
+    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx);
+    modattn_attn_desc d;
+    int st = modattn_attn_describe(call, &d);
+    if (st) return st;
+    const modattn_exec *ex = modattn_ctx_exec(ctx);
+    const size_t wb = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &d, ex->nthreads) : 0;
+    if (wb > ((size_t)1 << 34)) {
+        snprintf(why, len, "asked for a workspace of %zu bytes (over 16 GiB) for this shape", wb);
+        return MODATTN_ENOMEM;
+    }
+    unsigned char *raw = modattn_malloc(wb + 2 * WS_GUARD, MODATTN_MEM_WORKSPACE);
+    if (!raw) return modattn_mem_last_status();
+    memset(raw, 0xCD, WS_GUARD);
+    memset(raw + WS_GUARD, 0xA5, wb);
+    memset(raw + WS_GUARD + wb, 0xCD, WS_GUARD);
+    char reason[256] = "";
+    st = impl->run(impl->ctx, &d, call, wb ? raw + WS_GUARD : NULL, wb, ex, reason, sizeof reason);
+    for (size_t i = 0; i < WS_GUARD && !*overrun; i++) {
+        if (raw[WS_GUARD - 1 - i] != 0xCD) {
+            snprintf(why, len, "wrote outside its workspace: %zu byte%s before its start (it asked for %zu bytes)", i + 1,
+                     i ? "s" : "", wb);
+            *overrun = true;
+        } else if (raw[WS_GUARD + wb + i] != 0xCD) {
+            snprintf(why, len, "wrote outside its workspace: byte %zu of the %zu it asked for (workspace_bytes() "
+                     "was too small)", wb + i, wb);
+            *overrun = true;
+        }
+    }
+    modattn_free(raw);
+    if (st && !*overrun) snprintf(why, len, "%s", reason[0] ? reason : modattn_strerror(st));
+    return st;
+}
+
+static int run_on(modattn_ctx *ctx, size_t idx, const modattn_device_iface *dev, setup *s, int *setup_err,
+                  bool *overrun, char *why, size_t len) {
     *setup_err = 0;
-    if (!dev || dev->id.kind == MODATTN_DEVICE_CPU) return modattn_attention_with(ctx, idx, &s->call);
+    *overrun = false;
+    if (!dev || dev->id.kind == MODATTN_DEVICE_CPU) return run_guarded(ctx, idx, &s->call, overrun, why, len);
     dev_mirror m;
     int st = mirror_make(dev, s, &m);
     if (st) {
@@ -602,6 +646,14 @@ static int run_on(modattn_ctx *ctx, size_t idx, const modattn_device_iface *dev,
     }
     mirror_free(&m);
     return st;
+}
+
+void modattn_conformance_describe(int config, char *buf, size_t len) {
+    static cfg grid[GRID_MAX];
+    static int ng = -1;
+    if (len) buf[0] = '\0';
+    if (ng < 0) ng = build_grid(grid); /* (the grid is fixed: building it twice gives the same) */
+    if (config >= 0 && config < ng) describe_cfg(&grid[config], buf, len);
 }
 
 int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options *opt, modattn_conformance_result *out,
@@ -635,7 +687,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
     int ng = build_grid(grid);
     if (opt->max_configs > 0 && opt->max_configs < ng) ng = opt->max_configs;
     uint64_t seed0 = opt->seed ? opt->seed : 0x5eed5eedull;
-    for (int gi = 0; gi < ng; gi++) {
+    for (int gi = opt->first_config > 0 ? opt->first_config : 0; gi < ng; gi++) {
         setup s;
         uint64_t seed = seed0 ^ ((uint64_t)gi * 0x9e3779b97f4a7c15ull);
         int st = prepare(ctx, ref, &grid[gi], seed, &s);
@@ -666,6 +718,20 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
             bool no_device = impl->device != MODATTN_DEVICE_CPU && !dev;
             if (!info.available || no_device || !impl->supports(impl->ctx, &desc, why, sizeof why)) {
                 r->unsupported++;
+                {
+                    char rs[160];
+                    if (!info.available) snprintf(rs, sizeof rs, "unavailable: %s", info.reason);
+                    else if (no_device) snprintf(rs, sizeof rs, "no device here");
+                    else snprintf(rs, sizeof rs, "%s", why);
+                    int k = 0;
+                    while (k < r->nreasons && strcmp(r->reasons[k].text, rs) != 0) k++;
+                    if (k < r->nreasons) r->reasons[k].count++;
+                    else if (r->nreasons < MODATTN_CONFORMANCE_REASONS) {
+                        snprintf(r->reasons[k].text, sizeof r->reasons[k].text, "%s", rs);
+                        r->reasons[k].count = 1;
+                        r->nreasons++;
+                    } else r->other_reasons++;
+                }
                 if (!r->unsupported_reason[0]) {
                     char dn[32];
                     modattn_device_format(desc.device, dn, sizeof dn);
@@ -674,14 +740,17 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
                         snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "no device %s here", dn);
                     else snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s", why);
                 }
+                if (opt->on_result) opt->on_result(opt->ud, gi, r->name, 2, 0, !info.available ? info.reason : why);
                 continue;
             }
             buf_fill_sentinel(&s.bo);
             if (s.c.lse) buf_fill_sentinel(&s.bl);
             double ratio = 0;
-            bool ok;
+            bool ok, overrun = false;
             int setup_err = 0;
-            st = run_on(ctx, idx[t], dev, &s, &setup_err);
+            if (opt->on_config) opt->on_config(opt->ud, gi, r->name);
+            char rwhy[512] = "";
+            st = run_on(ctx, idx[t], dev, &s, &setup_err, &overrun, rwhy, sizeof rwhy);
             if (setup_err) {
                 char d[300];
                 describe_cfg(&grid[gi], d, sizeof d);
@@ -690,13 +759,17 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
                 *count = nt;
                 return setup_err;
             }
-            if (st) {
-                snprintf(why, sizeof why, "returned %s: %s", modattn_status_name(st), modattn_last_error());
+            if (overrun) {
+                snprintf(why, sizeof why, "%s", rwhy);
+                ok = false;
+            } else if (st) {
+                snprintf(why, sizeof why, "returned %s: %s", modattn_status_name(st), rwhy[0] ? rwhy : modattn_last_error());
                 ok = false;
             } else {
                 ok = check_output(&s, &ratio, why, sizeof why);
             }
             if (ratio > r->worst_ratio) r->worst_ratio = ratio;
+            if (opt->on_result) opt->on_result(opt->ud, gi, r->name, ok ? 0 : 1, ratio, ok ? "" : why);
             if (ok) {
                 r->passed++;
             } else {

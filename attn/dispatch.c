@@ -46,11 +46,17 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
             name[len] = '\0';
             long idx = modattn_ctx_find(ctx, name);
             if (idx < 0) {
-                char known[512];
+                char known[512], refused[600] = "";
                 known_names(ctx, known, sizeof known);
+                /* a plugin refused at load is named, with why: it is the likely one */
+                for (size_t k = 0, used = 0; k < modattn_ctx_plugin_error_count(ctx) && used < sizeof refused; k++) {
+                    int w = snprintf(refused + used, sizeof refused - used, "%s%s", k ? "; " : "; plugins refused at load: ",
+                                     modattn_ctx_plugin_error(ctx, k));
+                    if (w > 0) used += (size_t)w;
+                }
                 return modattn_error(MODATTN_EINVAL,
-                                     "attention policy '%s': no implementation named '%s' (known: auto, tune, %s)",
-                                     policy, name, known);
+                                     "attention policy '%s': no implementation named '%s' (known: auto, tune, %s)%s",
+                                     policy, name, known, refused);
             }
             for (size_t k = 0; k < norder; k++)
                 if (order[k] == idx)

@@ -85,6 +85,9 @@ struct modattn_ctx {
     bool tune_loaded;
     char tune_path[1024]; /* "" if no cache directory could be found: tuning stays in memory */
     char tune_note[600];  /* why entries of the cache file were ignored ("" if none was) */
+    /* the plugins loaded, as a hash of each file's path, size, time and first MiB: part of the
+     * tuning cache's key, so a rebuilt plugin is measured again (0: none) */
+    uint64_t plugin_sig;
 };
 
 /* Validate and append an implementation; for plugins `dl` is its handle (closed on refusal by
@@ -98,7 +101,7 @@ void modattn__registry_free(modattn_ctx *ctx);
 
 /* attn/tune.c */
 /* The shape class key of d for calls run with `nthreads` threads. */
-void modattn__tune_key(int nthreads, const modattn_attn_desc *d, char *key, size_t len);
+void modattn__tune_key(const modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, char *key, size_t len);
 /* The remembered entry for d with nthreads threads, copied into *out (under ctx->mu): true if
  * there is one. */
 bool modattn__tune_lookup(modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, modattn__tune_entry *out);

@@ -8,6 +8,8 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <xxhash.h>
+#include <glob.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +128,27 @@ int modattn_ctx_load_plugin(modattn_ctx *ctx, const char *path) {
         dlclose(dl);
         return st;
     }
+    /* the tuning cache's key learns the file: path, size, time and its first MiB */
+    {
+        struct stat sb;
+        uint64_t h = ctx->plugin_sig ? ctx->plugin_sig : 0x9e3779b97f4a7c15ull;
+        if (stat(path, &sb) == 0) {
+            h = XXH64(path, strlen(path), h);
+            int64_t meta[2] = {(int64_t)sb.st_size, (int64_t)sb.st_mtime};
+            h = XXH64(meta, sizeof meta, h);
+            FILE *f = fopen(path, "rb");
+            if (f) {
+                static _Thread_local unsigned char buf[1 << 16];
+                size_t got, total = 0;
+                while (total < ((size_t)1 << 20) && (got = fread(buf, 1, sizeof buf, f)) > 0) {
+                    h = XXH64(buf, got, h);
+                    total += got;
+                }
+                fclose(f);
+            }
+        }
+        ctx->plugin_sig = h;
+    }
     /* the entry's origin is the bare path */
     modattn__entry *e = &ctx->entries[ctx->n - 1];
     char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
@@ -200,6 +223,85 @@ static int load_plugin_path(modattn_ctx *ctx, const char *list) {
     return st;
 }
 
+/* With no MODATTN_PLUGIN_PATH: the standard places, each only if it exists. Folders: the user's
+ * ~/.local/lib/modattn/plugins and the installation's <prefix>/lib/modattn/plugins. Python packages:
+ * an entry point in the group "modattn.plugins" of any installed distribution whose value is the
+ * plugin's path relative to the site-packages folder ("myattn = someones_attn/libmyattn.so", in
+ * the package's pyproject.toml: [project.entry-points."modattn.plugins"]), so `pip install
+ * someones-attn` makes it appear. */
+static int discover_entry_points(modattn_ctx *ctx, const char *site) {
+    char pat[1200];
+    snprintf(pat, sizeof pat, "%s/*.dist-info/entry_points.txt", site);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) return 0;
+    int st = 0;
+    for (size_t i = 0; i < g.gl_pathc && st == 0; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        if (!f) continue;
+        char line[1200];
+        bool in = false;
+        while (fgets(line, sizeof line, f) && st == 0) {
+            line[strcspn(line, "\r\n")] = '\0';
+            char *p = line;
+            while (*p == ' ' || *p == '\t') p++;
+            if (*p == '[') {
+                in = strncmp(p, "[modattn.plugins]", 17) == 0;
+                continue;
+            }
+            char *eq = strchr(p, '=');
+            if (!in || !eq) continue;
+            char *v = eq + 1;
+            while (*v == ' ' || *v == '\t') v++;
+            size_t n = strlen(v);
+            while (n && (v[n - 1] == ' ' || v[n - 1] == '\t')) v[--n] = '\0';
+            if (!n || strstr(v, "..")) continue; /* inside site-packages only */
+            char full[2400];
+            snprintf(full, sizeof full, "%s/%s", site, v);
+            struct stat sb;
+            if (stat(full, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+                char msg[2600];
+                snprintf(msg, sizeof msg, "entry point modattn.plugins in %s: %s is not a file", g.gl_pathv[i], full);
+                st = add_plugin_error(ctx, msg);
+                continue;
+            }
+            st = load_one(ctx, full);
+        }
+        fclose(f);
+    }
+    globfree(&g);
+    return st;
+}
+
+static int discover_plugins(modattn_ctx *ctx) {
+    char dir[1100];
+    struct stat sb;
+    int st = 0;
+    const char *home = getenv("HOME");
+    if (home && *home) {
+        snprintf(dir, sizeof dir, "%s/.local/lib/modattn/plugins", home);
+        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && (st = load_plugin_path(ctx, dir))) return st;
+    }
+#ifdef MODATTN_INSTALL_PLUGIN_DIR
+    if (stat(MODATTN_INSTALL_PLUGIN_DIR, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+        (st = load_plugin_path(ctx, MODATTN_INSTALL_PLUGIN_DIR)))
+        return st;
+#endif
+    const char *venv = getenv("VIRTUAL_ENV");
+    char roots[4][700];
+    int nr = 0;
+    if (venv && *venv) snprintf(roots[nr++], sizeof roots[0], "%s/lib/python3*/site-packages", venv);
+    if (home && *home) snprintf(roots[nr++], sizeof roots[0], "%s/.local/lib/python3*/site-packages", home);
+    snprintf(roots[nr++], sizeof roots[0], "/usr/local/lib/python3*/*-packages");
+    snprintf(roots[nr++], sizeof roots[0], "/usr/lib/python3/dist-packages");
+    for (int r = 0; r < nr && st == 0; r++) {
+        glob_t g;
+        if (glob(roots[r], GLOB_ONLYDIR, NULL, &g) != 0) continue;
+        for (size_t i = 0; i < g.gl_pathc && st == 0; i++) st = discover_entry_points(ctx, g.gl_pathv[i]);
+        globfree(&g);
+    }
+    return st;
+}
+
 /* The registry's part of a context: built-ins and plugins (context.c calls it at creation). */
 static pthread_mutex_t g_ready_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -230,8 +332,8 @@ int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt) {
         if (st) return st;
     }
     const char *path = opt->plugin_path ? opt->plugin_path : getenv("MODATTN_PLUGIN_PATH");
-    if (path && *path && (st = load_plugin_path(ctx, path))) return st;
-    return 0;
+    if (path) return *path ? load_plugin_path(ctx, path) : 0; /* the caller's list, and nothing else */
+    return discover_plugins(ctx);
 }
 
 /* Releases the entries (shutdown, dlclose) and the plugin errors. */

@@ -111,18 +111,23 @@ int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, con
     pthread_mutex_unlock(&ctx->mu);
     st = impl->run(impl->ctx, d, c, wsp, ws, r->exec, reason, sizeof reason);
     uint64_t t1 = modattn_now_ns();
-    if (tr) {
+    if (tr) { /* a failed run is a span of its own name: it never looks like a success */
         char shape[64];
         snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)d->B, (long long)d->Hq,
                  (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D, d->causal ? "c" : "");
-        modattn_trace_end(tr, "attention", impl->name, shape, call_bytes(d), modattn_attn_desc_flops(d));
+        modattn_trace_end(tr, st ? "attention.failed" : "attention", impl->name, shape, call_bytes(d),
+                          st ? 0 : modattn_attn_desc_flops(d));
     }
     if (st != 0) {
+        const char *why = reason[0] ? reason : modattn_strerror(st);
         pthread_mutex_lock(&ctx->mu);
-        e->stats.failures++;
+        const bool first = e->stats.failures++ == 0;
+        snprintf(e->stats.last_failure, sizeof e->stats.last_failure, "%s", why);
         pthread_mutex_unlock(&ctx->mu);
-        return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name,
-                             reason[0] ? reason : modattn_strerror(st));
+        if (first) /* said once per implementation, then counted (--stats: failures, fallbacks, the reason) */
+            fprintf(stderr, "modattn: attention implementation '%s' failed: %s (further failures are counted in "
+                    "--stats; the next capable implementation runs instead)\n", impl->name, why);
+        return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name, why);
     }
     double ms = (double)(t1 - t0) / 1e6;
     pthread_mutex_lock(&ctx->mu);

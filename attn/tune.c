@@ -32,7 +32,7 @@ static int64_t pow2_bucket(int64_t x) {
     return b;
 }
 
-void modattn__tune_key(int nthreads, const modattn_attn_desc *d, char *key, size_t len) {
+void modattn__tune_key(const modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, char *key, size_t len) {
     const modattn_cpu_features *f = modattn_cpu_get();
     char cpu[64];
     snprintf(cpu, sizeof cpu, "%s", f->model_name);
@@ -43,6 +43,10 @@ void modattn__tune_key(int nthreads, const modattn_attn_desc *d, char *key, size
              (long long)pow2_bucket(d->Sk), (long long)d->D, (long long)d->Dv, d->causal ? 1 : 0,
              (long long)pow2_bucket(d->B * d->Hq), d->has_mask ? 1 : 0, d->has_kv_lens ? 1 : 0,
              d->inner_contiguous ? 0 : 1);
+    if (ctx->plugin_sig) { /* timings of plugins are theirs as built: a rebuilt one is measured again */
+        size_t k = strlen(key);
+        snprintf(key + k, len > k ? len - k : 0, "|p%016llx", (unsigned long long)ctx->plugin_sig);
+    }
 }
 
 static void find_path(modattn_ctx *ctx) {
@@ -239,7 +243,7 @@ static void save(modattn_ctx *ctx, const modattn__tune_entry *e) {
 
 bool modattn__tune_lookup(modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, modattn__tune_entry *out) {
     char key[192];
-    modattn__tune_key(nthreads, d, key, sizeof key);
+    modattn__tune_key(ctx, nthreads, d, key, sizeof key);
     pthread_mutex_lock(&ctx->mu);
     load(ctx);
     const modattn__tune_entry *e = find_entry(ctx->tune, ctx->ntune, key);
@@ -276,7 +280,7 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn__runner *r, const moda
             any_fast = true;
     modattn__tune_entry e;
     memset(&e, 0, sizeof e);
-    modattn__tune_key(r->exec->nthreads, d, e.key, sizeof e.key);
+    modattn__tune_key(ctx, r->exec->nthreads, d, e.key, sizeof e.key);
     double best = -1;
     long best_i = -1;
     bool last_ok = false;

@@ -1,9 +1,19 @@
 /* cli/cmd_attn.c — `modattn backends`, `modattn check`, `modattn explain`. */
+#define _GNU_SOURCE
 #include "cli/cli.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int cli_print_json(json_t *j) {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -28,7 +38,7 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
                    "Lists every attention implementation: built in, registered, or loaded as a plugin from\n"
                    "MODATTN_PLUGIN_PATH (colon-separated files or folders of *.so), with the device it runs on,\n"
                    "its priority under --attn auto, and, when it cannot run here, why. Refused plugins are\n"
-                   "listed with the reason.\n");
+                   "listed with the reason, and make the exit status 1.\n");
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;
         else {
@@ -55,8 +65,9 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
             json_array_append_new(errs, json_string(modattn_ctx_plugin_error(ctx, i)));
         char cpu[256];
         modattn_cpu_describe(cpu, sizeof cpu);
-        return cli_print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
-                                    "cpu_features", cpu, "threads", modattn_ctx_threads(ctx)));
+        int rc = cli_print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
+                                          "cpu_features", cpu, "threads", modattn_ctx_threads(ctx)));
+        return rc ? rc : modattn_ctx_plugin_error_count(ctx) ? 1 : 0;
     }
     char cpu[256];
     modattn_cpu_describe(cpu, sizeof cpu);
@@ -75,33 +86,197 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
         printf("\nrefused plugins:\n");
         for (size_t i = 0; i < ne; i++) printf("  %s\n", modattn_ctx_plugin_error(ctx, i));
     }
-    return 0;
+    return ne ? 1 : 0; /* a plugin asked for and refused is a failure a script must see */
 }
 
 /* --------------------------------------------------------------- check */
 
+/* Isolation: an implementation's run of the grid in child processes, so that a crash or a hang is
+ * reported by name with the configuration it happened on, and the other implementations' results
+ * stand. The child streams each outcome over a pipe; the parent tallies them, and after a crash
+ * resumes at the next configuration (up to ISO_MAX_CRASHES crashes). */
+#define ISO_MAX_CRASHES 3
+#define ISO_HANG_S 120
+
+static void iso_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void iso_line(int fd, const char *fmt, ...) {
+    char buf[700];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n > sizeof buf - 2) n = (int)sizeof buf - 2;
+    for (int i = 0; i < n; i++)
+        if (buf[i] == '\n' || buf[i] == '\r') buf[i] = ' ';
+    buf[n++] = '\n';
+    for (ssize_t o = 0; o < n;) {
+        ssize_t w = write(fd, buf + o, (size_t)(n - o));
+        if (w <= 0) return;
+        o += w;
+    }
+}
+
+static void iso_on_config(void *ud, int config, const char *impl) {
+    (void)impl;
+    iso_line(*(int *)ud, "C %d", config);
+}
+
+static void iso_on_result(void *ud, int config, const char *impl, int outcome, double ratio, const char *why) {
+    (void)impl;
+    iso_line(*(int *)ud, "O %d %d %.17g %.560s", config, outcome, ratio, why ? why : "");
+}
+
+static void tally(modattn_conformance_result *r, int gi, int outcome, double ratio, const char *why) {
+    if (outcome == 0) r->passed++;
+    else if (outcome == 1) {
+        r->failed++;
+        if (!r->first_failure[0]) {
+            char d[300];
+            modattn_conformance_describe(gi, d, sizeof d);
+            snprintf(r->first_failure, sizeof r->first_failure, "config %d (%s): %s", gi, d, why);
+        }
+    } else {
+        r->unsupported++;
+        if (!r->unsupported_reason[0]) snprintf(r->unsupported_reason, sizeof r->unsupported_reason, "%s", why);
+        int k = 0;
+        while (k < r->nreasons && strncmp(r->reasons[k].text, why, sizeof r->reasons[k].text - 1) != 0) k++;
+        if (k < r->nreasons) r->reasons[k].count++;
+        else if (r->nreasons < MODATTN_CONFORMANCE_REASONS) {
+            snprintf(r->reasons[k].text, sizeof r->reasons[k].text, "%s", why);
+            r->reasons[k].count = 1, r->nreasons++;
+        } else r->other_reasons++;
+    }
+    if (outcome != 2 && ratio > r->worst_ratio) r->worst_ratio = ratio;
+}
+
+/* 0, or the exit status after saying why (the child could not start the suite) */
+static int check_isolated(cli_globals *g, const modattn_conformance_options *base, const char *name,
+                          modattn_conformance_result *r) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    int grid = modattn_conformance_grid_size();
+    if (base->max_configs > 0 && base->max_configs < grid) grid = base->max_configs;
+    int next = 0, crashes = 0;
+    while (next < grid && crashes < ISO_MAX_CRASHES) {
+        int fds[2];
+        if (pipe(fds) != 0) {
+            fprintf(stderr, "modattn check: pipe: %s\n", strerror(errno));
+            return 1;
+        }
+        fflush(stdout), fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "modattn check: fork: %s\n", strerror(errno));
+            close(fds[0]), close(fds[1]);
+            return 1;
+        }
+        if (pid == 0) { /* the child: a context of its own (the parent's pool threads are not here) */
+            close(fds[0]);
+            int fd = fds[1];
+            g->ctx = NULL, g->pool = NULL;
+            modattn_ctx *ctx;
+            if (cli_open_ctx(g, &ctx)) {
+                iso_line(fd, "E cannot start: %s", modattn_last_error());
+                _exit(3);
+            }
+            modattn_conformance_options o = *base;
+            o.only = name, o.first_config = next, o.log = NULL;
+            o.on_config = iso_on_config, o.on_result = iso_on_result, o.ud = &fd;
+            modattn_conformance_result res[1];
+            size_t n = 0;
+            int st = modattn_conformance_run(ctx, &o, res, 1, &n);
+            if (st) iso_line(fd, "E %s", modattn_last_error());
+            _exit(st ? 3 : 0);
+        }
+        close(fds[1]);
+        FILE *f = fdopen(fds[0], "r");
+        int last = next, status = 0;
+        bool hung = false;
+        char line[800], err[600] = "";
+        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
+        while (f) {
+            if (poll(&pfd, 1, ISO_HANG_S * 1000) == 0) { /* no word for that long: hung */
+                hung = true;
+                kill(pid, SIGKILL);
+                break;
+            }
+            if (!fgets(line, sizeof line, f)) break;
+            line[strcspn(line, "\n")] = '\0';
+            int gi, outcome, off = 0;
+            double ratio;
+            if (line[0] == 'C' && sscanf(line, "C %d", &gi) == 1) last = gi;
+            else if (line[0] == 'O' && sscanf(line, "O %d %d %lf %n", &gi, &outcome, &ratio, &off) >= 3) {
+                tally(r, gi, outcome, ratio, off ? line + off : "");
+                last = gi + 1;
+            } else if (line[0] == 'E') snprintf(err, sizeof err, "%s", line + 2);
+        }
+        if (f) fclose(f);
+        else close(fds[0]);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        if (hung || WIFSIGNALED(status)) {
+            crashes++;
+            char d[300], what[160];
+            modattn_conformance_describe(last, d, sizeof d);
+            if (hung) snprintf(what, sizeof what, "hung (no progress for %d s)", ISO_HANG_S);
+            else snprintf(what, sizeof what, "crashed (signal %d, %s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+            fprintf(stderr, "FAIL implementation %s %s on config %d: %s\n", name, what, last, d);
+            r->failed++;
+            if (!r->first_failure[0])
+                snprintf(r->first_failure, sizeof r->first_failure, "implementation %s %s on config %d: %s", name, what,
+                         last, d);
+            next = last + 1;
+            if (crashes == ISO_MAX_CRASHES && next < grid)
+                fprintf(stderr, "modattn check: %s: stopped after %d crashes; configurations %d..%d not run\n", name,
+                        ISO_MAX_CRASHES, next, grid - 1);
+            continue;
+        }
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) break;
+        fprintf(stderr, "modattn check: %s: %s\n", name, err[0] ? err : "the isolated run failed");
+        return 1;
+    }
+    return 0;
+}
+
+static bool is_plugin(const modattn_impl_info *info) {
+    return strcmp(info->origin, "builtin") != 0 && strcmp(info->origin, "registered") != 0;
+}
+
 int cli_cmd_check(cli_globals *g, int argc, char **argv) {
     bool json = false, verbose = false;
+    int isolate = -1; /* -1: plugins isolated, built-ins in process */
     uint64_t seed = 0;
-    const char *only = NULL;
+    const char *only = NULL, *plugin = NULL;
     int max_configs = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: modattn check [--backend NAME] [--configs N] [--seed N] [--verbose] [--json]\n\n"
+            printf("usage: modattn check [--backend NAME | --plugin PATH.so] [--configs N] [--seed N]\n"
+                   "                     [--isolate | --no-isolate] [--verbose] [--json]\n\n"
                    "Runs the conformance suite (%d generated configurations) on every attention\n"
                    "implementation, or only NAME, against the fp64 oracle. An implementation passes a\n"
                    "configuration when its error is at most twice a naive fp32 implementation's plus 1e-6,\n"
-                   "with no NaN, guard regions untouched and inputs unchanged; 'unsupported' is counted apart.\n"
+                   "with no NaN, guard regions untouched, inputs unchanged and nothing written outside a\n"
+                   "workspace of exactly the bytes it asked for; 'unsupported' is counted apart, per reason.\n"
+                   "--plugin PATH.so   load that plugin alone and check its implementations (a plugin's CI)\n"
+                   "--isolate          run each implementation in child processes: a crash or a hang is\n"
+                   "                   reported by name with its configuration, the others' results stand\n"
+                   "                   (the default for plugins; built-ins run in this process)\n"
+                   "--no-isolate       everything in this process\n"
                    "--seed changes the random inputs (the configurations stay the same).\n"
-                   "Implementations on a device (OpenCL) run there, through device buffers with the same\n"
+                   "Implementations on a device (OpenCL, XLA) run there, through device buffers with the same\n"
                    "guard regions: on the --device of their kind (e.g. --device opencl:1), else its first.\n"
-                   "Exit status 1 if any configuration failed.\n",
+                   "Exit status 1 if any configuration failed (or a plugin was refused at load).\n",
                    modattn_conformance_grid_size());
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) json = true;
         else if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) verbose = true;
+        else if (strcmp(argv[i], "--isolate") == 0) isolate = 1;
+        else if (strcmp(argv[i], "--no-isolate") == 0) isolate = 0;
         else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) only = argv[++i];
         else if (strncmp(argv[i], "--backend=", 10) == 0) only = argv[i] + 10;
+        else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) plugin = argv[++i];
+        else if (strncmp(argv[i], "--plugin=", 9) == 0) plugin = argv[i] + 9;
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc) {
             if (cli_parse_u64("check: --seed", argv[++i], &seed) != 0) return 2;
         } else if (strcmp(argv[i], "--configs") == 0 && i + 1 < argc) {
@@ -113,11 +288,20 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
             return 2;
         }
     }
+    char real[PATH_MAX] = "";
+    if (plugin) {
+        struct stat st;
+        if (stat(plugin, &st) != 0 || !S_ISREG(st.st_mode)) {
+            fprintf(stderr, "modattn check: --plugin %s: %s\n", plugin, stat(plugin, &st) != 0 ? strerror(errno) : "not a file");
+            return 2;
+        }
+        if (!realpath(plugin, real)) snprintf(real, sizeof real, "%s", plugin);
+        setenv("MODATTN_PLUGIN_PATH", real, 1); /* that plugin alone, in this process and its children */
+    }
     modattn_ctx *ctx;
     if (cli_open_ctx(g, &ctx)) return 1;
     modattn_conformance_options o;
     memset(&o, 0, sizeof o);
-    o.only = only;
     o.max_configs = max_configs;
     o.log = stderr;
     o.verbose = verbose;
@@ -126,24 +310,69 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
         const modattn_device_iface *dev;
         if (modattn_device_lookup(g->device, &dev) == 0) o.device_index = dev->id.index;
     }
+    /* which implementations, and which of them in child processes */
+    const size_t nimpl = modattn_ctx_impl_count(ctx);
+    size_t which[64], nw = 0;
+    for (size_t i = 0; i < nimpl && nw < 64; i++) {
+        modattn_impl_info info;
+        modattn_ctx_impl_info(ctx, i, &info);
+        if (only && strcmp(only, info.name) != 0) continue;
+        if (plugin && (!is_plugin(&info) || strcmp(info.origin, real) != 0)) continue;
+        which[nw++] = i;
+    }
+    const size_t nerr = modattn_ctx_plugin_error_count(ctx);
+    if (plugin && nerr) {
+        for (size_t i = 0; i < nerr; i++) fprintf(stderr, "modattn check: plugin refused: %s\n", modattn_ctx_plugin_error(ctx, i));
+        return 1;
+    }
+    if (nw == 0) {
+        if (only) {
+            long idx = modattn_ctx_find(ctx, only);
+            (void)idx;
+            fprintf(stderr, "modattn check: no implementation named '%s'%s\n", only,
+                    nerr ? " (a plugin was refused at load: see `modattn backends`)" : "");
+            return 2;
+        }
+        fprintf(stderr, "modattn check: --plugin %s holds no implementation\n", plugin ? plugin : "");
+        return 1;
+    }
     modattn_conformance_result res[64];
     size_t n = 0;
-    int st = modattn_conformance_run(ctx, &o, res, 64, &n);
-    if (st == MODATTN_ENOTFOUND && only) { /* --backend names nothing: a usage error */
-        cli_fail("check", st);
-        return 2;
+    for (size_t k = 0; k < nw; k++) {
+        modattn_impl_info info;
+        modattn_ctx_impl_info(ctx, which[k], &info);
+        const bool iso = isolate == 1 || (isolate == -1 && is_plugin(&info));
+        if (iso) {
+            int rc = check_isolated(g, &o, info.name, &res[n]);
+            if (rc) return rc;
+            n++;
+            continue;
+        }
+        o.only = info.name;
+        size_t got = 0;
+        int st = modattn_conformance_run(ctx, &o, &res[n], 1, &got);
+        if (st) return cli_fail("check", st);
+        n += got;
     }
-    if (st) return cli_fail("check", st);
     int failed = 0;
     for (size_t i = 0; i < n; i++) failed += res[i].failed;
     if (json) {
         json_t *arr = json_array();
         for (size_t i = 0; i < n; i++) {
-            json_t *r = json_pack("{s:s, s:i, s:i, s:i, s:f}", "name", res[i].name, "passed", res[i].passed, "failed",
-                                  res[i].failed, "unsupported", res[i].unsupported, "worst_error_ratio",
-                                  res[i].worst_ratio);
+            json_t *r = json_pack("{s:s, s:i, s:i, s:i}", "name", res[i].name, "passed", res[i].passed, "failed",
+                                  res[i].failed, "unsupported", res[i].unsupported);
+            /* JSON has no infinity: a NaN failure's ratio is null */
+            json_object_set_new(r, "worst_error_ratio",
+                                isfinite(res[i].worst_ratio) ? json_real(res[i].worst_ratio) : json_null());
             if (res[i].first_failure[0]) json_object_set_new(r, "first_failure", json_string(res[i].first_failure));
-            if (res[i].unsupported) json_object_set_new(r, "unsupported_reason", json_string(res[i].unsupported_reason));
+            if (res[i].unsupported) {
+                json_object_set_new(r, "unsupported_reason", json_string(res[i].unsupported_reason));
+                json_t *why = json_object();
+                for (int k = 0; k < res[i].nreasons; k++)
+                    json_object_set_new(why, res[i].reasons[k].text, json_integer(res[i].reasons[k].count));
+                if (res[i].other_reasons) json_object_set_new(why, "(other reasons)", json_integer(res[i].other_reasons));
+                json_object_set_new(r, "unsupported_by_reason", why);
+            }
             json_array_append_new(arr, r);
         }
         int rc = cli_print_json(json_pack("{s:o, s:i}", "implementations", arr, "configurations",
@@ -157,8 +386,9 @@ int cli_cmd_check(cli_globals *g, int argc, char **argv) {
         printf("%-18s %7d %7d %12d %12.3f\n", res[i].name, res[i].passed, res[i].failed, res[i].unsupported,
                res[i].worst_ratio);
         if (res[i].first_failure[0]) printf("    first failure: %s\n", res[i].first_failure);
-        if (res[i].unsupported && !res[i].passed && !res[i].failed)
-            printf("    unsupported here: %s\n", res[i].unsupported_reason);
+        for (int k = 0; k < res[i].nreasons; k++)
+            printf("    unsupported %4d: %s\n", res[i].reasons[k].count, res[i].reasons[k].text);
+        if (res[i].other_reasons) printf("    unsupported %4d: (other reasons)\n", res[i].other_reasons);
     }
     printf("%s\n", failed ? "FAILED" : "OK");
     return failed ? 1 : 0;

@@ -136,6 +136,7 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
                     (unsigned long long)s.failures, s.total_ms, s.median_ms,
                     s.total_ms > 0 ? s.flops / (s.total_ms * 1e6) : 0.0,
                     (unsigned long long)s.fallbacks);
+            if (s.last_failure[0]) fprintf(f, "  %-16s last failure: %s\n", "", s.last_failure);
         }
     }
     modattn_mem_stats m;

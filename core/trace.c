@@ -24,6 +24,12 @@ typedef struct block {
 
 static atomic_bool g_on;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The trace's own copies of span names and implementation names (a plugin's name goes away with
+ * the plugin, a device's name may be a caller's buffer): a span never points at memory it does
+ * not own. Few distinct strings exist (op names, implementations, devices): a list, searched by
+ * content, kept until modattn_trace_clear. */
+static char **g_strs;
+static size_t g_nstrs, g_capstrs;
 static block *g_head, *g_tail;
 static size_t g_count;
 static uint64_t g_epoch;
@@ -49,6 +55,23 @@ uint64_t modattn_trace_begin(void) {
     return modattn_now_ns();
 }
 
+/* s's copy in the trace's list (g_mu held); NULL for NULL, or when memory fails ("?" then) */
+static const char *intern(const char *s) {
+    if (!s) return NULL;
+    for (size_t i = 0; i < g_nstrs; i++)
+        if (strcmp(g_strs[i], s) == 0) return g_strs[i];
+    if (g_nstrs == g_capstrs) {
+        size_t nc = g_capstrs ? 2 * g_capstrs : 64;
+        char **n = modattn_realloc(g_strs, nc * sizeof *n, MODATTN_MEM_OTHER);
+        if (!n) return "?";
+        g_strs = n, g_capstrs = nc;
+    }
+    char *c = modattn_strndup(s, 200, MODATTN_MEM_OTHER);
+    if (!c) return "?";
+    g_strs[g_nstrs++] = c;
+    return c;
+}
+
 static void push(const char *name, const char *impl, const char *shape, double bytes, double flops, int tid,
                  uint64_t t0, uint64_t t1) {
     pthread_mutex_lock(&g_mu);
@@ -65,8 +88,8 @@ static void push(const char *name, const char *impl, const char *shape, double b
         g_tail = b;
     }
     modattn_trace_span *s = &g_tail->spans[g_tail->used++];
-    s->name = name;
-    s->impl = impl;
+    s->name = intern(name ? name : "?");
+    s->impl = intern(impl);
     snprintf(s->shape, sizeof s->shape, "%s", shape ? shape : "");
     s->bytes = bytes;
     s->flops = flops;
@@ -125,6 +148,9 @@ void modattn_trace_clear(void) {
     }
     g_head = g_tail = NULL;
     g_count = 0;
+    for (size_t i = 0; i < g_nstrs; i++) modattn_free(g_strs[i]);
+    modattn_free(g_strs);
+    g_strs = NULL, g_nstrs = g_capstrs = 0;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -157,9 +183,9 @@ int modattn_trace_write_json(const char *path) {
             if (seen || nnamed == 64) continue;
             named[nnamed++] = t;
             int kind = (t - MODATTN_TRACE_DEVICE_TRACK(0, 0)) / 1000, index = (t - MODATTN_TRACE_DEVICE_TRACK(0, 0)) % 1000;
-            static const char *kinds[] = {"cpu", "cuda", "opencl"};
+            static const char *kinds[] = {"cpu", "cuda", "opencl", "xla"};
             fprintf(f, "%s{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s:%d queue\"}}",
-                    first ? "" : ",\n", pid, t, kind >= 0 && kind < 3 ? kinds[kind] : "device", index);
+                    first ? "" : ",\n", pid, t, kind >= 0 && kind < 4 ? kinds[kind] : "device", index);
             first = false;
         }
     for (block *b = g_head; b; b = b->next) {

@@ -219,8 +219,8 @@ void modattn_cpu_describe(char *buf, size_t len);
 /* ---------------------------------------------------------------- tracing */
 
 typedef struct modattn_trace_span {
-    const char *name;   /* static string */
-    const char *impl;   /* static string or NULL */
+    const char *name;   /* the trace's copy (valid until modattn_trace_clear) */
+    const char *impl;   /* the trace's copy, or NULL */
     char shape[64];
     double bytes;
     double flops;
@@ -234,7 +234,8 @@ bool modattn_trace_enabled(void);
 uint64_t modattn_now_ns(void);
 /* Returns a start timestamp, or 0 when tracing is off. */
 uint64_t modattn_trace_begin(void);
-/* Records a span if t0 != 0. name and impl must be string literals (kept by pointer). */
+/* Records a span if t0 != 0. name and impl are copied (once per distinct string): a plugin's
+ * name or a caller's buffer may go away after the call. */
 void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
                        double bytes, double flops);
 /* Records a span with explicit times (CLOCK_MONOTONIC ns, as modattn_now_ns) on a track: a

@@ -140,6 +140,7 @@ typedef struct modattn_impl_stats {
     double total_ms;
     double median_ms;    /* median time of a successful call (from a uniform sample of 2048) */
     double flops;        /* summed over successful calls */
+    char last_failure[200]; /* the reason of the last failed run ("" if none) */
 } modattn_impl_stats;
 int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out);
 uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx);

@@ -1,8 +1,17 @@
 /* modattn/impl.h — the interface an attention implementation fills in (built in or plugin).
  *
- * This header is all a kernel author needs: an implementation does not link against the rest of
- * modattn. Threads come from the host through modattn_exec; memory comes from the host as the
- * workspace the implementation asked for in workspace_bytes(). `run` never allocates.
+ * This header is all a kernel author needs. An implementation calls no function of libmodattn (the
+ * host may be the statically linked CLI, where none is visible to a plugin; linking -lmodattn would
+ * load a second copy): the declarations in the headers it includes are for the host. What it may
+ * use is the types and the static inline helpers below (modattn_plugin_*). Threads come from the
+ * host through modattn_exec; memory comes from the host as the workspace the implementation asked
+ * for in workspace_bytes(). `run` never allocates. examples/plugin/ is a complete skeleton.
+ *
+ * The workspace: exactly workspace_bytes() bytes, MODATTN_ALIGN-aligned, not zeroed, reused across
+ * calls with other contents; `modattn check` poisons it and guards both ends (a write outside is a
+ * failure naming the workspace). run() may be called from several threads at once, each with its own
+ * workspace: no mutable state in the table or in globals. Thread ids passed by parallel_for are in
+ * [0, exec->nthreads): index per-thread scratch with them.
  *
  * Slots are only ever appended; MODATTN_IMPL_API_VERSION changes when the meaning of an existing
  * slot changes, and the host refuses a table built against another version.
@@ -76,6 +85,15 @@ typedef struct modattn_ctl_kernel {
 } modattn_ctl_kernel;
 
 typedef const modattn_attn_impl *(*modattn_plugin_entry_fn)(void);
+
+/* Helpers a plugin may use (static inline: nothing to link). */
+static inline size_t modattn_plugin_dtype_size(modattn_dtype t) {
+    return t == MODATTN_DTYPE_F32 ? 4 : t == MODATTN_DTYPE_F64 ? 8 : (t == MODATTN_DTYPE_F16 || t == MODATTN_DTYPE_BF16) ? 2 : 0;
+}
+/* The element offset of [i0, i1, i2, i3] in a view (host form: from t->data). */
+static inline int64_t modattn_plugin_offset(const modattn_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return i0 * t->stride[0] + i1 * t->stride[1] + i2 * t->stride[2] + i3 * t->stride[3];
+}
 
 #ifdef __cplusplus
 }

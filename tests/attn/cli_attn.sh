@@ -58,8 +58,8 @@ json_check "j['implementations'][0]['verdict']=='chosen' and j['policy']=='refer
 # plugins: the reference as a shared object loads and passes; broken ones are refused with reasons
 json_check "j['implementations'][0]['name']=='reference_plugin' and j['implementations'][0]['passed']>=500 and j['implementations'][0]['failed']==0" -- env MODATTN_PLUGIN_PATH="$PLUGINS/good" "$BIN" check --backend reference_plugin --json
 expect 0 "reference_plugin" -- env MODATTN_PLUGIN_PATH="$PLUGINS/good" "$BIN" backends
-expect 0 "api_version" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
-expect 0 "no accelerator found" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
+expect 1 "api_version" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
+expect 1 "no accelerator found" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends
 json_check "len(j['refused_plugins'])==3 and not any(i['name']=='future_plugin' for i in j['implementations'])" -- env MODATTN_PLUGIN_PATH="$PLUGINS/bad" "$BIN" backends --json
 
 # bench and tune

@@ -120,6 +120,31 @@ int main(void) {
     if (tf) fclose(tf);
     unlink(path);
     CHECK(strstr(buf, "\"traceEvents\"") && strstr(buf, "\"name\":\"unit\""));
+    /* names that go away after the call (a plugin unloaded, a caller's buffer): the trace keeps
+     * its own copies (the CLI's --trace crashed once a plugin that ran had been unloaded) */
+    {
+        char *nm = strdup("span.from_a_buffer"), *im = strdup("plugin_impl");
+        CHECK(nm && im);
+        uint64_t t1 = modattn_trace_begin();
+        modattn_trace_end(t1, nm, im, "", 0, 0);
+        memset(nm, 'x', strlen(nm)), memset(im, 'y', strlen(im));
+        free(nm), free(im);
+        modattn_trace_span s2;
+        CHECK(modattn_trace_get(1, &s2) == 0 && strcmp(s2.name, "span.from_a_buffer") == 0 &&
+              strcmp(s2.impl, "plugin_impl") == 0);
+        char path2[] = "/tmp/modattn_trace2_XXXXXX";
+        fd = mkstemp(path2);
+        CHECK(fd >= 0);
+        close(fd);
+        CHECK(modattn_trace_write_json(path2) == 0);
+        tf = fopen(path2, "r");
+        char big[4096] = "";
+        nr = tf ? fread(big, 1, sizeof big - 1, tf) : 0;
+        big[nr] = '\0';
+        if (tf) fclose(tf);
+        unlink(path2);
+        CHECK(strstr(big, "\"name\":\"span.from_a_buffer\"") && strstr(big, "\"impl\":\"plugin_impl\""));
+    }
     modattn_trace_clear();
     modattn_trace_enable(false);
     CHECK(modattn_trace_count() == 0);
