@@ -64,6 +64,7 @@ typedef struct xla_encoder_shape {
     modattn_act act;
     unsigned pooling; /* modattn_pooling bits: cls, max, mean only */
     bool normalize;
+    bool bf16; /* --precision bf16: the dense layers' operands in bfloat16, sums in fp32 */
 } xla_encoder_shape;
 /* The whole forward for one (B, S) bucket: arguments the weights in modattn_encoder_graph's
  * order (word, pos, type0, emb_g, emb_b, then per layer wqkv, bqkv, wo, bo, ln1_g, ln1_b, w1, b1,

@@ -224,9 +224,9 @@ static bool graph_supports(void *ctx, const modattn_encoder_graph *g, char *reas
         snprintf(reason, len, "pooling modes other than cls, max and mean are not built for xla yet");
         return false;
     }
-    if (g->precision != MODATTN_PRECISION_FP32) {
-        snprintf(reason, len, "precision %s: the xla device runs fp32 only for now (dots at precision HIGHEST)",
-                 modattn_precision_name(g->precision));
+    if (g->precision != MODATTN_PRECISION_FP32 && g->precision != MODATTN_PRECISION_BF16) {
+        snprintf(reason, len, "precision %s: the xla device runs fp32 (dots at precision HIGHEST) and bf16 (bfloat16 "
+                 "operands, fp32 sums) only", modattn_precision_name(g->precision));
         return false;
     }
     if (g->heads < 1 || g->hidden % g->heads) {
@@ -263,7 +263,8 @@ static int graph_load(void *ctx, const modattn_encoder_graph *g, void **out, cha
     }
     m->d = d;
     m->shape = (xla_encoder_shape){0, 0, g->hidden, g->heads, g->intermediate, g->vocab, g->max_positions, g->layers,
-                                   g->dim, g->eps, g->act, g->pooling, g->normalize};
+                                   g->dim, g->eps, g->act, g->pooling, g->normalize,
+                                   g->precision == MODATTN_PRECISION_BF16};
     m->pad_id = g->pad_id;
     snprintf(m->identity, sizeof m->identity, "%s", g->identity ? g->identity : "");
     m->nw = 5 + (size_t)g->layers * 12;
@@ -348,9 +349,9 @@ static int bucket_exe(xla_model *m, int64_t B, int64_t S, xla_exe **out, char *r
      * the model: a cached executable is used only for exactly this */
     char key[2048];
     const modattn_cpu_features *cf = modattn_cpu_get();
-    snprintf(key, sizeof key, "modattn-xla-1|%s|%s|%s|%s avx2=%d avx512f=%d amx=%d|%s|fp32|B%lld|S%lld|hlo%016llx",
+    snprintf(key, sizeof key, "modattn-xla-1|%s|%s|%s|%s avx2=%d avx512f=%d amx=%d|%s|%s|B%lld|S%lld|hlo%016llx",
              xla_plugin_path(d->p), xla_plugin_platform(d->p), xla_plugin_version(d->p), cf->model_name, cf->avx2,
-             cf->avx512f, cf->amx_bf16, m->identity, (long long)B, (long long)S,
+             cf->avx512f, cf->amx_bf16, m->identity, m->shape.bf16 ? "bf16" : "fp32", (long long)B, (long long)S,
              (unsigned long long)XXH64(t.s, t.n, 0));
     char dir[1024], file[1200];
     bool disk = cache_dir(dir, sizeof dir);

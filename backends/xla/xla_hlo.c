@@ -53,19 +53,20 @@ typedef struct val {
     int id;
     int nd;
     int64_t d[6];
-    bool i32, i1;
+    bool i32, i1, bf16;
 } val;
 
 typedef struct emit {
     xla_text *t;
     int next;
+    bool bf16_dense; /* the dense layers' products in bfloat16, summed in fp32 (--precision bf16) */
 } emit;
 
 /* "tensor<2x3xf32>" */
 static const char *ty(const val *v, char *buf, size_t len) {
     size_t o = (size_t)snprintf(buf, len, "tensor<");
     for (int i = 0; i < v->nd; i++) o += (size_t)snprintf(buf + o, len - o, "%lldx", (long long)v->d[i]);
-    snprintf(buf + o, len - o, "%s>", v->i1 ? "i1" : v->i32 ? "i32" : "f32");
+    snprintf(buf + o, len - o, "%s>", v->i1 ? "i1" : v->i32 ? "i32" : v->bf16 ? "bf16" : "f32");
     return buf;
 }
 
@@ -208,7 +209,9 @@ static val dot(emit *e, val a, val b, int nb, const int64_t *bl, const int64_t *
         for (int k = 0; k < nb; k++) skip |= i == br[k];
         if (!skip) r.d[r.nd++] = b.d[i];
     }
+    r.bf16 = false; /* fp32 sums, whatever the operands */
     r = fresh(e, r);
+    const char *prec = a.bf16 ? "DEFAULT" : "HIGHEST";
     char ta[96], tb[96], tr[96], b1[64] = "", b2[64] = "";
     if (nb) {
         char x1[48], x2[48];
@@ -223,9 +226,9 @@ static val dot(emit *e, val a, val b, int nb, const int64_t *bl, const int64_t *
     put(e->t,
         "    %%v%d = \"stablehlo.dot_general\"(%%v%d, %%v%d) {dot_dimension_numbers = #stablehlo.dot<%s%s"
         "lhs_contracting_dimensions = [%lld], rhs_contracting_dimensions = [%lld]>, precision_config = "
-        "[#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]} : (%s, %s) -> %s\n",
-        r.id, a.id, b.id, b1, b2, (long long)cl, (long long)cr, ty(&a, ta, sizeof ta), ty(&b, tb, sizeof tb),
-        ty(&r, tr, sizeof tr));
+        "[#stablehlo<precision %s>, #stablehlo<precision %s>]} : (%s, %s) -> %s\n",
+        r.id, a.id, b.id, b1, b2, (long long)cl, (long long)cr, prec, prec, ty(&a, ta, sizeof ta),
+        ty(&b, tb, sizeof tb), ty(&r, tr, sizeof tr));
     return r;
 }
 
@@ -286,8 +289,20 @@ static val layernorm(emit *e, val x, val g, val b, double eps) {
     return binary(e, "add", y, bcast(e, b, x, lastd));
 }
 
-/* x[B,S,K] . w[N,K]^T + bias[N] */
+static val to_bf16(emit *e, val a) {
+    val r = a;
+    r.bf16 = true;
+    r = fresh(e, r);
+    char ta[96], tr[96];
+    put(e->t, "    %%v%d = \"stablehlo.convert\"(%%v%d) : (%s) -> %s\n", r.id, a.id, ty(&a, ta, sizeof ta),
+        ty(&r, tr, sizeof tr));
+    return r;
+}
+
+/* x[B,S,K] . w[N,K]^T + bias[N]; with bf16_dense the operands rounded to bfloat16 (round to nearest
+ * even, as the CPU's VCVTNEPS2BF16) and the products summed in fp32 (the result type) */
 static val linear(emit *e, val x, val w, val bias) {
+    if (e->bf16_dense) x = to_bf16(e, x), w = to_bf16(e, w);
     val y = dot(e, x, w, 0, NULL, NULL, 2, 1);
     int64_t lastd[1] = {2};
     return binary(e, "add", y, bcast(e, bias, y, lastd));
@@ -361,7 +376,7 @@ static val attend(emit *e, val q, val k, val v, val lens, const val *mask, doubl
 
 int xla_hlo_encoder(const xla_encoder_shape *c, xla_text *out) {
     memset(out, 0, sizeof *out);
-    emit E = {out, 0}, *e = &E;
+    emit E = {out, 0, c->bf16}, *e = &E;
     const int64_t B = c->B, S = c->S, H = c->H, nh = c->heads, dh = c->H / c->heads, I = c->I;
     /* arguments */
     val word = fresh(e, SHAPE(c->V, H)), pos = fresh(e, SHAPE(c->P, H)), type0 = fresh(e, SHAPE(H));
@@ -475,7 +490,7 @@ int xla_hlo_encoder(const xla_encoder_shape *c, xla_text *out) {
 
 int xla_hlo_attention(const xla_attn_shape *a, xla_text *out) {
     memset(out, 0, sizeof *out);
-    emit E = {out, 0}, *e = &E;
+    emit E = {out, 0, false}, *e = &E;
     val q = fresh(e, SHAPE(a->B, a->Hq, a->Sq, a->D)), k = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->D));
     val v = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->Dv)), lens = fresh(e, SHAPE_I(a->B));
     val mask = a->has_mask ? fresh(e, SHAPE(a->mask_b, a->mask_h, a->Sq, a->Sk)) : lens;

@@ -117,7 +117,22 @@ MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" --device xla embed --model "$MODEL" hi >
 check "a file that is no library: exit 1 naming dlopen (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "dlopen" "$TMP/err"'
 MODATTN_PJRT_PLUGIN=$TMP/fake.so "$BIN" devices > "$TMP/out" 2>&1; rc=$?
 check "devices still lists it, saying why it cannot be used (rc $rc)" '[ $rc -eq 0 ] && grep -q "cannot be used" "$TMP/out"'
-"$BIN" --device xla --precision bf16 embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
-check "bf16 on xla is refused with the reason, not run in fp32 (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "fp32 only" "$TMP/err"'
+"$BIN" --device xla --precision int8 embed --model "$MODEL" hi > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "int8 on xla is refused with the reason, not run in fp32 (rc $rc: $(cat "$TMP/err"))" '[ $rc -eq 1 ] && grep -q "runs fp32 .* and bf16 .* only" "$TMP/err"'
+# bf16: the dense layers' operands in bfloat16, fp32 sums (as the CPU's bf16): near the goldens, not equal
+"$BIN" --device xla --precision bf16 embed --model "$MODEL" --jsonl - < "$TMP/in.jsonl" > "$TMP/xbf.out" 2> "$TMP/err"; rc=$?
+check "embed --device xla --precision bf16 exits 0 (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
+python3 - "$GOLD" "$TMP/xbf.out" "$TMP/xla.out" > "$TMP/cmpb" <<'PY'
+import json, math, sys
+g = [json.loads(l)["embedding"] for l in open(sys.argv[1])]
+b = [json.loads(l)["embedding"] for l in open(sys.argv[2])]
+f = [json.loads(l)["embedding"] for l in open(sys.argv[3])]
+cos = lambda x, y: sum(p * q for p, q in zip(x, y)) / math.sqrt(sum(p * p for p in x) * sum(q * q for q in y))
+print(f"{min(cos(x, y) for x, y in zip(g, b)):.9f} {sum(1 for x, y in zip(b, f) if x != y)}")
+PY
+read -r wb differ < "$TMP/cmpb" || true
+echo "xla bf16 vs sentence-transformers: min cosine $wb ($differ of the vectors differ from fp32's)"
+check "bf16 on xla: min cosine $wb >= 0.9999 to sentence-transformers" "python3 -c 'import sys; sys.exit(0 if float(\"$wb\") >= 0.9999 else 1)'"
+check "bf16 on xla is not fp32 under another name ($differ vectors differ)" '[ "$differ" -gt 0 ]'
 echo "cli_xla: $pass passed, $fail failed"
 [ $fail -eq 0 ]
