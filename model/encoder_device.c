@@ -200,21 +200,10 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
     if (modattn_device_has_graph(dev)) { /* the device takes the whole model at once */
-        modattn_graph_layer *gl = modattn_calloc((size_t)c->layers, sizeof *gl, MODATTN_MEM_OTHER);
-        if (!gl) {
-            modattn_free(dm);
-            return modattn_mem_last_status();
-        }
-        for (int l = 0; l < c->layers; l++) {
-            const modattn__layer_weights *w = &lw[l];
-            gl[l] = (modattn_graph_layer){w->wqkv, w->bqkv, w->wo, w->bo, w->ln1_g, w->ln1_b,
-                                          w->w1, w->b1, w->w2, w->b2, w->ln2_g, w->ln2_b};
-        }
         modattn_encoder_graph g;
-        graph_of(c, identity, gl, &g);
+        graph_of(c, identity, lw, &g);
         g.word = word, g.pos = pos, g.type0 = type0, g.emb_g = emb_g, g.emb_b = emb_b;
         st = modattn_device_graph_load(dev, &g, &dm->graph);
-        modattn_free(gl);
         if (st) {
             modattn_free(dm);
             return st;

@@ -58,14 +58,8 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
  * (modattn/device.h) and attention through the dispatcher, on buffer-form tensors. */
 #include "modattn/device.h"
 
-typedef struct modattn__layer_weights {
-    const float *wqkv, *bqkv;   /* [3H, H], [3H] */
-    const float *wo, *bo;       /* [H, H], [H] */
-    const float *ln1_g, *ln1_b; /* [H] */
-    const float *w1, *b1;       /* [I, H], [I] */
-    const float *w2, *b2;       /* [H, I], [H] */
-    const float *ln2_g, *ln2_b; /* [H] */
-} modattn__layer_weights;
+/* one layer's host weights: the graph slot's struct (modattn/device.h), the one layout of them */
+typedef modattn_graph_layer modattn__layer_weights;
 
 typedef struct modattn__dev_model modattn__dev_model;
 typedef struct modattn__dev_arena modattn__dev_arena;

@@ -51,6 +51,24 @@ static int fail(const xla_plugin *p, PJRT_Error *e, const char *step, char *why,
     return MODATTN_EDEVICE;
 }
 
+/* A teardown call's error: nothing can be done with it but release it. */
+static void ignore(const xla_plugin *p, PJRT_Error *e) {
+    if (e) {
+        char w[64];
+        fail(p, e, "teardown", w, sizeof w);
+    }
+}
+
+/* Calls PJRT_<Fn> with its args struct (struct_size set, one field set): the destroy calls. */
+#define PJRT_DESTROY(p, Fn, field, obj)                       \
+    do {                                                      \
+        Fn##_Args a_;                                         \
+        memset(&a_, 0, sizeof a_);                            \
+        a_.struct_size = Fn##_Args_STRUCT_SIZE;               \
+        a_.field = (obj);                                     \
+        ignore((p), (p)->api->Fn(&a_));                       \
+    } while (0)
+
 /* Waits for an event and destroys it: 0, or the event's error. */
 static int await_event(const xla_plugin *p, PJRT_Event *ev, const char *step, char *why, size_t len) {
     if (!ev) return 0;
@@ -59,11 +77,7 @@ static int await_event(const xla_plugin *p, PJRT_Event *ev, const char *step, ch
     a.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
     a.event = ev;
     PJRT_Error *e = p->api->PJRT_Event_Await(&a);
-    PJRT_Event_Destroy_Args d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
-    d.event = ev;
-    p->api->PJRT_Event_Destroy(&d);
+    PJRT_DESTROY(p, PJRT_Event_Destroy, event, ev);
     return e ? fail(p, e, step, why, len) : 0;
 }
 
@@ -157,17 +171,7 @@ bad:
 
 void xla_plugin_close(xla_plugin *p) {
     if (!p) return;
-    if (p->client) {
-        PJRT_Client_Destroy_Args d;
-        memset(&d, 0, sizeof d);
-        d.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
-        d.client = p->client;
-        PJRT_Error *e = p->api->PJRT_Client_Destroy(&d);
-        if (e) {
-            char why[64];
-            fail(p, e, "destroy", why, sizeof why);
-        }
-    }
+    if (p->client) PJRT_DESTROY(p, PJRT_Client_Destroy, client, p->client);
     /* the plugin stays mapped: its own threads and atexit handlers may still run */
     free(p);
 }
@@ -236,17 +240,7 @@ int xla_buf_download(xla_plugin *p, xla_buf *b, void *dst, size_t bytes, char *w
 
 void xla_buf_free(xla_plugin *p, xla_buf *b) {
     if (!b) return;
-    if (b->b) {
-        PJRT_Buffer_Destroy_Args d;
-        memset(&d, 0, sizeof d);
-        d.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-        d.buffer = b->b;
-        PJRT_Error *e = p->api->PJRT_Buffer_Destroy(&d);
-        if (e) {
-            char w[64];
-            fail(p, e, "destroy", w, sizeof w);
-        }
-    }
+    if (b->b) PJRT_DESTROY(p, PJRT_Buffer_Destroy, buffer, b->b);
     atomic_fetch_sub(&p->bytes, b->bytes);
     free(b);
 }
@@ -315,14 +309,7 @@ int xla_serialize(xla_plugin *p, xla_exe *x, void **data, size_t *n, char *why, 
         }
         if (s.serialized_executable_deleter) s.serialized_executable_deleter(s.serialized_executable);
     }
-    PJRT_Executable_Destroy_Args d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
-    d.executable = g.executable;
-    if ((e = p->api->PJRT_Executable_Destroy(&d))) {
-        char w[64];
-        fail(p, e, "destroy", w, sizeof w);
-    }
+    PJRT_DESTROY(p, PJRT_Executable_Destroy, executable, g.executable);
     return st;
 }
 
@@ -350,16 +337,7 @@ int xla_deserialize(xla_plugin *p, const void *data, size_t n, xla_exe **out, ch
 }
 
 static void destroy_raw(const xla_plugin *p, PJRT_Buffer *b) {
-    if (!b) return;
-    PJRT_Buffer_Destroy_Args d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-    d.buffer = b;
-    PJRT_Error *e = p->api->PJRT_Buffer_Destroy(&d);
-    if (e) {
-        char w[64];
-        fail(p, e, "destroy", w, sizeof w);
-    }
+    if (b) PJRT_DESTROY(p, PJRT_Buffer_Destroy, buffer, b);
 }
 
 int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, xla_buf **outs, size_t nouts, char *why,
@@ -413,14 +391,6 @@ int xla_execute(xla_plugin *p, xla_exe *x, xla_buf *const *args, size_t nargs, x
 
 void xla_exe_free(xla_plugin *p, xla_exe *x) {
     if (!x) return;
-    PJRT_LoadedExecutable_Destroy_Args d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
-    d.executable = x->e;
-    PJRT_Error *e = p->api->PJRT_LoadedExecutable_Destroy(&d);
-    if (e) {
-        char w[64];
-        fail(p, e, "destroy", w, sizeof w);
-    }
+    PJRT_DESTROY(p, PJRT_LoadedExecutable_Destroy, executable, x->e);
     free(x);
 }
