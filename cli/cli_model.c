@@ -12,21 +12,38 @@
 
 #define CLI_DEFAULT_MODEL "all-MiniLM-L6-v2"
 
+/* The places the default model is looked for, in order, after --model and MODATTN_MODEL: beside a
+ * development build (<exe>/../.models), where `make install` puts it (<exe>/../share/modattn/models),
+ * the user's data folder, and the current folder's .models. */
 const char *cli_model_dir(const char *given, char *buf, size_t len) {
     if (given) return given;
     const char *env = getenv("MODATTN_MODEL");
     if (env && *env) return env;
-    char exe[PATH_MAX];
+    if (!buf || !len) return "./.models/" CLI_DEFAULT_MODEL;
+    char exe[PATH_MAX] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0 && buf && len) {
+    if (n > 0) {
         exe[n] = '\0';
         char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            int k = snprintf(buf, len, "%s/../.models/" CLI_DEFAULT_MODEL, exe);
-            if (k > 0 && (size_t)k < len && access(buf, F_OK) == 0) return buf;
-        }
+        if (slash) *slash = '\0';
+        else exe[0] = '\0';
+    } else {
+        exe[0] = '\0';
     }
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    char cand[4][PATH_MAX];
+    int nc = 0;
+    if (exe[0]) {
+        snprintf(cand[nc++], PATH_MAX, "%.3000s/../.models/" CLI_DEFAULT_MODEL, exe);
+        snprintf(cand[nc++], PATH_MAX, "%.3000s/../share/modattn/models/" CLI_DEFAULT_MODEL, exe);
+    }
+    if (xdg && *xdg) snprintf(cand[nc++], PATH_MAX, "%.3000s/modattn/models/" CLI_DEFAULT_MODEL, xdg);
+    else if (home && *home) snprintf(cand[nc++], PATH_MAX, "%.3000s/.local/share/modattn/models/" CLI_DEFAULT_MODEL, home);
+    for (int i = 0; i < nc; i++)
+        if (access(cand[i], F_OK) == 0) {
+            snprintf(buf, len, "%s", cand[i]);
+            return buf;
+        }
     return "./.models/" CLI_DEFAULT_MODEL;
 }
 

@@ -91,5 +91,14 @@ if "$P/bin/modattn" --version > "$T/version" 2>&1 && grep -q "^modattn $(sed -n 
 else
   bad "installed modattn --version: $(cat "$T/version")"
 fi
+# the installed CLI finds the default model `make install` put in <prefix>/share/modattn/models, from
+# any folder, with no --model and no MODATTN_MODEL
+if [ -f "$P/share/modattn/models/all-MiniLM-L6-v2/config.json" ]; then ok "the default model is installed"
+else bad "the default model is not in $P/share/modattn/models"; fi
+if out=$(cd "$T" && env -u MODATTN_MODEL HOME="$T/nohome" "$P/bin/modattn" embed "found with no --model" 2>&1) && grep -q '"embedding"' <<<"$out"; then
+  ok "the installed modattn embeds with no --model"
+else
+  bad "the installed modattn found no model: $(head -c 300 <<<"$out")"
+fi
 echo "install_test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
