@@ -18,6 +18,7 @@ static void index_usage(FILE *f) {
             "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--prune]\n"
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
+            "                     [--file-timeout SECONDS]\n"
             "                     PATH...\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "Reads .txt, .md, .html/.htm (visible text), .pdf, and other files that look like\n"
@@ -39,7 +40,13 @@ static void index_usage(FILE *f) {
             "  --chunk-tokens N     tokens per chunk, [CLS]/[SEP] included (default: the\n"
             "                       model's max_seq_length, 256 for all-MiniLM-L6-v2)\n"
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
-            "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes)\n"
+            "  --max-file-size SIZE skip larger files (default 64M; K, M, G suffixes); the text\n"
+            "                       extracted from an HTML or PDF file is capped the same\n"
+            "  --file-timeout SECONDS  stop extracting the text of an HTML or PDF file after\n"
+            "                       this long and skip the file with an error (default 30;\n"
+            "                       0: no limit). Extraction runs in a child process whose\n"
+            "                       memory is capped by what --mem-budget leaves (1 GiB\n"
+            "                       without a budget): a file past it is skipped the same\n"
             "  --batch N            chunks per model call, across documents (default 64)\n"
             "  --ann KIND           build an approximate-search index beside the store (DB.ann)\n"
             "                       for `search` to use: through FAISS, hnsw (graph, best recall\n"
@@ -73,7 +80,8 @@ static void index_usage(FILE *f) {
             "                        there is one), \"ann_error\" (when updating it failed)}\n"
             "  --quiet              no progress line and no notes on skipped files\n"
             "  -h, --help           this help\n\n"
-            "exit status: 0 done; 3 done, but some files could not be read (listed); 1 the run\n"
+            "exit status: 0 done; 3 done, but some files could not be read or their text not\n"
+            "extracted (damaged, over --file-timeout or the memory budget: listed); 1 the run\n"
             "stopped (store, model, memory); 2 usage error.\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
 }
@@ -146,6 +154,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     const char *db = MODATTN_STORE_DEFAULT_PATH, *model_dir = NULL;
     bool json = false, quiet = false, prune = false, dashdash = false;
     double wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
+    double file_timeout = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
     long long chunk_tokens = 0, overlap = -1, batch = 0;
     int64_t max_size = 0;
     const char *ann_kind = NULL, *ann_params = NULL;
@@ -193,6 +202,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
             }
         } else if ((v = cli_opt_value(argc, argv, &i, "--wait", &missing))) {
             if (cli_parse_double("index --wait", v, 0, 1e6, false, &wait_s) != 0) rc = 2;
+        } else if ((v = cli_opt_value(argc, argv, &i, "--file-timeout", &missing))) {
+            if (cli_parse_double("index --file-timeout", v, 0, 1e6, false, &file_timeout) != 0) rc = 2;
         } else if ((v = cli_opt_value(argc, argv, &i, "--ann", &missing))) {
             ann_kind = v;
             if (modattn_ann_kind_parse(v, &kind) != 0) {
@@ -276,6 +287,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     o.overlap = (long)overlap;
     o.max_file_bytes = (uint64_t)max_size;
     o.batch_chunks = (size_t)batch;
+    o.file_timeout_s = file_timeout > 0 ? file_timeout : -1; /* 0 on the command line: no limit */
     o.prune = prune;
     o.on_event = cli_index_on_event;
     o.on_progress = on_progress;

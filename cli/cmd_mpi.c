@@ -108,7 +108,7 @@ int cli_mpi_init(const char *cmd, int *rank, int *size) {
 typedef struct index_args {
     const char *db, *model_dir;
     bool json, quiet, prune;
-    double wait_s;
+    double wait_s, file_timeout_s;
     long long chunk_tokens, overlap, batch;
     int64_t max_size;
     const char **paths;
@@ -121,6 +121,7 @@ static int parse_index_args(int argc, char **argv, index_args *a, bool say) {
     memset(a, 0, sizeof *a);
     a->db = MODATTN_STORE_DEFAULT_PATH;
     a->wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
+    a->file_timeout_s = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
     a->overlap = -1;
     a->paths = calloc((size_t)argc + 1, sizeof *a->paths);
     if (!a->paths) return 1;
@@ -142,6 +143,7 @@ static int parse_index_args(int argc, char **argv, index_args *a, bool say) {
         else if ((v = cli_opt_value(argc, argv, &i, "--overlap", &missing))) bad = cli_parse_ll("index --overlap", v, 0, 1 << 20, &a->overlap) != 0;
         else if ((v = cli_opt_value(argc, argv, &i, "--batch", &missing))) bad = cli_parse_ll("index --batch", v, 1, 65536, &a->batch) != 0;
         else if ((v = cli_opt_value(argc, argv, &i, "--wait", &missing))) bad = cli_parse_double("index --wait", v, 0, 1e6, false, &a->wait_s) != 0;
+        else if ((v = cli_opt_value(argc, argv, &i, "--file-timeout", &missing))) bad = cli_parse_double("index --file-timeout", v, 0, 1e6, false, &a->file_timeout_s) != 0;
         else if ((v = cli_opt_value(argc, argv, &i, "--max-file-size", &missing))) {
             if (modattn_parse_bytes(v, &a->max_size) != 0 || a->max_size <= 0) {
                 if (say) fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
@@ -572,6 +574,7 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
     o.chunk_tokens = (size_t)a.chunk_tokens;
     o.overlap = (long)a.overlap;
     o.max_file_bytes = (uint64_t)a.max_size;
+    o.file_timeout_s = a.file_timeout_s > 0 ? a.file_timeout_s : -1; /* 0 on the command line: no limit */
     o.batch_chunks = (size_t)a.batch;
     o.prune = a.prune;
     o.ann_exec = modattn_ctx_exec(ctx); /* rank 0 keeps the ANN index up to date, as a plain run */

@@ -4,7 +4,10 @@
  * stays O(window) whatever the document's size. A window starts on a piece that begins a word (not
  * a "##" continuation), so that a chunk tokenised on its own gives the same pieces it had inside
  * the document, and it ends before a word that the window would cut, when that costs less than
- * half the window. */
+ * half the window. A chunk never spans more than MODATTN_CHUNK_MAX_BYTES: a window that would (a
+ * stretch of blank space between pieces, words of [UNK]) ends at the last piece that fits, and one
+ * piece longer than that (a single [UNK] word of megabytes) is cut at the cap, so that what is
+ * stored and shown per chunk stays bounded whatever the file holds. */
 #include <string.h>
 
 #include "modattn/core.h"
@@ -50,6 +53,28 @@ int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t le
             while (e > window / 2 && continues_word(tok, ids[e])) e--;
             if (e > window / 2) m = e;
         }
+        size_t cstart = pos + offs[0].start, cend = pos + offs[m - 1].end;
+        size_t ov = overlap;
+        bool capped = false, one_long = false;
+        if (cend - cstart > MODATTN_CHUNK_MAX_BYTES) {
+            capped = true;
+            size_t mm = m;
+            while (mm > 1 && offs[mm - 1].end - offs[0].start > MODATTN_CHUNK_MAX_BYTES) mm--;
+            if (offs[mm - 1].end - offs[0].start <= MODATTN_CHUNK_MAX_BYTES) {
+                /* end before a word the cap would cut, if one begins inside */
+                size_t e = mm;
+                while (e > 1 && continues_word(tok, ids[e])) e--;
+                if (!continues_word(tok, ids[e])) mm = e;
+                ov = overlap * mm / m; /* the overlap in proportion */
+                m = mm;
+                cend = pos + offs[m - 1].end;
+            } else { /* one piece over the cap: its first bytes, cut on a character boundary */
+                m = 1;
+                one_long = true;
+                cend = cstart + MODATTN_CHUNK_MAX_BYTES;
+                while (cend > cstart + 1 && ((unsigned char)text[cend] & 0xc0) == 0x80) cend--;
+            }
+        }
         if (nchunks == cap) {
             size_t nc = cap ? cap * 2 : 16;
             modattn_chunk *c = modattn_realloc(chunks, nc * sizeof *c, MODATTN_MEM_OTHER);
@@ -60,11 +85,15 @@ int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t le
             chunks = c;
             cap = nc;
         }
-        chunks[nchunks++] = (modattn_chunk){pos + offs[0].start, pos + offs[m - 1].end, m};
-        if (got <= window) break; /* this window reached the end of the text */
+        chunks[nchunks++] = (modattn_chunk){cstart, cend, m};
+        if (got <= window && !capped) break; /* this window reached the end of the text */
+        if (one_long) { /* the next window starts after that word */
+            pos += offs[0].end;
+            continue;
+        }
         /* the next window: `m - overlap` pieces on, moved to a word start (forward first, then
          * backward; a word longer than the whole window is cut where the stride falls) */
-        size_t stride = m > overlap ? m - overlap : 1;
+        size_t stride = m > ov ? m - ov : 1;
         size_t s = stride;
         while (s <= m && continues_word(tok, ids[s])) s++;
         if (s > m) {

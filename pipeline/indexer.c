@@ -12,7 +12,13 @@
  * writer waits milliseconds, not minutes), and a kill leaves every document complete or absent.
  * The price is a document's vectors in memory until it is written: dim x 4 bytes per chunk,
  * about 100 MB for a 64 MiB text file of MiniLM chunks. A document whose file became binary,
- * empty or too large has its old entries removed. */
+ * empty or too large has its old entries removed.
+ *
+ * HTML and PDF text is extracted in a child process under a memory and a time limit
+ * (pipeline/extract.c): a file past either is an error event, and the run goes on. A hard link
+ * to a stored file (the same device and inode, the same content) is that document, as a symbolic
+ * link is. opt->cancel is asked between files, between slices of a batch and while a child
+ * extracts: a stop keeps what was committed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +38,12 @@
 #include "pipeline/pipeline_internal.h"
 
 #define DEFAULT_BATCH_CHUNKS 64
+#define CANCEL_SLICE 8 /* chunks per model call when a cancel hook is set */
+/* HTML files up to this size are extracted in this process: a child costs a fork (a few ms, ten
+ * times a small page's extraction), and libxml2's worst case on 16 KiB (quadratic markup: 1,500
+ * attributes on one element) is some 30 ms and a few MB. PDFs always go to a child: a few KB of
+ * FlateDecode can expand a thousandfold. */
+#define SMALL_HTML_BYTES 16384
 
 /* ------------------------------------------------------------------ paths */
 
@@ -158,7 +170,17 @@ typedef struct run {
     /* progress */
     uint64_t bytes_total, bytes_done, files_done;
     uint64_t t0_ns, last_progress_ns;
+    /* HTML and PDF extraction: its limits (pipeline/extract.c) */
+    modattn__extract_limits xlim;
+    bool stop; /* opt->cancel said so */
 } run;
+
+/* Whether the caller asked to stop (opt->cancel); once it has, the answer stays yes. */
+static bool cancelled(run *r) {
+    if (!r->stop && r->opt->cancel && r->opt->cancel(r->opt->ud)) r->stop = true;
+    return r->stop;
+}
+static int extract_cancel(void *ud) { return cancelled(ud); }
 
 static void event(run *r, modattn_index_event ev, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -369,10 +391,19 @@ static bool is_canonical(const char *path) {
     return same;
 }
 
+/* The id of the document stored under path, or -1 (none, or no store). */
+static int64_t stored_id_of(run *r, const char *path) {
+    modattn_store_doc d;
+    if (!r->store || r->emit_mode || modattn_store_find_document(r->store, path, &d) != 1) return -1;
+    return d.id;
+}
+
 /* One file, one document: names of the same file (dev, ino) found by the walk, through links or
- * hard links or named twice, keep one: its canonical name if the walk met it, else the first in
- * path order (so a later run that reaches it the same way picks the same name). The others are
- * reported, counted as skipped. Leaves the list in path order. */
+ * hard links or named twice, keep one: the name the store has it under if the walk met it (the
+ * first stored, if an older version stored it under several), else its canonical name if the walk
+ * met it, else the first in path order (so a later run that reaches it the same way picks the same
+ * name). The others are reported, counted as skipped. Leaves the list in path order. */
+
 static void dedupe_files(run *r) {
     if (r->nfiles < 2) return;
     qsort(r->files, r->nfiles, sizeof *r->files, cmp_file_ids);
@@ -382,8 +413,20 @@ static void dedupe_files(run *r) {
         while (j < r->nfiles && r->files[j].dev == r->files[i].dev && r->files[j].ino == r->files[i].ino) j++;
         size_t keep = i;
         if (j - i > 1) {
-            /* the same name twice (a folder and a file in it) is not worth a message */
-            for (size_t k = i; k < j; k++)
+            /* the name the store has it under (a hard link added since is not a new document;
+             * stored under several names by an older version: the first stored), else the
+             * canonical one */
+            bool found = false;
+            int64_t best = -1;
+            for (size_t k = i; k < j; k++) {
+                int64_t id = stored_id_of(r, r->files[k].path);
+                if (id >= 0 && (best < 0 || id < best)) {
+                    best = id;
+                    keep = k;
+                    found = true;
+                }
+            }
+            for (size_t k = i; k < j && !found; k++)
                 if (is_canonical(r->files[k].path)) {
                     keep = k;
                     break;
@@ -484,6 +527,22 @@ static int process_file(run *r, file_entry *f) {
     return st;
 }
 
+/* finding a stored name of the file (dev, ino) among documents of the same content */
+typedef struct same_file {
+    dev_t dev;
+    ino_t ino;
+    char *path; /* found: modattn_strdup'd */
+    int st;
+} same_file;
+
+static int find_same_file(void *ud, const char *path) {
+    same_file *sf = ud;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_dev != sf->dev || sb.st_ino != sf->ino) return 0;
+    if (!(sf->path = modattn_strdup(path, MODATTN_MEM_OTHER))) return sf->st = modattn_mem_last_status();
+    return 1;
+}
+
 static int process_file_inner(run *r, file_entry *f) {
     modattn_index_stats *s = r->stats;
     s->files_seen++;
@@ -534,8 +593,7 @@ static int process_file_inner(run *r, file_entry *f) {
     }
     const int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
     const int64_t size = (int64_t)sb.st_size;
-    const bool same_chunking = had == 1 && old.chunk_tokens == r->chunk_tokens &&
-                               old.overlap == (int32_t)r->overlap;
+    bool same_chunking = had == 1 && old.chunk_tokens == r->chunk_tokens && old.overlap == (int32_t)r->overlap;
     if (size == 0) {
         s->files_skipped++;
         event(r, MODATTN_INDEX_SKIPPED, f->path, "empty file%s",
@@ -574,6 +632,36 @@ static int process_file_inner(run *r, file_entry *f) {
     }
     s->bytes_read += len;
     const uint64_t hash = XXH3_64bits(buf, len);
+    if (had == 0 && r->store && sb.st_nlink > 1) {
+        /* a hard link to a file stored under another name (the same device and inode, the same
+         * content): it is that document, as a symbolic link is */
+        same_file sf = {sb.st_dev, sb.st_ino, NULL, 0};
+        int k = modattn__store_paths_with_hash(r->store, hash, (int64_t)len, find_same_file, &sf);
+        if (k < 0 && !sf.st) {
+            st = k;
+            goto out;
+        }
+        if (sf.st) {
+            st = sf.st;
+            goto out;
+        }
+        if (sf.path) {
+            int f2 = modattn_store_find_document(r->store, sf.path, &old);
+            if (f2 < 0) {
+                modattn_free(sf.path);
+                st = f2;
+                goto out;
+            }
+            if (f2 == 1) {
+                modattn_free(f->path);
+                f->path = sf.path;
+                had = 1;
+                same_chunking = old.chunk_tokens == r->chunk_tokens && old.overlap == (int32_t)r->overlap;
+            } else {
+                modattn_free(sf.path);
+            }
+        }
+    }
     if (same_chunking && old.hash == hash) {
         s->files_unchanged++;
         if (!r->plan_mode && (old.mtime_ns != mtime || old.size != (int64_t)len))
@@ -617,10 +705,30 @@ static int process_file_inner(run *r, file_entry *f) {
     d->line_no = 1;
     size_t from = 0; /* a UTF-8 byte order mark is not text */
     if (kind == MODATTN_DOC_HTML || kind == MODATTN_DOC_PDF) {
-        st = kind == MODATTN_DOC_HTML ? modattn_extract_html(buf, len, &d->text)
-                                      : modattn_extract_pdf(buf, len, &d->text);
+        /* in a child process, under the memory and time limits (pipeline/extract.c) */
+        bool stopped = false;
+        if (r->opt->extract_mem_bytes) {
+            r->xlim.mem_bytes = r->opt->extract_mem_bytes;
+        } else {
+            /* what the memory budget leaves now is the extracting library's */
+            modattn_mem_stats ms;
+            modattn_mem_get_stats(&ms);
+            r->xlim.mem_bytes = ms.budget <= 0                 ? MODATTN_INGEST_DEFAULT_EXTRACT_MEM
+                                : ms.budget > ms.current_total ? (uint64_t)(ms.budget - ms.current_total)
+                                                               : 1;
+        }
+        if (kind == MODATTN_DOC_HTML && len <= SMALL_HTML_BYTES) /* see SMALL_HTML_BYTES */
+            st = modattn_extract_html(buf, len, &d->text);
+        else
+            st = modattn__extract_isolated(kind, buf, len, &r->xlim, &d->text, &stopped);
         modattn_free(buf);
         buf = NULL;
+        if (stopped) { /* the caller asked to stop: this file is not done, nor counted */
+            s->files_seen--;
+            if (fd >= 0) close(fd);
+            pdoc_free(d);
+            return 0;
+        }
         if (st) {
             if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) goto out;
             s->files_skipped++;
@@ -672,7 +780,7 @@ static int process_file_inner(run *r, file_entry *f) {
     d = NULL;
     close(fd);
     fd = -1;
-    while (r->unqueued >= r->batch && !st) st = flush_batch(r);
+    while (r->unqueued >= r->batch && !st && !cancelled(r)) st = flush_batch(r);
     if (!st && r->write_split) st = write_ready(r, false); /* what other processes sent meanwhile */
     return st;
 out:
@@ -804,9 +912,17 @@ static int flush_batch(run *r) {
     }
     if (n == 0) return 0;
     r->unqueued -= n;
-    if ((st = modattn_model_embed(r->model, r->btexts, r->blens, n, r->bvec, r->bntok))) {
-        st = modattn_error_prefix(st, "embedding %s", r->bdoc[0]->path);
-        goto done;
+    /* with a cancel hook, in slices of a few chunks, asking it between them: a stop comes within
+     * a fraction of a second, not a whole batch (the vectors are the same: a text's embedding does
+     * not depend on what it is batched with) */
+    const size_t step = r->opt->cancel ? CANCEL_SLICE : n;
+    for (size_t o = 0; o < n; o += step) {
+        if (o && cancelled(r)) goto done; /* the run stops: nothing of this batch is written */
+        size_t k = n - o < step ? n - o : step;
+        if ((st = modattn_model_embed(r->model, r->btexts + o, r->blens + o, k, r->bvec + o * r->dim, r->bntok + o))) {
+            st = modattn_error_prefix(st, "embedding %s", r->bdoc[o]->path);
+            goto done;
+        }
     }
     for (size_t i = 0; i < n; i++) {
         pdoc *d = r->bdoc[i];
@@ -883,9 +999,67 @@ static int collect_path(void *ud, const char *path) {
     return 0;
 }
 
+typedef struct stored_id {
+    dev_t dev;
+    ino_t ino;
+    size_t idx; /* into the path list (in path order) */
+} stored_id;
+
+static int cmp_stored_ids(const void *a, const void *b) {
+    const stored_id *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Stored documents that are one file (device, inode) under several names (a hard link indexed
+ * by an earlier version, which did not know it): one is kept, the name the walk keeps (the first
+ * stored), the others are removed. */
+static int prune_same_files(run *r, const path_list *l) {
+    stored_id *ids = modattn_malloc((l->n ? l->n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
+    if (!ids) return modattn_mem_last_status();
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        struct stat sb;
+        if (stat(l->v[i], &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        ids[n++] = (stored_id){sb.st_dev, sb.st_ino, i};
+    }
+    qsort(ids, n, sizeof *ids, cmp_stored_ids);
+    int st = 0;
+    for (size_t i = 0; i < n && !st;) {
+        size_t j = i + 1;
+        while (j < n && ids[j].dev == ids[i].dev && ids[j].ino == ids[i].ino) j++;
+        if (j - i > 1) {
+            size_t keep = i;
+            int64_t best = -1;
+            for (size_t k = i; k < j; k++) {
+                int64_t id = stored_id_of(r, l->v[ids[k].idx]);
+                if (id >= 0 && (best < 0 || id < best)) {
+                    best = id;
+                    keep = k;
+                }
+            }
+            for (size_t k = i; k < j && !st; k++) {
+                if (k == keep) continue;
+                int d = modattn_store_delete_document(r->store, l->v[ids[k].idx]);
+                if (d < 0) st = d;
+                else if (d == 1) {
+                    r->stats->files_pruned++;
+                    event(r, MODATTN_INDEX_PRUNED, l->v[ids[k].idx], "the same file as %s, which is kept",
+                          l->v[ids[keep].idx]);
+                }
+            }
+        }
+        i = j;
+    }
+    modattn_free(ids);
+    return st;
+}
+
 static int prune(run *r) {
     path_list l = {0};
     int st = modattn_store_each_path(r->store, collect_path, &l);
+    if (!st) st = prune_same_files(r, &l);
     for (size_t i = 0; i < l.n && !st; i++) {
         struct stat sb;
         if (stat(l.v[i], &sb) == 0 && S_ISREG(sb.st_mode)) continue;
@@ -968,6 +1142,12 @@ int modattn_index_paths_split(modattn_store *store, modattn_model *model, const 
     r.max_bytes = opt->max_file_bytes ? opt->max_file_bytes : MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES;
     r.batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
     if (r.batch > 65536) r.batch = 65536;
+    r.xlim.timeout_s = opt->file_timeout_s > 0   ? opt->file_timeout_s
+                       : opt->file_timeout_s == 0 ? MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S
+                                                  : 0;
+    r.xlim.max_text = r.max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r.max_bytes;
+    r.xlim.cancel = extract_cancel;
+    r.xlim.cancel_ud = &r;
 
     modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
                              modattn_precision_name(info->precision)};
@@ -1026,13 +1206,17 @@ int modattn_index_paths_split(modattn_store *store, modattn_model *model, const 
     /* 2. index */
     r.t0_ns = modattn_now_ns();
     progress(&r, true);
-    for (size_t i = 0; i < r.nfiles && !st; i++) st = process_file(&r, &r.files[i]);
-    while (!st && r.head) {
+    for (size_t i = 0; i < r.nfiles && !st && !cancelled(&r); i++) st = process_file(&r, &r.files[i]);
+    while (!st && r.head && !cancelled(&r)) {
         if (r.unqueued) st = flush_batch(&r);
         else if (r.head->remote) st = write_ready(&r, true); /* a split write waits for the rest */
         else st = modattn_error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r.head->path);
     }
     if (!st) progress(&r, true);
+    if (r.stop) { /* what is committed stays; the rest (the queue, prune, vector file) waits */
+        stats->cancelled = true;
+        goto free_own;
+    }
     if (plan_mode || emit_mode) goto free_own; /* the parts that write nothing */
 
     /* 3. prune */

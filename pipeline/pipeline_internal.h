@@ -72,6 +72,11 @@ int modattn__store_read_vectors(struct modattn_store *s, int64_t after, struct m
  * the caller frees with modattn_free. Schema 2 only. */
 int modattn__store_ids_upto(struct modattn_store *s, uint64_t upto, int64_t **ids, size_t *n);
 int modattn__store_schema(const struct modattn_store *s); /* user_version as opened */
+/* The stored paths of documents with this content hash and size, in path order, one at a time to fn
+ * (a non-zero return stops the scan and is returned). A scan of the documents table: the indexer
+ * asks only for files with more than one hard link. */
+int modattn__store_paths_with_hash(struct modattn_store *s, uint64_t hash, int64_t size,
+                                   int (*fn)(void *ud, const char *path), void *ud);
 /* The connection (keywords.c), and keywords.c's state on it (NULL until a keyword search: its
  * FTS5 functions and the chunks' sizes in tokens), freed with the store by modattn__kw_free. */
 struct sqlite3 *modattn__store_db(struct modattn_store *s);
@@ -89,5 +94,25 @@ int modattn__vecfile_view(const void *file, size_t size, struct modattn_store_ve
 /* Recomputes a vector file's checksums in place (those whose regions lie inside it, then the
  * header's): lets the fuzz target reach the layout checks behind them. */
 void modattn__vecfile_reseal(void *file, size_t size);
+
+/* HTML and PDF extraction in a child process (extract.c): the in-process extractor's result, bit
+ * for bit, or a reason it has none. The child may map mem_bytes beyond what it inherits
+ * (RLIMIT_DATA; 0: no limit) and is killed after timeout_s seconds (<= 0: none) or when cancel
+ * returns non-zero (*cancelled then true). The text comes back in blocks from modattn_malloc
+ * (MODATTN_MEM_OTHER), refused over max_text bytes. Returns 0; MODATTN_EBUDGET/ENOMEM when the
+ * text does not fit this process's budget; MODATTN_EFORMAT with the extractor's message; otherwise
+ * (MODATTN_ERANGE, MODATTN_EIO) a message naming the limit or the failure ("extraction exceeded
+ * the memory budget ...", "took longer than --file-timeout 30 s ...", "the PDF library crashed
+ * (signal 11, ...)"). */
+enum modattn_doc_kind;
+typedef struct modattn__extract_limits {
+    uint64_t mem_bytes;
+    double timeout_s;
+    size_t max_text;
+    int (*cancel)(void *ud);
+    void *cancel_ud;
+} modattn__extract_limits;
+int modattn__extract_isolated(enum modattn_doc_kind kind, const char *buf, size_t len,
+                              const modattn__extract_limits *lim, struct modattn_doc_text *out, bool *cancelled);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "modattn/ann.h"
 #include "modattn/core.h"
+#include "modattn/ingest.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
 
@@ -338,6 +339,14 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         if (fts && fts[0] && nres <= 1000 && (st = modattn_store_keyword_spans(store, fts, f[i].id, &r->spans, &r->nspans))) {
             nres = i + 1;
             goto done;
+        }
+        /* a result carries at most MODATTN_CHUNK_MAX_BYTES of text: what chunking stores today; a
+         * chunk stored by an older version can be as large as its file (one huge word), and is cut
+         * there, on a character boundary (modattn_store_get_chunk gives the whole of it) */
+        if (r->chunk.text && strlen(r->chunk.text) > MODATTN_CHUNK_MAX_BYTES) {
+            size_t cut = MODATTN_CHUNK_MAX_BYTES;
+            while (cut > 0 && ((unsigned char)r->chunk.text[cut] & 0xc0) == 0x80) cut--;
+            r->chunk.text[cut] = '\0';
         }
         /* the spans are offsets into the keyword index's copy of the text; a store whose copy is
          * not the chunk's (damaged, or edited by hand) must not send a reader past its end */

@@ -384,6 +384,13 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
                                  strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
         return modattn_error(MODATTN_EINVAL, "%s: not a regular file", path);
+    } else if (!readonly && access(path, W_OK) != 0 && (errno == EROFS || errno == EACCES)) {
+        /* said as what it is, before SQLite's "unable to open database file" or "attempt to write
+         * a readonly database" on the first change */
+        return modattn_error(MODATTN_EIO, errno == EROFS ? "%s: the store is on a read-only file system: it can be "
+                                                           "searched, not changed"
+                                                         : "%s: this user may not write the store (permission "
+                                                           "denied): it can be searched, not changed", path);
     }
     modattn_store *s = modattn_calloc(1, sizeof *s, MODATTN_MEM_OTHER);
     if (!s) return modattn_mem_last_status();
@@ -939,6 +946,26 @@ int modattn_store_each_path(modattn_store *s, int (*fn)(void *ud, const char *pa
         if (p && (st = fn(ud, p)) != 0) break;
     }
     if (!st && rc != SQLITE_DONE) st = sq_err(s, rc, "listing documents");
+    sqlite3_finalize(q);
+    return st;
+}
+
+int modattn__store_paths_with_hash(modattn_store *s, uint64_t hash, int64_t size,
+                                   int (*fn)(void *ud, const char *path), void *ud) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT path FROM documents WHERE hash = ?1 AND size = ?2 ORDER BY path",
+                                -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "looking up documents by content");
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, hash);
+    sqlite3_bind_text(q, 1, hex, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(q, 2, size);
+    int st = 0;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *p = (const char *)sqlite3_column_text(q, 0);
+        if (p && (st = fn(ud, p)) != 0) break;
+    }
+    if (!st && rc != SQLITE_DONE && rc != SQLITE_ROW) st = sq_err(s, rc, "looking up documents by content");
     sqlite3_finalize(q);
     return st;
 }

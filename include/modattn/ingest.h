@@ -14,7 +14,11 @@
  * point at the original bytes while stored chunk texts are valid UTF-8.
  *
  * Size cap: files larger than max_file_bytes (default 64 MiB) are skipped with a message, never
- * read; nothing bigger is ever held in memory at once. */
+ * read; nothing bigger is ever held in memory at once. The text extracted from an HTML or PDF file
+ * is capped the same, and the extraction (libxml2, poppler) runs in a child process with its own
+ * memory and time limits (modattn_index_options), so that a decompression bomb or quadratic
+ * markup costs a skipped file with its reason, never the run. A chunk holds at most
+ * MODATTN_CHUNK_MAX_BYTES of text. */
 #ifndef MODATTN_INGEST_H
 #define MODATTN_INGEST_H
 
@@ -35,6 +39,15 @@ extern "C" {
 #define MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES ((uint64_t)64 << 20)
 #define MODATTN_INGEST_DEFAULT_OVERLAP 32
 #define MODATTN_INGEST_SNIFF_BYTES 65536
+/* Extraction limits (HTML and PDF, see modattn_index_options): seconds per file, and the memory
+ * the extracting library may use when no memory budget is set. */
+#define MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S 30.0
+#define MODATTN_INGEST_DEFAULT_EXTRACT_MEM ((uint64_t)1 << 30)
+/* The most bytes of text one chunk holds: a run of word pieces (or one [UNK] word, or blank space
+ * between pieces) longer than this is cut (modattn_chunk_text), so a stored chunk, and a search
+ * hit, is never larger, whatever the file. Far above any real window of text (256 word pieces of
+ * prose are about 1.5 KB). */
+#define MODATTN_CHUNK_MAX_BYTES 65536
 
 /* ---- kinds */
 typedef enum modattn_doc_kind {
@@ -97,7 +110,9 @@ bool modattn_utf8_valid(const char *s, size_t len);
 /* ---- chunking */
 typedef struct modattn_chunk {
     size_t start, end;   /* bytes of the text: from the first word piece's first byte to the
-                          * last one's last byte */
+                          * last one's last byte; end - start <= MODATTN_CHUNK_MAX_BYTES (a word
+                          * piece longer than that, one [UNK] word, ends the chunk where the cap
+                          * falls, on a character boundary) */
     size_t ntokens;      /* word pieces, specials not counted */
 } modattn_chunk;
 
@@ -105,7 +120,12 @@ typedef struct modattn_chunk {
  * starting `window - overlap` pieces after the previous one, moved forward to the next piece that
  * begins a word so that a chunk never starts inside a word (a chunk tokenised on its own gives
  * the same pieces as inside the document). A text with no word piece has no chunk; the last chunk
- * is the one that reaches the end. Memory: O(window) scratch plus the chunk array.
+ * is the one that reaches the end. A window whose bytes would pass MODATTN_CHUNK_MAX_BYTES ends
+ * at the last piece that fits (the overlap shrinks in proportion); a single piece longer than
+ * the cap (a word of more than the tokenizer's max_input_chars_per_word characters, one [UNK])
+ * makes a chunk of its first MODATTN_CHUNK_MAX_BYTES bytes (cut on a character boundary: still
+ * one [UNK] when tokenised on its own), and the next window starts after it. Memory: O(window)
+ * scratch plus the chunk array.
  * Ownership: *out is freed with modattn_free (NULL when *n is 0). overlap < window. */
 int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
                        size_t overlap, modattn_chunk **out, size_t *n);
@@ -136,6 +156,9 @@ typedef struct modattn_index_stats {
     modattn_ann_update ann;       /* the store's ANN index brought up to date (modattn/ann.h;
                                    * action NONE: there is none) */
     char ann_error[512];          /* why it could not be ("" if it could) */
+    bool cancelled;               /* opt->cancel stopped the run: what was committed until then
+                                   * (files_indexed documents) stays; nothing was pruned and the
+                                   * vector file was not brought up to date */
 } modattn_index_stats;
 
 typedef struct modattn_index_progress {
@@ -158,6 +181,18 @@ typedef struct modattn_index_options {
     void (*on_progress)(void *ud, const modattn_index_progress *p);
     void *ud;
     const modattn_exec *ann_exec; /* threads for adding rows to the ANN index (NULL: 1) */
+    /* HTML and PDF text is extracted in a child process (fork), so that the libraries' memory
+     * and time are bounded: it may use extract_mem_bytes beyond what it inherits (0: what the
+     * memory budget leaves, modattn_mem_set_budget, else MODATTN_INGEST_DEFAULT_EXTRACT_MEM),
+     * and is stopped after file_timeout_s seconds (0: MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
+     * < 0: no limit). A file past either is an error event naming the limit, and the run goes
+     * on. Its text may not exceed max_file_bytes either. */
+    uint64_t extract_mem_bytes;
+    double file_timeout_s;
+    /* Asked between documents, between batches and while a file's text is extracted (optional):
+     * non-zero stops the run at once. What was committed stays; the return is 0 with
+     * stats->cancelled set. Called on the indexing thread. */
+    int (*cancel)(void *ud);
 } modattn_index_options;
 
 /* Walks paths (files and folders, recursively; symbolic links followed, loops detected and

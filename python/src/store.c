@@ -124,7 +124,32 @@ static int store_init(pm_store *self, PyObject *args, PyObject *kw) {
 typedef struct index_ud {
     PyObject *errors, *skipped, *pruned; /* lists of (path, message) */
     bool progress, shown, failed;
+    bool interrupted; /* index_cancel stopped the run (Ctrl-C) ... */
+    bool retrip;      /* ... having taken Python's SIGINT flag, to be set again */
 } index_ud;
+
+/* opt.cancel: asked between documents, between batches and while a file's text is extracted, on
+ * the indexing thread (the GIL released, asynchronous signals blocked: PM_BEGIN_CALL). Ctrl-C
+ * shows either as a SIGINT still pending (no thread that could take it: it is delivered, and
+ * Python's handler runs, when the call returns) or as Python's flag, set by its C handler on
+ * another thread that took the signal (taken here, set again when the call returns). Either way
+ * the run stops within the time of one batch, and PyErr_CheckSignals raises after it. */
+static int index_cancel(void *ud) {
+    index_ud *u = ud;
+    if (u->interrupted) return 1;
+    sigset_t p;
+    if (sigpending(&p) == 0 && sigismember(&p, SIGINT) == 1) {
+        u->interrupted = true;
+        return 1;
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (PyOS_InterruptOccurred()) { /* 0 on any thread but the main one */
+        u->interrupted = true;
+        u->retrip = true;
+    }
+    PyGILState_Release(g);
+    return u->interrupted;
+}
 
 static PyObject *pair(const char *path, const char *msg) {
     PyObject *p = pm_fsdecode(path);
@@ -208,15 +233,28 @@ static int set_obj(PyObject *d, const char *k, PyObject *o) {
     return r;
 }
 
+static int set_obj_attr(PyObject *o, const char *k, PyObject *v) {
+    if (!v) return -1;
+    int r = PyObject_SetAttrString(o, k, v);
+    Py_DECREF(v);
+    return r;
+}
+
 static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"paths", "progress", "prune", "chunk_tokens", "overlap", "max_file_size", NULL};
+    static char *kwlist[] = {"paths", "progress", "prune", "chunk_tokens", "overlap", "max_file_size",
+                             "file_timeout", NULL};
     PyObject *paths_obj;
     int progress = 1, prune = 0;
     Py_ssize_t chunk_tokens = 0, overlap = -1;
     unsigned long long max_file = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p$pnnK:index", kwlist, &paths_obj, &progress, &prune,
-                                     &chunk_tokens, &overlap, &max_file))
+    double file_timeout = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p$pnnKd:index", kwlist, &paths_obj, &progress, &prune,
+                                     &chunk_tokens, &overlap, &max_file, &file_timeout))
         return NULL;
+    if (!(file_timeout >= 0) || file_timeout > 1e6) {
+        pm_invalid("file_timeout=%g: expected seconds in [0, 1e6] (0: no limit)", file_timeout);
+        return NULL;
+    }
     if (store_ready(self) < 0) return NULL;
     if (chunk_tokens < 0) {
         pm_invalid("chunk_tokens=%zd: expected 0 (the model's max_seq_length) or more",
@@ -247,6 +285,8 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     o.prune = prune != 0;
     o.on_event = on_event;
     o.on_progress = on_progress;
+    o.cancel = index_cancel;
+    o.file_timeout_s = file_timeout > 0 ? file_timeout : -1;
     o.ud = &u;
     modattn_index_stats s;
     memset(&s, 0, sizeof s);
@@ -272,6 +312,7 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
         pm_raise(&e, "index");
         goto done;
     }
+    if (u.interrupted && u.retrip) PyErr_SetInterrupt(); /* the flag taken by index_cancel */
     if (u.failed) {
         PyErr_NoMemory();
         goto done;
@@ -292,7 +333,35 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
                                                                                : s.vector_file_reason),
                                      "replace")) < 0 ||
         PyDict_SetItemString(d, "errors", u.errors) < 0 || PyDict_SetItemString(d, "skipped", u.skipped) < 0 ||
-        PyDict_SetItemString(d, "pruned", u.pruned) < 0) {
+        PyDict_SetItemString(d, "pruned", u.pruned) < 0 ||
+        PyDict_SetItemString(d, "interrupted", s.cancelled ? Py_True : Py_False) < 0) {
+        Py_DECREF(d);
+        goto done;
+    }
+    if (s.cancelled && PyErr_CheckSignals() < 0) {
+        /* Ctrl-C: what was committed stays, and the exception says how much (its result attribute:
+         * this dict) */
+        if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+            PyObject *old = pm_exc_value();
+            PyObject *msg = PyUnicode_FromFormat("Store.index interrupted: %llu documents committed (%llu chunks); "
+                                                 "the rest is not indexed (run it again to go on)",
+                                                 (unsigned long long)s.files_indexed,
+                                                 (unsigned long long)s.chunks_embedded);
+            PyObject *nv = msg ? PyObject_CallOneArg(PyExc_KeyboardInterrupt, msg) : NULL;
+            Py_XDECREF(msg);
+            if (!nv) { /* keep the one raised */
+                PyErr_Clear();
+                nv = old;
+                old = NULL;
+            }
+            if (nv && (PyObject_SetAttrString(nv, "result", d) < 0 ||
+                       set_obj_attr(nv, "files_indexed", PyLong_FromUnsignedLongLong(s.files_indexed)) < 0))
+                PyErr_Clear();
+            if (nv) PyErr_SetObject(PyExc_KeyboardInterrupt, nv);
+            else PyErr_SetNone(PyExc_KeyboardInterrupt);
+            Py_XDECREF(nv);
+            Py_XDECREF(old);
+        }
         Py_DECREF(d);
         goto done;
     }
@@ -343,7 +412,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
     Py_ssize_t k = 10;
     const char *mode = "hybrid";
     PyObject *prefix_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "U|nsO:search", kwlist, &query_obj, &k, &mode, &prefix_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|nsO:search", kwlist, &query_obj, &k, &mode, &prefix_obj))
         return NULL;
     if (store_ready(self) < 0) return NULL;
     modattn_search_params p;
@@ -360,16 +429,22 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
         return NULL;
     }
     p.k = (size_t)k;
-    Py_ssize_t qlen;
-    const char *query = PyUnicode_AsUTF8AndSize(query_obj, &qlen);
-    if (!query) return NULL;
-    if (strlen(query) != (size_t)qlen) {
+    /* a text as Model.encode takes one (str, bytes, bytearray: pm_text_bytes) */
+    size_t qlen = 0;
+    const char *query = NULL;
+    PyObject *qkeep = pm_text_bytes(query_obj, "query", &query, &qlen);
+    if (!qkeep) return NULL;
+    if (memchr(query, '\0', qlen)) {
+        Py_DECREF(qkeep);
         pm_invalid("the query holds a NUL character");
         return NULL;
     }
     PyObject *prefix_b = NULL;
     if (prefix_obj != Py_None) {
-        if (!PyUnicode_FSConverter(prefix_obj, &prefix_b)) return NULL;
+        if (!PyUnicode_FSConverter(prefix_obj, &prefix_b)) {
+            Py_DECREF(qkeep);
+            return NULL;
+        }
         p.path_prefix = PyBytes_AS_STRING(prefix_b);
     }
     modattn_search_result *res = NULL;
@@ -404,6 +479,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
     pm_unlock(self->lock);
     PM_END_CALL
     Py_XDECREF(prefix_b);
+    Py_DECREF(qkeep);
     if (st) return pm_raise(&e, "search");
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list && !empty && i < n; i++) {
@@ -501,12 +577,17 @@ static PyGetSetDef store_getset[] = {
 
 static PyMethodDef store_methods[] = {
     {"index", (PyCFunction)(void (*)(void))store_index, METH_VARARGS | METH_KEYWORDS,
-     "index($self, paths, progress=True, *, prune=False, chunk_tokens=0, overlap=-1, max_file_size=0)\n--\n\n"
+     "index($self, paths, progress=True, *, prune=False, chunk_tokens=0, overlap=-1, max_file_size=0,\n"
+     "      file_timeout=30.0)\n--\n\n"
      "Indexes files and folders (recursively) into the store: new and changed documents are\n"
      "chunked, embedded and written, one transaction each. Returns a dict of counts (files_seen,\n"
      "files_indexed, files_unchanged, files_skipped, files_failed, files_pruned, chunks, tokens,\n"
-     "bytes_read, seconds, vector_file) and the lists errors, skipped, pruned of (path, message).\n"
-     "progress=True shows a line on stderr. prune=True removes stored files that are gone."},
+     "bytes_read, seconds, vector_file, interrupted) and the lists errors, skipped, pruned of\n"
+     "(path, message). progress=True shows a line on stderr. prune=True removes stored files that\n"
+     "are gone. file_timeout: seconds an HTML or PDF file's text may take to extract (0: no\n"
+     "limit); past it the file is in errors. Ctrl-C stops the run within about a second: the\n"
+     "KeyboardInterrupt says how many documents were committed (they stay), and its .result\n"
+     "attribute is this dict for what was done."},
     {"search", (PyCFunction)(void (*)(void))store_search, METH_VARARGS | METH_KEYWORDS,
      "search($self, query, k=10, mode='hybrid', path_prefix=None)\n--\n\n"
      "The k best chunks for query: mode 'hybrid' (meaning and words fused), 'vector' (meaning)\n"

@@ -267,6 +267,158 @@ static void test_pdf(void) {
     modattn_doc_text_clear(&d);
 }
 
+/* ------------------------------------------------------------------ extraction in a child */
+
+static bool same_text(const modattn_doc_text *a, const modattn_doc_text *b) {
+    return a->len == b->len && !memcmp(a->text, b->text, a->len) && a->text[a->len] == '\0' &&
+           a->nmarks == b->nmarks && a->pages == b->pages &&
+           (!a->nmarks || !memcmp(a->marks, b->marks, a->nmarks * sizeof *a->marks));
+}
+
+static int cancel_now(void *ud) {
+    (*(int *)ud)++;
+    return 1;
+}
+
+/* modattn__extract_isolated (pipeline/extract.c): the in-process result bit for bit, the
+ * extractor's errors as they were, and each limit as a reason that names it. */
+static void test_extract_isolated(void) {
+    const modattn__extract_limits lim = {256u << 20, 20.0, 64u << 20, NULL, NULL};
+    const char *htmls[] = {
+        "<html><body><h1>Head &amp; shoulders</h1><p>One <b>bold</b> word.</p><pre>x  y\n  z</pre></body></html>",
+        "<table><tr><td>a</td><td>b</td></tr></table>\n\n\n<p>line 4</p>",
+        "   ",
+        "",
+    };
+    for (size_t i = 0; i < sizeof htmls / sizeof *htmls; i++) {
+        modattn_doc_text a, b;
+        bool stopped = true;
+        int s1 = modattn_extract_html(htmls[i], strlen(htmls[i]), &a);
+        int s2 = modattn__extract_isolated(MODATTN_DOC_HTML, htmls[i], strlen(htmls[i]), &lim, &b, &stopped);
+        CHECK_MSG(s1 == 0 && s2 == 0 && !stopped, "html %zu: %d %d: %s", i, s1, s2, modattn_last_error());
+        if (!s1 && !s2) CHECK_MSG(same_text(&a, &b), "html %zu: [%s] vs [%s] from the child", i, a.text, b.text);
+        modattn_doc_text_clear(&a);
+        modattn_doc_text_clear(&b);
+    }
+    char pdf[4096];
+    size_t n = make_pdf(pdf, sizeof pdf, "Hello PDF page one", "Second page text");
+    modattn_doc_text a, b;
+    bool stopped = false;
+    CHECK(modattn_extract_pdf(pdf, n, &a) == 0);
+    int st = modattn__extract_isolated(MODATTN_DOC_PDF, pdf, n, &lim, &b, &stopped);
+    CHECK_MSG(st == 0, "pdf in a child: %s", modattn_last_error());
+    if (st == 0) CHECK_MSG(same_text(&a, &b) && b.pages, "pdf: [%s] vs [%s] from the child", a.text, b.text);
+    modattn_doc_text_clear(&a);
+    modattn_doc_text_clear(&b);
+    /* the extractor's own error, as in-process */
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_PDF, "%PDF-1.4\ngarbage", 16, &lim, &b, &stopped), MODATTN_EFORMAT,
+              "PDF");
+    /* the text over max_text */
+    modattn__extract_limits small = lim;
+    small.max_text = 10;
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_PDF, pdf, n, &small, &b, &stopped), MODATTN_ERANGE,
+              "over the cap");
+    /* quadratic markup: 300,000 attributes on one element (minutes in libxml2) past a time limit */
+    size_t cap = 300000 * 16 + 64, o = 0;
+    char *big = malloc(cap);
+    o += (size_t)snprintf(big + o, cap - o, "<div ");
+    for (int i = 0; i < 300000; i++) o += (size_t)snprintf(big + o, cap - o, "a%d=\"x\" ", i);
+    o += (size_t)snprintf(big + o, cap - o, ">text</div>");
+    modattn__extract_limits quick = lim;
+    quick.timeout_s = 0.5;
+    uint64_t t0 = modattn_now_ns();
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, big, o, &quick, &b, &stopped), MODATTN_ERANGE,
+              "took longer than --file-timeout 0.5 s");
+    double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    CHECK_MSG(secs < 5, "the time limit of 0.5 s took %.1f s", secs);
+    /* and a cancel hook stops it at once */
+    int asked = 0;
+    modattn__extract_limits stop = lim;
+    stop.cancel = cancel_now;
+    stop.cancel_ud = &asked;
+    st = modattn__extract_isolated(MODATTN_DOC_HTML, big, o, &stop, &b, &stopped);
+    CHECK_MSG(st != 0 && stopped && asked >= 1, "cancel: %d, stopped %d, asked %d", st, stopped, asked);
+    /* memory: libxml2's tree of 400,000 paragraphs does not fit in 8 MiB more */
+    o = 0;
+    for (int i = 0; i < 400000 && o + 16 < cap; i++) o += (size_t)snprintf(big + o, cap - o, "<p>w%d</p>", i % 10);
+    modattn__extract_limits tight = lim;
+    tight.mem_bytes = 8u << 20;
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, big, o, &tight, &b, &stopped), MODATTN_ERANGE,
+              "exceeded the memory budget");
+    /* ... and does in 256 MiB, the same text as in-process */
+    CHECK(modattn_extract_html(big, o, &a) == 0);
+    st = modattn__extract_isolated(MODATTN_DOC_HTML, big, o, &lim, &b, &stopped);
+    CHECK_MSG(st == 0 && same_text(&a, &b), "400,000 paragraphs in a child: %s", st ? modattn_last_error() : "other text");
+    modattn_doc_text_clear(&a);
+    modattn_doc_text_clear(&b);
+    free(big);
+}
+
+static bool contains(const char *p, size_t n, const char *needle) {
+    size_t k = strlen(needle);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(p + i, needle, k)) return true;
+    return false;
+}
+
+/* A chunk holds at most MODATTN_CHUNK_MAX_BYTES, whatever the text: one word of megabytes (one
+ * [UNK]), blank space between two words, many [UNK] words in a window. */
+static void test_chunk_cap(const modattn_tokenizer *tok) {
+    const size_t big = 3u << 20;
+    char *t = malloc(big + 64);
+    memset(t, 'a', big);
+    size_t len = big + (size_t)snprintf(t + big, 64, " orchard apples");
+    modattn_chunk *c = NULL;
+    size_t n = 0;
+    int st = modattn_chunk_text(tok, t, len, 254, 32, &c, &n);
+    CHECK_MSG(st == 0 && n == 2, "one 3 MB word: %d, %zu chunks", st, n);
+    if (st == 0 && n == 2) {
+        CHECK_MSG(c[0].start == 0 && c[0].end == MODATTN_CHUNK_MAX_BYTES && c[0].ntokens == 1,
+                  "the word's chunk: [%zu, %zu) %zu pieces", c[0].start, c[0].end, c[0].ntokens);
+        /* it tokenises alone to the one [UNK] it stands for */
+        int32_t ids[4];
+        size_t got = 0;
+        modattn_tokenize_ex(tok, t, c[0].end, MODATTN_TOKENIZE_NO_SPECIALS, ids, NULL, 4, &got);
+        CHECK(got == 1 && ids[0] == modattn_tokenizer_unk_id(tok));
+        CHECK_MSG(c[1].end - c[1].start <= MODATTN_CHUNK_MAX_BYTES && c[1].end == len &&
+                  contains(t + c[1].start, c[1].end - c[1].start, "orchard apples"),
+                  "the rest: [%zu, %zu)", c[1].start, c[1].end);
+    }
+    modattn_free(c);
+    /* a multibyte word: cut on a character boundary */
+    for (size_t i = 0; i + 2 <= big; i += 2) memcpy(t + i, "\xc3\xa9", 2);
+    st = modattn_chunk_text(tok, t, big, 254, 32, &c, &n);
+    CHECK_MSG(st == 0 && n >= 1 && c[0].end - c[0].start <= MODATTN_CHUNK_MAX_BYTES &&
+              modattn_utf8_valid(t + c[0].start, c[0].end - c[0].start), "a word of e-acutes: %d, %zu chunks", st, n);
+    modattn_free(c);
+    /* blank space: two words 2 MB apart are two chunks, not one of 2 MB */
+    memset(t, ' ', big);
+    memcpy(t, "valley", 6);
+    memcpy(t + big - 6, "meadow", 6);
+    st = modattn_chunk_text(tok, t, big, 254, 32, &c, &n);
+    CHECK_MSG(st == 0 && n == 2 && c[0].start == 0 && c[0].end == 6 && c[1].start == big - 6 && c[1].end == big,
+              "two words apart: %d, %zu chunks", st, n);
+    modattn_free(c);
+    /* [UNK] words of 300 letters, 254 to a window: more chunks, each under the cap, every word in one */
+    size_t o = 0;
+    for (int w = 0; w < 1000; w++) {
+        memset(t + o, 'b' + w % 20, 300);
+        o += 300;
+        t[o++] = ' ';
+    }
+    st = modattn_chunk_text(tok, t, o, 254, 32, &c, &n);
+    CHECK_MSG(st == 0 && n >= 5, "1000 long words: %d, %zu chunks", st, n);
+    size_t covered = 0;
+    for (size_t i = 0; st == 0 && i < n; i++) {
+        CHECK_MSG(c[i].end - c[i].start <= MODATTN_CHUNK_MAX_BYTES, "chunk %zu: %zu bytes", i, c[i].end - c[i].start);
+        CHECK_MSG(c[i].start <= covered, "chunk %zu starts at %zu, after a gap from %zu", i, c[i].start, covered);
+        if (c[i].end > covered) covered = c[i].end;
+    }
+    CHECK_MSG(covered == o - 1, "the chunks end at %zu of %zu", covered, o - 1);
+    modattn_free(c);
+    free(t);
+}
+
 /* ------------------------------------------------------------------ chunking */
 
 static bool is_word_byte(unsigned char c) {
@@ -388,6 +540,7 @@ static void test_chunking(void) {
     CHECK(modattn_chunk_text(tok, "", 0, 254, 32, &c, &n) == 0 && n == 0);
     CHECK_ERR(modattn_chunk_text(tok, "x", 1, 8, 8, &c, &n), MODATTN_EINVAL, "overlap");
     CHECK_ERR(modattn_chunk_text(tok, "x", 1, 0, 0, &c, &n), MODATTN_EINVAL, "window");
+    test_chunk_cap(tok);
     modattn_tokenizer_free(tok);
 }
 
@@ -1109,6 +1262,7 @@ int main(void) {
     test_sniff();
     test_html();
     test_pdf();
+    test_extract_isolated();
     test_chunking();
     test_topk();
     test_topk_batch();

@@ -85,3 +85,75 @@ def test_signals_during_encode(minilm_path):
     r = subprocess.run([sys.executable, "-c", PESTER, str(minilm_path)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr[-2000:]}"
     assert "same True" in r.stdout, r.stdout
+
+
+INDEX = textwrap.dedent(
+    """
+    import os, sqlite3, sys, time
+    import modattn
+    root, db = sys.argv[2], sys.argv[3]
+    os.makedirs(root, exist_ok=True)
+    words = "bees honey volcano lava river valley orchard apple stone bridge winter market harbour".split()
+    for i in range(12):  # 12 documents of ~16 chunks: some 15 s on one thread
+        with open(os.path.join(root, "doc%03d.txt" % i), "w") as f:
+            f.write(" ".join(words[(i * 7 + j) % len(words)] + str(j % 97) for j in range(3000)))
+    m = modattn.Model(sys.argv[1], threads=1)
+    s = modattn.Store(db, m)
+    print("started", flush=True)
+    try:
+        r = s.index(root, progress=False)
+        print("finished: not interrupted", r["files_indexed"], flush=True)
+        sys.exit(3)
+    except KeyboardInterrupt as e:
+        t = time.time()
+        print("interrupted at %.3f" % t, flush=True)
+        print("message:", e, flush=True)
+        print("committed:", e.files_indexed, e.result["files_indexed"], e.result["interrupted"], flush=True)
+    stored = s.counts()["documents"]
+    print("stored:", stored, flush=True)
+    # what was committed stays: the next run embeds only the rest
+    r = s.index(root, progress=False)
+    print("again:", r["files_unchanged"], r["files_indexed"], s.counts()["documents"], flush=True)
+    """
+)
+
+
+def test_keyboard_interrupt_during_index(minilm_path, tmp_path):
+    """Ctrl-C in Store.index(): KeyboardInterrupt within about a second (the indexer's cancel hook,
+    asked between documents and batches), the documents committed until then kept and reported."""
+    p = subprocess.Popen([sys.executable, "-c", INDEX, str(minilm_path), str(tmp_path / "docs"),
+                          str(tmp_path / "s.db")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "started", line + p.stderr.read()
+        # inside the run, once a document is committed (the store is read as another process would)
+        import sqlite3
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                with sqlite3.connect(f"file:{tmp_path / 's.db'}?mode=ro", uri=True) as c:
+                    if c.execute("select count(*) from documents").fetchone()[0] >= 1:
+                        break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        sent = time.time()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, f"exit {p.returncode}\nstdout: {out}\nstderr: {err[-2000:]}"
+    lines = dict(x.split(":", 1) if ":" in x else (x, "") for x in out.splitlines())
+    assert "interrupted at " in out, out + err[-2000:]
+    at = float(out.split("interrupted at ")[1].split()[0])
+    print(f"{at - sent:.2f} s from SIGINT to KeyboardInterrupt; {out}")
+    assert at - sent < 1.5, f"{at - sent:.2f} s from SIGINT to KeyboardInterrupt"
+    n1, n2, flag = lines["committed"].split()
+    stored = int(lines["stored"])
+    assert int(n1) == int(n2) == stored and flag == "True", out
+    assert 0 < stored < 12, out  # inside the run: some documents committed, not all
+    assert "%d documents committed" % stored in lines["message"], out
+    unchanged, indexed, total = (int(x) for x in lines["again"].split())
+    assert unchanged == stored and indexed == 12 - stored and total == 12, out

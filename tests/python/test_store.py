@@ -56,6 +56,14 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
         assert [os.path.basename(x["path"]) for x in under] == ["bread.txt"]
         with pytest.raises(ValueError, match="mode="):
             s.search("x", mode="fuzzy")
+        # one rule for what a text is, as Model.encode: bytes and bytearray are UTF-8 queries
+        as_str = s.search("who makes honey", k=3)
+        for q in (b"who makes honey", bytearray(b"who makes honey")):
+            assert [(x["path"], x["score"]) for x in s.search(q, k=3)] == [(x["path"], x["score"]) for x in as_str]
+        with pytest.raises(TypeError, match=r"query is int: a text is a str, bytes or bytearray"):
+            s.search(42)
+        with pytest.raises(ValueError, match="NUL"):
+            s.search(b"honey\x00bees")
 
         again = s.index(corpus, progress=False)  # unchanged: nothing embedded
         assert again["files_indexed"] == 0 and again["files_unchanged"] == 4 and again["chunks"] == 0
@@ -100,3 +108,32 @@ def test_store_of_another_model(modattn, model, corpus, tmp_path):
         modattn.Store(db, other)
     msg = str(ei.value)
     assert "all-MiniLM-L6-v2" in msg and "tiny-bert-cls" in msg, msg
+
+
+def test_index_html_pdf_limits_and_hard_links(modattn, model, tmp_path):
+    """HTML and PDF text is extracted in a child process (fork) from Python too: the same text as
+    before, a file past file_timeout in errors while the rest is indexed, and a hard link added
+    after the first index is the stored document, not a second one."""
+    import subprocess
+    import sys
+    gen = os.path.join(os.path.dirname(__file__), "..", "pipeline", "hostile_files.py")
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "b.html").write_text("<html><body><h1>Rivers</h1><p>The river floods the valley &amp; every "
+                                 "spring.</p></body></html>", encoding="utf-8")
+    subprocess.run([sys.executable, gen, "pdf", str(root / "c.pdf"), "volcanoes erupt lava and ash"], check=True)
+    subprocess.run([sys.executable, gen, "attrs", str(root / "a.html"), "300000"], check=True)
+    with pytest.raises(ValueError, match="file_timeout"):
+        modattn.Store(tmp_path / "x.db", model).index(root, file_timeout=-1)
+    with modattn.Store(tmp_path / "s.db", model) as s:
+        r = s.index(root, progress=False, file_timeout=1.5)
+        assert r["files_indexed"] == 2 and r["files_failed"] == 1 and r["interrupted"] is False, r
+        assert r["errors"][0][0].endswith("a.html") and "took longer than --file-timeout 1.5 s" in r["errors"][0][1]
+        hits = {os.path.basename(h["path"]): h for h in s.search("river valley volcano lava", k=5)}
+        assert hits["b.html"]["text"] == "Rivers\n\nThe river floods the valley & every spring."
+        assert hits["c.pdf"]["text"] == "volcanoes erupt lava and ash" and hits["c.pdf"]["page"] == 1
+        (root / "a.html").unlink()
+        os.link(root / "b.html", root / "0-link.html")  # sorts before the stored name
+        again = s.index(root, progress=False, prune=True)
+        assert again["files_indexed"] == 0 and again["files_unchanged"] == 2, again
+        assert s.counts()["documents"] == 2

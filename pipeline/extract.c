@@ -1,0 +1,407 @@
+/* pipeline/extract.c — HTML and PDF text extraction in a child process, under a memory limit and a
+ * time limit (the indexer's extractors: modattn__extract_isolated).
+ *
+ * Why a process. libxml2 and poppler allocate with plain malloc/new, out of sight of
+ * modattn_malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
+ * expands to 400 MB (poppler keeps every word of it) or an HTML element with 300,000 attributes
+ * (quadratic in libxml2) cost gigabytes or minutes whatever --mem-budget says. A forked child
+ * runs the extractor alone: setrlimit(RLIMIT_DATA) caps what it may map beyond what it inherited
+ * (the allocators then fail, and libxml2 fails cleanly, poppler and glib abort), and the parent
+ * SIGKILLs it past the time limit. Whatever happens in there (a crash included) is the child's:
+ * the parent sees a reason, and the file is skipped with it.
+ *
+ * The child runs the same in-process extractors (modattn_extract_html/pdf) and sends their result
+ * down a pipe: a header, the extractor's message, the text, the marks; so what is indexed is bit
+ * for bit what the in-process call gives. The parent reads it into blocks from modattn_malloc
+ * (counted, MODATTN_MEM_OTHER, refused past the budget), the text at most max_text bytes. The
+ * child's stderr goes through the parent (relayed as it comes), whose last bytes tell an
+ * allocator's abort ("Out of memory", std::bad_alloc, glib's "failed to allocate") from a crash.
+ *
+ * fork() in a threaded process: the child only calls the extractor (glibc makes malloc usable
+ * after fork), writes, and _exit()s, so it runs no atexit handler, flushes no stdio buffer and
+ * closes no SQLite connection of the parent's. If it ever deadlocked on a lock another thread held
+ * at the fork, the time limit ends it. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* pipe2 */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <libxml/parser.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "modattn/core.h"
+#include "modattn/ingest.h"
+#include "pipeline/pipeline_internal.h"
+
+/* what the child sends first */
+typedef struct wire_head {
+    int32_t status;   /* the extractor's return */
+    int32_t pages;
+    uint64_t len;     /* text bytes */
+    uint64_t nmarks;
+    uint32_t msglen;  /* the extractor's message (status != 0) */
+    uint32_t xml_oom; /* libxml2 could not allocate (its result would be partial) */
+} wire_head;
+
+/* ------------------------------------------------------------------ the child */
+
+static volatile int g_child_xml_oom;
+static void *xml_malloc_hook(size_t n) {
+    void *p = malloc(n);
+    if (!p) g_child_xml_oom = 1;
+    return p;
+}
+static void *xml_realloc_hook(void *q, size_t n) {
+    void *p = realloc(q, n);
+    if (!p && n) g_child_xml_oom = 1;
+    return p;
+}
+static char *xml_strdup_hook(const char *s) {
+    char *p = strdup(s);
+    if (!p) g_child_xml_oom = 1;
+    return p;
+}
+
+static bool write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t k = write(fd, c, n > (1u << 20) ? (1u << 20) : n);
+        if (k < 0) {
+            if (errno == EINTR) continue;
+            return false;
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+/* VmData of this process in bytes (0 if unknown). */
+static uint64_t vm_data(void) {
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\nVmData:");
+    if (!p) return 0;
+    return strtoull(p + 8, NULL, 10) * 1024;
+}
+
+static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t len, uint64_t mem, int out_fd,
+                                 int err_fd) {
+    /* signals: the parent decides (it kills this process); faults keep their handlers (a
+     * sanitizer's report); the rest as by default, all unblocked */
+    static const int keep[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP};
+    for (int s = 1; s < 32; s++) {
+        bool k = false;
+        for (size_t i = 0; i < sizeof keep / sizeof *keep; i++) k |= keep[i] == s;
+        if (!k) signal(s, SIG_DFL);
+    }
+    signal(SIGINT, SIG_IGN); /* Ctrl-C reaches the whole process group: the parent answers it */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (err_fd >= 0 && err_fd != STDERR_FILENO) {
+        dup2(err_fd, STDERR_FILENO);
+        close(err_fd);
+    }
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl);
+    uint64_t base = vm_data();
+    if (base && mem) {
+        rl.rlim_cur = rl.rlim_max = (rlim_t)(base + mem);
+        struct rlimit old;
+        if (getrlimit(RLIMIT_DATA, &old) == 0 && (old.rlim_max == RLIM_INFINITY || old.rlim_max > rl.rlim_max))
+            setrlimit(RLIMIT_DATA, &rl);
+    }
+    if (kind == MODATTN_DOC_HTML) xmlMemSetup(free, xml_malloc_hook, xml_realloc_hook, xml_strdup_hook);
+    modattn_doc_text d;
+    memset(&d, 0, sizeof d);
+    int st = kind == MODATTN_DOC_HTML ? modattn_extract_html(buf, len, &d) : modattn_extract_pdf(buf, len, &d);
+    wire_head h;
+    memset(&h, 0, sizeof h);
+    h.status = st;
+    h.xml_oom = (uint32_t)g_child_xml_oom;
+    const char *msg = st ? modattn_last_error() : "";
+    size_t ml = strlen(msg);
+    if (ml > 1000) ml = 1000;
+    h.msglen = (uint32_t)ml;
+    if (!st) {
+        h.pages = d.pages;
+        h.len = d.len;
+        h.nmarks = d.nmarks;
+    }
+    bool ok = write_all(out_fd, &h, sizeof h) && write_all(out_fd, msg, ml);
+    if (ok && !st) ok = write_all(out_fd, d.text, d.len) && write_all(out_fd, d.marks, d.nmarks * sizeof *d.marks);
+    _exit(ok ? 0 : 120);
+}
+
+/* ------------------------------------------------------------------ the parent */
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* reading the child's answer, piece by piece as it comes */
+typedef struct reader {
+    wire_head h;
+    size_t got_head, got_msg, got_text, got_marks;
+    char msg[1001];
+    char *text;                /* modattn_malloc'd */
+    modattn_text_mark *marks;  /* modattn_malloc'd */
+    size_t max_text;
+    int st;                    /* first failure: a protocol error, the text too long, our budget */
+    char why[400];
+    bool done;                 /* everything announced was read (set at the end) */
+} reader;
+
+/* Copies what fits of [p, p+n) into the current part; returns the bytes used. */
+static size_t take(reader *r, const char *p, size_t n) {
+    if (r->got_head < sizeof r->h) {
+        size_t k = sizeof r->h - r->got_head;
+        if (k > n) k = n;
+        memcpy((char *)&r->h + r->got_head, p, k);
+        r->got_head += k;
+        if (r->got_head == sizeof r->h) {
+            if (r->h.msglen > 1000) {
+                r->st = MODATTN_EINTERNAL;
+                snprintf(r->why, sizeof r->why, "the extraction process sent a damaged answer");
+                return n;
+            }
+            if (r->h.status == 0) {
+                if (r->h.len > r->max_text) {
+                    r->st = MODATTN_ERANGE;
+                    snprintf(r->why, sizeof r->why,
+                             "its text (%llu bytes) is over the cap of %llu bytes for extracted text "
+                             "(--max-file-size)",
+                             (unsigned long long)r->h.len, (unsigned long long)r->max_text);
+                    return n;
+                }
+                if (r->h.nmarks > r->h.len + 1) {
+                    r->st = MODATTN_EINTERNAL;
+                    snprintf(r->why, sizeof r->why, "the extraction process sent a damaged answer");
+                    return n;
+                }
+                r->text = modattn_malloc((size_t)r->h.len + 1, MODATTN_MEM_OTHER);
+                r->marks = r->h.nmarks ? modattn_malloc((size_t)r->h.nmarks * sizeof *r->marks, MODATTN_MEM_OTHER)
+                                       : NULL;
+                if (!r->text || (r->h.nmarks && !r->marks)) {
+                    r->st = modattn_mem_last_status();
+                    snprintf(r->why, sizeof r->why, "%s", modattn_last_error());
+                    return n;
+                }
+            }
+        }
+        return k;
+    }
+    if (r->got_msg < r->h.msglen) {
+        size_t k = r->h.msglen - r->got_msg;
+        if (k > n) k = n;
+        memcpy(r->msg + r->got_msg, p, k);
+        r->got_msg += k;
+        r->msg[r->got_msg] = '\0';
+        return k;
+    }
+    if (r->h.status) return n; /* nothing follows an error */
+    if (r->got_text < r->h.len) {
+        size_t k = (size_t)r->h.len - r->got_text;
+        if (k > n) k = n;
+        memcpy(r->text + r->got_text, p, k);
+        r->got_text += k;
+        return k;
+    }
+    size_t mb = (size_t)r->h.nmarks * sizeof *r->marks;
+    if (r->got_marks < mb) {
+        size_t k = mb - r->got_marks;
+        if (k > n) k = n;
+        memcpy((char *)r->marks + r->got_marks, p, k);
+        r->got_marks += k;
+        return k;
+    }
+    return n; /* more than announced: ignored */
+}
+
+static bool tail_says_oom(const char *tail) {
+    /* poppler's gmem, libstdc++'s terminate, glib's g_malloc, sanitizers' allocators */
+    static const char *const pats[] = {"ut of memory", "bad_alloc", "failed to allocate", "allocation failed",
+                                       "Cannot allocate memory", "out-of-memory", "Failed to mmap",
+                                       "exceeds maximum supported size", NULL};
+    for (int i = 0; pats[i]; i++)
+        if (strstr(tail, pats[i])) return true;
+    return false;
+}
+
+int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
+                              modattn_doc_text *out, bool *cancelled) {
+    memset(out, 0, sizeof *out);
+    if (cancelled) *cancelled = false;
+    if (kind != MODATTN_DOC_HTML && kind != MODATTN_DOC_PDF)
+        return modattn_error(MODATTN_EINVAL, "modattn__extract_isolated: not HTML or PDF");
+    const char *what = kind == MODATTN_DOC_HTML ? "HTML" : "PDF";
+    if (kind == MODATTN_DOC_HTML) xmlInitParser(); /* in the parent, once, not in every child */
+    int dp[2], ep[2] = {-1, -1};
+    if (pipe2(dp, O_CLOEXEC) != 0)
+        return modattn_error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
+    if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1; /* then the child's stderr is ours */
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(dp[0]);
+        close(dp[1]);
+        if (ep[0] >= 0) close(ep[0]), close(ep[1]);
+        return modattn_error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(e));
+    }
+    if (pid == 0) {
+        close(dp[0]);
+        if (ep[0] >= 0) close(ep[0]);
+        child_main(kind, buf, len, lim->mem_bytes, dp[1], ep[1]);
+    }
+    close(dp[1]);
+    if (ep[1] >= 0) close(ep[1]);
+    fcntl(dp[0], F_SETFL, fcntl(dp[0], F_GETFL) | O_NONBLOCK);
+    if (ep[0] >= 0) fcntl(ep[0], F_SETFL, fcntl(ep[0], F_GETFL) | O_NONBLOCK);
+
+    reader r;
+    memset(&r, 0, sizeof r);
+    r.max_text = lim->max_text;
+    char tail[512] = "";
+    size_t ntail = 0;
+    const uint64_t t0 = now_ns();
+    uint64_t last_ask = 0;
+    const uint64_t limit_ns = lim->timeout_s > 0 ? (uint64_t)(lim->timeout_s * 1e9) : 0;
+    bool timed_out = false, killed = false, data_eof = false, err_eof = ep[0] < 0;
+    char chunk[65536];
+    while (!data_eof || !err_eof) {
+        if (r.st && !killed) { /* nothing more is wanted from it */
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        if (lim->cancel && !killed && now_ns() - last_ask >= 50000000ull) { /* every 50 ms at most */
+            last_ask = now_ns();
+            if (lim->cancel(lim->cancel_ud)) {
+                if (cancelled) *cancelled = true;
+                kill(pid, SIGKILL);
+                killed = true;
+            }
+        }
+        int wait_ms = 100;
+        if (limit_ns && !killed) {
+            uint64_t el = now_ns() - t0;
+            if (el >= limit_ns) {
+                timed_out = true;
+                kill(pid, SIGKILL);
+                killed = true;
+            } else if ((limit_ns - el) / 1000000 < (uint64_t)wait_ms) {
+                wait_ms = (int)((limit_ns - el) / 1000000) + 1;
+            }
+        }
+        struct pollfd pf[2];
+        int np = 0;
+        if (!data_eof) pf[np++] = (struct pollfd){dp[0], POLLIN, 0};
+        if (!err_eof) pf[np++] = (struct pollfd){ep[0], POLLIN, 0};
+        int k = poll(pf, (nfds_t)np, wait_ms);
+        if (k < 0 && errno != EINTR) break;
+        if (k <= 0) continue;
+        for (int i = 0; i < np; i++) {
+            if (!pf[i].revents) continue;
+            ssize_t n = read(pf[i].fd, chunk, sizeof chunk);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n <= 0) {
+                if (pf[i].fd == dp[0]) data_eof = true;
+                else err_eof = true;
+                continue;
+            }
+            if (pf[i].fd == dp[0]) {
+                size_t o = 0;
+                while (o < (size_t)n && !r.st) o += take(&r, chunk + o, (size_t)n - o);
+            } else {
+                /* the extractor's own messages, passed on; the last bytes kept */
+                ssize_t w = write(STDERR_FILENO, chunk, (size_t)n);
+                (void)w;
+                size_t keep = (size_t)n < sizeof tail - 1 ? (size_t)n : sizeof tail - 1;
+                if (ntail + keep > sizeof tail - 1) {
+                    size_t drop = ntail + keep - (sizeof tail - 1);
+                    memmove(tail, tail + drop, ntail - drop);
+                    ntail -= drop;
+                }
+                memcpy(tail + ntail, chunk + (size_t)n - keep, keep);
+                ntail += keep;
+                tail[ntail] = '\0';
+            }
+        }
+    }
+    close(dp[0]);
+    if (ep[0] >= 0) close(ep[0]);
+    int ws = 0;
+    while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    const double secs = (double)(now_ns() - t0) * 1e-9;
+    r.done = !r.st && r.got_head == sizeof r.h && r.got_msg == r.h.msglen &&
+             (r.h.status || (r.got_text == r.h.len && r.got_marks == r.h.nmarks * sizeof *r.marks));
+
+    int st = 0;
+    char mem_text[64];
+    snprintf(mem_text, sizeof mem_text, "%llu MiB", (unsigned long long)(lim->mem_bytes >> 20));
+    if (cancelled && *cancelled) {
+        st = modattn_error(MODATTN_ERANGE, "interrupted");
+    } else if (timed_out) {
+        st = modattn_error(MODATTN_ERANGE, "took longer than --file-timeout %g s (the %s extraction was stopped)",
+                           lim->timeout_s, what);
+    } else if (r.st) { /* the text over the cap or over this process's budget, or a damaged answer */
+        st = modattn_error(r.st, "%s", r.why);
+    } else if (r.done && r.h.status == 0 && !r.h.xml_oom && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+        r.text[r.h.len] = '\0';
+        out->text = r.text;
+        out->len = (size_t)r.h.len;
+        out->marks = r.marks;
+        out->nmarks = (size_t)r.h.nmarks;
+        out->pages = r.h.pages != 0;
+        return 0;
+    } else if ((r.done && (r.h.xml_oom || r.h.status == MODATTN_ENOMEM)) ||
+               (!(r.done && r.h.status) && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && tail_says_oom(tail))) {
+        /* an allocator refused (the limit set in the child): libxml2 says so, poppler and glib
+         * abort, a sanitizer's allocator reports it and exits */
+        st = modattn_error(MODATTN_ERANGE,
+                           "extraction exceeded the memory budget (the %s library may use %s: what "
+                           "--mem-budget leaves, else 1 GiB)",
+                           what, mem_text);
+    } else if (r.done && r.h.status == MODATTN_EBUDGET) {
+        /* the text itself did not fit the budget: as for any allocation of this file */
+        st = modattn_error(MODATTN_EBUDGET, "%s", r.msg);
+    } else if (r.done && r.h.status) {
+        st = modattn_error(r.h.status, "%s", r.msg);
+    } else if (WIFSIGNALED(ws)) {
+        int sig = WTERMSIG(ws);
+        if (sig == SIGKILL && !killed)
+            st = modattn_error(MODATTN_ERANGE, "the %s extraction process was killed (signal 9: by the system, "
+                               "out of memory?) after %.1f s", what, secs);
+        else
+            st = modattn_error(MODATTN_ERANGE, "the %s library crashed (signal %d, %s) after %.1f s", what, sig,
+                               strsignal(sig), secs);
+    } else {
+        st = modattn_error(MODATTN_ERANGE, "the %s extraction process failed (exit status %d)", what,
+                           WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+    }
+    modattn_free(r.text);
+    modattn_free(r.marks);
+    return st;
+}
