@@ -42,6 +42,9 @@ static int64_t g_queue, g_inflight;
 static int64_t g_slots_busy;
 static uint64_t g_batches_wide;
 static uint64_t g_abandoned, g_expired;
+static int g_mal_status[MAX_STATUSES];
+static uint64_t g_mal_count[MAX_STATUSES];
+static int g_nmal;
 
 const char *srv_route_name(srv_route r) {
     static const char *const names[] = {"/v1/embeddings", "/v1/models", "/search", "/health",
@@ -121,6 +124,15 @@ void srv_metrics_dropped(bool abandoned) {
     pthread_mutex_unlock(&g_mu);
 }
 
+void srv_metrics_malformed(int status) {
+    pthread_mutex_lock(&g_mu);
+    int i = 0;
+    while (i < g_nmal && g_mal_status[i] != status) i++;
+    if (i == g_nmal && i < MAX_STATUSES) g_mal_status[g_nmal++] = status;
+    if (i < MAX_STATUSES) g_mal_count[i]++;
+    pthread_mutex_unlock(&g_mu);
+}
+
 int64_t srv_metrics_inflight_now(void) {
     pthread_mutex_lock(&g_mu);
     int64_t n = g_inflight;
@@ -180,6 +192,12 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
             "--max-queue-time for an executor.\n"
             "# TYPE modattn_requests_queue_timeout_total counter\nmodattn_requests_queue_timeout_total %llu\n",
         (unsigned long long)g_expired);
+    put(&b, "# HELP modattn_requests_malformed_total Requests refused by the front gate before libmicrohttpd "
+            "parsed them (their head, or a chunked body in view, broke HTTP/1.1's rules), by status.\n"
+            "# TYPE modattn_requests_malformed_total counter\n");
+    for (int i = 0; i < g_nmal; i++)
+        put(&b, "modattn_requests_malformed_total{status=\"%d\"} %llu\n", g_mal_status[i],
+            (unsigned long long)g_mal_count[i]);
     put(&b, "# HELP modattn_queue_depth Inputs waiting for an executor.\n"
             "# TYPE modattn_queue_depth gauge\nmodattn_queue_depth %lld\n", (long long)g_queue);
     put(&b, "# HELP modattn_batch_inputs Inputs per executor batch.\n# TYPE modattn_batch_inputs histogram\n");

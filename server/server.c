@@ -15,11 +15,16 @@
  * access-log line per request on stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop
  * accepting, finish what is in flight within --drain-timeout, exit 0.
  *
- * What libmicrohttpd 0.9.75 answers itself, in HTML, before this code sees the request (no hook
- * lets us replace it): a request line it cannot parse (400), HTTP/0.x or HTTP/2 and up (505), a
- * request line or header block past its per-connection memory (414, 431: 64 KiB here), a header
- * line without a colon (400), a first Content-Length that is not a number (400, its header block
- * sent twice: a bug of 0.9.75) or past 2^64 (413), and a malformed chunked body (400). */
+ * Before any of that, the front gate (gate.c) owns the listening socket: it accepts each
+ * connection, peeks at its first request until the head is complete and refuses, in JSON, what
+ * libmicrohttpd 0.9.75 would otherwise answer itself in HTML (no hook lets us replace those
+ * bodies): a request line it cannot parse, HTTP/0.x or HTTP/2 and up, a head past its memory, a
+ * header line without a colon, a first Content-Length that is not a number (its header block sent
+ * twice: a bug of 0.9.75) or past 2^64, a malformed chunked body in view; a good head goes to
+ * libmicrohttpd untouched (MHD_add_connection). Later requests on a kept-alive connection are
+ * parsed by libmicrohttpd alone: for those, the checks in on_request below (505, Host, the
+ * Content-Length and Transfer-Encoding rules, 414, 431) still answer in JSON what it passes on,
+ * and what it refuses itself gets its HTML answer (see README). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,14 +46,10 @@
 #include <unistd.h>
 
 #include "modattn/device.h"
+#include "modattn/ingest.h"
 #include "modattn/tokenizer.h"
 #include "server/server.h"
 
-/* Our limits on a request's head, below libmicrohttpd's own (its per-connection memory, 64 KiB:
- * a head larger than that is refused by libmicrohttpd itself, in HTML, before we see it): within
- * them we answer 414 and 431 in JSON. */
-#define SRV_MAX_URI 8192       /* the path and query */
-#define SRV_MAX_HEADERS 16384  /* the header fields, names and values */
 #define SRV_CB_BUCKETS 1024
 
 /* unfinished bodies of one client address (--max-client-bodies) */
@@ -63,6 +64,8 @@ typedef struct server {
     srv_config cfg;
     modattn_ctx *ctx;
     struct MHD_Daemon *d;
+    srv_gate *gate;
+    _Atomic size_t mhd_conns; /* connections libmicrohttpd holds (the gate's limit counts them) */
     _Atomic bool ready, draining;
     srv_api api;
     srv_batcher *batcher;
@@ -276,10 +279,11 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     h->bytes += strlen(key) + vlen + 4;
     if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
         unsigned long long v = 0;
-        bool ok = vlen > 0 && vlen <= 19;
+        bool ok = vlen > 0;
         for (size_t i = 0; ok && i < vlen; i++) {
-            if (value[i] < '0' || value[i] > '9') ok = false;
-            else v = v * 10 + (unsigned)(value[i] - '0');
+            const unsigned d = (unsigned)(value[i] - '0');
+            if (value[i] < '0' || value[i] > '9' || v > (~0ULL - d) / 10) ok = false; /* (past 2^64: the gate's 413) */
+            else v = v * 10 + d;
         }
         if (!ok) h->cl_bad = true;
         else if (h->ncl && v != h->cl) h->cl_differ = true;
@@ -658,19 +662,26 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- the access log, metrics and cleanup when a request ends */
 
-static void log_request(server *s, const req *r, const char *outcome) {
+static void log_line(server *s, const char *client, const char *method, const char *path, int status, size_t bytes,
+                     double ms, size_t inputs, size_t tokens, const char *outcome) {
     if (s->cfg.quiet) return;
     char when[32];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    const double ms = secs_since(r->t0) * 1e3;
     pthread_mutex_lock(&s->log_mu);
     if (s->cfg.log_json) {
-        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:I, s:I, s:s}", "time", when, "client", r->client,
-                              "method", r->method, "path", r->path, "status", r->status, "bytes", (json_int_t)r->bytes_out,
-                              "ms", ms, "inputs", (json_int_t)r->inputs, "tokens", (json_int_t)r->tokens, "outcome", outcome);
+        /* (the method and path are the client's: not UTF-8, they are not logged as they are) */
+        const size_t ml = strlen(method), pl = strlen(path);
+        char *cm = modattn_utf8_valid(method, ml) ? NULL : modattn_utf8_sanitize(method, ml, NULL);
+        char *cp = modattn_utf8_valid(path, pl) ? NULL : modattn_utf8_sanitize(path, pl, NULL);
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:I, s:I, s:s}", "time", when, "client", client,
+                              "method", cm ? cm : method, "path", cp ? cp : path, "status", status, "bytes",
+                              (json_int_t)bytes, "ms", ms, "inputs", (json_int_t)inputs, "tokens", (json_int_t)tokens,
+                              "outcome", outcome);
+        modattn_free(cm);
+        modattn_free(cp);
         char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
         if (line) fprintf(stderr, "%s\n", line);
         modattn_json_free(line);
@@ -678,17 +689,22 @@ static void log_request(server *s, const req *r, const char *outcome) {
         modattn_json_take_failure();
     } else {
         /* the path is the client's: shown with anything unprintable as \xHH */
-        char safe[4 * sizeof r->path];
+        char safe[4 * sizeof ((req *)0)->path];
         size_t o = 0;
-        for (const unsigned char *p = (const unsigned char *)r->path; *p && o + 5 < sizeof safe; p++) {
+        for (const unsigned char *p = (const unsigned char *)path; *p && o + 5 < sizeof safe; p++) {
             if (*p < 0x20 || *p >= 0x7f) o += (size_t)snprintf(safe + o, sizeof safe - o, "\\x%02X", *p);
             else safe[o++] = (char)*p;
         }
         safe[o] = '\0';
-        fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms inputs=%zu tokens=%zu%s%s\n", when, r->client, r->method, safe,
-                r->status, r->bytes_out, ms, r->inputs, r->tokens, outcome[0] ? " " : "", outcome);
+        fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms inputs=%zu tokens=%zu%s%s\n", when, client, method, safe, status,
+                bytes, ms, inputs, tokens, outcome[0] ? " " : "", outcome);
     }
     pthread_mutex_unlock(&s->log_mu);
+}
+
+static void log_request(server *s, const req *r, const char *outcome) {
+    log_line(s, r->client, r->method, r->path, r->status, r->bytes_out, secs_since(r->t0) * 1e3, r->inputs, r->tokens,
+             outcome);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, enum MHD_RequestTerminationCode toe) {
@@ -722,15 +738,39 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code) {
-    (void)cls, (void)c;
+    server *s = cls;
+    (void)c;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_info *cn = malloc(sizeof *cn);
         if (cn) cn->t_ready = modattn_now_ns();
         *socket_context = cn;
+        atomic_fetch_add(&s->mhd_conns, 1);
     } else {
         free(*socket_context);
         *socket_context = NULL;
+        atomic_fetch_sub(&s->mhd_conns, 1);
     }
+}
+
+/* ---- the gate's callbacks (on its thread) */
+
+static void gate_hand_off(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen) {
+    server *s = ud;
+    (void)MHD_add_connection(s->d, fd, addr, addrlen); /* on failure it has closed fd (at its limit) */
+}
+
+static size_t gate_connections(void *ud) { return atomic_load(&((server *)ud)->mhd_conns); }
+
+static void gate_refused(void *ud, const srv_gate_refusal *g) {
+    server *s = ud;
+    char path[160];
+    snprintf(path, sizeof path, "%s", g->target);
+    path[strcspn(path, "?")] = '\0';
+    const route_def *rd = find_route(path);
+    srv_metrics_request(rd ? rd->route : SRV_ROUTE_OTHER, g->status, g->seconds);
+    if (g->malformed) srv_metrics_malformed(g->status);
+    log_line(s, g->client, g->method, g->target, g->status, g->bytes, g->seconds * 1e3, 0, 0,
+             g->malformed ? "malformed" : "client-timeout");
 }
 
 /* ---- start-up and shutdown */
@@ -805,6 +845,14 @@ static int open_listener(const srv_config *cfg, int *fd_out, int *port_out, bool
     what = "setsockopt";
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) goto fail;
     if (*v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) goto fail;
+    /* the gate peeks at up to SRV_GATE_WINDOW bytes the kernel holds for a connection before
+     * anything reads them: accepted sockets inherit a receive buffer that holds them */
+    int rcv = 0;
+    socklen_t rl = sizeof rcv;
+    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &rl) == 0 && rcv < 2 * SRV_GATE_WINDOW) {
+        rcv = 2 * SRV_GATE_WINDOW;
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* (else the kernel's maximum) */
+    }
     what = "bind";
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) goto fail;
     what = "listen";
@@ -853,11 +901,11 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     int lfd0 = -1, port = 0;
     bool v6 = false;
     if (open_listener(cfg, &lfd0, &port, &v6)) goto out;
+    /* libmicrohttpd listens on nothing: the gate accepts and hands it connections */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
-                     (v6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_NO_LISTEN_SOCKET;
     unsigned timeout = cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999);
-    s.d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, &s,
-                           MHD_OPTION_LISTEN_SOCKET, (MHD_socket)lfd0,
+    s.d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
                            MHD_OPTION_CONNECTION_TIMEOUT, timeout, /* idle: a stalled client is closed */
                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
@@ -869,6 +917,11 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         fprintf(stderr, "modattn: serve: cannot serve on %s port %d: %s\n", cfg->host, port,
                 errno ? strerror(errno) : "libmicrohttpd refused the options");
         close(lfd0);
+        goto out;
+    }
+    srv_gate_config gc = {lfd0, cfg->timeout_s, 4000, gate_hand_off, gate_connections, gate_refused, &s};
+    if (srv_gate_start(&gc, &s.gate)) { /* (it closed lfd0) */
+        fprintf(stderr, "modattn: serve: cannot start accepting connections: %s\n", strerror(errno));
         goto out;
     }
     fprintf(stderr, "modattn: serve: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "", cfg->host,
@@ -920,8 +973,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)srv_metrics_inflight_now(),
             srv_metrics_inflight_now() == 1 ? "" : "s", cfg->drain_s);
     atomic_store(&s.draining, true);
-    MHD_socket lfd = MHD_quiesce_daemon(s.d);
-    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    srv_gate_stop_accepting(s.gate);
     uint64_t t_drain = modattn_now_ns();
     while (atomic_load(&s.admitted) > 0 && secs_since(t_drain) < cfg->drain_s) {
         struct timespec ts = {0, 10 * 1000 * 1000};
@@ -943,6 +995,7 @@ out:
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    srv_gate_free(s.gate); /* (before libmicrohttpd: nothing is handed to it from here) */
     if (s.d) MHD_stop_daemon(s.d);
     srv_batcher_free(s.batcher);
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");

@@ -12,10 +12,12 @@
  *              token-budget batches from it (oldest request first), embed them in their session
  *              and hand each request its vectors in order; searches run there too
  *   metrics.c  counters and histograms in Prometheus' text format
+ *   gate.c     the front gate: accepts connections and checks each one's first request head
+ *              before libmicrohttpd sees it (malformed: answered in JSON and closed)
  *
- * Threads: libmicrohttpd's (HTTP_THREADS, epoll: a slow or stalled client holds a socket, never a
- * thread), the executors (--workers: by default one per model thread, elastic, see batch.c), and the main
- * thread, which loads the model and then waits for a signal. */
+ * Threads: the gate's (one, epoll), libmicrohttpd's (HTTP_THREADS, epoll: a slow or stalled client
+ * holds a socket, never a thread), the executors (--workers: by default one per model thread,
+ * elastic, see batch.c), and the main thread, which loads the model and then waits for a signal. */
 #ifndef MODATTN_SERVER_H
 #define MODATTN_SERVER_H
 
@@ -24,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
@@ -63,6 +66,70 @@ typedef struct srv_config {
     const char *port_file;       /* write the bound port there once listening (tests) */
 } srv_config;
 
+/* Our limits on a request's head (the gate refuses past them: 414, 431; the handler checks them
+ * again for later requests on a kept-alive connection, which libmicrohttpd parses) */
+#define SRV_MAX_URI 8192       /* the request target (path and query) */
+#define SRV_MAX_HEADERS 16384  /* the header field lines */
+#define SRV_GATE_WINDOW 65536  /* the most of a connection's first bytes the gate looks at */
+
+/* ---- the front gate (gate.c): our listening socket, accepted and looked at before
+ * libmicrohttpd: a first request whose head (or chunked body in view) breaks HTTP/1.1's rules
+ * is answered here, in JSON, and closed; a good one is handed to libmicrohttpd untouched. */
+typedef enum srv_head_verdict { SRV_HEAD_MORE = 0, SRV_HEAD_PASS, SRV_HEAD_REFUSE } srv_head_verdict;
+typedef struct srv_head {
+    int status;               /* REFUSE: 400, 413, 414, 431, 501, 505 */
+    const char *code;         /* REFUSE: the error object's code ("bad_request", "bad_framing", ...) */
+    const char *message;      /* REFUSE: why (static, or msg_buf) */
+    char msg_buf[128];
+    char method[16], target[160]; /* as far as they were read (the access log) */
+    size_t head_len;          /* 0 until the head's empty line is in view */
+    unsigned long long content_length;
+    size_t ncl;               /* Content-Length headers (all equal) */
+    size_t cookies;           /* in the Cookie headers */
+    bool chunked, expect, host, http11;
+} srv_head;
+/* The request at the start of buf[0, n) (the bytes in view): SRV_HEAD_REFUSE (h says how),
+ * SRV_HEAD_PASS (a head libmicrohttpd parses as we do; with Transfer-Encoding: chunked, the whole
+ * chunked body well formed too, unless the client waits for 100-continue), or SRV_HEAD_MORE (well
+ * formed so far; h->head_len > 0 once the head is complete and a chunked body is awaited).
+ * Rules: METHOD (a token) SP TARGET (no spaces or control characters, at most SRV_MAX_URI bytes,
+ * else 414) SP HTTP/1.0 or HTTP/1.1 (another version 505), lines ending in CRLF (a CR or LF
+ * alone 400), field lines name ':' value (a token, no spaces before the colon, no control
+ * characters, no obs-fold), at most SRV_MAX_HEADERS bytes, 100 fields and 128 cookies (431), at
+ * most 128 query parameters (414: libmicrohttpd keeps each field, parameter and cookie in its
+ * 64 KiB per connection), Content-Length
+ * digits only (400; past 2^64 413) and equal if repeated, Transfer-Encoding chunked only (501)
+ * and never with Content-Length (400), one Host (HTTP/1.1 needs it). */
+srv_head_verdict srv_head_check(const char *buf, size_t n, srv_head *h);
+
+typedef struct srv_gate_refusal {
+    char client[64];
+    const char *method, *target; /* "-" when not read */
+    int status;
+    size_t bytes;
+    double seconds;           /* since the connection was accepted */
+    bool malformed;           /* else a timeout (408) */
+} srv_gate_refusal;
+typedef struct srv_gate_config {
+    int listen_fd;            /* listening, non-blocking; the gate owns it from srv_gate_start */
+    double timeout_s;         /* --timeout: the head within it of the connection's start (408) */
+    size_t max_connections;   /* held by the gate and libmicrohttpd together */
+    /* hands a checked connection on (closes fd if it cannot take it) */
+    void (*hand_off)(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen);
+    size_t (*connections)(void *ud); /* connections libmicrohttpd holds */
+    void (*refused)(void *ud, const srv_gate_refusal *r); /* answered by the gate: log, count */
+    void *ud;
+} srv_gate_config;
+typedef struct srv_gate srv_gate;
+/* Starts the gate's thread (0), or -1 with errno (listen_fd closed either way on failure). */
+int srv_gate_start(const srv_gate_config *cfg, srv_gate **out);
+/* SIGTERM: the listening socket closed (at once: no new connection is accepted when this
+ * returns); heads still arriving closed, complete ones handed on. */
+void srv_gate_stop_accepting(srv_gate *g);
+/* Stops the thread and closes whatever the gate still holds. */
+void srv_gate_free(srv_gate *g);
+uint64_t srv_gate_now_ns(void);
+
 /* Loads the model (called on the main thread once HTTP is up). */
 typedef int (*srv_load_fn)(void *ud, modattn_model **out);
 
@@ -92,6 +159,8 @@ void srv_metrics_executors(int threads, bool wide);
 void srv_metrics_inflight(int64_t delta);
 /* a queued job dropped: its client went away (abandoned) or it waited past --max-queue-time */
 void srv_metrics_dropped(bool abandoned);
+/* a request the gate refused for its framing (status 400, 413, 414, 431, 501, 505) */
+void srv_metrics_malformed(int status);
 int64_t srv_metrics_inflight_now(void);
 /* The Prometheus text (text/plain; version=0.0.4) into a malloc'ed string (free()), NULL on
  * allocation failure. ctx: attention calls per implementation; device: the model's (its memory

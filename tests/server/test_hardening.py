@@ -3,6 +3,13 @@ on raw sockets where the framing matters:
   - a second server on a port in use fails ("address in use", exit 1) instead of sharing it;
   - malformed framing (two Content-Lengths, Content-Length with Transfer-Encoding, HTTP/1.2, no
     Host, a long URI, large header fields) gets exactly one response, JSON in OpenAI's shape;
+  - so do the heads libmicrohttpd used to answer itself in HTML (the front gate, gate.c): a request
+    line it cannot parse, HTTP/0.9 and 2+, a head past 64 KiB, a header line without a colon, a
+    Content-Length of -1, abc or past 2^64, obs-fold, a CR or LF alone, a malformed chunked body
+    (sent with its head or after it), a head cut short, a head still arriving after --timeout:
+    one status line, JSON in OpenAI's shape, Connection: close, the connection closed; counted in
+    modattn_requests_malformed_total and in the access log; well-formed requests (chunked ones
+    included, sent in pieces, with 100-continue, pipelined) still served, over IPv6 too;
   - POST routes take only application/json (415), CORS headers only with --cors (and its
     preflights);
   - stalled bodies from one address (127.0.0.1) hold neither the admission slots nor /health:
@@ -11,6 +18,8 @@ on raw sockets where the framing matters:
 import http.client
 import json
 import os
+import re
+import resource
 import socket
 import subprocess
 import sys
@@ -123,8 +132,253 @@ json_error(out, 431, "20 kB of header fields")
 out, closed = raw(P, b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 20000 + b"\r\n\r\n")
 json_error(out, 431, "one 20 kB header field")
 check(s.request("GET", "/health")[0] == 200, "the server is fine after the malformed requests")
+check(s.stop() == 0, "exit 0 after SIGTERM")
+
+# ---- 10, the front gate: what libmicrohttpd 0.9.75 answered itself, in HTML (or not at all)
+STATUS_LINE = re.compile(rb"(?:^|\r\n)HTTP/\d(?:\.\d)? \d{3}")
+
+
+def raw_parts(port, parts, pause=0.3, shut=False, wait=5.0, host="127.0.0.1"):
+    """Sends the parts with a pause between them (shut: then closes the sending side), reads until
+    the server closes (or wait passes): the bytes and whether it closed."""
+    c = socket.create_connection((host, port))
+    c.settimeout(wait)
+    out, closed = b"", False
+    try:
+        for i, part in enumerate(parts):
+            if i:
+                time.sleep(pause)
+            c.sendall(part)
+        if shut:
+            c.shutdown(socket.SHUT_WR)
+        while True:
+            d = c.recv(65536)
+            if not d:
+                closed = True
+                break
+            out += d
+    except OSError:
+        pass
+    c.close()
+    return out, closed
+
+
+def gated(port, parts, status, what, code=None, **kw):
+    """One JSON error answer of this status, with Connection: close, and the connection closed."""
+    out, closed = raw_parts(port, parts if isinstance(parts, list) else [parts], **kw)
+    n = len(STATUS_LINE.findall(out))
+    check(n == 1, f"{what}: exactly one status line, not {n}: {out[:400]!r}")
+    j = json_error(out, status, what)
+    h = parse_one(out)[1]
+    check(h.get("connection", "").lower() == "close", f"{what}: Connection: close: {h}")
+    check(closed, f"{what}: the connection closed")
+    if code:
+        check(j is not None and j["error"]["code"] == code, f"{what}: code {code}: {j}")
+    return j
+
+
+s = Server(BIN, MODEL, "--log-json", "--timeout", "2")
+P = s.port
+POST = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+CHUNKED = POST + b"Transfer-Encoding: chunked\r\n\r\n"
+refusals = 0
+
+
+def G(parts, status, what, code=None, **kw):
+    global refusals
+    refusals += 1
+    return gated(P, parts, status, what, code, **kw)
+
+
+# the request line
+G(b"GARBAGE\r\n\r\n", 400, "GARBAGE", "bad_request")
+G(b"GET /health\r\n\r\n", 400, "a request line without a version (HTTP/0.9's)")
+G(b"GET  /health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "two spaces after the method")
+G(b"GET /health HTTP/1.1 \r\nHost: x\r\n\r\n", 400, "a space after the version")
+G(b"G(T /health HTTP/1.1\r\nHost: x\r\n\r\n", 400, "a method that is not a token")
+G(b"GET /he\x01lth HTTP/1.1\r\nHost: x\r\n\r\n", 400, "a control character in the target")
+G(b"GET /health HTTP/1.1x\r\nHost: x\r\n\r\n", 400, "a version that is not one")
+G(b"GET /health HTTP/0.9\r\n\r\n", 505, "HTTP/0.9", "http_version_not_supported")
+G(b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP/2.0", "http_version_not_supported")
+G(b"GET /health HTTP/3\r\nHost: x\r\n\r\n", 505, "HTTP/3", "http_version_not_supported")
+# a head past libmicrohttpd's 64 KiB
+G(b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "a 70 kB request line", "uri_too_long")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 70000 + b"\r\n\r\n", 431, "a 70 kB header field",
+  "header_fields_too_large")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"a" * 300) for i in range(250)) + b"\r\n",
+  431, "250 header fields of 300 bytes", "header_fields_too_large")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(150)) + b"\r\n", 431,
+  "150 header fields", "header_fields_too_large")
+# what libmicrohttpd keeps in its 64 KiB per connection: query parameters (past it: no answer at
+# all) and cookies (431 in HTML, its header block twice)
+G(b"GET /health?" + b"&".join([b"a"] * 1000) + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414, "1000 query parameters",
+  "uri_too_long")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\nCookie: " + b";".join([b"a=b"] * 1000) + b"\r\n\r\n", 431, "1000 cookies",
+  "header_fields_too_large")
+# header lines
+j = G(b"GET /health HTTP/1.1\r\nHost: x\r\nNoColonHere\r\n\r\n", 400, "a header line without a colon", "bad_request")
+check(j and "colon" in j["error"]["message"], f"... saying so: {j}")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\nX-A : b\r\n\r\n", 400, "a space before the colon")
+G(b"GET /health HTTP/1.1\r\n: x\r\nHost: x\r\n\r\n", 400, "a field without a name")
+j = G(b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n", 400, "obs-fold")
+check(j and "obs-fold" in j["error"]["message"], f"... saying so: {j}")
+G(b"GET /health HTTP/1.1\nHost: x\n\n", 400, "lines ending in LF alone")
+G(b"GET /health HTTP/1.1\r\nHost: x\rX-A: b\r\n\r\n", 400, "a CR alone in the head")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n\r\n", 400, "a NUL in a header value")
+G(b"GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "two Host headers")
+# Content-Length
+for cl, status in ((b"-1", 400), (b"abc", 400), (b"", 400), (b"1 2", 400), (b"+5", 400), (b"0x10", 400), (b"14 ", 400),
+                   (b"18446744073709551616", 413), (b"99999999999999999999999", 413)):
+    j = G(POST + b"Content-Length: " + cl + b"\r\n\r\n" + EMB, status, f"Content-Length {cl!r}")
+    check(j and "Content-Length" in j["error"]["message"], f"... naming the header: {j}")
+G(POST + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
+  "two Transfer-Encoding headers")
+# chunked bodies: with the head, and after it
+G(CHUNKED + b"zz\r\n" + EMB + b"\r\n0\r\n\r\n", 400, "a chunk size that is not hexadecimal", "bad_framing")
+G([CHUNKED, b"zz\r\n" + EMB + b"\r\n0\r\n\r\n"], 400, "a chunk size that is not hexadecimal, after the head")
+G(CHUNKED + b"5\r\n" + EMB + b"\r\n0\r\n\r\n", 400, "a chunk longer than its size")
+G([CHUNKED, b"e\r\n", EMB, b"XX0\r\n\r\n"], 400, "a chunk not followed by CRLF, in pieces")
+G(CHUNKED + b"e \r\n" + EMB + b"\r\n0\r\n\r\n", 400, "a space after the chunk size")
+G(CHUNKED + b"e\n" + EMB + b"\r\n0\r\n\r\n", 400, "a chunk-size line ending in LF alone")
+G(CHUNKED + b"e;x=\x01\r\n" + EMB + b"\r\n0\r\n\r\n", 400, "a control character in a chunk extension")
+G(CHUNKED + b"fffffffffffffffffffff\r\n" + EMB, 413, "a chunk size past 2^64", "payload_too_large")
+G(CHUNKED + b"e\r\n" + EMB + b"\r\n0\r\nBadTrailer\r\n\r\n", 400, "a trailer without a colon")
+# cut short, or too slow
+G([b"GET /health HTTP/1.1\r\nHost: x\r\n"], 400, "a head cut short (the client closed its side)", shut=True)
+G([CHUNKED + b"e\r\n" + EMB], 400, "a chunked body cut short", shut=True)
+t0 = time.time()
+j = G([b"GET /health HTTP/1.1\r\nHo"], 408, "a head still arriving after --timeout 2", "request_timeout")
+check(1.5 < time.time() - t0 < 4.5, f"... answered at the deadline: {time.time() - t0:.2f} s")
+refusals -= 1  # (a timeout, not malformed)
+j = G([CHUNKED + b"e\r\n" + EMB[:5]], 408, "a chunked body still arriving after --timeout 2", "request_timeout")
+refusals -= 1
+out, closed = raw_parts(P, [b""], wait=4)
+check(out == b"" and closed, f"a connection that sends nothing is closed without an answer: {out[:100]!r}")
+
+# well-formed requests still served: chunked (in pieces, 100-continue, past the gate's 64 KiB look-ahead),
+# pipelined, the peeked bytes all there for libmicrohttpd
+out, closed = raw_parts(P, [CHUNKED + b"e\r\n" + EMB + b"\r\n0\r\n\r\n"], wait=10)
+check(parse_one(out)[0] == 200, f"a chunked body: {out[:200]!r}")
+out, closed = raw_parts(P, [CHUNKED, b"e\r\n", EMB + b"\r\n", b"0\r\nX-T: 1\r\n\r\n"], pause=0.2, wait=10)
+check(parse_one(out)[0] == 200, f"a chunked body in pieces, with a trailer: {out[:200]!r}")
+c = socket.create_connection(("127.0.0.1", P))
+c.settimeout(10)
+c.sendall(POST + b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n")
+first = c.recv(4096)
+c.sendall(b"e\r\n" + EMB + b"\r\n0\r\n\r\n")
+rest = b""
+while parse_one(rest)[0] is None:
+    d = c.recv(65536)
+    if not d:
+        break
+    rest += d
+c.close()
+check(first.startswith(b"HTTP/1.1 100") and parse_one(rest)[0] == 200, f"chunked with 100-continue: {first[:60]!r} {rest[:100]!r}")
+big = json.dumps({"input": "word " * 30000}).encode()
+chunks = b"".join(b"%x\r\n" % len(big[i:i + 1000]) + big[i:i + 1000] + b"\r\n" for i in range(0, len(big), 1000))
+out, closed = raw_parts(P, [CHUNKED + chunks + b"0\r\n\r\n"], wait=30)
+check(parse_one(out)[0] == 200, f"a {len(big)} byte chunked body (past the gate's look-ahead): {out[:200]!r}")
+out, closed = raw_parts(P, [b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + POST + b"Content-Length: 14\r\n\r\n" + EMB +
+                            b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"], wait=10)
+st1, _, _, rest = parse_one(out)
+st2, _, _, rest = parse_one(rest)
+st3, _, _, rest = parse_one(rest)
+check((st1, st2, st3) == (200, 200, 200) and closed, f"three pipelined requests: {(st1, st2, st3)} {out[:200]!r}")
+out, closed = raw_parts(P, [b"\r\nGET /health HTTP/1.0\r\n\r\n"])
+check(parse_one(out)[0] == 200, f"an empty line before the request line is ignored: {out[:100]!r}")
+target = b"/health?" + b"&".join(b"p%d=%s" % (i, b"v" * 58) for i in range(128))
+fields = [b"Host: x\r\n", b"Cookie: " + b";".join(b"c%d=%s" % (i, b"w" * 20) for i in range(128)) + b"\r\n"]
+fields += [b"X-%03d: %s\r\n" % (i, b"y" * 125) for i in range(98)]
+big_head = b"GET " + target + b" HTTP/1.1\r\n" + b"".join(fields) + b"\r\n"
+check(len(target) > 8000 and sum(map(len, fields)) > 16000, "(the largest head: near the limits)")
+out, closed = raw_parts(P, [big_head])
+check(parse_one(out)[0] == 200,
+      f"the largest head the gate passes (8 KiB target of 128 parameters, 100 fields, 128 cookies) is parsed: {out[:200]!r}")
+
+# counted and logged
+st, _, data = s.request("GET", "/metrics")
+m = re.findall(rb'^modattn_requests_malformed_total\{status="(\d+)"\} (\d+)$', data, re.M)
+total = sum(int(v) for _, v in m)
+check(total == refusals and {k for k, _ in m} == {b"400", b"413", b"414", b"431", b"505"},
+      f"modattn_requests_malformed_total: {total} of {refusals}, by status {m}")
+check(re.search(rb'^modattn_http_requests_total\{route="/health",status="408"\} 1$', data, re.M) is not None,
+      "the head that timed out is counted as a 408 of /health")
+check(s.stop() == 0, "exit 0 after SIGTERM")
+entries = [json.loads(l) for l in open(s.log_path) if l.startswith("{")]
+mal = [e for e in entries if e.get("outcome") == "malformed"]
+check(len(mal) == refusals and all(e["status"] >= 400 and e["bytes"] > 0 and e["client"] == "127.0.0.1" for e in mal),
+      f"the access log has each refusal (outcome malformed): {len(mal)} of {refusals}")
+check(any(e["method"] == "GARBAGE" for e in mal) and any(e["path"] == "/v1/embeddings" and e["status"] == 413 for e in mal),
+      "... with the method and path as far as they were read")
+
+# IPv6 (where the loopback has it)
+try:
+    socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    have_v6 = True
+except OSError:
+    have_v6 = False
+if have_v6:
+    s = Server(BIN, MODEL, "--quiet", "--host", "::1", wait_ready=False)
+    ok = False
+    for _ in range(200):
+        try:
+            out, _ = raw_parts(s.port, [b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"], wait=1, host="::1")
+        except OSError:
+            out = b""
+        if parse_one(out)[0] == 200:
+            ok = True
+            break
+        time.sleep(0.1)
+    check(ok, "over IPv6 (--host ::1): GET /health")
+    out, closed = raw_parts(s.port, [b"GET /health HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n"], host="::1")
+    check(parse_one(out)[0] == 400 and closed and len(STATUS_LINE.findall(out)) == 1,
+          f"over IPv6: a header line without a colon: {out[:200]!r}")
+    check(s.stop() == 0, "exit 0 after SIGTERM")
+else:
+    print("test_hardening: no IPv6 loopback here: the IPv6 checks are skipped", flush=True)
+
+# the 4000-connection limit, gate and libmicrohttpd together: past it a connection waits in the
+# kernel's backlog (not refused) until one closes; connections that never send are closed at --timeout
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if hard == resource.RLIM_INFINITY or hard >= 4200:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4200), hard))
+    s = Server(BIN, MODEL, "--quiet", "--timeout", "2")
+    held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4000)]
+    time.sleep(0.3)
+    c = socket.create_connection(("127.0.0.1", s.port))
+    c.settimeout(1)
+    c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        early = c.recv(100)
+    except socket.timeout:
+        early = None
+    check(early is None, f"the 4001st connection waits while 4000 are held: {early!r}")
+    c.settimeout(5)
+    t0 = time.time()
+    try:
+        late = c.recv(100)
+    except OSError as e:
+        late = str(e).encode()
+    check(late.startswith(b"HTTP/1.1 200") and time.time() - t0 < 4,
+          f"... and is served once the silent ones are closed at --timeout 2: {late[:60]!r} after {time.time() - t0:.1f} s")
+    c.close()
+    closed = 0
+    time.sleep(0.5)  # (the last of them were accepted up to 0.3 s after the first)
+    for h in held:
+        h.settimeout(1)
+        try:
+            closed += h.recv(10) == b""
+        except OSError:
+            pass
+        h.close()
+    check(closed == 4000, f"the 4000 silent connections closed without an answer: {closed}")
+    check(s.stop() == 0, "exit 0 after SIGTERM")
+else:
+    print(f"test_hardening: descriptors limited to {hard}: the 4000-connection checks are skipped", flush=True)
 
 # ---- 11: Content-Type, CORS
+s = Server(BIN, MODEL, "--quiet")
+P = s.port
 for ct in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None,
            "application/jsonx", "application/json-seq"):
     hdr = b"Content-Type: " + ct.encode() + b"\r\n" if ct else b""
@@ -244,6 +498,7 @@ for i in range(2):  # the 4th is awaited, the 5th is past --max-client-bodies 4
     c = socket.create_connection(("127.0.0.1", s.port))
     c.sendall(STALL)
     stalled.append(c)
+    time.sleep(0.3)  # in this order (two connections at once go to two HTTP threads: either may be first)
 stalled[-1].settimeout(5)
 try:
     d = stalled[-1].recv(4096)
