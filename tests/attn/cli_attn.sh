@@ -113,5 +113,50 @@ expect 2 "it is a folder" -- "$BIN" --trace /tmp backends
 expect 0 "OK" -- "$BIN" check --backend reference --configs 5 --seed 0x10
 expect 0 "OK" -- "$BIN" --mem-budget 0 check --backend reference --configs 5
 
+# check --seed draws other inputs over the same configurations: the worst error ratio (a function
+# of the inputs) changes with the seed, is the same for the same seed, and 0 is the default seed
+worst() { "$BIN" check --backend reference --configs 20 "$@" --json 2>/dev/null |
+  python3 -c "import json,sys; j=json.load(sys.stdin); i=j['implementations'][0]; print(j['configurations'], i['passed'], repr(i['worst_error_ratio']))"; }
+w_def=$(worst); w0=$(worst --seed 0); w1=$(worst --seed 1); w1b=$(worst --seed 1); w2=$(worst --seed 2)
+case "$w_def" in "20 20 "*) ok ;; *) bad "check --configs 20: '$w_def'" ;; esac
+[ "$w1" = "$w1b" ] && [ -n "$w1" ] && ok || bad "check --seed 1 twice differs: '$w1' / '$w1b'"
+[ "$w0" = "$w_def" ] && ok || bad "check --seed 0 is not the default seed: '$w0' / '$w_def'"
+[ "${w1% *}" = "${w_def% *}" ] && [ "$w1" != "$w_def" ] && [ "$w2" != "$w1" ] && [ "$w2" != "$w_def" ] && ok ||
+  bad "check --seed does not change the inputs (same configurations, other errors): default '$w_def', 1 '$w1', 2 '$w2'"
+# check --verbose: progress every 100 configurations on stderr; without it, none
+out=$("$BIN" check --backend reference --configs 200 --verbose 2>&1 >/dev/null)
+grep -q "^  100/200 configurations" <<<"$out" && grep -q "^  200/200 configurations" <<<"$out" && ok ||
+  bad "check --verbose: no progress lines: $out"
+out=$("$BIN" check --backend reference --configs 200 2>&1 >/dev/null)
+grep -q "configurations" <<<"$out" && bad "check without --verbose prints progress: $out" || ok
+
+# bench attn --peak (and MODATTN_PEAK_GFLOPS): % of that peak, in the table and in the JSON
+json_check "j['peak_gflops']==250 and len(j['results'])==1 and all(abs(r['pct_peak']-100*r['gflops']/250)<1e-9 for r in j['results'])" -- "$BIN" bench attn --backend reference --shape 1,2,2,32,32,16 --min-time 0.01 --peak 250 --json
+json_check "j['peak_gflops']==125 and all(abs(r['pct_peak']-100*r['gflops']/125)<1e-9 for r in j['results'])" -- env MODATTN_PEAK_GFLOPS=125 "$BIN" bench attn --backend reference --shape 1,2,2,32,32,16 --min-time 0.01 --json
+json_check "'peak_gflops' not in j and all('pct_peak' not in r for r in j['results'])" -- env -u MODATTN_PEAK_GFLOPS "$BIN" bench attn --backend reference --shape 1,2,2,32,32,16 --min-time 0.01 --json
+out=$("$BIN" bench attn --backend reference --shape 1,2,2,32,32,16 --min-time 0.01 --peak 250 2>&1)
+python3 -c "
+import sys
+rows = [l.split() for l in sys.stdin.read().splitlines() if l.startswith('reference')]
+# backend shape causal ms GFLOP/s workspace %peak check
+assert len(rows) == 1 and abs(float(rows[0][6]) - 100 * float(rows[0][4]) / 250) < 0.06 + 1e-3 * float(rows[0][6]), rows
+assert rows[0][7] == 'ok', rows" <<<"$out" && ok || bad "bench attn --peak 250: the %peak column: $out"
+# bench attn without --shape: the sweep (B 1,2,4,8 x H 12,16 x S 128..8192 x D 32,64,128, causal and
+# not), every shape of it at or under --max-gflop and none above (a bound no shape is near)
+json_check "$(cat <<'PY'
+(lambda got, grid: sorted(got) == sorted(grid) and len(grid) >= 10 and all(r['valid'] and r['gflops'] > 0 for r in j['results']))(
+  [(tuple(r['shape']), r['causal']) for r in j['results']],
+  [((B, H, H, S, S, D), c) for c in (False, True) for D in (32, 64, 128) for S in (128, 256, 512, 1024, 2048, 4096, 8192)
+   for B in (1, 2, 4, 8) for H in (12, 16)
+   if not (0.97 * 0.09e9 < 4 * B * H * S * S * D * (0.5 if c else 1) < 1.03 * 0.09e9) and 4 * B * H * S * S * D * (0.5 if c else 1) <= 0.09e9])
+PY
+)" -- "$BIN" bench attn --backend cpu_flash --max-gflop 0.09 --min-time 0.005 --json
+# (no shape of the grid lies within 3% of 0.09 GFLOP, so the formula's causal rounding cannot matter)
+python3 -c "
+import sys
+near = [(B, H, S, D, c) for c in (0, 1) for D in (32, 64, 128) for S in (128, 256, 512, 1024, 2048, 4096, 8192)
+        for B in (1, 2, 4, 8) for H in (12, 16) if 0.97 * 0.09e9 < 4 * B * H * S * S * D * (0.5 if c else 1) < 1.03 * 0.09e9]
+sys.exit(1 if near else 0)" && ok || bad "a sweep shape lies within 3% of the --max-gflop bound of the test"
+
 echo "cli_attn: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

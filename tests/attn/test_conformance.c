@@ -13,6 +13,7 @@ int main(void) {
 
     modattn_conformance_result r[64];
     size_t n = 0;
+    int ran = 0;
     modattn_conformance_options co = {.log = stderr};
     CHECK(modattn_conformance_run(ctx, &co, r, 64, &n) == 0);
     CHECK(n == modattn_ctx_impl_count(ctx));
@@ -23,7 +24,26 @@ int main(void) {
         CHECK_MSG(r[i].passed + r[i].unsupported == modattn_conformance_grid_size(), "%s", r[i].name);
         if (r[i].unsupported) printf("  unsupported e.g.: %s\n", r[i].unsupported_reason);
         if (strcmp(r[i].name, "reference") == 0) CHECK(r[i].passed >= 500);
+        /* an implementation that is available here must run some of the grid: one that refuses
+         * every case would otherwise pass; the built-in CPU ones take the whole contract (fp32,
+         * every shape, view, mask and option of the grid) */
+        long idx = modattn_ctx_find(ctx, r[i].name);
+        modattn_impl_info info;
+        CHECK(idx >= 0 && modattn_ctx_impl_info(ctx, (size_t)idx, &info) == 0);
+        if (idx < 0) continue;
+        if (info.available)
+            CHECK_MSG(r[i].passed > 0, "%s is available here and ran none of the grid (%d unsupported: %s)", r[i].name,
+                      r[i].unsupported, r[i].unsupported_reason);
+        else
+            printf("  %s: not available here: %s\n", r[i].name, info.reason);
+        if (!strcmp(info.origin, "builtin") && info.device == MODATTN_DEVICE_CPU)
+            CHECK_MSG(info.available && r[i].passed == modattn_conformance_grid_size(),
+                      "%s (built in, CPU) passed %d of the %d configurations (%d unsupported: %s)", r[i].name,
+                      r[i].passed, modattn_conformance_grid_size(), r[i].unsupported, r[i].unsupported_reason);
+        ran += r[i].passed > 0;
     }
+    /* at least one implementation ran the grid */
+    CHECK_MSG(ran > 0, "no implementation ran any of the grid");
 
     /* every faulty implementation must be caught */
     faulty_setup(ctx);

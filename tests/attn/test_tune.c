@@ -1,31 +1,46 @@
 /* tests/attn/test_tune.c — the tune policy: the faster implementation wins even against priority,
  * the winner is remembered in the cache file and used by `auto` in a new context, explain shows
  * the measured times, and a corrupt file, an unwritable directory and two processes writing at
- * once are all survived. */
+ * once are all survived.
+ *
+ * Time is a fake clock: the test links with -Wl,--wrap=modattn_now_ns (tests/attn/CMakeLists.txt),
+ * so the tuner's stopwatch (attn/tune.c, attn/run.c) reads the clock below, which only the test
+ * implementations move: slow_impl's run takes 3 ms of it, fast_impl's 1 us, whatever the machine's
+ * load or the sanitizers. The winner is decided by what the tuner measured, and the test says
+ * exactly what that was; reversing the costs reverses the winner. */
 #include "modattn/modattn.h"
 #include "test_util.h"
 
+#include <math.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 const modattn_attn_impl *modattn__backend_reference(void);
+
+/* the fake clock: modattn_now_ns() as the library sees it */
+uint64_t __wrap_modattn_now_ns(void);
+static _Atomic uint64_t g_fake_ns = 1000000000ull;
+static _Atomic int g_wrapped_calls;
+uint64_t __wrap_modattn_now_ns(void) {
+    atomic_fetch_add(&g_wrapped_calls, 1);
+    return atomic_load(&g_fake_ns);
+}
+/* what one run of each test implementation costs on the fake clock */
+static _Atomic uint64_t g_cost_slow = 3000000, g_cost_fast = 1000;
 
 static const modattn_attn_impl *ref;
 static bool t_supports(void *c, const modattn_attn_desc *d, char *r, size_t n) { (void)c; return ref->supports(NULL, d, r, n); }
 static size_t t_ws(void *c, const modattn_attn_desc *d, int t) { (void)c; return ref->workspace_bytes(NULL, d, t); }
 static int t_run(void *c, const modattn_attn_desc *d, const modattn_attn_call *k, void *w, size_t wb, const modattn_exec *e,
                  char *r, size_t n) {
-    if (c) { /* the slow one */
-        struct timespec ts = {0, 3000000};
-        nanosleep(&ts, NULL);
-    }
+    atomic_fetch_add(&g_fake_ns, c ? atomic_load(&g_cost_slow) : atomic_load(&g_cost_fast));
     return ref->run(NULL, d, k, w, wb, e, r, n);
 }
-static modattn_attn_impl slow = {MODATTN_IMPL_API_VERSION, "slow_impl", "sleeps 3 ms (test)", MODATTN_DEVICE_CPU, 5,
-                                 (void *)1, NULL, NULL, t_supports, t_ws, t_run, NULL};
-static modattn_attn_impl fast = {MODATTN_IMPL_API_VERSION, "fast_impl", "no sleep (test)", MODATTN_DEVICE_CPU, 1,
-                                 NULL, NULL, NULL, t_supports, t_ws, t_run, NULL};
+static modattn_attn_impl slow = {MODATTN_IMPL_API_VERSION, "slow_impl", "3 ms a call on the fake clock (test)",
+                                 MODATTN_DEVICE_CPU, 5, (void *)1, NULL, NULL, t_supports, t_ws, t_run, NULL};
+static modattn_attn_impl fast = {MODATTN_IMPL_API_VERSION, "fast_impl", "1 us a call on the fake clock (test)",
+                                 MODATTN_DEVICE_CPU, 1, NULL, NULL, NULL, t_supports, t_ws, t_run, NULL};
 
 static modattn_ctx *open_ctx(const char *policy) {
     modattn_ctx *ctx = NULL;
@@ -41,7 +56,7 @@ static modattn_ctx *open_ctx(const char *policy) {
     return ctx;
 }
 
-static float q[2 * 2 * 16 * 8], k[2 * 2 * 16 * 8], v[2 * 2 * 16 * 8], o[2 * 2 * 16 * 8];
+static float q[2 * 2 * 64 * 8], k[2 * 2 * 64 * 8], v[2 * 2 * 64 * 8], o[2 * 2 * 64 * 8];
 static int run_shape(modattn_ctx *ctx, int S) {
     modattn_attn_call c;
     memset(&c, 0, sizeof c);
@@ -92,14 +107,38 @@ int main(void) {
     CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "reference"), &st) == 0 && st.calls == 0);
     CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
     CHECK(modattn_explain(ctx, &d, e, 8, &n) == 0);
-    CHECK(find(e, n, "fast_impl")->verdict == MODATTN_VERDICT_CHOSEN && find(e, n, "fast_impl")->measured_ms >= 0);
-    CHECK(find(e, n, "slow_impl")->measured_ms >= 3.0 && find(e, n, "reference")->measured_ms < 0);
+    CHECK(g_wrapped_calls > 0); /* the tuner read the fake clock */
+    /* exactly what the fake clock says each took (the file keeps 4 decimals) */
+    CHECK_MSG(find(e, n, "fast_impl")->verdict == MODATTN_VERDICT_CHOSEN &&
+                  fabs(find(e, n, "fast_impl")->measured_ms - 0.001) < 1e-9,
+              "fast_impl: verdict %d, measured %.6f ms (want 0.001)", (int)find(e, n, "fast_impl")->verdict,
+              find(e, n, "fast_impl")->measured_ms);
+    CHECK_MSG(fabs(find(e, n, "slow_impl")->measured_ms - 3.0) < 1e-9 && find(e, n, "reference")->measured_ms < 0,
+              "slow_impl measured %.6f ms (want 3), reference %.6f", find(e, n, "slow_impl")->measured_ms,
+              find(e, n, "reference")->measured_ms);
     /* a second call of the same class does not measure again */
     CHECK(run_shape(ctx, 13) == 0); /* 13 rounds up to the same bucket as 16 */
     CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
     modattn_ctx_free(ctx);
     char *txt = slurp(path);
     CHECK(strncmp(txt, "# modattn tune cache v1\n", 24) == 0 && strstr(txt, "\tfast_impl\t"));
+
+    /* the measurement decides, not the order or the priority: with the costs reversed, a new shape
+     * class (Sq 64) is won by slow_impl, and the first class keeps its winner */
+    atomic_store(&g_cost_slow, 1000);
+    atomic_store(&g_cost_fast, 3000000);
+    ctx = open_ctx("tune");
+    CHECK(run_shape(ctx, 64) == 0);
+    modattn_attn_desc d64 = modattn_attn_desc_make(2, 2, 2, 64, 64, 8, false);
+    CHECK(modattn_explain(ctx, &d64, e, 8, &n) == 0);
+    CHECK_MSG(find(e, n, "slow_impl")->verdict == MODATTN_VERDICT_CHOSEN &&
+                  fabs(find(e, n, "fast_impl")->measured_ms - 3.0) < 1e-9,
+              "costs reversed: slow_impl verdict %d, fast_impl measured %.6f ms", (int)find(e, n, "slow_impl")->verdict,
+              find(e, n, "fast_impl")->measured_ms);
+    CHECK(modattn_explain(ctx, &d, e, 8, &n) == 0 && find(e, n, "fast_impl")->verdict == MODATTN_VERDICT_CHOSEN);
+    modattn_ctx_free(ctx);
+    atomic_store(&g_cost_slow, 3000000);
+    atomic_store(&g_cost_fast, 1000);
 
     /* a new context under auto uses the remembered winner */
     ctx = open_ctx("auto");

@@ -13,7 +13,8 @@
  *     columns, is an error that writes nothing, never a wrong answer;
  *   - fp32 with dense rows on oneDNN's brgemm must have panels (the one short query's fast path).
  * Where the build has no panels (OpenBLAS: no plans) or a mode is not run by this CPU, that is
- * printed as "not available here", with why. */
+ * printed as "not available here", with why; a build with no panels at all exits 77 (CTest:
+ * skipped, with the reason); a oneDNN build must have checked some fp32 shapes' panels. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,22 +152,39 @@ int main(void) {
     };
     const modattn_precision precs[] = {MODATTN_PRECISION_FP32, MODATTN_PRECISION_BF16, MODATTN_PRECISION_INT8,
                                        MODATTN_PRECISION_BF16X3};
-    int ran = 0;
+    int ran = 0, ran_fp32 = 0;
+    char skipped[1024] = "";
     for (size_t m = 0; m < sizeof precs / sizeof precs[0]; m++) {
         char why[256] = "";
         if ((precs[m] == MODATTN_PRECISION_BF16 && !modattn__gemm_bf16_available(why, sizeof why)) ||
             (precs[m] == MODATTN_PRECISION_INT8 && !modattn__gemm_int8_available(why, sizeof why)) ||
             (precs[m] == MODATTN_PRECISION_BF16X3 && !modattn__gemm_bf16x3_available(why, sizeof why))) {
             printf("panels %s: not available here: %s\n", modattn_precision_name(precs[m]), why);
+            snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s: %s", skipped[0] ? "; " : "",
+                     modattn_precision_name(precs[m]), why);
             continue;
         }
         if (precs[m] == MODATTN_PRECISION_FP32 && strcmp(modattn__gemm_name(), "onednn") != 0) {
             printf("panels fp32: not available here: this build's GEMMs are %s, which has no plans\n",
                    modattn__gemm_name());
+            snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped),
+                     "%sfp32: this build's GEMMs are %s, which has no plans", skipped[0] ? "; " : "", modattn__gemm_name());
             continue;
         }
+        int before = ran;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) check_shape(&shapes[s], precs[m], &ran);
+        if (precs[m] == MODATTN_PRECISION_FP32) ran_fp32 = ran - before;
     }
-    printf("test_gemm_panels: %d shape/precision cases checked\n", ran);
+    printf("test_gemm_panels: %d shape/precision cases checked (fp32: %d of %zu shapes)\n", ran, ran_fp32,
+           sizeof shapes / sizeof shapes[0]);
+    if (ran == 0 && t_fail == 0 && strcmp(modattn__gemm_name(), "onednn") != 0) {
+        /* nothing here has panels: a skip (CTest: SKIP_RETURN_CODE 77), with why, never a pass */
+        printf("test_gemm_panels: not available here: %s\n", skipped);
+        return 77;
+    }
+    /* oneDNN builds have fp32 plans on every x86-64 CPU: the panels of some shapes must have run
+     * (on oneDNN's brgemm kernels, AVX-512, every dense one must: check_shape asks that) */
+    CHECK_MSG(ran_fp32 > 0, "no fp32 shape had its panels checked (GEMMs: %s)", modattn__gemm_name());
+    CHECK_MSG(ran > 0, "no shape/precision case ran: %s", skipped);
     return test_finish("test_gemm_panels");
 }

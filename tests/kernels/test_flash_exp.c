@@ -5,6 +5,7 @@
  * results within a few ulps on the scalar one. */
 #include "backends/cpu_flash/flash.h"
 #include "modattn/modattn.h"
+#include "kernels/isa_expect.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -105,11 +106,18 @@ static void check_same_bits(void) {
 
 int main(void) {
     static const char *names[] = {"avx512", "avx2", "neon", "scalar"};
+    /* which ISAs this CPU must offer (isa_expect.h: the CPU's instructions, MODATTN_CPU_DISABLE
+     * applied), decided here rather than taken from the driver: an ISA the CPU has is checked,
+     * never passed over as "not available" */
+    const isa_expect want = isa_expected();
+    const bool expected[] = {want.avx512, want.avx2, want.neon, true};
     int n = 0;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         const flash_isa *isa = modattn__flash_isa_by_name(names[i]);
+        CHECK_MSG((isa != NULL) == expected[i], "%s: the driver %s it, the CPU %s it", names[i],
+                  isa ? "offers" : "does not offer", expected[i] ? "has" : "lacks (or MODATTN_CPU_DISABLE masks)");
         if (!isa) {
-            printf("%s: not available here\n", names[i]);
+            printf("%s: not on this CPU (or masked by MODATTN_CPU_DISABLE)\n", names[i]);
             continue;
         }
         check_isa(isa);
@@ -118,7 +126,9 @@ int main(void) {
     CHECK(n >= 1);
     const flash_isa *sel = modattn__flash_isa_select();
     CHECK(sel != NULL);
-    printf("selected: %s\n", sel ? sel->name : "?");
+    printf("selected: %s (the widest this CPU has: %s)\n", sel ? sel->name : "?", want.widest);
+    CHECK_MSG(sel && !strcmp(sel->name, want.widest), "the driver selected %s, the widest ISA of this CPU is %s",
+              sel ? sel->name : "?", want.widest);
     check_same_bits();
     return test_finish("test_flash_exp");
 }

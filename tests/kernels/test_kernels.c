@@ -11,6 +11,7 @@
  * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
 #include "modattn/modattn.h"
 #include "backends/cpu_flash/flash.h" /* MODATTN_CPU_FLASH_CTL_ISA_NAME */
+#include "kernels/isa_expect.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -281,18 +282,16 @@ static void reset_outputs(tcase *tc) {
     for (int64_t i = 0; tc->bl.base && i < tc->bl.cap + 2 * GUARD; i++) tc->bl.base[i] = SENT;
 }
 
-static void test_impl(modattn_ctx *ctx2, modattn_ctx *ctx1, const char *name, int ncases) {
+/* Runs the cases on `name`; returns the number that ran (an implementation named but absent or
+ * unavailable is a failure: the list of names comes from the registry or from the command line). */
+static int test_impl(modattn_ctx *ctx2, modattn_ctx *ctx1, const char *name, int ncases) {
     long i2 = modattn_ctx_find(ctx2, name), i1 = modattn_ctx_find(ctx1, name);
-    if (i2 < 0 || i1 < 0) {
-        printf("%s: not built in, skipped\n", name);
-        return;
-    }
+    CHECK_MSG(i2 >= 0 && i1 >= 0, "%s: not built in", name);
+    if (i2 < 0 || i1 < 0) return 0;
     modattn_impl_info info;
     modattn_ctx_impl_info(ctx2, (size_t)i2, &info);
-    if (!info.available) {
-        printf("%s: unavailable here (%s), skipped\n", name, info.reason);
-        return;
-    }
+    CHECK_MSG(info.available, "%s: unavailable here (%s)", name, info.reason);
+    if (!info.available) return 0;
     const modattn_attn_impl *impl = modattn_ctx_impl(ctx2, (size_t)i2);
     g_rng = 42;
     double worst = 0;
@@ -349,6 +348,36 @@ static void test_impl(modattn_ctx *ctx2, modattn_ctx *ctx1, const char *name, in
         tc_free(&tc);
     }
     printf("%s: %d configurations run, %d refused, worst err/tol %.3f\n", name, ran, refused, worst);
+    /* the cases stay inside the contract every built-in CPU implementation takes whole (fp32, D and
+     * Dv <= 256, any views): one that refuses them (all of them, or some) is not tested by them */
+    CHECK_MSG(ran > 0 && refused == 0 && ran == ncases, "%s: %d of %d configurations ran, %d refused", name, ran,
+              ncases, refused);
+    return ran;
+}
+
+/* The ISA cpu_flash runs is the widest this CPU has (isa_expect.h), as core/cpu.c reports it too:
+ * where the CPU has AVX-512 (and MODATTN_CPU_DISABLE leaves it), the AVX-512 kernels must be the
+ * ones that run, asked both as the driver's choice and as the kernel a shape gets. */
+static void test_isa_choice(modattn_ctx *ctx) {
+    const isa_expect want = isa_expected();
+    long idx = modattn_ctx_find(ctx, "cpu_flash");
+    CHECK_MSG(idx >= 0, "cpu_flash is not built in");
+    if (idx < 0) return;
+    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const char *isa = NULL;
+    CHECK(impl->control(impl->ctx, MODATTN_CPU_FLASH_CTL_ISA_NAME, &isa) == 0 && isa);
+    CHECK_MSG(!strcmp(isa_from_modattn(), want.widest), "core/cpu.c's features give %s, the CPU has %s",
+              isa_from_modattn(), want.widest);
+    CHECK_MSG(isa && !strcmp(isa, want.widest), "cpu_flash runs %s, this CPU (MODATTN_CPU_DISABLE applied) has %s",
+              isa ? isa : "?", want.widest);
+    char buf[160] = "";
+    modattn_attn_desc enc = modattn_attn_desc_make(2, 12, 12, 128, 128, 64, false); /* an encoder's shape */
+    modattn_ctl_kernel q = {&enc, 2, buf, sizeof buf};
+    CHECK(impl->control(impl->ctx, MODATTN_CTL_KERNEL, &q) == 0);
+    CHECK_MSG(strncmp(buf, want.widest, strlen(want.widest)) == 0 && buf[strlen(want.widest)] == ',',
+              "an encoder's shape runs '%s', want the %s kernels", buf, want.widest);
+    printf("cpu_flash ISA: %s (the CPU, MODATTN_CPU_DISABLE applied: %s); an encoder's shape: %s\n", isa ? isa : "?",
+           want.widest, buf);
 }
 
 /* run() itself: no allocation through the modattn allocator, a short workspace refused. */
@@ -494,8 +523,9 @@ int main(int argc, char **argv) {
     const char *cpu_disable = getenv("MODATTN_CPU_DISABLE");
     printf("MODATTN_CPU_DISABLE=%s\n", cpu_disable ? cpu_disable : "");
     int ncases = getenv("MODATTN_TEST_CASES") ? atoi(getenv("MODATTN_TEST_CASES")) : 160;
+    int tested = 0, flash_ran = 0;
     if (argc > 1) {
-        for (int a = 1; a < argc; a++) test_impl(ctx2, ctx1, argv[a], ncases), test_run_contract(ctx2, argv[a]);
+        for (int a = 1; a < argc; a++) tested += test_impl(ctx2, ctx1, argv[a], ncases) > 0, test_run_contract(ctx2, argv[a]);
     } else {
         for (size_t i = 0; i < modattn_ctx_impl_count(ctx2); i++) {
             modattn_impl_info info;
@@ -503,12 +533,19 @@ int main(int argc, char **argv) {
             if (!strcmp(info.name, "reference") || strcmp(info.origin, "builtin") != 0 ||
                 info.device != MODATTN_DEVICE_CPU)
                 continue;
-            test_impl(ctx2, ctx1, info.name, ncases);
+            int ran = test_impl(ctx2, ctx1, info.name, ncases);
+            tested += ran > 0;
+            if (!strcmp(info.name, "cpu_flash")) flash_ran = ran;
             test_run_contract(ctx2, info.name);
         }
+        CHECK_MSG(flash_ran > 0, "cpu_flash ran no configuration");
+        test_isa_choice(ctx2);
         test_alone_vs_padded(ctx2, "cpu_flash");
         test_kernel_names(ctx2);
     }
+    /* at least one implementation ran cases: a registry, a list or a filter that leaves none out
+     * proves nothing */
+    CHECK_MSG(tested > 0 && ncases > 0, "no implementation ran a configuration (%d cases asked)", ncases);
     modattn_ctx_free(ctx2);
     modattn_ctx_free(ctx1);
     return test_finish("test_kernels");

@@ -6,8 +6,9 @@
  *
  * The model directories come from `make model` (tools/setup_model.sh); when they are missing the
  * test fails and says so: a golden test that skips quietly proves nothing. (The fp32
- * bge-small-en-v1.5, which no package carries, is the exception: see main(); its int8 weights,
- * dequantised, and a generated CLS model are tested by tests/second_model.) */
+ * bge-small-en-v1.5 has no golden here: no package carries its weights, so its fixture was never
+ * generated (tests/fixtures/golden_meta.json); its int8 weights, dequantised, and a generated CLS
+ * model are tested by tests/second_model.) */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -100,16 +101,14 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
         for (size_t i = 0; i < n; i++) {
             double c = eg_cosine(out + i * dim, g[i].emb, dim);
             if (c < mn) mn = c, worst = i;
-            if (!(c >= MIN_COSINE)) {
-                below++;
-                CHECK_MSG(0, "%s/%s: input %zu: cosine %.9f < %g", label, ii.name, i, c,
-                          MIN_COSINE);
-            }
+            if (!(c >= MIN_COSINE) && below++ < 10)
+                fprintf(stderr, "%s/%s: input %zu: cosine %.9f < %g\n", label, ii.name, i, c, MIN_COSINE);
             CHECK_MSG(ntok[i] == (int32_t)g[i].nids, "%s/%s: input %zu: %d tokens, want %zu",
                       label, ii.name, i, (int)ntok[i], g[i].nids);
             tokens += (size_t)ntok[i];
         }
-        t_pass += below == 0;
+        CHECK_MSG(below == 0, "%s/%s: %zu of %zu inputs below cosine %g (the lowest %.9f, input %zu)", label, ii.name,
+                  below, n, MIN_COSINE, mn, worst);
         printf("%s/%s: %zu inputs, min cosine %.9f (1 - cos = %.1e, input %zu), %zu below %g, "
                "%.0f tokens/s\n",
                label, ii.name, n, mn, 1.0 - mn, worst, below, MIN_COSINE, (double)tokens / secs);
@@ -233,19 +232,6 @@ int main(void) {
     CHECK_MSG(st == 0, "ctx: %s", modattn_last_error());
     if (st) return test_finish("test_golden");
     run_fixture(ctx, "minilm", ".models/all-MiniLM-L6-v2", "tests/fixtures/golden_minilm.jsonl");
-    /* bge-small-en-v1.5 (CLS pooling) proves generality on a real second model, but no pip
-     * package carries its weights (tools/setup_model.sh lays it out only from BGE_SRC_DIR): it
-     * runs whenever its directory is there, and must be there with MODATTN_REQUIRE_BGE=1, as in
-     * setup_model.sh. (The synthetic models of test_encoder cover CLS pooling and the other
-     * modes in the meantime.) */
-    struct stat sb;
-    const char *req = getenv("MODATTN_REQUIRE_BGE");
-    if (stat(".models/bge-small-en-v1.5", &sb) == 0 || (req && strcmp(req, "1") == 0))
-        run_fixture(ctx, "bge", ".models/bge-small-en-v1.5", "tests/fixtures/golden_bge.jsonl");
-    else
-        printf("bge: NOT RUN: .models/bge-small-en-v1.5 is not on this machine (no package carries "
-               "it: see tools/setup_model.sh, BGE_SRC_DIR; MODATTN_REQUIRE_BGE=1 makes this a "
-               "failure)\n");
     modattn_ctx_free(ctx);
     return test_finish("test_golden");
 }

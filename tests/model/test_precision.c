@@ -10,12 +10,16 @@
  *   - where it does not (a CPU without it, or run with MODATTN_CPU_DISABLE=avx512_bf16,avx512_vnni
  *     as the second ctest entry does on every machine): the load is refused with
  *     MODATTN_EUNSUPPORTED naming the instruction set, `supports_op` says the same, and nothing
- *     runs in fp32 instead. That case is printed as "not available here", with why.
- *   - always: precision names parse and unknown ones are refused with the choices. */
+ *     runs in fp32 instead. Under --mode (one ctest entry per mode) that case then exits 77, so
+ *     CTest lists it as skipped with the reason; where the CPU has the instructions (read from
+ *     /proc/cpuinfo here, not from the library) a refusal is a failure;
+ *   - always: precision names parse and unknown ones are refused with the choices, and the library
+ *     offers each mode exactly where the CPU has its instructions. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "embed_golden.h"
 #include "modattn/device.h"
@@ -194,10 +198,75 @@ static void check_mode(modattn_ctx *ctx, const mode *md) {
     eg_free(g, n_all);
 }
 
+/* Whether this CPU must run md's GEMMs, decided here from /proc/cpuinfo's flags (not from the
+ * library, whose detection is under test), with MODATTN_CPU_DISABLE and ONEDNN_MAX_CPU_ISA applied
+ * as core/cpu.c and backends/cpu/cpu_gemm.c apply them. false with what is missing in `why`. */
+static bool has_flag(const char *flags, const char *f) {
+    size_t n = strlen(f);
+    for (const char *p = flags; (p = strstr(p, f)) != NULL; p += n)
+        if ((p == flags || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\n' || p[n] == '\0')) return true;
+    return false;
+}
+static bool masked(const char *name) {
+    const char *list = getenv("MODATTN_CPU_DISABLE");
+    if (!list) return false;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncasecmp(p, name, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+static bool cpu_runs(const mode *md, char *why, size_t len) {
+    static char flags[8192];
+    if (!flags[0]) {
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[8192];
+        while (f && fgets(line, sizeof line, f))
+            if (!strncmp(line, "flags", 5)) {
+                snprintf(flags, sizeof flags, " %s", strchr(line, ':') ? strchr(line, ':') + 1 : "");
+                break;
+            }
+        if (f) fclose(f);
+        if (!flags[0]) snprintf(flags, sizeof flags, " (none)");
+    }
+    const bool off_all = masked("avx") || masked("avx512") || masked("avx512f");
+    const char *need[3] = {"avx512bw", "avx512vl", NULL};
+    const char *own = md->prec == MODATTN_PRECISION_INT8 ? "avx512_vnni" : "avx512_bf16";
+    why[0] = '\0';
+    for (int i = 0; i < 4; i++) {
+        const char *fl = i < 2 ? need[i] : i == 2 ? own : md->prec == MODATTN_PRECISION_BF16X3 ? "amx_bf16" : NULL;
+        if (!fl) continue;
+        bool off = off_all || masked(fl) || (!strcmp(fl, "amx_bf16") && (masked("amx") || masked("avx512_bf16")));
+        if (!has_flag(flags, fl) || off) {
+            snprintf(why + strlen(why), len - strlen(why), "%sthis CPU lacks %s%s", why[0] ? "; " : "", fl,
+                     off && has_flag(flags, fl) ? " (masked by MODATTN_CPU_DISABLE)" : "");
+        }
+    }
+    if (why[0]) return false;
+    const char *lim = getenv("ONEDNN_MAX_CPU_ISA");
+    if (md->prec == MODATTN_PRECISION_BF16X3 && lim && *lim && !strstr(lim, "AMX") && !strstr(lim, "amx") &&
+        strcasecmp(lim, "ALL") != 0 && strcasecmp(lim, "DEFAULT") != 0) {
+        snprintf(why, len, "ONEDNN_MAX_CPU_ISA=%s keeps oneDNN off AMX", lim);
+        return false;
+    }
+    return true;
+}
+
+/*   test_precision                  parsing; the library offers each mode exactly where the CPU has it
+ *   test_precision --mode NAME      one mode: run against the goldens where the CPU has it (a refusal
+ *                                   there fails); else the refusal is checked and it exits 77
+ *                                   (CTest: skipped) saying why
+ *   test_precision --expect-refused every mode refused (run with MODATTN_CPU_DISABLE masking them)
+ *   test_precision --no-amx         (ONEDNN_MAX_CPU_ISA below AMX) on an AMX CPU: bf16 and int8 run on
+ *                                   oneDNN's AVX-512 kernels, bf16x3 is refused; exits 77 without AMX */
 int main(int argc, char **argv) {
-    /* --expect-refused: the run with MODATTN_CPU_DISABLE=avx512_bf16,avx512_vnni must take the
-     * refusal paths */
     const bool expect_refused = argc > 1 && strcmp(argv[1], "--expect-refused") == 0;
+    const bool no_amx = argc > 1 && strcmp(argv[1], "--no-amx") == 0;
+    const char *only = argc > 2 && strcmp(argv[1], "--mode") == 0 ? argv[2] : NULL;
     check_parse();
     modattn_ctx *ctx = NULL;
     modattn_ctx_options o;
@@ -209,14 +278,47 @@ int main(int argc, char **argv) {
     CHECK(load(ctx, (modattn_precision)7, false, &bad) == MODATTN_EINVAL && bad == NULL);
     const modattn_device_iface *cpu = NULL;
     CHECK(modattn_device_lookup("cpu", &cpu) == 0);
-    for (size_t i = 0; i < sizeof k_modes / sizeof *k_modes; i++) {
-        char why[256] = "";
-        const bool have = cpu && modattn_device_supports_op(cpu, k_modes[i].op, why, sizeof why);
-        CHECK_MSG(!(expect_refused && have), "MODATTN_CPU_DISABLE did not turn %s off",
-                  modattn_precision_name(k_modes[i].prec));
-        if (have) check_mode(ctx, &k_modes[i]);
-        else check_refused(ctx, &k_modes[i], why);
+    if (no_amx) {
+        char why[256];
+        const mode bf16x3_plain = {MODATTN_PRECISION_BF16X3, MODATTN_OP_LINEAR_BF16X3, 0, 0, 0, "", 0};
+        const char *lim = getenv("ONEDNN_MAX_CPU_ISA");
+        unsetenv("ONEDNN_MAX_CPU_ISA"); /* the CPU's own AMX, whatever the limit */
+        const bool amx = cpu_runs(&bf16x3_plain, why, sizeof why);
+        if (lim) setenv("ONEDNN_MAX_CPU_ISA", lim, 1);
+        if (!amx) {
+            printf("test_precision --no-amx: not available here: %s (without AMX the --mode entries already run "
+                   "oneDNN's AVX-512 kernels)\n", why);
+            modattn_ctx_free(ctx);
+            return t_fail ? test_finish("test_precision") : 77;
+        }
     }
+    int ran = 0, refused = 0;
+    char skip_why[256] = "";
+    for (size_t i = 0; i < sizeof k_modes / sizeof *k_modes; i++) {
+        const char *name = modattn_precision_name(k_modes[i].prec);
+        if (only && strcmp(only, name) != 0) continue;
+        char why[256] = "", cpu_why[256] = "";
+        const bool have = cpu && modattn_device_supports_op(cpu, k_modes[i].op, why, sizeof why);
+        const bool cpu_has = cpu_runs(&k_modes[i], cpu_why, sizeof cpu_why);
+        CHECK_MSG(!(expect_refused && have), "MODATTN_CPU_DISABLE did not turn %s off", name);
+        CHECK_MSG(have == cpu_has, "%s: the library %s it, but %s", name, have ? "offers" : "refuses",
+                  cpu_has ? "the CPU has the instructions" : cpu_why);
+        if (!only && !no_amx && !expect_refused) continue; /* the modes run in their own entries */
+        if (have && cpu_has) {
+            check_mode(ctx, &k_modes[i]);
+            ran++;
+        } else {
+            check_refused(ctx, &k_modes[i], why);
+            refused++;
+            snprintf(skip_why, sizeof skip_why, "%s", cpu_has ? why : cpu_why);
+        }
+    }
+    if (only) CHECK_MSG(ran + refused == 1, "--mode %s: no such mode (bf16x3, bf16 or int8)", only);
     modattn_ctx_free(ctx);
+    if (only && refused && !t_fail) {
+        /* the mode is not on this CPU: its refusal was checked, the mode itself was not run */
+        printf("test_precision --mode %s: not available here: %s\n", only, skip_why);
+        return 77;
+    }
     return test_finish("test_precision");
 }

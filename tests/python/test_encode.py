@@ -3,6 +3,7 @@ tools/make_goldens.py) and against the `modattn embed` command, bit for bit."""
 
 import base64
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -78,19 +79,53 @@ def test_golden_every_input(model, minilm_golden, minilm_vectors):
     assert not diff, f"token ids differ from Hugging Face's for inputs {diff[:10]}"
 
 
+def cpu_runs(precision):
+    """Whether this CPU must run `precision`, decided here from /proc/cpuinfo's flags (not from the
+    library, whose detection is what is under test), MODATTN_CPU_DISABLE and ONEDNN_MAX_CPU_ISA
+    applied as core/cpu.c and backends/cpu/cpu_gemm.c apply them: (True, "") or (False, why)."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError as e:
+        return False, f"cannot read /proc/cpuinfo: {e}"
+    masked = {x.strip().lower() for x in os.environ.get("MODATTN_CPU_DISABLE", "").split(",") if x.strip()}
+    if masked & {"avx", "avx512", "avx512f"}:
+        flags -= {f for f in flags if f.startswith("avx512") or f.startswith("amx")}
+    if "avx512_bf16" in masked:
+        flags -= {"avx512_bf16", "amx_bf16"}
+    if "avx512_vnni" in masked:
+        flags -= {"avx512_vnni", "amx_int8"}
+    if "amx" in masked:
+        flags -= {"amx_bf16", "amx_int8"}
+    need = {"bf16": ["avx512_bf16"], "int8": ["avx512_vnni"], "bf16x3": ["avx512_bf16", "amx_bf16"]}[precision]
+    need += ["avx512bw", "avx512vl"]
+    missing = [f for f in need if f not in flags]
+    if missing:
+        return False, f"this CPU lacks {', '.join(missing)} (or MODATTN_CPU_DISABLE masks it)"
+    limit = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    if precision == "bf16x3" and limit and "AMX" not in limit and limit not in ("ALL", "DEFAULT"):
+        return False, f"ONEDNN_MAX_CPU_ISA={limit} keeps oneDNN off AMX"
+    return True, ""
+
+
 @pytest.mark.parametrize("precision,isa,floor", [("bf16", "AVX512_BF16", 0.999), ("int8", "AVX512_VNNI", 0.95),
-                                                 ("bf16x3", "AMX-BF16", 0.99999)])
+                                                 ("bf16x3", "AMX-BF16", 0.99999)], ids=["bf16", "int8", "bf16x3"])
 def test_precision_modes(modattn, minilm_path, minilm_golden, minilm_vectors, precision, isa, floor):
     """precision='bf16' / 'bf16x3' / 'int8': cosine >= the floor against sentence-transformers' fp32 goldens
     (bf16x3: the exactness bar itself)
-    and a batch of one equal to the whole batch bit for bit where the CPU has the instructions;
-    elsewhere refused with the reason (printed: not available here), never run in fp32 instead."""
+    and a batch of one equal to the whole batch bit for bit where the CPU has the instructions (a
+    refusal there is a failure); elsewhere refused with the reason, never run in fp32 instead, and
+    then reported as a skip with why (ctest runs each precision as its own entry: python_precision_*)."""
+    runs, why = cpu_runs(precision)
+    if not runs:
+        with pytest.raises(modattn.UnsupportedError) as e:
+            modattn.Model(minilm_path, precision=precision)
+        assert isa in str(e.value) or "oneDNN" in str(e.value), str(e.value)
+        pytest.skip(f"{precision} not available here: {why} (the load was refused: {e.value})")
     try:
         m = modattn.Model(minilm_path, precision=precision)
     except modattn.UnsupportedError as e:
-        assert isa in str(e) or "oneDNN" in str(e), str(e)
-        print(f"{precision} not available here: {e}")
-        return
+        pytest.fail(f"{precision} was refused on a CPU that has the instructions ({isa}): {e}")
     assert m.precision == precision and m.identity != modattn.Model(minilm_path).identity
     texts = [golden_input(r) for r in minilm_golden]
     got = m.encode(texts).astype(np.float64)

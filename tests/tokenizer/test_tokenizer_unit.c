@@ -3,12 +3,15 @@
  * API contract (budgets, flags, offsets, accessors), load errors that name the file and field,
  * allocation-failure injection without leaks, linear time on hostile long inputs, and
  * concurrent use of one tokenizer from several threads. */
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "modattn/core.h"
@@ -212,11 +215,46 @@ static void test_fault_injection(int points_plain) {
     CHECK(mem_now() == base);
 }
 
-/* Hostile long inputs must take linear time (each well under a second here). */
+/* The text of s[0, len) laid out so that only its first `readable` bytes (a multiple of the page
+ * size) can be read: every byte after them is on PROT_NONE pages, so a tokenizer that looks past
+ * them dies with SIGSEGV (a failed test, under ASan too) instead of only taking longer. Returns
+ * the mapping (to munmap `*map_len` bytes) with *text at its start, or NULL. */
+static void *guarded_copy(const char *s, size_t len, size_t readable, const char **text, size_t *map_len) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t total = (len + page - 1) / page * page + page;
+    char *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return NULL;
+    memcpy(m, s, readable < len ? readable : len);
+    if (readable < total && mprotect(m + readable, total - readable, PROT_NONE) != 0) {
+        munmap(m, total);
+        return NULL;
+    }
+    *text = m;
+    *map_len = total;
+    return m;
+}
+
+static const char *g_guarded_case = "";
+static void on_guard_fault(int sig) {
+    (void)sig;
+    static const char a[] = "test_tokenizer_unit: FAIL: a budget of 512 ids read past the first 64 KiB of the text (";
+    static const char b[] = "): it did not stop early\n";
+    ssize_t w = write(2, a, sizeof a - 1);
+    w += write(2, g_guarded_case, strlen(g_guarded_case));
+    w += write(2, b, sizeof b - 1);
+    (void)w;
+    _exit(1);
+}
+
+/* Hostile long inputs must take linear time (each well under a second here), and a small budget
+ * must stop early: with 512 ids wanted, the text after its first 64 KiB (8 of the tokenizer's
+ * 8 KiB blocks) is never read when the 512 ids come from well before it. The time is printed; what
+ * is asserted is a count and what was read (no timing: it would flake under the sanitizers). */
 static void test_long_inputs(const modattn_tokenizer *t) {
     size_t big = 2u << 20;
+    const size_t readable = 64u << 10, small = 512;
     char *s = malloc(big + 8);
-    int32_t *ids = malloc(sizeof(int32_t) * 512);
+    int32_t *ids = malloc(sizeof(int32_t) * small);
     struct {
         const char *name, *unit;
     } cases[] = {
@@ -231,6 +269,7 @@ static void test_long_inputs(const modattn_tokenizer *t) {
         {"added tokens", "[MASK]"},
         {"short words", "ab "},
     };
+    int stopped_early = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         size_t ul = strlen(cases[c].unit), len = 0;
         while (len + ul <= big) {
@@ -244,16 +283,50 @@ static void test_long_inputs(const modattn_tokenizer *t) {
         int32_t *all = malloc(cap * sizeof(int32_t));
         int rc = modattn_tokenize_ex(t, s, len, MODATTN_TOKENIZE_NO_SPECIALS, all, NULL, cap, &n);
         double ms = (double)(modattn_now_ns() - t0) / 1e6;
-        free(all);
         CHECK_MSG(rc == 0 && n <= cap, "%s: rc %d", cases[c].name, rc);
         CHECK_MSG(ms < 5000, "%s: %.0f ms for %zu bytes", cases[c].name, ms, len);
-        printf("  %-30s %7zu KiB -> %8zu ids in %7.1f ms\n", cases[c].name, len >> 10, n, ms);
-        /* a small budget stops early */
-        t0 = modattn_now_ns();
-        rc = modattn_tokenize(t, s, len, ids, 512, &n);
-        ms = (double)(modattn_now_ns() - t0) / 1e6;
-        CHECK(rc == 0 && n <= 512);
+        printf("  %-30s %7zu KiB -> %8zu ids in %7.1f ms", cases[c].name, len >> 10, n, ms);
+        /* the ids of the first `small` - 2 words pieces, from the first 64 KiB of the text: then a
+         * small budget must give exactly [CLS] those [SEP] without reading past those 64 KiB */
+        size_t want = n + 2 < small ? n + 2 : small, n_prefix = 0;
+        const size_t pieces = want - 2;
+        int32_t *pre = malloc(cap * sizeof(int32_t));
+        rc = modattn_tokenize_ex(t, s, readable, MODATTN_TOKENIZE_NO_SPECIALS, pre, NULL, cap, &n_prefix);
+        const bool early = rc == 0 && n > pieces && n_prefix > pieces &&
+                           memcmp(pre, all, (pieces + 1) * sizeof(int32_t)) == 0;
+        free(pre);
+        const char *text = s;
+        size_t map_len = 0;
+        void *map = early ? guarded_copy(s, len, readable, &text, &map_len) : NULL;
+        CHECK_MSG(!early || map, "%s: mmap: %s", cases[c].name, strerror(errno));
+        if (early && !map) {
+            free(all);
+            printf("\n");
+            continue;
+        }
+        /* a small budget stops early (on the guarded copy: reading past 64 KiB faults) */
+        struct sigaction sa, old_segv, old_bus;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_guard_fault;
+        g_guarded_case = cases[c].name;
+        sigaction(SIGSEGV, &sa, &old_segv);
+        sigaction(SIGBUS, &sa, &old_bus);
+        rc = modattn_tokenize(t, text, len, ids, small, &n);
+        sigaction(SIGSEGV, &old_segv, NULL);
+        sigaction(SIGBUS, &old_bus, NULL);
+        CHECK_MSG(rc == 0 && n == want, "%s: budget %zu: rc %d, %zu ids (want %zu)", cases[c].name, small, rc, n, want);
+        CHECK_MSG(rc == 0 && n == want && ids[0] == modattn_tokenizer_cls_id(t) &&
+                      ids[n - 1] == modattn_tokenizer_sep_id(t) && memcmp(ids + 1, all, pieces * sizeof(int32_t)) == 0,
+                  "%s: budget %zu: the ids are not [CLS] + the first %zu of the full run + [SEP]", cases[c].name,
+                  small, pieces);
+        printf("%s\n", early ? "; budget 512: stopped within the first 64 KiB" : "; budget 512: all of it");
+        stopped_early += early;
+        if (map) munmap(map, map_len);
+        free(all);
     }
+    /* the cases whose first 510 pieces lie in the first 64 KiB: (almost) added tokens, cjk,
+     * punctuation, short words; the others are one word, or none, as long as the text */
+    CHECK_MSG(stopped_early == 5, "%d cases were checked for an early stop, want 5", stopped_early);
     free(s);
     free(ids);
 }
