@@ -18,6 +18,7 @@
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
 #include "pipeline/pipeline_internal.h"
+#include "kernels/isa_expect.h"
 #include "test_util.h"
 #include "sweep.h"
 
@@ -581,11 +582,21 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
     modattn_hit *hits = malloc((k ? k : 1) * sizeof *hits);
     static const modattn_scan_isa isas[] = {MODATTN_SCAN_SCALAR, MODATTN_SCAN_AVX2,
                                             MODATTN_SCAN_AVX512, MODATTN_SCAN_AUTO};
+    const isa_expect want = isa_expected(); /* the test's own reading of the CPU, not the library's */
+    static bool said[4];
     for (size_t a = 0; a < sizeof isas / sizeof *isas; a++) {
-        if (modattn_scan_isa_available(isas[a]) != 0) continue;
         const char *nm = modattn_scan_isa_name(isas[a]);
-        /* scores within float rounding of the fp64 dot products */
-        if (n && modattn_scan_scores(m, n, dim, ld, q, isas[a], sc) == 0) {
+        if (modattn_scan_isa_available(isas[a]) != 0) {
+            const bool has = (isas[a] == MODATTN_SCAN_AVX2 && want.avx2) || (isas[a] == MODATTN_SCAN_AVX512 && want.avx512);
+            CHECK_MSG(!has, "scan %s refused on a CPU that has it: %s", nm, modattn_last_error());
+            if (!has && !said[a]) printf("  not run here: scan %s (this CPU, or MODATTN_CPU_DISABLE, lacks it)\n", nm);
+            said[a] = true;
+            continue;
+        }
+        /* scores within float rounding of the fp64 dot products (a scan that fails is a failure) */
+        const int sst = n ? modattn_scan_scores(m, n, dim, ld, q, isas[a], sc) : 0;
+        CHECK_MSG(sst == 0, "%s n=%zu dim=%zu: scan_scores failed: %s", nm, n, dim, modattn_last_error());
+        if (n && sst == 0) {
             double worst = 0;
             for (size_t i = 0; i < n; i++) {
                 double s = 0, mag = 0;

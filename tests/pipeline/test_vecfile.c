@@ -472,8 +472,8 @@ int main(void) {
         } else if (pid > 0) {
             int wst = 0;
             CHECK(waitpid(pid, &wst, 0) == pid);
+            /* the child's checks ran as nobody and it exits with how many failed: one check here */
             CHECK_MSG(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "read-only folder (as nobody): status %d", wst);
-            if (WIFEXITED(wst) && WEXITSTATUS(wst) == 0) t_pass += 7;
         } else {
             CHECK_MSG(0, "fork: %s", strerror(errno));
         }
