@@ -67,6 +67,10 @@ void cli_explain_fallbacks(const modattn_model *m, FILE *f);
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.
  * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_model.c) */
 const char *cli_model_dir(const char *given, char *buf, size_t len);
+/* The same, but a store that records the model folder it was indexed with (modattn index does) and
+ * whose folder is still there comes first after --model and MODATTN_MODEL: a store remembers its
+ * model. store may be NULL; db (when store is NULL and db exists) is peeked read-only. */
+const char *cli_model_dir_for_store(const char *given, struct modattn_store *store, const char *db, char *buf, size_t len);
 /* A stored absolute path as the user sees it: relative to the current directory when it lies
  * under it, else unchanged. Returns buf or abs. (cli/cli_model.c) */
 const char *cli_rel_path(const char *abs, char *buf, size_t len);

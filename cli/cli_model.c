@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "modattn/store.h"
 
 #define CLI_DEFAULT_MODEL "all-MiniLM-L6-v2"
 
@@ -45,6 +46,18 @@ const char *cli_model_dir(const char *given, char *buf, size_t len) {
             return buf;
         }
     return "./.models/" CLI_DEFAULT_MODEL;
+}
+
+const char *cli_model_dir_for_store(const char *given, modattn_store *store, const char *db, char *buf, size_t len) {
+    const char *env = getenv("MODATTN_MODEL");
+    if (given || (env && *env) || !buf || !len) return cli_model_dir(given, buf, len);
+    modattn_store *own = NULL;
+    if (!store && db && access(db, F_OK) == 0 && modattn_store_open(db, MODATTN_STORE_READONLY, &own) == 0) store = own;
+    int st = store ? modattn_store_get_model_dir(store, buf, len) : MODATTN_ENOTFOUND;
+    modattn_store_close(own);
+    if (st == 0 && access(buf, F_OK) == 0) return buf;
+    modattn_clear_error();
+    return cli_model_dir(NULL, buf, len);
 }
 
 const char *cli_rel_path(const char *abs, char *buf, size_t len) {

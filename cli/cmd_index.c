@@ -254,7 +254,7 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         return 1;
     }
     char mbuf[PATH_MAX + 64];
-    model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
+    model_dir = cli_model_dir_for_store(model_dir, NULL, db, mbuf, sizeof mbuf);
     modattn_model *model = NULL;
     modattn_store *store = NULL;
     int st = cli_load_model(g, ctx, model_dir, &model);
@@ -298,6 +298,14 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     uint64_t t0 = modattn_now_ns();
     st = npaths ? modattn_index_paths(store, model, paths, npaths, &o, &s) : 0;
     double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    if (!st) { /* the store remembers its model: search and serve --db need no --model */
+        char real[PATH_MAX];
+        if (realpath(model_dir, real) && modattn_store_set_model_dir(store, real) != 0) {
+            char nb[600];
+            fprintf(stderr, "modattn: note: the store's model folder was not recorded: %s\n",
+                    cli_term_text(modattn_last_error(), nb, sizeof nb));
+        }
+    }
     cli_index_clear_line(&ui);
     /* the ANN index after the vector file: asked for, or the one there kept up to date. Asked for
      * and failed: the run fails (nothing stored is lost; searches scan exactly); not asked: a

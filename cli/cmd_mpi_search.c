@@ -200,7 +200,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
     if (!failed && rank == 0) {
         if (modattn_store_note(store)) fprintf(stderr, "modattn: note: %s\n", modattn_store_note(store));
         char mbuf[PATH_MAX + 64];
-        if ((st = cli_load_model(g, ctx, cli_model_dir(model_dir, mbuf, sizeof mbuf), &model)))
+        if ((st = cli_load_model(g, ctx, cli_model_dir_for_store(model_dir, store, NULL, mbuf, sizeof mbuf), &model)))
             failed = 1, rc = cli_fail("loading the model", st);
         if (!failed) {
             const modattn_model_info *info = modattn_model_get_info(model);

@@ -115,7 +115,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         goto out;
     }
     char mbuf[PATH_MAX + 64];
-    model_dir = cli_model_dir(model_dir, mbuf, sizeof mbuf);
+    model_dir = cli_model_dir_for_store(model_dir, store, NULL, mbuf, sizeof mbuf);
     /* a few queries: no packed weights (faster start, ~90 MB less); many: the fast GEMMs pay */
     g->few_inputs = nq <= 8;
     /* keywords alone need the model only to check the store is its own (and its tokenizer is

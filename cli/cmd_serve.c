@@ -250,7 +250,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         return 1;
     }
     char mbuf[PATH_MAX + 64];
-    c.model_dir = cli_model_dir(model, mbuf, sizeof mbuf);
+    c.model_dir = cli_model_dir_for_store(model, NULL, c.db, mbuf, sizeof mbuf); /* --db's own model first */
     c.threads = threads;
     if (c.workers > 1 && threads > 0 && c.workers > threads) {
         fprintf(stderr, "modattn: serve: --workers %d is more than --threads %d: each executor needs a thread\n",

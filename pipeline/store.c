@@ -593,6 +593,33 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
     return 0;
 }
 
+int modattn_store_get_model_dir(modattn_store *s, char *buf, size_t len) {
+    if (!s || !buf || !len) return modattn_error(MODATTN_EINVAL, "modattn_store_get_model_dir: bad argument");
+    char tmp[4200];
+    bool found = false;
+    int st = meta_get(s, "model_dir", tmp, sizeof tmp, &found);
+    if (st) return st;
+    if (!found || !tmp[0]) return modattn_error(MODATTN_ENOTFOUND, "%s: no model folder recorded", s->path);
+    if (strlen(tmp) >= len) return modattn_error(MODATTN_ERANGE, "%s: the recorded model folder is too long", s->path);
+    snprintf(buf, len, "%s", tmp);
+    return 0;
+}
+
+int modattn_store_set_model_dir(modattn_store *s, const char *dir) {
+    if (!s || !dir || !*dir || strlen(dir) >= 4096)
+        return modattn_error(MODATTN_EINVAL, "modattn_store_set_model_dir: bad argument");
+    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "INSERT INTO meta(key, value) VALUES ('model_dir', ?1) "
+                                       "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &q, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(q, 1, dir, -1, SQLITE_STATIC);
+        rc = sqlite3_step(q);
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sq_err(s, rc, "recording the model folder");
+}
+
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
     if (!s || !buf || len < 8) return modattn_error(MODATTN_EINVAL, "modattn_store_get_precision: bad argument");
     bool found = false;

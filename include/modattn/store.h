@@ -105,6 +105,11 @@ int modattn_store_check_model(modattn_store *s, const modattn_store_model *m);
 /* The model the store records, into caller buffers (name_len >= 1, hash buffer of 17 bytes). */
 int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char hash[17],
                             size_t *dim);
+/* The model folder the store was last indexed with (an absolute path; `modattn index` records it),
+ * so that `search` and `serve --db` need no --model: 0 with buf filled, MODATTN_ENOTFOUND if none
+ * was recorded, MODATTN_ERANGE if it does not fit in len. set: a writable store only. */
+int modattn_store_get_model_dir(modattn_store *s, char *buf, size_t len);
+int modattn_store_set_model_dir(modattn_store *s, const char *dir);
 /* The precision its vectors were made in ("fp32", "bf16", "int8"; "fp32" for stores made before
  * precisions were recorded), into buf (len >= 8). */
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len);

@@ -82,5 +82,16 @@ if [ -n "$UNSHARE" ]; then
 else
     ko "no mount namespace can be made here (unshare -m / -rm): the read-only check cannot run"
 fi
+# a store remembers its model: indexed with --model, searched and indexed again without it
+cp -r .models/tiny-bert-cls "$TMP/other-model"
+(unset MODATTN_MODEL; "$BIN" index --quiet --model "$TMP/other-model" --db "$TMP/mem.db" "$TMP/docs") > /dev/null 2>&1; rc=$?
+check "index --model another model (rc $rc)" '[ $rc -eq 0 ]'
+(unset MODATTN_MODEL; "$BIN" search --json --db "$TMP/mem.db" fox) > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "search with no --model uses the store's model (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ] && grep -q a.txt "$TMP/out"'
+printf 'another document about foxes\n' > "$TMP/docs/b.txt"
+(unset MODATTN_MODEL; "$BIN" index --quiet --db "$TMP/mem.db" "$TMP/docs") > /dev/null 2> "$TMP/err"; rc=$?
+check "index again with no --model uses it too (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
+(unset MODATTN_MODEL; "$BIN" search --db "$TMP/mem.db" --model "$MODEL" fox) > /dev/null 2> "$TMP/err"; rc=$?
+check "an explicit --model still wins (another model: refused, rc $rc)" '[ $rc -eq 1 ] && grep -q "not of the model in use" "$TMP/err"'
 echo "cli_bounds: $pass passed, $fail failed"
 [ $fail -eq 0 ]
