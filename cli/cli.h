@@ -67,6 +67,10 @@ void cli_explain_fallbacks(const modattn_model *m, FILE *f);
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.
  * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_model.c) */
 const char *cli_model_dir(const char *given, char *buf, size_t len);
+/* A model named by path, or by NAME / ORG/NAME (cli/cmd_models.c): $MODATTN_MODELS, the installed
+ * data folder, .models, the Hugging Face cache; the name itself when nothing is found. */
+const char *cli_model_resolve(const char *name, char *buf, size_t len);
+int cli_cmd_models(cli_globals *g, int argc, char **argv);
 /* The same, but a store that records the model folder it was indexed with (modattn index does) and
  * whose folder is still there comes first after --model and MODATTN_MODEL: a store remembers its
  * model. store may be NULL; db (when store is NULL and db exists) is peeked read-only. */

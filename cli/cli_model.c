@@ -17,9 +17,8 @@
  * development build (<exe>/../.models), where `make install` puts it (<exe>/../share/modattn/models),
  * the user's data folder, and the current folder's .models. */
 const char *cli_model_dir(const char *given, char *buf, size_t len) {
-    if (given) return given;
     const char *env = getenv("MODATTN_MODEL");
-    if (env && *env) return env;
+    if (given || (env && *env)) return buf && len ? cli_model_resolve(given ? given : env, buf, len) : given ? given : env;
     if (!buf || !len) return "./.models/" CLI_DEFAULT_MODEL;
     char exe[PATH_MAX] = "";
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

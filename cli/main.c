@@ -23,7 +23,8 @@ static const cli_command k_commands[] = {
     {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
     {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall"},
-    {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL), their memory, and what runs on each"},
+    {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL, XLA), their memory, and what runs on each"},
+    {"models", cli_cmd_models, "list the models found by name (--model NAME): folders, the Hugging Face cache"},
     {"serve", cli_cmd_serve, "an OpenAI-compatible embedding and search service over HTTP"},
 };
 

@@ -15,7 +15,8 @@
 
 const modattn__env_var modattn__env_vars[] = {
     /* what to run, for every command that loads a model */
-    {"MODATTN_MODEL", MODATTN__ENV_TEXT, 0, 0, NULL, "the model directory when --model is not given"},
+    {"MODATTN_MODEL", MODATTN__ENV_TEXT, 0, 0, NULL, "the model (a folder or a name) when --model is not given"},
+    {"MODATTN_MODELS", MODATTN__ENV_TEXT, 0, 0, NULL, "folders holding models by name, for --model NAME (PATH[:PATH])"},
     {"MODATTN_DB", MODATTN__ENV_TEXT, 0, 0, NULL, "serve: the store /search reads (--db)"},
     {"MODATTN_DEVICE", MODATTN__ENV_TEXT, 0, 0, NULL, "the device when --device is not given (cpu, opencl:0, xla:0)"},
     {"MODATTN_PJRT_PLUGIN", MODATTN__ENV_TEXT, 0, 0, NULL,
