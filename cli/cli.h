@@ -71,6 +71,8 @@ const char *cli_model_dir(const char *given, char *buf, size_t len);
  * data folder, .models, the Hugging Face cache; the name itself when nothing is found. */
 const char *cli_model_resolve(const char *name, char *buf, size_t len);
 int cli_cmd_models(cli_globals *g, int argc, char **argv);
+int cli_cmd_ls(cli_globals *g, int argc, char **argv);
+int cli_cmd_rm(cli_globals *g, int argc, char **argv);
 /* The same, but a store that records the model folder it was indexed with (modattn index does) and
  * whose folder is still there comes first after --model and MODATTN_MODEL: a store remembers its
  * model. store may be NULL; db (when store is NULL and db exists) is peeked read-only. */

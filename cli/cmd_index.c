@@ -19,8 +19,10 @@ static void index_usage(FILE *f) {
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
             "                     [--file-timeout SECONDS]\n"
-            "                     PATH...\n\n"
+            "                     [PATH...]\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
+            "With no PATH, the folders and files the store was indexed from are indexed again\n"
+            "(new, changed and, with --prune, removed files).\n"
             "Reads .txt, .md, .html/.htm (visible text), .pdf, and other files that look like\n"
             "text; skips binary, empty and special files (FIFOs, sockets, devices) and files\n"
             "over the size cap, and does not walk into hidden folders. Each document is cut\n"
@@ -33,9 +35,10 @@ static void index_usage(FILE *f) {
             "skipped with a message without being read.\n\n"
             "options:\n"
             "  --db FILE            the store (default ./" MODATTN_STORE_DEFAULT_PATH "; created if missing)\n"
-            "  --model DIR          model directory (default: $MODATTN_MODEL, else\n"
-            "                       <executable dir>/../.models/all-MiniLM-L6-v2, else\n"
-            "                       ./.models/all-MiniLM-L6-v2); a store keeps its model\n"
+            "  --model DIR|NAME     the model: a folder or a name (`modattn models`) (default:\n"
+            "                       $MODATTN_MODEL, else the model the store was indexed with,\n"
+            "                       else all-MiniLM-L6-v2 where `modattn models` looks); a store\n"
+            "                       keeps its model\n"
             "  --prune              also remove stored documents whose file no longer exists\n"
             "  --chunk-tokens N     tokens per chunk, [CLS]/[SEP] included (default: the\n"
             "                       model's max_seq_length, 256 for all-MiniLM-L6-v2)\n"
@@ -241,15 +244,44 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
         free(paths);
         return 2;
     }
-    if (npaths == 0 && !ann_kind) {
-        fprintf(stderr, "modattn: index: no PATH given\n\n");
-        index_usage(stderr);
-        free(paths);
-        return 2;
+    /* no PATH: the folders and files the store was indexed from, refreshed */
+    char **roots = NULL;
+    size_t nroots = 0;
+    const bool refresh = npaths == 0 && !ann_kind;
+    if (refresh) {
+        modattn_store *peek = NULL;
+        if (access(db, F_OK) == 0 && modattn_store_open(db, MODATTN_STORE_READONLY, &peek) == 0)
+            (void)modattn_store_get_roots(peek, &roots, &nroots);
+        modattn_store_close(peek);
+        if (nroots == 0) {
+            fprintf(stderr, "modattn: index: no PATH given (and %s records none to refresh)\n\n", db);
+            index_usage(stderr);
+            free(paths);
+            return 2;
+        }
+        const char **np = realloc(paths, (nroots + 1) * sizeof *np);
+        if (!np) {
+            fprintf(stderr, "modattn: index: out of memory\n");
+            for (size_t i = 0; i < nroots; i++) modattn_free(roots[i]);
+            modattn_free(roots);
+            free(paths);
+            return 1;
+        }
+        paths = np;
+        for (size_t i = 0; i < nroots; i++) paths[npaths++] = roots[i];
+        if (!quiet && !json)
+            fprintf(stderr, "modattn: index: refreshing the %zu folder%s and file%s %s was indexed from\n", nroots,
+                    nroots == 1 ? "" : "s", nroots == 1 ? "" : "s", db);
     }
 
+#define FREE_ROOTS()                                                     \
+    do {                                                                 \
+        for (size_t r_ = 0; r_ < nroots; r_++) modattn_free(roots[r_]); \
+        modattn_free(roots);                                             \
+    } while (0)
     modattn_ctx *ctx = NULL;
     if (cli_open_ctx(g, &ctx)) {
+        FREE_ROOTS();
         free(paths);
         return 1;
     }
@@ -259,11 +291,13 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     modattn_store *store = NULL;
     int st = cli_load_model(g, ctx, model_dir, &model);
     if (st) {
+        FREE_ROOTS();
         free(paths);
         return cli_fail("loading the model", st);
     }
     if ((st = modattn_store_open(db, MODATTN_STORE_CREATE, &store))) {
         modattn_model_free(model);
+        FREE_ROOTS();
         free(paths);
         return cli_fail("opening the store", st);
     }
@@ -298,6 +332,19 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     uint64_t t0 = modattn_now_ns();
     st = npaths ? modattn_index_paths(store, model, paths, npaths, &o, &s) : 0;
     double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    if (!st && npaths && !refresh) { /* the roots, for `index` with no PATH */
+        char **abs = calloc(npaths, sizeof *abs);
+        size_t na = 0;
+        for (size_t i = 0; abs && i < npaths; i++)
+            if ((abs[na] = realpath(paths[i], NULL))) na++;
+        if (abs && modattn_store_add_roots(store, (const char *const *)abs, na) != 0) {
+            char nb[600];
+            fprintf(stderr, "modattn: note: the indexed folders were not recorded: %s\n",
+                    cli_term_text(modattn_last_error(), nb, sizeof nb));
+        }
+        for (size_t i = 0; i < na; i++) free(abs[i]);
+        free(abs);
+    }
     if (!st) { /* the store remembers its model: search and serve --db need no --model */
         char real[PATH_MAX];
         if (realpath(model_dir, real) && modattn_store_set_model_dir(store, real) != 0) {
@@ -419,6 +466,8 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     json_decref(ui.skipped);
     modattn_store_close(store);
     modattn_model_free(model);
+    FREE_ROOTS();
+#undef FREE_ROOTS
     free(paths);
     return rc;
 }

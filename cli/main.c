@@ -22,6 +22,8 @@ static const cli_command k_commands[] = {
     {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
     {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
+    {"ls", cli_cmd_ls, "list the documents a store holds: path, chunks, bytes, when"},
+    {"rm", cli_cmd_rm, "remove documents (a file's, or every one under a folder) from a store"},
     {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall"},
     {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL, XLA), their memory, and what runs on each"},
     {"models", cli_cmd_models, "list the models found by name (--model NAME): folders, the Hugging Face cache"},

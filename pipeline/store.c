@@ -620,6 +620,99 @@ int modattn_store_set_model_dir(modattn_store *s, const char *dir) {
     return rc == SQLITE_DONE || rc == SQLITE_OK ? 0 : sq_err(s, rc, "recording the model folder");
 }
 
+/* the roots as one meta value: paths separated by '\n' (a path holding a newline is not kept) */
+int modattn_store_get_roots(modattn_store *s, char ***out, size_t *n) {
+    if (!s || !out || !n) return modattn_error(MODATTN_EINVAL, "modattn_store_get_roots: NULL argument");
+    *out = NULL, *n = 0;
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'index_roots'", -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "reading meta");
+    int st = 0;
+    if ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(q, 0);
+        size_t cap = 0;
+        for (const char *p = v ? v : ""; *p && !st;) {
+            size_t len = strcspn(p, "\n");
+            if (len) {
+                if (*n == cap) {
+                    size_t nc = cap ? 2 * cap : 8;
+                    char **nv = modattn_realloc(*out, nc * sizeof *nv, MODATTN_MEM_OTHER);
+                    if (!nv) st = modattn_mem_last_status();
+                    else *out = nv, cap = nc;
+                }
+                if (!st && !((*out)[*n] = modattn_strndup(p, len, MODATTN_MEM_OTHER))) st = modattn_mem_last_status();
+                if (!st) (*n)++;
+            }
+            p += len + (p[len] == '\n');
+        }
+    } else if (rc != SQLITE_DONE) {
+        st = sq_err(s, rc, "reading meta");
+    }
+    sqlite3_finalize(q);
+    if (st) {
+        for (size_t i = 0; i < *n; i++) modattn_free((*out)[i]);
+        modattn_free(*out);
+        *out = NULL, *n = 0;
+    }
+    return st;
+}
+
+/* whether path is root or below it */
+static bool under(const char *path, const char *root) {
+    size_t k = strlen(root);
+    return strncmp(path, root, k) == 0 && (path[k] == '\0' || path[k] == '/' || (k == 1 && root[0] == '/'));
+}
+
+int modattn_store_add_roots(modattn_store *s, const char *const *paths, size_t n) {
+    if (!s || (n && !paths)) return modattn_error(MODATTN_EINVAL, "modattn_store_add_roots: NULL argument");
+    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
+    char **have = NULL;
+    size_t nh = 0;
+    int st = modattn_store_get_roots(s, &have, &nh);
+    if (st) return st;
+    size_t total = 1;
+    for (size_t i = 0; i < nh; i++) total += strlen(have[i]) + 1;
+    for (size_t i = 0; i < n; i++) total += strlen(paths[i]) + 1;
+    char *v = modattn_malloc(total, MODATTN_MEM_OTHER);
+    if (!v) st = modattn_mem_last_status();
+    size_t o = 0;
+    bool changed = false;
+    for (size_t i = 0; v && i < nh; i++) { /* a held root under a new one goes */
+        bool covered = false;
+        for (size_t k = 0; k < n && !covered; k++) covered = paths[k][0] == '/' && !strchr(paths[k], '\n') &&
+                                                            strcmp(have[i], paths[k]) != 0 && under(have[i], paths[k]);
+        if (covered) {
+            changed = true;
+            continue;
+        }
+        o += (size_t)sprintf(v + o, "%s\n", have[i]);
+    }
+    for (size_t i = 0; v && i < n; i++) {
+        if (paths[i][0] != '/' || strchr(paths[i], '\n')) continue;
+        bool held = false;
+        for (size_t k = 0; k < nh && !held; k++) held = under(paths[i], have[k]);
+        for (size_t k = 0; k < i && !held; k++) held = strcmp(paths[k], paths[i]) == 0;
+        if (held) continue;
+        o += (size_t)sprintf(v + o, "%s\n", paths[i]);
+        changed = true;
+    }
+    if (v && changed) {
+        sqlite3_stmt *q = NULL;
+        int rc = sqlite3_prepare_v2(s->db, "INSERT INTO meta(key, value) VALUES ('index_roots', ?1) "
+                                           "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(q, 1, v, (int)o, SQLITE_STATIC);
+            rc = sqlite3_step(q);
+        }
+        sqlite3_finalize(q);
+        if (rc != SQLITE_DONE && rc != SQLITE_OK) st = sq_err(s, rc, "recording the indexed folders");
+    }
+    modattn_free(v);
+    for (size_t i = 0; i < nh; i++) modattn_free(have[i]);
+    modattn_free(have);
+    return st;
+}
+
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
     if (!s || !buf || len < 8) return modattn_error(MODATTN_EINVAL, "modattn_store_get_precision: bad argument");
     bool found = false;

@@ -110,6 +110,11 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
  * was recorded, MODATTN_ERANGE if it does not fit in len. set: a writable store only. */
 int modattn_store_get_model_dir(modattn_store *s, char *buf, size_t len);
 int modattn_store_set_model_dir(modattn_store *s, const char *dir);
+/* The folders and files `index` was given (absolute paths), so that `index` with no path refreshes
+ * them. add: a writable store; paths already held (or under one held) are not added twice.
+ * get: *out an array of n strings (each and the array freed with modattn_free); n = 0 if none. */
+int modattn_store_add_roots(modattn_store *s, const char *const *paths, size_t n);
+int modattn_store_get_roots(modattn_store *s, char ***out, size_t *n);
 /* The precision its vectors were made in ("fp32", "bf16", "int8"; "fp32" for stores made before
  * precisions were recorded), into buf (len >= 8). */
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len);

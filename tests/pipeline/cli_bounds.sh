@@ -93,5 +93,25 @@ printf 'another document about foxes\n' > "$TMP/docs/b.txt"
 check "index again with no --model uses it too (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
 (unset MODATTN_MODEL; "$BIN" search --db "$TMP/mem.db" --model "$MODEL" fox) > /dev/null 2> "$TMP/err"; rc=$?
 check "an explicit --model still wins (another model: refused, rc $rc)" '[ $rc -eq 1 ] && grep -q "not of the model in use" "$TMP/err"'
+# index with no PATH refreshes what the store was indexed from
+mkdir -p "$TMP/roots/sub"
+printf 'the first note about owls\n' > "$TMP/roots/a.txt"
+"$BIN" index --quiet --db "$TMP/roots.db" "$TMP/roots" > /dev/null 2>&1
+printf 'a later note about comets\n' > "$TMP/roots/sub/new.txt"
+"$BIN" index --json --db "$TMP/roots.db" > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "index with no PATH refreshes the store's folders (rc $rc: $(head -c 200 "$TMP/err"))" \
+    '[ $rc -eq 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j[\"files_indexed\"]==1 and j[\"files_unchanged\"]==1 else 1)" "$TMP/out"'
+# ls and rm: list the documents, remove a folder's, the searches then find none of them
+"$BIN" ls --json --db "$TMP/roots.db" > "$TMP/ls.json" 2> "$TMP/err"; rc=$?
+check "ls --json lists both documents with their chunks (rc $rc)" \
+    '[ $rc -eq 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); p=sorted(d[\"path\"].rsplit(\"/\",1)[1] for d in j[\"documents\"]); sys.exit(0 if p==[\"a.txt\",\"new.txt\"] and j[\"count\"]==2 and all(d[\"chunks\"]>=1 for d in j[\"documents\"]) else 1)" "$TMP/ls.json"'
+"$BIN" rm --quiet --db "$TMP/roots.db" "$TMP/roots/sub" > /dev/null 2> "$TMP/err"; rc=$?
+check "rm FOLDER removes the documents under it (rc $rc)" '[ $rc -eq 0 ]'
+"$BIN" search --json --db "$TMP/roots.db" -k 5 "comets" > "$TMP/out" 2>/dev/null
+check "a removed document is no longer found" '! grep -q new.txt "$TMP/out" && [ -f "$TMP/roots/sub/new.txt" ]'
+"$BIN" rm --quiet --db "$TMP/roots.db" "$TMP/roots/sub" > /dev/null 2> "$TMP/err"; rc=$?
+check "rm of a path the store holds nothing of: exit 1 saying so (rc $rc)" '[ $rc -eq 1 ] && grep -q "holds no document there" "$TMP/err"'
+"$BIN" index --db "$TMP/never.db" > /dev/null 2> "$TMP/err"; rc=$?
+check "index with no PATH on a store that records none is a usage error (rc $rc)" '[ $rc -eq 2 ] && grep -q "records none to refresh" "$TMP/err"'
 echo "cli_bounds: $pass passed, $fail failed"
 [ $fail -eq 0 ]
