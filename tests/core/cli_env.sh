@@ -72,5 +72,13 @@ done
 for n in $(grep -oE '^    \{"MODATTN_[A-Z0-9_]+"' core/env.c | grep -oE 'MODATTN_[A-Z0-9_]+'); do
     if grep -q "\`$n\`" README.md; then ok; else ko "$n (core/env.c) is not in the README's table"; fi
 done
+# every command the top-level --help lists answers --help (exit 0, a usage line on stdout)
+cmds=$("$BIN" --help 2>&1 | sed -n '/^commands:/,/^$/p' | awk 'NR > 1 && NF {print $1}')
+[ -n "$cmds" ] || ko "modattn --help lists no commands"
+for c in $cmds; do
+    if [ "$c" = bench ]; then args="bench attn --help"; else args="$c --help"; fi
+    "$BIN" $args > "$TMP/h" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && grep -qi "usage" "$TMP/h"; then ok; else ko "modattn $args: rc $rc, $(head -c 200 "$TMP/h")"; fi
+done
 echo "cli_env: $pass passed, $fail failed"
 [ $fail -eq 0 ]
