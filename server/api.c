@@ -7,14 +7,18 @@
  * Token-id inputs are word pieces as the model's tokenizer gives them for a text without special
  * tokens; the server adds the model's [CLS] and [SEP] as it does for texts, so ids from
  * `tokenizer(text, add_special_tokens=False)` embed exactly as the text does. */
+#define _GNU_SOURCE
 #include <glib.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "modattn/ingest.h"
+#include "modattn/store.h"
 #include "modattn/search.h"
 #include "modattn/tokenizer.h"
 #include "server/server.h"
@@ -676,10 +680,15 @@ int srv_openapi_for(const srv_api *api, char **doc) {
     }
     json_t *ids = at(S, "TokenIds.items");
     if (ids) json_object_set_new(ids, "maximum", json_integer((json_int_t)api->vocab - 1));
-    json_t *one = json_object_get(at(S, "EmbeddingsRequest.properties.input"), "oneOf");
-    for (size_t i = 0; i < json_array_size(one); i++) {
-        json_t *alt = json_array_get(one, i);
-        if (json_object_get(alt, "maxItems")) json_object_set_new(alt, "maxItems", json_integer((json_int_t)api->max_inputs));
+    const char *lists[] = {"EmbeddingsRequest.properties.input", "TokenizeRequest.properties.inputs",
+                           "DetokenizeRequest.properties.ids"};
+    for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+        json_t *one = json_object_get(at(S, lists[l]), "oneOf");
+        for (size_t i = 0; i < json_array_size(one); i++) {
+            json_t *alt = json_array_get(one, i);
+            if (json_object_get(alt, "maxItems"))
+                json_object_set_new(alt, "maxItems", json_integer((json_int_t)api->max_inputs));
+        }
     }
     char *txt = json_dumps(d, JSON_INDENT(2));
     json_decref(d);
@@ -690,4 +699,294 @@ int srv_openapi_for(const srv_api *api, char **doc) {
     *doc = strdup(txt);
     modattn_json_free(txt);
     return *doc ? 0 : modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+}
+
+/* ---- GET /v1/models/{id}, GET /info */
+
+char *srv_model_body(const srv_api *api) {
+    srv_buf b = {0};
+    srv_buf_put(&b, "{\"id\":", 6);
+    tb_json_string(&b, api->model_id);
+    srv_buf_printf(&b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"modattn\",\"dimensions\":%zu,\"max_tokens\":%zu}",
+                   (long long)api->created, api->dim, api->max_tokens);
+    return srv_buf_take(&b);
+}
+
+/* The store's size and freshness: opened read-only for the call (a store indexed while serving is
+ * seen at once). The time is the newest modification of the file or its write-ahead log. */
+static void tb_store(srv_buf *b, const char *db) {
+    if (!db) {
+        srv_buf_put(b, "null", 4);
+        return;
+    }
+    modattn_store *s = NULL;
+    modattn_store_counts c;
+    memset(&c, 0, sizeof c);
+    int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
+    if (!st) st = modattn_store_get_counts(s, &c);
+    modattn_store_close(s);
+    if (st) {
+        srv_buf_put(b, "{\"available\":false,\"error\":", 27);
+        const char *m = modattn_last_error();
+        tb_json_string(b, m && *m ? m : modattn_strerror(st));
+        srv_buf_put(b, "}", 1);
+        return;
+    }
+    time_t newest = 0;
+    struct stat sb;
+    char wal[4200];
+    if (stat(db, &sb) == 0) newest = sb.st_mtime;
+    snprintf(wal, sizeof wal, "%s-wal", db);
+    if (stat(wal, &sb) == 0 && sb.st_mtime > newest) newest = sb.st_mtime;
+    char when[32] = "";
+    struct tm tm;
+    if (newest && gmtime_r(&newest, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    srv_buf_printf(b, "{\"available\":true,\"documents\":%lld,\"chunks\":%lld,\"embeddings\":%lld,\"modified\":",
+                   (long long)c.documents, (long long)c.chunks, (long long)c.embeddings);
+    if (when[0]) srv_buf_printf(b, "\"%s\"", when);
+    else srv_buf_put(b, "null", 4);
+    srv_buf_put(b, "}", 1);
+}
+
+char *srv_info_body(const srv_api *api) {
+    srv_buf b = {0};
+    srv_buf_put(&b, "{\"model_id\":", 12);
+    tb_json_string(&b, api->model_id);
+    srv_buf_printf(&b, ",\"model_sha\":null,\"model_dtype\":\"%s\",\"model_type\":{\"embedding\":{\"pooling\":",
+                   api->precision ? api->precision : "float32");
+    tb_json_string(&b, api->pooling);
+    srv_buf_printf(&b, "}},\"max_concurrent_requests\":%zu,\"max_input_length\":%zu,\"max_batch_tokens\":%zu,"
+                       "\"max_batch_requests\":null,\"max_client_batch_size\":%zu,\"auto_truncate\":%s,"
+                       "\"tokenization_workers\":null,\"version\":\"%s\",\"sha\":null,\"docker_label\":null,",
+                   api->max_concurrent, api->max_tokens, api->max_batch_tokens, api->max_inputs,
+                   api->truncate ? "true" : "false", modattn_version());
+    srv_buf_printf(&b, "\"dimension\":%zu,\"pooling\":", api->dim);
+    tb_json_string(&b, api->pooling);
+    srv_buf_printf(&b, ",\"precision\":\"%s\",\"device\":", api->precision ? api->precision : "fp32");
+    tb_json_string(&b, api->device);
+    srv_buf_printf(&b, ",\"identity\":\"%s\",\"vocab_size\":%zu,\"max_body\":%zu,\"store\":",
+                   api->identity ? api->identity : "", api->vocab, api->max_body);
+    tb_store(&b, api->db);
+    srv_buf_put(&b, "}", 1);
+    return srv_buf_take(&b);
+}
+
+/* ---- POST /tokenize, POST /detokenize (text-embeddings-inference's bodies) */
+
+/* An optional boolean field (absent or null: dflt). */
+static int get_flag(json_t *root, const char *name, bool dflt, bool *out, srv_bad *bad) {
+    json_t *v = json_object_get(root, name);
+    *out = dflt;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return bad_req(bad, 400, name, "invalid_type", "'%s' must be a boolean, not %s", name, json_kind(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* 'inputs'/'ids' as a list of items: a single item (is_item) is a list of one. */
+static int get_list(const srv_api *api, json_t *root, const char *name, bool (*is_item)(const json_t *), const char *what,
+                    json_t **items, bool *single, srv_bad *bad) {
+    json_t *v = json_object_get(root, name);
+    if (!v || json_is_null(v)) return bad_req(bad, 400, name, "missing_field", "'%s' is required: %s", name, what);
+    *single = is_item(v);
+    if (*single) {
+        *items = json_pack("[O]", v);
+        return *items ? 0 : bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    }
+    if (!json_is_array(v)) return bad_req(bad, 400, name, "invalid_type", "'%s' must be %s, not %s", name, what, json_kind(v));
+    size_t n = json_array_size(v);
+    if (n == 0) return bad_req(bad, 400, name, "invalid_value", "'%s' must not be an empty list", name);
+    if (n > api->max_inputs)
+        return bad_req(bad, 413, name, "too_many_inputs", "'%s' has %zu items; this server takes at most %zu (--max-inputs)",
+                       name, n, api->max_inputs);
+    for (size_t i = 0; i < n; i++)
+        if (!is_item(json_array_get(v, i)))
+            return bad_req(bad, 400, name, "invalid_type", "%s[%zu] must be %s, not %s", name, i,
+                           strcmp(name, "ids") == 0 ? "a list of token ids" : "a string", json_kind(json_array_get(v, i)));
+    *items = json_incref(v);
+    return 0;
+}
+
+static bool is_text(const json_t *v) { return json_is_string(v); }
+
+static bool is_id_list(const json_t *v) {
+    if (!json_is_array(v) || json_array_size(v) == 0) return false;
+    long long x;
+    return get_int(json_array_get(v, 0), &x);
+}
+
+static bool is_special(const srv_api *api, const struct modattn_tokenizer *tok, int32_t id) {
+    if (id == api->cls_id || id == api->sep_id || id == modattn_tokenizer_pad_id(tok) || id == modattn_tokenizer_unk_id(tok))
+        return true;
+    return id == modattn_tokenizer_find(tok, "[MASK]", 6);
+}
+
+char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad) {
+    json_t *root = parse_body(body, len, bad), *items = NULL;
+    if (!root) return NULL;
+    char *out = NULL;
+    int32_t *ids = NULL;
+    modattn_token_offset *offs = NULL;
+    bool add_special = true, single = false;
+    if (get_flag(root, "add_special_tokens", true, &add_special, bad) ||
+        get_list(api, root, "inputs", is_text, "a string or a list of strings", &items, &single, bad))
+        goto done;
+    const struct modattn_tokenizer *tok = modattn_model_tokenizer(api->model);
+    srv_buf b = {0};
+    srv_buf_put(&b, "[", 1);
+    for (size_t i = 0; i < json_array_size(items) && !b.failed; i++) {
+        json_t *t = json_array_get(items, i);
+        const char *text = json_string_value(t);
+        const size_t tl = json_string_length(t);
+        /* a word piece covers at least one byte: len + the specials bounds the count */
+        const size_t cap = tl + 2;
+        modattn_free(ids);
+        modattn_free(offs);
+        ids = modattn_malloc(cap * sizeof *ids, MODATTN_MEM_OTHER);
+        offs = modattn_malloc(cap * sizeof *offs, MODATTN_MEM_OTHER);
+        if (!ids || !offs) {
+            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
+            free(srv_buf_take(&b));
+            goto done;
+        }
+        size_t n = 0;
+        int st = modattn_tokenize_ex(tok, text, tl, add_special ? 0u : MODATTN_TOKENIZE_NO_SPECIALS, ids, offs, cap, &n);
+        if (st) {
+            if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
+            else bad_req(bad, 400, "inputs", "invalid_value", "inputs[%zu]: %s", i, modattn_last_error());
+            free(srv_buf_take(&b));
+            goto done;
+        }
+        srv_buf_put(&b, i ? ",[" : "[", i ? 2 : 1);
+        for (size_t k = 0; k < n && !b.failed; k++) {
+            const bool sp = add_special && (k == 0 || k == n - 1) && offs[k].start == 0 && offs[k].end == 0 &&
+                            is_special(api, tok, ids[k]);
+            const char *piece = modattn_tokenizer_token(tok, ids[k]);
+            srv_buf_printf(&b, "%s{\"id\":%d,\"text\":", k ? "," : "", ids[k]);
+            if (sp || offs[k].end > tl || offs[k].start >= offs[k].end) {
+                tb_json_string(&b, piece ? piece : "");
+            } else {
+                /* the text's bytes the piece came from (a JSON string: ill-formed UTF-8 as U+FFFD) */
+                char *cut = modattn_strndup(text + offs[k].start, offs[k].end - offs[k].start, MODATTN_MEM_OTHER);
+                if (!cut) b.failed = true;
+                else if (memchr(cut, '\0', offs[k].end - offs[k].start)) tb_json_string(&b, piece ? piece : "");
+                else tb_json_string(&b, cut);
+                modattn_free(cut);
+            }
+            if (sp) srv_buf_printf(&b, ",\"special\":true,\"start\":null,\"stop\":null}");
+            else srv_buf_printf(&b, ",\"special\":false,\"start\":%zu,\"stop\":%zu}", offs[k].start, offs[k].end);
+        }
+        srv_buf_put(&b, "]", 1);
+    }
+    srv_buf_put(&b, "]", 1);
+    out = srv_buf_take(&b);
+    if (!out) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+done:
+    modattn_free(ids);
+    modattn_free(offs);
+    json_decref(items);
+    json_decref(root);
+    modattn_json_take_failure();
+    return out;
+}
+
+/* Hugging Face's WordPiece decoder with clean-up: pieces joined by spaces, "##" pieces glued to
+ * the one before, no space before . , ! ? and the English contractions. */
+static void decode_ids(const srv_api *api, const struct modattn_tokenizer *tok, const int32_t *ids, size_t n, bool skip,
+                       srv_buf *b) {
+    srv_buf_put(b, "", 0);
+    const size_t start = b->n;
+    for (size_t i = 0; i < n; i++) {
+        if (skip && is_special(api, tok, ids[i])) continue;
+        const char *p = modattn_tokenizer_token(tok, ids[i]);
+        if (!p) continue;
+        if (strncmp(p, "##", 2) == 0) p += 2;
+        else if (b->n > start) srv_buf_put(b, " ", 1);
+        srv_buf_put(b, p, strlen(p));
+    }
+    if (b->failed) return;
+    static const char *const glue[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+    static const char *const with[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+    for (size_t g = 0; g < sizeof glue / sizeof *glue; g++) {
+        const size_t gl = strlen(glue[g]), wl = strlen(with[g]);
+        size_t r = start, w = start;
+        while (r < b->n) {
+            if (b->n - r >= gl && memcmp(b->p + r, glue[g], gl) == 0) {
+                memmove(b->p + w, with[g], wl);
+                w += wl;
+                r += gl;
+            } else b->p[w++] = b->p[r++];
+        }
+        b->n = w;
+        b->p[w] = '\0';
+    }
+}
+
+char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad) {
+    json_t *root = parse_body(body, len, bad), *items = NULL;
+    if (!root) return NULL;
+    char *out = NULL;
+    int32_t *ids = NULL;
+    bool skip = true, single = false;
+    if (get_flag(root, "skip_special_tokens", true, &skip, bad)) goto done;
+    json_t *v = json_object_get(root, "ids");
+    if (v && json_is_array(v) && json_array_size(v) > 0 && !json_is_array(json_array_get(v, 0))) {
+        single = true; /* one list of ids */
+        items = json_pack("[O]", v);
+        if (!items) {
+            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            goto done;
+        }
+    } else if (get_list(api, root, "ids", is_id_list, "a list of token ids or a list of such lists", &items, &single, bad))
+        goto done;
+    const struct modattn_tokenizer *tok = modattn_model_tokenizer(api->model);
+    srv_buf b = {0}, t = {0};
+    srv_buf_put(&b, "[", 1);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *list = json_array_get(items, i);
+        const size_t n = json_array_size(list);
+        modattn_free(ids);
+        ids = modattn_malloc((n ? n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
+        if (!ids) {
+            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            goto fail;
+        }
+        for (size_t k = 0; k < n; k++) {
+            long long id = 0;
+            json_t *x = json_array_get(list, k);
+            char param[48];
+            if (single) snprintf(param, sizeof param, "ids[%zu]", k);
+            else snprintf(param, sizeof param, "ids[%zu][%zu]", i, k);
+            if (!get_int(x, &id)) {
+                bad_req(bad, 400, "ids", "invalid_type", "%s: a token id must be an integer, not %s", param, json_kind(x));
+                goto fail;
+            }
+            if (id < 0 || id >= (long long)api->vocab) {
+                bad_req(bad, 400, "ids", "invalid_value", "%s: token id %lld is outside the vocabulary [0, %zu)", param,
+                        id, api->vocab);
+                goto fail;
+            }
+            ids[k] = (int32_t)id;
+        }
+        decode_ids(api, tok, ids, n, skip, &t);
+        if (i) srv_buf_put(&b, ",", 1);
+        if (t.failed) b.failed = true;
+        else tb_json_string(&b, t.p ? t.p : "");
+        t.n = 0;
+        if (t.p) t.p[0] = '\0';
+    }
+    free(srv_buf_take(&t));
+    srv_buf_put(&b, "]", 1);
+    out = srv_buf_take(&b);
+    if (!out) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    goto done;
+fail:
+    free(srv_buf_take(&t));
+    free(srv_buf_take(&b));
+done:
+    modattn_free(ids);
+    json_decref(items);
+    json_decref(root);
+    modattn_json_take_failure();
+    return out;
 }

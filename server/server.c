@@ -99,6 +99,7 @@ typedef struct req {
     bool admitted;
     bool body_slot; /* counted among its client address's unfinished bodies */
     bool abandoned; /* its job was dropped: the client had gone */
+    bool model_match; /* GET /v1/models/{id}: the id (the whole of it) is the model served */
     uint8_t cfam, caddr[16];
     struct MHD_Connection *conn;
     srv_job job;
@@ -159,6 +160,27 @@ static enum MHD_Result respond_error(req *r, int status, const char *message, co
     return respond(r, status, "application/json", body, strlen(body), hname, hvalue, close);
 }
 
+/* A page or asset compiled into the binary. The Content-Security-Policy lets it load only from
+ * this server and run no inline script: even if a document's text reached the page as markup, it
+ * could neither run nor fetch anything. */
+static enum MHD_Result respond_static(req *r, const char *content_type, const char *data, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(resp, "Content-Security-Policy",
+                            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                            "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    r->status = 200;
+    r->bytes_out = len;
+    r->state = ST_ANSWERED;
+    enum MHD_Result ok = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
 /* ---- routing */
 
 typedef struct route_def {
@@ -172,13 +194,34 @@ static const route_def k_routes[] = {
     {"/v1/models", SRV_ROUTE_MODELS, "GET"},          {"/models", SRV_ROUTE_MODELS, "GET"},
     {"/search", SRV_ROUTE_SEARCH, "POST"},            {"/health", SRV_ROUTE_HEALTH, "GET"},
     {"/metrics", SRV_ROUTE_METRICS, "GET"},           {"/openapi.json", SRV_ROUTE_OPENAPI, "GET"},
+    {"/info", SRV_ROUTE_INFO, "GET"},                 {"/tokenize", SRV_ROUTE_TOKENIZE, "POST"},
+    {"/detokenize", SRV_ROUTE_DETOKENIZE, "POST"},    {"/docs", SRV_ROUTE_DOCS, "GET"},
+    {"/", SRV_ROUTE_PAGE, "GET"},                     {"/assets/page.css", SRV_ROUTE_PAGE, "GET"},
+    {"/assets/page.js", SRV_ROUTE_PAGE, "GET"},       {"/assets/docs.js", SRV_ROUTE_PAGE, "GET"},
 };
+static const route_def k_model_route = {"/v1/models/{id}", SRV_ROUTE_MODEL, "GET"};
+
+/* GET /v1/models/{id} (and /models/{id}): the id after the prefix, else NULL */
+static const char *model_id_in(const char *url) {
+    if (strncmp(url, "/v1/models/", 11) == 0) return url + 11;
+    if (strncmp(url, "/models/", 8) == 0) return url + 8;
+    return NULL;
+}
 
 static const route_def *find_route(const char *url) {
     for (size_t i = 0; i < sizeof k_routes / sizeof *k_routes; i++)
         if (strcmp(url, k_routes[i].path) == 0) return &k_routes[i];
+    if (model_id_in(url)) return &k_model_route;
     return NULL;
 }
+
+static bool post_body_route(srv_route r) {
+    return r == SRV_ROUTE_EMBEDDINGS || r == SRV_ROUTE_SEARCH || r == SRV_ROUTE_TOKENIZE || r == SRV_ROUTE_DETOKENIZE;
+}
+
+/* The pages and their assets hold no data (everything they show comes from the API, which asks
+ * for the key): a browser cannot send a bearer key when it opens a page, so they need none. */
+static bool public_route(srv_route r) { return r == SRV_ROUTE_HEALTH || r == SRV_ROUTE_PAGE || r == SRV_ROUTE_DOCS; }
 
 /* constant time in the key's length: every byte compared whatever the first difference */
 static bool key_ok(const server *s, struct MHD_Connection *c) {
@@ -435,6 +478,26 @@ static enum MHD_Result answer_get(req *r) {
         return respond(r, 200, "application/json", b, strlen(b), NULL, NULL, false);
     }
     case SRV_ROUTE_MODELS: return respond_json(r, 200, srv_models_body(&s->api));
+    case SRV_ROUTE_MODEL: {
+        const char *id = model_id_in(r->path);
+        if (!r->model_match) {
+            char msg[320];
+            snprintf(msg, sizeof msg, "the model '%.200s' is not served here; this server serves '%s'", id ? id : "",
+                     s->api.model_id);
+            return respond_error(r, 404, msg, "model", "model_not_found", NULL, NULL, false);
+        }
+        return respond_json(r, 200, srv_model_body(&s->api));
+    }
+    case SRV_ROUTE_INFO: return respond_json(r, 200, srv_info_body(&s->api));
+    case SRV_ROUTE_DOCS: return respond_static(r, "text/html; charset=utf-8", srv_web_docs_html, srv_web_docs_html_len);
+    case SRV_ROUTE_PAGE:
+        if (strcmp(r->path, "/assets/page.css") == 0)
+            return respond_static(r, "text/css; charset=utf-8", srv_web_page_css, srv_web_page_css_len);
+        if (strcmp(r->path, "/assets/page.js") == 0)
+            return respond_static(r, "text/javascript; charset=utf-8", srv_web_page_js, srv_web_page_js_len);
+        if (strcmp(r->path, "/assets/docs.js") == 0)
+            return respond_static(r, "text/javascript; charset=utf-8", srv_web_docs_js, srv_web_docs_js_len);
+        return respond_static(r, "text/html; charset=utf-8", srv_web_index_html, srv_web_index_html_len);
     default: return respond_error(r, 404, "no such route", NULL, "not_found", NULL, NULL, false);
     }
 }
@@ -473,6 +536,19 @@ static enum MHD_Result start_job(req *r) {
     }
     r->admitted = true;
     srv_metrics_inflight(1);
+    if (r->route == SRV_ROUTE_TOKENIZE || r->route == SRV_ROUTE_DETOKENIZE) {
+        /* the tokenizer alone: answered here, on the HTTP thread (its time is linear in the body,
+         * which --max-body bounds) */
+        srv_bad bad;
+        memset(&bad, 0, sizeof bad);
+        const char *body = r->body ? r->body : "";
+        char *out = r->route == SRV_ROUTE_TOKENIZE ? srv_tokenize_body(&s->api, body, r->len, &bad)
+                                                   : srv_detokenize_body(&s->api, body, r->len, &bad);
+        if (!out) return respond_error(r, bad.status ? bad.status : 503, bad.status ? bad.message : "the server is out of memory",
+                                       bad.param, bad.code ? bad.code : "out_of_memory", NULL, NULL, false);
+        r->inputs = 1;
+        return respond_json(r, 200, out);
+    }
     return r->route == SRV_ROUTE_EMBEDDINGS ? start_embeddings(r) : start_search(r);
 }
 
@@ -492,6 +568,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         client_name(r, r->client, sizeof r->client);
         const route_def *rd = find_route(url);
         r->route = rd ? rd->route : SRV_ROUTE_OTHER;
+        r->model_match = model_id_in(url) && atomic_load(&s->ready) && strcmp(model_id_in(url), s->api.model_id) == 0;
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
         const conn_info *cn = ci ? ci->socket_context : NULL;
         /* since the connection began waiting for this request: within the idle timeout (whole
@@ -538,13 +615,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* a browser's CORS preflight carries no credentials: answered before the key (--cors) */
         if (s->cfg.cors_origin && post_route && strcmp(method, MHD_HTTP_METHOD_OPTIONS) == 0)
             return answer_preflight(r);
-        if (s->api_key && r->route != SRV_ROUTE_HEALTH && !key_ok(s, c))
+        if (s->api_key && !public_route(r->route) && !key_ok(s, c))
             return respond_error(r, 401, "a valid API key is required: send the header 'Authorization: Bearer KEY'",
                                  NULL, "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer", true);
         if (!rd) {
-            char msg[256];
+            char msg[400];
             snprintf(msg, sizeof msg, "no route %.160s; the routes are POST /v1/embeddings, GET /v1/models, POST /search, "
-                                      "GET /health, GET /metrics, GET /openapi.json", url);
+                                      "GET /health, GET /metrics, GET /openapi.json, GET /info, POST /tokenize, "
+                                      "POST /detokenize, GET /docs, GET /", url);
             return respond_error(r, 404, msg, NULL, "not_found", NULL, NULL, false);
         }
         bool get = strcmp(rd->method, "GET") == 0;
@@ -588,7 +666,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_size;
         *upload_size = 0;
         if (r->state != ST_READING) return MHD_YES; /* answered already: the rest is dropped */
-        if (r->route != SRV_ROUTE_EMBEDDINGS && r->route != SRV_ROUTE_SEARCH) {
+        if (!post_body_route(r->route)) {
             /* a GET's body is never read: dropped, not kept (nor counted), and cut off past --max-body */
             r->dropped += n;
             if (r->dropped > s->cfg.max_body) {
@@ -650,8 +728,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (secs_since(r->t0) > s->cfg.timeout_s && r->len > 0)
             return respond_error(r, 408, "the request's body took longer than the server's timeout to arrive", NULL,
                                  "request_timeout", NULL, NULL, true);
-        if (r->route == SRV_ROUTE_EMBEDDINGS || r->route == SRV_ROUTE_SEARCH) return start_job(r);
-        if (r->route == SRV_ROUTE_MODELS && !atomic_load(&s->ready))
+        if (post_body_route(r->route)) return start_job(r);
+        if ((r->route == SRV_ROUTE_MODELS || r->route == SRV_ROUTE_MODEL || r->route == SRV_ROUTE_INFO) &&
+            !atomic_load(&s->ready))
             return respond_error(r, 503, "the model is still loading", NULL, "loading", MHD_HTTP_HEADER_RETRY_AFTER, "1",
                                  false);
         return answer_get(r);
@@ -808,6 +887,14 @@ static int make_api(server *s) {
     a->max_inputs = s->cfg.max_inputs;
     a->truncate = s->cfg.truncate;
     a->created = (int64_t)time(NULL);
+    modattn_pooling_format(in->pooling, a->pooling, sizeof a->pooling);
+    modattn_device_format(in->device, a->device, sizeof a->device);
+    a->precision = modattn_precision_name(in->precision);
+    a->identity = in->identity;
+    a->max_batch_tokens = s->cfg.max_batch_tokens;
+    a->max_concurrent = s->cfg.max_concurrent;
+    a->max_body = s->cfg.max_body;
+    a->db = s->cfg.db;
     const struct modattn_tokenizer *tok = modattn_model_tokenizer(s->model);
     int st = 0;
     a->cls_id = modattn_tokenizer_cls_id(tok);

@@ -14,6 +14,8 @@
  *   metrics.c  counters and histograms in Prometheus' text format
  *   gate.c     the front gate: accepts connections and checks each one's first request head
  *              before libmicrohttpd sees it (malformed: answered in JSON and closed)
+ *   web/       the search page (GET /) and the API documentation page (GET /docs): HTML, CSS and
+ *              scripts embedded at build time (embed.cmake), loading nothing from elsewhere
  *
  * Threads: the gate's (one, epoll), libmicrohttpd's (HTTP_THREADS, epoll: a slow or stalled client
  * holds a socket, never a thread), the executors (--workers: by default one per model thread,
@@ -145,6 +147,12 @@ typedef enum srv_route {
     SRV_ROUTE_HEALTH,
     SRV_ROUTE_METRICS,
     SRV_ROUTE_OPENAPI,
+    SRV_ROUTE_INFO,
+    SRV_ROUTE_TOKENIZE,
+    SRV_ROUTE_DETOKENIZE,
+    SRV_ROUTE_MODEL,          /* GET /v1/models/{id} */
+    SRV_ROUTE_DOCS,
+    SRV_ROUTE_PAGE,           /* GET / and its assets */
     SRV_ROUTE_OTHER,
     SRV_ROUTE_COUNT
 } srv_route;
@@ -257,6 +265,11 @@ typedef struct srv_api {
     bool truncate;
     int64_t created;          /* when it loaded (unix seconds) */
     char *openapi;            /* srv_openapi_for(this), made once */
+    /* GET /info */
+    char pooling[64], device[64];
+    const char *precision, *identity;
+    size_t max_batch_tokens, max_concurrent, max_body;
+    const char *db;           /* NULL: no store */
 } srv_api;
 
 /* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. malloc'ed. */
@@ -297,6 +310,15 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
 void srv_search_req_free(srv_search_req *r);
 char *srv_search_body(const srv_api *api, const srv_job *job);
 char *srv_models_body(const srv_api *api);
+/* GET /v1/models/{id}: the one model object (OpenAI's models.retrieve) */
+char *srv_model_body(const srv_api *api);
+/* GET /info: text-embeddings-inference's /info fields and ours, with the store's size and
+ * freshness (opened read-only for the call; "store": null without --db). malloc'ed. */
+char *srv_info_body(const srv_api *api);
+/* POST /tokenize and POST /detokenize (text-embeddings-inference's bodies): the response body
+ * (malloc'ed), or NULL with bad set (400 naming the field, 413 past --max-inputs, 503). */
+char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad);
+char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad);
 
 /* The OpenAPI document served: the committed one with api's model, dimension, vocabulary size and
  * --max-inputs filled in. malloc'ed; NULL on failure. */
@@ -305,5 +327,11 @@ int srv_openapi_for(const srv_api *api, char **doc); /* 0, or an error (EINTERNA
 /* The committed OpenAPI document (server/openapi.json, embedded at build time). */
 extern const char srv_openapi_json[];
 extern const size_t srv_openapi_json_len;
+/* The web pages (server/web/, embedded at build time): the search page at GET /, the API
+ * documentation at GET /docs, their style and scripts under /assets/. */
+extern const char srv_web_index_html[], srv_web_page_css[], srv_web_page_js[], srv_web_docs_html[],
+    srv_web_docs_js[];
+extern const size_t srv_web_index_html_len, srv_web_page_css_len, srv_web_page_js_len, srv_web_docs_html_len,
+    srv_web_docs_js_len;
 
 #endif

@@ -17,6 +17,9 @@ PKGS=(
   # `modattn serve`: libmicrohttpd (GLib for base64 comes with poppler-glib); its tests: wrk, curl,
   # python3-venv for the openai and schemathesis clients from PyPI
   libmicrohttpd-dev libglib2.0-dev wrk curl python3-venv
+  # issue 41: the search page's browser test (tests/server/test_page.py) drives headless Chromium
+  # over its DevTools protocol on loopback
+  chromium
   # issue 16: FAISS for approximate search (static libfaiss, OpenMP and BLAS behind it) and Open MPI
   # for `index --mpi` / `search --mpi` (mpirun from openmpi-bin)
   libfaiss-dev libopenmpi-dev openmpi-bin
