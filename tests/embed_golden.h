@@ -67,9 +67,12 @@ static void eg_free(embed_golden *g, size_t n) {
 
 /* The sanitizer lane (`make test-sanitize`) spent ~16 minutes embedding the fixtures again with
  * every CPU implementation: numbers the plain lane already checks, while what the sanitizers look
- * for (memory errors) depends on the code paths, which a subset takes too. A sanitized build keeps
- * every 4th input, the longest one and every invalid-UTF-8 one (moved to the front; all n stay for
- * eg_free), says so, and returns how many; other builds keep all. */
+ * for (memory errors) depends on the code paths, which a subset takes too. The subset is chosen
+ * by shape, not by index: every input whose token count is a block boundary or next to one
+ * (EG_BOUNDARIES: 1, 2, 63, 64, 65, 127, 128, 129, 255, 256; where a fixture has none of a length,
+ * its nearest one), the longest, every invalid-UTF-8 and every truncated input (moved to the
+ * front; all n stay for eg_free). A sanitized build says so and returns how many; other builds
+ * keep all. eg_subset_missing() names what a subset left out that it must hold. */
 #if defined(__SANITIZE_ADDRESS__)
 #define EG_SANITIZED 1
 #elif defined(__has_feature)
@@ -77,24 +80,100 @@ static void eg_free(embed_golden *g, size_t n) {
 #define EG_SANITIZED 1
 #endif
 #endif
+static const size_t EG_BOUNDARIES[] = {1, 2, 63, 64, 65, 127, 128, 129, 255, 256};
+#define EG_NBOUNDARIES (sizeof EG_BOUNDARIES / sizeof EG_BOUNDARIES[0])
+
+/* the token count nearest to b among g[0..n) (the smaller on a tie); 0 when n is 0 */
+static inline size_t eg_nearest_len(const embed_golden *g, size_t n, size_t b) {
+    size_t best = 0, bd = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        const size_t d = g[i].nids > b ? g[i].nids - b : b - g[i].nids;
+        if (d < bd || (d == bd && g[i].nids < best)) bd = d, best = g[i].nids;
+    }
+    return best;
+}
+/* whether input i of g[0..n) belongs in the sanitizer subset */
+static inline bool eg_in_subset(const embed_golden *g, size_t n, size_t i, size_t longest) {
+    if (i == longest || g[i].invalid_utf8 || g[i].truncated) return true;
+    for (size_t b = 0; b < EG_NBOUNDARIES; b++)
+        if (g[i].nids == eg_nearest_len(g, n, EG_BOUNDARIES[b])) return true;
+    return false;
+}
 static inline size_t eg_sanitizer_subset(embed_golden *g, size_t n, const char *label) {
 #ifdef EG_SANITIZED
     size_t longest = 0, m = 0;
     for (size_t i = 1; i < n; i++)
         if (g[i].nids > g[longest].nids) longest = i;
-    for (size_t i = 0; i < n; i++) /* (position i still holds input i here) */
-        if (i % 4 == 0 || i == longest || g[i].invalid_utf8) {
-            embed_golden t = g[m];
-            g[m++] = g[i];
-            g[i] = t;
-        }
-    printf("%s: sanitized build: %zu of %zu inputs (every 4th, the longest, the invalid UTF-8 ones); "
-           "the plain build checks all\n", label, m, n);
+    /* class of each input: 0 left out; 1 kept; 2 kept, truncated with an earlier kept truncated
+     * input's token count (placed after the 1s: eg_sanitizer_embed_count gives the prefix to embed) */
+    unsigned char *cls = calloc(n ? n : 1, 1);
+    embed_golden *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (!cls || !tmp) { /* no memory for the choice: all of them */
+        free(cls), free(tmp);
+        return n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!eg_in_subset(g, n, i, longest)) continue;
+        cls[i] = 1;
+        for (size_t j = 0; j < i && g[i].truncated && cls[i] == 1; j++)
+            if (cls[j] && g[j].truncated && g[j].nids == g[i].nids) cls[i] = 2;
+    }
+    const unsigned char order[3] = {1, 2, 0};
+    size_t k = 0;
+    for (int o = 0; o < 3; o++)
+        for (size_t i = 0; i < n; i++)
+            if (cls[i] == order[o]) tmp[k++] = g[i];
+    for (size_t i = 0; i < n; i++) m += cls[i] != 0;
+    memcpy(g, tmp, n * sizeof *g);
+    free(cls), free(tmp);
+    printf("%s: sanitized build: %zu of %zu inputs (token counts at or next to the block boundaries "
+           "1, 2, 63-65, 127-129, 255, 256 or the nearest there is, the longest, the invalid UTF-8 and "
+           "the truncated ones); the plain build checks all\n", label, m, n);
     return m;
 #else
     (void)g, (void)label;
     return n;
 #endif
+}
+/* After eg_sanitizer_subset (m kept): how many of them, from the front, to embed in a sanitized
+ * build: all but the truncated inputs that repeat an earlier truncated one's token count (their
+ * tokenization differs, which the ids check sees; their embedding is the same shape). m elsewhere. */
+static inline size_t eg_sanitizer_embed_count(const embed_golden *g, size_t m) {
+#ifdef EG_SANITIZED
+    size_t k = 0;
+    while (k < m) {
+        bool dup = false;
+        for (size_t j = 0; j < k && g[k].truncated && !dup; j++) dup = g[j].truncated && g[j].nids == g[k].nids;
+        if (dup) break;
+        k++;
+    }
+    return k;
+#else
+    (void)g;
+    return m;
+#endif
+}
+/* After eg_sanitizer_subset (m of n kept, at the front): writes into why what the subset lacks
+ * (an invalid-UTF-8 or truncated input, or a boundary token count the fixture has) and returns
+ * false, else true. */
+static inline bool eg_subset_missing(const embed_golden *g, size_t m, size_t n, char *why, size_t len) {
+    why[0] = '\0';
+    for (size_t i = m; i < n; i++)
+        if (g[i].invalid_utf8 || g[i].truncated) {
+            snprintf(why, len, "an input %s (%zu tokens) left out", g[i].invalid_utf8 ? "of invalid UTF-8" : "truncated",
+                     g[i].nids);
+            return false;
+        }
+    for (size_t b = 0; b < EG_NBOUNDARIES; b++) {
+        const size_t want = eg_nearest_len(g, n, EG_BOUNDARIES[b]);
+        bool have = false;
+        for (size_t i = 0; i < m && !have; i++) have = g[i].nids == want;
+        if (!have) {
+            snprintf(why, len, "no input of %zu tokens (the nearest to the boundary %zu)", want, EG_BOUNDARIES[b]);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* Loads every line of `path`. Returns NULL (and prints why on stderr) when the file cannot be read

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """tests/skip_summary.py JUNIT_XML [LABEL] — after ctest (make test-plain / test-sanitize run it):
 every test CTest did not run (skipped: exit 77 or a skip expression; or not run: a failed fixture,
-a missing program) with its reason, taken from the test's own output, and the pytest skips
-inside the Python entries that passed ("SKIPPED [n] file:line: reason", from pytest -rs). A skip is
+a missing program) with its reason, taken from the test's own output, and the skips inside the
+entries that passed: pytest's ("SKIPPED [n] file:line: reason", from pytest -rs) and a C test's
+part not run here, printed the same way (test_bf16x3: "SKIPPED [1] ...: not run: no AMX"). A skip is
 never a pass: this makes each one visible in the log, with why. Exit status 0 (the ctest run
 decides the make target's status); 1 only when the file cannot be read."""
 
@@ -46,7 +47,8 @@ def main():
         for ln in why[:6]:
             print(f"      {ln}")
     if inner:
-        print(f"== {label}: {len(inner)} pytest tests skipped inside passing entries:")
+        print(f"== {label}: {len(inner)} skips inside passing entries (pytest -rs, and C tests' "
+              f"'SKIPPED [n] ...' lines for a part not run here):")
         for name, ln in inner:
             print(f"  {name}: {ln}")
     return 0

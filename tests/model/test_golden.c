@@ -37,6 +37,10 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     if (!g || n == 0) return;
     const size_t n_all = n;
     n = eg_sanitizer_subset(g, n, label);
+    {
+        char why[200];
+        CHECK_MSG(eg_subset_missing(g, n, n_all, why, sizeof why), "%s: the inputs checked lack %s", label, why);
+    }
 
     modattn_mem_stats m0, m1;
     modattn_mem_get_stats(&m0);
@@ -76,6 +80,13 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
     }
     free(ids);
     printf("%s: ids equal for %zu/%zu inputs\n", label, ids_equal, n);
+    {   /* sanitized: the truncated inputs that repeat a token count are embedded once per count */
+        const size_t n_ids = n;
+        n = eg_sanitizer_embed_count(g, n);
+        if (n < n_ids)
+            printf("%s: sanitized build: embedding %zu of them (%zu truncated ones of a token count already "
+                   "embedded: their ids are checked above)\n", label, n, n_ids - n);
+    }
 
     /* embeddings on every available CPU implementation */
     const char *saved = modattn_ctx_policy(ctx);

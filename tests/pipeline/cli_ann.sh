@@ -63,6 +63,17 @@ assert i["recall10"] >= {"f16": 0.99, "int8": 0.97, "binary": 0.8}[kind], i
 assert v["rows"] == s["store"]["chunks"] and v["current"] and v["bytes_per_vector"] > 1536, v
 PY
 done
+# --recall-queries N: N stored vectors as queries (0: recall not measured); out of range: exit 2
+"$BIN" stats --json --recall-queries 7 --db "$CDB" > "$T/s.json" 2> "$T/e" || bad "stats --recall-queries 7: $(cat "$T/e")"
+check "stats --recall-queries 7: 7 queries measured" python3 -c "
+import json, sys; i = json.load(open(sys.argv[1]))['index']; assert i['recall_queries'] == 7 and 0 <= i['recall10'] <= 1, i" "$T/s.json"
+"$BIN" stats --json --recall-queries 0 --db "$CDB" > "$T/s.json" 2> "$T/e" || bad "stats --recall-queries 0: $(cat "$T/e")"
+check "stats --recall-queries 0: no recall measured" python3 -c "
+import json, sys; i = json.load(open(sys.argv[1]))['index']; assert 'recall10' not in i and 'recall_queries' not in i and i['current'], i" "$T/s.json"
+for n in -1 100001 x; do
+  "$BIN" stats --recall-queries "$n" --db "$CDB" > /dev/null 2> "$T/e"; rc=$?
+  check "stats --recall-queries $n: exit 2 naming the option ($rc: $(cat "$T/e"))" test "$rc" = 2 -a -n "$(grep -- --recall-queries "$T/e")"
+done
 "$BIN" stats --db "$CDB" > "$T/s.txt" 2> "$T/e" || bad "stats: $(cat "$T/e")"
 check "stats (text): the index and its recall ($(cat "$T/s.txt"))" grep -q "^recall@10  " "$T/s.txt"
 "$BIN" stats --db "$T/none.db" > /dev/null 2> "$T/e"; rc=$?

@@ -137,3 +137,36 @@ def test_index_html_pdf_limits_and_hard_links(modattn, model, tmp_path):
         again = s.index(root, progress=False, prune=True)
         assert again["files_indexed"] == 0 and again["files_unchanged"] == 2, again
         assert s.counts()["documents"] == 2
+
+
+def test_index_chunk_tokens_and_max_file_size(modattn, model, tmp_path):
+    """Store.index(chunk_tokens=, max_file_size=): chunks of at most chunk_tokens tokens (more of them
+    than the model's 256), a file over max_file_size skipped with the cap named, a bad value refused."""
+    import sqlite3
+    root = tmp_path / "docs"
+    root.mkdir()
+    words = " ".join(f"the river number {i} flows past the old mill and the stone bridge." for i in range(60))
+    (root / "long.txt").write_text(words + "\n", encoding="utf-8")
+    (root / "big.txt").write_text("bees " * 2000 + "\n", encoding="utf-8")  # 10001 bytes
+    default_db, small_db = tmp_path / "default.db", tmp_path / "small.db"
+    with modattn.Store(default_db, model) as s:
+        r0 = s.index(root, progress=False)
+    assert r0["files_indexed"] == 2 and r0["files_skipped"] == 0, r0
+    with modattn.Store(small_db, model) as s:
+        with pytest.raises(ValueError, match="chunk_tokens=-1"):
+            s.index(root, progress=False, chunk_tokens=-1)
+        r = s.index(root, progress=False, chunk_tokens=32, max_file_size=5000)
+    assert r["files_indexed"] == 1 and r["files_skipped"] == 1, r
+    path, why = r["skipped"][0]
+    assert path.endswith("big.txt") and "10001 bytes" in why and "5000" in why, r["skipped"]
+
+    def chunks(db):
+        c = sqlite3.connect(db)
+        rows = c.execute("select c.ntokens, d.chunk_tokens from chunks c join documents d on d.id = c.document "
+                         "where d.path like '%long.txt'").fetchall()
+        c.close()
+        return rows
+    small, default = chunks(small_db), chunks(default_db)
+    assert small and all(n <= 32 and ct == 32 for n, ct in small), small
+    assert len(small) > 2 * len(default) >= 2, (len(small), len(default))
+    assert any(n > 32 for n, _ in default), default  # the default chunks are longer: the option did it
