@@ -507,8 +507,7 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
     if (!store || !model || !query || !p)
         return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     int st = modattn_store_check_model(store, &sm);
     if (st) return st;
     if (p->k == 0) return 0;
@@ -619,8 +618,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     for (size_t i = 0; i < nq; i++)
         if (!queries[i]) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: query %zu is NULL", i);
     const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     int st = modattn_store_check_model(store, &sm);
     if (st || p->k == 0 || nq == 0) return st;
     const size_t dim = info->dim, cand = candidates_for(p);

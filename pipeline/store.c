@@ -19,6 +19,7 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "modattn/model.h"
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
 
@@ -767,6 +768,11 @@ static int check_model(modattn_store *s, const modattn_store_model *m, bool *rec
     if (same && (st = modattn_store_get_precision(s, prec, sizeof prec))) return st;
     if (same && strcmp(prec, m->precision ? m->precision : "fp32") != 0) same = false;
     return same ? 0 : model_mismatch(s, m, name, hash, ident, dim);
+}
+
+modattn_store_model modattn_store_model_of(const modattn_model_info *info) {
+    return (modattn_store_model){info->name, info->weights_hash, info->dim, info->identity,
+                                 modattn_precision_name(info->precision)};
 }
 
 int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {

@@ -130,8 +130,7 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     srv_batcher *b = x->b;
     int st;
     const modattn_model_info *info = modattn_model_get_info(b->cfg.model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     if ((st = modattn_store_check_model(x->store, &sm))) {
         set_error(job, 503, "%s", st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet"
                                                           : modattn_last_error());
