@@ -14,6 +14,7 @@
 #include "modattn/ingest.h"
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
+#include "pipeline/store_ext.h"
 
 /* modattn_bm25 must equal FTS5's bm25() bit for bit: no fused multiply-adds (GCC in ISO C mode,
  * -std=c11, does not contract; clang does unless told) */
@@ -153,12 +154,16 @@ typedef struct modattn__kw {
                        * and generation are not final */
 } kw_state;
 
-void modattn__kw_free(kw_state *kw) {
+static void kw_release(void *state) {
+    kw_state *kw = state;
     if (!kw) return;
     modattn_free(kw->ids);
     modattn_free(kw->sz);
     modattn_free(kw);
 }
+
+/* keywords.c's slot on a store (store_ext.h): released with the connection its functions are on */
+static const modattn__store_ext kw_ext = {"keywords", kw_release};
 
 /* FTS5's column sizes: a varint per column (SQLite's varint: 7 bits a byte, big-endian, the high
  * bit set on all but the last; a ninth byte holds 8 bits), summed. -1 if malformed. */
@@ -321,8 +326,9 @@ static fts5_api *fts5_of(sqlite3 *db);
 
 /* The state, with our functions registered on the connection. */
 static int kw_of(modattn_store *s, kw_state **out) {
-    kw_state **slot = modattn__store_kw(s);
-    if (!*slot && !(*slot = modattn_calloc(1, sizeof **slot, MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    void **slot = modattn__store_ext_slot(s, &kw_ext);
+    if (!slot) return modattn_error(MODATTN_EINVAL, "%s: too many store extensions", modattn_store_path(s));
+    if (!*slot && !(*slot = modattn_calloc(1, sizeof(kw_state), MODATTN_MEM_OTHER))) return modattn_mem_last_status();
     kw_state *kw = *slot;
     if (!kw->registered) {
         fts5_api *api = fts5_of(modattn__store_db(s));
@@ -411,8 +417,9 @@ int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, cons
 }
 
 size_t modattn__store_kw_pruned(modattn_store *s) {
-    kw_state **kw = modattn__store_kw(s);
-    return *kw ? (*kw)->pruned : 0;
+    void **slot = modattn__store_ext_slot(s, &kw_ext);
+    const kw_state *kw = slot ? *slot : NULL;
+    return kw ? kw->pruned : 0;
 }
 
 /* ---- modattn_spans(chunks_fts): the byte spans of column 0 (text) that the query's phrases match,

@@ -77,12 +77,8 @@ int modattn__store_schema(const struct modattn_store *s); /* user_version as ope
  * asks only for files with more than one hard link. */
 int modattn__store_paths_with_hash(struct modattn_store *s, uint64_t hash, int64_t size,
                                    int (*fn)(void *ud, const char *path), void *ud);
-/* The connection (keywords.c), and keywords.c's state on it (NULL until a keyword search: its
- * FTS5 functions and the chunks' sizes in tokens), freed with the store by modattn__kw_free. */
+/* The connection (keywords.c; what an extension keeps on it: store_ext.h). */
 struct sqlite3 *modattn__store_db(struct modattn_store *s);
-struct modattn__kw;
-struct modattn__kw **modattn__store_kw(struct modattn_store *s);
-void modattn__kw_free(struct modattn__kw *kw);
 /* How many keyword searches on this store were answered by the pruned passes (keywords.c; tests). */
 size_t modattn__store_kw_pruned(struct modattn_store *s);
 /* Whether this SQLite has FTS5 (MODATTN_TEST_NO_FTS5=1 says it has not, for tests). */

@@ -2,10 +2,12 @@
  * is missing or not current, load the vectors from the store), scan them all (scan.c) and fetch
  * the k best chunks with their documents. */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "modattn/ann.h"
@@ -507,8 +509,7 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
     if (!store || !model || !query || !p)
         return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
     const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     int st = modattn_store_check_model(store, &sm);
     if (st) return st;
     if (p->k == 0) return 0;
@@ -547,16 +548,66 @@ done:
     return st;
 }
 
+/* The ANN index a searcher uses, and what it was opened for: the one rule for when it is read
+ * again lives in ann_slot_current. A searcher has its own slot, or shares one (a
+ * modattn_searcher_share: a server's executors, each on its own store connection) under the
+ * share's lock, held while the index is searched. */
+typedef struct ann_slot {
+    modattn_ann *ann;
+    bool tried;         /* opened (or found unusable) for what follows */
+    uint64_t gen;       /* the vectors it was opened for: their generation, rows and segments */
+    size_t rows, nseg;
+    bool there;         /* the file as last looked at: a new or rebuilt one is read again */
+    struct stat st;
+    char note[512];     /* why there is none ("" if there is, or the store has none) */
+} ann_slot;
+
+struct modattn_searcher_share {
+    pthread_mutex_t mu;
+    ann_slot slot;
+};
+
 /* A store's vectors and ANN index kept open between searches (modattn_searcher_*). */
 struct modattn_searcher {
     modattn_store *store;
     modattn_model *model;
     modattn_store_vectors v;
     bool have_v;
-    modattn_ann *ann;
-    bool ann_tried;     /* since the vectors were opened */
-    char ann_note[512]; /* why there is none ("" if there is, or the store has none) */
+    ann_slot own;
+    modattn_searcher_share *share; /* NULL: own */
+    bool locked;                   /* share->mu held (from searcher_ann to searcher_ann_done) */
 };
+
+static void ann_slot_clear(ann_slot *a) {
+    modattn_ann_close(a->ann);
+    memset(a, 0, sizeof *a);
+}
+
+/* The slot's index made current for the vectors v: read again when it was never read, when the
+ * vectors are others (the store's generation moved: new or removed documents), or when the file
+ * is another (created, rebuilt by `index --ann`, removed: its inode, size or time changed). */
+static int ann_slot_current(ann_slot *a, modattn_store *store, const modattn_store_vectors *v) {
+    char path[4200];
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    const bool there = modattn_store_ann_file_path(store, path, sizeof path) == 0 && stat(path, &st) == 0;
+    const bool moved = there != a->there ||
+                       (there && (st.st_ino != a->st.st_ino || st.st_dev != a->st.st_dev || st.st_size != a->st.st_size ||
+                                  st.st_mtim.tv_sec != a->st.st_mtim.tv_sec || st.st_mtim.tv_nsec != a->st.st_mtim.tv_nsec));
+    if (a->tried && !moved && a->gen == v->generation && a->rows == v->rows && a->nseg == v->nseg) return 0;
+    ann_slot_clear(a);
+    a->tried = true;
+    a->there = there;
+    a->st = st;
+    a->gen = v->generation, a->rows = v->rows, a->nseg = v->nseg;
+    /* an error (the index over the memory budget, the store unreadable) leaves it unused, said in
+     * the note: searched exactly until the vectors or the file change (a forced --ann fails) */
+    if (modattn_ann_open(store, v, &a->ann, a->note, sizeof a->note) < 0) {
+        a->ann = NULL;
+        snprintf(a->note, sizeof a->note, "%s", modattn_last_error());
+    }
+    return 0;
+}
 
 /* The held vectors, opened again when the store's generation has moved. */
 static int searcher_refresh(modattn_searcher *h) {
@@ -564,10 +615,7 @@ static int searcher_refresh(modattn_searcher *h) {
     int st = modattn_store_generation(h->store, &gen);
     if (st) return st;
     if (h->have_v && h->v.generation == gen) return 0;
-    modattn_ann_close(h->ann);
-    h->ann = NULL;
-    h->ann_tried = false;
-    h->ann_note[0] = '\0';
+    if (!h->share) ann_slot_clear(&h->own); /* (a shared one checks the vectors it was opened for) */
     if (h->have_v) modattn_store_vectors_free(&h->v);
     h->have_v = false;
     memset(&h->v, 0, sizeof h->v);
@@ -576,31 +624,41 @@ static int searcher_refresh(modattn_searcher *h) {
     return 0;
 }
 
-/* The held ANN index for p (opened once per generation: a holder pays its reading once). */
+/* Ends the use of the index searcher_ann gave (a shared one's lock). */
+static void searcher_ann_done(modattn_searcher *h) {
+    if (h->locked) pthread_mutex_unlock(&h->share->mu);
+    h->locked = false;
+}
+
+/* The held ANN index for p (read once per generation, or when its file changes: a holder pays its
+ * reading once). With *a set and a share, the share's lock is held until searcher_ann_done. */
 static int searcher_ann(modattn_searcher *h, const modattn_search_params *p, modattn_ann **a, modattn_search_info *where) {
     *a = NULL;
     if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || h->v.n == 0) return 0;
-    if (!h->ann_tried) {
-        h->ann_tried = true;
-        int st = modattn_ann_open(h->store, &h->v, &h->ann, h->ann_note, sizeof h->ann_note);
-        if (st < 0) return st;
+    ann_slot *slot = &h->own;
+    if (h->share) {
+        pthread_mutex_lock(&h->share->mu);
+        h->locked = true;
+        slot = &h->share->slot;
     }
-    if (p->path_prefix) {
+    int st = ann_slot_current(slot, h->store, &h->v);
+    if (!st && p->path_prefix) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            return modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
-        if (h->ann && where) snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
-        return 0;
-    }
-    if (!h->ann) {
+            st = modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
+        else if (slot->ann && where)
+            snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
+    } else if (!st && !slot->ann) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
-                                 h->ann_note[0] ? h->ann_note : "the store has none (`modattn index --ann hnsw` builds one)");
-        if (where) snprintf(where->index_note, sizeof where->index_note, "%s", h->ann_note);
-        return 0;
+            st = modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+                               slot->note[0] ? slot->note : "the store has none (`modattn index --ann hnsw` builds one)");
+        else if (where) snprintf(where->index_note, sizeof where->index_note, "%s", slot->note);
+    } else if (!st) {
+        if (where) snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(slot->ann)));
+        *a = slot->ann;
+        return 0; /* (locked while it is searched) */
     }
-    if (where) snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(h->ann)));
-    *a = h->ann;
-    return 0;
+    searcher_ann_done(h);
+    return st;
 }
 
 /* modattn_search_batch; with h, on its held vectors and ANN index (refreshed first). */
@@ -619,8 +677,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     for (size_t i = 0; i < nq; i++)
         if (!queries[i]) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: query %zu is NULL", i);
     const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     int st = modattn_store_check_model(store, &sm);
     if (st || p->k == 0 || nq == 0) return st;
     const size_t dim = info->dim, cand = candidates_for(p);
@@ -649,7 +706,9 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     tell_where(where, vp);
     if (vectors && p->path_prefix) { /* scanned exactly per query: says so, or refuses a forced ANN */
         modattn_ann *none = NULL;
-        if ((st = h ? searcher_ann(h, p, &none, where) : open_ann_for(store, vp, p, nq, &none, where))) goto done;
+        st = h ? searcher_ann(h, p, &none, where) : open_ann_for(store, vp, p, nq, &none, where);
+        if (h) searcher_ann_done(h);
+        if (st) goto done;
     }
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
@@ -669,7 +728,8 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
         uint64_t tr = ann ? 0 : modattn_trace_begin();
         st = ann ? modattn_ann_topk_batch(ann, vp, qn, nq, cand, p->ann, exec, ids, sc, nc)
                  : modattn_store_vectors_topk_batch(vp, qn, nq, cand, exec, ids, sc, nc);
-        if (!h) modattn_ann_close(ann);
+        if (h) searcher_ann_done(h);
+        else modattn_ann_close(ann);
         modattn_free(qn);
         if (st) goto done;
         if (tr) {
@@ -707,6 +767,11 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
 }
 
 int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_searcher **out) {
+    return modattn_searcher_create_shared(store, model, NULL, out);
+}
+
+int modattn_searcher_create_shared(modattn_store *store, modattn_model *model, modattn_searcher_share *share,
+                                   modattn_searcher **out) {
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
     *out = NULL;
     if (!store || !model) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
@@ -714,15 +779,60 @@ int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_
     if (!h) return modattn_mem_last_status();
     h->store = store;
     h->model = model;
+    h->share = share;
     *out = h;
     return 0;
 }
 
 void modattn_searcher_free(modattn_searcher *h) {
     if (!h) return;
-    modattn_ann_close(h->ann);
+    ann_slot_clear(&h->own);
     if (h->have_v) modattn_store_vectors_free(&h->v);
     modattn_free(h);
+}
+
+int modattn_searcher_share_create(modattn_searcher_share **out) {
+    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_searcher_share_create: NULL argument");
+    *out = modattn_calloc(1, sizeof **out, MODATTN_MEM_INDEX);
+    if (!*out) return modattn_mem_last_status();
+    pthread_mutex_init(&(*out)->mu, NULL);
+    return 0;
+}
+
+void modattn_searcher_share_free(modattn_searcher_share *sh) {
+    if (!sh) return;
+    ann_slot_clear(&sh->slot);
+    pthread_mutex_destroy(&sh->mu);
+    modattn_free(sh);
+}
+
+int modattn_searcher_vectors(modattn_searcher *h, const modattn_store_vectors **v) {
+    if (!h || !v) return modattn_error(MODATTN_EINVAL, "modattn_searcher_vectors: NULL argument");
+    *v = NULL;
+    int st = searcher_refresh(h);
+    if (!st) *v = &h->v;
+    return st;
+}
+
+int modattn_searcher_search_vector(modattn_searcher *h, const float *query_vec, const char *query, size_t query_len,
+                                   const modattn_search_params *p, const modattn_exec *exec,
+                                   modattn_search_result **out, size_t *nout, modattn_search_info *info,
+                                   modattn_search_notes *notes) {
+    if (info) memset(info, 0, sizeof *info);
+    if (out) *out = NULL;
+    if (nout) *nout = 0;
+    if (!h || !query_vec || !p || !out || !nout || (!query && query_len))
+        return modattn_error(MODATTN_EINVAL, "modattn_searcher_search_vector: NULL argument");
+    if (!query) query = "";
+    int st = searcher_refresh(h);
+    if (st) return st;
+    tell_where(info, &h->v);
+    modattn_ann *ann = NULL;
+    if ((st = searcher_ann(h, p, &ann, info))) return st;
+    if (ann) st = modattn_search_run_ann(h->store, &h->v, ann, query_vec, query, query_len, p, exec, out, nout, notes);
+    searcher_ann_done(h);
+    if (!ann) st = modattn_search_run(h->store, &h->v, query_vec, query, query_len, p, exec, out, nout, notes);
+    return st;
 }
 
 int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,

@@ -19,8 +19,10 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "modattn/model.h"
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
+#include "pipeline/store_ext.h"
 
 /* ------------------------------------------------------------------ SQLite memory */
 
@@ -151,8 +153,22 @@ struct modattn_store {
     uint64_t busy_t0;
     bool busy_told;
     char note[256]; /* modattn_store_note: how it was opened, when that matters to the reader */
-    struct modattn__kw *kw; /* keywords.c's state on this connection (its FTS5 functions, chunk sizes) */
+    /* the extensions' state on this connection (store_ext.h: keywords.c's FTS5 functions and
+     * chunk sizes), released with it */
+    struct {
+        const modattn__store_ext *ext;
+        void *state;
+    } ext[MODATTN__STORE_MAX_EXT];
+    int next;
 };
+
+/* Frees what the extensions keep on the connection (store_ext.h); they make it again on next use. */
+static void release_extensions(modattn_store *s) {
+    for (int i = 0; i < s->next; i++) {
+        if (s->ext[i].state) s->ext[i].ext->release(s->ext[i].state);
+        s->ext[i].state = NULL;
+    }
+}
 
 static int reopen_readonly_folder(modattn_store *s, int st);
 
@@ -524,8 +540,7 @@ static int reopen_readonly_folder(modattn_store *s, int st) {
     }
     sqlite3_close_v2(s->db);
     s->db = NULL;
-    modattn__kw_free(s->kw); /* its functions were registered on the connection closed */
-    s->kw = NULL;
+    release_extensions(s); /* their functions were registered on the connection closed */
     int rc = sqlite3_open_v2(uri, &s->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     modattn_free(uri);
     if (rc != SQLITE_OK) return sq_err(s, rc, "opening read-only in a folder it cannot write to");
@@ -543,7 +558,7 @@ void modattn_store_close(modattn_store *s) {
     if (s->in_tx) modattn_store_rollback(s);
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     if (s->db) sqlite3_close_v2(s->db);
-    modattn__kw_free(s->kw);
+    release_extensions(s);
     modattn_free(s->path);
     modattn_free(s);
 }
@@ -767,6 +782,11 @@ static int check_model(modattn_store *s, const modattn_store_model *m, bool *rec
     if (same && (st = modattn_store_get_precision(s, prec, sizeof prec))) return st;
     if (same && strcmp(prec, m->precision ? m->precision : "fp32") != 0) same = false;
     return same ? 0 : model_mismatch(s, m, name, hash, ident, dim);
+}
+
+modattn_store_model modattn_store_model_of(const modattn_model_info *info) {
+    return (modattn_store_model){info->name, info->weights_hash, info->dim, info->identity,
+                                 modattn_precision_name(info->precision)};
 }
 
 int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
@@ -1219,8 +1239,10 @@ int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
     if (st) return st;
     st = modattn__store_read_vectors(s, -1, out);
     int e = own_tx ? end_read_tx(s) : 0;
-    if (!st && e) {
-        modattn_store_vectors_free(out);
+    if (!st && e) { /* the block modattn__store_read_vectors made (not the vector file's free) */
+        modattn_free((void *)out->data);
+        modattn_free((void *)out->chunk_ids);
+        memset(out, 0, sizeof *out);
         st = e;
     }
     return st;
@@ -1271,7 +1293,14 @@ void modattn__store_unlock(modattn_store *s) {
 
 int modattn__store_schema(const modattn_store *s) { return s->schema; }
 sqlite3 *modattn__store_db(modattn_store *s) { return s->db; }
-struct modattn__kw **modattn__store_kw(modattn_store *s) { return &s->kw; }
+void **modattn__store_ext_slot(modattn_store *s, const modattn__store_ext *ext) {
+    for (int i = 0; i < s->next; i++)
+        if (s->ext[i].ext == ext) return &s->ext[i].state;
+    if (s->next == MODATTN__STORE_MAX_EXT) return NULL;
+    s->ext[s->next].ext = ext;
+    s->ext[s->next].state = NULL;
+    return &s->ext[s->next++].state;
+}
 
 static char *col_dup(sqlite3_stmt *q, int i) {
     const char *t = (const char *)sqlite3_column_text(q, i);

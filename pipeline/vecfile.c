@@ -1,9 +1,7 @@
 /* pipeline/vecfile.c — the vector file beside a store (layout and rules: modattn/store.h): written
  * whole from the store by `index`, mapped read-only by `search` when every header field agrees
  * with the store and the file, else the search reads the store and says why. */
-#include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +15,7 @@
 #include "modattn/core.h"
 #include "modattn/store.h"
 #include "pipeline/pipeline_internal.h"
+#include "pipeline/sidecar.h"
 #include "core/env.h"
 
 #define VEC_MAGIC "MODATTNV"
@@ -45,11 +44,10 @@ typedef struct vec_header {
     uint64_t header_xxh3; /* of the 4096 header bytes with this field zero */
 } vec_header;
 
+_Static_assert(VEC_HEADER == MODATTN__SIDECAR_PAGE, "the header is one sidecar page");
+
 static uint64_t header_hash(const unsigned char *page) {
-    unsigned char tmp[VEC_HEADER];
-    memcpy(tmp, page, VEC_HEADER);
-    memset(tmp + offsetof(vec_header, header_xxh3), 0, sizeof(uint64_t));
-    return XXH3_64bits(tmp, VEC_HEADER);
+    return modattn__sidecar_header_hash(page, offsetof(vec_header, header_xxh3));
 }
 
 static uint64_t align64(uint64_t x) { return (x + 63) & ~(uint64_t)63; }
@@ -208,61 +206,9 @@ void modattn_store_vectors_free(modattn_store_vectors *v) {
     memset(v, 0, sizeof *v);
 }
 
-static int write_all(int fd, const void *p, size_t n, uint64_t off) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = pwrite(fd, c, n, (off_t)off);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        c += w, n -= (size_t)w, off += (uint64_t)w;
-    }
-    return 0;
-}
-
-/* MODATTN_TEST_CRASH_POINT=NAME: the process kills itself (SIGKILL, as kill -9 would) when it
- * reaches the point NAME of a vector-file update, so that the kill test (kill_index.sh) can hit
- * each stage for certain: vecfile.segment (new rows written, nothing else), vecfile.mask (rows
- * and mask written, not the header), vecfile.header (half of the new header written),
- * vecfile.rewrite (the temporary file written, not renamed). A test knob; unset, nothing. */
-static void crash_point(const char *name) {
-    const char *e = getenv("MODATTN_TEST_CRASH_POINT");
-    if (e && strcmp(e, name) == 0) raise(SIGKILL);
-}
-
-/* Removes PATH.tmp.* left by writers killed before their rename (under the store's write
- * lock, so no live writer owns one). */
-static void remove_stale_temporaries(const char *path) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    char prefix[4200];
-    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
-    const size_t pl = strlen(prefix);
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (strncmp(e->d_name, prefix, pl) != 0) continue;
-        char f[8400];
-        snprintf(f, sizeof f, "%s/%s", dir, e->d_name);
-        (void)unlink(f);
-    }
-    closedir(d);
-}
-
 /* Seals the header (checksum) into a zeroed 4096-byte page. */
 static void seal(const vec_header *h, unsigned char *page) {
-    vec_header t = *h;
-    t.header_xxh3 = 0;
-    memset(page, 0, VEC_HEADER);
-    memcpy(page, &t, sizeof t);
-    t.header_xxh3 = header_hash(page);
-    memcpy(page, &t, sizeof t);
+    modattn__sidecar_seal(h, sizeof *h, offsetof(vec_header, header_xxh3), page);
 }
 
 static int store_identity(modattn_store *s, char name[128], char hash[17], size_t *dim, uint64_t *gen) {
@@ -280,13 +226,6 @@ static void fill_identity(vec_header *h, const char *name, const char *hash, siz
     snprintf(h->weights_hash, sizeof h->weights_hash, "%s", hash);
 }
 
-static void parent_dir(const char *path, char *dir, size_t len) {
-    snprintf(dir, len, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    else snprintf(dir, len, ".");
-}
-
 /* Rows streamed from the store into the file at off through a 1 MiB buffer (never the whole
  * set in memory: 1.5 GB at 1M chunks), their chunk ids gathered to follow them. */
 typedef struct seg_writer {
@@ -300,7 +239,7 @@ typedef struct seg_writer {
 } seg_writer;
 
 static int seg_flush(seg_writer *w) {
-    if (w->used && write_all(w->fd, w->buf, w->used, w->at) != 0)
+    if (w->used && modattn__sidecar_write_all(w->fd, w->buf, w->used, w->at) != 0)
         return modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", w->path, strerror(errno));
     w->at += w->used;
     w->used = 0;
@@ -337,7 +276,7 @@ static int write_segment(modattn_store *s, int fd, const char *path, uint64_t of
     if (!st && got != n)
         st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", path, got, n);
     const uint64_t rb = (uint64_t)n * ld * 4;
-    if (!st && write_all(fd, w.ids, n * 8, off + rb) != 0)
+    if (!st && modattn__sidecar_write_all(fd, w.ids, n * 8, off + rb) != 0)
         st = modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", path, strerror(errno));
     if (!st) *g = (vec_seg){off, n, off + rb, XXH3_64bits(w.ids, n * 8)};
     modattn_free(w.buf);
@@ -348,7 +287,6 @@ static int write_segment(modattn_store *s, int fd, const char *path, uint64_t of
 /* The whole file from the store, under the store's lock: one segment in chunk order, no mask,
  * into a temporary file that is fsynced, renamed over the old one, and the folder fsynced. */
 static int rewrite_locked(modattn_store *s, const char *path) {
-    char tmp[4300];
     char name[128] = "", hash[17] = "";
     size_t dim = 0, n = 0;
     uint64_t gen = 0;
@@ -366,46 +304,25 @@ static int rewrite_locked(modattn_store *s, const char *path) {
     h.count = n;
     h.file_bytes = VEC_HEADER;
 
-    remove_stale_temporaries(path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const char *what = "open";
-    bool ok = fd >= 0;
-    int err = errno;
+    /* under the store's write lock: no live writer owns a temporary */
+    modattn__sidecar_tmp t;
+    bool ok = modattn__sidecar_begin(&t, path, false) == 0;
     if (ok && n) {
         h.nseg = 1;
-        st = write_segment(s, fd, tmp, VEC_HEADER, -1, n, ld, &h.seg[0]);
+        st = write_segment(s, t.fd, t.tmp, VEC_HEADER, -1, n, ld, &h.seg[0]);
         h.file_bytes = h.seg[0].ids_offset + (uint64_t)n * 8;
         ok = !st;
     }
     if (ok) {
         seal(&h, page);
-        what = "write";
-        ok = write_all(fd, page, VEC_HEADER, 0) == 0;
-        if (ok) what = "fsync", ok = fsync(fd) == 0;
-        err = errno;
-    }
-    if (fd >= 0) close(fd);
-    if (ok) crash_point("vecfile.rewrite");
-    if (ok) {
-        what = "rename";
-        ok = rename(tmp, path) == 0;
-        err = errno;
-    }
-    if (ok) { /* the rename itself must survive a crash: fsync the folder */
-        char dir[4200];
-        parent_dir(path, dir, sizeof dir);
-        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            if (fsync(dfd) != 0) what = "fsync of the folder", ok = false, err = errno;
-            close(dfd);
-        }
+        ok = modattn__sidecar_commit(&t, page, "vecfile.rewrite") == 0;
+    } else {
+        modattn__sidecar_abandon(&t);
     }
     free(page);
     if (!ok) {
-        if (fd >= 0) unlink(tmp);
         if (st) return st;
-        return modattn_error(MODATTN_EIO, "cannot write the vector file %s: %s: %s", path, what, strerror(err));
+        return modattn_error(MODATTN_EIO, "cannot write the vector file %s: %s: %s", path, t.what, strerror(t.err));
     }
     return 0;
 }
@@ -607,13 +524,13 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
         vec_seg *g = &h.seg[h.nseg++];
         if ((st = write_segment(s, fd, path, align64(end), (int64_t)old->generation, nnew, old->ld, g))) goto done;
         end = g->ids_offset + (uint64_t)nnew * 8;
-        crash_point("vecfile.segment");
+        modattn__sidecar_crash_point("vecfile.segment");
     }
     if (masked && ok && (ngone || nnew)) { /* a new mask; an unchanged one stays where it is */
         h.mask_offset = align64(end);
         h.mask_bytes = (rows + 7) / 8;
         h.mask_xxh3 = XXH3_64bits(mask, h.mask_bytes);
-        ok = write_all(fd, mask, (size_t)h.mask_bytes, h.mask_offset) == 0;
+        ok = modattn__sidecar_write_all(fd, mask, (size_t)h.mask_bytes, h.mask_offset) == 0;
         end = h.mask_offset + h.mask_bytes;
     }
     h.file_bytes = end;
@@ -623,16 +540,16 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
         st = modattn_error(MODATTN_ENOMEM, "vector file header");
         goto done;
     }
-    if (ok) crash_point("vecfile.mask");
+    if (ok) modattn__sidecar_crash_point("vecfile.mask");
     if (ok) {
         seal(&h, page);
         what = "write of the header";
         const char *e = getenv("MODATTN_TEST_CRASH_POINT");
         if (e && strcmp(e, "vecfile.header") == 0) { /* a torn header: its first half only */
-            ok = write_all(fd, page, VEC_HEADER / 8, 0) == 0 && fsync(fd) == 0;
-            crash_point("vecfile.header");
+            ok = modattn__sidecar_write_all(fd, page, VEC_HEADER / 8, 0) == 0 && fsync(fd) == 0;
+            modattn__sidecar_crash_point("vecfile.header");
         }
-        ok = ok && write_all(fd, page, VEC_HEADER, 0) == 0;
+        ok = ok && modattn__sidecar_write_all(fd, page, VEC_HEADER, 0) == 0;
     }
     if (ok) what = "fsync", ok = fsync(fd) == 0;
     if (!ok) {

@@ -28,12 +28,12 @@ typedef struct executor {
     bool started;
     modattn_session *session; /* its own: one CPU slot's threads */
     modattn_session *cur;     /* the session of the batch it runs now (its own, or the wide one) */
-    /* search: the store, opened on first use and kept; its vectors, opened again when the
-     * store's generation moves */
+    /* search: the store, opened on first use and kept, and the library's searcher on it (its
+     * vectors opened again when the store's generation moves; the ANN index in the batcher's
+     * share: pipeline/search.c holds the rule for when either is read again) */
     modattn_store *store;
     struct stat store_st; /* the file as opened: another file, size or time opens it again */
-    modattn_store_vectors vec;
-    bool have_vec;
+    modattn_searcher *searcher;
 } executor;
 
 struct srv_batcher {
@@ -54,15 +54,10 @@ struct srv_batcher {
     modattn_session *wide; /* elastic: a session of all the threads (NULL with one thread) */
     size_t queued_tokens;  /* tokens of the inputs no executor has taken */
     char max_queue_text[48]; /* "30 s (--max-queue-time)", for the 503 */
-    /* the store's ANN index, one for every executor (its memory is the store's size): read on
-     * the first search of each generation of the store, searched by one executor at a time */
-    pthread_mutex_t ann_mu;
-    modattn_ann *ann;
-    bool ann_tried;
-    uint64_t ann_gen;
-    size_t ann_rows, ann_nseg;
-    struct stat ann_st; /* the file as last looked at (a new or rebuilt one is read again) */
-    bool ann_there;
+    /* the store's ANN index, one for every executor's searcher (its memory is the store's
+     * size): read on the first search of each generation of the store, searched by one executor
+     * at a time (modattn_searcher_share) */
+    modattn_searcher_share *share;
 };
 
 /* one input of a batch: which job, which of its inputs */
@@ -104,8 +99,8 @@ static void run_search(executor *x, srv_job *job) {
                      (modattn_store_note(x->store) && (sb.st_size != x->store_st.st_size ||
                                                       sb.st_mtim.tv_sec != x->store_st.st_mtim.tv_sec ||
                                                       sb.st_mtim.tv_nsec != x->store_st.st_mtim.tv_nsec)))) {
-        if (x->have_vec) modattn_store_vectors_free(&x->vec);
-        x->have_vec = false;
+        modattn_searcher_free(x->searcher);
+        x->searcher = NULL;
         modattn_store_close(x->store);
         x->store = NULL;
     }
@@ -115,6 +110,12 @@ static void run_search(executor *x, srv_job *job) {
             return;
         }
         x->store_st = sb;
+        if ((st = modattn_searcher_create_shared(x->store, b->cfg.model, b->share, &x->searcher))) {
+            set_error(job, 503, "search: %s", modattn_last_error());
+            modattn_store_close(x->store);
+            x->store = NULL;
+            return;
+        }
     }
     /* one snapshot for the check, the vectors, the chunk ids and the chunks: a document that an
      * `index` run replaces meanwhile is seen whole, before or after */
@@ -130,70 +131,41 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     srv_batcher *b = x->b;
     int st;
     const modattn_model_info *info = modattn_model_get_info(b->cfg.model);
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     if ((st = modattn_store_check_model(x->store, &sm))) {
         set_error(job, 503, "%s", st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet"
                                                           : modattn_last_error());
         return;
     }
-    uint64_t gen = 0;
+    uint64_t gen = 0; /* (read here too so that a store that cannot be read says so, 503) */
     if ((st = modattn_store_generation(x->store, &gen))) {
         set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
         return;
     }
-    if (!x->have_vec || x->vec.generation != gen) { /* new documents: visible without a restart */
-        if (x->have_vec) modattn_store_vectors_free(&x->vec);
-        x->have_vec = false;
-        memset(&x->vec, 0, sizeof x->vec);
-        if ((st = modattn_store_open_vectors(x->store, &x->vec))) {
-            set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "reading the store's vectors: %s",
-                      modattn_last_error());
-            return;
-        }
-        x->have_vec = true;
+    /* new documents: visible without a restart (the searcher opens the vectors again when the
+     * generation has moved) */
+    const modattn_store_vectors *vec = NULL;
+    if ((st = modattn_searcher_vectors(x->searcher, &vec))) {
+        set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "reading the store's vectors: %s",
+                  modattn_last_error());
+        return;
     }
-    job->vectors_mapped = x->vec.map != NULL;
+    job->vectors_mapped = vec->map != NULL;
     modattn_search_params sp = {.mode = (modattn_search_mode)job->mode, .k = job->k, .path_prefix = job->path_prefix,
                                 .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k};
+    /* through the ANN index when the store has a current one (a server searches often: its reading
+     * is paid once per generation), over the mapped vector file only; a path prefix and keywords
+     * alone never need it (not even read for them) */
+    if (!vec->map || sp.path_prefix) sp.index = MODATTN_SEARCH_INDEX_EXACT;
     const char *qt = job->query ? job->query : "";
     const size_t ql = job->query ? job->query_len : 0;
     const modattn_exec *exec = modattn_session_exec(x->cur);
-    /* through the ANN index when the store has a current one (a server searches often: its reading
-     * is paid once per generation); a path prefix and keywords alone never need it */
-    if (sp.mode != MODATTN_SEARCH_KEYWORD && !sp.path_prefix && x->vec.n > 0 && x->vec.map) {
-        pthread_mutex_lock(&b->ann_mu);
-        char apath[4200];
-        struct stat ast;
-        const bool there = modattn_store_ann_file_path(x->store, apath, sizeof apath) == 0 && stat(apath, &ast) == 0;
-        const bool file_moved = there != b->ann_there ||
-                                (there && (ast.st_ino != b->ann_st.st_ino || ast.st_size != b->ann_st.st_size ||
-                                           ast.st_mtim.tv_sec != b->ann_st.st_mtim.tv_sec ||
-                                           ast.st_mtim.tv_nsec != b->ann_st.st_mtim.tv_nsec));
-        if (!b->ann_tried || file_moved || b->ann_gen != x->vec.generation || b->ann_rows != x->vec.rows ||
-            b->ann_nseg != x->vec.nseg) {
-            b->ann_there = there;
-            if (there) b->ann_st = ast;
-            modattn_ann_close(b->ann);
-            b->ann = NULL;
-            char why[512];
-            if (modattn_ann_open(x->store, &x->vec, &b->ann, why, sizeof why) < 0) b->ann = NULL; /* scanned instead */
-            b->ann_tried = true;
-            b->ann_gen = x->vec.generation;
-            b->ann_rows = x->vec.rows;
-            b->ann_nseg = x->vec.nseg;
-        }
-        if (b->ann) {
-            st = modattn_search_run_ann(x->store, &x->vec, b->ann, job->out, qt, ql, &sp, exec, &job->results,
-                                        &job->nresults, NULL);
-            job->ann_kind = modattn_ann_get_kind(b->ann);
-            pthread_mutex_unlock(&b->ann_mu);
-            goto searched;
-        }
-        pthread_mutex_unlock(&b->ann_mu);
-    }
-    st = modattn_search_run(x->store, &x->vec, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, NULL);
-searched:
+    modattn_search_info where;
+    st = modattn_searcher_search_vector(x->searcher, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, &where,
+                                        NULL);
+    modattn_ann_kind kind = MODATTN_ANN_NONE;
+    if (!st && strcmp(where.index, "exact") != 0 && modattn_ann_kind_parse(where.index, &kind) == 0)
+        job->ann_kind = kind;
     if (st == MODATTN_EUNSUPPORTED) { /* keyword mode on a store without its keyword index */
         set_error(job, 400, "%s", modattn_last_error());
         return;
@@ -471,14 +443,13 @@ void srv_batcher_free(srv_batcher *b) {
     srv_batcher_stop(b);
     for (int i = 0; i < b->nex; i++) {
         executor *x = &b->ex[i];
-        if (x->have_vec) modattn_store_vectors_free(&x->vec);
+        modattn_searcher_free(x->searcher);
         modattn_store_close(x->store);
         modattn_session_free(x->session);
     }
     modattn_session_free(b->wide);
     free(b->ex);
-    modattn_ann_close(b->ann);
-    pthread_mutex_destroy(&b->ann_mu);
+    modattn_searcher_share_free(b->share);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -492,7 +463,6 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     snprintf(b->max_queue_text, sizeof b->max_queue_text, "%g s (--max-queue-time)", cfg->max_queue_s);
     b->dim = modattn_model_dim(cfg->model);
     pthread_mutex_init(&b->mu, NULL);
-    pthread_mutex_init(&b->ann_mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2; --workers
      * auto (0) one executor per thread, and the wide session of them all */
@@ -509,7 +479,7 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     b->elastic = cfg->workers <= 0 && host;
     const int nex = b->elastic ? total : cfg->workers > 0 ? cfg->workers : 1;
     b->ex = calloc((size_t)nex, sizeof *b->ex);
-    if (!b->ex) {
+    if (!b->ex || modattn_searcher_share_create(&b->share) != 0) {
         srv_batcher_free(b);
         return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
     }

@@ -4,9 +4,10 @@
  * 16 independent partial results so that max and sum vectorise without reassociating anything:
  * the results are the same bits whatever the vector width. On x86 the function is cloned for
  * AVX-512 / AVX2 / baseline and picked at load time (GCC/Clang target_clones).
- * exp: e^x = 2^n e^r, n = round(x log2 e), r = x - n ln2 (two-constant Cody-Waite), e^r by a
- * degree-6 fit on [-ln2/2, ln2/2] (abs. error 2e-9), 2^n applied in two exact steps: ~1 ulp. */
+ * exp: the shared polynomial's branch-free variant, n rounded ties-to-even
+ * (backends/common/exp_poly.h: why it is not the flash kernel's rounding). */
 #include "backends/cpu_blas/softmax.h"
+#include "backends/common/exp_poly.h"
 
 #include <math.h>
 #include <string.h>
@@ -22,34 +23,8 @@
 
 #define LANES 16
 
-static inline float pow2i(int32_t n) { /* 2^n for n in [-126, 127] */
-    union {
-        uint32_t u;
-        float f;
-    } b;
-    b.u = (uint32_t)(n + 127) << 23;
-    return b.f;
-}
-
 /* x <= 89 expected; x < -104 (and -inf) gives 0. No branches: vectorisable. */
-static inline float exp_poly(float x) {
-    x = x < -104.0f ? -104.0f : x;
-    x = x > 89.0f ? 89.0f : x;
-    const float magic = 0x1.8p+23f; /* adding it rounds to an integer (|x log2 e| < 2^22) */
-    float t = x * 0x1.715476p+0f + magic;
-    float n = t - magic;
-    float r = x - n * 0x1.62e4p-1f;
-    r = r - n * 0x1.7f7d1cp-20f;
-    float p = 0x1.6d7532p-10f;
-    p = p * r + 0x1.126fa6p-7f;
-    p = p * r + 0x1.5554acp-5f;
-    p = p * r + 0x1.555404p-3f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t ni = (int32_t)n, n1 = ni >> 1; /* arithmetic shift: floor(ni / 2) */
-    return p * pow2i(n1) * pow2i(ni - n1);
-}
+static inline float exp_poly(float x) { return modattn__exp_fast_even(x); }
 
 SOFTMAX_CLONES
 float modattn__cpu_blas_softmax_row(float *s, int64_t n, int64_t lim, const float *mask, int64_t mask_stride) {

@@ -231,7 +231,9 @@ int modattn_search_batch(modattn_store *store, modattn_model *model, const char 
  * searches many times (a server, a Python Store): the vectors (the mapped vector file) are opened
  * on the first search and again whenever the store's generation has moved since (a search after
  * an `index` sees its documents; nothing is re-read while the store is unchanged); the ANN index,
- * when there is one and it is current, is read once per generation and then used for every search
+ * when there is one and it is current, is read once per generation (and again when its file is
+ * created, rebuilt or removed; one that cannot be read, as over the memory budget, is not used
+ * until then: searched exactly) and then used for every search
  * that may (no cost rule: its reading is paid once; modattn_search_params.index as for
  * modattn_search_with). Used by one thread at a time, as its store is. The store and model must
  * outlive it. Ownership: modattn_searcher_free. */
@@ -242,6 +244,26 @@ void modattn_searcher_free(modattn_searcher *h); /* NULL is fine */
 int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,
                             const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                             modattn_search_info *info, modattn_search_notes *notes);
+/* Searchers on several connections to one store (one per thread: a server's executors) may share
+ * one ANN index, whose memory is the store's size: made with the same share, they read it once per
+ * generation (or when its file changes) and search it one at a time (the share's lock). The share
+ * must outlive its searchers. Ownership: modattn_searcher_share_free. */
+typedef struct modattn_searcher_share modattn_searcher_share;
+int modattn_searcher_share_create(modattn_searcher_share **out);
+void modattn_searcher_share_free(modattn_searcher_share *sh); /* NULL is fine */
+/* modattn_searcher_create with the ANN index held in share (NULL: its own). */
+int modattn_searcher_create_shared(modattn_store *store, modattn_model *model, modattn_searcher_share *share,
+                                   modattn_searcher **out);
+/* The held vectors, opened again first if the store's generation moved (*v valid until the next
+ * call on h). */
+int modattn_searcher_vectors(modattn_searcher *h, const modattn_store_vectors **v);
+/* One query already embedded (query_vec: the model's dim floats; query: its text, for keywords
+ * and spans, query_len bytes) on the held vectors and index, as modattn_search_run_ann or
+ * modattn_search_run. The store's model is not checked here (modattn_store_check_model). */
+int modattn_searcher_search_vector(modattn_searcher *h, const float *query_vec, const char *query, size_t query_len,
+                                   const modattn_search_params *p, const modattn_exec *exec,
+                                   modattn_search_result **out, size_t *nout, modattn_search_info *info,
+                                   modattn_search_notes *notes);
 
 /* modattn_search, telling where the vectors came from (info may be NULL). */
 int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,

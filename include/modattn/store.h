@@ -96,6 +96,12 @@ typedef struct modattn_store_model {
     const char *precision;
 } modattn_store_model;
 
+/* The identity of a loaded model (modattn_model_get_info) as a store records it: every field from
+ * info (name, weights hash, dim, identity, the precision's name), pointing into info, which must
+ * outlive the result. The one way to build it, so that what is compared cannot drift. */
+struct modattn_model_info;
+modattn_store_model modattn_store_model_of(const struct modattn_model_info *info);
+
 /* Records the model in a store that has none; accepts the same model again; refuses another one
  * (other name, weights hash or dimension) with MODATTN_EVERSION and a message naming both. */
 int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m);

@@ -6,6 +6,7 @@
  * differ from theirs in the last bits. Runs anywhere; the conformance suite forces it with
  * MODATTN_CPU_DISABLE=avx,neon. */
 #include "backends/cpu_flash/flash.h"
+#include "backends/common/exp_poly.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -31,45 +32,15 @@ static inline vf vf_mul(vf a, vf b) { return a * b; }
 static inline vf vf_max(vf a, vf b) { return a > b ? a : b; }
 static inline vf vf_mask_gt(vf s, int32_t j, const int32_t *lim) { return j > *lim ? -__builtin_inff() : s; }
 
-/* nearest integer (ties away from zero) for |x| < 2^30; exact whatever FLT_EVAL_METHOD is. */
-static inline float round_nearest(float x) { return (float)(int32_t)(x + (x >= 0.0f ? 0.5f : -0.5f)); }
-
-static inline float pow2i(int n) { /* 2^n for n in [-126, 127] */
-    uint32_t bits = (uint32_t)(n + 127) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
-/* p * 2^n for integral n in [-151, 129], in two exact steps (see arch/avx2.c). */
-static inline float scale2(float p, float n) {
-    int ni = (int)n;
-    int n1 = ni >= 0 ? ni / 2 : -((-ni + 1) / 2);
-    return p * pow2i(n1) * pow2i(ni - n1);
-}
-
-static inline vf vf_exp(vf x) {
-    if (!(x >= -104.0f)) x = x != x ? x : -104.0f; /* -inf -> -104 -> 0; NaN stays NaN */
-    if (x > 89.0f) x = 89.0f;
-    if (x != x) return x;
-    float n = round_nearest(x * 0x1.715476p+0f);
-    float r = x - n * 0x1.62e4p-1f;
-    r = r - n * 0x1.7f7d1cp-20f;
-    float p = 0x1.6d7532p-10f;
-    p = p * r + 0x1.126fa6p-7f;
-    p = p * r + 0x1.5554acp-5f;
-    p = p * r + 0x1.555404p-3f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    return scale2(p, n);
-}
+/* the shared polynomial's variant with n rounded ties-away, NaN kept (backends/common/exp_poly.h:
+ * why it is not cpu_blas's rounding) */
+static inline vf vf_exp(vf x) { return modattn__exp_fast_away(x); }
 
 static inline vf vf_exp2(vf x) {
     if (!(x >= -151.0f)) x = x != x ? x : -151.0f;
     if (x > 129.0f) x = 129.0f;
     if (x != x) return x;
-    float n = round_nearest(x);
+    float n = modattn__exp_round_away(x);
     float f = x - n;
     float p = 0x1.444p-13f;
     p = p * f + 0x1.5f48c0p-10f;
@@ -78,7 +49,7 @@ static inline vf vf_exp2(vf x) {
     p = p * f + 0x1.ebfbe0p-3f;
     p = p * f + 0x1.62e430p-1f;
     p = p * f + 1.0f;
-    return scale2(p, n);
+    return modattn__exp_scale2(p, (int32_t)n);
 }
 
 #include "backends/cpu_flash/flash_kernel.inc.h"
