@@ -32,7 +32,11 @@ static modattn_tokenizer *tokenizer(void) {
     /* force one, e.g. the tiny fixture, or tests/fixtures/tokenizer_unigram.json (SentencePiece
      * Unigram: Precompiled charsmap, Metaspace) */
     const char *env = getenv("MODATTN_FUZZ_TOKENIZER");
-    if (env && modattn_tokenizer_load(env, &g_tok) == 0) return g_tok;
+    if (env) {
+        if (modattn_tokenizer_load(env, &g_tok) == 0) return g_tok;
+        fprintf(stderr, "fuzz_tokenizer: %s\n", modattn_last_error()); /* not a silent fallback */
+        abort();
+    }
     for (size_t i = 0; i < 2 && !g_tok; i++)
         if (access(paths[i], R_OK) == 0 && modattn_tokenizer_load(paths[i], &g_tok) != 0)
             fprintf(stderr, "fuzz_tokenizer: %s\n", modattn_last_error());

@@ -54,7 +54,7 @@ typedef struct tk_slot {
 } tk_slot;
 
 /* One normalizer of a Unigram tokenizer's sequence (tokenizer_unigram.c). */
-typedef enum tk_nkind { NK_PRECOMPILED, NK_REPLACE, NK_STRIP, NK_LOWERCASE } tk_nkind;
+typedef enum tk_nkind { NK_PRECOMPILED, NK_REPLACE, NK_STRIP, NK_LOWERCASE, NK_NFD, NK_NFKD, NK_NFC, NK_NFKC } tk_nkind;
 typedef struct tk_nstep {
     tk_nkind kind;
     uint32_t *pat, *rep; /* Replace: literal pattern and content as code points */

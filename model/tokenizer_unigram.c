@@ -26,6 +26,7 @@
 #include "modattn/core.h"
 #include "modattn/status.h"
 #include "model/tokenizer_internal.h"
+#include "model/tokenizer_unicode_nf.h"
 
 #define UNK_PENALTY 10.0 /* HF's K_UNK_PENALTY: an unknown character scores min_score - 10 */
 
@@ -268,6 +269,14 @@ static int load_nstep(tk_load *L, json_t *n, const char *field) {
         st->right = r ? json_is_true(r) : true;
     } else if (!strcmp(type, "Lowercase")) {
         st->kind = NK_LOWERCASE;
+    } else if (!strcmp(type, "NFD")) {
+        st->kind = NK_NFD;
+    } else if (!strcmp(type, "NFKD")) {
+        st->kind = NK_NFKD;
+    } else if (!strcmp(type, "NFC")) {
+        st->kind = NK_NFC;
+    } else if (!strcmp(type, "NFKC")) {
+        st->kind = NK_NFKC;
     } else if (!strcmp(type, "Replace")) {
         st->kind = NK_REPLACE;
         json_t *pat = json_object_get(n, "pattern");
@@ -323,7 +332,7 @@ static int load_nstep(tk_load *L, json_t *n, const char *field) {
         return 0;
     } else {
         return unsupported(L, "normalizer.type", type,
-                           "Precompiled, Replace, Strip, Lowercase, Sequence; NFC/NFKC/NFD/NFKD are not yet");
+                           "Precompiled, Replace, Strip, Lowercase, NFC, NFKC, NFD, NFKD, Sequence");
     }
     t->nnsteps++;
     return 0;
@@ -703,6 +712,141 @@ static int norm_replace(const tk_nstep *st, tk_uscratch *us, const tk_char *in, 
     return 0;
 }
 
+/* ---- NFD / NFKD / NFC / NFKC as HF's unicode-normalization-alignments crate yields them:
+ * decomposition gives each character's first code point change 0 and the others +1, canonical
+ * ordering moves the pairs, composition gives a composed pair k.change + change - 1; the
+ * tables of model/tokenizer_unicode_nf.h bring utf8proc's data back to the crate's. */
+
+static const modattn__nf_over *nf_over(const modattn__nf_over *tab, size_t n, uint32_t cp) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tab[mid].cp == cp) return &tab[mid];
+        if (tab[mid].cp < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+static int nf_decompose(uint32_t cp, bool compat, uint32_t *out) {
+    const modattn__nf_over *o = compat ? nf_over(modattn__tok_nfkd_over, MODATTN__TOK_NFKD_OVER_COUNT, cp)
+                                       : nf_over(modattn__tok_nfd_over, MODATTN__TOK_NFD_OVER_COUNT, cp);
+    if (o) {
+        for (int i = 0; i < o->n; i++) out[i] = o->d[i];
+        return o->n;
+    }
+    utf8proc_int32_t d[32];
+    int last = 0;
+    utf8proc_ssize_t n = utf8proc_decompose_char((utf8proc_int32_t)cp, d, 32,
+                                                 UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0), &last);
+    if (n < 1 || n > 32) {
+        out[0] = cp;
+        return 1;
+    }
+    for (utf8proc_ssize_t i = 0; i < n; i++) out[i] = (uint32_t)d[i];
+    return (int)n;
+}
+
+static uint8_t nf_ccc(uint32_t cp) { return (uint8_t)utf8proc_get_property((utf8proc_int32_t)cp)->combining_class; }
+
+static bool nf_compose(uint32_t a, uint32_t b, uint32_t *r) {
+    for (size_t i = 0; i < MODATTN__TOK_NFC_EXCL_COUNT; i++)
+        if (modattn__tok_nfc_excl[i][0] == a && modattn__tok_nfc_excl[i][1] == b) return false;
+    utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
+    if (utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE) != 1) return false;
+    *r = (uint32_t)buf[0];
+    return true;
+}
+
+static int nf_changes(tk_uscratch *us, const tk_char *in, size_t n, bool compat, bool compose) {
+    us->nch = 0;
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t d[32];
+        int nd = nf_decompose(in[i].cp, compat, d);
+        for (int k = 0; k < nd; k++)
+            if ((rc = ch_push(us, d[k], k ? 1 : 0))) return rc;
+    }
+    /* canonical ordering: a stable sort of each run of non-starters by class */
+    for (size_t i = 0; i < us->nch;) {
+        if (nf_ccc(us->ch[i].cp) == 0) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < us->nch && nf_ccc(us->ch[j].cp) != 0) j++;
+        for (size_t a = i + 1; a < j; a++) {
+            tk_change key = us->ch[a];
+            uint8_t kc = nf_ccc(key.cp);
+            size_t b = a;
+            while (b > i && nf_ccc(us->ch[b - 1].cp) > kc) {
+                us->ch[b] = us->ch[b - 1];
+                b--;
+            }
+            us->ch[b] = key;
+        }
+        i = j;
+    }
+    if (!compose) return 0;
+    /* the crate's Recompositions: input copied aside, output written over us->ch (never longer) */
+    size_t nin = us->nch;
+    tk_change *in2 = modattn_malloc((2 * nin + 1) * sizeof(tk_change), MODATTN_MEM_OTHER);
+    if (!in2) return modattn_mem_last_status();
+    memcpy(in2, us->ch, nin * sizeof(tk_change));
+    tk_change *pend = in2 + nin; /* marks held back behind the composee */
+    tk_change *c = us->ch;
+    size_t w = 0, np = 0;
+    bool have = false;
+    tk_change k = {0, 0};
+    int last_ccc = -1;
+    for (size_t i = 0; i < nin; i++) {
+        tk_change x = in2[i];
+        int xc = nf_ccc(x.cp);
+        uint32_t r;
+        if (!have) {
+            if (xc != 0) c[w++] = x;
+            else k = x, have = true;
+            continue;
+        }
+        if (last_ccc < 0) {
+            if (nf_compose(k.cp, x.cp, &r)) {
+                k = (tk_change){r, k.change + x.change - 1};
+            } else if (xc == 0) {
+                c[w++] = k;
+                k = x;
+            } else {
+                pend[np++] = x;
+                last_ccc = xc;
+            }
+            continue;
+        }
+        if (last_ccc >= xc) { /* x is blocked from the composee */
+            if (xc == 0) {
+                c[w++] = k;
+                for (size_t q = 0; q < np; q++) c[w++] = pend[q];
+                np = 0;
+                k = x;
+                last_ccc = -1;
+            } else {
+                pend[np++] = x;
+                last_ccc = xc;
+            }
+            continue;
+        }
+        if (nf_compose(k.cp, x.cp, &r)) {
+            k = (tk_change){r, k.change + x.change - 1};
+        } else {
+            pend[np++] = x;
+            last_ccc = xc;
+        }
+    }
+    if (have) c[w++] = k;
+    for (size_t q = 0; q < np; q++) c[w++] = pend[q];
+    us->nch = w;
+    modattn_free(in2);
+    return 0;
+}
+
 int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]);
 
 int modattn__tk_unorm(const modattn_tokenizer *t, tk_uscratch **usp, const tk_char *in, size_t a, size_t b,
@@ -735,6 +879,16 @@ int modattn__tk_unorm(const modattn_tokenizer *t, tk_uscratch **usp, const tk_ch
                 while (hi > lo && is_ws(t, cur->v[hi - 1].cp)) hi--;
             for (size_t i = lo; i < hi; i++)
                 if ((rc = modattn__tk_vec_push(dst, cur->v[i].cp, CH_S(cur->v[i]), CH_E(cur->v[i])))) return rc;
+            break;
+        }
+        case NK_NFD:
+        case NK_NFKD:
+        case NK_NFC:
+        case NK_NFKC: {
+            bool compat = st->kind == NK_NFKD || st->kind == NK_NFKC;
+            bool compose = st->kind == NK_NFC || st->kind == NK_NFKC;
+            if ((rc = nf_changes(us, cur->v, cur->n, compat, compose))) return rc;
+            if ((rc = apply_changes(us, cur->v, cur->n, 0, seg, dst))) return rc;
             break;
         }
         case NK_LOWERCASE:

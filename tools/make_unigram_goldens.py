@@ -71,7 +71,32 @@ def v_roberta(j):
                            "trim_offsets": False, "add_prefix_space": True}
 
 
+def v_nf(form, lower=False):
+    def edit(j):
+        j["normalizer"]["normalizers"][0] = {"type": form}
+        if lower:
+            j["normalizer"]["normalizers"].append({"type": "Lowercase"})
+    return edit
+
+
 VARIANTS = {"first": v_first, "never": v_never, "nosplit": v_nosplit, "seq": v_seq, "roberta": v_roberta}
+# the Precompiled normalizer replaced by HF's Unicode normalizers (run on NF_TEXTS as well)
+NF_VARIANTS = {"nfc": v_nf("NFC"), "nfd": v_nf("NFD"), "nfkc": v_nf("NFKC"), "nfkd_lower": v_nf("NFKD", True)}
+
+
+def nf_lines(form):
+    """Every code point that `form` (NFD: canonical, NFKD: compatibility only) changes, 40 to a
+    line, and combining sequences in and out of canonical order."""
+    import unicodedata
+    cps = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+           and unicodedata.normalize(form, chr(cp)) != chr(cp)
+           and (form == "NFD" or unicodedata.normalize("NFD", chr(cp)) == chr(cp))]
+    lines = [" ".join(chr(cp) for cp in cps[i:i + 40]) for i in range(0, len(cps), 40)]
+    lines += ["a\u0323\u0307 a\u0307\u0323 q\u0307\u0323 \u1e0b\u0323 \u1e63\u0307 e\u0301\u0301",
+              "\u1100\u1161\u11a8 \u1100\u1161 \uac00\u11a8 \u0915\u093c \u09c7\u09be \u0b47\u0b3e",
+              "\u0041\u030a\u0301 \u212b \u00c5 \u0344 \u0f73 \u0f75 \u0f81", "\u0308\u0301 leading marks",
+              "\u11935\u11930 \U00011935\U00011930 \U00011938 \U000105C9 \U0001D15E"]
+    return lines
 
 
 def main():
@@ -81,7 +106,7 @@ def main():
     tok = g.make_tokenizer(base)
     inputs = g.HAND + MULTI + g.generated(rng, 60) + g.random_unicode(rng, 60) + g.invalid_utf8(rng)
     recs = [g.record(tok, x, MAX) for x in inputs]
-    recs += [g.record(tok, x, None) for x in g.long_texts(rng)[:4]]
+    recs += [g.record(tok, x, None) for x in g.long_texts(rng)[:2]]
     for m in (2, 3, 5, 17):
         for x in ["Informação ﬁnance 中文分词", "<mask> a <mask> b", "  spaced   out  "]:
             recs.append(g.record(tok, x, m))
@@ -91,6 +116,14 @@ def main():
         edit(tj)
         vt = g.make_tokenizer(tj)
         recs += [g.record(vt, x, MAX, name) for x in vin]
+    # every decomposable code point: canonical ones through NFC (decompose, reorder, compose),
+    # compatibility ones through NFKD + Lowercase; NFD and NFKC on the shared texts
+    extra = {"nfc": nf_lines("NFD"), "nfkd_lower": nf_lines("NFKD")}
+    for name, edit in NF_VARIANTS.items():
+        tj = copy.deepcopy(base)
+        edit(tj)
+        vt = g.make_tokenizer(tj)
+        recs += [g.record(vt, x, MAX, name) for x in vin + extra.get(name, [])]
     g.write(os.path.join(OUT, "tokens_unigram.jsonl"),
             {"tokenizers": tokenizers.__version__, "model": "tests/fixtures/tokenizer_unigram.json", "max": MAX}, recs)
 

@@ -65,6 +65,11 @@ static bool make_variant(json_t *j, const char *name) {
         json_object_set_new(j, "post_processor",
                             json_pack("{s:s, s:[s,i], s:[s,i], s:b, s:b}", "type", "RobertaProcessing", "sep", "</s>", 2,
                                       "cls", "<s>", 0, "trim_offsets", 0, "add_prefix_space", 1));
+    } else if (!strcmp(name, "nfc") || !strcmp(name, "nfd") || !strcmp(name, "nfkc") || !strcmp(name, "nfkd_lower")) {
+        json_t *ns = json_object_get(json_object_get(j, "normalizer"), "normalizers");
+        const char *form = !strcmp(name, "nfc") ? "NFC" : !strcmp(name, "nfd") ? "NFD" : !strcmp(name, "nfkc") ? "NFKC" : "NFKD";
+        json_array_set_new(ns, 0, json_pack("{s:s}", "type", form));
+        if (!strcmp(name, "nfkd_lower")) json_array_append_new(ns, json_pack("{s:s}", "type", "Lowercase"));
     } else {
         return false;
     }
@@ -100,7 +105,10 @@ static void refused(const char *what, void (*edit)(json_t *), const char *needle
 static json_t *norm_step(json_t *j, size_t i) {
     return json_array_get(json_object_get(json_object_get(j, "normalizer"), "normalizers"), i);
 }
-static void e_nfkc(json_t *j) { json_array_append_new(json_object_get(json_object_get(j, "normalizer"), "normalizers"), json_pack("{s:s}", "type", "NFKC")); }
+static void e_nfkc(json_t *j) {
+    json_array_append_new(json_object_get(json_object_get(j, "normalizer"), "normalizers"),
+                          json_pack("{s:s}", "type", "NmtNormalizer"));
+}
 static void e_regex(json_t *j) {
     json_object_set_new(json_object_get(norm_step(j, 2), "pattern"), "Regex", json_string("[ab]+"));
 }
@@ -224,7 +232,7 @@ int main(void) {
     }
 
     /* what we do not implement is refused, naming it */
-    refused("NFKC normalizer", e_nfkc, "NFKC");
+    refused("Nmt normalizer", e_nfkc, "NmtNormalizer");
     refused("Regex other than X{n,}", e_regex, "[ab]+");
     refused("ByteLevel pre-tokenizer", e_pretok, "ByteLevel");
     refused("BPE model", e_model, "BPE");
