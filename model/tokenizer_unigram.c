@@ -1010,7 +1010,9 @@ static int grow_word(tk_uscratch *us, size_t nbytes) {
 static int unigram_word(const modattn_tokenizer *t, tk_uscratch *us, const tk_char *w, size_t n,
                         tk_emit_fn emit, void *ctx, const bool *stop) {
     if (n == 0) return 0;
-    int rc = grow_word(us, 4 * n + 4);
+    size_t need = 0;
+    for (size_t i = 0; i < n; i++) need += w[i].cp < 0x80 ? 1 : w[i].cp < 0x800 ? 2 : w[i].cp < 0x10000 ? 3 : 4;
+    int rc = grow_word(us, need);
     if (rc) return rc;
     uint8_t *buf = us->buf;
     size_t nb = 0;
