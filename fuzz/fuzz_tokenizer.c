@@ -29,8 +29,14 @@ static modattn_tokenizer *g_tok;
 static modattn_tokenizer *tokenizer(void) {
     if (g_tok) return g_tok;
     const char *paths[] = {".models/all-MiniLM-L6-v2/tokenizer.json", "tests/fixtures/tokenizer_tiny.json"};
-    const char *env = getenv("MODATTN_FUZZ_TOKENIZER"); /* force one, e.g. the tiny fixture */
-    if (env && modattn_tokenizer_load(env, &g_tok) == 0) return g_tok;
+    /* force one, e.g. the tiny fixture, or tests/fixtures/tokenizer_unigram.json (SentencePiece
+     * Unigram: Precompiled charsmap, Metaspace) */
+    const char *env = getenv("MODATTN_FUZZ_TOKENIZER");
+    if (env) {
+        if (modattn_tokenizer_load(env, &g_tok) == 0) return g_tok;
+        fprintf(stderr, "fuzz_tokenizer: %s\n", modattn_last_error()); /* not a silent fallback */
+        abort();
+    }
     for (size_t i = 0; i < 2 && !g_tok; i++)
         if (access(paths[i], R_OK) == 0 && modattn_tokenizer_load(paths[i], &g_tok) != 0)
             fprintf(stderr, "fuzz_tokenizer: %s\n", modattn_last_error());

@@ -110,6 +110,8 @@ static int lower_cp(uint32_t cp, uint32_t out[2]) {
     return 1;
 }
 
+int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]) { return lower_cp(cp, out); }
+
 /* ------------------------------------------------------------------ hashing */
 
 uint64_t modattn__tk_hash(const void *p, size_t n) {
@@ -412,6 +414,9 @@ typedef struct tk_run {
     tk_piece *pieces;
     size_t pcap;
     tk_vec cn, cm, ct; /* scratch for classifying single characters (find_cut) */
+    tk_uscratch *us;   /* the Unigram path's scratch (tokenizer_unigram.c) */
+    size_t seg_orig;   /* first byte of the current raw segment in the text (Metaspace "first") */
+    uint32_t seg_start; /* the same, in the block */
 } tk_run;
 
 static void emit(tk_run *r, int32_t id, uint32_t s, uint32_t e) {
@@ -509,9 +514,17 @@ static int wordpiece(tk_run *r, const tk_char *w, size_t n) {
     return 0;
 }
 
-/* BertPreTokenizer + WordPiece over normalised characters c[a, b). */
+static void emit_cb(void *ctx, int32_t id, uint32_t s, uint32_t e) { emit((tk_run *)ctx, id, s, e); }
+
+/* BertPreTokenizer + WordPiece over normalised characters c[a, b) (or the Unigram path's
+ * pre-tokenizers and model). */
 static int pretok_and_model(tk_run *r, const tk_char *c, size_t a, size_t b) {
     const modattn_tokenizer *t = r->t;
+    if (t->unigram) {
+        /* a split after a normalised added token starts where its first character came from */
+        size_t orig = a == 0 ? r->seg_orig : r->base + CH_S(c[a]);
+        return modattn__tk_unigram_run(t, &r->us, c, a, b, orig, r->base, emit_cb, r, &r->full);
+    }
     if (!t->has_pretok) return a < b ? wordpiece(r, c + a, b - a) : 0;
     size_t i = a;
     while (i < b && !r->full) {
@@ -613,7 +626,14 @@ static int normalized_gap(tk_run *r, const tk_char *c, size_t a, size_t b) {
  * normalised added tokens, then pre-tokenise and run the model. */
 static int raw_gap(tk_run *r, const tk_char *c, size_t a, size_t b) {
     if (a >= b) return 0;
-    int rc = modattn__tk_normalize(r->t, c, a, b, &r->norm, &r->mid, &r->tmp);
+    int rc;
+    if (r->t->unigram) {
+        r->seg_start = CH_S(c[a]);
+        r->seg_orig = r->base + r->seg_start;
+        rc = modattn__tk_unorm(r->t, &r->us, c, a, b, r->seg_start, &r->norm);
+    } else {
+        rc = modattn__tk_normalize(r->t, c, a, b, &r->norm, &r->mid, &r->tmp);
+    }
     if (rc) return rc;
     return split_added(r, &r->t->norm, r->norm.v, 0, r->norm.n, normalized_gap);
 }
@@ -860,6 +880,7 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     modattn_free(r.wbuf);
     modattn_free(r.bpos);
     modattn_free(r.pieces);
+    modattn__tk_uscratch_free(r.us);
     if (rc) return rc;
 
     size_t total = r.n;
@@ -930,6 +951,7 @@ void modattn_tokenizer_free(modattn_tokenizer *t) {
     modattn_free(t->added_cps);
     modattn_free(t->raw.order);
     modattn_free(t->norm.order);
+    modattn__tk_unigram_free(t);
     modattn_free(t);
 }
 

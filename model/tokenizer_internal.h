@@ -53,6 +53,26 @@ typedef struct tk_slot {
     uint32_t tag; /* upper hash bits */
 } tk_slot;
 
+/* One normalizer of a Unigram tokenizer's sequence (tokenizer_unigram.c). */
+typedef enum tk_nkind { NK_PRECOMPILED, NK_REPLACE, NK_STRIP, NK_LOWERCASE, NK_NFD, NK_NFKD, NK_NFC, NK_NFKC } tk_nkind;
+typedef struct tk_nstep {
+    tk_nkind kind;
+    uint32_t *pat, *rep; /* Replace: literal pattern and content as code points */
+    uint32_t npat, nrep;
+    uint32_t min_run;    /* Replace with a Regex "X{n,}" / "X+": runs of pat[0] of at least n */
+    bool left, right;    /* Strip */
+} tk_nstep;
+
+/* One pre-tokenizer of a Unigram tokenizer's sequence. */
+typedef enum tk_pkind { PK_METASPACE, PK_WHITESPACE_SPLIT } tk_pkind;
+enum { MS_ALWAYS, MS_FIRST, MS_NEVER };
+typedef struct tk_pstep {
+    tk_pkind kind;
+    uint32_t repl; /* Metaspace replacement */
+    int prepend;   /* MS_* */
+    bool split;
+} tk_pstep;
+
 struct modattn_tokenizer {
     /* vocabulary (model.vocab) */
     char *slab;           /* all token strings, NUL-terminated */
@@ -87,7 +107,22 @@ struct modattn_tokenizer {
     size_t npre, npost;
     int32_t cls_id, sep_id, pad_id;
     uint8_t ascii_cls[128];
+    /* Unigram (model.type "Unigram", tokenizer_unigram.c): the same slab, hash and byte trie,
+     * a score per id, Viterbi over the trie; the normalizers and pre-tokenizers as sequences */
+    bool unigram, byte_fallback;
+    double *scores;     /* [nids] */
+    double min_score;
+    int32_t byte_ids[256]; /* <0xXX> ids for byte_fallback, -1 where missing */
+    tk_nstep *nsteps;
+    uint32_t nnsteps;
+    tk_pstep *psteps;
+    uint32_t npsteps;
+    uint32_t *cm_units; /* Precompiled charsmap: darts-clone double array */
+    size_t cm_nunits;
+    char *cm_pool;      /* its replacement strings, NUL-terminated */
+    size_t cm_pool_len;
 };
+
 
 enum { C_DROP = 1, C_SPACE = 2, C_WS = 4, C_PUNCT = 8 };
 
@@ -133,5 +168,29 @@ void modattn__tk_vec_free(tk_vec *x);
 /* BertNormalizer over in[a, b) -> out (cleared first); mid and tmp are scratch (tokenizer.c). */
 int modattn__tk_normalize(const modattn_tokenizer *t, const tk_char *in, size_t a, size_t b, tk_vec *out, tk_vec *mid,
                           tk_vec *tmp);
+
+/* Scratch of the Unigram path, kept across the segments of one call. */
+typedef struct tk_uscratch tk_uscratch;
+typedef void (*tk_emit_fn)(void *ctx, int32_t id, uint32_t s, uint32_t e);
+/* what loading carries (tokenizer_load.c) */
+typedef struct tk_load {
+    const char *path;
+    modattn_tokenizer *t;
+    struct json_t *root;
+} tk_load;
+int modattn__tk_build_trie(tk_load *L);
+/* tokenizer_unigram.c */
+int modattn__tk_unigram_load(struct tk_load *L, const char *type);
+void modattn__tk_unigram_free(modattn_tokenizer *t);
+/* the normalizer sequence over in[a, b) -> out; seg is the segment's first byte (what HF's
+ * (0, 0) alignment of an inserted first character means) */
+int modattn__tk_unorm(const modattn_tokenizer *t, tk_uscratch **us, const tk_char *in, size_t a, size_t b,
+                      uint32_t seg, tk_vec *out);
+/* pre-tokenizers + Unigram over normalised c[a, b); orig is the segment's first byte in the text
+ * (Metaspace's prepend_scheme "first"), base the block's; *stop is polled (the id budget is full) */
+int modattn__tk_unigram_run(const modattn_tokenizer *t, tk_uscratch **us, const tk_char *c, size_t a, size_t b,
+                            size_t orig, size_t base, tk_emit_fn emit, void *ctx, const bool *stop);
+void modattn__tk_uscratch_free(tk_uscratch *us);
+int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]);
 
 #endif

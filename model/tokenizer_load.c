@@ -14,11 +14,6 @@
 
 /* ------------------------------------------------------------------ loading */
 
-typedef struct tk_load {
-    const char *path;
-    modattn_tokenizer *t;
-    json_t *root;
-} tk_load;
 
 static int ferr(const tk_load *L, int status, const char *field, const char *what) {
     return modattn_error(status, "tokenizer %s: field \"%s\": %s", L->path, field, what);
@@ -115,7 +110,7 @@ static int cmp_key(const void *x, const void *y) {
 
 /* The vocab trie, built breadth-first over the sorted keys so each node's children are
  * contiguous; iterative, so a long key cannot exhaust the stack. */
-static int build_trie(tk_load *L) {
+int modattn__tk_build_trie(tk_load *L) {
     modattn_tokenizer *t = L->t;
     size_t nkeys = 0, bytes = 0;
     for (size_t id = 0; id < t->nids; id++)
@@ -193,6 +188,8 @@ done:
     modattn_free(work);
     return rc;
 }
+
+static int load_added(tk_load *L, size_t off);
 
 static int load_model(tk_load *L) {
     modattn_tokenizer *t = L->t;
@@ -299,7 +296,7 @@ static int load_model(tk_load *L) {
         t->slots[i].tag = (uint32_t)(h >> 32);
     }
 
-    int rc = build_trie(L);
+    int rc = modattn__tk_build_trie(L);
     if (rc) return rc;
 
     /* unk token */
@@ -311,7 +308,22 @@ static int load_model(tk_load *L) {
     }
     t->unk_id = modattn__tk_vocab_find(t, unk, strlen(unk));
 
-    /* added tokens: id -> string for ids the vocabulary lacks, code points for matching */
+    return load_added(L, off);
+}
+
+/* Added tokens: id -> string for ids the vocabulary lacks (from slab offset `off`), code points
+ * for matching. Shared by WordPiece and Unigram (which already placed its strings). */
+static int load_added(tk_load *L, size_t off) {
+    modattn_tokenizer *t = L->t;
+    json_t *added = json_object_get(L->root, "added_tokens");
+    size_t nadded = json_is_array(added) ? json_array_size(added) : 0;
+    size_t added_cps = 0;
+    int rc = 0;
+    for (size_t i = 0; i < nadded; i++) {
+        const char *content = json_string_value(json_object_get(json_array_get(added, i), "content"));
+        if (!content) return ferr(L, MODATTN_EFORMAT, "added_tokens[].content", "missing or not a string");
+        added_cps += strlen(content) * 3 + 4;
+    }
     if (nadded) {
         t->added = modattn_calloc(nadded, sizeof(tk_added), MODATTN_MEM_WEIGHTS);
         t->added_cps = modattn_calloc(added_cps, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
@@ -374,7 +386,14 @@ static int normalize_added(tk_load *L) {
         in.n = 0;
         for (uint32_t k = 0; k < a->ncps && !rc; k++) rc = modattn__tk_vec_push(&in, a->cps[k], k, k + 1);
         if (rc) break;
-        if ((rc = modattn__tk_normalize(t, in.v, 0, in.n, &out, &mid, &tmp))) break;
+        if (t->unigram) {
+            tk_uscratch *us = NULL;
+            rc = modattn__tk_unorm(t, &us, in.v, 0, in.n, 0, &out);
+            modattn__tk_uscratch_free(us);
+            if (rc) break;
+        } else if ((rc = modattn__tk_normalize(t, in.v, 0, in.n, &out, &mid, &tmp))) {
+            break;
+        }
         /* the slot holds 3 * bytes + 4 >= 3 * chars + 4 code points */
         if (out.n > (size_t)a->ncps * 3 + 4) {
             rc = ferr(L, MODATTN_EFORMAT, "added_tokens[].content", "normalises to too many characters");
@@ -538,9 +557,19 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     t->cls_id = t->sep_id = -1;
     int rc = 0;
     if (!json_is_object(root)) rc = ferr(&L, MODATTN_EFORMAT, "(root)", "expected a JSON object");
-    if (!rc) rc = load_normalizer(&L);
-    if (!rc) rc = load_pretokenizer(&L);
-    if (!rc) rc = load_model(&L);
+    const char *mtype = json_string_value(json_object_get(json_object_get(root, "model"), "type"));
+    if (!rc && mtype && strcmp(mtype, "Unigram") != 0 && strcmp(mtype, "WordPiece") != 0) {
+        rc = modattn_error(MODATTN_EUNSUPPORTED,
+                           "tokenizer %s: field \"model.type\": \"%s\" is not supported (WordPiece or Unigram)",
+                           path, mtype);
+    } else if (!rc && mtype && strcmp(mtype, "Unigram") == 0) {
+        rc = modattn__tk_unigram_load(&L, mtype);
+        if (!rc) rc = load_added(&L, 0);
+    } else {
+        if (!rc) rc = load_normalizer(&L);
+        if (!rc) rc = load_pretokenizer(&L);
+        if (!rc) rc = load_model(&L);
+    }
     if (!rc) rc = normalize_added(&L);
     if (!rc) rc = build_match_set(&L, &t->raw, false);
     if (!rc) rc = build_match_set(&L, &t->norm, true);
@@ -565,6 +594,7 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
             t->pad_id = (int32_t)json_integer_value(pad);
         else {
             int32_t p = modattn_tokenizer_find(t, "[PAD]", 5);
+            if (p < 0) p = modattn_tokenizer_find(t, "<pad>", 5); /* SentencePiece models (XLM-R: 1) */
             t->pad_id = p >= 0 ? p : 0;
         }
     }

@@ -308,6 +308,15 @@ int main(void) {
     CHECK(tiny != NULL);
     mutate_file("tokenizer.json", tiny, n, n, 1, 0);
     free(tiny);
+    /* the Unigram tokenizers (Precompiled charsmap, Metaspace, byte_fallback): prefixes, then flips */
+    unsigned char *uni = slurp("tests/fixtures/tokenizer_unigram_bytes.json", &n);
+    CHECK(uni != NULL);
+    mutate_file("tokenizer.json", uni, n, n, 13, 0);
+    free(uni);
+    uni = slurp("tests/fixtures/tokenizer_unigram.json", &n);
+    CHECK(uni != NULL);
+    mutate_file("tokenizer.json", uni, n, n, 4093, 0);
+    free(uni);
 
     store_mutants();
     nonfinite_weights();
