@@ -129,6 +129,9 @@ static enum MHD_Result respond(req *r, int status, const char *content_type, cha
         return MHD_NO; /* libmicrohttpd closes the connection */
     }
     if (content_type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    /* an error may quote the URL (a 404's path, a model id): a browser that opens it must show
+     * JSON as text, never sniff it into a page */
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (r->s->cfg.cors_origin) {
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, r->s->cfg.cors_origin);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
@@ -550,6 +553,29 @@ static enum MHD_Result start_job(req *r) {
         return respond_json(r, 200, out);
     }
     return r->route == SRV_ROUTE_EMBEDDINGS ? start_embeddings(r) : start_search(r);
+}
+
+/* libmicrohttpd's unescaping, except that "%00" stays as it is: the path reaches the routes as a C
+ * string, so a decoded NUL would cut it (GET /%00 would be GET /, /info%00x would be /info); kept
+ * as three characters it is a path no route has (404). Decoding only shortens: done in place. */
+static size_t unescape_keep_nul(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls;
+    (void)c;
+    char *w = s, *r = s;
+    for (;;) {
+        char *nul = strstr(r, "%00");
+        size_t seg = nul ? (size_t)(nul - r) : strlen(r);
+        r[seg] = '\0';
+        size_t n = MHD_http_unescape(r);
+        memmove(w, r, n);
+        w += n;
+        if (!nul) break;
+        memcpy(w, "%00", 3); /* (w + 3 <= nul + 3: nothing unread is overwritten) */
+        w += 3;
+        r = nul + 3;
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -999,6 +1025,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
+                           MHD_OPTION_UNESCAPE_CALLBACK, unescape_keep_nul, NULL,
                            MHD_OPTION_END);
     if (!s.d) {
         fprintf(stderr, "modattn: serve: cannot serve on %s port %d: %s\n", cfg->host, port,

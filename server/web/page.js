@@ -70,14 +70,78 @@
     if (r.status !== 200 || !r.data) { storeLine.textContent = 'Store details unavailable: ' + errorText(r); return r; }
     const d = r.data, st = d.store;
     const model = 'model ' + d.model_id + ' (' + d.dimension + ' dimensions)';
-    if (!st) storeLine.textContent = 'No store: this server was started without --db, so there is nothing to search. ' + model;
-    else if (!st.available) storeLine.textContent = 'The store cannot be read: ' + (st.error || 'unknown error') + '. ' + model;
-    else {
+    if (!st) {
+      storeLine.textContent = 'No store: this server was started without --db, so there is nothing to search. ' + model;
+      showTools('Search is off: this server was started without a store (--db). The model alone still answers these:');
+    } else if (!st.available) {
+      storeLine.textContent = 'The store cannot be read: ' + (st.error || 'unknown error') + '. ' + model;
+      showTools('Search is off: the store cannot be read. The model alone still answers these:');
+    } else {
       const when = st.modified ? ' · last indexed ' + st.modified.replace('T', ' ').replace('Z', ' UTC') + ' (' + ago(st.modified) + ')' : '';
       storeLine.textContent = st.documents + ' documents, ' + st.chunks + ' chunks · ' + model + when;
     }
     return r;
   }
+
+  // ---- the embedding-only tools, for a server without a store: POST /tokenize and the cosine
+  // similarity of two texts from POST /v1/embeddings (the vectors are L2-normalised by the
+  // server; the cosine is computed in full anyway, so that it does not depend on that)
+  const tools = $('tools');
+  function showTools(why) {
+    $('tools-why').textContent = why;
+    tools.hidden = false;
+  }
+
+  function needKey(r, retry) {
+    if (r.status !== 401) return false;
+    askKey(retry, !!key());
+    return true;
+  }
+
+  $('tokform').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const text = $('tok-text').value;
+    const out = $('tok-out'), said = $('tok-status');
+    said.textContent = 'Tokenizing\u2026';
+    const r = await api('/tokenize', { inputs: text });
+    if (needKey(r, () => $('tokform').requestSubmit())) { said.textContent = 'This server needs an API key.'; return; }
+    out.replaceChildren();
+    if (r.status !== 200 || !Array.isArray(r.data) || !Array.isArray(r.data[0])) {
+      said.textContent = 'Tokenizing failed: ' + errorText(r);
+      return;
+    }
+    const toks = r.data[0];
+    for (const t of toks) {
+      const li = document.createElement('li');
+      li.textContent = String(t.text);
+      li.title = 'id ' + Number(t.id) + (t.special ? ' (special)' : '');
+      if (t.special) li.className = 'special';
+      out.appendChild(li);
+    }
+    said.textContent = toks.length + (toks.length === 1 ? ' token' : ' tokens') + ' (ids: ' +
+      toks.map((t) => Number(t.id)).join(' ') + ')';
+  });
+
+  $('simform').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const a = $('sim-a').value, b = $('sim-b').value, out = $('sim-out');
+    out.classList.remove('bad');
+    out.textContent = 'Comparing\u2026';
+    const r = await api('/v1/embeddings', { input: [a, b] });
+    if (needKey(r, () => $('simform').requestSubmit())) { out.textContent = 'This server needs an API key.'; return; }
+    const d = r.data && Array.isArray(r.data.data) ? r.data.data : null;
+    if (r.status !== 200 || !d || d.length !== 2) {
+      out.classList.add('bad');
+      out.textContent = 'Comparing failed: ' + errorText(r);
+      return;
+    }
+    const u = d[0].embedding, v = d[1].embedding;
+    let dot = 0, nu = 0, nv = 0;
+    for (let i = 0; i < u.length; i++) { dot += u[i] * v[i]; nu += u[i] * u[i]; nv += v[i] * v[i]; }
+    const cos = nu > 0 && nv > 0 ? dot / Math.sqrt(nu * nv) : 0;
+    out.dataset.cosine = String(cos);
+    out.textContent = 'Cosine similarity ' + cos.toFixed(4) + ' (1 is the same meaning, 0 unrelated).';
+  });
 
   // byte offsets of the UTF-8 text -> the text cut in pieces, marked or not
   function pieces(text, spans) {
