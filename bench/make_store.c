@@ -71,7 +71,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const modattn_model_info *in = modattn_model_get_info(m);
-    modattn_store_model sm = {in->name, in->weights_hash, in->dim, in->identity, modattn_precision_name(in->precision)};
+    modattn_store_model sm = modattn_store_model_of(in);
     if (modattn_store_bind_model(s, &sm)) {
         fprintf(stderr, "make_store: %s\n", modattn_last_error());
         return 1;

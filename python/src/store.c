@@ -55,7 +55,7 @@ static int store_ready(pm_store *self) {
 
 /* Raises: ModelMismatchError for a store of another model, as the library says. */
 static int check_model(modattn_store *st, const modattn_model_info *in, pm_error *e) {
-    modattn_store_model sm = {in->name, in->weights_hash, in->dim, in->identity, modattn_precision_name(in->precision)};
+    modattn_store_model sm = modattn_store_model_of(in);
     int r = modattn_store_check_model(st, &sm);
     if (r == MODATTN_ENOTFOUND) return 0; /* nothing indexed yet: the first index() binds it */
     if (r) pm_capture(e, r);
@@ -459,7 +459,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
         const modattn_model_info *in = self->model->info;
-        modattn_store_model sm = {in->name, in->weights_hash, in->dim, in->identity, modattn_precision_name(in->precision)};
+        modattn_store_model sm = modattn_store_model_of(in);
         st = modattn_store_check_model(self->store, &sm);
         if (st == MODATTN_ENOTFOUND) { /* nothing indexed: no results */
             empty = true;
