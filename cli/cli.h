@@ -31,19 +31,26 @@ typedef struct cli_globals {
  * Returns the process exit status (0 ok, 1 failure, 2 usage error). */
 typedef int (*cli_cmd_fn)(cli_globals *g, int argc, char **argv);
 
+/* Where the shared helpers live, so that no two cli/ files call each other (tools/cli_deps.py
+ * checks it from the objects): cli_text.c (output, messages) at the bottom; cli_args.c (option
+ * values) and cli_model.c (the context, the model) on it; the per-command readers and printers
+ * (cli_index*.c, cli_search_*.c, cli_mpi.c) on those; the commands (cmd_*.c) on top, the MPI forms
+ * above the plain ones they fall back to; main.c routes to them all. */
+
 /* Create the library context from the global options (once; later calls return the same one).
- * main() owns it: commands must not free it. Prints the error and returns non-zero on failure. */
+ * main() owns it: commands must not free it. Prints the error and returns non-zero on failure.
+ * (cli/cli_model.c) */
 int cli_open_ctx(cli_globals *g, modattn_ctx **out);
 
-/* Print "modattn: <what>: <library message>" to stderr and return 1. */
+/* Print "modattn: <what>: <library message>" to stderr and return 1. (cli/cli_text.c) */
 int cli_fail(const char *what, int status);
 
 /* Print j (consumed) as indented JSON on stdout; 1 with a message if building or writing it ran
- * out of memory. (cli/cmd_attn.c) */
+ * out of memory. (cli/cli_text.c) */
 struct json_t;
 int cli_print_json(struct json_t *j);
 
-/* true if argv[i] is -h or --help */
+/* true if argv[i] is -h or --help (cli/cli_text.c) */
 bool cli_is_help(const char *arg);
 
 /* Subcommands. */
@@ -67,9 +74,17 @@ void cli_explain_fallbacks(const modattn_model *m, FILE *f);
  * <executable dir>/../.models/all-MiniLM-L6-v2 if it exists, else ./.models/all-MiniLM-L6-v2.
  * buf (PATH_MAX + 64 bytes) may hold the result. (cli/cli_model.c) */
 const char *cli_model_dir(const char *given, char *buf, size_t len);
-/* A model named by path, or by NAME / ORG/NAME (cli/cmd_models.c): $MODATTN_MODELS, the installed
+/* A model named by path, or by NAME / ORG/NAME (cli/cli_model.c): $MODATTN_MODELS, the installed
  * data folder, .models, the Hugging Face cache; the name itself when nothing is found. */
 const char *cli_model_resolve(const char *name, char *buf, size_t len);
+/* What the resolution looks at, for `modattn models` (cli/cmd_models.c) to list the same places:
+ * a folder with a config.json; the folders that hold models by name (at most max, returns how
+ * many); the Hugging Face cache's hub folder ("" when none); a models--ORG--NAME folder's snapshot. */
+#include <limits.h>
+bool cli_is_model_dir(const char *dir);
+int cli_model_roots(char roots[][PATH_MAX], int max);
+void cli_hf_hub(char *buf, size_t len);
+bool cli_hf_snapshot(const char *repo_dir, char *out, size_t len);
 int cli_cmd_models(cli_globals *g, int argc, char **argv);
 int cli_cmd_ls(cli_globals *g, int argc, char **argv);
 int cli_cmd_rm(cli_globals *g, int argc, char **argv);
@@ -105,16 +120,20 @@ int cli_parse_ll(const char *opt, const char *v, long long lo, long long hi, lon
 const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool *missing);
 int cli_parse_u64(const char *opt, const char *v, uint64_t *out); /* decimal or 0x; no sign */
 int cli_parse_double(const char *opt, const char *v, double lo, double hi, bool lo_open, double *out);
+/* the same, saying nothing when say is false (an MPI rank other than 0: rank 0 says it once) */
+int cli_parse_double_say(const char *opt, const char *v, double lo, double hi, bool lo_open, bool say, double *out);
 /* Exactly n comma-separated integers in [lo, hi] into v: 0, else -1 (says nothing). */
 int cli_parse_ints(const char *s, int64_t *v, int n, int64_t lo, int64_t hi);
 /* A file the run will write at its end (--trace): its folder exists and is writable, and the file,
  * if there, is writable and not a folder. Checked at start-up, before hours of work. */
 int cli_check_output_path(const char *opt, const char *path);
 
-/* MPI scale-out (cli/cmd_mpi.c): true if arg is among argv[1..argc) before a "--". */
+/* true if arg is among argv[1..argc) before a "--" (cli/cli_args.c) */
 bool cli_has_arg(int argc, char **argv, const char *arg);
-/* `index --mpi` and `search --mpi` (argv as the command gets it, --mpi included); in a build
- * without MPI they say how to install it. */
+/* `index --mpi` and `search --mpi` (cli/cmd_mpi.c, cli/cmd_mpi_search.c), which main calls when
+ * --mpi is among the command's arguments (argv as the command gets it, --mpi included): under
+ * mpirun -np N (N > 1) the distributed run; with one process, or for --help, the plain command.
+ * In a build without MPI they say how to install it. */
 int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv);
 int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv);
 
@@ -165,9 +184,41 @@ int cli_read_line(FILE *f, char **buf, size_t *cap, size_t *len, size_t max);
 /* The message for a cli_read_line failure r (< 0) on line lineno of what. */
 void cli_line_error(const char *cmd, const char *what, size_t lineno, int r);
 
+/* ---- `modattn index`: parse (cli/cli_index_args.c) -> run (cli/cmd_index.c; its MPI form
+ * cli/cmd_mpi.c) -> print (cli/cli_index_out.c) */
+#include <jansson.h>
+#include "modattn/ingest.h"
+
+/* `index`'s options and PATHs, shared by the plain command and `index --mpi`. */
+typedef struct cli_index_args {
+    const char *db, *model_dir;               /* --db (default MODATTN_STORE_DEFAULT_PATH), --model */
+    bool json, quiet, prune;
+    double wait_s, file_timeout_s;            /* --wait, --file-timeout (0: no limit) */
+    long long chunk_tokens, overlap, batch;   /* 0, -1, 0: the library's defaults */
+    int64_t max_size;                         /* --max-file-size (0: the default) */
+    const char *ann_kind, *ann_params;        /* --ann, --ann-params as given (NULL: none) */
+    modattn_ann_kind kind;                    /* --ann parsed */
+    modattn_ann_params annp;                  /* --ann-params parsed */
+    const char **paths;                       /* the PATHs, or the roots refreshed (cli_index_roots) */
+    size_t npaths;
+    bool refresh;                             /* no PATH (and no --ann): the store's roots again */
+    char **roots;                             /* those roots (owned) */
+    size_t nroots;
+} cli_index_args;
+/* 0: parsed; -1: --help asked (nothing said); 1: out of memory; 2: a usage error. Errors are said
+ * on stderr when say. Free with cli_index_args_free (also after a failure). */
+int cli_index_parse(int argc, char **argv, bool say, cli_index_args *a);
+/* With no PATH (and no --ann): the folders and files the store records, as the PATHs (said, when
+ * say and not --quiet/--json). 0, 1 out of memory, 2 none recorded (a usage error, said with the
+ * usage when say). */
+int cli_index_roots(cli_index_args *a, bool say);
+void cli_index_args_free(cli_index_args *a);
+void cli_index_usage(FILE *f);
+/* The library's options from the command's (no callbacks set). */
+void cli_index_options(const cli_index_args *a, modattn_index_options *o);
+
 /* What `index` tells about each file (cli/cli_index_out.c): events printed on stderr (errors
  * always; skipped and pruned files unless quiet; none with json) and gathered for --json. */
-#include <jansson.h>
 typedef struct cli_index_ui {
     bool json, quiet, tty;
     bool line_shown;        /* a progress line is on the terminal */
@@ -176,6 +227,42 @@ typedef struct cli_index_ui {
 } cli_index_ui;
 /* modattn_index_options.on_event, with ud a cli_index_ui */
 void cli_index_on_event(void *ud, modattn_index_event ev, const char *path, const char *msg);
+/* modattn_index_options.on_progress: the progress line on a terminal, with ud a cli_index_ui */
+void cli_index_on_progress(void *ud, const modattn_index_progress *p);
+/* the ANN build's progress (modattn_store_update_ann), with ud a cli_index_ui */
+void cli_index_on_ann_progress(void *ud, const char *phase, size_t done, size_t total);
+/* modattn_store_set_wait's note: "modattn: note: ..." */
+void cli_index_note_wait(void *ud, const char *msg);
 void cli_index_clear_line(cli_index_ui *ui); /* erases the progress line, if one is shown */
+
+/* One index run: what it holds and what came of it. */
+typedef struct cli_index_job {
+    modattn_ctx *ctx;         /* borrowed (cli_open_ctx) */
+    modattn_model *model;
+    modattn_store *store;     /* rank 0 / the plain run only */
+    const char *model_dir;
+    char mbuf[PATH_MAX + 64];
+    cli_index_ui ui;
+    modattn_index_options o;  /* the options, callbacks set to ui's */
+    modattn_index_stats s;
+    double secs;
+    modattn_ann_update au;    /* the ANN index's update (asked for, or kept up to date) */
+    char ann_err[1024];       /* why keeping it up to date failed ("" if it did not) */
+    int st;                   /* the library status that stopped the run (0: none) */
+    int rc;                   /* the exit status so far */
+} cli_index_job;
+/* The context and the model (--model, else the store's, else the default); the library status,
+ * with *what naming the step (the context's failure is said already: *what is then NULL). */
+int cli_index_load(cli_globals *g, const cli_index_args *a, cli_index_job *j, const char **what);
+/* The store (created if missing), its note, the wait for another writer, the events' gatherer and
+ * the options: a library status (0: j->store open). (cli/cmd_index.c) */
+int cli_index_open_store(const cli_index_args *a, cli_index_job *j);
+/* After the documents: the roots and the model folder recorded, then the ANN index (asked for:
+ * built; else the run's update, with a warning if it failed). Sets j->st, j->rc. (cli/cmd_index.c) */
+void cli_index_finish(const cli_index_args *a, cli_index_job *j);
+/* The summary (text, or --json) on stdout; nranks > 0: the run's processes (`index --mpi`). The
+ * exit status: 0, 1 (the run stopped: said; memory; output), 3 (some files unreadable). */
+int cli_index_print(const cli_index_args *a, cli_index_job *j, int nranks);
+void cli_index_job_free(cli_index_job *j);
 
 #endif

@@ -36,11 +36,16 @@ int cli_parse_u64(const char *opt, const char *v, uint64_t *out) {
 }
 
 int cli_parse_double(const char *opt, const char *v, double lo, double hi, bool lo_open, double *out) {
+    return cli_parse_double_say(opt, v, lo, hi, lo_open, true, out);
+}
+
+int cli_parse_double_say(const char *opt, const char *v, double lo, double hi, bool lo_open, bool say, double *out) {
     char *end = NULL;
     errno = 0;
     double x = v && *v ? strtod(v, &end) : 0;
     if (!v || !*v || *end || errno == ERANGE || !isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
-        fprintf(stderr, "modattn: %s: '%s' is not a number in %s%g, %g]\n", opt, v ? v : "", lo_open ? "(" : "[",
+        if (say)
+            fprintf(stderr, "modattn: %s: '%s' is not a number in %s%g, %g]\n", opt, v ? v : "", lo_open ? "(" : "[",
                 lo, hi);
         return -1;
     }
@@ -104,4 +109,12 @@ const char *cli_opt_value(int argc, char **argv, int *i, const char *name, bool 
         return NULL;
     }
     return argv[++*i];
+}
+
+bool cli_has_arg(int argc, char **argv, const char *arg) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) return false;
+        if (strcmp(argv[i], arg) == 0) return true;
+    }
+    return false;
 }

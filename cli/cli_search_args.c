@@ -89,9 +89,9 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
                 rc = 2;
             }
         } else if (strcmp(name, "--rrf-k") == 0) {
-            if (cli_parse_double("--rrf-k", v, 0, 1e6, true, &a->sp.rrf_k) != 0) rc = 2;
+            if (cli_parse_double_say("--rrf-k", v, 0, 1e6, true, say, &a->sp.rrf_k) != 0) rc = 2;
         } else if (strcmp(name, "--keyword-weight") == 0) {
-            if (cli_parse_double("--keyword-weight", v, 0, 1e6, true, &a->sp.keyword_weight) != 0) rc = 2;
+            if (cli_parse_double_say("--keyword-weight", v, 0, 1e6, true, say, &a->sp.keyword_weight) != 0) rc = 2;
         } else {
             char *end;
             errno = 0;

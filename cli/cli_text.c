@@ -82,6 +82,28 @@ json_t *cli_json_text(const char *s) {
     return j;
 }
 
+bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_fail(const char *what, int status) {
+    const char *msg = modattn_last_error();
+    char safe[4096];
+    fprintf(stderr, "modattn: %s: %s\n", what, cli_term_text(msg && *msg ? msg : modattn_strerror(status), safe, sizeof safe));
+    return 1;
+}
+
+int cli_print_json(json_t *j) {
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(j);
+    /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
+    if (modattn_json_take_failure() != 0 || !s) {
+        modattn_json_free(s);
+        return cli_json_fail("writing JSON");
+    }
+    puts(s);
+    modattn_json_free(s);
+    return 0;
+}
+
 int cli_json_fail(const char *what) {
     if (modattn_json_take_failure() != 0) return cli_fail(what, MODATTN_ENOMEM);
     fprintf(stderr, "modattn: %s: the output could not be encoded as JSON\n", what);

@@ -15,19 +15,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int cli_print_json(json_t *j) {
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(j);
-    /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
-    if (modattn_json_take_failure() != 0 || !s) {
-        modattn_json_free(s);
-        return cli_json_fail("writing JSON");
-    }
-    puts(s);
-    modattn_json_free(s);
-    return 0;
-}
-
 /* --------------------------------------------------------------- backends */
 
 int cli_cmd_backends(cli_globals *g, int argc, char **argv) {

@@ -4,7 +4,8 @@
  * list); the Hugging Face cache as sentence-transformers leaves it on disk
  * ($HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub: models--ORG--NAME/snapshots/REV,
  * the revision refs/main names; nothing is downloaded); the installed data folder
- * (<exe>/../share/modattn/models, ~/.local/share/modattn/models) and a development build's .models. */
+ * (<exe>/../share/modattn/models, ~/.local/share/modattn/models) and a development build's .models.
+ * The resolution itself is cli/cli_model.c's (every command resolves --model the same way). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -18,117 +19,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-static bool is_model_dir(const char *dir) {
-    char p[PATH_MAX + 32];
-    struct stat st;
-    snprintf(p, sizeof p, "%s/config.json", dir);
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* the folders that may hold models by name (not the HF cache, whose layout is its own) */
-static int model_roots(char roots[][PATH_MAX], int max) {
-    int n = 0;
-    const char *env = getenv("MODATTN_MODELS");
-    if (env && *env) {
-        char *copy = strdup(env), *save = NULL;
-        for (char *p = copy ? strtok_r(copy, ":", &save) : NULL; p && n < max; p = strtok_r(NULL, ":", &save))
-            snprintf(roots[n++], PATH_MAX, "%s", p);
-        free(copy);
-    }
-    char exe[PATH_MAX] = "";
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        if (n < max) snprintf(roots[n++], PATH_MAX, "%.3000s/../share/modattn/models", exe);
-        if (n < max) snprintf(roots[n++], PATH_MAX, "%.3000s/../.models", exe);
-    }
-    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-    if (n < max && xdg && *xdg) snprintf(roots[n++], PATH_MAX, "%.3000s/modattn/models", xdg);
-    else if (n < max && home && *home) snprintf(roots[n++], PATH_MAX, "%.3000s/.local/share/modattn/models", home);
-    if (n < max) snprintf(roots[n++], PATH_MAX, "./.models");
-    return n;
-}
-
-static void hf_hub(char *buf, size_t len) {
-    const char *c = getenv("HF_HUB_CACHE"), *h = getenv("HF_HOME"), *home = getenv("HOME");
-    if (c && *c) snprintf(buf, len, "%s", c);
-    else if (h && *h) snprintf(buf, len, "%s/hub", h);
-    else if (home && *home) snprintf(buf, len, "%s/.cache/huggingface/hub", home);
-    else buf[0] = '\0';
-}
-
-/* models--ORG--NAME's snapshot: the one refs/main names, else the newest that holds a model */
-static bool hf_snapshot(const char *repo_dir, char *out, size_t len) {
-    char p[PATH_MAX + 64], rev[128] = "";
-    snprintf(p, sizeof p, "%s/refs/main", repo_dir);
-    FILE *f = fopen(p, "r");
-    if (f) {
-        if (fgets(rev, sizeof rev, f)) rev[strcspn(rev, "\r\n")] = '\0';
-        fclose(f);
-    }
-    if (rev[0] && !strchr(rev, '/')) {
-        snprintf(out, len, "%s/snapshots/%s", repo_dir, rev);
-        if (is_model_dir(out)) return true;
-    }
-    snprintf(p, sizeof p, "%s/snapshots/*", repo_dir);
-    glob_t g;
-    bool found = false;
-    time_t best = 0;
-    if (glob(p, GLOB_ONLYDIR, NULL, &g) == 0) {
-        for (size_t i = 0; i < g.gl_pathc; i++) {
-            struct stat st;
-            if (is_model_dir(g.gl_pathv[i]) && stat(g.gl_pathv[i], &st) == 0 && (!found || st.st_mtime > best)) {
-                snprintf(out, len, "%s", g.gl_pathv[i]);
-                best = st.st_mtime, found = true;
-            }
-        }
-        globfree(&g);
-    }
-    return found;
-}
-
-const char *cli_model_resolve(const char *name, char *buf, size_t len) {
-    if (!name || !*name || is_model_dir(name) || name[0] == '/' || strncmp(name, "./", 2) == 0 ||
-        strncmp(name, "../", 3) == 0)
-        return name; /* a path: as given (its errors are the loader's) */
-    /* NAME or ORG/NAME: the last part is the folder name on disk */
-    const char *slash = strrchr(name, '/');
-    const char *base = slash ? slash + 1 : name;
-    if (slash && strchr(name, '/') != slash) return name; /* deeper paths are paths */
-    char roots[12][PATH_MAX];
-    int n = model_roots(roots, 12);
-    for (int i = 0; i < n; i++) {
-        snprintf(buf, len, "%s/%s", roots[i], base);
-        if (is_model_dir(buf)) return buf;
-    }
-    char hub[PATH_MAX];
-    hf_hub(hub, sizeof hub);
-    if (hub[0]) {
-        char repo[PATH_MAX + 300];
-        if (slash) { /* ORG/NAME */
-            snprintf(repo, sizeof repo, "%s/models--%.*s--%s", hub, (int)(slash - name), name, base);
-            if (hf_snapshot(repo, buf, len)) return buf;
-        } else { /* NAME: sentence-transformers' first, then any organisation's */
-            snprintf(repo, sizeof repo, "%s/models--sentence-transformers--%s", hub, base);
-            if (hf_snapshot(repo, buf, len)) return buf;
-            char pat[PATH_MAX + 300];
-            snprintf(pat, sizeof pat, "%s/models--*--%s", hub, base);
-            glob_t g;
-            if (glob(pat, GLOB_ONLYDIR, NULL, &g) == 0) {
-                for (size_t k = 0; k < g.gl_pathc; k++)
-                    if (hf_snapshot(g.gl_pathv[k], buf, len)) {
-                        globfree(&g);
-                        return buf;
-                    }
-                globfree(&g);
-            }
-        }
-    }
-    return name; /* not found by name: the loader says the folder is missing */
-}
 
 /* ---- modattn models */
 
@@ -234,7 +124,7 @@ int cli_cmd_models(cli_globals *g, int argc, char **argv) {
     }
     size_t n = 0;
     char roots[12][PATH_MAX];
-    int nr = model_roots(roots, 12);
+    int nr = cli_model_roots(roots, 12);
     for (int r = 0; r < nr; r++) {
         DIR *d = opendir(roots[r]);
         if (!d) continue;
@@ -243,12 +133,12 @@ int cli_cmd_models(cli_globals *g, int argc, char **argv) {
             if (e->d_name[0] == '.') continue;
             char p[PATH_MAX + 300];
             snprintf(p, sizeof p, "%s/%s", roots[r], e->d_name);
-            if (is_model_dir(p)) add(f, &n, MAXF, e->d_name, p, "folder");
+            if (cli_is_model_dir(p)) add(f, &n, MAXF, e->d_name, p, "folder");
         }
         closedir(d);
     }
     char hub[PATH_MAX];
-    hf_hub(hub, sizeof hub);
+    cli_hf_hub(hub, sizeof hub);
     if (hub[0]) {
         char pat[PATH_MAX + 32];
         snprintf(pat, sizeof pat, "%s/models--*", hub);
@@ -256,7 +146,7 @@ int cli_cmd_models(cli_globals *g, int argc, char **argv) {
         if (glob(pat, GLOB_ONLYDIR, NULL, &gl) == 0) {
             for (size_t i = 0; i < gl.gl_pathc; i++) {
                 char snap[PATH_MAX], name[256];
-                if (!hf_snapshot(gl.gl_pathv[i], snap, sizeof snap)) continue;
+                if (!cli_hf_snapshot(gl.gl_pathv[i], snap, sizeof snap)) continue;
                 const char *b = strrchr(gl.gl_pathv[i], '/');
                 b = b ? b + 1 + strlen("models--") : gl.gl_pathv[i];
                 snprintf(name, sizeof name, "%s", b);

@@ -9,19 +9,23 @@
  * extracts and chunks every document again to write it (the tokenizer, not the model: a few per
  * cent of the embedding), which keeps a single code path for what is stored.
  *
- * The run (pipeline/indexer.c, modattn_index_paths_split):
- *   1. rank 0 plans: the same walk and the same decisions as a plain run (unchanged by size and
- *      mtime, then by content hash) list the files to embed; the store is not changed;
+ * The run (the indexer's stages, pipeline/indexer_stages.h; the options, the messages and the
+ * summary are the plain command's: cli/cli_index_args.c, cli/cmd_index.c, cli/cli_index_out.c):
+ *   1. rank 0 plans (modattn__index_plan): the same walk and the same decisions as a plain run
+ *      (unchanged by size and mtime, then by content hash) list the files to embed; the store is
+ *      not changed;
  *   2. the list is split over the ranks balanced by bytes: in the run's order, each file goes to
  *      the rank with the fewest bytes so far (ties: the lower rank), so that every rank's share
  *      is spread along the order in which rank 0 writes (deterministic: the same list, the same
  *      split);
- *   3. every rank embeds its share (read, extract, chunk, embed, as a plain run) and sends each
- *      document's vectors to rank 0 (non-blocking: a rank never waits for the writer);
- *   4. rank 0 runs the plain index over the same paths, embedding its own share and taking the
- *      others' vectors when a document's turn to be written comes, checked against the content
- *      it read (hash and chunk count; a mismatch, or a document that never came, is embedded on
- *      rank 0). Each document is one transaction, in the plain run's order; then the vector file.
+ *   3. every rank embeds its share (read, extract, chunk, embed, as a plain run) and its sink
+ *      sends each document's vectors to rank 0 (non-blocking: a rank never waits for the writer);
+ *   4. rank 0 runs the plain index over the same paths (its embed stage told which documents
+ *      are remote), embedding its own share and taking the others' vectors when a document's turn
+ *      to be written comes, checked against the content it read (hash and chunk count; a
+ *      mismatch, or a document that never came, is embedded on rank 0). Each document is one
+ *      transaction, in the plain run's order; then the vector file, the ANN index, the roots and
+ *      the model folder recorded, and the summary, as the plain command does them.
  * A rank that dies: mpirun ends the others (rank 0 says so on stderr); what rank 0 committed is
  * whole documents, and the next run skips them (they are unchanged).
  *
@@ -41,25 +45,7 @@
 #include "modattn/model.h"
 #include "modattn/store.h"
 #include "core/env.h"
-
-bool cli_has_arg(int argc, char **argv, const char *arg) {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) return false;
-        if (strcmp(argv[i], arg) == 0) return true;
-    }
-    return false;
-}
-
-int cli_mpi_missing(const char *cmd) {
-    fprintf(stderr,
-            "modattn: %s --mpi: this modattn was built without MPI.\n"
-            "  Install it (Debian/Ubuntu: apt-get install libopenmpi-dev openmpi-bin), rebuild (make build,\n"
-            "  or cmake again: MPI is found by itself; -DMODATTN_MPI=ON makes it required), then run e.g.\n"
-            "  mpirun -np 2 modattn %s --mpi ...\n"
-            "  Without --mpi, `modattn %s` works as it is.\n",
-            cmd, cmd, cmd);
-    return 1;
-}
+#include "pipeline/indexer_stages.h"
 
 #ifndef MODATTN_HAVE_MPI
 
@@ -72,96 +58,6 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
 
 #include <mpi.h>
 #include <xxhash.h>
-
-/* argv without "--mpi" (before a "--"), in new; returns the new argc */
-int cli_mpi_strip(int argc, char **argv, char **out) {
-    int n = 0;
-    bool dd = false;
-    for (int i = 0; i < argc; i++) {
-        if (!dd && strcmp(argv[i], "--") == 0) dd = true;
-        if (!dd && i > 0 && strcmp(argv[i], "--mpi") == 0) continue;
-        out[n++] = argv[i];
-    }
-    out[n] = NULL;
-    return n;
-}
-
-int cli_mpi_init(const char *cmd, int *rank, int *size) {
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided = 0;
-        /* only this thread calls MPI; the thread pool's workers never do */
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-            fprintf(stderr, "modattn: %s --mpi: MPI_Init failed (run it as mpirun -np N modattn %s --mpi ...)\n", cmd,
-                    cmd);
-            return -1;
-        }
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, size);
-    return 0;
-}
-
-/* ---- options: those of `modattn index` (cli/cmd_index.c), parsed the same way by every rank */
-
-typedef struct index_args {
-    const char *db, *model_dir;
-    bool json, quiet, prune;
-    double wait_s, file_timeout_s;
-    long long chunk_tokens, overlap, batch;
-    int64_t max_size;
-    const char **paths;
-    size_t npaths;
-} index_args;
-
-
-/* 0, or the exit status of a usage error (said on stderr by rank 0 only) */
-static int parse_index_args(int argc, char **argv, index_args *a, bool say) {
-    memset(a, 0, sizeof *a);
-    a->db = MODATTN_STORE_DEFAULT_PATH;
-    a->wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
-    a->file_timeout_s = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
-    a->overlap = -1;
-    a->paths = calloc((size_t)argc + 1, sizeof *a->paths);
-    if (!a->paths) return 1;
-    bool dashdash = false;
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i], *v;
-        bool missing = false, bad = false;
-        if (dashdash || s[0] != '-' || s[1] == '\0') {
-            a->paths[a->npaths++] = s;
-            continue;
-        }
-        if (strcmp(s, "--") == 0) dashdash = true;
-        else if (strcmp(s, "--json") == 0) a->json = true;
-        else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) a->quiet = true;
-        else if (strcmp(s, "--prune") == 0) a->prune = true;
-        else if ((v = cli_opt_value(argc, argv, &i, "--db", &missing))) a->db = v;
-        else if ((v = cli_opt_value(argc, argv, &i, "--model", &missing))) a->model_dir = v;
-        else if ((v = cli_opt_value(argc, argv, &i, "--chunk-tokens", &missing))) bad = cli_parse_ll("index --chunk-tokens", v, 3, 1 << 20, &a->chunk_tokens) != 0;
-        else if ((v = cli_opt_value(argc, argv, &i, "--overlap", &missing))) bad = cli_parse_ll("index --overlap", v, 0, 1 << 20, &a->overlap) != 0;
-        else if ((v = cli_opt_value(argc, argv, &i, "--batch", &missing))) bad = cli_parse_ll("index --batch", v, 1, 65536, &a->batch) != 0;
-        else if ((v = cli_opt_value(argc, argv, &i, "--wait", &missing))) bad = cli_parse_double("index --wait", v, 0, 1e6, false, &a->wait_s) != 0;
-        else if ((v = cli_opt_value(argc, argv, &i, "--file-timeout", &missing))) bad = cli_parse_double("index --file-timeout", v, 0, 1e6, false, &a->file_timeout_s) != 0;
-        else if ((v = cli_opt_value(argc, argv, &i, "--max-file-size", &missing))) {
-            if (modattn_parse_bytes(v, &a->max_size) != 0 || a->max_size <= 0) {
-                if (say) fprintf(stderr, "modattn: index: --max-file-size: '%s' is not a size\n", v);
-                bad = true;
-            }
-        } else {
-            if (say) fprintf(stderr, missing ? "modattn: index: %s needs a value\n"
-                                             : "modattn: index: unknown option '%s' (see modattn index --help)\n", s);
-            bad = true;
-        }
-        if (bad) return 2;
-    }
-    if (a->npaths == 0) {
-        if (say) fprintf(stderr, "modattn: index: no PATH given\n");
-        return 2;
-    }
-    return 0;
-}
 
 /* ---- messages: a worker's document to rank 0 (TAG_DOC), its end (TAG_END) */
 enum { TAG_DOC = 11, TAG_END = 12 };
@@ -396,10 +292,14 @@ static void reap(mpi_index *m, bool all) {
     m->nreq = w;
 }
 
-static int emit(void *ud, const char *path, uint64_t hash, size_t nchunks, size_t dim, const float *vecs,
-                const int32_t *ntok) {
+/* the workers' sink: each document's vectors to rank 0 */
+static int emit(void *ud, const modattn__index_doc *doc) {
     mpi_index *m = ud;
-    doc_head h = {hash, nchunks, dim, strlen(path)};
+    const char *path = doc->path;
+    const size_t nchunks = doc->nchunks, dim = doc->dim;
+    const float *vecs = doc->vecs;
+    const int32_t *ntok = doc->ntok;
+    doc_head h = {doc->hash, nchunks, dim, strlen(path)};
     size_t off = sizeof h + h.pathlen + 1;
     off = (off + 3) & ~(size_t)3;
     size_t total = off + nchunks * dim * sizeof(float) + nchunks * sizeof(int32_t);
@@ -449,55 +349,6 @@ static void on_term(int sig) {
     raise(sig);
 }
 
-static void print_summary(const index_args *a, const cli_index_ui *ui, const modattn_index_stats *s, double secs,
-                          int nranks, int *rc) {
-    char dbuf[PATH_MAX], db_shown[4 * PATH_MAX], tvf[4096], vf[400];
-    char *abs_db = modattn_path_absolute(a->db);
-    const char *db_rel = abs_db ? cli_rel_path(abs_db, dbuf, sizeof dbuf) : a->db;
-    if (s->vector_file_error[0]) {
-        snprintf(vf, sizeof vf, "not written: %s", s->vector_file_error);
-        fprintf(stderr, "modattn: index: warning: the vector file was not written (searches will read the store, "
-                        "slower): %s\n", cli_term_text(s->vector_file_error, tvf, sizeof tvf));
-    } else snprintf(vf, sizeof vf, "%s", !s->vector_file_written ? "current" : s->vector_file_appended ? "appended" : "written");
-    if (a->json) {
-        json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:s, s:O, s:O, s:i}",
-                              "files_seen", (json_int_t)s->files_seen, "files_indexed", (json_int_t)s->files_indexed,
-                              "files_unchanged", (json_int_t)s->files_unchanged,
-                              "files_skipped", (json_int_t)s->files_skipped, "files_pruned", (json_int_t)s->files_pruned,
-                              "chunks_embedded", (json_int_t)s->chunks_embedded,
-                              "tokens_embedded", (json_int_t)s->tokens_embedded, "seconds", secs, "db", "",
-                              "errors", ui->errors, "skipped", ui->skipped, "ranks", nranks);
-        if (j && cli_json_set_path(j, "db", db_rel)) json_decref(j), j = NULL;
-        if (j) json_object_set_new(j, "vector_file", cli_json_text(vf));
-        if (j && s->vector_file_appended) {
-            json_object_set_new(j, "vector_file_rows_added", json_integer((json_int_t)s->vector_file_rows_added));
-            json_object_set_new(j, "vector_file_rows_masked", json_integer((json_int_t)s->vector_file_rows_masked));
-        }
-        if (j && s->vector_file_written && !s->vector_file_appended && s->vector_file_reason[0])
-            json_object_set_new(j, "vector_file_reason", cli_json_text(s->vector_file_reason));
-        char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
-        if (modattn_json_take_failure() != 0 || !text) {
-            modattn_json_free(text);
-            *rc = cli_json_fail("index: writing JSON");
-        } else {
-            puts(text);
-            modattn_json_free(text);
-        }
-        json_decref(j);
-    } else {
-        cli_term_text(db_rel, db_shown, sizeof db_shown);
-        printf("%s: %llu files seen: %llu indexed (%llu chunks, %llu tokens, %.0f tokens/s), %llu unchanged, "
-               "%llu skipped", db_shown, (unsigned long long)s->files_seen, (unsigned long long)s->files_indexed,
-               (unsigned long long)s->chunks_embedded, (unsigned long long)s->tokens_embedded,
-               secs > 0 ? (double)s->tokens_embedded / secs : 0.0, (unsigned long long)s->files_unchanged,
-               (unsigned long long)s->files_skipped);
-        if (s->errors) printf(" (%llu unreadable)", (unsigned long long)s->errors);
-        if (a->prune) printf(", %llu pruned", (unsigned long long)s->files_pruned);
-        printf(" in %.1f s on %d ranks\n", secs, nranks);
-    }
-    modattn_free(abs_db);
-}
-
 static void free_mpi_index(mpi_index *m) {
     for (size_t i = 0; i < m->nplan; i++) free(m->plan[i]);
     free(m->plan);
@@ -526,144 +377,105 @@ static int fail_all(int rank, const char *what, int st) {
     return 1;
 }
 
+/* A worker: embed this rank's share of the plan, each document's vectors sent to rank 0. */
+static int index_worker(const cli_index_args *a, mpi_index *m, cli_index_job *j, uint64_t t0) {
+    int st, rank = m->rank;
+    if ((st = share_plan(m))) return fail_all(rank, "sharing the plan", st);
+    const char **mine = calloc(m->nplan + 1, sizeof *mine);
+    size_t nmine = 0;
+    if (!mine) return fail_all(rank, "the plan", MODATTN_ENOMEM);
+    for (size_t i = 0; i < m->nplan; i++)
+        if (m->owner[i] == rank) mine[nmine++] = m->plan[i];
+    modattn_index_options o; /* the plain run's options; its events are rank 0's to say */
+    cli_index_options(a, &o);
+    o.ann_exec = modattn_ctx_exec(j->ctx);
+    modattn__index_stages emb = {.sink = emit, .ud = m};
+    if (nmine && (st = modattn__index_run(NULL, j->model, mine, nmine, &o, &emb, &j->s)))
+        return fail_all(rank, "embedding", st);
+    free(mine);
+    int end = 0;
+    MPI_Send(&end, 1, MPI_INT, 0, TAG_END, MPI_COMM_WORLD);
+    reap(m, true);
+    if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
+        fprintf(stderr, "modattn: index --mpi (rank %d): embedded %llu documents (%llu chunks) in %.2f s\n", rank,
+                (unsigned long long)m->emitted, (unsigned long long)j->s.chunks_embedded,
+                (double)(modattn_now_ns() - t0) * 1e-9);
+    return 0;
+}
+
+/* Rank 0: the plan and its split, then the plain run, other ranks' vectors taken in their turn,
+ * then what the plain command does after it (roots, model folder, ANN index, summary). */
+static int index_rank0(const cli_index_args *a, mpi_index *m, cli_index_job *j, uint64_t t0) {
+    int st;
+    if ((st = cli_index_open_store(a, j))) return fail_all(0, "opening the store", st);
+    /* 1-2. the plan (it says nothing: its events are the run's), its split, shared */
+    modattn_index_options po = j->o;
+    po.on_event = NULL;
+    po.on_progress = NULL;
+    if ((st = modattn__index_plan(j->store, j->model, a->paths, a->npaths, &po, plan_add, m, &j->s)))
+        return fail_all(0, "planning", st);
+    assign(m);
+    if ((st = share_plan(m))) return fail_all(0, "sharing the plan", st);
+    /* 4. the plain run, other ranks' documents fetched */
+    signal(SIGTERM, on_term); /* mpirun ends us when another rank dies: say what that means */
+    m->ended = calloc((size_t)m->size, sizeof *m->ended);
+    m->by_path = calloc(m->nplan + 1, sizeof *m->by_path);
+    if (!m->ended || !m->by_path) return fail_all(0, "the plan", MODATTN_ENOMEM);
+    for (size_t i = 0; i < m->nplan; i++) m->by_path[i] = i;
+    g_sort_m = m;
+    qsort(m->by_path, m->nplan, sizeof *m->by_path, cmp_plan_path);
+    modattn__index_stages wr = {.remote = is_remote, .fetch = fetch, .ud = m};
+    if ((st = modattn__index_run(j->store, j->model, a->paths, a->npaths, &j->o, &wr, &j->s)))
+        return fail_all(0, "index", st);
+    /* the ends of every rank (and anything sent that was not taken), so that their sends complete */
+    while (m->nended < m->size - 1)
+        if ((st = receive_some(m, true))) return fail_all(0, "receiving", st);
+    j->secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    cli_index_finish(a, j);
+    int rc = cli_index_print(a, j, m->size);
+    if (!j->st && modattn__env_bool("MODATTN_MPI_VERBOSE", false))
+        fprintf(stderr, "modattn: index --mpi (rank 0): %zu documents planned (%llu bytes), %llu taken from "
+                        "other ranks, %llu embedded here after all\n", m->nplan,
+                (unsigned long long)m->planned_bytes, (unsigned long long)m->fetched,
+                (unsigned long long)m->refetched);
+    signal(SIGTERM, SIG_DFL);
+    return rc;
+}
+
 int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    if (!av) return 1;
-    int ac = cli_mpi_strip(argc, argv, av), rank = 0, size = 1;
-    if (cli_has_arg(ac, av, "-h") || cli_has_arg(ac, av, "--help")) {
-        int rc = cli_cmd_index(g, ac, av);
-        free(av);
-        return rc;
-    }
-    if (cli_mpi_init("index", &rank, &size) != 0) {
-        free(av);
-        return 1;
-    }
-    if (size == 1) { /* one process (mpirun -np 1, or no mpirun): the plain run */
-        int rc = cli_cmd_index(g, ac, av);
-        MPI_Finalize();
-        free(av);
-        return rc;
-    }
-    index_args a;
-    int rc = parse_index_args(ac, av, &a, rank == 0);
-    if (rc) {
-        free(a.paths);
-        free(av);
-        MPI_Finalize();
+    cli_mpi_run mr;
+    if (cli_mpi_begin(g, "index", cli_cmd_index, argc, argv, &mr)) return mr.rc;
+    /* the plain command's options, read the same way by every rank (rank 0 says what is wrong) */
+    cli_index_args a;
+    int rc = cli_index_parse(mr.ac, mr.av, mr.rank == 0, &a);
+    if (!rc) rc = cli_index_roots(&a, mr.rank == 0);
+    if (rc == -1 && mr.rank == 0) cli_index_usage(stdout);
+    if (!rc && a.npaths == 0 && mr.rank == 0) /* --ann with no PATH: only the index is built: rank 0 */
+        rc = cli_cmd_index(g, mr.ac, mr.av);
+    if (rc || a.npaths == 0) {
+        cli_index_args_free(&a);
+        cli_mpi_end(&mr);
         return rc < 0 ? 0 : rc;
     }
     mpi_index m;
     memset(&m, 0, sizeof m);
-    m.rank = rank;
-    m.size = size;
+    m.rank = mr.rank;
+    m.size = mr.size;
     {
         const char *e = getenv("MODATTN_TEST_MPI_DIE_AFTER");
         m.die_after = e ? strtol(e, NULL, 10) : 0;
     }
-    modattn_ctx *ctx = NULL;
-    modattn_model *model = NULL;
-    modattn_store *store = NULL;
-    char mbuf[PATH_MAX + 64];
-    const char *model_dir = cli_model_dir(a.model_dir, mbuf, sizeof mbuf);
-    if (cli_open_ctx(g, &ctx)) return fail_all(rank, "starting", MODATTN_EINVAL);
-    int st = cli_load_model(g, ctx, model_dir, &model);
-    if (st) return fail_all(rank, "loading the model", st);
-    modattn_index_options o;
-    memset(&o, 0, sizeof o);
-    o.chunk_tokens = (size_t)a.chunk_tokens;
-    o.overlap = (long)a.overlap;
-    o.max_file_bytes = (uint64_t)a.max_size;
-    o.file_timeout_s = a.file_timeout_s > 0 ? a.file_timeout_s : -1; /* 0 on the command line: no limit */
-    o.batch_chunks = (size_t)a.batch;
-    o.prune = a.prune;
-    o.ann_exec = modattn_ctx_exec(ctx); /* rank 0 keeps the ANN index up to date, as a plain run */
-    modattn_index_stats s;
+    cli_index_job j;
+    memset(&j, 0, sizeof j);
+    const char *what;
+    int st = cli_index_load(g, &a, &j, &what);
+    if (st) return fail_all(m.rank, what ? what : "starting", st);
     uint64_t t0 = modattn_now_ns();
-
-    /* 1-2. rank 0 plans and splits; every rank learns its share */
-    if (rank == 0) {
-        if ((st = modattn_store_open(a.db, MODATTN_STORE_CREATE, &store))) return fail_all(rank, "opening the store", st);
-        if (modattn_store_note(store)) {
-            char nb[1024];
-            fprintf(stderr, "modattn: note: %s\n", cli_term_text(modattn_store_note(store), nb, sizeof nb));
-        }
-        modattn_store_set_wait(store, a.wait_s, NULL, NULL);
-        modattn_index_split plan = {.plan = plan_add, .ud = &m};
-        if ((st = modattn_index_paths_split(store, model, a.paths, a.npaths, &o, &plan, &s)))
-            return fail_all(rank, "planning", st);
-        assign(&m);
-    }
-    if ((st = share_plan(&m))) return fail_all(rank, "sharing the plan", st);
-
-    if (rank != 0) {
-        /* 3. a worker: embed this rank's share, send each document to rank 0 */
-        const char **mine = calloc(m.nplan + 1, sizeof *mine);
-        size_t nmine = 0;
-        if (!mine) return fail_all(rank, "the plan", MODATTN_ENOMEM);
-        for (size_t i = 0; i < m.nplan; i++)
-            if (m.owner[i] == rank) mine[nmine++] = m.plan[i];
-        modattn_index_split emb = {.emit = emit, .ud = &m};
-        if (nmine && (st = modattn_index_paths_split(NULL, model, mine, nmine, &o, &emb, &s)))
-            return fail_all(rank, "embedding", st);
-        free(mine);
-        int end = 0;
-        MPI_Send(&end, 1, MPI_INT, 0, TAG_END, MPI_COMM_WORLD);
-        reap(&m, true);
-        if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
-            fprintf(stderr, "modattn: index --mpi (rank %d): embedded %llu documents (%llu chunks) in %.2f s\n", rank,
-                    (unsigned long long)m.emitted, (unsigned long long)s.chunks_embedded,
-                    (double)(modattn_now_ns() - t0) * 1e-9);
-        free_mpi_index(&m);
-        modattn_model_free(model);
-        free(a.paths);
-        free(av);
-        MPI_Finalize();
-        return 0;
-    }
-
-    /* 4. rank 0: the plain run, other ranks' vectors taken in their turn */
-    signal(SIGTERM, on_term); /* mpirun ends us when another rank dies: say what that means */
-    m.ended = calloc((size_t)size, sizeof *m.ended);
-    m.by_path = calloc(m.nplan + 1, sizeof *m.by_path);
-    if (!m.ended || !m.by_path) return fail_all(rank, "the plan", MODATTN_ENOMEM);
-    for (size_t i = 0; i < m.nplan; i++) m.by_path[i] = i;
-    g_sort_m = &m;
-    qsort(m.by_path, m.nplan, sizeof *m.by_path, cmp_plan_path);
-    cli_index_ui ui = {.json = a.json, .quiet = a.quiet, .errors = json_array(), .skipped = json_array()};
-    o.on_event = cli_index_on_event;
-    o.ud = &ui;
-    if (!a.quiet) modattn_store_set_wait(store, a.wait_s, NULL, NULL);
-    modattn_index_split wr = {.remote = is_remote, .fetch = fetch, .ud = &m};
-    st = modattn_index_paths_split(store, model, a.paths, a.npaths, &o, &wr, &s);
-    if (st) return fail_all(rank, "index", st);
-    /* the ends of every rank (and anything sent that was not taken), so that their sends complete */
-    while (m.nended < size - 1)
-        if ((st = receive_some(&m, true))) return fail_all(rank, "receiving", st);
-    double secs = (double)(modattn_now_ns() - t0) * 1e-9;
-    rc = 0;
-    if (!ui.errors || !ui.skipped || ui.oom) {
-        fprintf(stderr, "modattn: index: out of memory\n");
-        rc = 1;
-    } else {
-        print_summary(&a, &ui, &s, secs, size, &rc);
-        if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
-            fprintf(stderr, "modattn: index --mpi (rank 0): %zu documents planned (%llu bytes), %llu taken from "
-                            "other ranks, %llu embedded here after all\n", m.nplan,
-                    (unsigned long long)m.planned_bytes, (unsigned long long)m.fetched,
-                    (unsigned long long)m.refetched);
-        if (cli_stdout_check()) rc = 1;
-        else if (s.errors) rc = 3;
-    }
-    signal(SIGTERM, SIG_DFL);
-    json_decref(ui.errors);
-    json_decref(ui.skipped);
+    rc = m.rank == 0 ? index_rank0(&a, &m, &j, t0) : index_worker(&a, &m, &j, t0);
     free_mpi_index(&m);
-    modattn_store_close(store);
-    modattn_model_free(model);
-    free(a.paths);
-    free(av);
-    MPI_Finalize();
+    cli_index_job_free(&j);
+    cli_index_args_free(&a);
+    cli_mpi_end(&mr);
     return rc;
 }
 

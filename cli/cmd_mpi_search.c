@@ -369,21 +369,10 @@ out:
 }
 
 int cli_cmd_search_mpi(cli_globals *g, int argc, char **argv) {
-    char **av = calloc((size_t)argc + 1, sizeof *av);
-    if (!av) return 1;
-    int ac = cli_mpi_strip(argc, argv, av), rank = 0, size = 1;
-    if (cli_has_arg(ac, av, "-h") || cli_has_arg(ac, av, "--help")) {
-        int rc = cli_cmd_search(g, ac, av);
-        free(av);
-        return rc;
-    }
-    if (cli_mpi_init("search", &rank, &size) != 0) {
-        free(av);
-        return 1;
-    }
-    int rc = size == 1 ? cli_cmd_search(g, ac, av) : search_mpi(g, rank, size, ac, av);
-    MPI_Finalize();
-    free(av);
+    cli_mpi_run m;
+    if (cli_mpi_begin(g, "search", cli_cmd_search, argc, argv, &m)) return m.rc;
+    int rc = search_mpi(g, m.rank, m.size, m.ac, m.av);
+    cli_mpi_end(&m);
     return rc;
 }
 

@@ -68,7 +68,6 @@ static void search_usage(FILE *f) {
 }
 
 int cli_cmd_search(cli_globals *g, int argc, char **argv) {
-    if (cli_has_arg(argc, argv, "--mpi")) return cli_cmd_search_mpi(g, argc, argv);
     cli_search_args args;
     int prc = cli_search_parse(argc, argv, true, &args);
     if (prc) {

@@ -12,22 +12,23 @@ typedef struct cli_command {
     const char *name;
     cli_cmd_fn fn;
     const char *summary;
+    cli_cmd_fn mpi; /* the command's `--mpi` form (NULL: it has none) */
 } cli_command;
 
 static const cli_command k_commands[] = {
-    {"backends", cli_cmd_backends, "list attention implementations, where they run and whether they are available"},
-    {"check", cli_cmd_check, "run the conformance suite against the fp64 oracle on this machine"},
-    {"explain", cli_cmd_explain, "show the dispatcher's verdict on every implementation for a shape"},
-    {"bench", cli_cmd_bench, "benchmark attention implementations (`modattn bench attn --help`)"},
-    {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text"},
-    {"index", cli_cmd_index, "index files and folders into a document store for semantic search"},
-    {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query"},
-    {"ls", cli_cmd_ls, "list the documents a store holds: path, chunks, bytes, when"},
-    {"rm", cli_cmd_rm, "remove documents (a file's, or every one under a folder) from a store"},
-    {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall"},
-    {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL, XLA), their memory, and what runs on each"},
-    {"models", cli_cmd_models, "list the models found by name (--model NAME): folders, the Hugging Face cache"},
-    {"serve", cli_cmd_serve, "an OpenAI-compatible embedding and search service over HTTP"},
+    {"backends", cli_cmd_backends, "list attention implementations, where they run and whether they are available", NULL},
+    {"check", cli_cmd_check, "run the conformance suite against the fp64 oracle on this machine", NULL},
+    {"explain", cli_cmd_explain, "show the dispatcher's verdict on every implementation for a shape", NULL},
+    {"bench", cli_cmd_bench, "benchmark attention implementations (`modattn bench attn --help`)", NULL},
+    {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text", NULL},
+    {"index", cli_cmd_index, "index files and folders into a document store for semantic search", cli_cmd_index_mpi},
+    {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query", cli_cmd_search_mpi},
+    {"ls", cli_cmd_ls, "list the documents a store holds: path, chunks, bytes, when", NULL},
+    {"rm", cli_cmd_rm, "remove documents (a file's, or every one under a folder) from a store", NULL},
+    {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall", NULL},
+    {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL, XLA), their memory, and what runs on each", NULL},
+    {"models", cli_cmd_models, "list the models found by name (--model NAME): folders, the Hugging Face cache", NULL},
+    {"serve", cli_cmd_serve, "an OpenAI-compatible embedding and search service over HTTP", NULL},
 };
 
 static void usage(FILE *f, const char *prog) {
@@ -169,33 +170,6 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         if (modattn_device_control(dev, MODATTN_DEVICE_CONTROL_STATS, &t) == 0 && text[0])
             fprintf(f, "%s: %s\n", name, text);
     }
-}
-
-bool cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
-
-int cli_fail(const char *what, int status) {
-    const char *msg = modattn_last_error();
-    char safe[4096];
-    fprintf(stderr, "modattn: %s: %s\n", what, cli_term_text(msg && *msg ? msg : modattn_strerror(status), safe, sizeof safe));
-    return 1;
-}
-
-int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
-    if (g->ctx) {
-        *out = g->ctx;
-        return 0;
-    }
-    int st = g->pool ? 0 : modattn_pool_create(g->threads, &g->pool);
-    if (st) return cli_fail("cannot start", st);
-    modattn_ctx_options o;
-    memset(&o, 0, sizeof o);
-    o.threads = g->threads;
-    o.policy = g->attn;
-    o.pool = g->pool;
-    st = modattn_ctx_create(&o, out);
-    if (st) return cli_fail("cannot start", st);
-    g->ctx = *out;
-    return 0;
 }
 
 /* Takes a global option at argv[*i] (advancing *i past its value). 1 taken, 0 not global, -1 error. */
@@ -357,7 +331,10 @@ int main(int argc, char **argv) {
     }
     if (g.mem_budget > 0) modattn_mem_set_budget(g.mem_budget);
     if (g.trace) modattn_trace_enable(true);
-    int rc = cmd->fn(&g, nrest, rest);
+    /* --mpi picks the command's distributed form, which reads the same options (and runs the plain
+     * form itself for --help or on one process) */
+    const bool mpi = cmd->mpi && cli_has_arg(nrest, rest, "--mpi");
+    int rc = (mpi ? cmd->mpi : cmd->fn)(&g, nrest, rest);
     if (g.stats) cli_print_stats(&g, stderr);
     modattn_ctx_free(g.ctx);
     modattn_pool_free(g.pool);

@@ -35,6 +35,7 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
+#include "pipeline/indexer_stages.h"
 #include "pipeline/pipeline_internal.h"
 
 #define DEFAULT_BATCH_CHUNKS 64
@@ -128,7 +129,7 @@ typedef struct pdoc {
     float *vecs;     /* [nchunks, dim] normalised vectors, until the document is written */
     int32_t *ntok;   /* [nchunks] word pieces fed to the model, specials included */
     int64_t doc_id;
-    bool remote;     /* split write: another process embeds it (its vectors are fetched) */
+    bool remote;     /* another process embeds it (its vectors are fetched: stages->fetch) */
     /* incremental line counting for text files */
     size_t line_off;
     int64_t line_no;
@@ -141,12 +142,12 @@ typedef struct run {
     const modattn_tokenizer *tok; /* the model's (borrowed) */
     const modattn_index_options *opt;
     modattn_index_stats *stats;
-    const modattn_index_split *split; /* NULL: a plain run */
-    bool plan_mode, emit_mode, write_split;
+    const modattn__index_stages *stages; /* the stages a caller replaced (NULL: a plain run) */
     size_t dim, window, overlap, batch;
     int32_t chunk_tokens;
     uint64_t max_bytes;
-    const char *skip_paths[5]; /* the store's own files, by path ... */
+    char *own[5];              /* the store's own files, by path (owned) ... */
+    const char *skip_paths[5]; /* ... as the walk skips them ... */
     bool have_store_dir;       /* ... and by name in the store's folder, however it is reached */
     dev_t store_dev;
     ino_t store_ino;
@@ -172,7 +173,8 @@ typedef struct run {
     uint64_t t0_ns, last_progress_ns;
     /* HTML and PDF extraction: its limits (pipeline/extract.c) */
     modattn__extract_limits xlim;
-    bool stop; /* opt->cancel said so */
+    bool stop;  /* opt->cancel said so */
+    bool bound; /* run_setup got past binding the store to the model: run_free has work */
 } run;
 
 /* Whether the caller asked to stop (opt->cancel); once it has, the answer stays yes. */
@@ -394,7 +396,7 @@ static bool is_canonical(const char *path) {
 /* The id of the document stored under path, or -1 (none, or no store). */
 static int64_t stored_id_of(run *r, const char *path) {
     modattn_store_doc d;
-    if (!r->store || r->emit_mode || modattn_store_find_document(r->store, path, &d) != 1) return -1;
+    if (!r->store || modattn_store_find_document(r->store, path, &d) != 1) return -1;
     return d.id;
 }
 
@@ -462,13 +464,6 @@ static void pdoc_free(pdoc *d) {
     modattn_free(d);
 }
 
-/* A file that is not indexed any more: remove what the store had for it. */
-static int drop_stale(run *r, const char *path, bool had) {
-    if (!had || r->plan_mode) return 0; /* a plan changes nothing */
-    int st = modattn_store_delete_document(r->store, path);
-    return st < 0 ? st : 0;
-}
-
 /* Reads the whole file (size known to be <= the cap). *err gets errno on failure. */
 static char *read_fd(int fd, size_t size, size_t *got, int *err) {
     char *buf = modattn_malloc(size + 1, MODATTN_MEM_OTHER);
@@ -510,23 +505,6 @@ static int64_t chunk_line(pdoc *d, size_t offset) {
     return d->line_no;
 }
 
-static int flush_batch(run *r);
-static int write_ready(run *r, bool wait);
-
-static int process_file_inner(run *r, file_entry *f);
-
-/* One file: read, extract, chunk, queue its chunks for embedding (a trace span per file). */
-static int process_file(run *r, file_entry *f) {
-    uint64_t tr = modattn_trace_begin();
-    int st = process_file_inner(r, f);
-    if (tr) {
-        char shape[64];
-        snprintf(shape, sizeof shape, "bytes=%llu", (unsigned long long)f->size);
-        modattn_trace_end(tr, "index.read_extract_chunk", "pipeline", shape, (double)f->size, 0);
-    }
-    return st;
-}
-
 /* finding a stored name of the file (dev, ino) among documents of the same content */
 typedef struct same_file {
     dev_t dev;
@@ -543,260 +521,327 @@ static int find_same_file(void *ud, const char *path) {
     return 1;
 }
 
-static int process_file_inner(run *r, file_entry *f) {
-    modattn_index_stats *s = r->stats;
-    s->files_seen++;
-    modattn_store_doc old;
-    /* a split run's embed part has no store: every file it is given is to be embedded */
-    int had = r->emit_mode ? 0 : modattn_store_find_document(r->store, f->path, &old);
-    if (had < 0) return had;
-    if (had == 0 && !r->emit_mode) {
-        /* reached through a link this time, stored under its own name by an earlier run: it is
-         * that document */
-        char *canon = realpath(f->path, NULL);
-        if (canon && strcmp(canon, f->path) != 0) {
-            int k = modattn_store_find_document(r->store, canon, &old);
-            if (k < 0) {
-                free(canon);
-                return k;
-            }
-            char *p = k == 1 ? modattn_strdup(canon, MODATTN_MEM_OTHER) : NULL;
-            if (k == 1 && !p) {
-                free(canon);
-                return modattn_mem_last_status();
-            }
-            if (p) {
-                modattn_free(f->path);
-                f->path = p;
-                had = 1;
-            }
-        }
-        free(canon);
-    }
-    int fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+static int flush_batch(run *r);
+static int write_ready(run *r, bool wait);
+
+/* ---- per file, in stages: classify (what the store has, what stat says, what the content says)
+ * -> load the document (its kind, its text) -> chunk -> embed (the queue, in batches across
+ * documents) -> sink (write_doc: the store, or the caller's sink). Each stage either leaves the
+ * file to the next or settles it (skipped, unchanged, an error: said and counted); the driver
+ * (index_file) then applies what settling it means for the store (its old entries removed, its
+ * stored mtime brought up to date), so that a plan (plan_file) can run the same classification
+ * and change nothing. */
+
+typedef struct file_ctx {
+    int fd;
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        int err = errno;
-        if (fd >= 0) close(fd);
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_ERROR, f->path, "cannot read: %s", strerror(err));
-        file_done(r, f->size);
+    int had;                  /* the store has a document under f->path (1) or not (0) */
+    modattn_store_doc old;    /* ... that one */
+    bool same_chunking;       /* ... chunked as this run chunks */
+    int64_t mtime, size;      /* by fstat */
+    char *buf;                /* the file's bytes (then the UTF-8 of UTF-16 text), until the text owns them */
+    size_t len, file_len;     /* bytes in buf; bytes read from the file */
+    uint64_t hash;            /* XXH3 of the file's bytes */
+    pdoc *d;                  /* the document, until the queue owns it */
+    bool settled;             /* the file's outcome is decided and said */
+    bool drop;                /* ... and what the store had for it goes */
+    bool touch;               /* ... unchanged by content: its stored mtime and size updated */
+    bool stopped;             /* the caller asked to stop while its text was extracted: not counted */
+} file_ctx;
+
+/* A file's outcome, counted as skipped and said (ev: skipped by policy or an error). */
+static void settle_skip(run *r, file_ctx *c, const char *path, modattn_index_event ev, bool drop, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static void settle_skip(run *r, file_ctx *c, const char *path, modattn_index_event ev, bool drop, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    r->stats->files_skipped++;
+    event(r, ev, path, "%s", msg);
+    c->settled = true;
+    c->drop = drop && c->had == 1;
+}
+
+/* classify, 1: the document the store has for this file (none with no store: every file given is
+ * embedded). Reached through a link this time, stored under its own name by an earlier run: it is
+ * that document (f->path becomes that name). */
+static int find_stored(run *r, file_entry *f, file_ctx *c) {
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    r->stats->files_seen++;
+    if (!r->store) return 0;
+    if ((c->had = modattn_store_find_document(r->store, f->path, &c->old)) != 0) return c->had < 0 ? c->had : 0;
+    char *canon = realpath(f->path, NULL);
+    int st = 0;
+    if (canon && strcmp(canon, f->path) != 0) {
+        int k = modattn_store_find_document(r->store, canon, &c->old);
+        char *p = k == 1 ? modattn_strdup(canon, MODATTN_MEM_OTHER) : NULL;
+        if (k < 0) st = k;
+        else if (k == 1 && !p) st = modattn_mem_last_status();
+        else if (p) {
+            modattn_free(f->path);
+            f->path = p;
+            c->had = 1;
+        }
+    }
+    free(canon);
+    return st;
+}
+
+/* classify, 2: by what fstat says: not a regular file, empty, over the size cap, or unchanged by
+ * size and mtime. */
+static int classify_stat(run *r, file_entry *f, file_ctx *c) {
+    c->fd = open(f->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (c->fd < 0 || fstat(c->fd, &c->sb) != 0) {
+        settle_skip(r, c, f->path, MODATTN_INDEX_ERROR, false, "cannot read: %s", strerror(errno));
         return 0;
     }
-    int st = 0;
-    char *buf = NULL;
-    pdoc *d = NULL;
-    if (!S_ISREG(sb.st_mode)) {
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_SKIPPED, f->path, "%s", type_name(sb.st_mode));
-        goto out;
+    if (!S_ISREG(c->sb.st_mode)) {
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, false, "%s", type_name(c->sb.st_mode));
+        return 0;
     }
-    const int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-    const int64_t size = (int64_t)sb.st_size;
-    bool same_chunking = had == 1 && old.chunk_tokens == r->chunk_tokens && old.overlap == (int32_t)r->overlap;
-    if (size == 0) {
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_SKIPPED, f->path, "empty file%s",
-              had == 1 ? " (its old entries removed)" : "");
-        st = drop_stale(r, f->path, had == 1);
-        goto out;
+    c->mtime = (int64_t)c->sb.st_mtim.tv_sec * 1000000000 + c->sb.st_mtim.tv_nsec;
+    c->size = (int64_t)c->sb.st_size;
+    c->same_chunking = c->had == 1 && c->old.chunk_tokens == r->chunk_tokens && c->old.overlap == (int32_t)r->overlap;
+    const char *removed = c->had == 1 ? " (its old entries removed)" : "";
+    if (c->size == 0) {
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "empty file%s", removed);
+    } else if ((uint64_t)c->size > r->max_bytes) {
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true,
+                    "%lld bytes, over the size cap of %llu bytes (--max-file-size)%s", (long long)c->size,
+                    (unsigned long long)r->max_bytes, removed);
+    } else if (c->same_chunking && c->old.size == c->size && c->old.mtime_ns == c->mtime) {
+        r->stats->files_unchanged++;
+        c->settled = true;
     }
-    if ((uint64_t)size > r->max_bytes) {
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_SKIPPED, f->path,
-              "%lld bytes, over the size cap of %llu bytes (--max-file-size)%s",
-              (long long)size, (unsigned long long)r->max_bytes,
-              had == 1 ? " (its old entries removed)" : "");
-        st = drop_stale(r, f->path, had == 1);
-        goto out;
-    }
-    if (same_chunking && old.size == size && old.mtime_ns == mtime) {
-        s->files_unchanged++;
-        goto out;
-    }
-    if (r->plan_mode && !same_chunking) { /* new, or chunked otherwise: embedded whatever it holds */
-        st = r->split->plan(r->split->ud, f->path, (uint64_t)size);
-        goto out;
-    }
-    size_t len = 0;
+    return 0;
+}
+
+/* The file's bytes (the size cap checked: at most max_bytes) and their hash. */
+static int read_content(run *r, file_entry *f, file_ctx *c) {
     int err = 0;
-    buf = read_fd(fd, (size_t)size, &len, &err);
-    if (!buf) {
-        if (err == ENOMEM) {
-            st = modattn_mem_last_status();
-            goto out;
-        }
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_ERROR, f->path, "cannot read: %s", strerror(err));
-        goto out;
+    if (!(c->buf = read_fd(c->fd, (size_t)c->size, &c->len, &err))) {
+        if (err == ENOMEM) return modattn_mem_last_status();
+        settle_skip(r, c, f->path, MODATTN_INDEX_ERROR, false, "cannot read: %s", strerror(err));
+        return 0;
     }
-    s->bytes_read += len;
-    const uint64_t hash = XXH3_64bits(buf, len);
-    if (had == 0 && r->store && sb.st_nlink > 1) {
-        /* a hard link to a file stored under another name (the same device and inode, the same
-         * content): it is that document, as a symbolic link is */
-        same_file sf = {sb.st_dev, sb.st_ino, NULL, 0};
-        int k = modattn__store_paths_with_hash(r->store, hash, (int64_t)len, find_same_file, &sf);
-        if (k < 0 && !sf.st) {
-            st = k;
-            goto out;
-        }
-        if (sf.st) {
-            st = sf.st;
-            goto out;
-        }
+    r->stats->bytes_read += c->len;
+    c->file_len = c->len; /* what was read; the text may be longer once decoded */
+    c->hash = XXH3_64bits(c->buf, c->len);
+    return 0;
+}
+
+/* classify, 3: by content. A hard link to a file stored under another name (the same device and
+ * inode, the same content) is that document, as a symbolic link is; then the same chunking and
+ * the same hash: unchanged (its stored mtime and size brought up to date). */
+static int classify_content(run *r, file_entry *f, file_ctx *c) {
+    if (c->had == 0 && r->store && c->sb.st_nlink > 1) {
+        same_file sf = {c->sb.st_dev, c->sb.st_ino, NULL, 0};
+        int k = modattn__store_paths_with_hash(r->store, c->hash, (int64_t)c->len, find_same_file, &sf);
+        if (sf.st) return sf.st;
+        if (k < 0) return k;
         if (sf.path) {
-            int f2 = modattn_store_find_document(r->store, sf.path, &old);
-            if (f2 < 0) {
+            int f2 = modattn_store_find_document(r->store, sf.path, &c->old);
+            if (f2 != 1) {
                 modattn_free(sf.path);
-                st = f2;
-                goto out;
-            }
-            if (f2 == 1) {
+                if (f2 < 0) return f2;
+            } else {
                 modattn_free(f->path);
                 f->path = sf.path;
-                had = 1;
-                same_chunking = old.chunk_tokens == r->chunk_tokens && old.overlap == (int32_t)r->overlap;
-            } else {
-                modattn_free(sf.path);
+                c->had = 1;
+                c->same_chunking = c->old.chunk_tokens == r->chunk_tokens && c->old.overlap == (int32_t)r->overlap;
             }
         }
     }
-    if (same_chunking && old.hash == hash) {
-        s->files_unchanged++;
-        if (!r->plan_mode && (old.mtime_ns != mtime || old.size != (int64_t)len))
-            st = modattn_store_touch_document(r->store, old.id, mtime, (int64_t)len);
-        goto out;
+    if (c->same_chunking && c->old.hash == c->hash) {
+        r->stats->files_unchanged++;
+        c->settled = true;
+        c->touch = c->old.mtime_ns != c->mtime || c->old.size != (int64_t)c->len;
     }
-    if (r->plan_mode) { /* changed: the rest (kind, text, chunks) is the embed part's */
-        st = r->split->plan(r->split->ud, f->path, (uint64_t)size);
-        goto out;
-    }
-    modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)buf, len);
+    return 0;
+}
+
+/* load the document: its kind (binary: skipped), and its text: the file's bytes (UTF-16 decoded),
+ * or what an HTML or PDF file shows, extracted in a child process under the memory and time
+ * limits (pipeline/extract.c). */
+static int load_document(run *r, file_entry *f, file_ctx *c) {
+    modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)c->buf, c->len);
     if (kind == MODATTN_DOC_BINARY) {
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_SKIPPED, f->path, "binary file%s",
-              had == 1 ? " (its old entries removed)" : "");
-        st = drop_stale(r, f->path, had == 1);
-        goto out;
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "binary file%s",
+                    c->had == 1 ? " (its old entries removed)" : "");
+        return 0;
     }
-    const size_t file_len = len; /* what was read; the text may be longer once decoded */
-    if (modattn_utf16_bom(buf, len)) {
+    if (modattn_utf16_bom(c->buf, c->len)) {
         /* UTF-16 text: indexed as its UTF-8 decoding (byte ranges then point into that) */
         size_t n = 0;
-        char *u8 = modattn_utf16_to_utf8(buf, len, &n);
-        if (!u8) {
-            st = modattn_mem_last_status();
-            goto out;
-        }
-        modattn_free(buf);
-        buf = u8;
-        len = n;
+        char *u8 = modattn_utf16_to_utf8(c->buf, c->len, &n);
+        if (!u8) return modattn_mem_last_status();
+        modattn_free(c->buf);
+        c->buf = u8;
+        c->len = n;
     }
-    d = modattn_calloc(1, sizeof *d, MODATTN_MEM_OTHER);
-    if (!d || !(d->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
-        st = modattn_mem_last_status();
-        goto out;
-    }
-    d->hash = hash;
-    d->mtime_ns = mtime;
-    d->size = (int64_t)file_len;
+    pdoc *d = c->d = modattn_calloc(1, sizeof *d, MODATTN_MEM_OTHER);
+    if (!d || !(d->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    d->hash = c->hash;
+    d->mtime_ns = c->mtime;
+    d->size = (int64_t)c->file_len;
     d->kind = kind;
     d->line_no = 1;
-    size_t from = 0; /* a UTF-8 byte order mark is not text */
-    if (kind == MODATTN_DOC_HTML || kind == MODATTN_DOC_PDF) {
-        /* in a child process, under the memory and time limits (pipeline/extract.c) */
-        bool stopped = false;
-        if (r->opt->extract_mem_bytes) {
-            r->xlim.mem_bytes = r->opt->extract_mem_bytes;
-        } else {
-            /* what the memory budget leaves now is the extracting library's */
-            modattn_mem_stats ms;
-            modattn_mem_get_stats(&ms);
-            r->xlim.mem_bytes = ms.budget <= 0                 ? MODATTN_INGEST_DEFAULT_EXTRACT_MEM
-                                : ms.budget > ms.current_total ? (uint64_t)(ms.budget - ms.current_total)
-                                                               : 1;
-        }
-        if (kind == MODATTN_DOC_HTML && len <= SMALL_HTML_BYTES) /* see SMALL_HTML_BYTES */
-            st = modattn_extract_html(buf, len, &d->text);
-        else
-            st = modattn__extract_isolated(kind, buf, len, &r->xlim, &d->text, &stopped);
-        modattn_free(buf);
-        buf = NULL;
-        if (stopped) { /* the caller asked to stop: this file is not done, nor counted */
-            s->files_seen--;
-            if (fd >= 0) close(fd);
-            pdoc_free(d);
-            return 0;
-        }
-        if (st) {
-            if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) goto out;
-            s->files_skipped++;
-            event(r, MODATTN_INDEX_ERROR, f->path, "cannot extract its text: %s",
-                  modattn_last_error());
-            st = drop_stale(r, f->path, had == 1);
-            goto out;
-        }
-    } else {
-        d->text.text = buf; /* the file's bytes are the text: ranges point into the file */
-        d->text.len = len;
-        buf = NULL;
-        if (len >= 3 && memcmp(d->text.text, "\xef\xbb\xbf", 3) == 0) from = 3;
+    if (kind != MODATTN_DOC_HTML && kind != MODATTN_DOC_PDF) {
+        d->text.text = c->buf; /* the file's bytes are the text: ranges point into the file */
+        d->text.len = c->len;
+        c->buf = NULL;
+        return 0;
     }
-    st = modattn_chunk_text(r->tok, d->text.text + from, d->text.len - from, r->window, r->overlap,
-                            &d->chunks, &d->nchunks);
-    if (st) goto out;
+    if (r->opt->extract_mem_bytes) {
+        r->xlim.mem_bytes = r->opt->extract_mem_bytes;
+    } else {
+        /* what the memory budget leaves now is the extracting library's */
+        modattn_mem_stats ms;
+        modattn_mem_get_stats(&ms);
+        r->xlim.mem_bytes = ms.budget <= 0                 ? MODATTN_INGEST_DEFAULT_EXTRACT_MEM
+                            : ms.budget > ms.current_total ? (uint64_t)(ms.budget - ms.current_total)
+                                                           : 1;
+    }
+    int st;
+    if (kind == MODATTN_DOC_HTML && c->len <= SMALL_HTML_BYTES) /* see SMALL_HTML_BYTES */
+        st = modattn_extract_html(c->buf, c->len, &d->text);
+    else
+        st = modattn__extract_isolated(kind, c->buf, c->len, &r->xlim, &d->text, &c->stopped);
+    modattn_free(c->buf);
+    c->buf = NULL;
+    if (c->stopped) { /* the caller asked to stop: this file is not done, nor counted */
+        r->stats->files_seen--;
+        return 0;
+    }
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st;
+    if (st) settle_skip(r, c, f->path, MODATTN_INDEX_ERROR, true, "cannot extract its text: %s", modattn_last_error());
+    return 0;
+}
+
+/* chunk: the text in windows of word pieces (no text: skipped), and room for their vectors. */
+static int chunk_document(run *r, file_entry *f, file_ctx *c) {
+    pdoc *d = c->d;
+    /* a UTF-8 byte order mark is not text */
+    size_t from = d->kind != MODATTN_DOC_HTML && d->kind != MODATTN_DOC_PDF && d->text.len >= 3 &&
+                          memcmp(d->text.text, "\xef\xbb\xbf", 3) == 0
+                      ? 3
+                      : 0;
+    int st = modattn_chunk_text(r->tok, d->text.text + from, d->text.len - from, r->window, r->overlap, &d->chunks,
+                                &d->nchunks);
+    if (st) return st;
     for (size_t i = 0; i < d->nchunks; i++) {
         d->chunks[i].start += from;
         d->chunks[i].end += from;
     }
     if (d->nchunks == 0) {
-        s->files_skipped++;
-        event(r, MODATTN_INDEX_SKIPPED, f->path, "no text to index%s",
-              had == 1 ? " (its old entries removed)" : "");
-        st = drop_stale(r, f->path, had == 1);
-        goto out;
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "no text to index%s",
+                    c->had == 1 ? " (its old entries removed)" : "");
+        return 0;
     }
     d->vecs = modattn_malloc(d->nchunks * r->dim * sizeof(float), MODATTN_MEM_INDEX);
     d->ntok = modattn_malloc(d->nchunks * sizeof(int32_t), MODATTN_MEM_OTHER);
-    if (!d->vecs || !d->ntok) {
-        st = modattn_mem_last_status();
-        goto out;
-    }
-    if (r->write_split) { /* embedded by another process? then its chunks join no batch here */
-        int rem = r->split->remote(r->split->ud, d->path);
-        if (rem < 0) {
-            st = rem;
-            goto out;
-        }
-        d->remote = rem == 1;
-        if (d->remote) d->queued = d->nchunks;
-    }
-    /* into the queue; it is counted when it is committed */
+    return d->vecs && d->ntok ? 0 : modattn_mem_last_status();
+}
+
+/* embed: who embeds the document: this run (its chunks join the next batches), or, when the
+ * caller's stages say another process does, nobody here (its vectors are fetched in its turn) ... */
+static int route_document(run *r, file_ctx *c) {
+    if (!r->stages || !r->stages->remote) return 0;
+    int rem = r->stages->remote(r->stages->ud, c->d->path);
+    if (rem < 0) return rem;
+    c->d->remote = rem == 1;
+    if (c->d->remote) c->d->queued = c->d->nchunks;
+    return 0;
+}
+
+/* ... then it joins the queue; full batches are embedded, and the documents they complete go to
+ * the sink (flush_batch, write_ready). The queue owns it now: it is counted when it is written. */
+static int embed_document(run *r, file_ctx *c) {
+    pdoc *d = c->d;
     if (r->tail) r->tail->next = d;
     else r->head = d;
     r->tail = d;
     if (!d->remote) r->unqueued += d->nchunks;
-    d = NULL;
-    close(fd);
-    fd = -1;
+    c->d = NULL;
+    close(c->fd);
+    c->fd = -1;
+    int st = 0;
     while (r->unqueued >= r->batch && !st && !cancelled(r)) st = flush_batch(r);
-    if (!st && r->write_split) st = write_ready(r, false); /* what other processes sent meanwhile */
+    if (!st && r->stages && r->stages->fetch) st = write_ready(r, false); /* what other processes sent meanwhile */
     return st;
-out:
-    if (fd >= 0) close(fd);
-    modattn_free(buf);
-    pdoc_free(d);
+}
+
+/* What settling a file means for the store: its old entries removed (it is not a document any
+ * more), or its stored mtime and size brought up to date (unchanged by content). */
+static int settle_store(run *r, file_entry *f, file_ctx *c) {
+    if (c->drop) {
+        int st = modattn_store_delete_document(r->store, f->path);
+        return st < 0 ? st : 0;
+    }
+    if (c->touch) return modattn_store_touch_document(r->store, c->old.id, c->mtime, (int64_t)c->len);
+    return 0;
+}
+
+/* A file's end (not queued): what it held freed; a file over the memory budget is an error for
+ * this file and the run goes on (what the store had is kept); counted for the progress line. */
+static int file_finish(run *r, file_entry *f, file_ctx *c, int st) {
+    if (c->fd >= 0) close(c->fd);
+    modattn_free(c->buf);
+    pdoc_free(c->d);
+    if (c->stopped && !st) return 0;
     if (st == MODATTN_EBUDGET) {
         /* this file needs more than the memory budget leaves (reading, extracting, chunking or
          * its vectors): an error for this file, the run goes on; what the store had is kept */
-        s->files_skipped++;
+        r->stats->files_skipped++;
         event(r, MODATTN_INDEX_ERROR, f->path, "over the memory budget (--mem-budget): %s%s", modattn_last_error(),
-              had == 1 ? " (its stored entries are kept)" : "");
+              c->had == 1 ? " (its stored entries are kept)" : "");
         st = 0;
     }
     if (!st) file_done(r, f->size);
     return st;
+}
+
+/* One file through the stages. */
+static int index_file(run *r, file_entry *f) {
+    file_ctx c;
+    int st = find_stored(r, f, &c);
+    if (st) return st;
+    st = classify_stat(r, f, &c);
+    if (!st && !c.settled) st = read_content(r, f, &c);
+    if (!st && !c.settled) st = classify_content(r, f, &c);
+    if (!st && !c.settled) st = load_document(r, f, &c);
+    if (!st && !c.settled && !c.stopped) st = chunk_document(r, f, &c);
+    if (!st && !c.settled && !c.stopped) st = route_document(r, &c);
+    if (!st && c.settled) st = settle_store(r, f, &c);
+    if (st || c.settled || c.stopped) return file_finish(r, f, &c, st);
+    return embed_document(r, &c);
+}
+
+/* One file classified for a plan (modattn__index_plan): a file the run would embed goes to fn
+ * (new, or chunked otherwise: without reading it; else when its content changed); nothing in the
+ * store changes. */
+static int plan_file(run *r, file_entry *f, int (*fn)(void *ud, const char *path, uint64_t size), void *ud) {
+    file_ctx c;
+    int st = find_stored(r, f, &c);
+    if (st) return st;
+    st = classify_stat(r, f, &c);
+    if (!st && !c.settled && c.same_chunking) {
+        st = read_content(r, f, &c);
+        if (!st && !c.settled) st = classify_content(r, f, &c);
+    }
+    if (!st && !c.settled) st = fn(ud, f->path, (uint64_t)c.size);
+    return file_finish(r, f, &c, st);
+}
+
+/* A span of the trace per file: read, extract, chunk (and the batches a file fills). */
+static void trace_file(uint64_t tr, const file_entry *f) {
+    if (!tr) return;
+    char shape[64];
+    snprintf(shape, sizeof shape, "bytes=%llu", (unsigned long long)f->size);
+    modattn_trace_end(tr, "index.read_extract_chunk", "pipeline", shape, (double)f->size, 0);
 }
 
 /* ---- batches */
@@ -814,22 +859,22 @@ static int chunk_text(const pdoc *d, size_t i, const char **t, size_t *len, char
     return 0;
 }
 
-/* Writes the head of the queue, every chunk embedded, in one transaction, and drops it. */
-static int write_doc(run *r) {
+/* The head of the queue leaves it (written, or an error for its file) and counts as done. */
+static void pop_doc(run *r) {
     pdoc *d = r->head;
+    r->head = d->next;
+    if (!r->head) r->tail = NULL;
+    uint64_t size = (uint64_t)d->size;
+    pdoc_free(d);
+    r->files_done++;
+    r->bytes_done += size;
+}
+
+/* sink, the store's: the document, its chunks and their vectors in one transaction. 0 written;
+ * 1 the memory budget ran out while writing it (rolled back whole, said: an error for this file,
+ * the run goes on); else the status that stops the run. */
+static int store_doc(run *r, pdoc *d) {
     int st;
-    if (r->emit_mode) { /* a split run's embed part: the vectors go to the writer instead */
-        if ((st = r->split->emit(r->split->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok))) return st;
-        r->stats->files_indexed++;
-        event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
-        r->head = d->next;
-        if (!r->head) r->tail = NULL;
-        uint64_t size = (uint64_t)d->size;
-        pdoc_free(d);
-        r->files_done++;
-        r->bytes_done += size;
-        return 0;
-    }
     uint64_t tr = modattn_trace_begin(); /* span: one document's transaction */
     if ((st = modattn_store_begin(r->store))) return st;
     modattn_store_doc sd;
@@ -864,14 +909,6 @@ static int write_doc(run *r) {
         snprintf(shape, sizeof shape, "chunks=%zu", d->nchunks);
         modattn_trace_end(tr, "index.store", "sqlite", shape, 0, 0);
     }
-    r->stats->files_indexed++;
-    event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
-    r->head = d->next;
-    if (!r->head) r->tail = NULL;
-    uint64_t size = (uint64_t)d->size;
-    pdoc_free(d);
-    r->files_done++;
-    r->bytes_done += size;
     return 0;
 fail:
     modattn_store_rollback(r->store);
@@ -881,15 +918,29 @@ fail:
         r->stats->files_skipped++;
         event(r, MODATTN_INDEX_ERROR, d->path, "over the memory budget (--mem-budget) while storing it: %s",
               modattn_last_error());
-        r->head = d->next;
-        if (!r->head) r->tail = NULL;
-        uint64_t size = (uint64_t)d->size;
-        pdoc_free(d);
-        r->files_done++;
-        r->bytes_done += size;
-        return 0;
+        return 1;
     }
     return st;
+}
+
+/* Writes the head of the queue, every chunk embedded, to the sink (the store, or the caller's
+ * stages->sink), and drops it. */
+static int write_doc(run *r) {
+    pdoc *d = r->head;
+    int st;
+    if (r->stages && r->stages->sink) {
+        modattn__index_doc doc = {d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok};
+        st = r->stages->sink(r->stages->ud, &doc);
+    } else {
+        st = store_doc(r, d);
+    }
+    if (st < 0) return st;
+    if (st == 0) {
+        r->stats->files_indexed++;
+        event(r, MODATTN_INDEX_INDEXED, d->path, "%zu chunks", d->nchunks);
+    }
+    pop_doc(r);
+    return 0;
 }
 
 /* Embeds the next batch of queued chunks (across documents); writes the documents it completes. */
@@ -954,7 +1005,7 @@ static int write_ready(run *r, bool wait) {
     while (!st && r->head) {
         pdoc *d = r->head;
         if (d->remote && d->embedded < d->nchunks) {
-            int got = r->split->fetch(r->split->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok, wait);
+            int got = r->stages->fetch(r->stages->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok, wait);
             if (got < 0) return got;
             if (got == 0) {
                 if (wait) return modattn_error(MODATTN_EINVAL, "index: the vectors of %s did not come", d->path);
@@ -1077,150 +1128,132 @@ static int prune(run *r) {
     return st;
 }
 
-/* ------------------------------------------------------------------ entry point */
+/* ------------------------------------------------------------------ entry points */
 
-int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
-                        size_t npaths, const modattn_index_options *opt,
-                        modattn_index_stats *stats) {
-    return modattn_index_paths_split(store, model, paths, npaths, opt, NULL, stats);
-}
-
-int modattn_index_paths_split(modattn_store *store, modattn_model *model, const char *const *paths,
-                              size_t npaths, const modattn_index_options *opt,
-                              const modattn_index_split *split, modattn_index_stats *stats) {
-    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
-    memset(stats, 0, sizeof *stats);
-    const bool plan_mode = split && split->plan, emit_mode = split && split->emit,
-               write_split = split && split->remote && split->fetch;
-    if (split && (plan_mode + emit_mode + write_split != 1 || (!write_split && (split->remote || split->fetch))))
-        return modattn_error(MODATTN_EINVAL, "modattn_index_paths_split: set exactly one of plan, emit or "
-                                             "remote with fetch");
-    if (emit_mode) store = NULL; /* the embed part reads no store and writes none */
-    if ((!store && !emit_mode) || !model || (!paths && npaths))
-        return modattn_error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
-    modattn_index_options defaults;
-    memset(&defaults, 0, sizeof defaults);
-    defaults.overlap = -1;
-    if (!opt) opt = &defaults;
-
-    run r;
-    memset(&r, 0, sizeof r);
-    char *own[5] = {NULL, NULL, NULL, NULL, NULL};
-    r.store = store;
-    r.model = model;
-    r.opt = opt;
-    r.stats = stats;
-    r.split = split;
-    r.plan_mode = plan_mode;
-    r.emit_mode = emit_mode;
-    r.write_split = write_split;
+/* The run's settings (chunking checked against the model), the store bound to the model, the
+ * store's own files (never indexed), the batch buffers. The status; r is freed by run_free. */
+static int run_setup(run *r, modattn_store *store, modattn_model *model, const modattn_index_options *opt,
+                     modattn_index_stats *stats) {
+    r->store = store;
+    r->model = model;
+    r->opt = opt;
+    r->stats = stats;
     const modattn_model_info *info = modattn_model_get_info(model);
-    r.dim = info->dim;
+    r->dim = info->dim;
     int st = 0;
-    r.tok = modattn_model_tokenizer(model);
-    const size_t specials = modattn_tokenizer_num_specials(r.tok);
+    r->tok = modattn_model_tokenizer(model);
+    const size_t specials = modattn_tokenizer_num_specials(r->tok);
     size_t ct = opt->chunk_tokens ? opt->chunk_tokens : info->max_tokens;
     if (ct > info->max_tokens || ct <= specials) {
-        st = modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
-                           "(its max_seq_length is %zu, [CLS]/[SEP] included)", ct, specials + 1,
-                           info->max_tokens, info->name, info->max_tokens);
-        goto done;
+        return modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
+                             "(its max_seq_length is %zu, [CLS]/[SEP] included)", ct, specials + 1,
+                             info->max_tokens, info->name, info->max_tokens);
     }
-    r.chunk_tokens = (int32_t)ct;
-    r.window = ct - specials;
+    r->chunk_tokens = (int32_t)ct;
+    r->window = ct - specials;
     if (opt->overlap < 0) {
-        r.overlap = MODATTN_INGEST_DEFAULT_OVERLAP;
-        if (r.overlap > r.window / 4) r.overlap = r.window / 4;
-    } else if ((size_t)opt->overlap >= r.window) {
-        st = modattn_error(MODATTN_EINVAL, "--overlap %ld: must be smaller than the chunk's %zu "
-                           "word pieces (--chunk-tokens %zu less %zu special tokens)",
-                           opt->overlap, r.window, ct, specials);
-        goto done;
+        r->overlap = MODATTN_INGEST_DEFAULT_OVERLAP;
+        if (r->overlap > r->window / 4) r->overlap = r->window / 4;
+    } else if ((size_t)opt->overlap >= r->window) {
+        return modattn_error(MODATTN_EINVAL, "--overlap %ld: must be smaller than the chunk's %zu "
+                             "word pieces (--chunk-tokens %zu less %zu special tokens)",
+                             opt->overlap, r->window, ct, specials);
     } else {
-        r.overlap = (size_t)opt->overlap;
+        r->overlap = (size_t)opt->overlap;
     }
-    r.max_bytes = opt->max_file_bytes ? opt->max_file_bytes : MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES;
-    r.batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
-    if (r.batch > 65536) r.batch = 65536;
-    r.xlim.timeout_s = opt->file_timeout_s > 0   ? opt->file_timeout_s
-                       : opt->file_timeout_s == 0 ? MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S
-                                                  : 0;
-    r.xlim.max_text = r.max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r.max_bytes;
-    r.xlim.cancel = extract_cancel;
-    r.xlim.cancel_ud = &r;
+    r->max_bytes = opt->max_file_bytes ? opt->max_file_bytes : MODATTN_INGEST_DEFAULT_MAX_FILE_BYTES;
+    r->batch = opt->batch_chunks ? opt->batch_chunks : DEFAULT_BATCH_CHUNKS;
+    if (r->batch > 65536) r->batch = 65536;
+    r->xlim.timeout_s = opt->file_timeout_s > 0    ? opt->file_timeout_s
+                        : opt->file_timeout_s == 0 ? MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S
+                                                   : 0;
+    r->xlim.max_text = r->max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r->max_bytes;
+    r->xlim.cancel = extract_cancel;
+    r->xlim.cancel_ud = r;
 
     modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
                              modattn_precision_name(info->precision)};
-    if (store && (st = modattn_store_bind_model(store, &sm))) goto done;
+    if (store && (st = modattn_store_bind_model(store, &sm))) return st;
+    r->bound = true;
 
     /* the store's own files are never indexed */
-    own[0] = store ? modattn_path_absolute(modattn_store_path(store)) : NULL;
-    if (own[0]) {
+    r->own[0] = store ? modattn_path_absolute(modattn_store_path(store)) : NULL;
+    if (r->own[0]) {
         static const char *const sfx[] = {"-wal", "-shm", "-journal", ".vec"};
-        size_t n0 = strlen(own[0]);
+        size_t n0 = strlen(r->own[0]);
         for (int i = 0; i < 4; i++) {
-            own[i + 1] = modattn_malloc(n0 + 9, MODATTN_MEM_OTHER);
-            if (own[i + 1]) snprintf(own[i + 1], n0 + 9, "%s%s", own[0], sfx[i]);
+            r->own[i + 1] = modattn_malloc(n0 + 9, MODATTN_MEM_OTHER);
+            if (r->own[i + 1]) snprintf(r->own[i + 1], n0 + 9, "%s%s", r->own[0], sfx[i]);
         }
     }
-    for (int i = 0; i < 5; i++) r.skip_paths[i] = own[i];
-    if (own[0]) {
-        char *slash = strrchr(own[0], '/');
+    for (int i = 0; i < 5; i++) r->skip_paths[i] = r->own[i];
+    if (r->own[0]) {
+        char *slash = strrchr(r->own[0], '/');
         struct stat db_dir;
         *slash = '\0';
-        if (stat(own[0][0] ? own[0] : "/", &db_dir) == 0) {
-            r.have_store_dir = true;
-            r.store_dev = db_dir.st_dev;
-            r.store_ino = db_dir.st_ino;
-            r.store_base = slash + 1;
+        if (stat(r->own[0][0] ? r->own[0] : "/", &db_dir) == 0) {
+            r->have_store_dir = true;
+            r->store_dev = db_dir.st_dev;
+            r->store_ino = db_dir.st_ino;
+            r->store_base = slash + 1;
         }
         *slash = '/';
     }
 
-    r.btexts = modattn_malloc(r.batch * sizeof *r.btexts, MODATTN_MEM_OTHER);
-    r.blens = modattn_malloc(r.batch * sizeof *r.blens, MODATTN_MEM_OTHER);
-    r.bclean = modattn_calloc(r.batch, sizeof *r.bclean, MODATTN_MEM_OTHER);
-    r.bdoc = modattn_malloc(r.batch * sizeof *r.bdoc, MODATTN_MEM_OTHER);
-    r.bidx = modattn_malloc(r.batch * sizeof *r.bidx, MODATTN_MEM_OTHER);
-    r.bvec = modattn_malloc(r.batch * r.dim * sizeof(float), MODATTN_MEM_INDEX);
-    r.bntok = modattn_malloc(r.batch * sizeof *r.bntok, MODATTN_MEM_OTHER);
-    if (!r.btexts || !r.blens || !r.bclean || !r.bdoc || !r.bidx || !r.bvec || !r.bntok) {
-        st = modattn_mem_last_status();
-        goto free_own;
-    }
+    r->btexts = modattn_malloc(r->batch * sizeof *r->btexts, MODATTN_MEM_OTHER);
+    r->blens = modattn_malloc(r->batch * sizeof *r->blens, MODATTN_MEM_OTHER);
+    r->bclean = modattn_calloc(r->batch, sizeof *r->bclean, MODATTN_MEM_OTHER);
+    r->bdoc = modattn_malloc(r->batch * sizeof *r->bdoc, MODATTN_MEM_OTHER);
+    r->bidx = modattn_malloc(r->batch * sizeof *r->bidx, MODATTN_MEM_OTHER);
+    r->bvec = modattn_malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
+    r->bntok = modattn_malloc(r->batch * sizeof *r->bntok, MODATTN_MEM_OTHER);
+    if (!r->btexts || !r->blens || !r->bclean || !r->bdoc || !r->bidx || !r->bvec || !r->bntok)
+        return modattn_mem_last_status();
+    return 0;
+}
 
-    /* 1. walk */
+/* The walk: every path given (files and folders, recursively), the same file under two names
+ * (a folder and a file in it, a link, a hard link) once. */
+static int run_walk(run *r, const char *const *paths, size_t npaths) {
+    int st = 0;
     for (size_t i = 0; i < npaths && !st; i++) {
         char *abs = modattn_path_absolute(paths[i]);
-        if (!abs) {
-            st = modattn_mem_last_status();
-            break;
-        }
-        st = walk(&r, abs, true);
+        if (!abs) return modattn_mem_last_status();
+        st = walk(r, abs, true);
         modattn_free(abs);
     }
-    if (st) goto free_own;
-    /* the same file under two names (a folder and a file in it, a link, a hard link) once */
-    dedupe_files(&r);
+    if (!st) dedupe_files(r);
+    return st;
+}
 
-    /* 2. index */
-    r.t0_ns = modattn_now_ns();
-    progress(&r, true);
-    for (size_t i = 0; i < r.nfiles && !st && !cancelled(&r); i++) st = process_file(&r, &r.files[i]);
-    while (!st && r.head && !cancelled(&r)) {
-        if (r.unqueued) st = flush_batch(&r);
-        else if (r.head->remote) st = write_ready(&r, true); /* a split write waits for the rest */
-        else st = modattn_error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r.head->path);
+/* Every file through the stages, then the documents still queued (a split write waits for the
+ * vectors other processes send). */
+static int run_files(run *r) {
+    int st = 0;
+    r->t0_ns = modattn_now_ns();
+    progress(r, true);
+    for (size_t i = 0; i < r->nfiles && !st && !cancelled(r); i++) {
+        uint64_t tr = modattn_trace_begin();
+        st = index_file(r, &r->files[i]);
+        trace_file(tr, &r->files[i]);
     }
-    if (!st) progress(&r, true);
-    if (r.stop) { /* what is committed stays; the rest (the queue, prune, vector file) waits */
-        stats->cancelled = true;
-        goto free_own;
+    while (!st && r->head && !cancelled(r)) {
+        if (r->unqueued) st = flush_batch(r);
+        else if (r->head->remote) st = write_ready(r, true);
+        else st = modattn_error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r->head->path);
     }
-    if (plan_mode || emit_mode) goto free_own; /* the parts that write nothing */
+    if (!st) progress(r, true);
+    return st;
+}
 
+/* After the documents: prune, then the vector file, then the ANN index. */
+static int run_store_files(run *r) {
+    modattn_store *store = r->store;
+    const modattn_index_options *opt = r->opt;
+    modattn_index_stats *stats = r->stats;
+    int st = 0;
     /* 3. prune */
-    if (!st && opt->prune) st = prune(&r);
+    if (opt->prune) st = prune(r);
 
     /* 4. the vector file, when the store has changed since it was written: appended to, or
      * rewritten whole (missing, damaged, due for compaction). Failing to write it loses nothing
@@ -1247,26 +1280,89 @@ int modattn_index_paths_split(modattn_store *store, modattn_model *model, const 
         else if (w) snprintf(stats->ann_error, sizeof stats->ann_error, "%s", modattn_last_error());
     }
 
-free_own:
-    if (store) modattn_store_rollback(store);
-    while (r.head) {
-        pdoc *n = r.head->next;
-        pdoc_free(r.head);
-        r.head = n;
+    return st;
+}
+
+static void run_free(run *r) {
+    if (r->store) modattn_store_rollback(r->store);
+    while (r->head) {
+        pdoc *n = r->head->next;
+        pdoc_free(r->head);
+        r->head = n;
     }
-    for (size_t i = 0; i < r.nfiles; i++) modattn_free(r.files[i].path);
-    modattn_free(r.files);
-    modattn_free(r.dirs);
-    if (r.bclean)
-        for (size_t i = 0; i < r.batch; i++) modattn_free(r.bclean[i]);
-    modattn_free(r.btexts);
-    modattn_free(r.blens);
-    modattn_free(r.bclean);
-    modattn_free(r.bdoc);
-    modattn_free(r.bidx);
-    modattn_free(r.bvec);
-    modattn_free(r.bntok);
-    for (int i = 0; i < 5; i++) modattn_free(own[i]);
-done:
+    for (size_t i = 0; i < r->nfiles; i++) modattn_free(r->files[i].path);
+    modattn_free(r->files);
+    modattn_free(r->dirs);
+    if (r->bclean)
+        for (size_t i = 0; i < r->batch; i++) modattn_free(r->bclean[i]);
+    modattn_free(r->btexts);
+    modattn_free(r->blens);
+    modattn_free(r->bclean);
+    modattn_free(r->bdoc);
+    modattn_free(r->bidx);
+    modattn_free(r->bvec);
+    modattn_free(r->bntok);
+    for (int i = 0; i < 5; i++) modattn_free(r->own[i]);
+}
+
+int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
+                        size_t npaths, const modattn_index_options *opt,
+                        modattn_index_stats *stats) {
+    return modattn__index_run(store, model, paths, npaths, opt, NULL, stats);
+}
+
+static const modattn_index_options *default_options(const modattn_index_options *opt, modattn_index_options *defaults) {
+    if (opt) return opt;
+    memset(defaults, 0, sizeof *defaults);
+    defaults->overlap = -1;
+    return defaults;
+}
+
+int modattn__index_run(modattn_store *store, modattn_model *model, const char *const *paths, size_t npaths,
+                       const modattn_index_options *opt, const modattn__index_stages *stages,
+                       modattn_index_stats *stats) {
+    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
+    memset(stats, 0, sizeof *stats);
+    if (stages && !stages->remote != !stages->fetch)
+        return modattn_error(MODATTN_EINVAL, "modattn__index_run: set remote with fetch, or neither");
+    if ((!store && !(stages && stages->sink)) || !model || (!paths && npaths))
+        return modattn_error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
+    modattn_index_options defaults;
+    run r;
+    memset(&r, 0, sizeof r);
+    r.stages = stages;
+    int st = run_setup(&r, store, model, default_options(opt, &defaults), stats);
+    if (st && !r.bound) return st; /* nothing allocated yet */
+    if (!st) st = run_walk(&r, paths, npaths);
+    if (!st) st = run_files(&r);
+    if (r.stop) stats->cancelled = true; /* what is committed stays; the rest (the queue, prune, vector file) waits */
+    else if (!st && store) st = run_store_files(&r);
+    run_free(&r);
+    return st;
+}
+
+int modattn__index_plan(modattn_store *store, modattn_model *model, const char *const *paths, size_t npaths,
+                        const modattn_index_options *opt, int (*fn)(void *ud, const char *path, uint64_t size),
+                        void *ud, modattn_index_stats *stats) {
+    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
+    memset(stats, 0, sizeof *stats);
+    if (!store || !model || !fn || (!paths && npaths))
+        return modattn_error(MODATTN_EINVAL, "modattn__index_plan: NULL argument");
+    modattn_index_options defaults;
+    run r;
+    memset(&r, 0, sizeof r);
+    int st = run_setup(&r, store, model, default_options(opt, &defaults), stats);
+    if (st && !r.bound) return st;
+    if (!st) st = run_walk(&r, paths, npaths);
+    r.t0_ns = modattn_now_ns();
+    if (!st) progress(&r, true);
+    for (size_t i = 0; !st && i < r.nfiles && !cancelled(&r); i++) {
+        uint64_t tr = modattn_trace_begin();
+        st = plan_file(&r, &r.files[i], fn, ud);
+        trace_file(tr, &r.files[i]);
+    }
+    if (!st) progress(&r, true);
+    if (r.stop) stats->cancelled = true;
+    run_free(&r);
     return st;
 }

@@ -205,50 +205,12 @@ typedef struct modattn_index_options {
  * missing, damaged or due for compaction); a failure to write it is in
  * stats->vector_file_error and does not fail the run. Then the ANN index, when the store has one
  * (modattn_store_update_ann: rows added, or built again after a compaction); a failure is in
- * stats->ann_error (searches then scan exactly) and does not fail the run either. */
+ * stats->ann_error (searches then scan exactly) and does not fail the run either.
+ * (`modattn index --mpi` spreads the embedding over processes with the indexer's stages:
+ * pipeline/indexer_stages.h, internal.) */
 int modattn_index_paths(modattn_store *store, modattn_model *model, const char *const *paths,
                         size_t npaths, const modattn_index_options *opt,
                         modattn_index_stats *stats);
-
-/* ---- the indexer spread over processes (`modattn index --mpi`, cli/cmd_mpi.c)
- * One run of modattn_index_paths in three parts, so that the embedding (nearly all of a run's
- * time) happens in several processes while one process writes the store exactly as a plain run
- * does (the same documents, chunks, vectors bit for bit and chunk ids, since a text's embedding
- * does not depend on what it is batched with):
- *   plan:  the documents a run would embed (new, or changed by size, mtime and content), in the
- *          run's order; nothing is embedded and nothing in the store changes but its model binding;
- *   embed: each process reads, extracts, chunks and embeds its share of those files, as a run
- *          would, and hands each document's vectors on instead of writing them (store: NULL);
- *   write: modattn_index_paths itself, except that the chunks of a document another process
- *          embeds are not embedded here: its vectors are fetched when the document's turn to be
- *          written comes (until then the run goes on with the next files, so that waiting costs
- *          nothing while there is work of its own).
- * Exactly one of plan, emit or the pair (remote, fetch) is set; it selects the part. */
-typedef struct modattn_index_split {
-    /* plan: each file the run would embed, with its size, in the run's order */
-    int (*plan)(void *ud, const char *path, uint64_t size);
-    /* embed: each document whose chunks are all embedded (in path order): its content hash (XXH3
-     * of the file's bytes), chunk count, L2-normalised vectors [nchunks, dim] and word pieces fed
-     * to the model per chunk (specials included). Files not indexed (binary, no text, unreadable)
-     * are not emitted. */
-    int (*emit)(void *ud, const char *path, uint64_t hash, size_t nchunks, size_t dim, const float *vecs,
-                const int32_t *ntok);
-    /* write: 1 if another process embeds the document at path (0: this one, < 0: stop) ... */
-    int (*remote)(void *ud, const char *path);
-    /* ... and then its vectors and word-piece counts, for the document as this run read it (hash,
-     * nchunks): 1 filled; 0 not there yet (only when wait is false); 2 they will never come or are
-     * of another content (then it is embedded here); < 0 stop the run (the message set). */
-    int (*fetch)(void *ud, const char *path, uint64_t hash, size_t nchunks, size_t dim, float *vecs,
-                 int32_t *ntok, bool wait);
-    void *ud;
-} modattn_index_split;
-
-/* modattn_index_paths in one of the parts above (split NULL: modattn_index_paths). In plan and
- * embed, events and progress are those of the part (the caller usually passes none), the store
- * is not pruned and the vector file not written. */
-int modattn_index_paths_split(modattn_store *store, modattn_model *model, const char *const *paths,
-                              size_t npaths, const modattn_index_options *opt,
-                              const modattn_index_split *split, modattn_index_stats *stats);
 
 /* Stored paths are absolute and lexically normalised ("a/./b/../c" -> "/cwd/a/c"; symbolic
  * links kept as named). Ownership: modattn_free. NULL on allocation failure or no cwd. */
