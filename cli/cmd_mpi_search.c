@@ -204,8 +204,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
             failed = 1, rc = cli_fail("loading the model", st);
         if (!failed) {
             const modattn_model_info *info = modattn_model_get_info(model);
-            modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+            modattn_store_model sm = modattn_store_model_of(info);
             dim = info->dim;
             q = calloc(nq * dim, sizeof *q);
             qn = calloc(nq * dim, sizeof *qn);

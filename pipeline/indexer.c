@@ -1171,8 +1171,7 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
     r->xlim.cancel = extract_cancel;
     r->xlim.cancel_ud = r;
 
-    modattn_store_model sm = {info->name, info->weights_hash, info->dim, info->identity,
-                             modattn_precision_name(info->precision)};
+    modattn_store_model sm = modattn_store_model_of(info);
     if (store && (st = modattn_store_bind_model(store, &sm))) return st;
     r->bound = true;
 
