@@ -108,6 +108,15 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
             p++;
             continue;
         }
+        if (c != '\\' && c != 0 && c < 0x80 && !cur.skip && pending_skip == 0) {
+            /* a run of plain ASCII text at once */
+            const unsigned char *q = p;
+            while (q < end && *q != 0 && *q < 0x80 && *q != '\\' && *q != '{' && *q != '}' && *q != '\r' && *q != '\n') q++;
+            modattn__textw_put(&w, (const char *)p, (size_t)(q - p));
+            first_in_group = false;
+            p = q;
+            continue;
+        }
         if (c != '\\') {
             first_in_group = false;
             p++;

@@ -198,6 +198,17 @@ with tarfile.open(path("bundle.tar.gz"), "w:gz") as t:
     ti.size = len(data)
     t.addfile(ti, io.BytesIO(data))
 
+# ---- larger files, for throughput figures: about 2 MB of text each
+filler = ["paragraph %d of the long report, with words about budgets, zebras and coffee shops" % i for i in range(24000)]
+zwrite("large.docx", [("[Content_Types].xml", CT), ("word/document.xml",
+        docx_xml(para("large alpha phrase") + "".join(para(t) for t in filler) + para("large omega phrase")))])
+zwrite("large.epub", [("META-INF/container.xml", container), ("OEBPS/content.opf", opf),
+                      ("OEBPS/ch 2.xhtml", xhtml("<p>largeepub alpha phrase</p>" + "".join("<p>%s</p>" % t for t in filler[:12000]))),
+                      ("OEBPS/text/ch1.xhtml", xhtml("".join("<p>%s</p>" % t for t in filler[12000:]) + "<p>largeepub omega phrase</p>"))],
+       first_stored=("mimetype", "application/epub+zip"))
+open(path("large.txt.gz"), "wb").write(gzip.compress(("largegz alpha phrase\n" + "\n".join(filler) + "\nlargegz omega phrase\n").encode()))
+open(path("large.rtf"), "w").write("{\\rtf1\\ansi{\\fonttbl{\\f0 Times;}}largertf alpha phrase\\par " + "\\par ".join(filler) + "\\par largertf omega phrase}")
+
 # ---- hostile
 good = open(path("budget.docx"), "rb").read()
 open(path("truncated.docx"), "wb").write(good[: len(good) // 2])
