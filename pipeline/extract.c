@@ -1,5 +1,7 @@
 /* pipeline/extract.c — HTML and PDF text extraction in a child process, under a memory limit and a
- * time limit (the indexer's extractors: modattn__extract_isolated).
+ * time limit (the indexer's extractors: modattn__extract_isolated). Issue 40's formats (DOCX, PPTX,
+ * XLSX, OpenDocument, EPUB, RTF, e-mail, compressed text: pipeline/fmt_*.c) run the same way,
+ * dispatched by kind (modattn__fmt_extract); their decompressed bytes are capped at max_text too.
  *
  * Why a process. libxml2 and poppler allocate with plain malloc/new, out of sight of
  * modattn_malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
