@@ -1,5 +1,7 @@
 /* pipeline/extract.c — HTML and PDF text extraction in a child process, under a memory limit and a
- * time limit (the indexer's extractors: modattn__extract_isolated).
+ * time limit (the indexer's extractors: modattn__extract_isolated). Issue 40's formats (DOCX, PPTX,
+ * XLSX, OpenDocument, EPUB, RTF, e-mail, compressed text: pipeline/fmt_*.c) run the same way,
+ * dispatched by kind (modattn__fmt_extract); their decompressed bytes are capped at max_text too.
  *
  * Why a process. libxml2 and poppler allocate with plain malloc/new, out of sight of
  * modattn_malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
@@ -43,6 +45,7 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "pipeline/pipeline_internal.h"
+#include "pipeline/fmt_internal.h"
 
 /* what the child sends first */
 typedef struct wire_head {
@@ -101,8 +104,63 @@ static uint64_t vm_data(void) {
     return strtoull(p + 8, NULL, 10) * 1024;
 }
 
-static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t len, uint64_t mem, int out_fd,
-                                 int err_fd) {
+/* ------------------------------------------------------------------ dispatch by kind */
+
+bool modattn__kind_extracted(modattn_doc_kind kind) {
+    switch (kind) {
+    case MODATTN_DOC_BINARY:
+    case MODATTN_DOC_TEXT:
+    case MODATTN_DOC_MARKDOWN: return false;
+    default: return true;
+    }
+}
+
+int modattn__fmt_extract(modattn_doc_kind kind, const char *buf, size_t len, size_t cap, modattn_doc_text *out) {
+    memset(out, 0, sizeof *out);
+    switch (kind) {
+    case MODATTN_DOC_HTML: return modattn_extract_html(buf, len, out);
+    case MODATTN_DOC_PDF: return modattn_extract_pdf(buf, len, out);
+    case MODATTN_DOC_DOCX: return modattn__extract_docx(buf, len, cap, out);
+    case MODATTN_DOC_PPTX: return modattn__extract_pptx(buf, len, cap, out);
+    case MODATTN_DOC_XLSX: return modattn__extract_xlsx(buf, len, cap, out);
+    case MODATTN_DOC_ODT:
+    case MODATTN_DOC_ODP:
+    case MODATTN_DOC_ODS: return modattn__extract_odf(buf, len, cap, out);
+    case MODATTN_DOC_EPUB: return modattn__extract_epub(buf, len, cap, out);
+    case MODATTN_DOC_RTF: return modattn__extract_rtf(buf, len, cap, out);
+    case MODATTN_DOC_EMAIL: return modattn__extract_mail(buf, len, cap, false, out);
+    case MODATTN_DOC_MBOX: return modattn__extract_mail(buf, len, cap, true, out);
+    case MODATTN_DOC_COMPRESSED: return modattn__extract_compressed(buf, len, cap, out);
+    default: return modattn_error(MODATTN_EINVAL, "no extractor for %s files", modattn_doc_kind_name(kind));
+    }
+}
+
+/* What a message calls the kind's library ("the DOCX library crashed"). */
+static const char *kind_what(modattn_doc_kind kind) {
+    switch (kind) {
+    case MODATTN_DOC_HTML: return "HTML";
+    case MODATTN_DOC_PDF: return "PDF";
+    case MODATTN_DOC_DOCX: return "DOCX";
+    case MODATTN_DOC_PPTX: return "PPTX";
+    case MODATTN_DOC_XLSX: return "XLSX";
+    case MODATTN_DOC_ODT: return "ODT";
+    case MODATTN_DOC_ODP: return "ODP";
+    case MODATTN_DOC_ODS: return "ODS";
+    case MODATTN_DOC_EPUB: return "EPUB";
+    case MODATTN_DOC_RTF: return "RTF";
+    case MODATTN_DOC_EMAIL: return "e-mail";
+    case MODATTN_DOC_MBOX: return "mailbox";
+    case MODATTN_DOC_COMPRESSED: return "decompression";
+    default: return "extraction";
+    }
+}
+
+static bool kind_uses_xml(modattn_doc_kind kind) {
+    return kind != MODATTN_DOC_PDF && kind != MODATTN_DOC_RTF && kind != MODATTN_DOC_COMPRESSED;
+}
+
+static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t len, uint64_t mem, size_t cap,
+                                 int out_fd, int err_fd) {
     /* signals: the parent decides (it kills this process); faults keep their handlers (a
      * sanitizer's report); the rest as by default, all unblocked */
     static const int keep[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP};
@@ -130,10 +188,10 @@ static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t 
         if (getrlimit(RLIMIT_DATA, &old) == 0 && (old.rlim_max == RLIM_INFINITY || old.rlim_max > rl.rlim_max))
             setrlimit(RLIMIT_DATA, &rl);
     }
-    if (kind == MODATTN_DOC_HTML) xmlMemSetup(free, xml_malloc_hook, xml_realloc_hook, xml_strdup_hook);
+    if (kind_uses_xml(kind)) xmlMemSetup(free, xml_malloc_hook, xml_realloc_hook, xml_strdup_hook);
     modattn_doc_text d;
     memset(&d, 0, sizeof d);
-    int st = kind == MODATTN_DOC_HTML ? modattn_extract_html(buf, len, &d) : modattn_extract_pdf(buf, len, &d);
+    int st = modattn__fmt_extract(kind, buf, len, cap, &d);
     wire_head h;
     memset(&h, 0, sizeof h);
     h.status = st;
@@ -253,10 +311,11 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
                               modattn_doc_text *out, bool *cancelled) {
     memset(out, 0, sizeof *out);
     if (cancelled) *cancelled = false;
-    if (kind != MODATTN_DOC_HTML && kind != MODATTN_DOC_PDF)
-        return modattn_error(MODATTN_EINVAL, "modattn__extract_isolated: not HTML or PDF");
-    const char *what = kind == MODATTN_DOC_HTML ? "HTML" : "PDF";
-    if (kind == MODATTN_DOC_HTML) xmlInitParser(); /* in the parent, once, not in every child */
+    if (!modattn__kind_extracted(kind))
+        return modattn_error(MODATTN_EINVAL, "modattn__extract_isolated: %s files have no extractor",
+                             modattn_doc_kind_name(kind));
+    const char *what = kind_what(kind);
+    if (kind_uses_xml(kind)) xmlInitParser(); /* in the parent, once, not in every child */
     int dp[2], ep[2] = {-1, -1};
     if (pipe2(dp, O_CLOEXEC) != 0)
         return modattn_error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
@@ -273,7 +332,7 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     if (pid == 0) {
         close(dp[0]);
         if (ep[0] >= 0) close(ep[0]);
-        child_main(kind, buf, len, lim->mem_bytes, dp[1], ep[1]);
+        child_main(kind, buf, len, lim->mem_bytes, lim->max_text ? lim->max_text : SIZE_MAX / 2, dp[1], ep[1]);
     }
     close(dp[1]);
     if (ep[1] >= 0) close(ep[1]);

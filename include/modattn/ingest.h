@@ -56,6 +56,20 @@ typedef enum modattn_doc_kind {
     MODATTN_DOC_MARKDOWN,
     MODATTN_DOC_HTML,
     MODATTN_DOC_PDF,
+    /* issue 40's formats (appended: the values above are kept). Their text comes from an
+     * extractor run in the extraction child, like PDF's; positions are paragraphs (DOCX, ODT,
+     * RTF), slides (PPTX, ODP), sheets (XLSX, ODS), spine documents (EPUB), messages (mbox). */
+    MODATTN_DOC_DOCX,       /* Office Open XML word processing: a zip with word/document.xml */
+    MODATTN_DOC_PPTX,       /* ... presentation: ppt/presentation.xml */
+    MODATTN_DOC_XLSX,       /* ... spreadsheet: xl/workbook.xml */
+    MODATTN_DOC_ODT,        /* OpenDocument text: a zip whose mimetype member says so */
+    MODATTN_DOC_ODP,        /* ... presentation */
+    MODATTN_DOC_ODS,        /* ... spreadsheet */
+    MODATTN_DOC_EPUB,       /* a zip whose mimetype is application/epub+zip */
+    MODATTN_DOC_RTF,        /* "{\rtf" */
+    MODATTN_DOC_EMAIL,      /* one RFC 5322 message (.eml) */
+    MODATTN_DOC_MBOX,       /* a mailbox of messages ("From " lines) */
+    MODATTN_DOC_COMPRESSED, /* text inside gzip, bzip2, xz or zstd */
 } modattn_doc_kind;
 const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... */
 
@@ -67,6 +81,16 @@ const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... 
  * mark is judged, and its HTML start looked for, after decoding (modattn_utf16_to_utf8). Named
  * HTML and Markdown files must pass the same test. */
 modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head, size_t len);
+/* The formats of issue 40 are sniffed by magic bytes and name together: a zip ("PK\3\4") named
+ * .docx/.pptx/.xlsx or whose first members show word/, ppt/ or xl/ parts; a zip whose first member
+ * "mimetype" holds an OpenDocument or EPUB type (or named .odt/.odp/.ods/.epub); "{\rtf"; a .eml
+ * file or text that starts with mail headers; a .mbox file or text that starts with a "From "
+ * line followed by headers; gzip/bzip2/xz/zstd magic (not a .tar.*: that is an archive). */
+
+/* For a file sniffed as MODATTN_DOC_BINARY: why it is not read, naming its format when it is
+ * known ("a ZIP archive (not read: archives are not walked yet)", "a PNG image (unsupported
+ * format)"), else "binary file". Never NULL; a static string. */
+const char *modattn_sniff_unsupported(const char *name, const unsigned char *head, size_t len);
 
 /* ---- text */
 /* A document's text and where its bytes came from. */

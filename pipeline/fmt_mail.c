@@ -1,0 +1,161 @@
+/* pipeline/fmt_mail.c — e-mail through GMime 3.0: one message (.eml) or a mailbox (mbox), each
+ * message as its headers From, To, Cc, Subject and Date (decoded: RFC 2047 words, address lists)
+ * and its body: text/plain preferred over text/html in a multipart/alternative, HTML read by
+ * html.c's rules, transfer encodings (base64, quoted-printable) and charsets decoded to UTF-8 by
+ * GMime, attached messages (message/rfc822) read as part of the message. Other attachments are
+ * listed by name and type ("[attachment: report.pdf (application/pdf), not indexed]"): indexing
+ * them as documents of their own needs the indexer's walk (left for later). Marks: the message's
+ * number in the mailbox (1 for a single message). */
+#include <gmime/gmime.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "modattn/core.h"
+#include "pipeline/fmt_internal.h"
+
+static pthread_once_t g_gmime_once = PTHREAD_ONCE_INIT;
+static void gmime_setup(void) { g_mime_init(); }
+
+#define MAIL_MAX_DEPTH 32 /* multiparts inside multiparts: deeper is not read */
+
+/* text with its line structure: lines on their own lines, blank lines kept as one */
+static void put_lines(modattn__textw *w, const char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        const char *nl = memchr(s + i, '\n', len - i);
+        size_t e = nl ? (size_t)(nl - s) : len;
+        size_t l = e - i;
+        bool blank = true;
+        for (size_t k = i; k < e && blank; k++) blank = s[k] == ' ' || s[k] == '\t' || s[k] == '\r';
+        if (blank) modattn__textw_sep(w, 3);
+        else {
+            modattn__textw_put(w, s + i, l);
+            modattn__textw_sep(w, 2);
+        }
+        i = nl ? e + 1 : len;
+    }
+}
+
+static void header_line(modattn__textw *w, const char *label, const char *value) {
+    if (!value || !*value) return;
+    modattn__textw_sep(w, 2);
+    modattn__textw_put(w, label, strlen(label));
+    modattn__textw_put(w, " ", 1);
+    modattn__textw_put(w, value, strlen(value));
+    modattn__textw_sep(w, 2);
+}
+
+static void address_line(modattn__textw *w, const char *label, InternetAddressList *l) {
+    if (!l || internet_address_list_length(l) == 0) return;
+    char *s = internet_address_list_to_string(l, NULL, FALSE);
+    header_line(w, label, s);
+    g_free(s);
+}
+
+static int emit_object(modattn__textw *w, GMimeObject *o, int depth);
+
+static int emit_message(modattn__textw *w, GMimeMessage *msg, int depth) {
+    address_line(w, "From:", g_mime_message_get_from(msg));
+    address_line(w, "To:", g_mime_message_get_to(msg));
+    address_line(w, "Cc:", g_mime_message_get_cc(msg));
+    header_line(w, "Subject:", g_mime_message_get_subject(msg));
+    header_line(w, "Date:", g_mime_object_get_header((GMimeObject *)msg, "Date"));
+    modattn__textw_sep(w, 3);
+    GMimeObject *body = g_mime_message_get_mime_part(msg);
+    return body ? emit_object(w, body, depth + 1) : 0;
+}
+
+static void list_attachment(modattn__textw *w, GMimeObject *o) {
+    const char *name = GMIME_IS_PART(o) ? g_mime_part_get_filename((GMimePart *)o) : NULL;
+    GMimeContentType *ct = g_mime_object_get_content_type(o);
+    char *type = ct ? g_mime_content_type_get_mime_type(ct) : NULL;
+    char line[600];
+    snprintf(line, sizeof line, "[attachment: %.300s (%.200s), not indexed]", name ? name : "unnamed",
+             type ? type : "unknown type");
+    g_free(type);
+    modattn__textw_sep(w, 2);
+    modattn__textw_put(w, line, strlen(line));
+    modattn__textw_sep(w, 2);
+}
+
+static int emit_object(modattn__textw *w, GMimeObject *o, int depth) {
+    if (depth > MAIL_MAX_DEPTH) return modattn_error(MODATTN_EFORMAT, "e-mail: parts nested deeper than %d", MAIL_MAX_DEPTH);
+    if (GMIME_IS_MESSAGE_PART(o)) {
+        GMimeMessage *m = g_mime_message_part_get_message((GMimeMessagePart *)o);
+        modattn__textw_sep(w, 3);
+        return m ? emit_message(w, m, depth + 1) : 0;
+    }
+    if (GMIME_IS_MULTIPART(o)) {
+        GMimeMultipart *mp = (GMimeMultipart *)o;
+        int n = g_mime_multipart_get_count(mp);
+        GMimeContentType *ct = g_mime_object_get_content_type(o);
+        if (ct && g_mime_content_type_is_type(ct, "multipart", "alternative") && n > 0) {
+            /* one of the alternatives: the plain text one if there is one, else the last (richest) */
+            GMimeObject *pick = g_mime_multipart_get_part(mp, n - 1);
+            for (int i = 0; i < n; i++) {
+                GMimeObject *c = g_mime_multipart_get_part(mp, i);
+                GMimeContentType *cct = g_mime_object_get_content_type(c);
+                if (cct && g_mime_content_type_is_type(cct, "text", "plain")) {
+                    pick = c;
+                    break;
+                }
+            }
+            return emit_object(w, pick, depth + 1);
+        }
+        for (int i = 0; i < n; i++) {
+            int st = emit_object(w, g_mime_multipart_get_part(mp, i), depth + 1);
+            if (st) return st;
+        }
+        return 0;
+    }
+    if (!GMIME_IS_PART(o)) return 0;
+    GMimeContentType *ct = g_mime_object_get_content_type(o);
+    GMimeContentDisposition *cd = g_mime_object_get_content_disposition(o);
+    bool attachment = cd && g_mime_content_disposition_is_attachment(cd);
+    if (!GMIME_IS_TEXT_PART(o) || attachment || !ct) {
+        list_attachment(w, o);
+        return 0;
+    }
+    char *text = g_mime_text_part_get_text((GMimeTextPart *)o); /* decoded, UTF-8 */
+    if (!text) return 0;
+    int st = 0;
+    modattn__textw_sep(w, 3);
+    if (g_mime_content_type_is_type(ct, "text", "html")) st = modattn__textw_html(w, text, strlen(text));
+    else put_lines(w, text, strlen(text));
+    g_free(text);
+    return st;
+}
+
+int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, modattn_doc_text *out) {
+    (void)cap; /* decoded text is never larger than its encoding: the file's own size bounds it */
+    memset(out, 0, sizeof *out);
+    pthread_once(&g_gmime_once, gmime_setup);
+    GMimeStream *stream = g_mime_stream_mem_new_with_buffer(buf, len);
+    if (!stream) return modattn_error(MODATTN_ENOMEM, "GMime: out of memory");
+    GMimeParser *parser = g_mime_parser_new_with_stream(stream);
+    g_object_unref(stream);
+    g_mime_parser_set_format(parser, mbox ? GMIME_FORMAT_MBOX : GMIME_FORMAT_MESSAGE);
+    modattn__textw w;
+    memset(&w, 0, sizeof w);
+    int st = 0;
+    int64_t count = 0;
+    while (!st && !w.b.err) {
+        GMimeMessage *msg = g_mime_parser_construct_message(parser, NULL);
+        if (!msg) break;
+        count++;
+        modattn__textw_sep(&w, 3);
+        modattn__textw_mark(&w, count);
+        st = emit_message(&w, msg, 0);
+        g_object_unref(msg);
+        if (!mbox) break;
+    }
+    g_object_unref(parser);
+    if (!st && count == 0)
+        st = modattn_error(MODATTN_EFORMAT, mbox ? "not a mailbox: GMime found no message in it"
+                                                 : "not an e-mail message: GMime could not parse it");
+    if (st) {
+        modattn__tbuf_free(&w.b);
+        return st;
+    }
+    return modattn__tbuf_finish(&w.b, out, false);
+}
