@@ -35,6 +35,7 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
+#include "pipeline/fmt_internal.h"
 #include "pipeline/indexer_stages.h"
 #include "pipeline/pipeline_internal.h"
 
@@ -664,12 +665,14 @@ static int classify_content(run *r, file_entry *f, file_ctx *c) {
 }
 
 /* load the document: its kind (binary: skipped), and its text: the file's bytes (UTF-16 decoded),
- * or what an HTML or PDF file shows, extracted in a child process under the memory and time
- * limits (pipeline/extract.c). */
+ * or what an HTML, PDF, office, EPUB, RTF, e-mail or compressed file holds, extracted in a child
+ * process under the memory and time limits (pipeline/extract.c, pipeline/fmt_*.c). */
 static int load_document(run *r, file_entry *f, file_ctx *c) {
     modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)c->buf, c->len);
     if (kind == MODATTN_DOC_BINARY) {
-        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "binary file%s",
+        /* "binary file", or which format it is and that it is not read ("a PNG image (unsupported format)") */
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "%s%s",
+                    modattn_sniff_unsupported(f->path, (const unsigned char *)c->buf, c->len),
                     c->had == 1 ? " (its old entries removed)" : "");
         return 0;
     }
@@ -689,7 +692,7 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
     d->size = (int64_t)c->file_len;
     d->kind = kind;
     d->line_no = 1;
-    if (kind != MODATTN_DOC_HTML && kind != MODATTN_DOC_PDF) {
+    if (!modattn__kind_extracted(kind)) {
         d->text.text = c->buf; /* the file's bytes are the text: ranges point into the file */
         d->text.len = c->len;
         c->buf = NULL;
@@ -725,7 +728,7 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
 static int chunk_document(run *r, file_entry *f, file_ctx *c) {
     pdoc *d = c->d;
     /* a UTF-8 byte order mark is not text */
-    size_t from = d->kind != MODATTN_DOC_HTML && d->kind != MODATTN_DOC_PDF && d->text.len >= 3 &&
+    size_t from = !modattn__kind_extracted(d->kind) && d->text.len >= 3 &&
                           memcmp(d->text.text, "\xef\xbb\xbf", 3) == 0
                       ? 3
                       : 0;
