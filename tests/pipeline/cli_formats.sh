@@ -4,8 +4,6 @@
 # hit for a phrase from its text; the hostile ones (zip slip, XML bomb, encrypted member, a zip
 # bomb over --max-file-size) are skipped with their reason and exit 3, the rest indexed; a ZIP
 # archive is skipped as "a ZIP archive (not read: ...)", not "binary file".
-# Needs the indexer's hook (pipeline/indexer.c routes every extracted kind to
-# modattn__extract_isolated and names unsupported formats): until it is in, exits 77 (skipped).
 set -u
 BIN=$1
 MODEL=$2
@@ -21,10 +19,6 @@ for f in slip.docx bomb.docx encrypted.docx zipbomb.docx truncated.docx xxe.odt 
 DB=$T/s.db
 "$BIN" index --json --model "$MODEL" --db "$DB" "$T/docs" > "$T/i.json" 2> "$T/i.err"
 rc=$?
-if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if any(s['reason']=='binary file' for s in j['skipped']) else 1)" "$T/i.json"; then
-  echo "cli_formats: skipped: the indexer hook of issue 40 is not in (bundle.zip is still 'binary file')"
-  exit 77
-fi
 check "good folder: exit 0 ($rc: $(head -c 600 "$T/i.err"))" test $rc -eq 0
 check "every format indexed, the zip skipped naming its format: $(head -c 1500 "$T/i.json")" python3 - "$T/i.json" <<'PY'
 import json, sys
