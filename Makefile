@@ -4,12 +4,14 @@ SAN_BUILD ?= build-san
 JOBS      ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps model test test-plain test-sanitize test-valgrind demo fuzz clean help install wheel
+.PHONY: all build deps model check test test-plain test-sanitize test-valgrind demo fuzz clean help install wheel
 
 all: build
 
 help:
 	@echo "make demo           build, set up the model, run the main job on its defaults"
+	@echo "make check          build and run the fast unit tests (ctest -L unit -LE slow, the layer"
+	@echo "                    check included): under a minute; docs/ARCHITECTURE.md lists the labels"
 	@echo "make test           build and run every test, plain and under ASan+UBSan, and valgrind"
 	@echo "make all / build    build into $(BUILD)/ (the CLI is $(BUILD)/modattn, the library"
 	@echo "                    $(BUILD)/libmodattn.so, the Python module $(BUILD)/python/modattn)"
@@ -37,6 +39,11 @@ build: deps $(BUILD)/CMakeCache.txt
 
 model:
 	@if [ -x tools/setup_model.sh ]; then tools/setup_model.sh; else echo "model: no tools/setup_model.sh yet"; fi
+
+# the quick loop: the unit-labelled tests that are not slow (the layer check among them); ctest
+# -L LABEL picks others (cli, server, python, slow, sanitizer-only: docs/ARCHITECTURE.md)
+check: build model
+	cd $(BUILD) && ctest -L unit -LE slow -j$(JOBS) --output-on-failure
 
 # after each ctest run, tests/skip_summary.py lists every test CTest did not run (skipped, exit 77)
 # with its reason, and the pytest skips inside passing entries: a skip is visible, never a pass

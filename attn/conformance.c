@@ -1,7 +1,10 @@
 /* attn/conformance.c — the conformance suite (see modattn/conformance.h): a generated grid of
  * configurations, the fp64 oracle, a naive fp32 implementation that sets the tolerance, guard
  * regions, and the comparison. */
-#include "modattn/modattn.h"
+#include "modattn/conformance.h"
+#include "modattn/core.h"
+#include "modattn/device.h"
+#include "modattn/dispatch.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,11 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "modattn_builtins.h"
-
-#define X(name) const modattn_attn_impl *modattn__backend_##name(void);
-MODATTN_BUILTIN_BACKENDS(X)
-#undef X
+#include "attn/builtins.h" /* the generated table of the backends built in */
 
 
 static int valid_name(const char *s) {
@@ -325,10 +321,8 @@ void modattn__entry_ready(modattn__entry *e) {
 int modattn__registry_fill(modattn_ctx *ctx, const modattn_ctx_options *opt) {
     int st = 0;
     if (!opt->no_builtins) {
-#define X(name)                                                                          \
-    if (st == 0) st = modattn__ctx_add(ctx, modattn__backend_##name(), "builtin", NULL, false);
-        MODATTN_BUILTIN_BACKENDS(X)
-#undef X
+        for (const modattn__attn_backend *b = modattn__builtin_backends; b->name && st == 0; b++)
+            st = modattn__ctx_add(ctx, b->entry(), "builtin", NULL, false);
         if (st) return st;
     }
     const char *path = opt->plugin_path ? opt->plugin_path : getenv("MODATTN_PLUGIN_PATH");

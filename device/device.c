@@ -10,12 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modattn_builtins.h"
-
-#define X(name) int modattn__devices_##name(const modattn_device_iface **out, int max, char *why, size_t len);
-MODATTN_BUILTIN_DEVICES(X)
-#undef X
-const modattn_device_iface *modattn__device_cpu(void);
+#include "device/builtins.h" /* the generated table of the backends built in */
 
 #define MAX_DEVICES 32
 
@@ -46,10 +41,8 @@ const char *modattn_op_name(modattn_op op) {
     return (unsigned)op < MODATTN_OP_COUNT ? names[op] : "unknown";
 }
 
-typedef int (*probe_fn)(const modattn_device_iface **out, int max, char *why, size_t len);
-
 /* Asks one backend for its devices; records why it found none. */
-__attribute__((unused)) static void probe(const char *backend, probe_fn fn, size_t *used) {
+static void probe(const char *backend, modattn__devices_fn fn, size_t *used) {
     const modattn_device_iface *found[MAX_DEVICES];
     char why[256] = "";
     int n = fn(found, MAX_DEVICES - g_ndev, why, sizeof why);
@@ -91,19 +84,19 @@ static int env_device(const char *var, const char **value) {
     return -1;
 }
 
+/* The host backends' devices (the CPU: device 0), which need no driver. */
 static void add_cpu(void) {
     for (int i = 0; i < MAX_DEVICES; i++) atomic_store(&g_fail_after[i], -1);
-    g_dev[0] = modattn__device_cpu();
-    atomic_store(&g_ndev, 1);
+    size_t used = 0;
+    for (const modattn__device_backend *b = modattn__builtin_devices; b->name; b++)
+        if (b->host) probe(b->name, b->devices, &used);
 }
 
 static void find_devices(void) {
     pthread_once(&g_cpu_once, add_cpu);
     size_t used = 0;
-#define X(name) probe(#name, modattn__devices_##name, &used);
-    MODATTN_BUILTIN_DEVICES(X)
-#undef X
-    (void)used;
+    for (const modattn__device_backend *b = modattn__builtin_devices; b->name; b++)
+        if (!b->host) probe(b->name, b->devices, &used);
     const char *v;
     /* MODATTN_DEVICE_FAIL_AFTER=opencl:0:120: the device is lost after 120 more encoder ops */
     int s = env_device("MODATTN_DEVICE_FAIL_AFTER", &v);

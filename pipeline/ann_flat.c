@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/cpu/cpu_internal.h"
+#include "core/blas.h" /* modattn__sgemm_nt: the host BLAS */
 #include "modattn/core.h"
 #include "pipeline/ann_flat.h"
 #include "pipeline/hits.h"

@@ -2,6 +2,7 @@
  * calling thread and the caller's thread pool. Every op of the encoder runs here
  * (cpu_encoder.c), in blocks of MODATTN__GEMM_BLOCK rows. */
 #include "backends/cpu/cpu_internal.h"
+#include "device/builtins.h" /* modattn__devices_cpu's type */
 #include "modattn/device.h"
 
 #include <stdio.h>
@@ -81,4 +82,11 @@ static const modattn_device_iface k_cpu = {
     /* .graph        = */ NULL, /* op by op */
 };
 
-const modattn_device_iface *modattn__device_cpu(void) { return &k_cpu; }
+/* The CPU backend's device probe, in the build's generated table like every other backend's
+ * (builtins/builtins.c.in; listed as a host backend: probed first, so it is device 0). */
+int modattn__devices_cpu(const modattn_device_iface **out, int max, char *why, size_t len) {
+    (void)why, (void)len;
+    if (max < 1) return 0;
+    out[0] = &k_cpu;
+    return 1;
+}

@@ -11,7 +11,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
-#include "modattn/model.h"
+#include "modattn/device.h" /* MODATTN_POOL_* */
 
 /* Rows of every GEMM call without a plan (see row_task). */
 #define GEMM_MIN_ROWS 16

@@ -11,6 +11,7 @@
  * oneDNN computes each row identically for any M >= 16 (not below: cpu_encoder.c never asks for
  * fewer rows); OpenBLAS with the Haswell kernels does not (rows change with M by ~1e-7). */
 #include "backends/cpu/cpu_internal.h"
+#include "core/blas.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
 
@@ -30,31 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* oneDNN parallelises with OpenMP over omp_get_max_threads(), a setting of the calling thread: 1
- * while oneDNN runs, and the caller's own setting back after (the caller may be a program's main
- * thread, e.g. Python's, whose OpenMP users must not find it changed). */
-static int omp_single_begin(void) {
-    const int prev = omp_get_max_threads();
-    if (prev != 1) omp_set_num_threads(1);
-    return prev;
-}
-static void omp_single_end(int prev) {
-    if (prev != 1) omp_set_num_threads(prev);
-}
-
-void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    if (M <= 0 || N <= 0) return;
-    const int omp_prev = omp_single_begin();
-    sigset_t sig; /* oneDNN's JIT GEMMs must not take a signal (core/signals.h) */
-    modattn__signals_hold(&sig);
-    /* dnnl_sgemm is row-major; it only fails on invalid arguments, which are ours to get right. */
-    (void)dnnl_sgemm('N', 'T', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    modattn__signals_release(&sig);
-    omp_single_end(omp_prev);
-}
-
-const char *modattn__gemm_name(void) { return "onednn"; }
+/* modattn__sgemm_nt and the OpenMP one-thread bracket are core's (core/blas.c): search uses the
+ * same GEMM without the CPU device. */
 
 /* Plans: oneDNN's matmul primitive with the weights reordered once into the layout it asks for
  * (format_tag any). On this machine (Zen 4) that selects its brgemm AVX-512 kernels, which read
@@ -371,7 +349,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     /* 1 OpenMP thread from here on: oneDNN sizes a primitive's parallel work when it is created,
      * and a matmul created while the caller's setting said 2 runs a team of 2 inside each of our
      * pool's threads (measured: 96 ms instead of 17 for one short text's forward pass) */
-    const int omp_prev = omp_single_begin();
+    const int omp_prev = modattn__blas_single_begin();
     if ((s = dnnl_engine_create(&p->eng, dnnl_cpu, 0)) != dnnl_success) goto dnnl_err;
     what = "memory descriptors";
     if ((s = dnnl_memory_desc_init_by_strides(&p->src_md, 2, sdims, dt, sstr)) ||
@@ -554,7 +532,7 @@ done:
     if (attr) dnnl_primitive_attr_destroy(attr);
     modattn_free(wq);
     modattn_free(wx);
-    omp_single_end(omp_prev);
+    modattn__blas_single_end(omp_prev);
     if (st) {
         modattn__gemm_plan_free(p);
         return st;
@@ -625,7 +603,7 @@ static const void *convert_a(const modattn__gemm_plan *p, int64_t rows, const fl
 int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
     const bool small = rows == MODATTN__GEMM_SMALL && p->prim_small;
     if (!small) rows = MODATTN__GEMM_BLOCK;
-    const int omp_prev = omp_single_begin();
+    const int omp_prev = modattn__blas_single_begin();
     const bool int8 = p->prec == MODATTN_PRECISION_INT8;
     const void *a = convert_a(p, rows, A, scratch);
     void *dst = int8 ? (char *)scratch + p->acc_off : (void *)C;
@@ -635,7 +613,7 @@ int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const
     if (s == dnnl_success && int8)
         from_int32(rows, (const int32_t *)dst, p->N, (const float *)((char *)scratch + p->rs_off), p->wscale, p->corr,
                    p->accumulate, C, p->ldc);
-    omp_single_end(omp_prev);
+    modattn__blas_single_end(omp_prev);
     return s == dnnl_success ? 0 : dnnl_fail(s, "matmul");
 }
 
@@ -685,7 +663,7 @@ static const struct gemm_panel *panel_find(const modattn__gemm_plan *p, int64_t 
 static int run_panel(const modattn__gemm_plan *p, const struct gemm_panel *e, const float *A, float *C, int64_t n0,
                      void *scratch) {
     const int64_t rows = MODATTN__GEMM_SMALL, w = e->width;
-    const int omp_prev = omp_single_begin();
+    const int omp_prev = modattn__blas_single_begin();
     const bool int8 = p->prec == MODATTN_PRECISION_INT8;
     const void *a = convert_a(p, rows, A, scratch);
     char *out = (char *)scratch + p->panel_off; /* [rows, w] dense: f32, or s32 for int8 */
@@ -701,7 +679,7 @@ static int run_panel(const modattn__gemm_plan *p, const struct gemm_panel *e, co
         else
             for (int64_t r = 0; r < rows; r++) memcpy(C + r * p->ldc + n0, out + (size_t)(r * w) * 4, (size_t)w * 4);
     }
-    omp_single_end(omp_prev);
+    modattn__blas_single_end(omp_prev);
     return s == dnnl_success ? 0 : dnnl_fail(s, "matmul (panel)");
 }
 
@@ -758,7 +736,7 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
     struct gemm_panel *e = &p->panel[n];
     *e = (struct gemm_panel){.width = width};
     const bool int8 = p->prec == MODATTN_PRECISION_INT8;
-    const int omp_prev = omp_single_begin();
+    const int omp_prev = modattn__blas_single_begin();
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
@@ -788,7 +766,7 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    omp_single_end(omp_prev);
+    modattn__blas_single_end(omp_prev);
     const probe_result pr = ok ? panel_probe(p, e) : PROBE_DIFFER;
     e->ok = pr == PROBE_EQUAL;
     if (!e->ok && e->prim) {
@@ -816,19 +794,7 @@ int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, flo
 #include <stdatomic.h>
 #include <stdio.h>
 
-void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-    static atomic_int single;
-    if (M <= 0 || N <= 0) return;
-    if (!atomic_load_explicit(&single, memory_order_relaxed)) {
-        openblas_set_num_threads(1); /* process-wide in OpenBLAS */
-        atomic_store(&single, 1);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)M, (blasint)N, (blasint)K, alpha,
-                A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
-}
-
-const char *modattn__gemm_name(void) { return "openblas"; }
+/* modattn__sgemm_nt (cblas_sgemm on one thread) is core's: core/blas.c. */
 
 /* OpenBLAS has no pre-packed path through CBLAS: no plans, the encoder calls sgemm_nt. */
 int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda, int64_t ldc,

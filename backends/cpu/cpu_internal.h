@@ -18,11 +18,9 @@ int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void
                                 size_t len);
 void modattn__cpu_linear_release(void *ctx, void *plan);
 
-/* ---- GEMM on the CPU (cpu_gemm.c): C[M,N] = alpha * A[M,K] . B[N,K]^T + beta * C, all row-major
- * fp32 with leading dimensions lda, ldb, ldc (the layout of a PyTorch Linear: weight [out, in]).
- * Runs on the calling thread only; safe to call from several threads at once. */
-void modattn__sgemm_nt(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+/* ---- GEMM on the CPU: modattn__sgemm_nt and modattn__gemm_name are core's (core/blas.h: search
+ * uses the same GEMM without going through this device). */
+#include "core/blas.h"
 /* ---- GEMM plans (cpu_gemm.c): the same product for a fixed weight, prepared once at model load.
  * C[MODATTN__GEMM_BLOCK, N] (= or +=) A[MODATTN__GEMM_BLOCK, K] . W[N, K]^T with the row strides
  * lda and ldc fixed at creation. The weight is copied into the BLAS's own blocked layout (counted
@@ -92,7 +90,5 @@ void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *A, int64
 void modattn__bias_layer_norm(float *y, const float *bias, const float *g, const float *b,
                               int64_t n, double eps);
 
-/* "onednn" or "openblas". */
-const char *modattn__gemm_name(void);
 
 #endif

@@ -24,7 +24,7 @@
 #include <xxhash.h>
 
 #include "modattn/core.h"
-#include "modattn/model.h"
+#include "modattn/device.h" /* MODATTN_POOL_* */
 
 #define XLA_MAX_BUCKETS 48
 

@@ -31,7 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "modattn/impl.h"
+#include "modattn/types.h" /* modattn_exec */
 #include "modattn/status.h"
 #include "modattn/store.h"
 

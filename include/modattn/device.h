@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
-#include "modattn/attention.h"
+#include "modattn/types.h"
 #include "modattn/core.h"
 
 #ifdef __cplusplus
@@ -72,6 +72,17 @@ typedef struct modattn_device_info {
     bool host_memory;       /* buffers are host pointers */
     char note[512];         /* anything the user should know ("program cache not writable: ...") */
 } modattn_device_info;
+
+/* Pooling modes, a bit set (a model's pooling config may enable several; they are concatenated):
+ * the pool op's `pooling` (modattn/model.h reads them from the model's config). */
+typedef enum modattn_pooling {
+    MODATTN_POOL_CLS = 1u << 0,
+    MODATTN_POOL_MAX = 1u << 1,
+    MODATTN_POOL_MEAN = 1u << 2,
+    MODATTN_POOL_MEAN_SQRT_LEN = 1u << 3,
+    MODATTN_POOL_WEIGHTED_MEAN = 1u << 4,
+    MODATTN_POOL_LAST = 1u << 5,
+} modattn_pooling;
 
 /* ---- the encoder's ops on a device (slots of modattn_encoder_ops). Every buffer is on the
  * device that runs the op; activations are token-major [B*S, H] with row b*S+i = token i of
@@ -137,7 +148,7 @@ typedef struct modattn_op_linear_args {
 
 /* out[b] = the pooling modes' vectors of x's rows 0..lens[b]) concatenated, in
  * sentence-transformers' order (cls, max, mean, mean_sqrt_len, weightedmean, lasttoken; bits
- * as modattn_pooling in modattn/model.h), then L2-normalised if `normalize`. */
+ * as modattn_pooling above), then L2-normalised if `normalize`. */
 typedef struct modattn_op_pool_args {
     const modattn_buffer *x, *lens;         /* [B*S, H], int32 [B] */
     int64_t B, S, H;
@@ -187,7 +198,7 @@ typedef struct modattn_encoder_graph {
     int64_t layers, hidden, heads, intermediate, vocab, max_positions, dim;
     double eps;
     modattn_act act;
-    unsigned pooling;       /* modattn_pooling bits (modattn/model.h), as modattn_op_pool_args */
+    unsigned pooling;       /* modattn_pooling bits, as modattn_op_pool_args */
     bool normalize;
     modattn_precision precision;
     int32_t pad_id;

@@ -32,14 +32,7 @@ extern "C" {
 #define MODATTN_IMPL_API_VERSION 2u
 #define MODATTN_PLUGIN_ENTRY "modattn_plugin_entry"
 
-/* The host's execution services, handed to run(). */
-typedef struct modattn_exec {
-    int nthreads; /* thread ids passed to tasks are in [0, nthreads) */
-    /* Runs fn(ctx, i, thread) for every i in [0, n) and returns when all are done. */
-    void (*parallel_for)(const struct modattn_exec *exec, int64_t n,
-                         void (*fn)(void *ctx, int64_t i, int thread), void *ctx);
-    void *host; /* the host's, opaque */
-} modattn_exec;
+/* modattn_exec, the host's execution services handed to run(), is in modattn/types.h. */
 
 typedef struct modattn_attn_impl {
     uint32_t api_version;        /* MODATTN_IMPL_API_VERSION */

@@ -31,6 +31,7 @@
 #include "modattn/status.h"
 #include "modattn/dispatch.h"
 #include "modattn/core.h"
+#include "modattn/device.h" /* modattn_pooling */
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,15 +39,7 @@ extern "C" {
 
 typedef struct modattn_model modattn_model;
 
-/* Pooling modes, a bit set (the pooling config may enable several; they are concatenated). */
-typedef enum modattn_pooling {
-    MODATTN_POOL_CLS = 1u << 0,
-    MODATTN_POOL_MAX = 1u << 1,
-    MODATTN_POOL_MEAN = 1u << 2,
-    MODATTN_POOL_MEAN_SQRT_LEN = 1u << 3,
-    MODATTN_POOL_WEIGHTED_MEAN = 1u << 4,
-    MODATTN_POOL_LAST = 1u << 5,
-} modattn_pooling;
+/* Pooling modes (modattn_pooling, MODATTN_POOL_*): in modattn/device.h, whose pool op takes them. */
 
 /* "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken" or "mean+max" ... into buf. */
 void modattn_pooling_format(unsigned pooling, char *buf, size_t len);

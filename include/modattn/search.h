@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "modattn/status.h"
-#include "modattn/impl.h"
+#include "modattn/types.h" /* modattn_exec */
 #include "modattn/model.h"
 #include "modattn/store.h"
 
