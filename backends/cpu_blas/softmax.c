@@ -5,9 +5,9 @@
  * the results are the same bits whatever the vector width. On x86 the function is cloned for
  * AVX-512 / AVX2 / baseline and picked at load time (GCC/Clang target_clones).
  * exp: the shared polynomial's branch-free variant, n rounded ties-to-even
- * (backends/common/exp_poly.h: why it is not the flash kernel's rounding). */
+ * (core/exp_poly.h: why it is not the flash kernel's rounding). */
 #include "backends/cpu_blas/softmax.h"
-#include "backends/common/exp_poly.h"
+#include "core/exp_poly.h"
 
 #include <math.h>
 #include <string.h>

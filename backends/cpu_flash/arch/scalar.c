@@ -6,7 +6,7 @@
  * differ from theirs in the last bits. Runs anywhere; the conformance suite forces it with
  * MODATTN_CPU_DISABLE=avx,neon. */
 #include "backends/cpu_flash/flash.h"
-#include "backends/common/exp_poly.h"
+#include "core/exp_poly.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -32,7 +32,7 @@ static inline vf vf_mul(vf a, vf b) { return a * b; }
 static inline vf vf_max(vf a, vf b) { return a > b ? a : b; }
 static inline vf vf_mask_gt(vf s, int32_t j, const int32_t *lim) { return j > *lim ? -__builtin_inff() : s; }
 
-/* the shared polynomial's variant with n rounded ties-away, NaN kept (backends/common/exp_poly.h:
+/* the shared polynomial's variant with n rounded ties-away, NaN kept (core/exp_poly.h:
  * why it is not cpu_blas's rounding) */
 static inline vf vf_exp(vf x) { return modattn__exp_fast_away(x); }
 

@@ -1,4 +1,4 @@
-/* backends/common/exp_poly.h — the CPU kernels' fast exp: one polynomial, two roundings of n.
+/* core/exp_poly.h — the CPU kernels' fast exp: one polynomial, two roundings of n.
  *
  * e^x = 2^n e^r, n = x log2 e rounded to an integer, r = x - n ln2 (two-constant Cody-Waite),
  * e^r by a degree-6 fit on [-ln2/2, ln2/2] (abs. error 2e-9), 2^n applied in two exact steps
