@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,7 +133,7 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
         o.device = c[i].name;
         modattn_model *m = NULL;
         uint64_t t0 = modattn_trace_begin();
-        int st = modattn_model_load_ex(ctx, dir, &o, &m);
+        int st = modattn__model_load_on_device(ctx, dir, &o, &m);
         double ms = -1;
         if (!st) st = measure(m, &ms);
         modattn_trace_end(t0, "model.device_auto_measure", c[i].name, "", 0, 0);
@@ -167,7 +168,7 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
         if (best && c[besti].ms <= c[pick].ms) break;
         o.device = c[pick].name;
         modattn_model *m = NULL;
-        int st = modattn_model_load_ex(ctx, dir, &o, &m);
+        int st = modattn__model_load_on_device(ctx, dir, &o, &m);
         if (!st) {
             modattn_model_free(best);
             best = m, besti = pick;
@@ -201,4 +202,22 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
     best->info.device_auto_passed_over = (unsigned)failed;
     *out = best;
     return 0;
+}
+
+/* The public entry points: "auto" measures and chooses (above), any other device name loads there.
+ * They live here, above encoder_load.c, so that the two files do not call each other. */
+int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                          modattn_model **out) {
+    if (opt && opt->device && strcasecmp(opt->device, "auto") == 0) {
+        if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
+        *out = NULL;
+        if (!ctx || !dir || !*dir)
+            return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+        return modattn__model_load_auto(ctx, dir, opt, out);
+    }
+    return modattn__model_load_on_device(ctx, dir, opt, out);
+}
+
+int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
+    return modattn_model_load_ex(ctx, dir, NULL, out);
 }

@@ -25,6 +25,9 @@ typedef struct layer_w {
 
 /* --device auto (model/device_auto.c): loads the model on the fastest device, measured. */
 int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt, modattn_model **out);
+/* encoder_load.c: the model on the one device opt->device names (cpu when none) */
+int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                                  modattn_model **out);
 
 struct modattn_model {
     modattn_ctx *ctx; /* borrowed */

@@ -222,10 +222,6 @@ static const char *base_name(const char *dir) {
     return dir + b;
 }
 
-int modattn_model_load(modattn_ctx *ctx, const char *dir, modattn_model **out) {
-    return modattn_model_load_ex(ctx, dir, NULL, out);
-}
-
 /* Moves the weights to the model's device (after load_weights: wqkv are the host copies). */
 static int upload_to_device(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
@@ -250,13 +246,14 @@ static int upload_to_device(modattn_model *m) {
     return 0;
 }
 
-int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
-                          modattn_model **out) {
+/* The model on one named device (opt->device, default cpu; never "auto": modattn_model_load_ex in
+ * device_auto.c chooses, then comes here, so the dependency runs one way). */
+int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                                  modattn_model **out) {
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
     *out = NULL;
     if (!ctx || !dir || !*dir)
         return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
-    if (opt && opt->device && strcasecmp(opt->device, "auto") == 0) return modattn__model_load_auto(ctx, dir, opt, out);
     const modattn_device_iface *dev = NULL;
     int dst = modattn_device_lookup(opt && opt->device && *opt->device ? opt->device : "cpu", &dev);
     if (dst) return dst;

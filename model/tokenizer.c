@@ -36,21 +36,6 @@
 
 /* ------------------------------------------------------------------ Unicode classes */
 
-bool modattn__tk_in_ranges(const modattn__cp_range *r, size_t n, uint32_t cp) {
-    if (n == 0 || cp < r[0].lo || cp > r[n - 1].hi) return false;
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cp < r[mid].lo)
-            hi = mid;
-        else if (cp > r[mid].hi)
-            lo = mid + 1;
-        else
-            return true;
-    }
-    return false;
-}
-
 static bool is_cjk(uint32_t cp) {
     /* The ranges tokenizers' BertNormalizer uses (note 0x2B920, not BERT's 0x2B820). */
     if (cp < 0x3400) return false;
@@ -80,113 +65,6 @@ static bool is_word_char(uint32_t cp) {
     default:
         return false;
     }
-}
-
-/* Rust's char::to_lowercase: utf8proc's simple mapping, HF's newer mappings, and the one
- * unconditional multi-character lowercase (U+0130 -> i + U+0307). */
-static int lower_cp(uint32_t cp, uint32_t out[2]) {
-    if (cp < 128) {
-        out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
-        return 1;
-    }
-    if (cp == 0x130) {
-        out[0] = 'i';
-        out[1] = 0x307;
-        return 2;
-    }
-    size_t lo = 0, hi = MODATTN__TOK_LOWER_COUNT;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (modattn__tok_lower[mid].from == cp) {
-            out[0] = modattn__tok_lower[mid].to;
-            return 1;
-        }
-        if (modattn__tok_lower[mid].from < cp)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    out[0] = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
-    return 1;
-}
-
-int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]) { return lower_cp(cp, out); }
-
-/* ------------------------------------------------------------------ hashing */
-
-uint64_t modattn__tk_hash(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-        h ^= h >> 31;
-        s += 8;
-        n -= 8;
-    }
-    if (n) {
-        uint64_t w = 0;
-        memcpy(&w, s, n);
-        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    }
-    h ^= h >> 33;
-    h *= 0xFF51AFD7ED558CCDull;
-    h ^= h >> 29;
-    return h;
-}
-
-int32_t modattn__tk_vocab_find(const modattn_tokenizer *t, const char *key, size_t len) {
-    if (len > t->max_key_len || !t->slots) return -1;
-    uint64_t h = modattn__tk_hash(key, len);
-    uint32_t tag = (uint32_t)(h >> 32);
-    size_t i = (size_t)h & t->slot_mask;
-    for (;;) {
-        const tk_slot *s = &t->slots[i];
-        if (s->id1 == 0) return -1;
-        uint32_t id = s->id1 - 1;
-        if (s->tag == tag && t->tok_len[id] == len && memcmp(t->slab + t->tok_off[id], key, len) == 0)
-            return (int32_t)id;
-        i = (i + 1) & t->slot_mask;
-    }
-}
-
-
-/* ------------------------------------------------------------------ scratch vectors */
-
-
-static int vec_reserve(tk_vec *x, size_t need) {
-    if (need <= x->cap) return 0;
-    size_t cap = x->cap ? x->cap : 256;
-    while (cap < need) {
-        if (cap > ((size_t)-1) / 2 / sizeof(tk_char))
-            return modattn_error(MODATTN_ENOMEM, "tokenizer: text too long");
-        cap *= 2;
-    }
-    tk_char *v = modattn_realloc(x->v, cap * sizeof(tk_char), MODATTN_MEM_OTHER);
-    if (!v) return modattn_mem_last_status();
-    x->v = v;
-    x->cap = cap;
-    return 0;
-}
-
-int modattn__tk_vec_push(tk_vec *x, uint32_t cp, uint32_t s, uint32_t e) {
-    if (x->n == x->cap) {
-        int rc = vec_reserve(x, x->n + 1);
-        if (rc) return rc;
-    }
-    tk_char *c = &x->v[x->n++];
-    c->cp = cp;
-    c->ccc = 0;
-    c->s = s;
-    c->len = (uint8_t)(e - s);
-    return 0;
-}
-
-void modattn__tk_vec_free(tk_vec *x) {
-    modattn_free(x->v);
-    x->v = NULL;
-    x->n = x->cap = 0;
 }
 
 /* ------------------------------------------------------------------ UTF-8 decoding */
@@ -245,7 +123,7 @@ static inline size_t utf8_one(const uint8_t *s, size_t i, size_t e, uint32_t *cp
 }
 
 static int decode_utf8(const uint8_t *s, size_t b, size_t e, tk_vec *out) {
-    int rc = vec_reserve(out, out->n + (e - b));
+    int rc = modattn__tk_vec_reserve(out, out->n + (e - b));
     if (rc) return rc;
     size_t i = b;
     while (i < e) {
@@ -284,7 +162,7 @@ static int canonical_reorder(tk_vec *x, tk_vec *tmp) {
                 r[b] = key;
             }
         } else { /* long runs: counting sort, linear */
-            int rc = vec_reserve(tmp, len);
+            int rc = modattn__tk_vec_reserve(tmp, len);
             if (rc) return rc;
             size_t count[257] = {0};
             for (size_t a = 0; a < len; a++) count[r[a].ccc + 1]++;
@@ -301,7 +179,7 @@ static inline int push_lower(const modattn_tokenizer *t, tk_vec *out, uint32_t c
                              uint32_t e) {
     if (!t->lowercase) return modattn__tk_vec_push(out, cp, s, e);
     uint32_t l[2];
-    int k = lower_cp(cp, l);
+    int k = modattn__tk_lower_cp(cp, l);
     for (int j = 0; j < k; j++) {
         int rc = modattn__tk_vec_push(out, l[j], s, e);
         if (rc) return rc;
@@ -313,7 +191,7 @@ static inline int push_lower(const modattn_tokenizer *t, tk_vec *out, uint32_t c
 int modattn__tk_normalize(const modattn_tokenizer *t, const tk_char *in, size_t a, size_t b, tk_vec *out, tk_vec *mid,
                           tk_vec *tmp) {
     out->n = 0;
-    int rc = vec_reserve(out, b - a);
+    int rc = modattn__tk_vec_reserve(out, b - a);
     if (rc) return rc;
     if (!t->has_norm) {
         memcpy(out->v, in + a, (b - a) * sizeof(tk_char));

@@ -90,7 +90,10 @@ int modattn__devices_xla(const modattn_device_iface **out, int max, char *why, s
  * NULL with why (and nothing locked) when there is no such device or it cannot be opened. */
 xla_plugin *modattn__xla_lock(int index, char *why, size_t len);
 void modattn__xla_unlock(int index);
-/* Frees attention's programs compiled on device index (xla_attn.c), before its plugin closes. */
-void modattn__xla_attn_drop(int device, xla_plugin *p);
+/* What frees attention's programs compiled on a device before its plugin closes: xla_attn.c hands
+ * it to the device (under the device's lock, before its first program) so that the device, below
+ * attention, never names it. */
+typedef void (*xla_drop_fn)(int device, xla_plugin *p);
+void modattn__xla_on_close(xla_drop_fn fn);
 
 #endif

@@ -26,7 +26,7 @@ typedef struct attn_entry {
 static attn_entry g_cache[XLA_MAX_DEVICES][XLA_ATTN_CACHE];
 static int g_ncache[XLA_MAX_DEVICES];
 
-void modattn__xla_attn_drop(int device, xla_plugin *p) {
+static void attn_drop(int device, xla_plugin *p) {
     if (device < 0 || device >= XLA_MAX_DEVICES) return;
     for (int i = 0; i < g_ncache[device]; i++) xla_exe_free(p, g_cache[device][i].e);
     g_ncache[device] = 0;
@@ -155,6 +155,7 @@ static int xla_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_cal
     const xla_attn_shape s = {d->B, d->Hq, d->Hkv, d->Sq, d->Sk, d->D, d->Dv, d->scale, d->causal,
                               d->has_mask, d->has_lse, d->has_mask ? d->mask_b : 0, d->has_mask ? d->mask_h : 0};
     xla_plugin *p = modattn__xla_lock(d->device.index, reason, len);
+    if (p) modattn__xla_on_close(attn_drop); /* this device's programs go before its plugin does */
     if (!p) return MODATTN_EDEVICE;
     xla_exe *e = NULL;
     xla_buf *in[5] = {NULL}, *out[2] = {NULL};

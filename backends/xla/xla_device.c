@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "backends/xla/xla.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <glob.h>
 #include <stdio.h>
@@ -130,10 +131,15 @@ static int control(void *ctx, int op, void *arg) {
     return 0;
 }
 
+/* set by xla_attn.c (always the same function) and read under any device's lock: atomic */
+static _Atomic(xla_drop_fn) g_on_close;
+void modattn__xla_on_close(xla_drop_fn fn) { atomic_store(&g_on_close, fn); }
+
 static void shutdown_dev(void *ctx) {
     xla_dev *d = ctx;
     pthread_mutex_lock(&d->mu);
-    if (d->p) modattn__xla_attn_drop(d->index, d->p);
+    xla_drop_fn drop = atomic_load(&g_on_close);
+    if (d->p && drop) drop(d->index, d->p);
     xla_plugin_close(d->p);
     d->p = NULL;
     d->tried = false;

@@ -1,0 +1,237 @@
+/* model/tokenizer_util.c — the primitives every tokenizer file shares: code point ranges and case
+ * mapping, the vocabulary's hash and lookup, its byte trie, and the scratch character vectors.
+ * tokenizer.c (WordPiece's run time), tokenizer_unigram.c and tokenizer_load.c all call these and
+ * this file calls none of them, so the three do not call each other in a circle. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "modattn/core.h"
+#include "modattn/status.h"
+#include "model/tokenizer_internal.h"
+
+/* ------------------------------------------------------------------ Unicode classes */
+
+bool modattn__tk_in_ranges(const modattn__cp_range *r, size_t n, uint32_t cp) {
+    if (n == 0 || cp < r[0].lo || cp > r[n - 1].hi) return false;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cp < r[mid].lo)
+            hi = mid;
+        else if (cp > r[mid].hi)
+            lo = mid + 1;
+        else
+            return true;
+    }
+    return false;
+}
+
+/* Rust's char::to_lowercase: utf8proc's simple mapping, HF's newer mappings, and the one
+ * unconditional multi-character lowercase (U+0130 -> i + U+0307). */
+static int lower_cp(uint32_t cp, uint32_t out[2]) {
+    if (cp < 128) {
+        out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+        return 1;
+    }
+    if (cp == 0x130) {
+        out[0] = 'i';
+        out[1] = 0x307;
+        return 2;
+    }
+    size_t lo = 0, hi = MODATTN__TOK_LOWER_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (modattn__tok_lower[mid].from == cp) {
+            out[0] = modattn__tok_lower[mid].to;
+            return 1;
+        }
+        if (modattn__tok_lower[mid].from < cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    out[0] = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp);
+    return 1;
+}
+
+int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]) { return lower_cp(cp, out); }
+
+
+/* ------------------------------------------------------------------ hashing */
+
+uint64_t modattn__tk_hash(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ ((uint64_t)n * 0xFF51AFD7ED558CCDull);
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+        h ^= h >> 31;
+        s += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t w = 0;
+        memcpy(&w, s, n);
+        h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
+    }
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 29;
+    return h;
+}
+
+int32_t modattn__tk_vocab_find(const modattn_tokenizer *t, const char *key, size_t len) {
+    if (len > t->max_key_len || !t->slots) return -1;
+    uint64_t h = modattn__tk_hash(key, len);
+    uint32_t tag = (uint32_t)(h >> 32);
+    size_t i = (size_t)h & t->slot_mask;
+    for (;;) {
+        const tk_slot *s = &t->slots[i];
+        if (s->id1 == 0) return -1;
+        uint32_t id = s->id1 - 1;
+        if (s->tag == tag && t->tok_len[id] == len && memcmp(t->slab + t->tok_off[id], key, len) == 0)
+            return (int32_t)id;
+        i = (i + 1) & t->slot_mask;
+    }
+}
+
+
+/* ------------------------------------------------------------------ scratch vectors */
+
+
+int modattn__tk_vec_reserve(tk_vec *x, size_t need) {
+    if (need <= x->cap) return 0;
+    size_t cap = x->cap ? x->cap : 256;
+    while (cap < need) {
+        if (cap > ((size_t)-1) / 2 / sizeof(tk_char))
+            return modattn_error(MODATTN_ENOMEM, "tokenizer: text too long");
+        cap *= 2;
+    }
+    tk_char *v = modattn_realloc(x->v, cap * sizeof(tk_char), MODATTN_MEM_OTHER);
+    if (!v) return modattn_mem_last_status();
+    x->v = v;
+    x->cap = cap;
+    return 0;
+}
+
+int modattn__tk_vec_push(tk_vec *x, uint32_t cp, uint32_t s, uint32_t e) {
+    if (x->n == x->cap) {
+        int rc = modattn__tk_vec_reserve(x, x->n + 1);
+        if (rc) return rc;
+    }
+    tk_char *c = &x->v[x->n++];
+    c->cp = cp;
+    c->ccc = 0;
+    c->s = s;
+    c->len = (uint8_t)(e - s);
+    return 0;
+}
+
+void modattn__tk_vec_free(tk_vec *x) {
+    modattn_free(x->v);
+    x->v = NULL;
+    x->n = x->cap = 0;
+}
+
+
+/* ------------------------------------------------------------------ the vocabulary trie */
+
+typedef struct tk_key {
+    const char *s;
+    uint32_t len;
+    int32_t id;
+} tk_key;
+
+static int cmp_key(const void *x, const void *y) {
+    const tk_key *a = x, *b = y;
+    size_t m = a->len < b->len ? a->len : b->len;
+    int c = memcmp(a->s, b->s, m);
+    if (c) return c;
+    return a->len < b->len ? -1 : a->len > b->len;
+}
+
+/* The vocab trie, built breadth-first over the sorted keys so each node's children are
+ * contiguous; iterative, so a long key cannot exhaust the stack. */
+int modattn__tk_build_trie(tk_load *L) {
+    modattn_tokenizer *t = L->t;
+    size_t nkeys = 0, bytes = 0;
+    for (size_t id = 0; id < t->nids; id++)
+        if (t->tok_off[id] != TK_NONE) {
+            nkeys++;
+            bytes += t->tok_len[id];
+        }
+    if (bytes + 1 >= TK_NONE) return modattn_error(MODATTN_ERANGE, "loading %s: field \"model.vocab\": too many bytes", L->path);
+    tk_key *keys = modattn_malloc(nkeys * sizeof(tk_key), MODATTN_MEM_OTHER);
+    /* work items: node, key range [lo, hi), depth */
+    typedef struct { uint32_t node, lo, hi, depth; } item;
+    item *work = modattn_malloc((bytes + 1) * sizeof(item), MODATTN_MEM_OTHER);
+    t->trie = modattn_malloc((bytes + 1) * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
+    t->trie_label = modattn_malloc(bytes + 1, MODATTN_MEM_WEIGHTS);
+    int rc = 0;
+    if (!keys || !work || !t->trie || !t->trie_label) {
+        rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        goto done;
+    }
+    size_t k = 0;
+    for (size_t id = 0; id < t->nids; id++)
+        if (t->tok_off[id] != TK_NONE) {
+            keys[k].s = t->slab + t->tok_off[id];
+            keys[k].len = t->tok_len[id];
+            keys[k].id = (int32_t)id;
+            k++;
+        }
+    qsort(keys, nkeys, sizeof(tk_key), cmp_key);
+    uint32_t nnodes = 1, ndense = 0;
+    t->trie[0] = (tk_node){-1, 0, TK_NONE, 0};
+    t->trie_label[0] = 0;
+    size_t head = 0, tail = 0;
+    work[tail++] = (item){0, 0, (uint32_t)nkeys, 0};
+    while (head < tail) {
+        item w = work[head++];
+        uint32_t lo = w.lo;
+        if (lo < w.hi && keys[lo].len == w.depth) t->trie[w.node].id = keys[lo++].id;
+        t->trie[w.node].first = nnodes;
+        while (lo < w.hi) {
+            unsigned char b = (unsigned char)keys[lo].s[w.depth];
+            uint32_t hi = lo + 1;
+            while (hi < w.hi && (unsigned char)keys[hi].s[w.depth] == b) hi++;
+            t->trie[nnodes] = (tk_node){-1, 0, TK_NONE, 0};
+            t->trie_label[nnodes] = b;
+            t->trie[w.node].n++;
+            work[tail++] = (item){nnodes, lo, hi, w.depth + 1};
+            nnodes++;
+            lo = hi;
+        }
+        if (t->trie[w.node].n >= TK_DENSE_MIN) t->trie[w.node].dense = ndense++;
+    }
+    /* give back the unused tail, then fill the dense tables */
+    tk_node *shrunk = modattn_realloc(t->trie, nnodes * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
+    if (shrunk) t->trie = shrunk;
+    if (ndense) {
+        t->trie_dense = modattn_calloc((size_t)ndense * 256, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+        if (!t->trie_dense) {
+            rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+            goto done;
+        }
+        for (uint32_t i = 0; i < nnodes; i++) {
+            const tk_node *nd = &t->trie[i];
+            if (nd->dense == TK_NONE) continue;
+            for (uint32_t c = nd->first; c < nd->first + nd->n; c++)
+                t->trie_dense[(size_t)nd->dense * 256 + t->trie_label[c]] = c;
+        }
+    }
+    t->cont_root = 0;
+    for (size_t i = 0; i < t->prefix_len && t->cont_root != TK_NONE; i++) {
+        uint32_t c = trie_child(t, t->cont_root, (uint8_t)t->prefix[i]);
+        t->cont_root = c ? c : TK_NONE;
+    }
+done:
+    modattn_free(keys);
+    modattn_free(work);
+    return rc;
+}
