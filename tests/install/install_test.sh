@@ -37,6 +37,13 @@ if grep -v '^modattn_[a-z0-9]' "$T/exports" | grep -v '^MODATTN_' > "$T/foreign"
 else
   ok "no internal (modattn__*) or foreign symbols exported"
 fi
+# ... and exactly the committed list (tests/install/exports.txt): a symbol that appears or goes is a
+# change of the ABI, made on purpose (update the list; removing one needs an ABI version bump)
+if diff "$REPO/tests/install/exports.txt" "$T/exports" > "$T/exports.diff"; then
+  ok "the exports are tests/install/exports.txt's $(wc -l < "$REPO/tests/install/exports.txt")"
+else
+  bad "the exports differ from tests/install/exports.txt (< listed, not exported; > exported, not listed): $(grep '^[<>]' "$T/exports.diff" | head -10 | tr '\n' ' ')"
+fi
 
 # the umbrella header declares every exported function (implicit declarations are errors)
 {
