@@ -163,6 +163,9 @@ static inline uint32_t trie_child(const modattn_tokenizer *t, uint32_t node, uin
 uint64_t modattn__tk_hash(const void *p, size_t n);
 /* The id of a vocabulary string, or -1. */
 int32_t modattn__tk_vocab_find(const modattn_tokenizer *t, const char *key, size_t len);
+/* tokenizer_util.c: key (kl bytes, NUL-terminated) as id's string: into the slab at *off (moved past
+ * it), and into the hash table; the caller sized both */
+void modattn__tk_vocab_insert(modattn_tokenizer *t, int32_t id, const char *key, size_t kl, size_t *off);
 int modattn__tk_vec_reserve(tk_vec *x, size_t need); /* tokenizer_util.c: room for need characters */
 int modattn__tk_vec_push(tk_vec *x, uint32_t cp, uint32_t s, uint32_t e);
 void modattn__tk_vec_free(tk_vec *x);

@@ -190,16 +190,7 @@ static int load_model(tk_load *L) {
                      t->slab + t->tok_off[id], key);
             return ferr(L, MODATTN_EFORMAT, "model.vocab", msg);
         }
-        memcpy(t->slab + off, key, kl + 1);
-        t->tok_off[id] = (uint32_t)off;
-        t->tok_len[id] = (uint32_t)kl;
-        off += kl + 1;
-        if (kl > t->max_key_len) t->max_key_len = kl;
-        uint64_t h = modattn__tk_hash(key, kl);
-        size_t i = (size_t)h & t->slot_mask;
-        while (t->slots[i].id1) i = (i + 1) & t->slot_mask;
-        t->slots[i].id1 = (uint32_t)id + 1;
-        t->slots[i].tag = (uint32_t)(h >> 32);
+        modattn__tk_vocab_insert(t, id, key, kl, &off);
     }
 
     int rc = modattn__tk_build_trie(L);

@@ -447,18 +447,9 @@ static int load_vocab(tk_load *L, json_t *m) {
             snprintf(msg, sizeof msg, "the piece \"%.40s\" appears twice (not supported)", piece);
             return uerr(L, MODATTN_EUNSUPPORTED, "model.vocab", msg);
         }
-        memcpy(t->slab + off, piece, kl + 1);
-        t->tok_off[id] = (uint32_t)off;
-        t->tok_len[id] = (uint32_t)kl;
+        modattn__tk_vocab_insert(t, (int32_t)id, piece, kl, &off);
         t->scores[id] = score;
         if (score < t->min_score) t->min_score = score;
-        off += kl + 1;
-        if (kl > t->max_key_len) t->max_key_len = kl;
-        uint64_t h = modattn__tk_hash(piece, kl);
-        size_t i = (size_t)h & t->slot_mask;
-        while (t->slots[i].id1) i = (i + 1) & t->slot_mask;
-        t->slots[i].id1 = (uint32_t)id + 1;
-        t->slots[i].tag = (uint32_t)(h >> 32);
     }
     /* the trie holds the vocabulary only, as HF's; then added tokens past the vocabulary get
      * their strings (id -> token) */

@@ -85,6 +85,19 @@ uint64_t modattn__tk_hash(const void *p, size_t n) {
     return h;
 }
 
+void modattn__tk_vocab_insert(modattn_tokenizer *t, int32_t id, const char *key, size_t kl, size_t *off) {
+    memcpy(t->slab + *off, key, kl + 1);
+    t->tok_off[id] = (uint32_t)*off;
+    t->tok_len[id] = (uint32_t)kl;
+    *off += kl + 1;
+    if (kl > t->max_key_len) t->max_key_len = kl;
+    uint64_t h = modattn__tk_hash(key, kl);
+    size_t i = (size_t)h & t->slot_mask;
+    while (t->slots[i].id1) i = (i + 1) & t->slot_mask;
+    t->slots[i].id1 = (uint32_t)id + 1;
+    t->slots[i].tag = (uint32_t)(h >> 32);
+}
+
 int32_t modattn__tk_vocab_find(const modattn_tokenizer *t, const char *key, size_t len) {
     if (len > t->max_key_len || !t->slots) return -1;
     uint64_t h = modattn__tk_hash(key, len);
