@@ -133,7 +133,12 @@ print(f"batching: 17 concurrent requests ran in {int(b1 - b0)} batches", flush=T
 # them (the first requests above came one at a time), none is busy at rest, and the log says so
 ncpu = os.cpu_count() or 1
 wide = metric(met1, "modattn_batches_wide_total")
-busy = metric(met1, "modattn_executor_threads_busy")
+# an executor answers its requests, then gives its threads back: "at rest" is a moment later, so the
+# gauge is read until it is 0 (2 s at most) rather than in the same instant as the last answer
+busy, deadline = metric(met1, "modattn_executor_threads_busy"), time.time() + 2
+while busy != 0 and time.time() < deadline:
+    time.sleep(0.02)
+    busy = metric(s.request("GET", "/metrics")[2].decode(), "modattn_executor_threads_busy")
 check(busy == 0, f"no executor thread busy at rest: {busy}")
 if ncpu > 1:
     check(wide is not None and wide >= 1, f"a lone request's batch ran on every thread: {wide} wide batches")
