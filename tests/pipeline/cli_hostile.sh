@@ -136,17 +136,20 @@ hold() { python3 -c "
 import sqlite3, sys, time
 c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('begin immediate')
 open(sys.argv[3], 'w').close(); time.sleep(float(sys.argv[2])); c.execute('rollback')" "$DB7" "$1" "$T/held" & }
-rm -f "$T/held"; hold 3; hpid=$!
+# orderings, not timings (a loaded machine may take seconds to load the model): the holder keeps the
+# lock for up to 60 s and is let go only when the test says so
+rm -f "$T/held"; hold 60; hpid=$!
 while [ ! -e "$T/held" ]; do sleep 0.05; done
 mkdir -p "$T/new"
 printf 'a short new file about lanterns\n' > "$T/new/new1.txt"
-t0=$(date +%s.%N)
 "$BIN" index --wait 1 --model "$MODEL" --db "$DB7" "$T/new" > /dev/null 2> "$T/w1.err"
 rc=$?
-t1=$(date +%s.%N)
-if [ $rc -eq 1 ] && grep -q "held the store's write lock for more than 1 s" "$T/w1.err" && grep -q "waiting for another writer" "$T/w1.err" &&
-   python3 -c "import sys; sys.exit(0 if float(sys.argv[2]) - float(sys.argv[1]) < 2.8 else 1)" "$t0" "$t1"; then ok
-else bad "index --wait 1 against a held lock: rc $rc in $(python3 -c "print(round($t1-$t0,2))") s, $(cat "$T/w1.err")"; fi
+if kill -0 $hpid 2> /dev/null; then still=1; else still=0; fi
+kill $hpid 2> /dev/null
+# --wait 1 gave up (exit 1, saying so) while the lock was still held: it did not wait 60 s for it
+if [ $rc -eq 1 ] && [ $still -eq 1 ] && grep -q "held the store's write lock for more than 1 s" "$T/w1.err" &&
+   grep -q "waiting for another writer" "$T/w1.err"; then ok
+else bad "index --wait 1 against a held lock: rc $rc, gave up while it was held: $still, $(cat "$T/w1.err")"; fi
 wait $hpid
 # a search does not wait for a writer: it ends while the writer still holds the lock (an ordering,
 # not a timing: the holder keeps it for 60 s and must still be there when the search is done)
@@ -159,13 +162,18 @@ kill $hpid 2> /dev/null
 wait $hpid 2> /dev/null
 if [ $rc -eq 0 ] && [ $still -eq 1 ] && ! grep -q "waiting" "$T/s7.err"; then ok
 else bad "search while another writer holds the lock: rc $rc, ended while the lock was held: $still, $(cat "$T/s7.err")"; fi
-rm -f "$T/held"; hold 2; hpid=$!
+rm -f "$T/held"; hold 60; hpid=$!
 while [ ! -e "$T/held" ]; do sleep 0.05; done
-"$BIN" index --model "$MODEL" --db "$DB7" "$T/new" > /dev/null 2> "$T/w2.err"
+"$BIN" index --model "$MODEL" --db "$DB7" "$T/new" > /dev/null 2> "$T/w2.err" &
+ipid=$!
+# let the lock go once the index says it waits for it (60 s at most), then it must finish
+for _ in $(seq 1200); do grep -q "waiting for another writer" "$T/w2.err" 2> /dev/null && break; sleep 0.05; done
+kill $hpid 2> /dev/null
+wait $hpid 2> /dev/null
+wait $ipid
 rc=$?
-wait $hpid
 if [ $rc -eq 0 ] && grep -q "waiting for another writer to finish (up to 60 s" "$T/w2.err"; then ok
-else bad "index waiting for a lock let go after 2 s: rc $rc, $(cat "$T/w2.err")"; fi
+else bad "index waiting for a lock that is then let go: rc $rc, $(cat "$T/w2.err")"; fi
 
 # ---- 11: somebody else's SQLite database
 python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table t(x)'); c.commit()" "$T/foreign.db"
