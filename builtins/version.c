@@ -1,4 +1,4 @@
-/* core/version.c — what this build of modattn is: its version, the options it was built with and
+/* builtins/version.c — what this build of modattn is: its version, the options it was built with and
  * the source commit (`modattn --version`, modattn.__version__ in Python). */
 #include "modattn/modattn.h"
 
