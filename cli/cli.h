@@ -33,9 +33,10 @@ typedef int (*cli_cmd_fn)(cli_globals *g, int argc, char **argv);
 
 /* Where the shared helpers live, so that no two cli/ files call each other (the layers test,
  * tools/check_layers.py --strict-file-cycles, checks it from the objects): cli_text.c (output,
- * messages) at the bottom; cli_args.c (option values) and cli_model.c (the context, the model) on it; the per-command readers and printers
- * (cli_index*.c, cli_search_*.c, cli_mpi.c) on those; the commands (cmd_*.c) on top, the MPI forms
- * above the plain ones they fall back to; main.c routes to them all. */
+ * messages) at the bottom; cli_args.c (option values) and cli_model.c (the context, the model) on
+ * it; the per-command readers and printers (cli_index*.c, cli_search_*.c, cli_mpi.c) on those; the
+ * commands (cmd_*.c) on top, the MPI forms above the plain ones they fall back to; main.c routes to
+ * them all. */
 
 /* Create the library context from the global options (once; later calls return the same one).
  * main() owns it: commands must not free it. Prints the error and returns non-zero on failure.
