@@ -193,7 +193,7 @@ void cli_line_error(const char *cmd, const char *what, size_t lineno, int r);
 /* `index`'s options and PATHs, shared by the plain command and `index --mpi`. */
 typedef struct cli_index_args {
     const char *db, *model_dir;               /* --db (default MODATTN_STORE_DEFAULT_PATH), --model */
-    bool json, quiet, prune;
+    bool json, quiet, prune, verbose;
     double wait_s, file_timeout_s;            /* --wait, --file-timeout (0: no limit) */
     long long chunk_tokens, overlap, batch;   /* 0, -1, 0: the library's defaults */
     int64_t max_size;                         /* --max-file-size (0: the default) */
@@ -222,7 +222,10 @@ void cli_index_options(const cli_index_args *a, modattn_index_options *o);
  * always; skipped and pruned files unless quiet; none with json) and gathered for --json. */
 typedef struct cli_index_ui {
     bool json, quiet, tty;
+    bool verbose;           /* every skipped file said, those skipped before included */
     bool line_shown;        /* a progress line is on the terminal */
+    json_t *said;           /* the reasons for skipping said once this run (without --verbose) */
+    size_t not_said;        /* skipped files not said: a reason said already, or skipped before */
     json_t *errors, *skipped;
     int oom;
 } cli_index_ui;

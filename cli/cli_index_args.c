@@ -12,7 +12,7 @@
 
 void cli_index_usage(FILE *f) {
     fprintf(f,
-            "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--prune]\n"
+            "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--verbose] [--prune]\n"
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
             "                     [--file-timeout SECONDS]\n"
@@ -23,9 +23,15 @@ void cli_index_usage(FILE *f) {
             "Reads text and Markdown, HTML (visible text), PDF, Word/PowerPoint/Excel (.docx\n"
             ".pptx .xlsx), OpenDocument (.odt .odp .ods), EPUB, RTF, e-mail (.eml, mbox),\n"
             "text inside .gz/.bz2/.xz/.zst, and other files that look like text; skips a file\n"
-            "of another format naming it (\"a ZIP archive\", \"a PNG image\"), empty and special\n"
-            "files (FIFOs, sockets, devices) and files over the size cap, and does not walk\n"
-            "into hidden folders. Each document is cut into overlapping chunks of word\n"
+            "of another format naming it (\"a PNG image\"), empty and special files (FIFOs,\n"
+            "sockets, devices) and files over the size cap, and does not walk into hidden\n"
+            "folders. ZIP and TAR archives (.zip .tar .tar.gz .tgz .tar.bz2 .tar.xz .tar.zst)\n"
+            "are walked as folders: each member is a document, ARCHIVE!/MEMBER (at most 2\n"
+            "archives deep, 10000 members and 4 x --max-file-size bytes per archive); a member\n"
+            "whose name escapes the archive, an encrypted or a damaged one is skipped with an\n"
+            "error and nothing is ever written outside the store. A skipped file's reason is\n"
+            "said once per run, and not again while the file is unchanged (--verbose: all).\n"
+            "Each document is cut into overlapping chunks of word\n"
             "pieces, embedded, and written in one transaction: an interrupted run loses at\n"
             "most the document it was writing, and the next run skips what is already there.\n"
             "Unchanged files (same size and mtime, or same content hash) are not embedded\n"
@@ -82,6 +88,8 @@ void cli_index_usage(FILE *f) {
             "                        \"rows\", \"rows_added\", \"bytes\", \"seconds\", \"reason\"} (when\n"
             "                        there is one), \"ann_error\" (when updating it failed)}\n"
             "  --quiet              no progress line and no notes on skipped files\n"
+            "  -v, --verbose        every skipped file, also those whose reason was said already\n"
+            "                       this run and those skipped before and unchanged since\n"
             "  -h, --help           this help\n\n"
             "exit status: 0 done; 3 done, but some files could not be read or their text not\n"
             "extracted (damaged, over --file-timeout or the memory budget: listed); 1 the run\n"
@@ -108,6 +116,7 @@ static int take_option(int argc, char **argv, int *i, bool say, cli_index_args *
     if (strcmp(s, "--json") == 0) a->json = true;
     else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) a->quiet = true;
     else if (strcmp(s, "--prune") == 0) a->prune = true;
+    else if (strcmp(s, "--verbose") == 0 || strcmp(s, "-v") == 0) a->verbose = true;
     else if ((v = cli_opt_value(argc, argv, i, "--db", &missing))) a->db = v;
     else if ((v = cli_opt_value(argc, argv, i, "--model", &missing))) a->model_dir = v;
     else if ((v = cli_opt_value(argc, argv, i, "--chunk-tokens", &missing))) {

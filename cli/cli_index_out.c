@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "modattn/ingest.h"
+#include "pipeline/store_notes.h"
 
 void cli_index_clear_line(cli_index_ui *ui) {
     if (ui->line_shown) {
@@ -20,6 +21,22 @@ void cli_index_on_event(void *ud, modattn_index_event ev, const char *path, cons
     cli_index_ui *ui = ud;
     char buf[PATH_MAX], tshown[4 * PATH_MAX], tmsg[4096];
     const char *rel = cli_rel_path(path, buf, sizeof buf);
+    if (ev == MODATTN_INDEX_SKIPPED && !ui->verbose) {
+        /* a file skipped before and unchanged since: said when it was; a reason said already this
+         * run ("a PNG image (unsupported format)") is not said again (--verbose says them all) */
+        size_t n = strlen(msg), k = strlen(MODATTN__AS_BEFORE);
+        if (n >= k && strcmp(msg + n - k, MODATTN__AS_BEFORE) == 0) {
+            ui->not_said++;
+            return;
+        }
+        if (ui->said && json_object_get(ui->said, msg)) {
+            ui->not_said++;
+            if (ui->json) goto list; /* --json lists every file skipped this run */
+            return;
+        }
+        if (ui->said && json_object_set_new(ui->said, msg, json_true())) ui->oom = 1;
+    }
+list:
     if (ev == MODATTN_INDEX_ERROR || ev == MODATTN_INDEX_SKIPPED) {
         json_t *list = ev == MODATTN_INDEX_ERROR ? ui->errors : ui->skipped;
         json_t *o = json_object();
@@ -186,6 +203,9 @@ int cli_index_print(const cli_index_args *a, cli_index_job *j, int nranks) {
                                          : s->vector_file_appended ? "appended" : "written");
     if (a->json) rc = print_json(j, db_rel, vf, nranks);
     else print_text(a, j, db_rel, nranks);
+    if (!a->json && !a->quiet && j->ui.not_said)
+        fprintf(stderr, "modattn: index: %zu more skipped file%s not named (a reason said above, or skipped before "
+                        "and unchanged since): --verbose lists them\n", j->ui.not_said, j->ui.not_said == 1 ? "" : "s");
     modattn_free(abs_db);
     if (cli_stdout_check()) rc = 1;
     else if (s->errors) rc = 3;

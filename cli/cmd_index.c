@@ -30,6 +30,8 @@ int cli_index_open_store(const cli_index_args *a, cli_index_job *j) {
     modattn_store_set_wait(j->store, a->wait_s, a->quiet ? NULL : cli_index_note_wait, NULL);
     j->ui.json = a->json;
     j->ui.quiet = a->quiet;
+    j->ui.verbose = a->verbose;
+    j->ui.said = json_object();
     j->ui.tty = isatty(STDERR_FILENO) == 1;
     j->ui.errors = json_array();
     j->ui.skipped = json_array();
@@ -99,6 +101,7 @@ void cli_index_finish(const cli_index_args *a, cli_index_job *j) {
 
 void cli_index_job_free(cli_index_job *j) {
     json_decref(j->ui.errors);
+    json_decref(j->ui.said);
     json_decref(j->ui.skipped);
     modattn_store_close(j->store);
     modattn_model_free(j->model);

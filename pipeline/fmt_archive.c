@@ -7,13 +7,14 @@
  * modattn_archive_read for each, each member then sniffed and extracted as a file would be). */
 #include <archive.h>
 #include <archive_entry.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "modattn/core.h"
 #include "pipeline/fmt_internal.h"
 
-bool modattn__name_escapes(const char *name); /* fmt_zip.c */
+
 
 static bool tar_magic(const unsigned char *h, size_t n) { return n >= 262 && memcmp(h + 257, "ustar", 5) == 0; }
 
@@ -163,6 +164,90 @@ int modattn_archive_read(const char *buf, size_t len, const char *member, size_t
         }
         break;
     }
+    archive_read_free(a);
+    return st;
+}
+
+/* Reads the current entry's data into *d (grown as needed), at most cap bytes: 0, MODATTN_ERANGE
+ * past cap, MODATTN_EFORMAT damaged, or the allocator's status. */
+static int read_entry(struct archive *a, const char *name, size_t cap, char **d, size_t *dcap, size_t *n) {
+    *n = 0;
+    for (;;) {
+        if (*n + 65536 + 1 > *dcap) {
+            size_t nc = *dcap ? *dcap * 2 : 65536 * 2;
+            char *nd = modattn_realloc(*d, nc, MODATTN_MEM_OTHER);
+            if (!nd) return modattn_mem_last_status();
+            *d = nd;
+            *dcap = nc;
+        }
+        la_ssize_t k = archive_read_data(a, *d + *n, 65536);
+        if (k == 0) break;
+        if (k < 0)
+            return modattn_error(MODATTN_EFORMAT, "a damaged archive member %.200s: %s", name,
+                                 archive_error_string(a) ? archive_error_string(a) : "unreadable");
+        *n += (size_t)k;
+        if (*n > cap)
+            return modattn_error(MODATTN_ERANGE,
+                                 "expands past %zu bytes (--max-file-size): not read (a decompression bomb?)", cap);
+    }
+    (*d)[*n] = '\0';
+    return 0;
+}
+
+int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__archive_member_fn fn, void *ud) {
+    int st;
+    struct archive *a = open_archive(buf, len, &st);
+    if (!a) return st;
+    struct archive_entry *e;
+    char *d = NULL;
+    size_t dcap = 0;
+    for (;;) {
+        int r = archive_read_next_header(a, &e);
+        if (r == ARCHIVE_EOF) break;
+        if (r < ARCHIVE_WARN) {
+            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive: %s",
+                               archive_error_string(a) ? archive_error_string(a) : "unreadable entry");
+            break;
+        }
+        if (archive_entry_filetype(e) != AE_IFREG) continue;
+        const char *name = archive_entry_pathname(e);
+        char why[512] = "";
+        if (!name || !*name) {
+            snprintf(why, sizeof why, "a member without a name: not read");
+            name = "";
+        } else if (modattn__name_escapes(name)) {
+            snprintf(why, sizeof why, "its name escapes the archive (zip slip): not read");
+        } else if (archive_entry_is_encrypted(e)) {
+            snprintf(why, sizeof why, "an encrypted member: not read");
+        } else if (archive_entry_size_is_set(e) && archive_entry_size(e) > (la_int64_t)cap) {
+            snprintf(why, sizeof why, "%lld bytes, over the size cap of %zu bytes (--max-file-size): not read",
+                     (long long)archive_entry_size(e), cap);
+        } else {
+            size_t n = 0;
+            int rs = read_entry(a, name, cap, &d, &dcap, &n);
+            if (rs == MODATTN_ERANGE) {
+                snprintf(why, sizeof why, "%s", modattn_last_error());
+            } else if (rs == MODATTN_EFORMAT) {
+                st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+                                   archive_error_string(a) ? archive_error_string(a) : "unreadable data");
+                break;
+            } else if (rs) {
+                st = rs;
+                break;
+            } else {
+                if ((st = fn(ud, name, d, n, NULL))) break;
+                continue;
+            }
+        }
+        if ((st = fn(ud, name, NULL, 0, why))) break;
+        /* a member not read is skipped over; a truncated one shows here */
+        if (archive_read_data_skip(a) < ARCHIVE_WARN) {
+            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+                               archive_error_string(a) ? archive_error_string(a) : "unreadable data");
+            break;
+        }
+    }
+    modattn_free(d);
     archive_read_free(a);
     return st;
 }

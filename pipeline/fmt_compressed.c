@@ -75,7 +75,7 @@ int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn
     }
     data[n] = '\0';
     if (n >= 262 && memcmp(data + 257, "ustar", 5) == 0) {
-        st = modattn_error(MODATTN_EFORMAT, "a %s-compressed TAR archive (not read: archives are not walked yet)", what);
+        st = modattn_error(MODATTN_EFORMAT, "a %s-compressed TAR archive (not read: name it .tar.gz, .tgz, .tar.xz ... to walk it as a folder)", what);
         goto done;
     }
     if (modattn_utf16_bom(data, n)) {

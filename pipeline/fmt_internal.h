@@ -84,12 +84,23 @@ int modattn_archive_list(const char *buf, size_t len, int (*fn)(void *ud, const 
 /* One member's bytes (NUL-terminated, modattn_malloc'd), at most cap: MODATTN_ERANGE beyond
  * (a bomb stops there), MODATTN_EINVAL if there is no such member (or it is a folder). */
 int modattn_archive_read(const char *buf, size_t len, const char *member, size_t cap, char **out, size_t *out_len);
+/* Every regular member in archive order, in one pass, each with its bytes: fn(ud, name, data,
+ * n, why). A member that cannot be read alone (its name escapes the archive, it is encrypted, it
+ * expands past cap bytes) comes with data NULL and why saying so, and the walk goes on; fn
+ * returning non-zero stops it and is returned. A damaged or truncated archive stops the walk at
+ * that point with MODATTN_EFORMAT (the members before it were given). data is valid during the
+ * call only (NUL-terminated). Nothing is written anywhere. */
+typedef int (*modattn__archive_member_fn)(void *ud, const char *name, const char *data, size_t n, const char *why);
+int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__archive_member_fn fn, void *ud);
 /* The path of a member as stored and shown: "ARCHIVE!/MEMBER" (modattn_free). */
 char *modattn_archive_join(const char *archive_path, const char *member);
 /* Splits "a.zip!/in/b.zip!/x.txt" at its first "!/": *archive "a.zip", *member "in/b.zip!/x.txt"
  * (both modattn_malloc'd). 0 when there is no "!/" (then both NULL); 1 split; MODATTN_EFORMAT
  * when the path nests deeper than MODATTN_ARCHIVE_MAX_DEPTH or a member part escapes. */
 int modattn_archive_split(const char *path, char **archive, char **member);
+
+/* true if a member name would escape its archive ("../", absolute, a drive letter) (fmt_zip.c) */
+bool modattn__name_escapes(const char *name);
 
 /* ---- helpers shared by the extractors */
 /* Appends s, collapsing runs of white space to one space (owed separators as in html.c). */

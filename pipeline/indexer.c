@@ -38,6 +38,7 @@
 #include "pipeline/fmt_internal.h"
 #include "pipeline/indexer_stages.h"
 #include "pipeline/pipeline_internal.h"
+#include "pipeline/store_notes.h"
 
 #define DEFAULT_BATCH_CHUNKS 64
 #define CANCEL_SLICE 8 /* chunks per model call when a cancel hook is set */
@@ -46,6 +47,11 @@
  * attributes on one element) is some 30 ms and a few MB. PDFs always go to a child: a few KB of
  * FlateDecode can expand a thousandfold. */
 #define SMALL_HTML_BYTES 16384
+/* An archive walked as a folder (a.zip!/inner/file.txt): at most this many members are read, and
+ * at most ARCHIVE_TOTAL_FACTOR x --max-file-size bytes in all (each member at most --max-file-size);
+ * past either the rest is not read (an error for the archive). */
+#define ARCHIVE_MAX_MEMBERS 10000
+#define ARCHIVE_TOTAL_FACTOR 4
 
 /* ------------------------------------------------------------------ paths */
 
@@ -131,6 +137,15 @@ typedef struct pdoc {
     int32_t *ntok;   /* [nchunks] word pieces fed to the model, specials included */
     int64_t doc_id;
     bool remote;     /* another process embeds it (its vectors are fetched: stages->fetch) */
+    bool member;     /* a member of an archive (counted for progress with its archive) */
+    bool drop_note;  /* the store has a note for its path (a file skipped before): dropped with it */
+    /* an archive's note (no chunks): written after its members, in queue order, with the members
+     * the store has under it and this run did not meet removed */
+    bool archive_note;
+    bool archive_failed; /* the archive could not be read whole: no note, nothing removed */
+    bool member_errors;  /* some members were not read: no note (the next run reads it again) */
+    char **seen;         /* the member paths met (sorted when written) */
+    size_t nseen, cseen;
     /* incremental line counting for text files */
     size_t line_off;
     int64_t line_no;
@@ -457,6 +472,8 @@ static void dedupe_files(run *r) {
 
 static void pdoc_free(pdoc *d) {
     if (!d) return;
+    for (size_t i = 0; i < d->nseen; i++) modattn_free(d->seen[i]);
+    modattn_free(d->seen);
     modattn_free(d->path);
     modattn_doc_text_clear(&d->text);
     modattn_free(d->chunks);
@@ -548,6 +565,10 @@ typedef struct file_ctx {
     bool drop;                /* ... and what the store had for it goes */
     bool touch;               /* ... unchanged by content: its stored mtime and size updated */
     bool stopped;             /* the caller asked to stop while its text was extracted: not counted */
+    bool member;              /* a member of an archive (its bytes in buf from the start) */
+    int noted;                /* the store has a note for the path (1, in note) or not (0) */
+    modattn__note note;
+    const char *skip_reason;  /* skipped for its format: the note to keep (top-level files only) */
 } file_ctx;
 
 /* A file's outcome, counted as skipped and said (ev: skipped by policy or an error). */
@@ -616,6 +637,20 @@ static int classify_stat(run *r, file_entry *f, file_ctx *c) {
     } else if (c->same_chunking && c->old.size == c->size && c->old.mtime_ns == c->mtime) {
         r->stats->files_unchanged++;
         c->settled = true;
+    } else if (c->had == 0 && r->store) {
+        int k = c->noted = modattn__note_get(r->store, f->path, &c->note);
+        if (k < 0) return k;
+        if (k == 1 && c->note.size == c->size && c->note.mtime_ns == c->mtime) {
+            char chunking[64];
+            snprintf(chunking, sizeof chunking, "chunks of %d, overlap %zu", r->chunk_tokens, r->overlap);
+            if (strcmp(c->note.what, "archive") == 0 && strcmp(c->note.reason, chunking) == 0) {
+                r->stats->files_unchanged++; /* read whole before, unchanged since: its members too */
+                c->settled = true;
+            } else if (strcmp(c->note.what, "skipped") == 0) {
+                /* said when it was skipped; said again only to whoever asks (--verbose) */
+                settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, false, "%s" MODATTN__AS_BEFORE, c->note.reason);
+            }
+        }
     }
     return 0;
 }
@@ -670,10 +705,13 @@ static int classify_content(run *r, file_entry *f, file_ctx *c) {
 static int load_document(run *r, file_entry *f, file_ctx *c) {
     modattn_doc_kind kind = modattn_sniff_kind(f->path, (const unsigned char *)c->buf, c->len);
     if (kind == MODATTN_DOC_BINARY) {
-        /* "binary file", or which format it is and that it is not read ("a PNG image (unsupported format)") */
-        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "%s%s",
-                    modattn_sniff_unsupported(f->path, (const unsigned char *)c->buf, c->len),
+        /* "binary file", or which format it is and that it is not read ("a PNG image (unsupported
+         * format)"); the store remembers it (a file of its own: an archive's member goes with its
+         * archive) */
+        const char *why = modattn_sniff_unsupported(f->path, (const unsigned char *)c->buf, c->len);
+        settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "%s%s", why,
                     c->had == 1 ? " (its old entries removed)" : "");
+        if (!c->member) c->skip_reason = why;
         return 0;
     }
     if (modattn_utf16_bom(c->buf, c->len)) {
@@ -692,6 +730,8 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
     d->size = (int64_t)c->file_len;
     d->kind = kind;
     d->line_no = 1;
+    d->member = c->member;
+    d->drop_note = c->noted == 1;
     if (!modattn__kind_extracted(kind)) {
         d->text.text = c->buf; /* the file's bytes are the text: ranges point into the file */
         d->text.len = c->len;
@@ -769,7 +809,7 @@ static int embed_document(run *r, file_ctx *c) {
     r->tail = d;
     if (!d->remote) r->unqueued += d->nchunks;
     c->d = NULL;
-    close(c->fd);
+    if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     int st = 0;
     while (r->unqueued >= r->batch && !st && !cancelled(r)) st = flush_batch(r);
@@ -780,6 +820,17 @@ static int embed_document(run *r, file_ctx *c) {
 /* What settling a file means for the store: its old entries removed (it is not a document any
  * more), or its stored mtime and size brought up to date (unchanged by content). */
 static int settle_store(run *r, file_entry *f, file_ctx *c) {
+    if (c->skip_reason && r->store) {
+        modattn__note n;
+        memset(&n, 0, sizeof n);
+        n.size = c->size;
+        n.mtime_ns = c->mtime;
+        n.hash = c->hash;
+        snprintf(n.what, sizeof n.what, "skipped");
+        snprintf(n.reason, sizeof n.reason, "%s", c->skip_reason);
+        int st = modattn__note_put(r->store, f->path, &n);
+        if (st) return st;
+    }
     if (c->drop) {
         int st = modattn_store_delete_document(r->store, f->path);
         return st < 0 ? st : 0;
@@ -792,6 +843,7 @@ static int settle_store(run *r, file_entry *f, file_ctx *c) {
  * this file and the run goes on (what the store had is kept); counted for the progress line. */
 static int file_finish(run *r, file_entry *f, file_ctx *c, int st) {
     if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
     modattn_free(c->buf);
     pdoc_free(c->d);
     if (c->stopped && !st) return 0;
@@ -803,8 +855,233 @@ static int file_finish(run *r, file_entry *f, file_ctx *c, int st) {
               c->had == 1 ? " (its stored entries are kept)" : "");
         st = 0;
     }
-    if (!st) file_done(r, f->size);
+    if (!st && !c->member) file_done(r, f->size);
     return st;
+}
+
+/* ---- archives walked as folders: every member a document of its own, "a.zip!/inner/file.txt" */
+
+typedef struct arch_ctx {
+    run *r;
+    const char *path; /* the archive's ("a.zip", or "a.zip!/in/b.zip" nested) */
+    int depth;        /* 1: an archive on disk */
+    int64_t mtime;    /* the archive's on disk: its members' */
+    pdoc *note;       /* the archive on disk's note: the members met */
+    size_t *members;  /* counted across nesting */
+    uint64_t *total;
+    int st;           /* what stopped the walk (a run-stopping status) */
+} arch_ctx;
+
+static int index_member(arch_ctx *a, const char *path, const char *data, size_t n);
+
+static int note_seen(pdoc *note, const char *path) {
+    if (note->nseen == note->cseen) {
+        size_t nc = note->cseen ? note->cseen * 2 : 16;
+        char **nv = modattn_realloc(note->seen, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return modattn_mem_last_status();
+        note->seen = nv;
+        note->cseen = nc;
+    }
+    if (!(note->seen[note->nseen] = modattn_strdup(path, MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    note->nseen++;
+    return 0;
+}
+
+static int on_member(void *ud, const char *name, const char *data, size_t n, const char *why) {
+    arch_ctx *a = ud;
+    run *r = a->r;
+    if (cancelled(r)) return 1;
+    char *path = modattn_archive_join(a->path, name);
+    if (!path) return a->st = modattn_mem_last_status();
+    int st = 0;
+    if (why) {
+        r->stats->files_seen++;
+        r->stats->files_skipped++;
+        a->note->member_errors = true;
+        event(r, MODATTN_INDEX_ERROR, path, "%s", why);
+        if (!modattn__name_escapes(name)) st = note_seen(a->note, path); /* what the store has of it stays */
+    } else if (++*a->members > ARCHIVE_MAX_MEMBERS ||
+               (*a->total += n) > (uint64_t)ARCHIVE_TOTAL_FACTOR * r->max_bytes) {
+        a->note->archive_failed = true;
+        event(r, MODATTN_INDEX_ERROR, path,
+              "the archive holds more than %d members or %llu bytes (%d x --max-file-size): the rest is not read",
+              ARCHIVE_MAX_MEMBERS, (unsigned long long)ARCHIVE_TOTAL_FACTOR * r->max_bytes, ARCHIVE_TOTAL_FACTOR);
+        st = 1;
+    } else {
+        st = note_seen(a->note, path);
+        if (!st) st = index_member(a, path, data, n);
+    }
+    modattn_free(path);
+    if (st < 0) a->st = st;
+    return st;
+}
+
+/* The members of the archive in buf (at a's path); an archive-level failure is said (an error for
+ * the archive) and marks the note failed. */
+static int walk_archive(arch_ctx *a, const char *buf, size_t len) {
+    run *r = a->r;
+    int st = modattn__archive_each(buf, len, r->max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r->max_bytes,
+                                   on_member, a);
+    if (a->st) return a->st;
+    if (st == 1) return 0; /* stopped: said */
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st;
+    if (st) {
+        a->note->archive_failed = true;
+        r->stats->files_seen++;
+        r->stats->files_skipped++;
+        event(r, MODATTN_INDEX_ERROR, a->path, "cannot read the archive: %s", modattn_last_error());
+    }
+    return 0;
+}
+
+/* A member through the stages as a file would go (its bytes in memory, its time the archive's). */
+static int index_member(arch_ctx *a, const char *path, const char *data, size_t n) {
+    run *r = a->r;
+    file_entry fe = {(char *)path, n, 0, 0};
+    file_ctx c;
+    memset(&c, 0, sizeof c);
+    c.fd = -1;
+    c.member = true;
+    r->stats->files_seen++;
+    if (r->store && (c.had = modattn_store_find_document(r->store, path, &c.old)) < 0) return c.had;
+    int st = 0;
+    c.mtime = a->mtime;
+    c.size = (int64_t)n;
+    c.same_chunking = c.had == 1 && c.old.chunk_tokens == r->chunk_tokens && c.old.overlap == (int32_t)r->overlap;
+    if (n == 0) {
+        settle_skip(r, &c, path, MODATTN_INDEX_SKIPPED, true, "empty file%s",
+                    c.had == 1 ? " (its old entries removed)" : "");
+    } else {
+        if (!(c.buf = modattn_malloc(n + 1, MODATTN_MEM_OTHER))) return file_finish(r, &fe, &c, modattn_mem_last_status());
+        memcpy(c.buf, data, n);
+        c.buf[n] = '\0';
+        c.len = c.file_len = n;
+        c.hash = XXH3_64bits(c.buf, c.len);
+        r->stats->bytes_read += n;
+        st = classify_content(r, &fe, &c);
+    }
+    if (!st && !c.settled &&
+        modattn_sniff_kind(path, (const unsigned char *)c.buf, c.len) == MODATTN_DOC_BINARY &&
+        modattn_archive_sniff(path, (const unsigned char *)c.buf, c.len)) {
+        if (a->depth >= MODATTN_ARCHIVE_MAX_DEPTH) {
+            a->note->member_errors = true;
+            settle_skip(r, &c, path, MODATTN_INDEX_ERROR, true, "an archive nested deeper than %d archives: not read",
+                        MODATTN_ARCHIVE_MAX_DEPTH);
+        } else {
+            r->stats->files_seen--; /* its members are the documents */
+            if (c.had == 1 && (st = modattn_store_delete_document(r->store, path)) > 0) st = 0;
+            arch_ctx sub = *a;
+            sub.path = path;
+            sub.depth = a->depth + 1;
+            if (!st) st = walk_archive(&sub, c.buf, c.len);
+            return file_finish(r, &fe, &c, st);
+        }
+    }
+    if (!st && !c.settled) st = load_document(r, &fe, &c);
+    if (!st && !c.settled && !c.stopped) st = chunk_document(r, &fe, &c);
+    if (!st && !c.settled && !c.stopped) st = route_document(r, &c);
+    if (!st && c.settled && r->store) st = settle_store(r, &fe, &c);
+    if (st || c.settled || c.stopped) return file_finish(r, &fe, &c, st);
+    return embed_document(r, &c);
+}
+
+/* The documents the store has under "path!/" (members of an archive at path). */
+typedef struct member_list {
+    const char *prefix;
+    size_t plen;
+    char **v;
+    size_t n, cap;
+    int st;
+} member_list;
+
+static int collect_member(void *ud, const char *path) {
+    member_list *l = ud;
+    if (strncmp(path, l->prefix, l->plen) != 0) return 0;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        char **nv = modattn_realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return l->st = modattn_mem_last_status();
+        l->v = nv;
+        l->cap = nc;
+    }
+    if (!(l->v[l->n] = modattn_strdup(path, MODATTN_MEM_OTHER))) return l->st = modattn_mem_last_status();
+    l->n++;
+    return 0;
+}
+
+/* Removes the stored members of the archive at path that are not in seen (sorted; NULL: all),
+ * each said as pruned with why. */
+static int drop_members(run *r, const char *path, char **seen, size_t nseen, const char *why) {
+    member_list l = {0};
+    char *prefix = modattn_archive_join(path, "");
+    if (!prefix) return modattn_mem_last_status();
+    l.prefix = prefix;
+    l.plen = strlen(prefix);
+    int st = modattn_store_each_path(r->store, collect_member, &l);
+    if (l.st) st = l.st;
+    for (size_t i = 0; i < l.n && !st; i++) {
+        if (seen && bsearch(&l.v[i], seen, nseen, sizeof *seen, cmp_str)) continue;
+        int k = modattn_store_delete_document(r->store, l.v[i]);
+        if (k < 0) st = k;
+        else if (k == 1) {
+            r->stats->files_pruned++;
+            event(r, MODATTN_INDEX_PRUNED, l.v[i], "%s", why);
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) modattn_free(l.v[i]);
+    modattn_free(l.v);
+    modattn_free(prefix);
+    return st;
+}
+
+/* An archive on disk: its members through the stages, then its note queued after them. */
+static int index_archive(run *r, file_entry *f, file_ctx *c) {
+    r->stats->files_seen--; /* its members are the documents */
+    int st = 0;
+    if (c->had == 1 && r->store && (st = modattn_store_delete_document(r->store, f->path)) > 0) st = 0;
+    pdoc *note = modattn_calloc(1, sizeof *note, MODATTN_MEM_OTHER);
+    if (!note || !(note->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
+        pdoc_free(note);
+        return file_finish(r, f, c, modattn_mem_last_status());
+    }
+    note->archive_note = true;
+    note->hash = c->hash;
+    note->mtime_ns = c->mtime;
+    note->size = (int64_t)c->file_len;
+    size_t members = 0;
+    uint64_t total = 0;
+    arch_ctx a = {r, f->path, 1, c->mtime, note, &members, &total, 0};
+    if (!st) st = walk_archive(&a, c->buf, c->len);
+    if (st || cancelled(r)) {
+        pdoc_free(note);
+        if (cancelled(r) && !st) c->stopped = true;
+        return file_finish(r, f, c, st);
+    }
+    close(c->fd);
+    c->fd = -1;
+    modattn_free(c->buf);
+    c->buf = NULL;
+    if (r->tail) r->tail->next = note;
+    else r->head = note;
+    r->tail = note;
+    return write_ready(r, false); /* counted when its note is written */
+}
+
+/* Written in queue order after its members: the members the store has under it that the walk did
+ * not meet are removed, and (read whole, every member) its note says so for the next run. */
+static int write_archive_note(run *r, pdoc *d) {
+    if (!r->store || d->archive_failed) return 0;
+    if (d->nseen > 1) qsort(d->seen, d->nseen, sizeof *d->seen, cmp_str);
+    int st = drop_members(r, d->path, d->seen, d->nseen, "no longer in the archive");
+    if (st || d->member_errors) return st;
+    modattn__note n;
+    memset(&n, 0, sizeof n);
+    n.size = d->size;
+    n.mtime_ns = d->mtime_ns;
+    n.hash = d->hash;
+    snprintf(n.what, sizeof n.what, "archive");
+    snprintf(n.reason, sizeof n.reason, "chunks of %d, overlap %zu", r->chunk_tokens, r->overlap);
+    return modattn__note_put(r->store, d->path, &n);
 }
 
 /* One file through the stages. */
@@ -815,6 +1092,15 @@ static int index_file(run *r, file_entry *f) {
     st = classify_stat(r, f, &c);
     if (!st && !c.settled) st = read_content(r, f, &c);
     if (!st && !c.settled) st = classify_content(r, f, &c);
+    if (!st && !c.settled &&
+        modattn_sniff_kind(f->path, (const unsigned char *)c.buf, c.len) == MODATTN_DOC_BINARY &&
+        modattn_archive_sniff(f->path, (const unsigned char *)c.buf, c.len))
+        return index_archive(r, f, &c);
+    /* an archive before, something else now: its members go */
+    if (!st && !c.settled && r->store && c.noted == 1 && strcmp(c.note.what, "archive") == 0) {
+        st = drop_members(r, f->path, NULL, 0, "its archive is not an archive any more");
+        if (!st && (st = (int)modattn__note_delete(r->store, f->path, 0)) > 0) st = 0;
+    }
     if (!st && !c.settled) st = load_document(r, f, &c);
     if (!st && !c.settled && !c.stopped) st = chunk_document(r, f, &c);
     if (!st && !c.settled && !c.stopped) st = route_document(r, &c);
@@ -868,7 +1154,9 @@ static void pop_doc(run *r) {
     r->head = d->next;
     if (!r->head) r->tail = NULL;
     uint64_t size = (uint64_t)d->size;
+    bool member = d->member;
     pdoc_free(d);
+    if (member) return; /* counted with its archive */
     r->files_done++;
     r->bytes_done += size;
 }
@@ -891,6 +1179,8 @@ static int store_doc(run *r, pdoc *d) {
     sd.overlap = (int32_t)r->overlap;
     sd.nchunks = (int64_t)d->nchunks;
     if ((st = modattn_store_put_document(r->store, &sd))) goto fail;
+    if (d->drop_note && (st = (int)modattn__note_delete(r->store, d->path, 0)) > 0) st = 0;
+    if (st) goto fail;
     for (size_t i = 0; i < d->nchunks; i++) {
         const modattn_chunk *c = &d->chunks[i];
         modattn_store_chunk_in ci;
@@ -931,6 +1221,11 @@ fail:
 static int write_doc(run *r) {
     pdoc *d = r->head;
     int st;
+    if (d->archive_note) {
+        if ((st = write_archive_note(r, d))) return st;
+        pop_doc(r);
+        return 0;
+    }
     if (r->stages && r->stages->sink) {
         modattn__index_doc doc = {d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok};
         st = r->stages->sink(r->stages->ud, &doc);
@@ -1053,6 +1348,11 @@ static int collect_path(void *ud, const char *path) {
     return 0;
 }
 
+static int collect_note(void *ud, const char *path, const char *what) {
+    (void)what;
+    return collect_path(ud, path);
+}
+
 typedef struct stored_id {
     dev_t dev;
     ino_t ino;
@@ -1116,9 +1416,14 @@ static int prune(run *r) {
     if (!st) st = prune_same_files(r, &l);
     for (size_t i = 0; i < l.n && !st; i++) {
         struct stat sb;
-        if (stat(l.v[i], &sb) == 0 && S_ISREG(sb.st_mode)) continue;
-        if (stat(l.v[i], &sb) != 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
-            continue; /* it may exist: don't drop what we cannot see */
+        /* an archive's member lives as long as its archive (the walk of a changed archive
+         * removes the members it no longer holds) */
+        char *bang = strstr(l.v[i], "!/");
+        if (bang) *bang = '\0';
+        bool there = stat(l.v[i], &sb) == 0 && S_ISREG(sb.st_mode);
+        bool unsure = !there && errno != ENOENT && errno != ENOTDIR && errno != ELOOP;
+        if (bang) *bang = '!';
+        if (there || unsure) continue; /* unsure: it may exist, don't drop what we cannot see */
         int k = modattn_store_delete_document(r->store, l.v[i]);
         if (k < 0) st = k;
         else if (k == 1) {
@@ -1128,6 +1433,19 @@ static int prune(run *r) {
     }
     for (size_t i = 0; i < l.n; i++) modattn_free(l.v[i]);
     modattn_free(l.v);
+    /* the notes of files gone (archives, files skipped for their format) */
+    path_list nl = {0};
+    if (!st) st = modattn__note_each(r->store, collect_note, &nl);
+    if (nl.st) st = nl.st;
+    for (size_t i = 0; i < nl.n && !st; i++) {
+        struct stat sb;
+        if (stat(nl.v[i], &sb) == 0 && S_ISREG(sb.st_mode)) continue;
+        if (errno != ENOENT && errno != ENOTDIR && errno != ELOOP) continue;
+        int64_t k = modattn__note_delete(r->store, nl.v[i], 0);
+        if (k < 0) st = (int)k;
+    }
+    for (size_t i = 0; i < nl.n; i++) modattn_free(nl.v[i]);
+    modattn_free(nl.v);
     return st;
 }
 

@@ -171,12 +171,12 @@ const char *modattn_sniff_unsupported(const char *name, const unsigned char *h, 
     base = base ? base + 1 : (name ? name : "");
     if (!h) return "binary file";
     if (is_zip(h, len)) {
-        if (ends_with_ci(base, ".jar")) return "a Java archive (a ZIP: not read, archives are not walked yet)";
-        return "a ZIP archive (not read: archives are not walked yet)";
+        if (ends_with_ci(base, ".jar")) return "a Java archive (a ZIP: not read)";
+        return "a ZIP archive (not read)";
     }
-    if (len >= 262 && memcmp(h + 257, "ustar", 5) == 0) return "a TAR archive (not read: archives are not walked yet)";
+    if (len >= 262 && memcmp(h + 257, "ustar", 5) == 0) return "a TAR archive (not read)";
     const char *c = compression(h, len);
-    if (c && tar_name(base)) return "a compressed TAR archive (not read: archives are not walked yet)";
+    if (c && tar_name(base)) return "a compressed TAR archive (not read)";
     static const struct {
         size_t off, n;
         const char *magic, *what;

@@ -88,7 +88,8 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
  * line followed by headers; gzip/bzip2/xz/zstd magic (not a .tar.*: that is an archive). */
 
 /* For a file sniffed as MODATTN_DOC_BINARY: why it is not read, naming its format when it is
- * known ("a ZIP archive (not read: archives are not walked yet)", "a PNG image (unsupported
+ * known ("a ZIP archive (not read)": the indexer walks the archives it can read as folders;
+ * "a PNG image (unsupported
  * format)"), else "binary file". Never NULL; a static string. */
 const char *modattn_sniff_unsupported(const char *name, const unsigned char *head, size_t len);
 
