@@ -1,6 +1,7 @@
 /* cli/cmd_docs.c — managing a store's documents: `modattn ls` lists them (path, chunks, bytes, the
  * file's time when indexed), `modattn rm PATH...` removes documents (a folder: every document under
- * it) and brings the vector file and the ANN index up to date, as `index --prune` does. */
+ * it; an archive: its members, "a.zip!/inner/file.txt") and brings the vector file and the ANN
+ * index up to date, as `index --prune` does. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -14,6 +15,7 @@
 #include "cli/cli.h"
 #include "modattn/ann.h"
 #include "modattn/store.h"
+#include "pipeline/store_notes.h"
 
 typedef struct doc_list {
     char **v;
@@ -25,7 +27,26 @@ typedef struct doc_list {
 static bool under(const char *path, const char *root) {
     size_t k = strlen(root);
     while (k > 1 && root[k - 1] == '/') k--;
-    return strncmp(path, root, k) == 0 && (path[k] == '\0' || path[k] == '/');
+    /* under a folder, or a member of an archive (or of a folder inside one): "a.zip!/..." */
+    return strncmp(path, root, k) == 0 && (path[k] == '\0' || path[k] == '/' || (path[k] == '!' && path[k + 1] == '/'));
+}
+
+/* Stored paths are absolute and real: PATH as the file system names it now, or (a file already
+ * gone, an archive's member) made absolute from the current folder, its archive's part real. */
+static void stored_form(const char *path, char *abs, size_t len) {
+    if (realpath(path, abs)) return;
+    const char *bang = strstr(path, "!/");
+    if (bang) {
+        char arch[PATH_MAX], real[PATH_MAX];
+        snprintf(arch, sizeof arch, "%.*s", (int)(bang - path), path);
+        if (realpath(arch, real)) {
+            snprintf(abs, len, "%.2000s%.2000s", real, bang);
+            return;
+        }
+    }
+    char cwd[PATH_MAX];
+    if (path[0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(abs, len, "%s", path);
+    else snprintf(abs, len, "%.2000s/%.2000s", cwd, path);
 }
 
 static int collect(void *ud, const char *path) {
@@ -79,7 +100,10 @@ int cli_cmd_ls(cli_globals *g, int argc, char **argv) {
         }
     }
     char real[PATH_MAX];
-    if (prefix && realpath(prefix, real)) prefix = real;
+    if (prefix) {
+        stored_form(prefix, real, sizeof real);
+        prefix = real;
+    }
     modattn_store *s = NULL;
     int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
     if (st) return cli_fail("ls: opening the store", st);
@@ -138,8 +162,9 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
         const char *v;
         if (cli_is_help(argv[i])) {
             printf("usage: modattn rm [--db FILE] [--quiet] PATH...\n\n"
-                   "Removes documents from a store: a file's document, or every document under a folder\n"
-                   "(the files themselves are not touched), then brings the vector file and the ANN index\n"
+                   "Removes documents from a store: a file's document, every document under a folder, an\n"
+                   "archive's members, or one member (ARCHIVE!/MEMBER) (the files themselves are not\n"
+                   "touched; a removed file or member comes back with the next `index` of it), then brings the vector file and the ANN index\n"
                    "up to date, as `index --prune` does. A PATH the store holds nothing of is an error\n"
                    "(exit 1) after the others are removed.\n"
                    "  --db FILE   the store (default ./" MODATTN_STORE_DEFAULT_PATH ")\n"
@@ -171,11 +196,7 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
         /* stored paths are absolute and real: the PATH as the file system names it now, or (a file
          * already gone) made absolute from the current folder */
         char abs[PATH_MAX];
-        if (!realpath(paths[i], abs)) {
-            char cwd[PATH_MAX];
-            if (paths[i][0] == '/' || !getcwd(cwd, sizeof cwd)) snprintf(abs, sizeof abs, "%s", paths[i]);
-            else snprintf(abs, sizeof abs, "%.2000s/%.2000s", cwd, paths[i]);
-        }
+        stored_form(paths[i], abs, sizeof abs);
         doc_list l = {NULL, 0, 0, abs, 0};
         st = modattn_store_each_path(s, collect, &l);
         if (!st) st = l.st;
@@ -193,7 +214,18 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
         }
         list_free(&l);
         removed += here;
-        if (!st && !here) {
+        /* what the store remembers of files there (an archive read whole, a file skipped for its
+         * format) goes too; a member removed: its archive is read again by the next index */
+        int64_t notes = 0;
+        if (!st && (notes = modattn__note_delete(s, abs, 1)) < 0) st = (int)notes;
+        char *bang = strstr(abs, "!/");
+        if (!st && bang) {
+            *bang = '\0';
+            int64_t k = modattn__note_delete(s, abs, 0);
+            if (k < 0) st = (int)k;
+            *bang = '!';
+        }
+        if (!st && !here && !notes) {
             char pb[PATH_MAX * 2];
             fprintf(stderr, "modattn rm: %s: the store holds no document there\n", cli_term_text(paths[i], pb, sizeof pb));
             rc = 1;
