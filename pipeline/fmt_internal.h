@@ -92,6 +92,12 @@ int modattn_archive_read(const char *buf, size_t len, const char *member, size_t
  * call only (NUL-terminated). Nothing is written anywhere. */
 typedef int (*modattn__archive_member_fn)(void *ud, const char *name, const char *data, size_t n, const char *why);
 int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__archive_member_fn fn, void *ud);
+/* The attachments of an e-mail (.eml) or of every message of a mailbox, in order, decoded, each
+ * given to fn as an archive's member is: its name the attachment's file name ("report.pdf";
+ * "attachment-N" without one; path separators replaced; made distinct with " (2)"), under the
+ * message's number in a mailbox ("3/report.pdf"). One over cap comes with data NULL and why. */
+int modattn__mail_each_attachment(const char *buf, size_t len, size_t cap, bool mbox, modattn__archive_member_fn fn,
+                                  void *ud);
 /* The path of a member as stored and shown: "ARCHIVE!/MEMBER" (modattn_free). */
 char *modattn_archive_join(const char *archive_path, const char *member);
 /* Splits "a.zip!/in/b.zip!/x.txt" at its first "!/": *archive "a.zip", *member "in/b.zip!/x.txt"

@@ -142,6 +142,7 @@ typedef struct pdoc {
     /* an archive's note (no chunks): written after its members, in queue order, with the members
      * the store has under it and this run did not meet removed */
     bool archive_note;
+    bool container_doc;  /* ... of a container that is a document itself (an e-mail): no note */
     bool archive_failed; /* the archive could not be read whole: no note, nothing removed */
     bool member_errors;  /* some members were not read: no note (the next run reads it again) */
     char **seen;         /* the member paths met (sorted when written) */
@@ -753,8 +754,10 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
         st = modattn_extract_html(c->buf, c->len, &d->text);
     else
         st = modattn__extract_isolated(kind, c->buf, c->len, &r->xlim, &d->text, &c->stopped);
-    modattn_free(c->buf);
-    c->buf = NULL;
+    if (kind != MODATTN_DOC_EMAIL && kind != MODATTN_DOC_MBOX) { /* mail: kept for its attachments */
+        modattn_free(c->buf);
+        c->buf = NULL;
+    }
     if (c->stopped) { /* the caller asked to stop: this file is not done, nor counted */
         r->stats->files_seen--;
         return 0;
@@ -809,6 +812,8 @@ static int embed_document(run *r, file_ctx *c) {
     r->tail = d;
     if (!d->remote) r->unqueued += d->nchunks;
     c->d = NULL;
+    modattn_free(c->buf); /* an e-mail's bytes, kept for its attachments */
+    c->buf = NULL;
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     int st = 0;
@@ -1067,13 +1072,45 @@ static int index_archive(run *r, file_entry *f, file_ctx *c) {
     return write_ready(r, false); /* counted when its note is written */
 }
 
+/* An e-mail's attachments, each a document of its own (mail.eml!/report.pdf), queued before the
+ * message itself: the message is written last, so that a kill before it leaves the message to be
+ * read again, attachments and all. The attachments the store has that the message no longer
+ * holds are removed after the new ones are written. */
+static int index_attachments(run *r, file_entry *f, file_ctx *c) {
+    pdoc *note = modattn_calloc(1, sizeof *note, MODATTN_MEM_OTHER);
+    if (!note || !(note->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
+        pdoc_free(note);
+        return modattn_mem_last_status();
+    }
+    note->archive_note = note->container_doc = true;
+    note->member = true; /* the message counts for progress */
+    size_t members = 0;
+    uint64_t total = 0;
+    arch_ctx a = {r, f->path, 1, c->mtime, note, &members, &total, 0};
+    int st = modattn__mail_each_attachment(c->buf, c->len, r->max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r->max_bytes,
+                                           c->d->kind == MODATTN_DOC_MBOX, on_member, &a);
+    modattn_free(c->buf);
+    c->buf = NULL;
+    if (a.st) st = a.st;
+    if (st == 1 || cancelled(r)) st = 0, note->archive_failed = true;
+    if (st) {
+        pdoc_free(note);
+        return st;
+    }
+    if (r->tail) r->tail->next = note;
+    else r->head = note;
+    r->tail = note;
+    return 0;
+}
+
 /* Written in queue order after its members: the members the store has under it that the walk did
  * not meet are removed, and (read whole, every member) its note says so for the next run. */
 static int write_archive_note(run *r, pdoc *d) {
     if (!r->store || d->archive_failed) return 0;
     if (d->nseen > 1) qsort(d->seen, d->nseen, sizeof *d->seen, cmp_str);
-    int st = drop_members(r, d->path, d->seen, d->nseen, "no longer in the archive");
-    if (st || d->member_errors) return st;
+    int st = drop_members(r, d->path, d->seen, d->nseen,
+                          d->container_doc ? "no longer attached to the message" : "no longer in the archive");
+    if (st || d->member_errors || d->container_doc) return st;
     modattn__note n;
     memset(&n, 0, sizeof n);
     n.size = d->size;
@@ -1106,6 +1143,9 @@ static int index_file(run *r, file_entry *f) {
     if (!st && !c.settled && !c.stopped) st = route_document(r, &c);
     if (!st && c.settled) st = settle_store(r, f, &c);
     if (st || c.settled || c.stopped) return file_finish(r, f, &c, st);
+    if (c.buf && (c.d->kind == MODATTN_DOC_EMAIL || c.d->kind == MODATTN_DOC_MBOX) &&
+        (st = index_attachments(r, f, &c)))
+        return file_finish(r, f, &c, st);
     return embed_document(r, &c);
 }
 

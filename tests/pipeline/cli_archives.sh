@@ -35,12 +35,14 @@ first() { # first QUERY PATH-SUFFIX: the top hit of a keyword search for QUERY e
 idx --json "$T/good" > "$T/i1.json" 2> "$T/i1.err"
 rc=$?
 check "good archives: exit 0 ($rc: $(head -c 400 "$T/i1.err"))" test $rc -eq 0
-check "good archives: 9 documents, 2 PNGs skipped: $(head -c 800 "$T/i1.json")" \
-  j "$T/i1.json" "j['files_indexed'] == 9 and j['files_skipped'] == 2 and not j['errors'] and sorted(s['reason'] for s in j['skipped']) == ['a PNG image (unsupported format)'] * 2 or j"
+check "good archives: 13 documents, 3 PNGs skipped: $(head -c 800 "$T/i1.json")" \
+  j "$T/i1.json" "j['files_indexed'] == 13 and j['files_skipped'] == 3 and not j['errors'] and sorted(s['reason'] for s in j['skipped']) == ['a PNG image (unsupported format)'] * 3 or j"
 for pair in "zebra:bundle.zip!/inner/file.txt" "quantum:bundle.zip!/inner/notes.md" \
             "lighthouse:bundle.zip!/nested/b.zip!/deep.txt" "budget:bundle.zip!/office/budget.docx" \
             "volcano:docs.tar!/docs/volcano.txt" "glacier:docs.tar.gz!/docs/glacier.txt" \
-            "desert:docs.tar.bz2!/docs/desert.txt" "monsoon:docs.tar.xz!/docs/monsoon.txt" "bread:plain.txt"; do
+            "desert:docs.tar.bz2!/docs/desert.txt" "monsoon:docs.tar.xz!/docs/monsoon.txt" "bread:plain.txt" \
+            "harvest:mail.eml" "penguin:mail.eml!/notes.txt" "walrus:mail.eml!/notes (2).txt" \
+            "marble:mail.eml!/.._.._bundle.zip!/inside/story.txt"; do
   w=${pair%%:*}; p=${pair#*:}
   check "'$w member phrase' finds $p first" first "$w member phrase" "/good/$p"
 done
@@ -48,7 +50,7 @@ done
 # a re-run: every archive unchanged (not opened), the PNG not said again; --verbose says it
 idx --json "$T/good" > "$T/i2.json" 2> "$T/i2.err"
 check "re-run: nothing indexed, the archives and plain.txt unchanged: $(head -c 600 "$T/i2.json")" \
-  j "$T/i2.json" "j['files_indexed'] == 0 and j['files_unchanged'] == 6 or j"
+  j "$T/i2.json" "j['files_indexed'] == 0 and j['files_unchanged'] == 7 or j"
 check "re-run: pic.png (skipped before, unchanged) not listed: $(head -c 600 "$T/i2.json")" \
   j "$T/i2.json" "not any(s['path'].endswith('/pic.png') for s in j['skipped'])"
 idx "$T/good" > /dev/null 2> "$T/i3.err"
@@ -79,6 +81,15 @@ check "changed member found by its new phrase" first "okapi member phrase" "/goo
 "$BIN" ls --json --db "$DB" "$T/good/bundle.zip" > "$T/ls1.json"
 check "ls ARCHIVE lists its 3 members: $(cat "$T/ls1.json")" \
   j "$T/ls1.json" "sorted(d['path'].split('!/', 1)[1] for d in j['documents']) == ['inner/file.txt', 'nested/b.zip!/deep.txt', 'office/budget.docx'] or j"
+
+# a changed e-mail: the message and its attachments read again, the attachment gone dropped
+python3 "$FX" "$T/fx2" --mail-changed >/dev/null && cp "$T/fx2/good/mail.eml" "$T/good/mail.eml"
+idx --json "$T/good" > "$T/m1.json" 2>/dev/null
+check "changed e-mail: the message re-indexed, its removed attachment dropped: $(head -c 800 "$T/m1.json")" \
+  j "$T/m1.json" "j['files_indexed'] == 1 and j['files_pruned'] == 1 or j"
+"$BIN" ls --json --db "$DB" "$T/good/mail.eml" > "$T/lsm.json"
+check "ls MAIL: the message and its 2 attachments left: $(cat "$T/lsm.json")" \
+  j "$T/lsm.json" "sorted(d['path'].rsplit('/good/', 1)[1] for d in j['documents']) == ['mail.eml', 'mail.eml!/.._.._bundle.zip!/inside/story.txt', 'mail.eml!/notes.txt'] or j"
 
 # rm: one member, then the archive (its members); the next index brings them back
 "$BIN" rm --quiet --db "$DB" "$T/good/bundle.zip!/office/budget.docx"

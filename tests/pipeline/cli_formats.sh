@@ -25,7 +25,7 @@ check "every format indexed, the zip walked as a folder: $(head -c 1500 "$T/i.js
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["files_skipped"] == 0 and not j["errors"], j
-assert j["files_indexed"] >= 17, j
+assert j["files_indexed"] >= 18, j
 PY
 for pair in "budget.docx:docx alpha phrase" "deck.pptx:pptx omega phrase" "sheet.xlsx:xlsx alpha phrase" \
             "memo.odt:odt alpha phrase" "talk.odp:odp omega phrase" "calc.ods:ods alpha phrase" \
@@ -33,7 +33,7 @@ for pair in "budget.docx:docx alpha phrase" "deck.pptx:pptx omega phrase" "sheet
             "note.eml:coffee shop closes at noon on Sunday" "inbox.mbox:mbox alpha phrase" \
             "README.gz:gz alpha phrase" "notes.txt.bz2:bz2 omega phrase" "notes.txt.xz:xz alpha phrase" \
             "page.html.gz:htmlgz alpha phrase" "bundle.zip!/inner/file.txt:archive member phrase" \
-            "bundle.zip!/inner/b.zip!/deep.txt:nested text"; do
+            "bundle.zip!/inner/b.zip!/deep.txt:nested text" "note.eml!/report.pdf:attachment pdf phrase"; do
   f=${pair%%:*}; q=${pair#*:}
   "$BIN" search --json --model "$MODEL" --db "$DB" -k 3 --mode keyword "$q" > "$T/s.json" 2>"$T/s.err"
   check "'$q' finds $f first: $(head -c 400 "$T/s.json") $(head -c 300 "$T/s.err")" python3 - "$T/s.json" "$f" <<'PY'

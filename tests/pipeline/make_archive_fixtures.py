@@ -2,13 +2,16 @@
 """tests/pipeline/make_archive_fixtures.py OUTDIR — the archives cli_archives.sh indexes, written
 with the standard library's zipfile/tarfile (nothing from the network):
   OUTDIR/good:    bundle.zip (a folder, a Markdown file, a PNG, a nested zip, a DOCX), docs.tar,
-                  docs.tar.gz, docs.tar.bz2, docs.tar.xz, pic.png (unsupported), plain.txt;
+                  docs.tar.gz, docs.tar.bz2, docs.tar.xz, pic.png (unsupported), plain.txt,
+                  mail.eml (Python's email writer: two attachments named notes.txt, a PNG, a zip
+                  named "../../bundle.zip");
   OUTDIR/hostile: slip.zip (a "../" and an absolute member beside a good one), encrypted.zip (an
                   encrypted member beside a plain one), truncated.zip (cut in its second member),
                   bomb.zip (a member inflating past --max-file-size beside a good one), deep.zip
                   (archives nested three deep), many.zip (10,005 members: past the member cap).
 Each good member carries a phrase of its own ("<name> member phrase") that the test searches for."""
 import io, os, sys, tarfile, zipfile
+from email.message import EmailMessage
 
 out = sys.argv[1]
 good, hostile = os.path.join(out, "good"), os.path.join(out, "hostile")
@@ -53,6 +56,28 @@ for ext, mode in (("tar", "w"), ("tar.gz", "w:gz"), ("tar.bz2", "w:bz2"), ("tar.
     tar(os.path.join(good, "docs." + ext), mode, [("docs/%s.txt" % word, ("%s member phrase: a story about the %s" % (word, word)).encode())])
 open(os.path.join(good, "pic.png"), "wb").write(PNG)
 open(os.path.join(good, "plain.txt"), "w").write("bread member phrase: yeast makes the dough rise")
+
+
+def mail(attachments):
+    m = EmailMessage()
+    m["From"], m["To"], m["Subject"] = "ann@example.org", "bob@example.org", "Quarterly figures"
+    m.set_content("harvest member phrase: the figures are attached, see you at the harvest festival")
+    for data, maintype, subtype, name in attachments:
+        if maintype == "text":
+            m.add_attachment(data, filename=name)
+        else:
+            m.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    return bytes(m)
+
+
+ATTACHMENTS = [("penguin member phrase: the colony moved north", "text", "plain", "notes.txt"),
+               (PNG, "image", "png", "chart.png"),
+               (zbytes([("inside/story.txt", "marble member phrase: the quarry under the hill")]), "application", "zip",
+                "../../bundle.zip"),
+               ("walrus member phrase: a second file named notes.txt", "text", "plain", "notes.txt")]
+open(os.path.join(good, "mail.eml"), "wb").write(mail(ATTACHMENTS))
+if len(sys.argv) > 2 and sys.argv[2] == "--mail-changed":  # the message without its last attachment
+    open(os.path.join(good, "mail.eml"), "wb").write(mail(ATTACHMENTS[:3]))
 
 # ---- hostile
 open(os.path.join(hostile, "slip.zip"), "wb").write(zbytes([

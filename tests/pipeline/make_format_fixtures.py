@@ -129,6 +129,12 @@ rtf = (r"{\rtf1\ansi\ansicpg1252\deff0{\fonttbl{\f0\fswiss Helvetica;}}{\colortb
 open(path("letter.rtf"), "w").write(rtf)
 
 # ---- e-mail: multipart/alternative (plain preferred), quoted-printable, base64 ISO-8859-1, attachment
+# the e-mail's attachment: a real one-page PDF (hostile_files.py's writer), a document of its own
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hostile_files  # noqa: E402
+hostile_files.write_pdf(path("report.pdf.tmp"), [hostile_files.page_of("attachment pdf phrase")])
+report_pdf = __import__("base64").encodebytes(open(path("report.pdf.tmp"), "rb").read()).decode()
+os.remove(path("report.pdf.tmp"))
 eml = """From: =?UTF-8?Q?Zo=C3=A9?= <zoe@example.org>
 To: Bob <bob@example.org>
 Subject: =?ISO-8859-1?Q?email_alpha_phrase_caf=E9?=
@@ -163,7 +169,7 @@ Content-Type: application/pdf; name="report.pdf"
 Content-Disposition: attachment; filename="report.pdf"
 Content-Transfer-Encoding: base64
 
-JVBERi0xLjQK
+""" + report_pdf + """
 --OUTER--
 """
 open(path("note.eml"), "w").write(eml)
