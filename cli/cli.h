@@ -89,6 +89,7 @@ bool cli_hf_snapshot(const char *repo_dir, char *out, size_t len);
 int cli_cmd_models(cli_globals *g, int argc, char **argv);
 int cli_cmd_ls(cli_globals *g, int argc, char **argv);
 int cli_cmd_rm(cli_globals *g, int argc, char **argv);
+int cli_cmd_export(cli_globals *g, int argc, char **argv); /* cli/cmd_export.c */
 /* The same, but a store that records the model folder it was indexed with (modattn index does) and
  * whose folder is still there comes first after --model and MODATTN_MODEL: a store remembers its
  * model. store may be NULL; db (when store is NULL and db exists) is peeked read-only. */

@@ -25,6 +25,7 @@ static const cli_command k_commands[] = {
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query", cli_cmd_search_mpi},
     {"ls", cli_cmd_ls, "list the documents a store holds: path, chunks, bytes, when", NULL},
     {"rm", cli_cmd_rm, "remove documents (a file's, or every one under a folder) from a store", NULL},
+    {"export", cli_cmd_export, "write a store's chunks and vectors as JSON Lines or a NumPy .npy file", NULL},
     {"stats", cli_cmd_stats, "what a store holds: documents, vectors, bytes per vector, its index and recall", NULL},
     {"devices", cli_cmd_devices, "list the devices found (CPU, OpenCL, XLA), their memory, and what runs on each", NULL},
     {"models", cli_cmd_models, "list the models found by name (--model NAME): folders, the Hugging Face cache", NULL},
