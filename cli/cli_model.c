@@ -172,6 +172,16 @@ const char *cli_model_dir_for_store(const char *given, modattn_store *store, con
     int st = store ? modattn_store_get_model_dir(store, buf, len) : MODATTN_ENOTFOUND;
     modattn_store_close(own);
     if (st == 0 && access(buf, F_OK) == 0) return buf;
+    if (st == 0 && buf[0]) {
+        /* recorded, and gone: say where it was and how to point at its new place, before the
+         * default model is tried (a store of another model is then refused, naming both) */
+        char shown[PATH_MAX + 64];
+        fprintf(stderr,
+                "modattn: note: this store's model was loaded from %s, which is not there any more (moved or "
+                "removed): give its new place with --model DIR (or MODATTN_MODEL); `modattn index --model DIR` "
+                "records it in the store\n",
+                cli_term_text(buf, shown, sizeof shown));
+    }
     modattn_clear_error();
     return cli_model_dir(NULL, buf, len);
 }

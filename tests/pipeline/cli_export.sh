@@ -4,7 +4,8 @@
 # row file. The .npy is read by numpy when it is importable, else by a reader of the format's
 # header here (the magic, version 1.0, the header dict, then the rows); either way its rows must
 # equal the JSON vectors bit for bit, and each vector must be the embedding of its chunk's text
-# (`modattn embed`, cosine >= 0.99999), its text the file's bytes start..end.
+# (`modattn embed`, cosine >= 0.99999), its text the file's bytes start..end. Also: a store whose
+# recorded model folder has moved says so, naming the old path and the fix.
 set -u
 BIN=$1
 MODEL=$2
@@ -85,4 +86,18 @@ check "--no-vectors: no vector field" python3 -c "import json,sys; r=[json.loads
 "$BIN" export --db "$T/none.db" > /dev/null 2> "$T/x.err"
 rc=$?
 check "a missing store: exit 1 with a message ($rc: $(cat "$T/x.err"))" test $rc -eq 1 -a -s "$T/x.err"
+
+# the store's model folder moved: the note names where it was and the fix; --model at its new
+# place works, and `index --model` records it so that a plain search works again
+mkdir "$T/m" && ln -s "$(realpath "$MODEL")"/* "$T/m/"
+"$BIN" index --quiet --model "$T/m" --db "$T/m.db" "$T/docs" > /dev/null 2>&1 || bad "index with the linked model"
+mv "$T/m" "$T/m2"
+"$BIN" search --db "$T/m.db" "zebra herd" > /dev/null 2> "$T/mv.err"
+check "moved model folder: the note names the old path and the fix: $(cat "$T/mv.err")" \
+  grep -q "this store's model was loaded from $T/m, which is not there any more.*--model DIR" "$T/mv.err"
+"$BIN" index --quiet --model "$T/m2" --db "$T/m.db" "$T/docs" > /dev/null 2>&1
+"$BIN" search --db "$T/m.db" "zebra herd" > "$T/mv.out" 2> "$T/mv2.err"
+rc=$?
+check "after index --model NEW: a plain search works, no note ($rc: $(cat "$T/mv2.err"))" \
+  test $rc -eq 0 -a ! -s "$T/mv2.err"
 finish cli_export
