@@ -90,6 +90,11 @@ int cli_cmd_models(cli_globals *g, int argc, char **argv);
 int cli_cmd_ls(cli_globals *g, int argc, char **argv);
 int cli_cmd_rm(cli_globals *g, int argc, char **argv);
 int cli_cmd_export(cli_globals *g, int argc, char **argv); /* cli/cmd_export.c */
+struct cli_index_args;
+struct cli_index_job;
+/* `index --watch` after the first pass: passes on file system events until SIGINT/SIGTERM; the
+ * exit status (cli/cmd_watch.c) */
+int cli_index_watch(const struct cli_index_args *a, struct cli_index_job *j);
 /* The same, but a store that records the model folder it was indexed with (modattn index does) and
  * whose folder is still there comes first after --model and MODATTN_MODEL: a store remembers its
  * model. store may be NULL; db (when store is NULL and db exists) is peeked read-only. */
@@ -195,6 +200,8 @@ void cli_line_error(const char *cmd, const char *what, size_t lineno, int r);
 typedef struct cli_index_args {
     const char *db, *model_dir;               /* --db (default MODATTN_STORE_DEFAULT_PATH), --model */
     bool json, quiet, prune, verbose;
+    bool watch;                               /* --watch: keep the store current (cli/cmd_watch.c) */
+    double debounce_s;                        /* --debounce (watch: quiet time before a pass) */
     double wait_s, file_timeout_s;            /* --wait, --file-timeout (0: no limit) */
     long long chunk_tokens, overlap, batch;   /* 0, -1, 0: the library's defaults */
     int64_t max_size;                         /* --max-file-size (0: the default) */

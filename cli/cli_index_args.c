@@ -15,7 +15,7 @@ void cli_index_usage(FILE *f) {
             "usage: modattn index [--db FILE] [--model DIR] [--json] [--quiet] [--verbose] [--prune]\n"
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
-            "                     [--file-timeout SECONDS]\n"
+            "                     [--file-timeout SECONDS] [--watch [--debounce SECONDS]]\n"
             "                     [PATH...]\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "With no PATH, the folders and files the store was indexed from are indexed again\n"
@@ -72,6 +72,14 @@ void cli_index_usage(FILE *f) {
             "                       rescore=N (candidates scored again exactly); 0 or absent:\n"
             "                       defaults for the store's size (README: Large corpora)\n"
             "  --mpi                under mpirun -np N: embed on N processes, one store (README: MPI)\n"
+            "  --watch              after indexing, keep the store current: the folders are\n"
+            "                       watched (inotify) and, once events stop for --debounce\n"
+            "                       seconds (default 0.5), indexed again with --prune (new,\n"
+            "                       changed and removed files; each document in its own\n"
+            "                       transaction, as always). A watched folder removed is\n"
+            "                       pruned and picked up again when it comes back. Runs until\n"
+            "                       SIGINT or SIGTERM, which stop it cleanly (exit 0; a pass\n"
+            "                       under way stops between documents, what it wrote stays)\n"
             "  --wait SECONDS       how long to wait for another writer of the store (another\n"
             "                       `modattn index`) to let go of its lock, saying so after half\n"
             "                       a second (default 60; 0: fail at once). A writer holds it\n"
@@ -117,6 +125,10 @@ static int take_option(int argc, char **argv, int *i, bool say, cli_index_args *
     else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) a->quiet = true;
     else if (strcmp(s, "--prune") == 0) a->prune = true;
     else if (strcmp(s, "--verbose") == 0 || strcmp(s, "-v") == 0) a->verbose = true;
+    else if (strcmp(s, "--watch") == 0) a->watch = true;
+    else if ((v = cli_opt_value(argc, argv, i, "--debounce", &missing))) {
+        if (cli_parse_double_say("index --debounce", v, 0.01, 3600, false, say, &a->debounce_s) != 0) return 2;
+    }
     else if ((v = cli_opt_value(argc, argv, i, "--db", &missing))) a->db = v;
     else if ((v = cli_opt_value(argc, argv, i, "--model", &missing))) a->model_dir = v;
     else if ((v = cli_opt_value(argc, argv, i, "--chunk-tokens", &missing))) {
@@ -159,6 +171,7 @@ int cli_index_parse(int argc, char **argv, bool say, cli_index_args *a) {
     a->wait_s = MODATTN_STORE_DEFAULT_WAIT_S;
     a->file_timeout_s = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
     a->overlap = -1;
+    a->debounce_s = 0.5;
     a->kind = MODATTN_ANN_NONE;
     if (!(a->paths = calloc((size_t)argc + 1, sizeof *a->paths))) {
         SAY("modattn: index: out of memory\n");

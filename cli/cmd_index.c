@@ -135,6 +135,10 @@ int cli_cmd_index(cli_globals *g, int argc, char **argv) {
     memset(&j, 0, sizeof j);
     rc = index_run(g, &a, &j);
     if (!rc) rc = cli_index_print(&a, &j, 0);
+    if (a.watch && (rc == 0 || rc == 3) && !j.st) {
+        fflush(stdout);
+        rc = cli_index_watch(&a, &j);
+    }
     cli_index_job_free(&j);
     cli_index_args_free(&a);
     return rc;
