@@ -97,6 +97,8 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                     bad = 1;
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
             if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
+                json_object_set_new(o, "chunk_id", json_integer((json_int_t)c->id)) ||
+                json_object_set_new(o, "kind", json_string(c->kind ? c->kind : "")) ||
                 json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
                 json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
                 json_object_set_new(o, "line", json_integer((json_int_t)c->line)) ||

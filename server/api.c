@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <glib.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -619,7 +620,12 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
         tb_path(&b, c->path);
         srv_buf_printf(&b, ",\"kind\":");
         tb_json_string(&b, c->kind);
-        srv_buf_printf(&b, ",\"start\":%lld,\"end\":%lld,", (long long)c->start, (long long)c->end);
+        srv_buf_printf(&b, ",\"chunk_id\":%lld,\"start\":%lld,\"end\":%lld,", (long long)c->id, (long long)c->start,
+                       (long long)c->end);
+        if (isfinite(r->cosine)) srv_buf_printf(&b, "\"cosine\":%.9g,", (double)r->cosine);
+        else srv_buf_printf(&b, "\"cosine\":null,");
+        if (isfinite(r->bm25)) srv_buf_printf(&b, "\"bm25\":%.9g,", r->bm25);
+        else srv_buf_printf(&b, "\"bm25\":null,");
         if (c->page > 0) srv_buf_printf(&b, "\"page\":%lld,\"line\":null,", (long long)c->page);
         else srv_buf_printf(&b, "\"page\":null,\"line\":%lld,", (long long)c->line);
         srv_buf_printf(&b, "\"text\":");

@@ -89,8 +89,10 @@ class SearchHit(TypedDict):
     rank: int
     score: float
     path: str
-    start_byte: int
-    end_byte: int
+    start: int
+    end: int
+    start_byte: int  # = start (an older name, kept)
+    end_byte: int  # = end
     line: int
     page: int
     kind: str

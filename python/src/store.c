@@ -389,7 +389,10 @@ static PyObject *hit_dict(const modattn_search_result *r) {
     }
     const char *text = c->text ? c->text : "";
     if (set_obj(d, "rank", PyLong_FromLong(r->rank)) < 0 || set_obj(d, "score", PyFloat_FromDouble(r->score)) < 0 ||
-        set_obj(d, "path", pm_fsdecode(c->path)) < 0 || set_obj(d, "start_byte", PyLong_FromLongLong(c->start)) < 0 ||
+        set_obj(d, "path", pm_fsdecode(c->path)) < 0 || set_obj(d, "start", PyLong_FromLongLong(c->start)) < 0 ||
+        set_obj(d, "end", PyLong_FromLongLong(c->end)) < 0 ||
+        /* start_byte/end_byte: the older names of start/end, kept for code that reads them */
+        set_obj(d, "start_byte", PyLong_FromLongLong(c->start)) < 0 ||
         set_obj(d, "end_byte", PyLong_FromLongLong(c->end)) < 0 || set_obj(d, "line", PyLong_FromLongLong(c->line)) < 0 ||
         set_obj(d, "page", PyLong_FromLongLong(c->page)) < 0 ||
         set_obj(d, "kind", PyUnicode_FromString(c->kind ? c->kind : "")) < 0 ||

@@ -43,7 +43,8 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
         assert hits and os.path.basename(hits[0]["path"]) == "bees.txt", [h["path"] for h in hits]
         h = hits[0]
         assert h["rank"] == 1 and h["line"] == 1 and h["page"] == 0 and h["kind"] == "text"
-        assert h["start_byte"] >= 0 and h["end_byte"] > h["start_byte"] and "Honey bees" in h["text"]
+        assert h["start"] >= 0 and h["end"] > h["start"] and "Honey bees" in h["text"]
+        assert (h["start_byte"], h["end_byte"]) == (h["start"], h["end"])  # the older names, kept
         assert h["cosine"] is not None and 0 < h["cosine"] <= 1.0001
 
         by_meaning = s.search("an eruption of lava", k=2, mode="vector")
