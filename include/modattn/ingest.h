@@ -155,7 +155,11 @@ typedef struct modattn_chunk {
 int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
                        size_t overlap, modattn_chunk **out, size_t *n);
 
-/* ---- the indexer */
+/* ---- the indexer
+ * ZIP and TAR archives are walked as folders: each member is a document, its path
+ * "ARCHIVE!/MEMBER" (events name members so); an e-mail's attachments are documents of their own,
+ * "MAIL!/NAME". A file skipped for its format is remembered by the store: while it is unchanged,
+ * later runs give its SKIPPED event with the message ending " (as before: unchanged since)". */
 typedef enum modattn_index_event {
     MODATTN_INDEX_SKIPPED = 0, /* not indexed, by policy: binary, empty, too large, special file */
     MODATTN_INDEX_ERROR,       /* not indexed: unreadable, dangling link, loop, damaged file */
