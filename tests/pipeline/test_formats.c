@@ -291,6 +291,59 @@ static int on_member(void *ud, const modattn_archive_member *m) {
     return 0;
 }
 
+/* modattn__archive_each, as the indexer's walk sees an archive: each member with its bytes, or
+ * with why it is not read (the walk goes on) */
+typedef struct each_log {
+    char names[16][64];
+    char data[16][64];
+    char why[16][160];
+    int n;
+} each_log;
+
+static int on_each(void *ud, const char *name, const char *data, size_t n, const char *why) {
+    each_log *l = ud;
+    if (l->n < 16) {
+        snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
+        snprintf(l->data[l->n], sizeof l->data[0], "%.*s", data ? (int)(n < 63 ? n : 63) : 0, data ? data : "");
+        snprintf(l->why[l->n], sizeof l->why[0], "%s", why ? why : "");
+        l->n++;
+    }
+    return 0;
+}
+
+static void test_archive_each(void) {
+    size_t len;
+    char *buf = slurp("bundle.zip", &len);
+    each_log l = {0};
+    CHECK(modattn__archive_each(buf, len, 1 << 20, on_each, &l) == 0);
+    CHECK_MSG(l.n == 3 && strcmp(l.names[0], "inner/file.txt") == 0 && strcmp(l.data[0], "archive member phrase") == 0 &&
+                  !l.why[0][0] && strcmp(l.names[2], "top.md") == 0 && strcmp(l.data[2], "# top") == 0,
+              "%d members, first %s: %s", l.n, l.names[0], l.data[0]);
+    each_log c = {0}; /* a member past the cap: said, the walk goes on */
+    CHECK(modattn__archive_each(buf, len, 10, on_each, &c) == 0);
+    CHECK_MSG(c.n == 3 && strstr(c.why[0], "--max-file-size") && strcmp(c.data[2], "# top") == 0, "%d: %s", c.n, c.why[0]);
+    free(buf);
+    /* zip slip: the escaping member refused by name, the good one read */
+    buf = slurp("slip.zip", &len);
+    each_log s = {0};
+    CHECK(modattn__archive_each(buf, len, 1 << 20, on_each, &s) == 0);
+    CHECK_MSG(s.n == 2 && strcmp(s.names[0], "ok.txt") == 0 && strcmp(s.data[0], "fine") == 0 &&
+                  strstr(s.why[1], "zip slip"), "%d: %s %s", s.n, s.names[1], s.why[1]);
+    free(buf);
+    buf = slurp("encrypted.zip", &len);
+    each_log e = {0};
+    CHECK(modattn__archive_each(buf, len, 1 << 20, on_each, &e) == 0);
+    CHECK_MSG(e.n >= 1 && strstr(e.why[0], "encrypted"), "%d: %s", e.n, e.why[0]);
+    free(buf);
+    buf = slurp("bundle.tar.gz", &len);
+    each_log t = {0};
+    CHECK(modattn__archive_each(buf, len, 1 << 20, on_each, &t) == 0 && t.n == 1 &&
+          strcmp(t.data[0], "tar member phrase") == 0);
+    each_log tr = {0}; /* truncated: an error, after what came before */
+    CHECK_ERR(modattn__archive_each(buf, len / 2, 1 << 20, on_each, &tr), MODATTN_EFORMAT, "archive");
+    free(buf);
+}
+
 static void test_archive(void) {
     size_t len;
     char *buf = slurp("bundle.zip", &len);
@@ -368,6 +421,7 @@ int main(void) {
     test_good();
     test_hostile();
     test_archive();
+    test_archive_each();
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
     return test_finish("test_formats");
