@@ -15,6 +15,7 @@
 #include "modattn/ingest.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/keywords_internal.h"
 
 /* A candidate of the merge: score first, then chunk id (the order one scan of every row in
  * chunk order gives, which is what the store's path does). */
@@ -262,7 +263,14 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     if (!q || !vids || !vsc) goto oom;
     memcpy(q, query_vec, dim * sizeof(float));
     modattn_vec_normalize(q, dim);
-    if (keywords && query_text && (st = modattn_store_keyword_query(store, query_text, query_len, &fts, NULL))) goto done;
+    modattn__kw_query_info kwi;
+    memset(&kwi, 0, sizeof kwi);
+    if (keywords && query_text && (st = modattn__store_keyword_query(store, query_text, query_len, &fts, &kwi))) goto done;
+    if (notes && kwi.fixes[0]) snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);
+    /* hybrid: a query made only of stop words and words most chunks hold finds passages by words
+     * that carry no information; they never lift one above what meaning finds (nor are marked) */
+    const bool weak_only = mode == MODATTN_SEARCH_HYBRID && kwi.weak_only;
+    if (weak_only && fts) fts[0] = '\0';
 
     /* the vector ranking */
     if (mode != MODATTN_SEARCH_KEYWORD && pre_ids) {
@@ -286,6 +294,8 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     if (mode != MODATTN_SEARCH_VECTOR) {
         if (!keywords) {
             note(notes, "the store has no keyword index: by meaning alone (`modattn index` adds it)");
+        } else if (weak_only) {
+            note(notes, "the query's words are all stop words or held by most chunks: by meaning alone");
         } else if (!fts || !fts[0]) {
             note(notes, "the query has no word to match: by meaning alone");
         } else {
