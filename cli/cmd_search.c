@@ -145,6 +145,10 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             if (queries_file) fprintf(stderr, "modattn: note: query %zu: %s\n", i + 1, cli_term_text(notes[i].note, nbuf, sizeof nbuf));
             else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
         }
+        if (notes[i].keywords[0]) { /* words searched for other than as typed: a prefix, a typo's nearest word */
+            if (queries_file) fprintf(stderr, "modattn: note: query %zu: words searched for: %s\n", i + 1, cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
+            else fprintf(stderr, "modattn: note: words searched for: %s\n", cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
+        }
         rc = cli_search_print(&sp, &info, res[i], nres[i], json, -1, i + 1, queries_file ? qs[i] : NULL);
     }
     if (cli_stdout_check()) rc = 1;
