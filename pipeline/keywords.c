@@ -739,9 +739,8 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
             continue;
         }
         w[r].stop = modattn__is_stopword(lang, w[r].tok);
-        /* held by more than the common share of the chunks: its idf is low (log 4 at a fifth),
-         * and a chunk found by it alone is found by nothing (at more than half, BM25's idf is
-         * about 0 and reading its postings is the most of the cost) */
+        /* held by more than half the chunks: BM25's idf is about 0 (FTS5 floors it at 1e-6), a
+         * chunk found by it alone is found by nothing, and reading its postings costs the most */
         w[r].common = total > 0 && (double)w[r].df > MODATTN__KW_COMMON_SHARE * (double)total;
         if (!w[r].stop && !w[r].common) strong++;
     }
@@ -774,10 +773,10 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
         for (size_t r = 0; r < n; r++)
             if (w[r].tok[0] && !w[r].prefix && (w[r].stop || w[r].common)) keep[r] = false, kept--;
     } else if (n) {
-        /* only stop words and common ones: a word in more than half the chunks is left out (its
-         * postings cost the most and weigh about nothing), unless all are (the rarest stays) */
+        /* only stop words and common ones: the common ones are left out (their postings cost the
+         * most and weigh about nothing), unless all are (the rarest stays) */
         for (size_t r = 0; r < n; r++)
-            if (total > 0 && (double)w[r].df > 0.5 * (double)total) keep[r] = false, kept--;
+            if (w[r].common) keep[r] = false, kept--;
         if (kept == 0) {
             size_t best = 0;
             for (size_t r = 1; r < n; r++)

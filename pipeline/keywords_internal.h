@@ -39,8 +39,9 @@ typedef struct modattn__kw_query_info {
 } modattn__kw_query_info;
 
 /* A word held by more than this share of a store's chunks carries no information for keyword
- * search, as a stop word (bench/results/search_quality.md: chosen by measurement). */
-#define MODATTN__KW_COMMON_SHARE 0.2
+ * search, as a stop word: BM25's idf is about 0 there. (A fifth was tried: on a store about one
+ * subject it drops the subject's own words, "tea" and "party" in a store of the tea-party chapter.) */
+#define MODATTN__KW_COMMON_SHARE 0.5
 
 /* modattn_store_keyword_query with what it did in *info (may be NULL). */
 int modattn__store_keyword_query(struct modattn_store *s, const char *text, size_t len, char **out,
