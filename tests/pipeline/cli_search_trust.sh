@@ -18,7 +18,7 @@ mkdir -p "$T/c"
 printf 'Opening hours of the Main Street cafe: the coffee shop opens at seven and shuts at three in the afternoon on Sundays.\n' > "$T/c/cafe.txt"
 printf 'To copy a folder with everything in it, walk the tree recursively: each directory is copied before its files.\n' > "$T/c/copy.txt"
 # a long chunk: "alpha" once at its start, then far away "alpha", "beta" and "gamma" together
-{ printf 'alpha appears here first. '; for i in $(seq 1 20); do printf 'Filler words about rivers and meadows go on and on. '; done
+{ printf 'alpha appears here first. '; for i in $(seq 1 8); do printf 'Filler words about rivers and meadows go on and on. '; done
   printf 'Here they are together: alpha beta gamma, the three of them. '; for i in $(seq 1 6); do printf 'More filler about hills. '; done; echo; } > "$T/c/greek.txt"
 printf 'The lighthouse keeper lit the lamp on the hill at dusk.\n' > "$T/c/light.txt"
 "$BIN" index --quiet --model "$MODEL" --db "$DB" "$T/c" > /dev/null 2> "$T/i.err" || bad "index: $(cat "$T/i.err")"
