@@ -141,6 +141,15 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                                                         (json_int_t)r->spans[h].end)))
                     bad = 1;
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
+            /* added by issue 40: which rankings found it, and the text output's snippet window */
+            const char *found = r->vector_rank && r->keyword_rank ? "both" : r->keyword_rank ? "words" : "meaning";
+            const size_t tl = c->text ? strlen(c->text) : 0;
+            const size_t from = c->text ? snippet_from(c->text, tl, r->spans, r->nspans) : 0;
+            size_t to = from + SNIPPET_BYTES < tl ? from + SNIPPET_BYTES : tl;
+            while (to < tl && ((unsigned char)c->text[to] & 0xc0) == 0x80) to++;
+            if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
+                         json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
+                bad = 1;
             if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
                 json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
                 json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||

@@ -32,6 +32,9 @@ r = json.load(open(sys.argv[1]))["results"]
 lic = [x for x in r if x["path"].endswith("licence.txt")]
 assert all(x["keyword_rank"] is None for x in lic), lic
 assert r[0]["path"].endswith("cafe.txt"), r[0]["path"]
+for x in r:
+    want = "both" if x["vector_rank"] and x["keyword_rank"] else "words" if x["keyword_rank"] else "meaning"
+    assert x["found_by"] == want, x
 for x in r:  # no stop word is ever marked
     t = x["text"].encode()
     words = {t[a:b].decode().lower() for a, b in x["highlights"]}
@@ -70,6 +73,15 @@ assert r and r[0]['path'].endswith('copy.txt'), r" "$T/o.json"
 # the snippet: the window with alpha, beta and gamma together, not the first alpha
 "$BIN" search --model "$MODEL" --db "$DB" -k 1 --mode keyword "alpha beta gamma" > "$T/o.txt" 2> "$T/err"
 check "snippet at the best window: $(cat "$T/o.txt")" grep -q "«alpha» «beta» «gamma»" "$T/o.txt"
+js -k 1 --mode keyword "alpha beta gamma" > "$T/o.json"
+check "JSON: the snippet window and who found it (added fields): $(head -c 300 "$T/o.json")" python3 - "$T/o.json" <<'PY'
+import json, sys
+x = json.load(open(sys.argv[1]))["results"][0]
+t = x["text"].encode()
+a, b = x["snippet"]
+assert b"alpha beta gamma" in t[a:b] and a > 0, (a, b)
+assert x["found_by"] == "words" and set(x) >= {"rank", "score", "vector_rank", "keyword_rank", "cosine", "bm25", "highlights"}
+PY
 # marks on the words that matter, not the stop words; the score is the cosine, who found it said
 "$BIN" search --model "$MODEL" --db "$DB" -k 1 "the lamp on the hill" > "$T/o.txt" 2> "$T/err"
 check "marks: lamp and hill, not the or on: $(cat "$T/o.txt")" python3 - "$T/o.txt" <<'PY'
