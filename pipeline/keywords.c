@@ -353,6 +353,14 @@ static int kw_of(modattn_store *s, kw_state **out) {
 
 static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
                        double *scores, size_t *n, bool *done);
+typedef struct phrase {
+    const char *at; /* "…" as written in the query, quotes included */
+    size_t len;
+    int64_t df;     /* rows that hold it (one-token phrases), -1 unknown */
+    double bound;
+    bool prefix;    /* "…"* (its rows unknown: never left out) */
+} phrase;
+static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq);
 
 /* One pass: the best k rows that `match` selects, by BM25 over its phrases from the skip-th on. */
 static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, const char *path_prefix, int64_t *ids,
@@ -412,7 +420,12 @@ int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, cons
     if (kw->use_sizes) load_sizes(s, kw);
     bool done = false;
     if (kw->use_sizes) st = topk_pruned(s, kw, fts, k, path_prefix, ids, scores, n, &done);
-    if (!st && !done) st = topk_pass(s, fts, 0, k, path_prefix, ids, scores, n);
+    if (!st && !done) {
+        phrase p[MODATTN_KEYWORD_MAX_TERMS];
+        size_t nreq = 0;
+        parse_query(fts, p, MODATTN_KEYWORD_MAX_TERMS, &nreq);
+        st = topk_pass(s, fts, (int)nreq, k, path_prefix, ids, scores, n);
+    }
     if (own_tx && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK && !sqlite3_get_autocommit(db)) {
         /* (a read transaction's COMMIT fails only if SQLite cannot run it: out of memory) */
         const int cst = sq_fail(s, SQLITE_NOMEM, "ending the keyword search's snapshot");
@@ -675,8 +688,10 @@ static void add_fix(modattn__kw_query_info *info, const char *from, size_t fl, c
              to, star ? "*" : "");
 }
 
-int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, modattn__kw_query_info *info) {
+int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, char **marks,
+                                 modattn__kw_query_info *info) {
     if (info) memset(info, 0, sizeof *info), info->lang = -1;
+    if (marks) *marks = NULL;
     if (!s || !out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
     if (!modattn_store_has_keywords(s)) return no_index(s);
@@ -769,9 +784,17 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
         }
     }
     size_t kept = n;
-    if (strong > 0) { /* the words that carry information: the others find nothing by themselves */
-        for (size_t r = 0; r < n; r++)
-            if (w[r].tok[0] && !w[r].prefix && (w[r].stop || w[r].common)) keep[r] = false, kept--;
+    bool req[MODATTN_KEYWORD_MAX_TERMS], scored_stop = false;
+    if (strong > 0) {
+        /* the words that carry information select the rows: the others find nothing by
+         * themselves; stop words still score (a tie-break among rows the others found, as
+         * before), common words are left out (they weigh about nothing) */
+        for (size_t r = 0; r < n; r++) {
+            const bool weak = w[r].tok[0] && !w[r].prefix && (w[r].stop || w[r].common);
+            req[r] = !weak;
+            if (weak && w[r].common) keep[r] = false, kept--;
+            else if (weak) scored_stop = true;
+        }
     } else if (n) {
         /* only stop words and common ones: the common ones are left out (their postings cost the
          * most and weigh about nothing), unless all are (the rarest stays) */
@@ -792,7 +815,30 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
         info->weak_only = n > 0 && strong == 0;
         for (size_t r = 0; r < n; r++) info->stop += w[r].stop, info->common += !w[r].stop && w[r].common;
     }
-    st = join_words(text, start, rlen, keep, w, n, out);
+    char *all = NULL, *sel = NULL;
+    st = join_words(text, start, rlen, keep, w, n, &all);
+    if (!st && scored_stop) st = join_words(text, start, rlen, req, w, n, &sel);
+    if (!st && sel) { /* "(S) AND (ALL)": rows that hold one of S, scored over ALL */
+        const size_t ls = strlen(sel), la = strlen(all);
+        char *q = modattn_malloc(ls + la + 16, MODATTN_MEM_OTHER);
+        if (!q) st = modattn_mem_last_status();
+        else snprintf(q, ls + la + 16, "(%s) AND (%s)", sel, all);
+        *out = q;
+    } else if (!st) {
+        *out = all;
+        all = NULL;
+    }
+    if (!st && marks) { /* the words that matter: S, or the whole list */
+        *marks = sel ? sel : modattn_strndup(*out, strlen(*out), MODATTN_MEM_OTHER);
+        if (sel) sel = NULL;
+        else if (!*marks) st = modattn_mem_last_status();
+    }
+    if (st) {
+        modattn_free(*out);
+        *out = NULL;
+    }
+    modattn_free(all);
+    modattn_free(sel);
     modattn_free(w);
     modattn_free(clean);
     return st;
@@ -801,7 +847,7 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
 int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
     modattn__kw_query_info info;
     if (dropped) *dropped = 0;
-    int st = modattn__store_keyword_query(s, text, len, out, &info);
+    int st = modattn__store_keyword_query(s, text, len, out, NULL, &info);
     if (!st && dropped) *dropped = info.words - info.kept;
     return st;
 }
@@ -858,13 +904,6 @@ int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, m
  * 17 words over 100k chunks, common words in a third of them, it scores a few thousand rows, not
  * 80,000. */
 
-typedef struct phrase {
-    const char *at; /* "…" as written in the query, quotes included */
-    size_t len;
-    int64_t df;     /* rows that hold it (one-token phrases), -1 unknown */
-    double bound;
-    bool prefix;    /* "…"* (its rows unknown: never left out) */
-} phrase;
 
 static int by_df(const void *a, const void *b) {
     const phrase *x = a, *y = b; /* unknown first (never dropped), then rarest first */
@@ -872,11 +911,11 @@ static int by_df(const void *a, const void *b) {
     return (x->df > y->df) - (x->df < y->df);
 }
 
-/* The phrases of a query that modattn_keyword_query wrote: "a" OR "b""c" OR "d"* ... 0 if it is not one. */
-static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
+/* The phrases of a list that modattn_keyword_query writes, "a" OR "b""c" OR "d"* ..., from c up
+ * to the end of the string or a ')' (*end: there); 0 if it is not one. */
+static size_t parse_list(const char *c, phrase *p, size_t cap, const char **end) {
     size_t n = 0;
-    const char *c = fts;
-    while (*c) {
+    while (*c && *c != ')') {
         if (*c != '"' || n == cap) return 0;
         const char *s = c++;
         for (;; c++) {
@@ -890,10 +929,29 @@ static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
         const bool star = *c == '*';
         if (star) c++;
         p[n++] = (phrase){s, (size_t)(c - s), -1, 0, star};
-        if (!*c) break;
+        if (!*c || *c == ')') break;
         if (strncmp(c, " OR ", 4) != 0) return 0;
         c += 4;
     }
+    *end = c;
+    return n;
+}
+
+/* A query of modattn_store_keyword_query: a plain list, or "(S) AND (ALL)": rows that hold one of
+ * the required phrases S (the words that carry information), scored over ALL (them and the stop
+ * words). *nreq = |S| (0 for a plain list), the phrases of ALL in p; 0 if fts is neither. */
+static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq) {
+    const char *e = NULL;
+    *nreq = 0;
+    if (*fts != '(') {
+        const size_t n = parse_list(fts, p, cap, &e);
+        return n && !*e ? n : 0;
+    }
+    const size_t ns = parse_list(fts + 1, p, cap, &e);
+    if (!ns || strncmp(e, ") AND (", 7) != 0) return 0;
+    const size_t n = parse_list(e + 7, p, cap, &e);
+    if (!n || strcmp(e, ")") != 0) return 0;
+    *nreq = ns;
     return n;
 }
 
@@ -916,7 +974,8 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
                        double *scores, size_t *n, bool *done) {
     *done = false;
     phrase p[MODATTN_KEYWORD_MAX_TERMS];
-    const size_t np = parse_phrases(fts, p, MODATTN_KEYWORD_MAX_TERMS);
+    size_t nreq = 0; /* (the required group's phrases only select: skipped by the scores as E's) */
+    const size_t np = parse_query(fts, p, MODATTN_KEYWORD_MAX_TERMS, &nreq);
     if (np < 2 || !kw->have_sizes || kw->n == 0) return 0;
     const double rows = (double)kw->n, k1 = 1.2;
     /* each one-token phrase's rows, from the index's vocabulary */
@@ -955,7 +1014,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     if (e0 == np) return 0; /* every phrase is rare: the whole query is cheap */
     char *m = join_phrases(p, e0, fts);
     if (!m) return modattn_mem_last_status();
-    int st = topk_pass(s, m, (int)e0, k, path_prefix, ids, scores, n);
+    int st = topk_pass(s, m, (int)(e0 + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
     if (st) return st;
     const double theta = *n == k ? scores[k - 1] : 0;
@@ -973,7 +1032,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
         *n = 0;
         return modattn_mem_last_status();
     }
-    st = topk_pass(s, m, (int)(np - c), k, path_prefix, ids, scores, n);
+    st = topk_pass(s, m, (int)(np - c + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
     return st;
 }

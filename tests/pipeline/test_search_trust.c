@@ -13,6 +13,9 @@
 #include "modattn/core.h"
 #include "modattn/store.h"
 #include "pipeline/keywords_internal.h"
+#include "pipeline/pipeline_internal.h"
+#include <sqlite3.h>
+#include <stdint.h>
 #include "test_util.h"
 
 static int lang_of(const char *code) {
@@ -77,7 +80,7 @@ static modattn_store *make_store(const char *dir) {
 /* The query fts for text, with what was made of it. */
 static char *query(modattn_store *s, const char *text, modattn__kw_query_info *info) {
     char *fts = NULL;
-    int st = modattn__store_keyword_query(s, text, strlen(text), &fts, info);
+    int st = modattn__store_keyword_query(s, text, strlen(text), &fts, NULL, info);
     CHECK_MSG(st == 0 && fts, "keyword query [%s]: %s", text, modattn_last_error());
     return fts;
 }
@@ -101,16 +104,36 @@ static void test_queries(const char *dir) {
     if (!s) return;
     modattn__kw_query_info info;
     char top[512];
-    /* the stop words are left out: the licence, which holds "on", "the", "when" and "does" many
-     * times and none of the other words, is not found by words */
-    char *fts = query(s, "when does the coffee shop close on Sunday", &info);
-    /* ("close" and "Sunday" are not held as such: found as prefixes, of "closes" and "sundays") */
-    CHECK_MSG(fts && strcmp(fts, "\"coffee\" OR \"shop\" OR \"close\"* OR \"sunday\"*") == 0, "[%s]", fts ? fts : "");
-    CHECK(info.words == 8 && info.stop == 4 && info.kept == 4 && !info.weak_only && info.lang == lang_of("en"));
-    best(s, fts, top, sizeof top);
-    CHECK_MSG(strstr(top, "café") != NULL, "best: %s", top);
+    /* the stop words select nothing: the licence, which holds "on", "the", "when" and "does" many
+     * times and none of the other words, is not found by words; among the rows the other words
+     * find, they still score ("the", in more than half the chunks, weighs nothing: left out).
+     * ("close" and "Sunday" are not held as such: found as prefixes, of "closes" and "sundays") */
+    char *marks = NULL;
+    char *fts = NULL;
+    CHECK(modattn__store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &marks, &info) == 0);
+    CHECK_MSG(fts && strcmp(fts, "(\"coffee\" OR \"shop\" OR \"close\"* OR \"sunday\"*) AND (\"when\" OR \"does\" OR "
+                                 "\"coffee\" OR \"shop\" OR \"close\"* OR \"on\" OR \"sunday\"*)") == 0,
+              "[%s]", fts ? fts : "");
+    CHECK_MSG(marks && strcmp(marks, "\"coffee\" OR \"shop\" OR \"close\"* OR \"sunday\"*") == 0, "[%s]", marks ? marks : "");
+    CHECK(info.words == 8 && info.stop == 4 && info.kept == 7 && !info.weak_only && info.lang == lang_of("en"));
+    {
+        int64_t ids[16];
+        double sc[16];
+        size_t n = 0;
+        CHECK(fts && modattn_store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0 && n == 1); /* the café alone */
+        modattn_store_chunk ch;
+        CHECK(n == 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strstr(ch.text, "café") != NULL);
+        if (n == 1) modattn_store_chunk_clear(&ch);
+        /* the stop words count in its score: above the same query without them */
+        char *bare = query(s, "coffee shop close Sunday", &info);
+        double sc2[16];
+        size_t n2 = 0;
+        CHECK(bare && modattn_store_keyword_topk(s, bare, 16, NULL, ids, sc2, &n2) == 0 && n2 == 1 && sc[0] > sc2[0]);
+        modattn_free(bare);
+    }
     CHECK_MSG(strcmp(info.fixes, "close \xe2\x86\x92 close*, Sunday \xe2\x86\x92 sunday*") == 0, "[%s]", info.fixes);
     modattn_free(fts);
+    modattn_free(marks);
     /* only stop words: kept (keyword mode still finds by them) and said */
     fts = query(s, "on the when", &info);
     CHECK(info.weak_only && info.kept >= 1 && fts && fts[0]);
@@ -153,8 +176,81 @@ static void test_queries(const char *dir) {
     modattn_free(fts);
     /* the public form counts what was left out */
     size_t dropped = 0;
-    CHECK(modattn_store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &dropped) == 0 && dropped == 4);
+    CHECK(modattn_store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &dropped) == 0 && dropped == 1);
     modattn_free(fts);
+    modattn_store_close(s);
+}
+
+/* "(S) AND (ALL)" (stop words scoring among the rows the other words select) through the pruned
+ * passes equals the whole query scored row by row (inside a write transaction nothing is pruned),
+ * and each score equals FTS5's own bm25() of the row over ALL: the required copies only select. */
+static void test_required_pruned(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/req.db", dir);
+    modattn_store *s = NULL;
+    CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
+    if (!s) return;
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL};
+    CHECK(modattn_store_bind_model(s, &m) == 0);
+    float vec[4] = {1, 0, 0, 0};
+    uint64_t x = 88172645463325252ull;
+    static const char *const stop[] = {"the", "on", "when"};
+    CHECK(modattn_store_begin(s) == 0);
+    for (int d = 0; d < 40; d++) {
+        char p[64];
+        snprintf(p, sizeof p, "/r/doc%02d.txt", d);
+        modattn_store_doc doc = {.path = p, .hash = (uint64_t)d, .kind = "text", .nchunks = 100};
+        CHECK(modattn_store_put_document(s, &doc) == 0);
+        for (int c = 0; c < 100; c++) {
+            char text[1024];
+            size_t o = 0;
+            const int words = 10 + c % 30;
+            for (int w = 0; w < words; w++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const unsigned r = (unsigned)(x % 1000);
+                if (r < 15) o += (size_t)snprintf(text + o, sizeof text - o, "%s ", stop[(x >> 20) % 3]);
+                else if (r < 600) o += (size_t)snprintf(text + o, sizeof text - o, "common%u ", r % 8);
+                else if (r < 900) o += (size_t)snprintf(text + o, sizeof text - o, "mid%u ", (unsigned)(x >> 20) % 40);
+                else o += (size_t)snprintf(text + o, sizeof text - o, "rare%u ", (unsigned)(x >> 20) % 700);
+            }
+            modattn_store_chunk_in ch = {c, 0, (int64_t)o, 1, 0, words, text, o};
+            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+        }
+    }
+    CHECK(modattn_store_commit(s) == 0);
+    static const char *const qs[] = {"rare5 the mid3 on common1 when", "when rare17 mid8 mid9 the"};
+    for (size_t qi = 0; qi < 2; qi++) {
+        char *fts = NULL, *all = NULL;
+        modattn__kw_query_info info;
+        CHECK(modattn__store_keyword_query(s, qs[qi], strlen(qs[qi]), &fts, NULL, &info) == 0 && fts);
+        CHECK_MSG(fts && fts[0] == '(' && info.stop == (qi == 0 ? 3u : 2u), "[%s] stop %zu", fts ? fts : "", info.stop);
+        if (!fts || fts[0] != '(') continue;
+        all = strstr(fts, ") AND (") + 7; /* ALL, with its closing parenthesis */
+        const size_t pruned = modattn__store_kw_pruned(s);
+        int64_t ids[10], ids2[10];
+        double sc[10], sc2[10];
+        size_t n = 0, n2 = 0;
+        CHECK(modattn_store_keyword_topk(s, fts, 10, NULL, ids, sc, &n) == 0 && n == 10);
+        CHECK_MSG(modattn__store_kw_pruned(s) > pruned, "query %zu was not pruned", qi);
+        CHECK(modattn_store_begin(s) == 0);
+        CHECK(modattn_store_keyword_topk(s, fts, 10, NULL, ids2, sc2, &n2) == 0 && n2 == n);
+        modattn_store_rollback(s);
+        sqlite3_stmt *q = NULL;
+        CHECK(sqlite3_prepare_v2(modattn__store_db(s), "SELECT -bm25(chunks_fts, 1.0, 0.5) FROM chunks_fts WHERE chunks_fts "
+                                 "MATCH ?1 AND rowid = ?2", -1, &q, NULL) == SQLITE_OK);
+        char allq[2048];
+        snprintf(allq, sizeof allq, "%.*s", (int)(strlen(all) - 1), all);
+        for (size_t j = 0; j < n && j < n2; j++) {
+            CHECK_MSG(ids[j] == ids2[j] && sc[j] == sc2[j], "query %zu #%zu: pruned %lld %.17g, whole %lld %.17g", qi, j,
+                      (long long)ids[j], sc[j], (long long)ids2[j], sc2[j]);
+            sqlite3_reset(q);
+            sqlite3_bind_text(q, 1, allq, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(q, 2, ids[j]);
+            CHECK(sqlite3_step(q) == SQLITE_ROW && sqlite3_column_double(q, 0) == sc[j]);
+        }
+        sqlite3_finalize(q);
+        modattn_free(fts);
+    }
     modattn_store_close(s);
 }
 
@@ -170,6 +266,7 @@ int main(void) {
     }
     test_lists();
     test_queries(dir);
+    test_required_pruned(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
