@@ -735,8 +735,9 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
             sqlite3_bind_text(q, 1, ot.tok, -1, SQLITE_STATIC);
             w[r].df = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
             sqlite3_reset(q);
-            /* written as a prefix ("recurs*"): every word that begins so */
-            w[r].prefix = rlen[r] > 1 && text[start[r] + rlen[r] - 1] == '*';
+            /* written as a prefix ("recurs*"): every word that begins so (3 characters at least:
+             * "a*" would read the postings of a good part of the vocabulary) */
+            w[r].prefix = rlen[r] > 1 && text[start[r] + rlen[r] - 1] == '*' && strlen(ot.tok) >= 3;
         }
     }
     if (t) tk.xDelete(t);

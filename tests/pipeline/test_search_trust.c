@@ -163,6 +163,10 @@ static void test_queries(const char *dir) {
     best(s, fts, top, sizeof top);
     CHECK(strstr(top, "recursion depth") != NULL);
     modattn_free(fts);
+    /* a star after fewer than 3 letters is no prefix (it would read much of the index) */
+    fts = query(s, "re*", &info);
+    CHECK_MSG(fts && strcmp(fts, "\"re*\"") == 0, "[%s]", fts ? fts : "");
+    modattn_free(fts);
     /* codes are not spelt: E4022 is not E4021 */
     fts = query(s, "E4022", &info);
     CHECK(fts && strcmp(fts, "\"E4022\"") == 0 && info.fixes[0] == '\0');
@@ -174,6 +178,26 @@ static void test_queries(const char *dir) {
     fts = query(s, "cofee", &info); /* alone: its nearest word */
     CHECK_MSG(fts && strcmp(fts, "\"coffee\"") == 0, "[%s]", fts ? fts : "");
     modattn_free(fts);
+    /* hostile words: long, starred, quoted, accented typos, invalid UTF-8: a query FTS5 accepts */
+    {
+        char longw[600];
+        memset(longw, 'r', sizeof longw - 1);
+        longw[sizeof longw - 1] = '\0';
+        static const char *const hostile[] = {"*", "a*", "**recurs**", "\"recurs\"*", "recurs*\"", "caf\xc3\xa9" "e",
+                                              "r\xc3\xa9" "cursivly", "\xff\xfe recursivly", "the* on*", "((recurs",
+                                              "recurs* AND", "\xe2\x86\x92 \xe2\x86\x92", "NEAR(recurs*"};
+        for (size_t i = 0; i <= sizeof hostile / sizeof *hostile; i++) {
+            const char *h = i < sizeof hostile / sizeof *hostile ? hostile[i] : longw;
+            char *f = NULL;
+            int64_t hid[4];
+            double hsc[4];
+            size_t hn = 0;
+            int st = modattn__store_keyword_query(s, h, strlen(h), &f, NULL, &info);
+            if (!st) st = modattn_store_keyword_topk(s, f, 4, NULL, hid, hsc, &hn);
+            CHECK_MSG(st == 0, "hostile [%.40s] -> [%.80s]: %s", h, f ? f : "", modattn_last_error());
+            modattn_free(f);
+        }
+    }
     /* the public form counts what was left out */
     size_t dropped = 0;
     CHECK(modattn_store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &dropped) == 0 && dropped == 1);
