@@ -267,12 +267,13 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     memset(&kwi, 0, sizeof kwi);
     if (keywords && query_text && (st = modattn__store_keyword_query(store, query_text, query_len, &fts, &marks, &kwi)))
         goto done;
-    if (notes && kwi.fixes[0]) snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);
+    if (notes && kwi.fixes[0] && mode != MODATTN_SEARCH_VECTOR)
+        snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);
     /* hybrid: a query made only of stop words and words most chunks hold finds passages by words
      * that carry no information; they never lift one above what meaning finds (nor are marked) */
     const bool weak_only = mode == MODATTN_SEARCH_HYBRID && kwi.weak_only;
     if (weak_only && fts) fts[0] = '\0';
-    if (weak_only && marks) marks[0] = '\0';
+    if (kwi.weak_only && mode != MODATTN_SEARCH_KEYWORD && marks) marks[0] = '\0'; /* (vector mode too) */
 
     /* the vector ranking */
     if (mode != MODATTN_SEARCH_KEYWORD && pre_ids) {

@@ -91,4 +91,11 @@ marked = set(m.lower() for m in re.findall("«([^»]*)»", t))
 assert marked == {"lamp", "hill"}, marked
 assert re.match(r"^ 1\. cosine 0\.\d\d  .*light\.txt  \(line 1, bytes \d+-\d+\)  found by both: meaning #1, words #1$", t.splitlines()[0]), t
 PY
+# by meaning too: the marks are on the words that matter, and none on a query of stop words alone
+"$BIN" search --model "$MODEL" --db "$DB" -k 1 --mode vector "the lamp on the hill" > "$T/o.txt" 2> "$T/err"
+check "vector mode marks lamp and hill only: $(cat "$T/o.txt")" python3 -c "
+import re, sys; t = open(sys.argv[1]).read()
+assert set(m.lower() for m in re.findall('«([^»]*)»', t)) == {'lamp', 'hill'}, t" "$T/o.txt"
+"$BIN" search --model "$MODEL" --db "$DB" -k 3 --mode vector "on the when" > "$T/o.txt" 2> "$T/err"
+check "vector mode, stop words alone: nothing marked: $(head -c 300 "$T/o.txt")" bash -c '! grep -q "«" "$1"' _ "$T/o.txt"
 finish cli_search_trust
