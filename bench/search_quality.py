@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--model", default=os.path.join(REPO, ".models/all-MiniLM-L6-v2"))
     ap.add_argument("--work", help="folder for the corpora and stores (kept; reused when there)")
     ap.add_argument("--out", default=os.path.join(HERE, "results/search_quality.md"))
+    ap.add_argument("--before-json", help="the .json of an earlier run (another modattn): a before/after table")
+    ap.add_argument("--before-label", default="before", help="what the earlier run was")
     ap.add_argument("--weights", default="60:0.3,60:0.5,60:0.6,60:0.7,60:1,20:0.5,20:0.7,20:1,10:0.5,10:0.7,10:1",
                     help="K:weight pairs of the hybrid sweep (comma-separated; empty: no sweep)")
     a = ap.parse_args()
@@ -184,6 +186,21 @@ def main():
             lines.append(f"| {w[0]:g} | {w[1]:g}{mark} | {x['r1']:.3f} | {x['r3']:.3f} | {x['r10']:.3f} | {x['mrr']:.3f} | "
                          f"{pm:.3f} | {km:.3f} | {worst[0]:+.3f} ({worst[1]}) |")
         lines.append("")
+    if a.before_json:
+        before = json.load(open(a.before_json))
+        lines += [f"### Before and after ({a.before_label} -> this run)", "",
+                  "| queries | mode | recall@1 | recall@3 | recall@10 | MRR |", "|---|---|---:|---:|---:|---:|"]
+        sels = [("all", lambda r: True)] + [(f"{c}, {k}", lambda r, c=c, k=k: r["corpus"] == c and r["kind"] == k)
+                                            for c in ("demo", "pydoc") for k in ("plain", "keyword")]
+        for title, sel in sels:
+            for m in MODES:
+                b = metrics([r for r in before[m] if sel(r)])
+                x = metrics([r for r in rows[m] if sel(r)])
+                lines.append(f"| {title} | {m} | " + " | ".join(f"{b[k]:.3f} -> {x[k]:.3f}" for k in ("r1", "r3", "r10", "mrr")) + " |")
+        worst = min((metrics([r for r in rows["hybrid"] if sel(r)])[k] - metrics([r for r in rows["vector"] if sel(r)])[k], f"{t} {k}")
+                    for t, sel in sels for k in ("r1", "r3", "r10", "mrr"))
+        lines += ["", f"Hybrid minus vector, the worst of every table and metric of this run: {worst[0]:+.3f} ({worst[1]}): "
+                  f"hybrid is {'no worse than' if worst[0] >= 0 else 'WORSE than'} meaning alone on every metric.", ""]
     misses = [r for r in rows["hybrid"] if not set(r["expect"]) & set(r["docs"][:3])]
     if misses:
         lines += ["Hybrid's misses at 3 (expected: first three documents found):", ""]

@@ -39,14 +39,59 @@ static void put_piece(const char *t, size_t a, size_t b, bool *space, char *out,
     out[*o] = '\0';
 }
 
-/* The chunk's text on one line around its first match (or from its start), whitespace collapsed,
- * the query's words marked (bold on a terminal, else with « »), escaped for the terminal. */
+/* A span's word as a key for "distinct": ASCII letters folded (other bytes as they are). */
+static void word_key(const char *t, const modattn_text_span *sp, char *key, size_t cap) {
+    size_t n = sp->end - sp->start < cap - 1 ? sp->end - sp->start : cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        const char c = t[sp->start + i];
+        key[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
+    }
+    key[n] = '\0';
+}
+
+/* Where the snippet of a chunk (text t, len bytes) starts: the window of SNIPPET_BYTES that best
+ * shows why it matched. Among the windows that begin at a marked word (spans, sorted: the words
+ * that carry information; stop words are never marked), the one holding the most distinct marked
+ * words, then the one whose first and last of them are nearest together, then the one with the
+ * most marks, then the earliest; it begins a little before that word (at a word's start). No
+ * marks (found by meaning alone): the chunk's start. */
+static size_t snippet_from(const char *t, size_t len, const modattn_text_span *sp, size_t nsp) {
+    size_t best = SIZE_MAX, bd = 0, bspread = 0, bmarks = 0;
+    for (size_t i = 0; i < nsp; i++) {
+        if (sp[i].end > len || sp[i].start >= sp[i].end) continue;
+        const size_t lim = sp[i].start + SNIPPET_BYTES - 40; /* (the lead before the first word) */
+        char keys[16][64];
+        size_t nk = 0, marks = 0, last = sp[i].end;
+        for (size_t j = i; j < nsp && sp[j].end <= lim && sp[j].end <= len; j++) {
+            char k[64];
+            word_key(t, &sp[j], k, sizeof k);
+            bool seen = false;
+            for (size_t x = 0; x < nk && !seen; x++) seen = strcmp(keys[x], k) == 0;
+            if (!seen && nk < 16) memcpy(keys[nk++], k, sizeof k);
+            marks++;
+            if (!seen) last = sp[j].end;
+        }
+        const size_t spread = last - sp[i].start;
+        if (best == SIZE_MAX || nk > bd || (nk == bd && (spread < bspread || (spread == bspread && marks > bmarks))))
+            best = i, bd = nk, bspread = spread, bmarks = marks;
+    }
+    if (best == SIZE_MAX || sp[best].start <= 40) return 0;
+    size_t from = sp[best].start - 40;
+    for (size_t k = 0; k < 24 && from + k < sp[best].start; k++) /* a word's start, when one is near */
+        if (t[from + k] == ' ' || t[from + k] == '\n') {
+            from += k + 1;
+            break;
+        }
+    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
+    return from;
+}
+
+/* The chunk's best window (snippet_from) on one line, whitespace collapsed, the words that matter
+ * marked (bold on a terminal, else with « »), escaped for the terminal. */
 static void snippet(const modattn_search_result *r, bool tty, char *out, size_t cap) {
     const char *t = r->chunk.text;
     const size_t len = strlen(t);
-    size_t from = 0;
-    if (r->nspans && r->spans[0].start > 60) from = r->spans[0].start - 60;
-    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
+    size_t from = snippet_from(t, len, r->spans, r->nspans);
     size_t to = from + SNIPPET_BYTES < len ? from + SNIPPET_BYTES : len;
     while (to < len && ((unsigned char)t[to] & 0xc0) == 0x80) to++;
     const char *on = tty ? "\033[1m" : "\xc2\xab", *off = tty ? "\033[0m" : "\xc2\xbb";
@@ -96,6 +141,15 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                                                         (json_int_t)r->spans[h].end)))
                     bad = 1;
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
+            /* added by issue 40: which rankings found it, and the text output's snippet window */
+            const char *found = r->vector_rank && r->keyword_rank ? "both" : r->keyword_rank ? "words" : "meaning";
+            const size_t tl = c->text ? strlen(c->text) : 0;
+            const size_t from = c->text ? snippet_from(c->text, tl, r->spans, r->nspans) : 0;
+            size_t to = from + SNIPPET_BYTES < tl ? from + SNIPPET_BYTES : tl;
+            while (to < tl && ((unsigned char)c->text[to] & 0xc0) == 0x80) to++;
+            if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
+                         json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
+                bad = 1;
             if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
                 json_object_set_new(o, "chunk_id", json_integer((json_int_t)c->id)) ||
                 json_object_set_new(o, "kind", json_string(c->kind ? c->kind : "")) ||
@@ -150,11 +204,17 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
             snprintf(loc, sizeof loc, "bytes %lld-%lld", (long long)c->start,
                      (long long)c->end);
         snippet(&res[i], tty, snip, sizeof snip);
-        char why[64] = "", vr[16] = "-", kr[16] = "-";
-        if (res[i].vector_rank) snprintf(vr, sizeof vr, "#%d", res[i].vector_rank);
-        if (res[i].keyword_rank) snprintf(kr, sizeof kr, "#%d", res[i].keyword_rank);
-        if (sp->mode == MODATTN_SEARCH_HYBRID) snprintf(why, sizeof why, "  [meaning %s, words %s]", vr, kr);
-        printf("%2d. %.4f  %s  (%s)%s\n    %s\n", res[i].rank, (double)res[i].score,
+        /* a score people read: the cosine with the query (by words alone, where nothing was
+         * embedded: BM25), and which rankings found the passage */
+        char score[32], why[80];
+        const modattn_search_result *r = &res[i];
+        if (isfinite(r->cosine)) snprintf(score, sizeof score, "cosine %.2f", (double)r->cosine);
+        else snprintf(score, sizeof score, "bm25 %.2f", isfinite(r->bm25) ? r->bm25 : (double)r->score);
+        if (r->vector_rank && r->keyword_rank)
+            snprintf(why, sizeof why, "found by both: meaning #%d, words #%d", r->vector_rank, r->keyword_rank);
+        else if (r->keyword_rank) snprintf(why, sizeof why, "found by words #%d", r->keyword_rank);
+        else snprintf(why, sizeof why, "found by meaning #%d", r->vector_rank ? r->vector_rank : r->rank);
+        printf("%2d. %s  %s  (%s)  %s\n    %s\n", r->rank, score,
                cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
     }
     return 0;

@@ -17,8 +17,10 @@ static void search_usage(FILE *f) {
             "usage: modattn search [--db FILE] [--model DIR] [-k N] [--mode M] [--json] QUERY...\n"
             "       modattn search [OPTIONS] --queries FILE\n\n"
             "Print the k stored chunks that best answer QUERY (the words joined by spaces), best\n"
-            "first: rank, score, path, location (byte range in the document's text, and its line,\n"
-            "or its page for a PDF) and a snippet with the query's words marked.\n"
+            "first: rank, the chunk's cosine with the query (BM25 in keyword mode), path, location\n"
+            "(byte range in the document's text, and its line, or its page for a PDF), which\n"
+            "rankings found it (meaning, words, or both) and its best-matching window with the\n"
+            "query's words that matter marked.\n"
             "With --queries, every line of FILE (- for standard input) is a query, answered in\n"
             "one batch: the queries embedded together and the stored vectors read once for all of\n"
             "them (the same results as one query at a time, much faster for many).\n\n"
@@ -31,7 +33,12 @@ static void search_usage(FILE *f) {
             "  vector     by meaning: cosine of the query's embedding with every stored one (exact)\n"
             "  keyword    by words: BM25 over the chunks' texts and file names (SQLite FTS5)\n"
             "The query's words are matched as plain words whatever they hold: quotes, AND, OR, NOT,\n"
-            "NEAR, *, ^, column filters and parentheses are searched for as text, never obeyed.\n\n"
+            "NEAR, *, ^, column filters and parentheses are searched for as text, never obeyed;\n"
+            "a word ending in * is a prefix (recurs* finds recursion). Stop words (\"the\", \"on\":\n"
+            "13 languages' lists) and words most chunks hold find nothing by themselves; a word no\n"
+            "chunk holds is searched as a prefix of the store's words, or, when no other word of\n"
+            "the query is in the store, as its nearest word (a typo: recursivly finds\n"
+            "recursively), said in a note.\n\n"
             "options:\n"
             "  --db FILE            the store made by `modattn index` (default ./" MODATTN_STORE_DEFAULT_PATH ")\n"
             "  --model DIR          model directory, as for `modattn index` (default: $MODATTN_MODEL,\n"
@@ -55,9 +62,12 @@ static void search_usage(FILE *f) {
             "                       (hnsw), nprobe=N (ivf), rescore=N (candidates scored exactly)\n"
             "  --json               {\"mode\", \"results\": [{\"rank\", \"score\", \"vector_rank\",\n"
             "                       \"keyword_rank\", \"cosine\", \"bm25\", \"path\", \"start\", \"end\",\n"
-            "                       \"line\", \"page\", \"text\", \"highlights\"}, ...]}: ranks null when that\n"
+            "                       \"line\", \"page\", \"text\", \"highlights\", \"found_by\", \"snippet\"},\n"
+            "                       ...]}: ranks null when that\n"
             "                       ranking did not bring the chunk; highlights: [start, end) byte\n"
-            "                       ranges of text that the query's words match; with --queries one\n"
+            "                       ranges of text that the query's words match; \"found_by\":\n"
+            "                       \"meaning\", \"words\" or \"both\"; \"snippet\": [start, end) of\n"
+            "                       text, the window the text output shows; with --queries one\n"
             "                       such object per line (JSON lines), with \"query\" (1-based) and\n"
             "                       \"text\" (the query); \"index\": what found the candidates by\n"
             "                       meaning (\"exact\", or the index's kind: \"hnsw\", \"ivf-sq8\",\n"
@@ -144,6 +154,10 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         if (notes[i].note[0]) {
             if (queries_file) fprintf(stderr, "modattn: note: query %zu: %s\n", i + 1, cli_term_text(notes[i].note, nbuf, sizeof nbuf));
             else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
+        }
+        if (notes[i].keywords[0]) { /* words searched for other than as typed: a prefix, a typo's nearest word */
+            if (queries_file) fprintf(stderr, "modattn: note: query %zu: words searched for: %s\n", i + 1, cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
+            else fprintf(stderr, "modattn: note: words searched for: %s\n", cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
         }
         rc = cli_search_print(&sp, &info, res[i], nres[i], json, -1, i + 1, queries_file ? qs[i] : NULL);
     }

@@ -13,6 +13,7 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
+#include "pipeline/keywords_internal.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/store_ext.h"
 
@@ -152,11 +153,16 @@ typedef struct modattn__kw {
     size_t pruned;    /* keyword searches answered without scoring every matching row */
     bool use_sizes;   /* this search may use them: not inside a write transaction, whose rows
                        * and generation are not final */
+    struct vocab *vocab; /* the index's terms, for prefixes and typos (read when first needed) */
 } kw_state;
+
+struct vocab;
+static void vocab_free(struct vocab *v);
 
 static void kw_release(void *state) {
     kw_state *kw = state;
     if (!kw) return;
+    vocab_free(kw->vocab);
     modattn_free(kw->ids);
     modattn_free(kw->sz);
     modattn_free(kw);
@@ -347,6 +353,14 @@ static int kw_of(modattn_store *s, kw_state **out) {
 
 static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
                        double *scores, size_t *n, bool *done);
+typedef struct phrase {
+    const char *at; /* "…" as written in the query, quotes included */
+    size_t len;
+    int64_t df;     /* rows that hold it (one-token phrases), -1 unknown */
+    double bound;
+    bool prefix;    /* "…"* (its rows unknown: never left out) */
+} phrase;
+static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq);
 
 /* One pass: the best k rows that `match` selects, by BM25 over its phrases from the skip-th on. */
 static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, const char *path_prefix, int64_t *ids,
@@ -406,7 +420,12 @@ int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, cons
     if (kw->use_sizes) load_sizes(s, kw);
     bool done = false;
     if (kw->use_sizes) st = topk_pruned(s, kw, fts, k, path_prefix, ids, scores, n, &done);
-    if (!st && !done) st = topk_pass(s, fts, 0, k, path_prefix, ids, scores, n);
+    if (!st && !done) {
+        phrase p[MODATTN_KEYWORD_MAX_TERMS];
+        size_t nreq = 0;
+        parse_query(fts, p, MODATTN_KEYWORD_MAX_TERMS, &nreq);
+        st = topk_pass(s, fts, (int)nreq, k, path_prefix, ids, scores, n);
+    }
     if (own_tx && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK && !sqlite3_get_autocommit(db)) {
         /* (a read transaction's COMMIT fails only if SQLite cannot run it: out of memory) */
         const int cst = sq_fail(s, SQLITE_NOMEM, "ending the keyword search's snapshot");
@@ -530,18 +549,163 @@ static int on_query_token(void *ctx, int tflags, const char *token, int ntoken, 
     return SQLITE_OK;
 }
 
-int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
+/* ---- the store's vocabulary (fts5vocab), for words no chunk holds: a prefix of some, or one
+ * edit away from one (typos). Read once per store generation, when a query first needs it, into
+ * sorted arrays (its terms, ~10 bytes each, counted against the memory budget); a vocabulary over
+ * MAX_VOCAB_BYTES is not read (no corrections then). */
+
+#define MAX_VOCAB_BYTES ((size_t)64 << 20)
+
+typedef struct vocab {
+    bool have;
+    uint64_t gen;
+    char *text;      /* the terms, NUL-terminated, in order */
+    uint32_t *off;   /* term i at text + off[i] */
+    uint32_t *df;    /* rows that hold it */
+    size_t n, bytes;
+} vocab;
+
+static vocab *vocab_of(modattn_store *s);
+
+/* Code points of a UTF-8 string (at most cap; -1 if longer or malformed). */
+static int to_cps(const char *t, int32_t *cp, int cap) {
+    int n = 0;
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)t;
+    for (utf8proc_ssize_t i = 0; p[i];) {
+        utf8proc_int32_t c;
+        const utf8proc_ssize_t k = utf8proc_iterate(p + i, -1, &c);
+        if (k <= 0 || n == cap) return -1;
+        cp[n++] = c;
+        i += k;
+    }
+    return n;
+}
+
+/* The optimal-string-alignment distance (insert, delete, substitute, swap two neighbours) of a
+ * and b, or max + 1 when over max. */
+static int edit_distance(const int32_t *a, int na, const int32_t *b, int nb, int max) {
+    if (na - nb > max || nb - na > max) return max + 1;
+    int d[3][66]; /* rows i-2, i-1, i (na, nb <= 64) */
+    for (int j = 0; j <= nb; j++) d[1][j] = j;
+    for (int i = 1; i <= na; i++) {
+        int *cur = d[(i + 1) % 3], *prev = d[i % 3], *pp = d[(i + 2) % 3];
+        cur[0] = i;
+        int best = cur[0];
+        for (int j = 1; j <= nb; j++) {
+            int v = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < v) v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v) v = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && pp[j - 2] + 1 < v) v = pp[j - 2] + 1;
+            cur[j] = v;
+            if (v < best) best = v;
+        }
+        if (best > max) return max + 1;
+    }
+    return d[(na + 1) % 3][nb];
+}
+
+/* The first vocabulary term >= t. */
+static size_t vocab_lower(const vocab *v, const char *t) {
+    size_t lo = 0, hi = v->n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(v->text + v->off[mid], t) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Whether some term begins with t (and is longer). */
+static bool vocab_has_prefix(const vocab *v, const char *t) {
+    const size_t i = vocab_lower(v, t), n = strlen(t);
+    return i < v->n && strncmp(v->text + v->off[i], t, n) == 0 && v->text[v->off[i] + n];
+}
+
+/* The term nearest t (1 edit for 4 to 7 characters, 2 from 8), most rows first, else the first in
+ * order: its index, or -1. A stop word of lang is never the answer. */
+static long vocab_nearest(const vocab *v, const char *t, int lang) {
+    int32_t a[64], b[64];
+    const int na = to_cps(t, a, 64);
+    if (na < 4) return -1;
+    const int max = na >= 8 ? 2 : 1;
+    long best = -1;
+    int bestd = max + 1;
+    for (size_t i = 0; i < v->n; i++) {
+        const char *w = v->text + v->off[i];
+        const size_t wl = strlen(w), tl = strlen(t);
+        if (wl + 4 * (size_t)max < tl || tl + 4 * (size_t)max < wl) continue; /* (bytes: up to 4 per character) */
+        const int nb = to_cps(w, b, 64);
+        if (nb < 0) continue;
+        const int d = edit_distance(a, na, b, nb, max);
+        if (d > max || d == 0) continue;
+        if (d < bestd || (d == bestd && v->df[i] > v->df[best])) {
+            if (modattn__is_stopword(lang, w)) continue;
+            best = (long)i, bestd = d;
+        }
+    }
+    return best;
+}
+
+/* What a run of the query is. */
+typedef struct qword {
+    char tok[MAX_TERM_BYTES * 4 + 1]; /* its one token ("" when it has several) */
+    int64_t df;                       /* rows that hold it (one token), -1 unknown */
+    bool stop, common, prefix;        /* prefix: written with a trailing '*', or a prefix found */
+    const char *fix;                  /* the word it is taken for (a typo's correction), or NULL */
+} qword;
+
+/* The phrases of the runs kept (the text's, or each one's fix), quoted, prefixes starred, joined
+ * with OR, into a new string. */
+static int join_words(const char *text, const size_t *start, const size_t *rlen, const bool *keep, const qword *w,
+                      size_t n, char **out) {
+    char *q = modattn_malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * (MAX_TERM_BYTES * 4 + 1) + 7) + 1, MODATTN_MEM_OTHER);
+    if (!q) return modattn_mem_last_status();
+    size_t o = 0;
+    int terms = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (!keep[r]) continue;
+        if (terms++) memcpy(q + o, " OR ", 4), o += 4;
+        const char *p = w[r].fix ? w[r].fix : w[r].prefix ? w[r].tok : text + start[r];
+        const size_t pl = w[r].fix || w[r].prefix ? strlen(p) : rlen[r];
+        q[o++] = '"';
+        for (size_t k = 0; k < pl; k++) {
+            if (p[k] == '"') q[o++] = '"';
+            q[o++] = p[k];
+        }
+        q[o++] = '"';
+        if (w[r].prefix) q[o++] = '*';
+    }
+    q[o] = '\0';
+    *out = q;
+    return 0;
+}
+
+static void add_fix(modattn__kw_query_info *info, const char *from, size_t fl, const char *to, bool star) {
+    if (!info) return;
+    const size_t o = strlen(info->fixes);
+    if (o + 8 >= sizeof info->fixes) return;
+    snprintf(info->fixes + o, sizeof info->fixes - o, "%s%.*s \xe2\x86\x92 %s%s", o ? ", " : "", (int)(fl > 64 ? 64 : fl), from,
+             to, star ? "*" : "");
+}
+
+int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, char **marks,
+                                 modattn__kw_query_info *info) {
+    if (info) memset(info, 0, sizeof *info), info->lang = -1;
+    if (marks) *marks = NULL;
     if (!s || !out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
-    if (dropped) *dropped = 0;
     if (!modattn_store_has_keywords(s)) return no_index(s);
     char *clean = NULL;
     int st = valid_text(&text, &len, &clean);
     if (st) return st;
     if (!text) text = "";
     size_t start[MODATTN_KEYWORD_MAX_TERMS], rlen[MODATTN_KEYWORD_MAX_TERMS];
-    int64_t df[MODATTN_KEYWORD_MAX_TERMS];
     bool keep[MODATTN_KEYWORD_MAX_TERMS];
+    qword *w = modattn_calloc(MODATTN_KEYWORD_MAX_TERMS, sizeof *w, MODATTN_MEM_OTHER);
+    if (!w) {
+        modattn_free(clean);
+        return modattn_mem_last_status();
+    }
     const size_t n = runs(text, len, start, rlen);
     sqlite3 *db = modattn__store_db(s);
     fts5_api *api = n ? fts5_of(db) : NULL;
@@ -550,8 +714,7 @@ int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, 
     Fts5Tokenizer *t = NULL;
     sqlite3_stmt *q = NULL;
     int64_t total = 0;
-    size_t kept = n;
-    for (size_t r = 0; r < n; r++) keep[r] = true, df[r] = -1;
+    for (size_t r = 0; r < n; r++) keep[r] = true, w[r].df = -1;
     /* each one-token phrase's document frequency, through a temporary fts5vocab table (works on a
      * read-only connection: the temp database is this connection's own) */
     const char *args[] = {"remove_diacritics", "2"}; /* as the table's tokenizer */
@@ -568,27 +731,125 @@ int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, 
             if (tk.xTokenize(t, &ot, FTS5_TOKENIZE_QUERY, text + start[r], (int)rlen[r], on_query_token) != SQLITE_OK ||
                 ot.count != 1 || !ot.tok[0])
                 continue; /* a phrase of several tokens is selective enough */
+            memcpy(w[r].tok, ot.tok, sizeof w[r].tok);
             sqlite3_bind_text(q, 1, ot.tok, -1, SQLITE_STATIC);
-            df[r] = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
+            w[r].df = sqlite3_step(q) == SQLITE_ROW ? sqlite3_column_int64(q, 0) : 0;
             sqlite3_reset(q);
-            /* in more than half the chunks: BM25's idf is about 0 (FTS5 floors it at 1e-6), so the
-             * word adds at most 2.2e-6 to a score (it may reorder near-ties, and a chunk holding
-             * only such words is not found by words), but reading its postings costs the most */
-            if ((double)df[r] > 0.5 * (double)total) keep[r] = false, kept--;
+            /* written as a prefix ("recurs*"): every word that begins so (3 characters at least:
+             * "a*" would read the postings of a good part of the vocabulary) */
+            w[r].prefix = rlen[r] > 1 && text[start[r] + rlen[r] - 1] == '*' && strlen(ot.tok) >= 3;
         }
     }
     if (t) tk.xDelete(t);
     sqlite3_finalize(q);
-    if (n && kept == 0) { /* every word is that common: the rarest of them still ranks something */
-        size_t best = 0;
-        for (size_t r = 1; r < n; r++)
-            if (df[r] < df[best]) best = r;
-        keep[best] = true;
-        kept = 1;
+    /* the text's language, by the stop words it holds, and which words are stop words */
+    const char *toks[MODATTN_KEYWORD_MAX_TERMS];
+    size_t nt = 0;
+    for (size_t r = 0; r < n; r++)
+        if (w[r].tok[0]) toks[nt++] = w[r].tok;
+    const int lang = modattn__stopword_language(toks, nt);
+    size_t strong = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (!w[r].tok[0] || w[r].prefix) {
+            strong++; /* several tokens ("sqlite3_close()"), or a prefix: selective */
+            continue;
+        }
+        w[r].stop = modattn__is_stopword(lang, w[r].tok);
+        /* held by more than half the chunks: BM25's idf is about 0 (FTS5 floors it at 1e-6), a
+         * chunk found by it alone is found by nothing, and reading its postings costs the most */
+        w[r].common = total > 0 && (double)w[r].df > MODATTN__KW_COMMON_SHARE * (double)total;
+        if (!w[r].stop && !w[r].common) strong++;
     }
-    if (dropped) *dropped = n - kept;
-    st = join_runs(text, start, rlen, keep, n, out);
+    /* a word no chunk holds: a prefix of some ("recurs"), or, when no word of the query that
+     * carries information is in the store as typed, a typo of one ("recursivly"): a word spelt
+     * right that the store lacks ("coffee") is not taken for its neighbour ("toffee") while the
+     * query's other words find passages */
+    bool found = false;
+    for (size_t r = 0; r < n; r++) found |= !w[r].stop && (w[r].df > 0 || !w[r].tok[0]);
+    vocab *v = NULL;
+    for (size_t r = 0; r < n; r++) {
+        if (w[r].df != 0 || w[r].stop || w[r].prefix || !w[r].tok[0]) continue;
+        bool digit = false;
+        for (const char *c = w[r].tok; *c; c++) digit |= *c >= '0' && *c <= '9';
+        if (digit || strlen(w[r].tok) < 4) continue; /* (codes and numbers are not spelled) */
+        if (!v && !(v = vocab_of(s))) break;
+        if (vocab_has_prefix(v, w[r].tok)) {
+            w[r].prefix = true;
+            add_fix(info, text + start[r], rlen[r], w[r].tok, true);
+            continue;
+        }
+        const long near = found ? -1 : vocab_nearest(v, w[r].tok, lang);
+        if (near >= 0) {
+            w[r].fix = v->text + v->off[near];
+            add_fix(info, text + start[r], rlen[r], w[r].fix, false);
+        }
+    }
+    size_t kept = n;
+    bool req[MODATTN_KEYWORD_MAX_TERMS], scored_stop = false;
+    if (strong > 0) {
+        /* the words that carry information select the rows: the others find nothing by
+         * themselves; stop words still score (a tie-break among rows the others found, as
+         * before), common words are left out (they weigh about nothing) */
+        for (size_t r = 0; r < n; r++) {
+            const bool weak = w[r].tok[0] && !w[r].prefix && (w[r].stop || w[r].common);
+            req[r] = !weak;
+            if (weak && w[r].common) keep[r] = false, kept--;
+            else if (weak) scored_stop = true;
+        }
+    } else if (n) {
+        /* only stop words and common ones: the common ones are left out (their postings cost the
+         * most and weigh about nothing), unless all are (the rarest stays) */
+        for (size_t r = 0; r < n; r++)
+            if (w[r].common) keep[r] = false, kept--;
+        if (kept == 0) {
+            size_t best = 0;
+            for (size_t r = 1; r < n; r++)
+                if (w[r].df < w[best].df) best = r;
+            keep[best] = true;
+            kept = 1;
+        }
+    }
+    if (info) {
+        info->words = n;
+        info->kept = kept;
+        info->lang = lang;
+        info->weak_only = n > 0 && strong == 0;
+        for (size_t r = 0; r < n; r++) info->stop += w[r].stop, info->common += !w[r].stop && w[r].common;
+    }
+    char *all = NULL, *sel = NULL;
+    st = join_words(text, start, rlen, keep, w, n, &all);
+    if (!st && scored_stop) st = join_words(text, start, rlen, req, w, n, &sel);
+    if (!st && sel) { /* "(S) AND (ALL)": rows that hold one of S, scored over ALL */
+        const size_t ls = strlen(sel), la = strlen(all);
+        char *q = modattn_malloc(ls + la + 16, MODATTN_MEM_OTHER);
+        if (!q) st = modattn_mem_last_status();
+        else snprintf(q, ls + la + 16, "(%s) AND (%s)", sel, all);
+        *out = q;
+    } else if (!st) {
+        *out = all;
+        all = NULL;
+    }
+    if (!st && marks) { /* the words that matter: S, or the whole list */
+        *marks = sel ? sel : modattn_strndup(*out, strlen(*out), MODATTN_MEM_OTHER);
+        if (sel) sel = NULL;
+        else if (!*marks) st = modattn_mem_last_status();
+    }
+    if (st) {
+        modattn_free(*out);
+        *out = NULL;
+    }
+    modattn_free(all);
+    modattn_free(sel);
+    modattn_free(w);
     modattn_free(clean);
+    return st;
+}
+
+int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
+    modattn__kw_query_info info;
+    if (dropped) *dropped = 0;
+    int st = modattn__store_keyword_query(s, text, len, out, NULL, &info);
+    if (!st && dropped) *dropped = info.words - info.kept;
     return st;
 }
 
@@ -644,12 +905,6 @@ int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, m
  * 17 words over 100k chunks, common words in a third of them, it scores a few thousand rows, not
  * 80,000. */
 
-typedef struct phrase {
-    const char *at; /* "…" as written in the query, quotes included */
-    size_t len;
-    int64_t df;     /* rows that hold it (one-token phrases), -1 unknown */
-    double bound;
-} phrase;
 
 static int by_df(const void *a, const void *b) {
     const phrase *x = a, *y = b; /* unknown first (never dropped), then rarest first */
@@ -657,11 +912,11 @@ static int by_df(const void *a, const void *b) {
     return (x->df > y->df) - (x->df < y->df);
 }
 
-/* The phrases of a query that modattn_keyword_query wrote: "a" OR "b""c" OR ... 0 if it is not one. */
-static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
+/* The phrases of a list that modattn_keyword_query writes, "a" OR "b""c" OR "d"* ..., from c up
+ * to the end of the string or a ')' (*end: there); 0 if it is not one. */
+static size_t parse_list(const char *c, phrase *p, size_t cap, const char **end) {
     size_t n = 0;
-    const char *c = fts;
-    while (*c) {
+    while (*c && *c != ')') {
         if (*c != '"' || n == cap) return 0;
         const char *s = c++;
         for (;; c++) {
@@ -672,11 +927,32 @@ static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
             }
         }
         c++;
-        p[n++] = (phrase){s, (size_t)(c - s), -1, 0};
-        if (!*c) break;
+        const bool star = *c == '*';
+        if (star) c++;
+        p[n++] = (phrase){s, (size_t)(c - s), -1, 0, star};
+        if (!*c || *c == ')') break;
         if (strncmp(c, " OR ", 4) != 0) return 0;
         c += 4;
     }
+    *end = c;
+    return n;
+}
+
+/* A query of modattn_store_keyword_query: a plain list, or "(S) AND (ALL)": rows that hold one of
+ * the required phrases S (the words that carry information), scored over ALL (them and the stop
+ * words). *nreq = |S| (0 for a plain list), the phrases of ALL in p; 0 if fts is neither. */
+static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq) {
+    const char *e = NULL;
+    *nreq = 0;
+    if (*fts != '(') {
+        const size_t n = parse_list(fts, p, cap, &e);
+        return n && !*e ? n : 0;
+    }
+    const size_t ns = parse_list(fts + 1, p, cap, &e);
+    if (!ns || strncmp(e, ") AND (", 7) != 0) return 0;
+    const size_t n = parse_list(e + 7, p, cap, &e);
+    if (!n || strcmp(e, ")") != 0) return 0;
+    *nreq = ns;
     return n;
 }
 
@@ -699,7 +975,8 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
                        double *scores, size_t *n, bool *done) {
     *done = false;
     phrase p[MODATTN_KEYWORD_MAX_TERMS];
-    const size_t np = parse_phrases(fts, p, MODATTN_KEYWORD_MAX_TERMS);
+    size_t nreq = 0; /* (the required group's phrases only select: skipped by the scores as E's) */
+    const size_t np = parse_query(fts, p, MODATTN_KEYWORD_MAX_TERMS, &nreq);
     if (np < 2 || !kw->have_sizes || kw->n == 0) return 0;
     const double rows = (double)kw->n, k1 = 1.2;
     /* each one-token phrase's rows, from the index's vocabulary */
@@ -716,6 +993,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
         sqlite3_prepare_v2(db, "SELECT doc FROM temp.modattn_vocab WHERE term = ?1", -1, &q, NULL) == SQLITE_OK) {
         for (size_t i = 0; i < np; i++) {
             one_token ot = {0};
+            if (p[i].prefix) continue;
             if (tk.xTokenize(t, &ot, FTS5_TOKENIZE_QUERY, p[i].at + 1, (int)p[i].len - 2, on_query_token) != SQLITE_OK ||
                 ot.count != 1 || !ot.tok[0])
                 continue;
@@ -737,7 +1015,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     if (e0 == np) return 0; /* every phrase is rare: the whole query is cheap */
     char *m = join_phrases(p, e0, fts);
     if (!m) return modattn_mem_last_status();
-    int st = topk_pass(s, m, (int)e0, k, path_prefix, ids, scores, n);
+    int st = topk_pass(s, m, (int)(e0 + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
     if (st) return st;
     const double theta = *n == k ? scores[k - 1] : 0;
@@ -755,7 +1033,90 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
         *n = 0;
         return modattn_mem_last_status();
     }
-    st = topk_pass(s, m, (int)(np - c), k, path_prefix, ids, scores, n);
+    st = topk_pass(s, m, (int)(np - c + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
     return st;
+}
+
+static void vocab_free(struct vocab *v) {
+    if (!v) return;
+    modattn_free(v->text);
+    modattn_free(v->off);
+    modattn_free(v->df);
+    modattn_free(v);
+}
+
+/* The store's vocabulary, read if the generation moved since (NULL: none to be had: memory, over
+ * MAX_VOCAB_BYTES, or the index unreadable; the error is cleared: a search goes on without). */
+static vocab *vocab_of(modattn_store *s) {
+    kw_state *kw = NULL;
+    uint64_t gen = 0;
+    if (kw_of(s, &kw) || modattn_store_generation(s, &gen)) {
+        modattn_clear_error();
+        return NULL;
+    }
+    if (kw->vocab && kw->vocab->have && kw->vocab->gen == gen) return kw->vocab;
+    vocab_free(kw->vocab);
+    vocab *v = kw->vocab = modattn_calloc(1, sizeof *v, MODATTN_MEM_OTHER);
+    if (!v) {
+        modattn_clear_error();
+        return NULL;
+    }
+    const uint64_t tr = modattn_trace_begin();
+    sqlite3_stmt *q = NULL;
+    size_t cap = 0, tcap = 0;
+    bool ok = sqlite3_prepare_v2(modattn__store_db(s), "SELECT term, doc FROM temp.modattn_vocab", -1, &q, NULL) == SQLITE_OK;
+    int rc = SQLITE_DONE;
+    while (ok && (rc = sqlite3_step(q)) == SQLITE_ROW) {
+        const char *term = (const char *)sqlite3_column_text(q, 0);
+        const size_t tl = term ? strlen(term) : 0;
+        if (!tl) continue;
+        if (v->bytes + tl + 1 > MAX_VOCAB_BYTES) {
+            ok = false;
+            break;
+        }
+        if (v->n == cap) {
+            const size_t nc = cap ? 2 * cap : 4096;
+            uint32_t *no = modattn_realloc(v->off, nc * sizeof *no, MODATTN_MEM_OTHER);
+            if (no) v->off = no;
+            uint32_t *nd = no ? modattn_realloc(v->df, nc * sizeof *nd, MODATTN_MEM_OTHER) : NULL;
+            if (nd) v->df = nd;
+            if (!no || !nd) {
+                ok = false;
+                break;
+            }
+            cap = nc;
+        }
+        if (v->bytes + tl + 1 > tcap) {
+            const size_t nc = tcap ? 2 * tcap : 65536;
+            char *nt = modattn_realloc(v->text, nc > MAX_VOCAB_BYTES ? MAX_VOCAB_BYTES : nc, MODATTN_MEM_OTHER);
+            if (!nt) {
+                ok = false;
+                break;
+            }
+            v->text = nt;
+            tcap = nc > MAX_VOCAB_BYTES ? MAX_VOCAB_BYTES : nc;
+        }
+        memcpy(v->text + v->bytes, term, tl + 1);
+        v->off[v->n] = (uint32_t)v->bytes;
+        const int64_t df = sqlite3_column_int64(q, 1);
+        v->df[v->n++] = df < 0 ? 0 : df > UINT32_MAX ? UINT32_MAX : (uint32_t)df;
+        v->bytes += tl + 1;
+    }
+    sqlite3_finalize(q);
+    if (tr) {
+        char shape[48];
+        snprintf(shape, sizeof shape, "terms=%zu", v->n);
+        modattn_trace_end(tr, "search.keyword_vocab", "fts5vocab", shape, (double)v->bytes, 0);
+    }
+    /* (fts5vocab gives its terms in order, as the lookups need: BINARY collation, as strcmp) */
+    if (!ok || rc != SQLITE_DONE) {
+        vocab_free(v);
+        kw->vocab = NULL;
+        modattn_clear_error();
+        return NULL;
+    }
+    v->have = true;
+    v->gen = gen;
+    return v;
 }

@@ -15,6 +15,7 @@
 #include "modattn/ingest.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/keywords_internal.h"
 
 /* A candidate of the merge: score first, then chunk id (the order one scan of every row in
  * chunk order gives, which is what the store's path does). */
@@ -256,13 +257,23 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     double *ksc = NULL;
     fused *f = NULL;
     modattn_search_result *res = NULL;
-    char *fts = NULL;
+    char *fts = NULL, *marks = NULL;
     size_t nv = 0, nk = 0, nallow = 0, nf = 0, nres = 0;
     int st = 0;
     if (!q || !vids || !vsc) goto oom;
     memcpy(q, query_vec, dim * sizeof(float));
     modattn_vec_normalize(q, dim);
-    if (keywords && query_text && (st = modattn_store_keyword_query(store, query_text, query_len, &fts, NULL))) goto done;
+    modattn__kw_query_info kwi;
+    memset(&kwi, 0, sizeof kwi);
+    if (keywords && query_text && (st = modattn__store_keyword_query(store, query_text, query_len, &fts, &marks, &kwi)))
+        goto done;
+    if (notes && kwi.fixes[0] && mode != MODATTN_SEARCH_VECTOR)
+        snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);
+    /* hybrid: a query made only of stop words and words most chunks hold finds passages by words
+     * that carry no information; they never lift one above what meaning finds (nor are marked) */
+    const bool weak_only = mode == MODATTN_SEARCH_HYBRID && kwi.weak_only;
+    if (weak_only && fts) fts[0] = '\0';
+    if (kwi.weak_only && mode != MODATTN_SEARCH_KEYWORD && marks) marks[0] = '\0'; /* (vector mode too) */
 
     /* the vector ranking */
     if (mode != MODATTN_SEARCH_KEYWORD && pre_ids) {
@@ -286,6 +297,8 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     if (mode != MODATTN_SEARCH_VECTOR) {
         if (!keywords) {
             note(notes, "the store has no keyword index: by meaning alone (`modattn index` adds it)");
+        } else if (weak_only) {
+            note(notes, "the query's words are all stop words or held by most chunks: by meaning alone");
         } else if (!fts || !fts[0]) {
             note(notes, "the query has no word to match: by meaning alone");
         } else {
@@ -338,7 +351,8 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
             nres = i + 1; /* frees what was fetched */
             goto done;
         }
-        if (fts && fts[0] && nres <= 1000 && (st = modattn_store_keyword_spans(store, fts, f[i].id, &r->spans, &r->nspans))) {
+        if (marks && marks[0] && nres <= 1000 &&
+            (st = modattn_store_keyword_spans(store, marks, f[i].id, &r->spans, &r->nspans))) {
             nres = i + 1;
             goto done;
         }
@@ -369,6 +383,7 @@ done:
         nres = 0;
     }
     modattn_free(fts);
+    modattn_free(marks);
     modattn_free(f);
     modattn_free(allow);
     modattn_free(vids);

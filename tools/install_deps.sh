@@ -9,6 +9,9 @@ PKGS=(
   # issue 40's formats: libarchive (zip containers of DOCX/XLSX/PPTX/ODF/EPUB, ZIP/TAR archives,
   # gzip/bzip2/xz/zstd) and GMime 3.0 (e-mail: .eml and mbox); zstd makes the tests' .zst fixture
   libarchive-dev libgmime-3.0-dev zstd
+  # issue 40's stop words: the Snowball lists for 13 languages (pipeline/CMakeLists.txt reads them at
+  # configure time into a generated header)
+  liblingua-stopwords-perl
   # python3-dev: the Python binding (python/, a CPython extension; only a Recommends of python3-pip)
   python3 python3-pip python3-dev unzip ca-certificates valgrind
   # test_flash_neon_cross: the NEON kernel cross-compiled for AArch64 and run under user-mode qemu

@@ -155,6 +155,9 @@ typedef struct modattn_search_params {
 typedef struct modattn_search_notes {
     bool keywords_used;       /* the keyword index answered (hybrid, keyword) */
     char note[320];           /* why the keyword ranking was left out of a hybrid search ("" if not) */
+    char keywords[256];       /* words searched for other than as typed: a prefix of the store's
+                               * words ("recurs → recurs*") or a typo's nearest one ("recursivly →
+                               * recursively"); "" if none */
 } modattn_search_notes;
 
 /* The k best chunks for a query given as text and as its embedding (query_vec, [v->dim],

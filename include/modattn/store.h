@@ -306,7 +306,15 @@ int modattn_keyword_query(const char *text, size_t len, char **out);
 /* modattn_keyword_query for this store: a one-word phrase that more than half of the chunks hold
  * is left out (its BM25 weight is about nothing, reading its postings is the most of the cost: a
  * "the" in a query over 100k chunks took ~100 ms), unless every word is that common (then the
- * rarest stays). *dropped (may be NULL) counts what was left out. MODATTN_EUNSUPPORTED without the
+ * rarest stays). Stop words (the Snowball lists of 13 languages, built in; the query's language is
+ * the one whose list holds most of its words) and those common words carry no information: when
+ * the query has other words, the query is "(S) AND (ALL)": the rows that hold one of those others
+ * (S), scored by BM25 over S and the stop words (ALL; modattn_store_keyword_topk scores each word
+ * once), so a chunk that only stop words match is not found. A word no chunk holds is searched as
+ * a prefix ("recurs"*) when the store has words that begin with it, else, when no other word of
+ * the query is in the store, as the store's nearest word by edit distance (1 edit for 4 to 7
+ * characters, 2 from 8; none for a word with digits). A word written with a trailing '*' is a
+ * prefix. *dropped (may be NULL) counts what was left out. MODATTN_EUNSUPPORTED without the
  * keyword index. Ownership: modattn_free. */
 int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped);
 

@@ -230,7 +230,7 @@ check "missing PATH listed" jcheck "j['errors'][0]['path'].endswith('nope') and 
 out=$("${SRCH[@]}" --json -k 2 how to bake bread 2>&1)
 check "search --json: 2 results, best is page.html ($out)" jcheck "len(j['results'])==2 and j['results'][0]['path'].endswith('page.html') and j['results'][0]['rank']==1 and j['results'][0]['score']>=j['results'][1]['score'] and all(set(r)>={'rank','score','path','start','end','text'} for r in j['results'])" <<<"$out"
 out=$("${SRCH[@]}" -k 3 "crash safety of a database file" 2>&1)
-check "search text output: rank, score, path, location, snippet ($out)" grep -Eq '^ 1\. [01]\.[0-9]{4}  .*db\.md  \(line [0-9]+, bytes [0-9]+-[0-9]+\)  \[meaning #[0-9]+, words #[0-9]+\]$' <<<"$out"
+check "search text output: rank, cosine, path, location, who found it ($out)" grep -Eq '^ 1\. cosine -?[01]\.[0-9]{2}  .*db\.md  \(line [0-9]+, bytes [0-9]+-[0-9]+\)  found by (both: meaning #[0-9]+, words #[0-9]+|meaning #[0-9]+|words #[0-9]+)$' <<<"$out"
 check "search text output: snippet line" grep -q "^    .*SQLite" <<<"$out"
 out=$("${SRCH[@]}" -k 1000 "anything" --json 2>"$T/err")  # stderr: "no chunk holds the query's words"
 check "-k larger than the store returns every chunk" jcheck "len(j['results'])==$(sql "$DB" 'select count(*) from chunks')" <<<"$out"

@@ -96,7 +96,9 @@ assert "«ALERT»".encode() in t and "«lighthouse»".encode() in t and b"\\x1b[
 PY
 # the text output of hybrid says which ranking found each result
 "$BIN" search --model "$MODEL" --db "$DB" -k 3 "who is the March Hare" > "$T/h.out" 2> "$T/err"
-check "hybrid text output: $(head -c 300 "$T/h.out")" grep -q "\[meaning #[0-9]*, words " "$T/h.out"
+check "hybrid text output: $(head -c 300 "$T/h.out")" grep -Eq "^ 1\. cosine 0\.[0-9]{2}  .*  found by both: meaning #[0-9]+, words #[0-9]+$" "$T/h.out"
+"$BIN" search --model "$MODEL" --db "$DB" -k 3 --mode keyword "March Hare" > "$T/k.out" 2> "$T/err"
+check "keyword text output: BM25 (nothing embedded), found by words: $(head -c 300 "$T/k.out")" grep -Eq "^ 1\. bm25 [0-9]+\.[0-9]{2}  .*  found by words #1$" "$T/k.out"
 # usage errors
 "$BIN" search --model "$MODEL" --db "$DB" --mode fuzzy x > /dev/null 2> "$T/err"
 rc=$?
