@@ -31,9 +31,9 @@
  *   (or one call per text), exactly as with causal.
  * ALiBi (alibi_slopes, [Hq] on the host): the bias -slope[h] * |i' - j| with the same i'. With
  *   causal every visible key has j <= i' and the bias is the one-sided -slope[h] * (i' - j).
- *   (FlashAttention adds slope * (j - i') under causal only up to a per-row constant: +slope * j;
- *   softmax removes that constant so O is equal, but its LSE differs by slope * i'. Ours is the
- *   -slope * |i' - j| above, LSE included.)
+ *   (Under causal FlashAttention 2 adds +slope * j instead, which differs from -slope * (i' - j) by
+ *   the per-row constant slope * i': softmax removes it, so O is the same, but its LSE is off by
+ *   that constant. Ours is -slope * |i' - j| as written, LSE included.)
  * cap (softcap > 0): s -> softcap * tanh(s / softcap), applied to the scaled score before the
  *   ALiBi bias and the mask (Gemma 2's and FlashAttention's order); softcap = 0: none.
  *
