@@ -5,6 +5,7 @@
 #include "modattn/core.h"
 #include "modattn/device.h"
 #include "modattn/dispatch.h"
+#include "attn/internal.h" /* modattn__impl_sees */
 
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +25,14 @@ typedef struct cfg {
     int olayout; /* LAYOUT_CONTIG, LAYOUT_BSHD or LAYOUT_PADDED for o */
     float scale; /* 0: default */
     float mag;   /* magnitude of q and k entries */
+    bool window; /* sliding window (wl, wr), each >= -1 */
+    int wl, wr;
+    bool alibi;  /* random ALiBi slopes per head */
+    float softcap; /* 0: none */
 } cfg;
 
-#define GRID_MAX 640
+#define GRID_MAX 760
+#define GRID_WINDOW_SWEEP 90 /* the last configurations: a random sweep of windows, ALiBi and softcap */
 
 static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -50,6 +56,11 @@ static cfg base(int B, int Hq, int Hkv, int Sq, int Sk, int D) {
 }
 
 static double cfg_work(const cfg *c) { return (double)c->B * c->Hq * c->Sq * c->Sk * (c->D + c->Dv); }
+
+static cfg windowed(cfg c, int wl, int wr) {
+    c.window = true, c.wl = wl, c.wr = wr;
+    return c;
+}
 
 static int build_grid(cfg *g) {
     int n = 0;
@@ -97,9 +108,46 @@ static int build_grid(cfg *g) {
         c = base(1, 16, 2, 2, 700, 40); c.Dv = 24; c.causal = true; c.lse = true; g[n++] = c;
         c = base(1, 8, 1, 1, 1025, 16); c.mag = 8.0f; c.kvl = 1; c.olayout = LAYOUT_BSHD; g[n++] = c;
     }
+    /* sliding windows, ALiBi and softcapping: sizes 0, small, tile-sized and past S; with causal,
+     * kv_lens, masks, GQA, Sq != Sk both ways, lse; long enough that a tiled kernel skips key
+     * tiles (whole tiles left of and right of the window, and whole split-KV ranges in decode) */
+    {
+        cfg c = windowed(base(1, 2, 2, 40, 40, 32), 0, 0); c.lse = true; g[n++] = c;          /* the diagonal alone */
+        c = windowed(base(1, 2, 2, 40, 40, 32), 3, 3); g[n++] = c;
+        c = windowed(base(2, 4, 2, 37, 37, 64), 5, -1); c.lse = true; g[n++] = c;               /* left only */
+        c = windowed(base(2, 4, 2, 37, 37, 64), -1, 4); g[n++] = c;                             /* right only */
+        c = windowed(base(1, 2, 2, 33, 33, 32), 1000, 1000); g[n++] = c;                        /* wider than S */
+        c = windowed(base(1, 2, 2, 33, 33, 32), -1, -1); g[n++] = c;                            /* window on, unbounded */
+        c = windowed(base(1, 4, 1, 300, 300, 32), 64, 64); c.lse = true; g[n++] = c;            /* ModernBERT-like local */
+        c = windowed(base(1, 2, 2, 300, 300, 64), 20, 0); c.causal = true; c.lse = true; g[n++] = c; /* Mistral-like */
+        c = windowed(base(1, 2, 2, 300, 300, 16), 7, 9); c.causal = true; g[n++] = c;           /* causal cuts the right side */
+        c = windowed(base(1, 3, 3, 257, 129, 32), 10, 30); g[n++] = c;                          /* Sq > Sk: early rows see nothing */
+        c = windowed(base(1, 3, 3, 129, 257, 32), 10, 30); c.lse = true; g[n++] = c;            /* Sq < Sk */
+        c = windowed(base(2, 2, 2, 200, 200, 32), 0, 130); c.causal = true; c.lse = true; g[n++] = c;
+        c = windowed(base(3, 4, 2, 150, 200, 32), 25, 25); c.kvl = 2; c.lse = true; g[n++] = c; /* per-batch L_b */
+        c = windowed(base(3, 4, 2, 150, 200, 32), 40, -1); c.kvl = 1; c.causal = true; c.lse = true; g[n++] = c;
+        c = windowed(base(2, 4, 4, 100, 100, 32), 12, 12); c.mask = MASK_FULL; c.mask_dead_rows = true; c.lse = true; g[n++] = c;
+        c = windowed(base(2, 4, 2, 100, 130, 32), 30, 2); c.mask = MASK_11; c.causal = true; g[n++] = c;
+        c = windowed(base(1, 12, 3, 120, 120, 40), 16, 16); c.layout = LAYOUT_BSHD; c.olayout = LAYOUT_PADDED; g[n++] = c;
+        c = windowed(base(2, 8, 1, 1, 1500, 64), 100, -1); c.lse = true; g[n++] = c;           /* decode, split-KV ranges skipped */
+        c = windowed(base(3, 8, 2, 1, 1100, 32), 300, 0); c.kvl = 2; c.causal = true; c.lse = true; g[n++] = c;
+        c = windowed(base(1, 16, 2, 2, 700, 40), 0, 0); c.Dv = 24; c.causal = true; c.lse = true; g[n++] = c;
+        c = windowed(base(1, 1, 1, 520, 520, 8), 200, 1); c.Dv = 16; g[n++] = c;
+        c = windowed(base(1, 2, 2, 64, 64, 64), 8, 8); c.mag = 8.0f; c.lse = true; g[n++] = c;  /* large scores */
+        c = base(2, 4, 4, 60, 60, 32); c.alibi = true; c.lse = true; g[n++] = c;                 /* ALiBi */
+        c = base(2, 4, 4, 60, 80, 32); c.alibi = true; c.causal = true; c.lse = true; g[n++] = c; /* one-sided */
+        c = base(1, 12, 3, 70, 50, 32); c.alibi = true; c.kvl = 2; c.lse = true; g[n++] = c;      /* GQA, lengths */
+        c = base(1, 8, 2, 1, 1300, 32); c.alibi = true; c.lse = true; g[n++] = c;                /* decode */
+        c = base(2, 4, 2, 50, 50, 32); c.alibi = true; c.mask = MASK_1H; c.mask_dead_rows = true; g[n++] = c;
+        c = windowed(base(1, 4, 2, 256, 256, 64), 32, 32); c.alibi = true; c.lse = true; g[n++] = c;
+        c = windowed(base(1, 4, 4, 200, 200, 32), 50, 0); c.alibi = true; c.causal = true; c.kvl = 1; g[n++] = c;
+        c = base(1, 2, 2, 64, 64, 64); c.softcap = 2.0f; c.mag = 4.0f; c.lse = true; g[n++] = c; /* softcap */
+        c = base(2, 4, 2, 64, 90, 32); c.softcap = 30.0f; c.mag = 8.0f; c.causal = true; g[n++] = c;
+        c = windowed(base(1, 4, 2, 150, 150, 32), 20, 20); c.softcap = 5.0f; c.alibi = true; c.mask = MASK_B1; c.lse = true; g[n++] = c;
+    }
     /* then a seeded random sweep */
     uint64_t s = 0x6d6f6461747431ull;
-    while (n < GRID_MAX) {
+    while (n < GRID_MAX - GRID_WINDOW_SWEEP) {
         const int *hh = k_heads[rng_int(&s, (int)(sizeof k_heads / sizeof *k_heads))];
         cfg c = base(1 + rng_int(&s, 3), hh[0], hh[1], k_lens[rng_int(&s, 18)], k_lens[rng_int(&s, 18)],
                      k_dims[rng_int(&s, 10)]);
@@ -118,6 +166,27 @@ static int build_grid(cfg *g) {
         c.olayout = ol[rng_int(&s, 3)];
         if (rng_int(&s, 8) == 0) c.mag = 3.0f;
         if (rng_int(&s, 10) == 0) c.scale = (float)(0.05 + rng_unit(&s));
+        if (cfg_work(&c) > 4e6) continue;
+        g[n++] = c;
+    }
+    /* and a random sweep of windows, ALiBi and softcapping over the same shapes */
+    uint64_t w = 0x77696e646f7773ull;
+    static const int k_win[] = {-1, 0, 1, 2, 5, 16, 31, 64, 100, 300};
+    while (n < GRID_MAX) {
+        const int *hh = k_heads[rng_int(&w, (int)(sizeof k_heads / sizeof *k_heads))];
+        cfg c = base(1 + rng_int(&w, 3), hh[0], hh[1], k_lens[rng_int(&w, 18)], k_lens[rng_int(&w, 18)],
+                     k_dims[rng_int(&w, 10)]);
+        c.causal = rng_int(&w, 3) == 0;
+        c.lse = rng_int(&w, 2) == 0;
+        c.mask = rng_int(&w, 5) == 0 ? 1 + rng_int(&w, MASK_COUNT - 1) : MASK_NONE;
+        c.mask_dead_rows = c.mask != MASK_NONE && rng_int(&w, 2) == 0;
+        c.kvl = rng_int(&w, 4) == 0 ? 1 + rng_int(&w, 2) : 0;
+        c.layout = rng_int(&w, 2) ? LAYOUT_CONTIG : LAYOUT_BSHD;
+        c.window = rng_int(&w, 4) != 0;
+        c.wl = k_win[rng_int(&w, 10)], c.wr = k_win[rng_int(&w, 10)];
+        c.alibi = rng_int(&w, 3) == 0;
+        if (rng_int(&w, 6) == 0) c.softcap = (float)(1.0 + 20.0 * rng_unit(&w)), c.mag = 3.0f;
+        if (!c.window && !c.alibi && c.softcap == 0.0f) c.window = true;
         if (cfg_work(&c) > 4e6) continue;
         g[n++] = c;
     }
@@ -189,6 +258,7 @@ typedef struct setup {
     buf bq, bk, bv, bm, bo, bl; /* bk/bv unused (base NULL) when packed */
     modattn_attn_call call;
     int32_t kv_lens[8];
+    float slopes[32]; /* ALiBi */
     /* oracle (f64, contiguous) */
     double *o64, *lse64;
     /* naive fp32 errors */
@@ -211,13 +281,18 @@ static void fill_random(buf *b, uint64_t *rng, double mag) {
     for (int64_t i = 0; i < b->cap; i++) d[i] = (float)((2.0 * rng_unit(rng) - 1.0) * mag);
 }
 
-/* Visible key range [0, lim) for row i of batch b, before the mask. */
-static int64_t visible_limit(const cfg *c, const int32_t *kv_lens, int64_t b, int64_t i) {
-    int64_t L = kv_lens ? kv_lens[b] : c->Sk;
-    if (!c->causal) return L;
-    int64_t lim = i + L - c->Sq + 1;
-    if (lim > L) lim = L;
-    return lim < 0 ? 0 : lim;
+/* Is key j visible to row i of batch b, before the mask? attention.h's rule written out again from
+ * the configuration (FlashAttention 2's window with its clipping of a side >= Sk), independent of
+ * the descriptor's helper that kernels use and of the oracle. */
+static bool visible(const cfg *c, const int32_t *kv_lens, int64_t b, int64_t i, int64_t j) {
+    const int64_t L = kv_lens ? kv_lens[b] : c->Sk, ip = i + L - c->Sq;
+    if (j >= L || (c->causal && j > ip)) return false;
+    if (c->window) {
+        const int64_t wl = c->wl >= c->Sk ? -1 : c->wl, wr = c->wr >= c->Sk ? -1 : c->wr;
+        if (wl >= 0 && j < ip - wl) return false;
+        if (wr >= 0 && j > ip + wr) return false;
+    }
+    return true;
 }
 
 /* The naive fp32 implementation: float everywhere, softmax with max subtraction, in one of three
@@ -225,6 +300,7 @@ static int64_t visible_limit(const cfg *c, const int32_t *kv_lens, int64_t b, in
  * adds). fp32 rounding noise depends on the order, so the tolerance takes the largest error of
  * the three: one order alone can be luckily exact where any other fp32 kernel is not. */
 #define NAIVE_ORDERS 3
+#define ORACLE_AGREEMENT 1e-3
 static void naive_f32(const setup *s, float *o, float *lse, float *scores, float scale, int order) {
     bool reverse = order == 1;
     const cfg *c = &s->c;
@@ -233,9 +309,13 @@ static void naive_f32(const setup *s, float *o, float *lse, float *scores, float
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t h = 0; h < c->Hq; h++)
             for (int64_t i = 0; i < c->Sq; i++) {
-                int64_t lim = visible_limit(c, k->kv_lens, b, i);
+                const int64_t lim = k->kv_lens ? k->kv_lens[b] : c->Sk, ip = i + lim - c->Sq;
                 float mx = -INFINITY;
                 for (int64_t j = 0; j < lim; j++) {
+                    if (!visible(c, k->kv_lens, b, i, j)) {
+                        scores[j] = -INFINITY;
+                        continue;
+                    }
                     float dot = 0.0f;
                     const float *q = (const float *)k->q.data + off4(&k->q, b, h, i, 0);
                     const float *kk = (const float *)k->k.data + off4(&k->k, b, h / G, j, 0);
@@ -249,6 +329,8 @@ static void naive_f32(const setup *s, float *o, float *lse, float *scores, float
                         for (int e = 0; e < c->D; e++) dot += q[e] * kk[e];
                     }
                     float v = scale * dot;
+                    if (c->softcap > 0.0f) v = c->softcap * tanhf(v / c->softcap);
+                    if (c->alibi) v -= k->alibi_slopes[h] * fabsf((float)(ip - j));
                     if (k->mask.data) {
                         float m = ((const float *)k->mask.data)[off4(&k->mask, k->mask.shape[0] == 1 ? 0 : b,
                                                                       k->mask.shape[1] == 1 ? 0 : h, i, j)];
@@ -357,6 +439,13 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
     }
     k->scale = c->scale;
     k->causal = c->causal;
+    k->window = c->window;
+    k->window_left = c->wl, k->window_right = c->wr;
+    k->softcap = c->softcap;
+    if (c->alibi) { /* random slopes in [0, 0.5), the geometric ones of ALiBi's paper lie there too */
+        for (int h = 0; h < c->Hq && h < 32; h++) s->slopes[h] = (float)(0.5 * rng_unit(&rng));
+        k->alibi_slopes = s->slopes;
+    }
 
     /* which output elements the views address (everything else must stay sentinel) */
     s->touched_o = modattn_calloc((size_t)(s->bo.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
@@ -400,6 +489,9 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
         o.kv_lens = k->kv_lens;
         o.scale = k->scale;
         o.causal = k->causal;
+        o.window = k->window, o.window_left = k->window_left, o.window_right = k->window_right;
+        o.alibi_slopes = k->alibi_slopes;
+        o.softcap = k->softcap;
         st = modattn_attention_with(ctx, (size_t)ref, &o);
         if (st) modattn_error_prefix(st, "oracle");
         if (c->B == 0 || c->Hq == 0 || c->Sq == 0) st = 0;
@@ -433,14 +525,27 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
             }
     }
     modattn_free(on), modattn_free(ln), modattn_free(sc);
+    /* The naive fp32 implementation and the oracle follow the contract independently (each writes
+     * out the visibility rule, ALiBi and the cap on its own): fp32 rounding keeps them within 3e-5
+     * on this grid (large scores), so a gap over 1e-3 means one of them is wrong, not a loose tolerance. */
+    if (!(s->naive_err_o <= ORACLE_AGREEMENT) || !(s->naive_err_lse <= ORACLE_AGREEMENT))
+        return modattn_error(MODATTN_ERUNTIME,
+                             "the fp64 oracle and the naive fp32 implementation disagree (|O| by %.3g, LSE by %.3g, "
+                             "over %g): one of them breaks the contract",
+                             s->naive_err_o, s->naive_err_lse, ORACLE_AGREEMENT);
     return 0;
 }
 
 static void describe_cfg(const cfg *c, char *buf, size_t len) {
     static const char *lay[] = {"contiguous", "packed-qkv", "bshd", "padded"};
     static const char *msk[] = {"none", "[B,H]", "[1,H]", "[B,1]", "[1,1]"};
-    snprintf(buf, len, "B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d Dv=%d%s mask=%s%s kv_lens=%d layout=%s o=%s%s scale=%g mag=%g",
-             c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D, c->Dv, c->causal ? " causal" : "", msk[c->mask],
+    char extra[96] = "";
+    int n = 0;
+    if (c->window) n += snprintf(extra + n, sizeof extra - (size_t)n, " window=(%d,%d)", c->wl, c->wr);
+    if (c->alibi) n += snprintf(extra + n, sizeof extra - (size_t)n, " alibi");
+    if (c->softcap > 0.0f) snprintf(extra + n, sizeof extra - (size_t)n, " softcap=%g", (double)c->softcap);
+    snprintf(buf, len, "B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d Dv=%d%s%s mask=%s%s kv_lens=%d layout=%s o=%s%s scale=%g mag=%g",
+             c->B, c->Hq, c->Hkv, c->Sq, c->Sk, c->D, c->Dv, c->causal ? " causal" : "", extra, msk[c->mask],
              c->mask_dead_rows ? "+dead-rows" : "", c->kvl, lay[c->layout], lay[c->olayout], c->lse ? " lse" : "",
              (double)c->scale, (double)c->mag);
 }
@@ -719,7 +824,8 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
             desc.device.kind = impl->device;
             desc.device.index = impl->device == MODATTN_DEVICE_CPU ? 0 : opt->device_index;
             bool no_device = impl->device != MODATTN_DEVICE_CPU && !dev;
-            if (!info.available || no_device || !impl->supports(impl->ctx, &desc, why, sizeof why)) {
+            if (!info.available || no_device || !modattn__impl_sees(impl, &desc, why, sizeof why) ||
+                !impl->supports(impl->ctx, &desc, why, sizeof why)) {
                 r->unsupported++;
                 {
                     char rs[160];

@@ -118,6 +118,9 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn__runner *r, const moda
 /* Median time of `name` in an entry, or -1. */
 double modattn__tune_time(const modattn__tune_entry *e, const char *name);
 void modattn__tune_free(modattn_ctx *ctx);
+/* attn/run.c: false (with the reason) when `impl` was built against an api_version that cannot see
+ * a feature d uses (a version 2 table knows no window, ALiBi or softcap). */
+bool modattn__impl_sees(const modattn_attn_impl *impl, const modattn_attn_desc *d, char *reason, size_t len);
 /* attn/run.c: run entry i once (workspace, stats, trace); the message names it on failure. */
 int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, const modattn_attn_desc *d,
                        const modattn_attn_call *c);

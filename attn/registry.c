@@ -29,12 +29,12 @@ static int valid_name(const char *s) {
 int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char *origin, void *dl,
                      bool refuse_on_init_failure) {
     if (!impl) return modattn_error(MODATTN_EINVAL, "%s: implementation table is NULL", origin);
-    if (impl->api_version != MODATTN_IMPL_API_VERSION)
+    if (impl->api_version < MODATTN_IMPL_API_VERSION_MIN || impl->api_version > MODATTN_IMPL_API_VERSION)
         return modattn_error(MODATTN_EVERSION,
                              "%s: implementation '%s' was built for api_version %u, this modattn speaks "
-                             "api_version %u; rebuild it against this modattn/impl.h",
+                             "api_version %u (and loads %u); rebuild it against this modattn/impl.h",
                              origin, valid_name(impl->name) ? impl->name : "?", impl->api_version,
-                             MODATTN_IMPL_API_VERSION);
+                             MODATTN_IMPL_API_VERSION, MODATTN_IMPL_API_VERSION_MIN);
     if (!valid_name(impl->name))
         return modattn_error(MODATTN_EINVAL, "%s: implementation name must be 1-63 characters of [a-z0-9_]", origin);
     if (!impl->supports || !impl->run)

@@ -6,6 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+bool modattn__impl_sees(const modattn_attn_impl *impl, const modattn_attn_desc *d, char *reason, size_t len) {
+    if (impl->api_version >= 3u || !(d->has_window || d->has_alibi || d->softcap > 0.0f)) return true;
+    snprintf(reason, len, "built against api_version %u, which predates %s: rebuild it against this modattn/impl.h",
+             impl->api_version, d->has_window ? "sliding windows" : d->has_alibi ? "ALiBi" : "softcapping");
+    return false;
+}
+
 /* Can entry i run d? false with the reason in words. */
 bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc *d, char *reason, size_t len,
                     modattn_verdict *verdict) {
@@ -20,6 +27,10 @@ bool modattn__capable(const modattn_ctx *ctx, size_t i, const modattn_attn_desc 
         char where[32];
         modattn_device_format(d->device, where, sizeof where);
         snprintf(reason, len, "runs on %s tensors; the tensors are on %s", modattn_device_kind_name(e->impl->device), where);
+        *verdict = MODATTN_VERDICT_REFUSED;
+        return false;
+    }
+    if (!modattn__impl_sees(e->impl, d, reason, len)) {
         *verdict = MODATTN_VERDICT_REFUSED;
         return false;
     }

@@ -219,12 +219,30 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
                                      (int)c->kv_lens[b], (long long)Sk);
     if (!isfinite(c->scale))
         return modattn_error(MODATTN_EINVAL, "scale is not finite (%g)", (double)c->scale);
+    if (c->window && (c->window_left < -1 || c->window_right < -1))
+        return modattn_error(MODATTN_EINVAL, "window: window_left = %d, window_right = %d; each must be >= -1 (-1: unbounded)",
+                             (int)c->window_left, (int)c->window_right);
+    if (!isfinite(c->softcap) || c->softcap < 0.0f)
+        return modattn_error(MODATTN_EINVAL, "softcap is %g; it must be finite and >= 0 (0: none)", (double)c->softcap);
+    if (c->alibi_slopes)
+        for (int64_t h = 0; h < Hq; h++)
+            if (!isfinite(c->alibi_slopes[h]))
+                return modattn_error(MODATTN_EINVAL, "alibi_slopes[%lld] is not finite (%g)", (long long)h,
+                                     (double)c->alibi_slopes[h]);
     d->B = B, d->Hq = Hq, d->Hkv = Hkv, d->Sq = Sq, d->Sk = Sk, d->D = D, d->Dv = Dv;
     d->dtype = c->q.dtype;
     d->device = c->q.device;
     d->scale = c->scale != 0.0f ? c->scale : (D > 0 ? (float)(1.0 / sqrt((double)D)) : 1.0f);
     d->causal = c->causal;
     d->inner_contiguous = inner;
+    d->window_left = d->window_right = -1;
+    if (c->window) { /* a side >= Sk reaches every key on that side: FA2's interface reads it as -1 */
+        d->window_left = c->window_left >= Sk ? -1 : c->window_left;
+        d->window_right = c->window_right >= Sk ? -1 : c->window_right;
+        d->has_window = d->window_left >= 0 || d->window_right >= 0;
+    }
+    d->has_alibi = c->alibi_slopes != NULL;
+    d->softcap = c->softcap;
     return 0;
 }
 
@@ -238,18 +256,30 @@ modattn_attn_desc modattn_attn_desc_make(int64_t B, int64_t Hq, int64_t Hkv, int
     d.scale = D > 0 ? (float)(1.0 / sqrt((double)D)) : 1.0f;
     d.causal = causal;
     d.inner_contiguous = true;
+    d.window_left = d.window_right = -1;
     return d;
 }
 
 void modattn_attn_desc_format(const modattn_attn_desc *d, char *buf, size_t len) {
-    snprintf(buf, len, "B=%lld Hq=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s%s%s%s%s%s", (long long)d->B,
+    char win[64] = "", cap[40] = "";
+    if (d->has_window) snprintf(win, sizeof win, " window=(%lld,%lld)", (long long)d->window_left, (long long)d->window_right);
+    if (d->softcap > 0.0f) snprintf(cap, sizeof cap, " softcap=%g", (double)d->softcap);
+    snprintf(buf, len, "B=%lld Hq=%lld Hkv=%lld Sq=%lld Sk=%lld D=%lld Dv=%lld %s%s%s%s%s%s%s%s%s", (long long)d->B,
              (long long)d->Hq, (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D,
-             (long long)d->Dv, modattn_dtype_name(d->dtype), d->causal ? " causal" : "",
-             d->has_mask ? " mask" : "", d->has_kv_lens ? " kv_lens" : "", d->has_lse ? " lse" : "",
-             d->inner_contiguous ? "" : " strided");
+             (long long)d->Dv, modattn_dtype_name(d->dtype), d->causal ? " causal" : "", win,
+             d->has_alibi ? " alibi" : "", cap, d->has_mask ? " mask" : "", d->has_kv_lens ? " kv_lens" : "",
+             d->has_lse ? " lse" : "", d->inner_contiguous ? "" : " strided");
 }
 
 double modattn_attn_desc_flops(const modattn_attn_desc *d) {
     double f = 2.0 * (double)d->B * (double)d->Hq * (double)d->Sq * (double)d->Sk * (double)(d->D + d->Dv);
-    return d->causal ? f / 2 : f;
+    if (!d->has_window) return d->causal ? f / 2 : f;
+    /* the pairs the window (and causal) leave visible, row by row: O(Sq) */
+    double pairs = 0.0;
+    for (int64_t i = 0; i < d->Sq; i++) {
+        int64_t lo, hi;
+        modattn_attn_visible(d, d->Sk, i, &lo, &hi);
+        pairs += (double)(hi - lo);
+    }
+    return 2.0 * (double)d->B * (double)d->Hq * pairs * (double)(d->D + d->Dv);
 }

@@ -43,6 +43,13 @@ void modattn__tune_key(const modattn_ctx *ctx, int nthreads, const modattn_attn_
              (long long)pow2_bucket(d->Sk), (long long)d->D, (long long)d->Dv, d->causal ? 1 : 0,
              (long long)pow2_bucket(d->B * d->Hq), d->has_mask ? 1 : 0, d->has_kv_lens ? 1 : 0,
              d->inner_contiguous ? 0 : 1);
+    if (d->has_window || d->has_alibi || d->softcap > 0.0f) { /* (absent otherwise: older keys stay valid) */
+        size_t k = strlen(key);
+        snprintf(key + k, len > k ? len - k : 0, "|w%lld,%lld|a%d|sc%d",
+                 d->window_left < 0 ? -1LL : (long long)pow2_bucket(d->window_left + 1),
+                 d->window_right < 0 ? -1LL : (long long)pow2_bucket(d->window_right + 1), d->has_alibi ? 1 : 0,
+                 d->softcap > 0.0f ? 1 : 0);
+    }
     if (ctx->plugin_sig) { /* timings of plugins are theirs as built: a rebuilt one is measured again */
         size_t k = strlen(key);
         snprintf(key + k, len > k ? len - k : 0, "|p%016llx", (unsigned long long)ctx->plugin_sig);

@@ -3,9 +3,11 @@
  *
  * Per work item (b, query head, block of QB query rows):
  *   S = scale * Q_blk . K^T       SGEMM   [QB x Dk] . [Dk x n]   n = keys any row of the block sees
- *   P = softmax(S + mask) over the keys each row sees (causal, kv_lens), LSE
+ *   P = softmax(cap(S) - ALiBi + mask) over the keys each row sees (causal, window, kv_lens), LSE
  *   O_blk = P . V                 SGEMM   [QB x n] . [n x Dv]
- * Keys no row of the block can see (causal future, kv_lens padding) are left out of both GEMMs.
+ * Keys no row of the block can see (causal future, right of a window, kv_lens padding) are left
+ * out of both GEMMs; keys left of a window are computed and hidden (-inf) before the softmax:
+ * cpu_flash is the path that skips them.
  * The scores block S lives in the workspace (QB x Sk floats per thread, QB chosen so it stays
  * under SCORES_BUDGET); run() allocates nothing itself.
  *
@@ -131,6 +133,11 @@ static bool blas_supports(void *ctx, const modattn_attn_desc *d, char *reason, s
         snprintf(reason, len, "cpu_blas handles Sq, Sk <= 2^30 (Sq=%lld, Sk=%lld)", (long long)d->Sq, (long long)d->Sk);
         return false;
     }
+    if (d->has_alibi && (d->Sq > (INT64_C(1) << 24) || d->Sk > (INT64_C(1) << 24))) {
+        snprintf(reason, len, "cpu_blas computes ALiBi distances in fp32, exact up to 2^24: Sq=%lld, Sk=%lld",
+                 (long long)d->Sq, (long long)d->Sk);
+        return false;
+    }
     if (d->Hq > 0 && (d->Hkv < 1 || d->Hq % d->Hkv != 0)) {
         snprintf(reason, len, "Hq=%lld is not a multiple of Hkv=%lld", (long long)d->Hq, (long long)d->Hkv);
         return false;
@@ -178,10 +185,14 @@ static void blas_item(void *arg, int64_t item, int thread) {
     int64_t L = c->kv_lens ? c->kv_lens[b] : d->Sk;
     if (L < 0) L = 0;
     if (L > d->Sk) L = d->Sk;
-    const int64_t off = L - Sq; /* causal: row i sees keys j <= i + off */
-    int64_t n = L;
-    if (d->causal && i0 + m + off < n) n = i0 + m + off;
-    if (n < 0) n = 0;
+    const int64_t off = L - Sq; /* i' = i + off: causal row i sees keys j <= i' */
+    int64_t n = L; /* keys [0, n): what the block's last row may see (causal, a window's right side) */
+    {
+        int64_t lo, hi;
+        modattn_attn_visible(d, L, i0 + m - 1, &lo, &hi);
+        if (hi < n) n = hi;
+        if (n < 0) n = 0;
+    }
 
     const float *q = (const float *)c->q.data + b * c->q.stride[0] + h * c->q.stride[1] + i0 * c->q.stride[2];
     const float *k = (const float *)c->k.data + b * c->k.stride[0] + hk * c->k.stride[1];
@@ -234,9 +245,21 @@ static void blas_item(void *arg, int64_t item, int thread) {
     bool any_dead = false;
     for (int64_t r = 0; r < m; r++) {
         const int64_t i = i0 + r;
-        int64_t lim = n; /* keys [0, lim) visible to this row */
-        if (d->causal && i + off + 1 < lim) lim = i + off + 1;
-        if (lim < 0) lim = 0;
+        int64_t lo, lim; /* keys [lo, lim) visible to this row (attention.h) */
+        modattn_attn_visible(d, L, i, &lo, &lim);
+        if (lim > n) lim = n;
+        if (lo > lim) lo = lim;
+        float *sr = S + r * n;
+        for (int64_t j = 0; j < lo; j++) sr[j] = -INFINITY; /* left of the window */
+        if (d->softcap > 0.0f) {
+            const float cap = d->softcap, inv = 1.0f / cap;
+            for (int64_t j = lo; j < lim; j++) sr[j] = cap * tanhf(sr[j] * inv);
+        }
+        if (c->alibi_slopes) { /* - slope * |i' - j| */
+            const float sl = c->alibi_slopes[h];
+            const int64_t ip = i + off;
+            for (int64_t j = lo; j < lim; j++) sr[j] -= sl * (float)(ip > j ? ip - j : j - ip);
+        }
         float lse = modattn__cpu_blas_softmax_row(S + r * n, n, lim, mask ? mask + r * mrs : NULL, mjs);
         if (lse == -INFINITY) any_dead = true;
         if (c->lse.data)

@@ -124,9 +124,9 @@ static void layout(const modattn_attn_desc *d, const flash_isa *isa, flash_job *
     job->off_qt = at, at += round16(D * L);
     job->off_st = at, at += round16(BK * L);
     job->off_ot = at, at += round16(Dv * L);
-    job->off_lane = at, at += round16(3 * L);
+    job->off_lane = at, at += round16(4 * L); /* lim, m, l, -lo */
     job->off_mt = job->off_mrow = 0;
-    if (d->has_mask) {
+    if (d->has_mask || d->has_alibi) {
         job->off_mt = at, at += round16(BK * L);
         job->off_mrow = at, at += round16(BK);
     }
@@ -158,6 +158,11 @@ static bool flash_supports(void *ctx, const modattn_attn_desc *d, char *reason, 
     if (d->Sq > FLASH_MAX_SEQ || d->Sk > FLASH_MAX_SEQ) {
         snprintf(reason, len, "cpu_flash handles Sq, Sk <= 2^30 (Sq=%lld, Sk=%lld)", (long long)d->Sq,
                  (long long)d->Sk);
+        return false;
+    }
+    if (d->has_alibi && (d->Sq > (INT64_C(1) << 24) || d->Sk > (INT64_C(1) << 24))) {
+        snprintf(reason, len, "cpu_flash computes ALiBi distances in fp32, exact up to 2^24: Sq=%lld, Sk=%lld",
+                 (long long)d->Sq, (long long)d->Sk);
         return false;
     }
     if (d->Hq > 0 && (d->Hkv < 1 || d->Hq % d->Hkv != 0)) {
@@ -288,6 +293,14 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     job.ntiles = (job.rows + tile_rows - 1) / tile_rows;
     job.scale = d->scale;
     job.causal = d->causal;
+    /* the visibility rule (attention.h) as per-lane limits: j <= i' + rw, j >= i' - wl */
+    const bool wr_on = d->has_window && d->window_right >= 0, wl_on = d->has_window && d->window_left >= 0;
+    job.upper = d->causal || wr_on;
+    job.rw = !wr_on ? 0 : d->causal && d->window_right > 0 ? 0 : d->window_right;
+    job.lower = wl_on;
+    job.wl = wl_on ? d->window_left : 0;
+    job.slopes = d->has_alibi ? call->alibi_slopes : NULL;
+    job.softcap = d->softcap;
     job.q = call->q.data, job.k = call->k.data, job.v = call->v.data, job.o = call->o.data;
     memcpy(job.qs, call->q.stride, sizeof job.qs);
     memcpy(job.ks, call->k.stride, sizeof job.ks);
@@ -307,6 +320,7 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
         if (d->Sq == 1) job.ms[2] = 0;
         job.mask_mode = (job.ms[2] == 0 && (job.G == 1 || job.ms[1] == 0)) ? FLASH_MASK_ROW : FLASH_MASK_TILE;
     }
+    if (job.slopes) job.mask_mode = FLASH_MASK_TILE; /* the bias differs per lane: built per key tile */
     if (d->has_lse && call->lse.data) {
         job.lse = call->lse.data;
         memcpy(job.ls, call->lse.stride, sizeof job.ls);

@@ -29,6 +29,12 @@ typedef struct flash_job {
     int64_t ntiles; /* ceil(rows / lanes) */
     float scale;
     bool causal;
+    /* sliding window (attention.h): -1 unbounded; upper: some right bound (causal or wr >= 0),
+     * rw its offset from i' (min(wr, 0) under causal); lower: wl >= 0 */
+    bool upper, lower;
+    int64_t rw, wl;
+    const float *slopes; /* ALiBi [Hq] or NULL: folded into the mask tile (FLASH_MASK_TILE) */
+    float softcap;       /* > 0: scores capped in a scalar pass after Q K^T, mask tile added there */
     int mask_mode;  /* FLASH_MASK_*: ROW when every lane of a tile reads the same mask row */
     bool k_unit, v_unit; /* last-dim stride 1: rows are broadcast from the tensor, no packing */
     /* q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv], o [B, Hq, Sq, Dv] */
@@ -53,7 +59,7 @@ typedef struct flash_job {
 
 /* Per-lane bookkeeping kept at ws + off_lane (as floats/ints of `lanes` each). */
 typedef struct flash_lane_view {
-    int32_t *lim; /* key j is visible to the lane iff j <= lim (causal), INT32_MAX otherwise */
+    int32_t *lim; /* key j is visible to the lane iff j <= lim (causal / window), INT32_MAX otherwise */
     float *m;     /* running max (base-2 units) */
     float *l;     /* running sum */
 } flash_lane_view;

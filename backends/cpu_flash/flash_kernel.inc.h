@@ -69,9 +69,12 @@ typedef struct FLASH_NAME(qk_epi) {
     float scale;
     const float *mrow;  /* FLASH_MASK_ROW: one mask value per key row, or NULL */
     const float *mt;    /* FLASH_MASK_TILE: mask tile [BKT][LANES], or NULL */
-    const int32_t *lim; /* per-lane causal limits */
-    int64_t kfull;      /* keys >= kfull need the causal compare */
-    int causal;
+    const int32_t *lim; /* per-lane upper limits (causal, window right side) */
+    const int32_t *neglo; /* per-lane minus the lower limits (window left side) */
+    int64_t kfull;      /* keys >= kfull need the upper compare */
+    int64_t klo;        /* keys < klo need the lower compare */
+    int causal;         /* an upper limit applies */
+    int lower;          /* a lower limit applies */
 } FLASH_NAME(qk_epi);
 
 FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t Dp, const float *k0,
@@ -120,7 +123,8 @@ FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t Dp,
     const float *mrow = ep->mrow ? ep->mrow + jj : NULL;
     const float *mt = ep->mt ? ep->mt + jj * LANES : NULL;
     const int partial = ep->causal && j + R - 1 >= ep->kfull;
-    const int32_t *lim = ep->lim;
+    const int partial_lo = ep->lower && j < ep->klo;
+    const int32_t *lim = ep->lim, *neglo = ep->neglo;
 #pragma GCC unroll 32
     for (int r = 0; r < R; r++) {
         if (mrow) {
@@ -137,6 +141,10 @@ FLASH_INLINE void FLASH_NAME(qk_block)(const int R, const float *qt, int64_t Dp,
         if (partial) {
 #pragma GCC unroll 8
             for (int v = 0; v < NV; v++) acc[r][v] = vf_mask_gt(acc[r][v], (int32_t)(j + r), lim + v * VL);
+        }
+        if (partial_lo) { /* j < lo  <=>  -j > -lo */
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; v++) acc[r][v] = vf_mask_gt(acc[r][v], (int32_t)-(j + r), neglo + v * VL);
         }
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
@@ -220,6 +228,27 @@ __attribute__((noinline)) static void FLASH_NAME(pv_tile)(float *ot, int64_t Dvp
     while (Dvp - e >= 1) { FLASH_PV(1); }
 #endif
 #undef FLASH_PV
+}
+
+/* Logit softcapping over a tile's scores (scalar: no vector tanh here), then the mask (row or
+ * tile, ALiBi folded in) that the epilogue left out, and the tile max again. -inf (outside the
+ * window, causal) stays -inf. */
+static void FLASH_NAME(softcap_pass)(float cap, float *st, int64_t nk, const float *mrow, const float *mt, vf *tmax) {
+    const float inv = 1.0f / cap;
+    for (int v = 0; v < NV; v++) tmax[v] = vf_set1(-INFINITY);
+    for (int64_t jj = 0; jj < nk; jj++) {
+        float *sp = st + jj * LANES;
+        for (int l = 0; l < LANES; l++) {
+            float x = sp[l];
+            if (x == -INFINITY) continue;
+            x = cap * tanhf(x * inv);
+            if (mrow) x += mrow[jj];
+            else if (mt) x += mt[jj * LANES + l];
+            sp[l] = x;
+        }
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; v++) tmax[v] = vf_max(tmax[v], vf_load(sp + v * VL));
+    }
 }
 
 /* Qt[d][lane] = q_lane[d * qsd] for the nrow valid lanes, 0 for the others. With unit stride,
@@ -318,6 +347,7 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     float *mrow = job->mask_mode == FLASH_MASK_ROW ? ws + job->off_mrow : NULL;
     int32_t *lim = (int32_t *)(void *)(ws + job->off_lane);
     float *mrun = ws + job->off_lane + LANES, *lrun = ws + job->off_lane + 2 * LANES;
+    int32_t *neglo = (int32_t *)(void *)(ws + job->off_lane + 3 * LANES);
 
     int64_t Lb = job->Sk;
     if (job->kv_lens) {
@@ -325,18 +355,20 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
         if (Lb < 0) Lb = 0;
         if (Lb > job->Sk) Lb = job->Sk;
     }
-    const int64_t off = Lb - job->Sq; /* causal: query i sees keys j <= i + off */
+    const int64_t off = Lb - job->Sq; /* i' = i + off (attention.h): causal sees j <= i', a window [i' - wl, i' + wr] */
 
-    /* Lanes (TS of them per row): causal limits, the query range of the tile, then Q^T packed. */
+    /* Lanes (TS of them per row): upper and lower limits, the query range of the tile, then Q^T packed. */
     int64_t imin = INT64_MAX, imax = -1;
     const float *qrow[ROWS];
     for (int l = 0; l < ROWS; l++) {
-        int32_t lm = INT32_MAX;
+        int32_t lm = INT32_MAX, nl = INT32_MAX;
         if (l < nrow) {
             const int64_t r = r0 + l, i = G == 1 ? r : r / G, h = G == 1 ? hk : hk * G + r % G;
             qrow[l] = job->q + b * job->qs[0] + h * job->qs[1] + i * job->qs[2];
-            int64_t li = i + off;
-            lm = !job->causal ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
+            int64_t li = i + off + job->rw;
+            lm = !job->upper ? INT32_MAX : li < -1 ? -1 : li > INT32_MAX ? INT32_MAX : (int32_t)li;
+            int64_t lo = i + off - job->wl; /* keys j < lo are left of the window */
+            nl = !job->lower ? INT32_MAX : lo < 0 ? 0 : lo > INT32_MAX ? -INT32_MAX : (int32_t)-lo;
             if (i < imin) imin = i;
             if (i > imax) imax = i;
         } else {
@@ -344,6 +376,7 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
         }
         for (int ts = 0; ts < TS; ts++) {
             lim[l * TS + ts] = lm;
+            neglo[l * TS + ts] = nl;
             mrun[l * TS + ts] = -INFINITY;
             lrun[l * TS + ts] = 0.0f;
         }
@@ -351,14 +384,22 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     FLASH_NAME(pack_qt)(qt, qrow, nrow, D, job->qs[3]);
     memset(ot, 0, sizeof(float) * (size_t)(Dv / TS * LANES));
 
-    /* Keys [0, kend) are visible to some lane; keys [0, kfull) to every lane. Everything past
-     * kend (causal future, kv_lens padding) is never touched. */
-    int64_t kend = Lb, kfull = Lb;
-    if (job->causal) {
-        kend = imax + off + 1 < Lb ? imax + off + 1 : Lb;
+    /* Keys [kstart, kend) are visible to some lane; keys [klo, kfull) pass every lane's limits.
+     * Everything past kend (causal future, right of the window, kv_lens padding) and the whole
+     * key tiles before kstart (left of the window) are never touched: a window costs the keys it
+     * shows, not Sk. kstart stays on the tile grid (ka + n * BKT), so a key's tile is the same
+     * with and without a window and a row's bits do not depend on its tile's neighbours. */
+    int64_t kend = Lb, kfull = Lb, kstart = ka, klo = 0;
+    if (job->upper) {
+        kend = imax + off + job->rw + 1 < Lb ? imax + off + job->rw + 1 : Lb;
         if (kend < 0) kend = 0;
-        kfull = imin + off + 1 < kend ? imin + off + 1 : kend;
+        kfull = imin + off + job->rw + 1 < kend ? imin + off + job->rw + 1 : kend;
         if (kfull < 0) kfull = 0;
+    }
+    if (job->lower && nrow > 0) {
+        const int64_t first = imin + off - job->wl; /* the first key any lane sees */
+        klo = imax + off - job->wl;                 /* keys from here pass every lane's lower limit */
+        if (first > ka) kstart = ka + (first - ka) / BKT * BKT;
     }
     if (kend > kb) kend = kb; /* a split's share of the keys (tile_split) */
 
@@ -378,9 +419,13 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     epi.mt = mt;
     epi.lim = lim;
     epi.kfull = kfull;
-    epi.causal = job->causal;
+    epi.causal = job->upper;
+    epi.neglo = neglo;
+    epi.klo = klo;
+    epi.lower = job->lower;
+    if (job->softcap > 0.0f) epi.mrow = NULL, epi.mt = NULL; /* added after the cap (softcap_pass) */
 
-    for (int64_t j0 = ka; j0 < kend; j0 += BKT) {
+    for (int64_t j0 = kstart; j0 < kend; j0 += BKT) {
         const int64_t nk = kend - j0 < BKT ? kend - j0 : BKT;
 
         const float *kbase = kh + j0 * job->ks[2];
@@ -398,8 +443,20 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
             for (int l = 0; l < LANES; l++) { /* lane l is row l / TS's */
                 if (l / TS < nrow) {
                     const int64_t r = r0 + l / TS, i = r / G, h = hk * G + r % G;
-                    const float *mr = mb + h * job->ms[1] + i * job->ms[2] + j0 * job->ms[3];
-                    for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = mr[jj * job->ms[3]];
+                    if (mb) {
+                        const float *mr = mb + h * job->ms[1] + i * job->ms[2] + j0 * job->ms[3];
+                        for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = mr[jj * job->ms[3]];
+                    } else {
+                        for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = 0.0f;
+                    }
+                    if (job->slopes) { /* ALiBi: - slope * |i' - j| (an -inf mask stays -inf) */
+                        const float sl = job->slopes[h];
+                        const int64_t ip = i + off;
+                        for (int64_t jj = 0; jj < nk; jj++) {
+                            const int64_t dist = ip - (j0 + jj);
+                            mt[jj * LANES + l] -= sl * (float)(dist < 0 ? -dist : dist);
+                        }
+                    }
                 } else {
                     for (int64_t jj = 0; jj < nk; jj++) mt[jj * LANES + l] = 0.0f;
                 }
@@ -409,6 +466,7 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
         vf tmax[NV];
         for (int v = 0; v < NV; v++) tmax[v] = vf_set1(-INFINITY);
         FLASH_NAME(qk_tile)(qt, D / TS, kbase, kstride, st, j0, nk, &epi, tmax);
+        if (job->softcap > 0.0f) FLASH_NAME(softcap_pass)(job->softcap, st, nk, mrow, mt, tmax);
 
         /* Online softmax. msafe keeps a lane that has seen only -inf finite (exp(-inf) = 0, never
          * -inf - -inf = NaN). */

@@ -63,10 +63,13 @@ int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *i
                         double flops, char *reason, size_t len);
 
 /* Shared by both attention implementations (ocl_flash.c): device kind and index, dtype, index
- * ranges; and kv_lens uploaded into the workspace's first bytes (*out NULL when there are none). */
+ * ranges; and kv_lens and the ALiBi slopes uploaded into the workspace's first
+ * modattn__ocl_extras_bytes() bytes (kv_lens at 0, the slopes at float *sl0): *out / *slopes
+ * NULL when there are none. */
 bool modattn__ocl_common_supports(const modattn_attn_desc *d, char *reason, size_t len);
+size_t modattn__ocl_extras_bytes(const modattn_attn_desc *d);
 int modattn__ocl_upload_kvl(ocl_dev *dev, const modattn_attn_desc *d, const modattn_attn_call *c, void *workspace,
-                            cl_mem *out, char *reason, size_t len);
+                            cl_mem *out, cl_mem *slopes, cl_int *sl0, char *reason, size_t len);
 
 /* The encoder's ops on OpenCL (ocl_encoder.c). */
 const modattn_encoder_ops *modattn__ocl_encoder_ops(void);

@@ -1,8 +1,9 @@
 /* backends/opencl/ocl_blas.c — opencl_blas: the "native" path on OpenCL. S = Q·Kᵀ and O = P·V
  * through CLBlast's batched SGEMM (one GEMM per (batch, head), GQA by the K/V offsets), and a
- * softmax kernel in between (kernels/attention.cl: softmax_rows) that applies scale, causal,
- * kv_lens and the mask and writes LSE. The workspace holds kv_lens and the [B*Hq, Sq, Sk]
- * scores. Needs stride 1 on the head dim (CLBlast's matrices are row-major with a leading dim). */
+ * softmax kernel in between (kernels/attention.cl: softmax_rows) that applies scale, softcap,
+ * ALiBi, causal, the window, kv_lens and the mask and writes LSE (every score is computed: a
+ * window saves nothing here). The workspace holds kv_lens, the ALiBi slopes and the
+ * [B*Hq, Sq, Sk] scores. Needs stride 1 on the head dim (CLBlast's matrices are row-major with a leading dim). */
 #include "backends/opencl/ocl.h"
 
 #include <clblast_c.h>
@@ -12,7 +13,7 @@
 
 #define CHUNK 256 /* GEMMs per batched call (the offset arrays live on the stack) */
 
-static size_t kvl_bytes(const modattn_attn_desc *d) { return d->has_kv_lens ? ((size_t)d->B * 4 + 255) / 256 * 256 : 0; }
+static size_t kvl_bytes(const modattn_attn_desc *d) { return modattn__ocl_extras_bytes(d); } /* kv_lens, slopes */
 
 /* The scores' bytes, or 0 when they overflow (supports() refuses those shapes). */
 static size_t score_bytes(const modattn_attn_desc *d) {
@@ -69,8 +70,9 @@ static int blas_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_ca
     cl_program prog;
     int st = modattn__ocl_program(dev, "-DBM=32 -DBN=32", &prog, reason, len);
     if (st) return st;
-    cl_mem kvl;
-    if ((st = modattn__ocl_upload_kvl(dev, d, c, workspace, &kvl, reason, len))) return st;
+    cl_mem kvl, slopes;
+    cl_int sl0;
+    if ((st = modattn__ocl_upload_kvl(dev, d, c, workspace, &kvl, &slopes, &sl0, reason, len))) return st;
     modattn_buffer *ws = workspace;
     cl_mem S = ws ? (cl_mem)ws->handle : NULL; /* none when there are no scores (Sk = 0) */
     size_t s0 = kvl_bytes(d) / sizeof(float); /* scores start after kv_lens */
@@ -142,7 +144,10 @@ softmax:;
         if (d->has_lse) l0 = c->lse.offset / 4, ls0 = c->lse.stride[0], ls1 = c->lse.stride[1], ls2 = c->lse.stride[2];
         cl_int B = (cl_int)d->B, Hq = (cl_int)d->Hq, Sq = (cl_int)d->Sq, Sk = (cl_int)d->Sk;
         cl_float scale = d->scale;
-        cl_int flags = (d->has_mask ? 1 : 0) | (d->has_lse ? 2 : 0) | (d->has_kv_lens ? 4 : 0) | (d->causal ? 8 : 0);
+        cl_int flags = (d->has_mask ? 1 : 0) | (d->has_lse ? 2 : 0) | (d->has_kv_lens ? 4 : 0) | (d->causal ? 8 : 0) |
+                       (d->has_alibi ? 16 : 0);
+        cl_int wl = (cl_int)d->window_left, wr = (cl_int)d->window_right;
+        cl_float softcap = d->softcap;
         cl_long soff = (cl_long)s0;
         cl_uint a = 0;
         err = clSetKernelArg(ks, a++, sizeof S, &S);
@@ -165,6 +170,11 @@ softmax:;
         err |= clSetKernelArg(ks, a++, sizeof Sk, &Sk);
         err |= clSetKernelArg(ks, a++, sizeof scale, &scale);
         err |= clSetKernelArg(ks, a++, sizeof flags, &flags);
+        err |= clSetKernelArg(ks, a++, sizeof wl, &wl);
+        err |= clSetKernelArg(ks, a++, sizeof wr, &wr);
+        err |= clSetKernelArg(ks, a++, sizeof softcap, &softcap);
+        err |= clSetKernelArg(ks, a++, sizeof slopes, &slopes);
+        err |= clSetKernelArg(ks, a++, sizeof sl0, &sl0);
         st = err != CL_SUCCESS ? (snprintf(reason, len, "clSetKernelArg(softmax_rows) failed"), MODATTN_EDEVICE)
                                : enqueue(dev, ks, (size_t)(BH * d->Sq), "opencl.softmax", shape, 0, reason, len);
         clReleaseKernel(ks);

@@ -1,8 +1,9 @@
 /* backends/opencl/ocl_flash.c — opencl_flash: our tiled flash-style attention on an OpenCL
  * device (kernel: kernels/attention.cl, flash_fwd). Q rows in private memory, K/V tiles in local
  * memory, online softmax, no Sq x Sk buffer. The whole contract: head dims up to 256, causal
- * bottom-right, kv_lens, broadcast masks, GQA/MQA, LSE, any strides. The workspace holds kv_lens
- * on the device. */
+ * bottom-right, sliding windows (key tiles left of a work-group's window are not loaded), ALiBi,
+ * softcapping, kv_lens, broadcast masks, GQA/MQA, LSE, any strides. The workspace holds kv_lens and
+ * the ALiBi slopes on the device. */
 #include "backends/opencl/ocl.h"
 
 #include <stdio.h>
@@ -59,9 +60,15 @@ static bool flash_supports(void *ctx, const modattn_attn_desc *d, char *reason, 
     return true;
 }
 
+static size_t kvl_part(const modattn_attn_desc *d) { return d->has_kv_lens ? ((size_t)d->B * 4 + 255) / 256 * 256 : 0; }
+
+size_t modattn__ocl_extras_bytes(const modattn_attn_desc *d) {
+    return kvl_part(d) + (d->has_alibi ? ((size_t)d->Hq * 4 + 255) / 256 * 256 : 0);
+}
+
 static size_t flash_workspace(void *ctx, const modattn_attn_desc *d, int nthreads) {
     (void)ctx, (void)nthreads;
-    return d->has_kv_lens ? (size_t)d->B * sizeof(int32_t) : 0;
+    return modattn__ocl_extras_bytes(d);
 }
 
 /* Element offset of a buffer-form tensor, and its strides, for the kernel's arguments. */
@@ -78,18 +85,28 @@ static void view_args(const modattn_tensor *t, bool present, cl_long out[5], boo
 
 /* Uploads kv_lens into the workspace (if any); returns its cl_mem or NULL. */
 int modattn__ocl_upload_kvl(ocl_dev *dev, const modattn_attn_desc *d, const modattn_attn_call *c, void *workspace,
-                            cl_mem *out, char *reason, size_t len) {
-    *out = NULL;
-    if (!d->has_kv_lens) return 0;
+                            cl_mem *out, cl_mem *slopes, cl_int *sl0, char *reason, size_t len) {
+    *out = NULL, *slopes = NULL, *sl0 = 0;
+    if (!d->has_kv_lens && !d->has_alibi) return 0;
     modattn_buffer *ws = workspace;
-    if (!ws || ws->bytes < (size_t)d->B * sizeof(int32_t)) {
-        snprintf(reason, len, "workspace too small for kv_lens");
+    if (!ws || ws->bytes < modattn__ocl_extras_bytes(d)) {
+        snprintf(reason, len, "workspace too small for kv_lens and ALiBi slopes");
         return MODATTN_EINTERNAL;
     }
-    cl_int err = clEnqueueWriteBuffer(dev->queue, (cl_mem)ws->handle, CL_TRUE, 0, (size_t)d->B * sizeof(int32_t),
-                                      c->kv_lens, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return modattn__ocl_fail(reason, len, "clEnqueueWriteBuffer (kv_lens)", err);
-    *out = (cl_mem)ws->handle;
+    cl_int err;
+    if (d->has_kv_lens) {
+        err = clEnqueueWriteBuffer(dev->queue, (cl_mem)ws->handle, CL_TRUE, 0, (size_t)d->B * sizeof(int32_t),
+                                   c->kv_lens, 0, NULL, NULL);
+        if (err != CL_SUCCESS) return modattn__ocl_fail(reason, len, "clEnqueueWriteBuffer (kv_lens)", err);
+        *out = (cl_mem)ws->handle;
+    }
+    if (d->has_alibi) {
+        err = clEnqueueWriteBuffer(dev->queue, (cl_mem)ws->handle, CL_TRUE, kvl_part(d), (size_t)d->Hq * sizeof(float),
+                                   c->alibi_slopes, 0, NULL, NULL);
+        if (err != CL_SUCCESS) return modattn__ocl_fail(reason, len, "clEnqueueWriteBuffer (alibi_slopes)", err);
+        *slopes = (cl_mem)ws->handle;
+        *sl0 = (cl_int)(kvl_part(d) / sizeof(float));
+    }
     return 0;
 }
 
@@ -106,8 +123,9 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
     cl_program prog;
     int st = modattn__ocl_program(dev, opts, &prog, reason, len);
     if (st) return st;
-    cl_mem kvl;
-    if ((st = modattn__ocl_upload_kvl(dev, d, c, workspace, &kvl, reason, len))) return st;
+    cl_mem kvl, slopes;
+    cl_int sl0;
+    if ((st = modattn__ocl_upload_kvl(dev, d, c, workspace, &kvl, &slopes, &sl0, reason, len))) return st;
 
     cl_long qa[5], ka[5], va[5], oa[5], ma[5], la[5];
     view_args(&c->q, true, qa, false), view_args(&c->k, true, ka, false), view_args(&c->v, true, va, false);
@@ -118,7 +136,10 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
     cl_int Hq = (cl_int)d->Hq, G = (cl_int)(d->Hkv ? d->Hq / d->Hkv : 1), Sq = (cl_int)d->Sq, Sk = (cl_int)d->Sk;
     cl_int D = (cl_int)d->D, Dv = (cl_int)d->Dv;
     cl_float scale = d->scale;
-    cl_int flags = (d->has_mask ? 1 : 0) | (d->has_lse ? 2 : 0) | (d->has_kv_lens ? 4 : 0) | (d->causal ? 8 : 0);
+    cl_int flags = (d->has_mask ? 1 : 0) | (d->has_lse ? 2 : 0) | (d->has_kv_lens ? 4 : 0) | (d->causal ? 8 : 0) |
+                   (d->has_alibi ? 16 : 0);
+    cl_int wl = (cl_int)d->window_left, wr = (cl_int)d->window_right; /* -1 unbounded; below Sk (describe) */
+    cl_float softcap = d->softcap;
 
     /* a kernel object per call: argument setting is then private to this call (thread-safe) */
     cl_int err;
@@ -131,6 +152,7 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
 #define VIEW(mem, arr, n) do { ARG(mem); for (int _i = 0; _i < (n); _i++) ARG(arr[_i]); } while (0)
     VIEW(mq, qa, 5); VIEW(mk, ka, 5); VIEW(mv, va, 5); VIEW(mo, oa, 5); VIEW(mm, ma, 5); VIEW(ml, la, 4);
     ARG(kvl); ARG(Hq); ARG(G); ARG(Sq); ARG(Sk); ARG(D); ARG(Dv); ARG(scale); ARG(flags);
+    ARG(wl); ARG(wr); ARG(softcap); ARG(slopes); ARG(sl0);
     if (!direct) {
         err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)((D + 3) / 4 * 4) * sizeof(float), NULL);
         err |= clSetKernelArg(k, a++, (size_t)bn * (size_t)((Dv + 3) / 4 * 4) * sizeof(float), NULL);

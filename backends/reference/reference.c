@@ -2,7 +2,8 @@
  *
  * Plain portable C, one query row at a time, every product and sum accumulated in double.
  * Accepts f32 and f64 tensors; with f64 tensors it is the fp64 oracle the conformance suite
- * measures every other implementation against. Written for clarity, not speed.
+ * measures every other implementation against. Written for clarity, not speed: every feature of
+ * the contract (windows, ALiBi, softcapping included), each key's visibility tested on its own.
  *
  * It depends only on modattn/impl.h and libm, so the very same file also builds as a plugin
  * (-DMODATTN_REFERENCE_PLUGIN: exports modattn_plugin_entry, named "reference_plugin"). */
@@ -44,19 +45,26 @@ static void ref_row(void *arg, int64_t item, int thread) {
     double *acc = s + d->Sk;
 
     int64_t L = c->kv_lens ? c->kv_lens[b] : d->Sk;
-    int64_t lim = L; /* keys [0, lim) may be visible */
-    if (d->causal) {
-        int64_t last = i + L - d->Sq; /* bottom-right aligned diagonal */
-        lim = last + 1 < L ? last + 1 : L;
-        if (lim < 0) lim = 0;
-    }
+    int64_t lim = L; /* keys [0, lim) may be visible; each is tested by the rule below */
+    const int64_t ip = i + L - d->Sq; /* the query's position, aligned to the bottom-right corner */
     double mx = -INFINITY;
     int64_t mb = d->has_mask ? (d->mask_b == 1 ? 0 : b) : 0;
     int64_t mh = d->has_mask ? (d->mask_h == 1 ? 0 : h) : 0;
+    const double slope = d->has_alibi ? (double)c->alibi_slopes[h] : 0.0;
     for (int64_t j = 0; j < lim; j++) {
+        /* the visibility rule of attention.h, written out key by key */
+        bool visible = !(d->causal && j > ip);
+        if (d->has_window && d->window_left >= 0 && j < ip - d->window_left) visible = false;
+        if (d->has_window && d->window_right >= 0 && j > ip + d->window_right) visible = false;
+        if (!visible) {
+            s[j] = -INFINITY;
+            continue;
+        }
         double dot = 0.0;
         for (int64_t e = 0; e < d->D; e++) dot += load(&c->q, b, h, i, e) * load(&c->k, b, hk, j, e);
         double v = (double)d->scale * dot;
+        if (d->softcap > 0.0f) v = (double)d->softcap * tanh(v / (double)d->softcap);
+        if (d->has_alibi) v -= slope * fabs((double)(ip - j));
         if (d->has_mask) {
             double m = load(&c->mask, mb, mh, i, j);
             v = (m == -INFINITY) ? -INFINITY : v + m;

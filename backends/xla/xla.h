@@ -80,6 +80,8 @@ typedef struct xla_attn_shape {
     bool causal;
     bool has_mask, has_lse;  /* mask f32[mask_b, mask_h, Sq, Sk] the 5th argument; lse f32[B,Hq,Sq,1] the 2nd result */
     int64_t mask_b, mask_h;
+    int64_t wl, wr;  /* sliding window sides (-1: unbounded; both -1: none) */
+    double softcap;  /* 0: none */
 } xla_attn_shape;
 int xla_hlo_attention(const xla_attn_shape *a, xla_text *out);
 

@@ -46,6 +46,10 @@ static bool xla_supports(void *ctx, const modattn_attn_desc *d, char *reason, si
         snprintf(reason, len, "its tensors must be on an xla device");
         return false;
     }
+    if (d->has_alibi) {
+        snprintf(reason, len, "ALiBi: the xla program takes no per-head slopes yet (windows and softcap it has)");
+        return false;
+    }
     if (d->Hkv < 1 || d->Hq % d->Hkv) {
         snprintf(reason, len, "Hq %lld is not a multiple of Hkv %lld", (long long)d->Hq, (long long)d->Hkv);
         return false;
@@ -97,7 +101,8 @@ static void scatter(const modattn_tensor *t, const float *src) {
 static bool same_shape(const xla_attn_shape *a, const xla_attn_shape *b) {
     return a->B == b->B && a->Hq == b->Hq && a->Hkv == b->Hkv && a->Sq == b->Sq && a->Sk == b->Sk && a->D == b->D &&
            a->Dv == b->Dv && a->scale == b->scale && a->causal == b->causal && a->has_mask == b->has_mask &&
-           a->has_lse == b->has_lse && a->mask_b == b->mask_b && a->mask_h == b->mask_h;
+           a->has_lse == b->has_lse && a->mask_b == b->mask_b && a->mask_h == b->mask_h && a->wl == b->wl &&
+           a->wr == b->wr && a->softcap == b->softcap;
 }
 
 static int program(xla_plugin *p, int device, const xla_attn_shape *s, xla_exe **out, char *reason, size_t len) {
@@ -153,7 +158,8 @@ static int xla_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_cal
     int32_t *lens = (int32_t *)(void *)part[6];
     for (int64_t b = 0; b < d->B; b++) lens[b] = c->kv_lens ? c->kv_lens[b] : (int32_t)d->Sk;
     const xla_attn_shape s = {d->B, d->Hq, d->Hkv, d->Sq, d->Sk, d->D, d->Dv, d->scale, d->causal,
-                              d->has_mask, d->has_lse, d->has_mask ? d->mask_b : 0, d->has_mask ? d->mask_h : 0};
+                              d->has_mask, d->has_lse, d->has_mask ? d->mask_b : 0, d->has_mask ? d->mask_h : 0,
+                              d->window_left, d->window_right, (double)d->softcap};
     xla_plugin *p = modattn__xla_lock(d->device.index, reason, len);
     if (p) modattn__xla_on_close(attn_drop); /* this device's programs go before its plugin does */
     if (!p) return MODATTN_EDEVICE;

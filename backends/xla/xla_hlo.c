@@ -328,7 +328,18 @@ static val activation(emit *e, val x, modattn_act act) {
  * j >= lens[b] invisible; causal: query i sees key j iff j <= i + lens[b] - Sq (the contract's
  * bottom-right diagonal); mask (has_mask) additive [B|1, Hq|1, Sq, Sk]. A row that sees no key gives
  * o = 0 and lse = -inf. *lse (when not NULL) gets [B,Hq,Sq,1]. */
-static val attend(emit *e, val q, val k, val v, val lens, const val *mask, double scale, bool causal, val *lse) {
+static val and_(emit *e, val a, val b) {
+    val r = fresh(e, a);
+    char tp[96];
+    ty(&a, tp, sizeof tp);
+    put(e->t, "    %%v%d = \"stablehlo.and\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r.id, a.id, b.id, tp, tp, tp);
+    return r;
+}
+
+/* (wl, wr: a sliding window's sides around i' = i + lens[b] - Sq, -1 unbounded; softcap > 0: the
+ * scaled scores capped as softcap * tanh(s / softcap) before the mask: attention.h) */
+static val attend(emit *e, val q, val k, val v, val lens, const val *mask, double scale, bool causal, int64_t wl,
+                  int64_t wr, double softcap, val *lse) {
     const int64_t B = q.d[0], Hq = q.d[1], Sq = q.d[2], Hkv = k.d[1], Sk = k.d[2], D = k.d[3], Dv = v.d[3];
     if (Hkv != Hq) { /* [B,Hkv,Sk,D] -> [B,Hkv,G,Sk,D] -> [B,Hq,Sk,D] (head h uses kv head h / G) */
         const int64_t G = Hq / Hkv;
@@ -340,6 +351,9 @@ static val attend(emit *e, val q, val k, val v, val lens, const val *mask, doubl
     int64_t bd[2] = {0, 1}, all4[4] = {0, 1, 2, 3};
     val s = dot(e, q, k, 2, bd, bd, 3, 3); /* [B,Hq,Sq,Sk] */
     s = binary(e, "multiply", s, scalar_like(e, scale, s));
+    if (softcap > 0.0)
+        s = binary(e, "multiply", unary(e, "stablehlo.tanh", binary(e, "multiply", s, scalar_like(e, 1.0 / softcap, s))),
+                   scalar_like(e, softcap, s));
     if (mask) s = binary(e, "add", s, bcast(e, *mask, s, all4));
     int64_t b0[1] = {0};
     val keyidx = iota(e, s, 3);
@@ -354,6 +368,14 @@ static val attend(emit *e, val q, val k, val v, val lens, const val *mask, doubl
         ty(&ok, tp, sizeof tp);
         put(e->t, "    %%v%d = \"stablehlo.and\"(%%v%d, %%v%d) : (%s, %s) -> %s\n", r.id, ok.id, c.id, tp, tp, tp);
         ok = r;
+    }
+    if (wl >= 0 || wr >= 0) { /* i' - wl <= j <= i' + wr */
+        val qi = iota(e, s, 2);
+        val ip = binary(e, "add", qi, binary(e, "subtract", lensb, bcast(e, constant_i(e, Sq), qi, NULL)));
+        if (wl >= 0)
+            ok = and_(e, ok, compare(e, keyidx, binary(e, "subtract", ip, bcast(e, constant_i(e, wl), ip, NULL)), "GE"));
+        if (wr >= 0)
+            ok = and_(e, ok, compare(e, keyidx, binary(e, "add", ip, bcast(e, constant_i(e, wr), ip, NULL)), "LE"));
     }
     s = select_(e, ok, s, bcast(e, constant_inf(e, true), s, NULL));
     int64_t k3[3] = {0, 1, 2};
@@ -432,7 +454,7 @@ int xla_hlo_encoder(const xla_encoder_shape *c, xla_text *out) {
             int64_t s0[3] = {0, 0, k * H}, s1[3] = {B, S, (k + 1) * H}, perm[4] = {0, 2, 1, 3};
             heads[k] = transpose(e, reshape(e, slice(e, qkv, s0, s1), SHAPE(B, S, nh, dh)), perm);
         }
-        val ctx = attend(e, heads[0], heads[1], heads[2], lens, NULL, scale, false, NULL); /* [B,nh,S,dh] */
+        val ctx = attend(e, heads[0], heads[1], heads[2], lens, NULL, scale, false, -1, -1, 0.0, NULL); /* [B,nh,S,dh] */
         int64_t perm[4] = {0, 2, 1, 3};
         ctx = reshape(e, transpose(e, ctx, perm), SHAPE(B, S, H));
         x = layernorm(e, binary(e, "add", linear(e, ctx, L[2], L[3]), x), L[4], L[5], c->eps);
@@ -504,7 +526,8 @@ int xla_hlo_attention(const xla_attn_shape *a, xla_text *out) {
     if (a->has_lse) put(e->t, ", tensor<%lldx%lldx%lldx1xf32>", (long long)a->B, (long long)a->Hq, (long long)a->Sq);
     put(e->t, ") {\n");
     val lse;
-    val o = attend(e, q, k, v, lens, a->has_mask ? &mask : NULL, a->scale, a->causal, a->has_lse ? &lse : NULL);
+    val o = attend(e, q, k, v, lens, a->has_mask ? &mask : NULL, a->scale, a->causal, a->wl, a->wr, a->softcap,
+                   a->has_lse ? &lse : NULL);
     if (a->has_lse)
         put(e->t, "    func.return %%v%d, %%v%d : %s, %s\n  }\n}\n", o.id, lse.id, ty(&o, t1, sizeof t1),
             ty(&lse, t2, sizeof t2));

@@ -30,7 +30,8 @@
  *     reason: modattn prints "implementation 'NAME' refused: REASON" everywhere.
  *
  * This one: fp32 on the CPU, every case of the contract (GQA, D != Dv, causal bottom-right, kv_lens,
- * additive broadcast masks, lse, strided views), one query row per task with its scores in the
+ * additive broadcast masks, lse, strided views) but sliding windows, ALiBi and softcapping, which it
+ * refuses, one query row per task with its scores in the
  * workspace. Build it, then run the conformance suite against it in your CI:
  *     make && modattn check --plugin ./libmyattn.so
  * (exit status 1 on any failure). -DPLANT_OVERRUN and -DPLANT_CRASH plant the two faults the suite
@@ -104,6 +105,12 @@ static bool my_supports(void *ctx, const modattn_attn_desc *d, char *reason, siz
     }
     if (d->dtype != MODATTN_DTYPE_F32) {
         snprintf(reason, len, "fp32 only (the tensors are %zu-byte elements)", modattn_plugin_dtype_size(d->dtype));
+        return false;
+    }
+    /* Refuse, with the reason, every option of the contract this kernel does not implement: one
+     * it ignored would compute another operator (the conformance suite would fail it). */
+    if (d->has_window || d->has_alibi || d->softcap > 0.0f) {
+        snprintf(reason, len, "no %s in this kernel", d->has_window ? "sliding window" : d->has_alibi ? "ALiBi" : "softcapping");
         return false;
     }
     return true;

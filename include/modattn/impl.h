@@ -28,8 +28,13 @@
 extern "C" {
 #endif
 
-/* 2: tensors gained buffer/offset (device memory); device workspaces are buffers. */
-#define MODATTN_IMPL_API_VERSION 2u
+/* 2: tensors gained buffer/offset (device memory); device workspaces are buffers.
+ * 3: the call and descriptor gained a sliding window, ALiBi slopes and softcapping (appended
+ *    fields): supports() must refuse what it does not implement. A table of version 2 still
+ *    loads (its descriptor's prefix is unchanged) and is refused, with that reason, every call
+ *    that uses a window, ALiBi or softcapping: it cannot see them. */
+#define MODATTN_IMPL_API_VERSION 3u
+#define MODATTN_IMPL_API_VERSION_MIN 2u /* the oldest version the host still loads */
 #define MODATTN_PLUGIN_ENTRY "modattn_plugin_entry"
 
 /* modattn_exec, the host's execution services handed to run(), is in modattn/types.h. */

@@ -16,12 +16,23 @@
 #endif
 #define MAXD 256
 
-/* Visible key range [0, lim) of query row i (before the mask). */
-static int visible_limit(int i, int L, int Sq, int causal) {
-    if (!causal) return L;
-    int lim = i + L - Sq + 1;
-    if (lim > L) lim = L;
-    return lim < 0 ? 0 : lim;
+/* Visible key range [*lo, lim) of query row i (before the mask): attention.h's rule with
+ * i' = i + L - Sq; wl, wr: the window's sides (-1: unbounded; the host clipped them below Sk). */
+static int visible_range(int i, int L, int Sq, int causal, int wl, int wr, int *lo) {
+    const int ip = i + L - Sq;
+    int a = 0, b = L;
+    if (causal && ip + 1 < b) b = ip + 1;
+    if (wl >= 0 && ip - wl > a) a = ip - wl;
+    if (wr >= 0 && ip + wr + 1 < b) b = ip + wr + 1;
+    *lo = a;
+    return b > a ? b : a;
+}
+
+/* The scaled score v of key j for a row at i' = ip: softcapping, then ALiBi (-slope |i' - j|). */
+static float score_extras(float v, float softcap, int alibi, float slope, int ip, int j) {
+    if (softcap > 0.0f) v = softcap * tanh(v / softcap);
+    if (alibi) v -= slope * fabs((float)(ip - j));
+    return v;
 }
 
 /* Rows are held as float4 vectors (the head dim padded with zeros to a multiple of 4): the dot
@@ -40,8 +51,9 @@ void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, l
                __global float *LSE, long l0, long ls0, long ls1, long ls2,
                __global const int *kvl,
                int Hq, int G, int Sq, int Sk, int D, int Dv, float scale, int flags,
+               int wl, int wr, float softcap, __global const float *slopes, int sl0,
                __local float4 *Ks, __local float4 *Vs) {
-    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8;
+    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8, alibi = flags & 16;
     const int D4 = (D + 3) / 4, Dv4 = (Dv + 3) / 4;
     const int lid = get_local_id(0);
     const int bh = get_group_id(1);
@@ -51,8 +63,12 @@ void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, l
     const int L = has_kvl ? kvl[b] : Sk;
     int ilast = get_group_id(0) * BM + BM - 1;
     if (ilast > Sq - 1) ilast = Sq - 1;
-    const int glim = visible_limit(ilast, L, Sq, causal); /* the group's furthest key: uniform */
-    const int lim = row ? visible_limit(i, L, Sq, causal) : 0;
+    int glo, lo = 0, unused;
+    visible_range(get_group_id(0) * BM, L, Sq, causal, wl, wr, &glo); /* the group's first key: uniform */
+    const int glim = visible_range(ilast, L, Sq, causal, wl, wr, &unused); /* and its furthest */
+    const int lim = row ? visible_range(i, L, Sq, causal, wl, wr, &lo) : 0;
+    const int ip = i + L - Sq;
+    const float slope = alibi ? slopes[sl0 + h] : 0.0f;
 
     float4 q[D4C], acc[DV4C];
     __global const float *qrow = Q + q0 + b * qs0 + h * qs1 + (long)(row ? i : 0) * qs2;
@@ -71,7 +87,7 @@ void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, l
     __global const float *mrow = M + m0 + b * ms0 + h * ms1 + (long)(row ? i : 0) * ms2;
     __local float *Kf = (__local float *)Ks, *Vf = (__local float *)Vs;
 
-    for (int j0 = 0; j0 < glim; j0 += BN) {
+    for (int j0 = glo; j0 < glim; j0 += BN) { /* tiles left of the window are never loaded */
         const int n = glim - j0 < BN ? glim - j0 : BN;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int t = lid; t < n * D4 * 4; t += BM) {
@@ -83,16 +99,16 @@ void flash_fwd(__global const float *Q, long q0, long qs0, long qs1, long qs2, l
             Vf[t] = e < Dv ? vb[(long)(j0 + jj) * vs2 + e * vs3] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (row && j0 < lim) {
+        if (row && j0 < lim && j0 + n > lo) {
             float s[BN];
             float mt = m;
             for (int jj = 0; jj < n; jj++) {
                 const int j = j0 + jj;
                 float v = -INFINITY;
-                if (j < lim) {
+                if (j >= lo && j < lim) {
                     float4 d4 = (float4)(0.0f);
                     for (int e4 = 0; e4 < D4; e4++) d4 = fma(q[e4], Ks[jj * D4 + e4], d4);
-                    v = scale * ((d4.x + d4.y) + (d4.z + d4.w));
+                    v = score_extras(scale * ((d4.x + d4.y) + (d4.z + d4.w)), softcap, alibi, slope, ip, j);
                     if (has_mask) {
                         const float mv = mrow[(long)j * ms3];
                         v = mv == -INFINITY ? -INFINITY : v + mv;
@@ -145,15 +161,19 @@ void flash_fwd_direct(__global const float *Q, long q0, long qs0, long qs1, long
                       __global const float *M, long m0, long ms0, long ms1, long ms2, long ms3,
                       __global float *LSE, long l0, long ls0, long ls1, long ls2,
                       __global const int *kvl,
-                      int Hq, int G, int Sq, int Sk, int D, int Dv, float scale, int flags) {
-    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8;
+                      int Hq, int G, int Sq, int Sk, int D, int Dv, float scale, int flags,
+                      int wl, int wr, float softcap, __global const float *slopes, int sl0) {
+    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8, alibi = flags & 16;
     const int D4 = (D + 3) / 4, Dv4 = (Dv + 3) / 4;
     const int bh = get_group_id(1);
     const int b = bh / Hq, h = bh % Hq, hk = h / G;
     const int i = get_global_id(0);
     if (i >= Sq) return;
     const int L = has_kvl ? kvl[b] : Sk;
-    const int lim = visible_limit(i, L, Sq, causal);
+    int lo;
+    const int lim = visible_range(i, L, Sq, causal, wl, wr, &lo);
+    const int ip = i + L - Sq;
+    const float slope = alibi ? slopes[sl0 + h] : 0.0f;
     const int vecs = ks3 == 1 && vs3 == 1 && (D & 3) == 0 && (Dv & 3) == 0 && ((k0 + b * ks0 + hk * ks1) & 3) == 0 &&
                      (ks2 & 3) == 0 && ((v0 + b * vs0 + hk * vs1) & 3) == 0 && (vs2 & 3) == 0;
     float4 q[D4C], acc[DV4C];
@@ -166,7 +186,7 @@ void flash_fwd_direct(__global const float *Q, long q0, long qs0, long qs1, long
     __global const float *mrow = M + m0 + b * ms0 + h * ms1 + (long)i * ms2;
     /* keys four at a time: four independent dot-product chains, and one pass over acc per four
      * keys (a CPU's FMA latency, not its width, bounded the one-key loop) */
-    for (int j0 = 0; j0 < lim; j0 += BN) {
+    for (int j0 = lo; j0 < lim; j0 += BN) { /* only the window's keys */
         const int n = lim - j0 < BN ? lim - j0 : BN;
         float s[BN];
         float mt = m;
@@ -189,7 +209,7 @@ void flash_fwd_direct(__global const float *Q, long q0, long qs0, long qs1, long
             }
             for (int u = 0; u < nk; u++) {
                 const int j = j0 + jj + u;
-                float v = scale * ((d[u].x + d[u].y) + (d[u].z + d[u].w));
+                float v = score_extras(scale * ((d[u].x + d[u].y) + (d[u].z + d[u].w)), softcap, alibi, slope, ip, j);
                 if (has_mask) {
                     const float mv = mrow[(long)j * ms3];
                     v = mv == -INFINITY ? -INFINITY : v + mv;
@@ -239,20 +259,24 @@ void flash_fwd_direct(__global const float *Q, long q0, long qs0, long qs1, long
  * and LSE is written. One work-item per row. */
 __kernel void softmax_rows(__global float *S, long s_off, __global const float *M, long m0, long ms0, long ms1, long ms2,
                            long ms3, __global float *LSE, long l0, long ls0, long ls1, long ls2,
-                           __global const int *kvl, int B, int Hq, int Sq, int Sk, float scale, int flags) {
-    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8;
+                           __global const int *kvl, int B, int Hq, int Sq, int Sk, float scale, int flags,
+                           int wl, int wr, float softcap, __global const float *slopes, int sl0) {
+    const int has_mask = flags & 1, has_lse = flags & 2, has_kvl = flags & 4, causal = flags & 8, alibi = flags & 16;
     const long r = get_global_id(0);
     if (r >= (long)B * Hq * Sq) return;
     const int i = (int)(r % Sq), bh = (int)(r / Sq), b = bh / Hq, h = bh % Hq;
     const int L = has_kvl ? kvl[b] : Sk;
-    const int lim = visible_limit(i, L, Sq, causal);
+    int lo;
+    const int lim = visible_range(i, L, Sq, causal, wl, wr, &lo);
+    const int ip = i + L - Sq;
+    const float slope = alibi ? slopes[sl0 + h] : 0.0f;
     __global float *s = S + s_off + r * Sk;
     __global const float *mrow = M + m0 + b * ms0 + h * ms1 + (long)i * ms2;
     float mx = -INFINITY;
     for (int j = 0; j < Sk; j++) {
         float v = -INFINITY;
-        if (j < lim) {
-            v = scale * s[j];
+        if (j >= lo && j < lim) {
+            v = score_extras(scale * s[j], softcap, alibi, slope, ip, j);
             if (has_mask) {
                 float mv = mrow[(long)j * ms3];
                 v = mv == -INFINITY ? -INFINITY : v + mv;
