@@ -27,6 +27,9 @@ struct modattn__dev_model {
      * Smax = max_tokens; a batch of S tokens views its top-left [S, S] (it depends on j - i only) */
     modattn_buffer *bias;
     int64_t bias_s;
+    /* xlm-roberta, mpnet: the whole position table (pos starts at the first position id's row):
+     * a batch holding the padding token itself numbers its positions per token (pos_ids) */
+    modattn_buffer *pos_full;
     dev_layer *layers;
     unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
 };
@@ -44,6 +47,8 @@ static int run_linear(const modattn__dev_model *dm, const modattn_op_linear_args
 
 struct modattn__dev_arena {
     modattn_buffer *x, *big, *att, *ids, *lens, *out;
+    modattn_buffer *pos_ids; /* [max_T] (models with pos_offset) */
+    int32_t *host_pos_ids;
     int64_t max_T, max_B, cap_rows; /* cap_rows: max_T rounded up to the row block */
     float *host_out; /* [max_B, dim] */
 };
@@ -72,6 +77,10 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
     if (modattn_device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+        if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
+                                 "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
+                                 c->model_type);
         if (c->rel_buckets > 0) /* the graph slot has no attention mask to carry mpnet's bias */
             return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph takes no relative "
                                  "position bias (model_type \"%s\": op 'attention' with a mask)",
@@ -93,6 +102,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pooling & MODATTN_POOL_MAX) need[n++] = MODATTN_OP_POOL_MAX;
     if (c->pooling & ~(unsigned)(MODATTN_POOL_CLS | MODATTN_POOL_MAX)) need[n++] = MODATTN_OP_POOL_MEAN;
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
+    if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -199,6 +209,7 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
     modattn_free(dm->layers);
     modattn_buffer_free(dm->word), modattn_buffer_free(dm->pos), modattn_buffer_free(dm->type0);
     modattn_buffer_free(dm->emb_g), modattn_buffer_free(dm->emb_b), modattn_buffer_free(dm->bias);
+    modattn_buffer_free(dm->pos_full);
     modattn_free(dm);
 }
 
@@ -274,6 +285,10 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
         (st = upload(dev, emb_b, H, "embeddings LayerNorm", &dm->emb_b)))
         goto fail;
+    if (c->pos_offset > 0 &&
+        (st = upload(dev, pos - (size_t)c->pos_offset * H, (size_t)c->max_positions * H, "position embeddings",
+                     &dm->pos_full)))
+        goto fail;
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn_error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -325,6 +340,8 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
     if (!a) return;
     modattn_buffer_free(a->x), modattn_buffer_free(a->big), modattn_buffer_free(a->att);
     modattn_buffer_free(a->ids), modattn_buffer_free(a->lens), modattn_buffer_free(a->out);
+    modattn_buffer_free(a->pos_ids);
+    modattn_free(a->host_pos_ids);
     modattn_free(a->host_out);
     modattn_free(a);
 }
@@ -354,9 +371,17 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
         (st = modattn_buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
         (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
         (st = modattn_buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
-        (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out))) {
+        (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out)) ||
+        (dm->pos_full && (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "position ids", &a->pos_ids)))) {
         modattn__dev_arena_free(a);
         return st;
+    }
+    if (dm->pos_full) {
+        a->host_pos_ids = modattn_malloc(T * sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
+        if (!a->host_pos_ids) {
+            modattn__dev_arena_free(a);
+            return modattn_mem_last_status();
+        }
     }
     /* the rows past a batch's are GEMM inputs and outputs of whole row blocks: zero, and finite */
     if (dm->row_block > 1 &&
@@ -414,7 +439,29 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
                                .eps = c->ln_eps, .pool = pool};
-    const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM); /* its LN */
+    /* XLMRobertaEmbeddings / MPNetEmbeddings: position = pad_id + (real tokens up to and including
+     * this one), pad_id itself for the padding token: a text holding that token (it is in the
+     * vocabulary) skips a position there. Rare: only such batches carry a position per token. */
+    bool pids = false;
+    if (dm->pos_full) {
+        for (int64_t b = 0; b < B && !pids; b++)
+            for (int64_t i = 0; i < lens[b] && !pids; i++) pids = ids[b * S + i] == c->pad_id;
+        if (pids) {
+            for (int64_t b = 0; b < B; b++) {
+                int32_t seen = 0;
+                for (int64_t i = 0; i < S; i++) {
+                    const bool pad = i >= lens[b] || ids[b * S + i] == c->pad_id;
+                    if (!pad) seen++;
+                    a->host_pos_ids[b * S + i] = pad ? c->pad_id : c->pad_id + seen;
+                }
+            }
+            if ((st = modattn_buffer_write(a->pos_ids, 0, a->host_pos_ids, (size_t)T * 4))) return st;
+            e.pos = dm->pos_full;
+            e.pos_ids = a->pos_ids;
+        }
+    }
+    const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM) || /* its LN */
+                            (pids && HOST_OP(dm, MODATTN_OP_EMBED_POSITIONS));
     if ((st = embed_host ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
         return st;
     const modattn_act act = model_act(c);

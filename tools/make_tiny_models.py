@@ -95,6 +95,12 @@ def xlmr(out: Path, vocab_from: Path) -> None:
     c = XLMR
     tok = json.loads((REPO / "tests" / "fixtures" / "tokenizer_unigram.json").read_text(encoding="utf-8"))
     V = len(tok["model"]["vocab"])
+    # "<pad>" (id 1) as an added special token, as in XLM-R's own tokenizer.json: transformers adds
+    # it from special_tokens_map.json anyway, so the file says what the goldens' tokenizer does
+    if not any(a["content"] == "<pad>" for a in tok["added_tokens"]):
+        tok["added_tokens"].append({"id": 1, "content": "<pad>", "single_word": False, "lstrip": False,
+                                    "rstrip": False, "normalized": False, "special": True})
+        tok["added_tokens"].sort(key=lambda a: a["id"])
     H, I = c["H"], c["I"]
     cfg = {
         "architectures": ["XLMRobertaModel"], "attention_probs_dropout_prob": 0.1, "bos_token_id": 0,
