@@ -207,7 +207,11 @@ static int load_weights(modattn_model *m) {
         return modattn_error(MODATTN_EFORMAT,
                              "%s: tensor 'embeddings.word_embeddings.weight' is missing (also "
                              "under 'bert.', 'roberta.', 'distilbert.', 'mpnet.' or 'model.'): not a %s checkpoint",
-                             m->st->path, c->model_type);
+                             m->st->path,
+                             c->arch == MODATTN__ARCH_XLM_ROBERTA ? "XLM-RoBERTa"
+                             : c->arch == MODATTN__ARCH_DISTILBERT ? "DistilBERT"
+                             : c->arch == MODATTN__ARCH_MPNET      ? "MPNet"
+                                                                   : "BERT");
     const layer_names *nm = c->arch == MODATTN__ARCH_DISTILBERT ? &k_distil_names
                             : c->arch == MODATTN__ARCH_MPNET    ? &k_mpnet_names
                                                                 : &k_bert_names;
