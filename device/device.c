@@ -267,6 +267,8 @@ int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed
     char r[256];
     if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r)) /* the embedding's LayerNorm */
         return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
+    if (a->pos_ids && !modattn_device_supports_op(dev, MODATTN_OP_EMBED_POSITIONS, r, sizeof r))
+        return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'embed_positions': %s", r);
     RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a, "encoder.embeddings");
 }
 

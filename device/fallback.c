@@ -107,8 +107,9 @@ int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_
     FALLBACK_BEGIN(MODATTN_OP_EMBED_GATHER, parts, 2);
     modattn_op_embed_args e = *a;
     const size_t T = (size_t)(a->B * a->S), H = (size_t)a->H, rows = rounded_rows(cpu_, a->B * a->S);
-    modattn_buffer *ids, *lens, *word, *pos, *type0, *g, *b, *x;
+    modattn_buffer *ids, *lens, *word, *pos, *type0, *g, *b, *x, *pids = NULL;
     if (!(st_ = host_copy(&h_, a->ids, T * 4, 0, "fallback ids", &ids)) &&
+        !(a->pos_ids && (st_ = host_copy(&h_, a->pos_ids, T * 4, 0, "fallback position ids", &pids))) &&
         !(st_ = host_copy(&h_, a->lens, (size_t)a->B * 4, 0, "fallback lengths", &lens)) &&
         !(st_ = host_copy(&h_, a->word, a->word ? a->word->bytes : 0, 0, "fallback word embeddings", &word)) &&
         !(st_ = host_copy(&h_, a->pos, a->pos ? a->pos->bytes : 0, 0, "fallback position embeddings", &pos)) &&
@@ -117,6 +118,7 @@ int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_
         !(st_ = host_copy(&h_, a->beta, H * 4, 0, "fallback LayerNorm", &b)) &&
         !(st_ = host_copy(&h_, a->x, 0, rows * H * 4, "fallback hidden states", &x))) {
         e.ids = ids, e.lens = lens, e.word = word, e.pos = pos, e.type0 = type0, e.gamma = g, e.beta = b, e.x = x;
+        e.pos_ids = pids;
         if (!(st_ = modattn_device_embed(cpu_, &e))) st_ = modattn_buffer_write(a->x, 0, x->host, T * H * 4);
     }
     FALLBACK_END(MODATTN_OP_EMBED_GATHER);

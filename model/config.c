@@ -157,34 +157,67 @@ static int read_config(const char *dir, modattn__model_config *c) {
     }
     const char *mt, *act, *pet;
     if ((st = get_str(F, j, "model_type", true, &mt))) goto out;
-    /* BERT family: the encoder below is BertModel's (absolute positions, post-LayerNorm). */
-    if (strcmp(mt, "bert") != 0) {
+    /* BERT family (post-LayerNorm encoders): BertModel, XLMRobertaModel, DistilBertModel and
+     * MPNetModel, each as transformers runs it (docs/MODELS.md). */
+    if (strcmp(mt, "bert") == 0) c->arch = MODATTN__ARCH_BERT;
+    else if (strcmp(mt, "xlm-roberta") == 0) c->arch = MODATTN__ARCH_XLM_ROBERTA;
+    else if (strcmp(mt, "distilbert") == 0) c->arch = MODATTN__ARCH_DISTILBERT;
+    else if (strcmp(mt, "mpnet") == 0) c->arch = MODATTN__ARCH_MPNET;
+    else {
         st = modattn_error(MODATTN_EUNSUPPORTED,
                            "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
-                           "runs \"bert\")", F, mt);
+                           "runs \"bert\", \"xlm-roberta\", \"distilbert\" and \"mpnet\")", F, mt);
         goto out;
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", mt);
-    if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden))) goto out;
-    if ((st = get_int(F, j, "num_hidden_layers", true, 1, 1024, &c->layers))) goto out;
-    if ((st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads))) goto out;
-    if ((st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate))) goto out;
+    const bool distil = c->arch == MODATTN__ARCH_DISTILBERT;
+    /* DistilBertConfig's own names for the sizes (its attribute_map: dim = hidden_size, ...) */
+    if ((st = get_int(F, j, distil ? "dim" : "hidden_size", true, 1, 65536, &c->hidden))) goto out;
+    if ((st = get_int(F, j, distil ? "n_layers" : "num_hidden_layers", true, 1, 1024, &c->layers))) goto out;
+    if ((st = get_int(F, j, distil ? "n_heads" : "num_attention_heads", true, 1, 65536, &c->heads))) goto out;
+    if ((st = get_int(F, j, distil ? "hidden_dim" : "intermediate_size", true, 1, 1 << 20, &c->intermediate)))
+        goto out;
     if ((st = get_int(F, j, "max_position_embeddings", true, 2, 1 << 20, &c->max_positions)))
         goto out;
-    c->type_vocab = 2;
-    if ((st = get_int(F, j, "type_vocab_size", false, 1, 1 << 16, &c->type_vocab))) goto out;
+    /* one token type is ever used (single-sentence inputs): type 0; distilbert and mpnet have none */
+    c->type_vocab = c->arch == MODATTN__ARCH_BERT ? 2 : c->arch == MODATTN__ARCH_XLM_ROBERTA ? 1 : 0;
+    if (!distil && c->arch != MODATTN__ARCH_MPNET &&
+        (st = get_int(F, j, "type_vocab_size", false, 1, 1 << 16, &c->type_vocab)))
+        goto out;
     if ((st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab))) goto out;
-    c->pad_id = 0;
+    c->pad_id = c->arch == MODATTN__ARCH_XLM_ROBERTA || c->arch == MODATTN__ARCH_MPNET ? 1 : 0;
     if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) goto out;
-    c->ln_eps = 1e-12;
-    if ((st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps))) goto out;
+    c->ln_eps = 1e-12; /* distilbert: nn.LayerNorm(eps=1e-12), not configurable */
+    if (!distil && (st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps))) goto out;
     if (c->hidden % c->heads != 0) {
         st = modattn_error(MODATTN_EFORMAT,
-                           "%s: field \"hidden_size\" = %d is not a multiple of "
-                           "\"num_attention_heads\" = %d", F, c->hidden, c->heads);
+                           "%s: field \"%s\" = %d is not a multiple of \"%s\" = %d", F,
+                           distil ? "dim" : "hidden_size", c->hidden, distil ? "n_heads" : "num_attention_heads",
+                           c->heads);
         goto out;
     }
-    if ((st = get_str(F, j, "hidden_act", true, &act))) goto out;
+    /* XLMRobertaEmbeddings and MPNetEmbeddings number the positions of real tokens from
+     * padding_idx + 1 (create_position_ids_from_input_ids): those rows of the table are used */
+    if (c->arch == MODATTN__ARCH_XLM_ROBERTA || c->arch == MODATTN__ARCH_MPNET) {
+        c->pos_offset = c->pad_id + 1;
+        if (c->pos_offset + 1 >= c->max_positions) {
+            st = modattn_error(MODATTN_EFORMAT, "%s: field \"max_position_embeddings\" = %d leaves no position "
+                               "after \"pad_token_id\" + 1 = %d", F, c->max_positions, c->pos_offset);
+            goto out;
+        }
+    }
+    if (c->arch == MODATTN__ARCH_MPNET) {
+        c->rel_buckets = 32;
+        if ((st = get_int(F, j, "relative_attention_num_buckets", false, 2, 4096, &c->rel_buckets))) goto out;
+        c->rel_max_distance = 128; /* MPNetEncoder.relative_position_bucket's default: not in the config */
+    }
+    if (distil) {
+        if ((st = get_bool(F, j, "sinusoidal_pos_embds", &c->sinusoidal))) goto out;
+        /* DistilBertConfig names the activation "activation" */
+        if ((st = get_str(F, j, "activation", true, &act))) goto out;
+    } else if ((st = get_str(F, j, "hidden_act", true, &act))) {
+        goto out;
+    }
     if (strcmp(act, "gelu") == 0) c->act = MODATTN__ACT_GELU_ERF;
     else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 ||
              strcmp(act, "gelu_fast") == 0)
@@ -192,8 +225,8 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(act, "relu") == 0) c->act = MODATTN__ACT_RELU;
     else {
         st = modattn_error(MODATTN_EUNSUPPORTED,
-                           "%s: field \"hidden_act\" = \"%.40s\" is not supported (gelu, gelu_new, "
-                           "gelu_pytorch_tanh, gelu_fast, relu)", F, act);
+                           "%s: field \"%s\" = \"%.40s\" is not supported (gelu, gelu_new, "
+                           "gelu_pytorch_tanh, gelu_fast, relu)", F, distil ? "activation" : "hidden_act", act);
         goto out;
     }
     if ((st = get_str(F, j, "position_embedding_type", false, &pet))) goto out;
@@ -281,11 +314,12 @@ static int read_sbert(modattn__model_config *c) {
         st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
         goto out;
     }
-    int msl = c->max_positions;
+    const int npos = c->max_positions - c->pos_offset; /* the positions a token can have */
+    int msl = npos;
     if ((st = get_int(F, j, "max_seq_length", false, 2, 1 << 20, &msl))) goto out;
     /* Positions past max_position_embeddings have no embedding: sentence-transformers would fail
      * on them, we truncate there. */
-    c->max_tokens = (size_t)(msl < c->max_positions ? msl : c->max_positions);
+    c->max_tokens = (size_t)(msl < npos ? msl : npos);
     c->lower_case = false;
     if ((st = get_bool(F, j, "do_lower_case", &c->lower_case))) goto out;
 out:

@@ -4,6 +4,7 @@
  * as strided Q/K/V for the dispatcher, padding by kv_lens with padded rows kept at zero by every
  * op. Activation buffers hold rows rounded up to the device's row block, the rows past a batch's
  * last kept at zero (modattn_encoder_ops.row_block). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,13 @@ struct modattn__dev_model {
     void *graph; /* a device with the graph slot: its loaded encoder (nothing below is used) */
     int64_t row_block;
     modattn_buffer *word, *pos, *type0, *emb_g, *emb_b;
+    /* mpnet: the relative position bias as attention's additive mask, [heads, Smax, Smax] for
+     * Smax = max_tokens; a batch of S tokens views its top-left [S, S] (it depends on j - i only) */
+    modattn_buffer *bias;
+    int64_t bias_s;
+    /* xlm-roberta, mpnet: the whole position table (pos starts at the first position id's row):
+     * a batch holding the padding token itself numbers its positions per token (pos_ids) */
+    modattn_buffer *pos_full;
     dev_layer *layers;
     unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
 };
@@ -39,6 +47,8 @@ static int run_linear(const modattn__dev_model *dm, const modattn_op_linear_args
 
 struct modattn__dev_arena {
     modattn_buffer *x, *big, *att, *ids, *lens, *out;
+    modattn_buffer *pos_ids; /* [max_T] (models with pos_offset) */
+    int32_t *host_pos_ids;
     int64_t max_T, max_B, cap_rows; /* cap_rows: max_T rounded up to the row block */
     float *host_out; /* [max_B, dim] */
 };
@@ -51,7 +61,7 @@ static void graph_of(const modattn__model_config *c, const char *identity, const
     memset(g, 0, sizeof *g);
     g->identity = identity;
     g->layers = c->layers, g->hidden = c->hidden, g->heads = c->heads, g->intermediate = c->intermediate;
-    g->vocab = c->vocab, g->max_positions = c->max_positions, g->dim = (int64_t)c->dim;
+    g->vocab = c->vocab, g->max_positions = c->max_positions - c->pos_offset, g->dim = (int64_t)c->dim;
     g->eps = c->ln_eps;
     g->act = model_act(c);
     g->pooling = c->pooling;
@@ -67,6 +77,14 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
     if (modattn_device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+        if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
+                                 "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
+                                 c->model_type);
+        if (c->rel_buckets > 0) /* the graph slot has no attention mask to carry mpnet's bias */
+            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph takes no relative "
+                                 "position bias (model_type \"%s\": op 'attention' with a mask)",
+                                 model_name, name, c->model_type);
         modattn_encoder_graph g;
         graph_of(c, NULL, NULL, &g);
         if (!modattn_device_graph_supports(dev, &g, reason, sizeof reason))
@@ -84,6 +102,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pooling & MODATTN_POOL_MAX) need[n++] = MODATTN_OP_POOL_MAX;
     if (c->pooling & ~(unsigned)(MODATTN_POOL_CLS | MODATTN_POOL_MAX)) need[n++] = MODATTN_OP_POOL_MEAN;
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
+    if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -110,10 +129,17 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     d.device = dev->id;
     d.has_kv_lens = true;
     d.inner_contiguous = true;
+    if (c->rel_buckets > 0) { /* mpnet: the relative position bias, one [S, S] per head, every row */
+        d.has_mask = true;
+        d.mask_b = 1;
+        d.mask_h = c->heads;
+    }
     modattn_explain_entry e[64];
     size_t cnt;
     int st = modattn_explain(ctx, &d, e, 64, &cnt);
-    if (st) return modattn_error_prefix(st, "%s cannot run on %s: op 'attention'", model_name, name);
+    if (st)
+        return modattn_error_prefix(st, "%s cannot run on %s: op 'attention'%s", model_name, name,
+                                    c->rel_buckets > 0 ? " with an additive mask (mpnet's relative position bias)" : "");
     return 0;
 }
 
@@ -182,14 +208,56 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
         }
     modattn_free(dm->layers);
     modattn_buffer_free(dm->word), modattn_buffer_free(dm->pos), modattn_buffer_free(dm->type0);
-    modattn_buffer_free(dm->emb_g), modattn_buffer_free(dm->emb_b);
+    modattn_buffer_free(dm->emb_g), modattn_buffer_free(dm->emb_b), modattn_buffer_free(dm->bias);
+    modattn_buffer_free(dm->pos_full);
     modattn_free(dm);
+}
+
+int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance) {
+    /* ret = (n < 0) * half; n = |n|; exact below half / 2, else max_exact + (long)(log(n / max_exact)
+     * / log(max_distance / max_exact) * (half - max_exact)), at most half - 1; n = -rel. Each step
+     * in float32 as torch does it (the Python float divisor rounded to float32). */
+    const int half = num_buckets / 2, max_exact = half / 2;
+    const int n = rel < 0 ? -rel : rel;
+    int ret = -rel < 0 ? half : 0;
+    if (n < max_exact || max_exact < 1) return ret + n;
+    const float den = (float)log((double)max_distance / (double)max_exact);
+    const float v = logf((float)n / (float)max_exact) / den * (float)(half - max_exact);
+    long big = (long)max_exact + (v < 1e9f ? (long)v : 1000000000L);
+    if (big > half - 1) big = half - 1;
+    return ret + (int)big;
+}
+
+/* mpnet: bias[h, i, j] = rel_bias[bucket(j - i), h] for i, j < S, uploaded once. */
+static int upload_bias(modattn__dev_model *dm, const float *rel_bias) {
+    const modattn__model_config *c = &dm->cfg;
+    const int64_t S = (int64_t)c->max_tokens, nh = c->heads;
+    float *t = modattn_malloc((size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS);
+    if (!t) return modattn_mem_last_status();
+    int *bucket = modattn_malloc((size_t)(2 * S) * sizeof(int), MODATTN_MEM_OTHER);
+    if (!bucket) {
+        modattn_free(t);
+        return modattn_mem_last_status();
+    }
+    for (int64_t r = -(S - 1); r <= S - 1; r++)
+        bucket[r + S - 1] = modattn__mpnet_bucket((int)r, c->rel_buckets, c->rel_max_distance);
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t i = 0; i < S; i++)
+            for (int64_t j = 0; j < S; j++) t[(h * S + i) * S + j] = rel_bias[bucket[j - i + S - 1] * nh + h];
+    modattn_free(bucket);
+    /* a copy even on a device with host memory: the table is the model's own */
+    int st = modattn_buffer_alloc(dm->dev, (size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS,
+                                  "relative position bias", &dm->bias);
+    if (!st) st = modattn_buffer_write(dm->bias, 0, t, (size_t)(nh * S * S) * sizeof(float));
+    modattn_free(t);
+    dm->bias_s = S;
+    return st;
 }
 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *lw, unsigned host_ops, bool prepare_weights,
-                              const char *identity, modattn__dev_model **out) {
+                              const float *rel_bias, const modattn__layer_weights *lw, unsigned host_ops,
+                              bool prepare_weights, const char *identity, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn_mem_last_status();
@@ -212,11 +280,22 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (size_t)c->max_positions * H, "position embeddings", &dm->pos)) ||
+        (st = upload(dev, pos, (size_t)(c->max_positions - c->pos_offset) * H, "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
         (st = upload(dev, emb_b, H, "embeddings LayerNorm", &dm->emb_b)))
         goto fail;
+    if (c->pos_offset > 0 &&
+        (st = upload(dev, pos - (size_t)c->pos_offset * H, (size_t)c->max_positions * H, "position embeddings",
+                     &dm->pos_full)))
+        goto fail;
+    if (c->rel_buckets > 0) {
+        if (!rel_bias) {
+            st = modattn_error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
+            goto fail;
+        }
+        if ((st = upload_bias(dm, rel_bias))) goto fail;
+    }
     dm->layers = modattn_calloc((size_t)c->layers, sizeof *dm->layers, MODATTN_MEM_OTHER);
     if (!dm->layers) {
         st = modattn_mem_last_status();
@@ -261,6 +340,8 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
     if (!a) return;
     modattn_buffer_free(a->x), modattn_buffer_free(a->big), modattn_buffer_free(a->att);
     modattn_buffer_free(a->ids), modattn_buffer_free(a->lens), modattn_buffer_free(a->out);
+    modattn_buffer_free(a->pos_ids);
+    modattn_free(a->host_pos_ids);
     modattn_free(a->host_out);
     modattn_free(a);
 }
@@ -290,9 +371,17 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
         (st = modattn_buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
         (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
         (st = modattn_buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
-        (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out))) {
+        (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out)) ||
+        (dm->pos_full && (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "position ids", &a->pos_ids)))) {
         modattn__dev_arena_free(a);
         return st;
+    }
+    if (dm->pos_full) {
+        a->host_pos_ids = modattn_malloc(T * sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
+        if (!a->host_pos_ids) {
+            modattn__dev_arena_free(a);
+            return modattn_mem_last_status();
+        }
     }
     /* the rows past a batch's are GEMM inputs and outputs of whole row blocks: zero, and finite */
     if (dm->row_block > 1 &&
@@ -350,7 +439,29 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
                                .eps = c->ln_eps, .pool = pool};
-    const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM); /* its LN */
+    /* XLMRobertaEmbeddings / MPNetEmbeddings: position = pad_id + (real tokens up to and including
+     * this one), pad_id itself for the padding token: a text holding that token (it is in the
+     * vocabulary) skips a position there. Rare: only such batches carry a position per token. */
+    bool pids = false;
+    if (dm->pos_full) {
+        for (int64_t b = 0; b < B && !pids; b++)
+            for (int64_t i = 0; i < lens[b] && !pids; i++) pids = ids[b * S + i] == c->pad_id;
+        if (pids) {
+            for (int64_t b = 0; b < B; b++) {
+                int32_t seen = 0;
+                for (int64_t i = 0; i < S; i++) {
+                    const bool pad = i >= lens[b] || ids[b * S + i] == c->pad_id;
+                    if (!pad) seen++;
+                    a->host_pos_ids[b * S + i] = pad ? c->pad_id : c->pad_id + seen;
+                }
+            }
+            if ((st = modattn_buffer_write(a->pos_ids, 0, a->host_pos_ids, (size_t)T * 4))) return st;
+            e.pos = dm->pos_full;
+            e.pos_ids = a->pos_ids;
+        }
+    }
+    const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM) || /* its LN */
+                            (pids && HOST_OP(dm, MODATTN_OP_EMBED_POSITIONS));
     if ((st = embed_host ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
         return st;
     const modattn_act act = model_act(c);
@@ -367,6 +478,17 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         call.v = view(a->big, 2 * H, B, nh, S, dh, 3 * H);
         call.o = view(a->att, 0, B, nh, S, dh, H);
         call.kv_lens = lens;
+        if (dm->bias) { /* [1, heads, S, S] of the [heads, Smax, Smax] table */
+            const int64_t M = dm->bias_s;
+            modattn_tensor *t = &call.mask;
+            t->buffer = dm->bias;
+            t->offset = 0;
+            t->data = dm->bias->host;
+            t->device = dm->bias->device;
+            t->dtype = MODATTN_DTYPE_F32;
+            t->shape[0] = 1, t->shape[1] = nh, t->shape[2] = S, t->shape[3] = S;
+            t->stride[0] = nh * M * M, t->stride[1] = M * M, t->stride[2] = M, t->stride[3] = 1;
+        }
         if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
             return modattn_error_prefix(st, "%s: layer %d attention", model_name, l);
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,

@@ -37,8 +37,9 @@ struct modattn_model {
     modattn_st_file *st;
     modattn_tokenizer *tok;
     const float *word;   /* [vocab, H] */
-    const float *pos;    /* [max_positions, H] */
-    const float *type0;  /* [H]: token type 0 (single-sentence inputs) */
+    const float *pos;    /* [max_positions - pos_offset, H]: from the first position id's row */
+    const float *type0;  /* [H]: token type 0 (single-sentence inputs); zeros where the model has none */
+    const float *rel_bias; /* mpnet: [relative_attention_num_buckets, heads], else NULL */
     const float *emb_g, *emb_b;
     layer_w *layers;
     float **owned;       /* weight copies (unaligned tensors), freed at close */

@@ -3,6 +3,7 @@
  * device the model runs on (encoder_device.c: GEMMs prepared once there); freeing it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,11 +150,54 @@ static int get_f32(modattn_model *m, const char *prefix, const char *name, int64
     return 0;
 }
 
+/* Where a family keeps a layer's tensors (transformers' module names). */
+typedef struct layer_names {
+    const char *layer; /* "encoder.layer.%d." */
+    const char *q, *k, *v, *o, *ln1, *up, *down, *ln2; /* "<name>.weight" / "<name>.bias" follow */
+} layer_names;
+
+static const layer_names k_bert_names = {"encoder.layer.%d.", "attention.self.query", "attention.self.key",
+                                         "attention.self.value", "attention.output.dense",
+                                         "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+                                         "output.LayerNorm"};
+static const layer_names k_mpnet_names = {"encoder.layer.%d.", "attention.attn.q", "attention.attn.k",
+                                          "attention.attn.v", "attention.attn.o", "attention.LayerNorm",
+                                          "intermediate.dense", "output.dense", "output.LayerNorm"};
+static const layer_names k_distil_names = {"transformer.layer.%d.", "attention.q_lin", "attention.k_lin",
+                                           "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1",
+                                           "ffn.lin2", "output_layer_norm"};
+
+static int get_wb(modattn_model *m, const char *p, const char *mod, int64_t d0, int64_t d1, const float **w,
+                  const float **b) {
+    char nw[160], nb[160];
+    snprintf(nw, sizeof nw, "%s.weight", mod);
+    snprintf(nb, sizeof nb, "%s.bias", mod);
+    int st = get_f32(m, p, nw, d0, d1, w);
+    return st ? st : get_f32(m, p, nb, d0, 0, b);
+}
+
+/* DistilBERT's create_sinusoidal_embeddings (float64, then float32): the table of a checkpoint
+ * that says sinusoidal_pos_embds and does not store it. */
+static int sinusoidal_table(modattn_model *m, int64_t P, int64_t H, const float **out) {
+    float *t = modattn_malloc((size_t)(P * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+    if (!t) return modattn_mem_last_status();
+    for (int64_t p = 0; p < P; p++)
+        for (int64_t j = 0; j < H; j++) {
+            const double a = (double)p / pow(10000.0, 2.0 * (double)(j / 2) / (double)H);
+            t[p * H + j] = (float)(j % 2 ? cos(a) : sin(a));
+        }
+    int st = own(m, t);
+    if (st) return st;
+    *out = t;
+    return 0;
+}
+
 static int load_weights(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
     const int64_t H = c->hidden, I = c->intermediate;
     const char *prefix = NULL;
-    static const char *prefixes[] = {"", "bert.", "model."};
+    /* the bare model's names, or under the task model's base ("bert.", "roberta.", ...) */
+    static const char *prefixes[] = {"", "bert.", "roberta.", "distilbert.", "mpnet.", "model."};
     for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !prefix; i++) {
         char nm[64];
         snprintf(nm, sizeof nm, "%sembeddings.word_embeddings.weight", prefixes[i]);
@@ -162,42 +206,54 @@ static int load_weights(modattn_model *m) {
     if (!prefix)
         return modattn_error(MODATTN_EFORMAT,
                              "%s: tensor 'embeddings.word_embeddings.weight' is missing (also "
-                             "without a 'bert.' prefix): not a BERT checkpoint",
-                             m->st->path);
+                             "under 'bert.', 'roberta.', 'distilbert.', 'mpnet.' or 'model.'): not a %s checkpoint",
+                             m->st->path,
+                             c->arch == MODATTN__ARCH_XLM_ROBERTA ? "XLM-RoBERTa"
+                             : c->arch == MODATTN__ARCH_DISTILBERT ? "DistilBERT"
+                             : c->arch == MODATTN__ARCH_MPNET      ? "MPNet"
+                                                                   : "BERT");
+    const layer_names *nm = c->arch == MODATTN__ARCH_DISTILBERT ? &k_distil_names
+                            : c->arch == MODATTN__ARCH_MPNET    ? &k_mpnet_names
+                                                                : &k_bert_names;
     int st;
-    const float *type;
-    if ((st = get_f32(m, prefix, "embeddings.word_embeddings.weight", c->vocab, H, &m->word)) ||
-        (st = get_f32(m, prefix, "embeddings.position_embeddings.weight", c->max_positions, H,
-                      &m->pos)) ||
-        (st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H,
-                      &type)) ||
-        (st = get_f32(m, prefix, "embeddings.LayerNorm.weight", H, 0, &m->emb_g)) ||
+    if ((st = get_f32(m, prefix, "embeddings.word_embeddings.weight", c->vocab, H, &m->word)))
+        return st;
+    char pos_name[160];
+    snprintf(pos_name, sizeof pos_name, "%sembeddings.position_embeddings.weight", prefix);
+    if (c->arch == MODATTN__ARCH_DISTILBERT && c->sinusoidal && !modattn__st_find(m->st, pos_name))
+        st = sinusoidal_table(m, c->max_positions, H, &m->pos);
+    else
+        st = get_f32(m, prefix, "embeddings.position_embeddings.weight", c->max_positions, H, &m->pos);
+    if (st) return st;
+    m->pos += (size_t)c->pos_offset * (size_t)H; /* the row of the first position id */
+    if ((st = get_f32(m, prefix, "embeddings.LayerNorm.weight", H, 0, &m->emb_g)) ||
         (st = get_f32(m, prefix, "embeddings.LayerNorm.bias", H, 0, &m->emb_b)))
         return st;
-    m->type0 = type;
+    if (c->type_vocab > 0) {
+        if ((st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type0)))
+            return st;
+    } else { /* no token types: x = word + position (+ 0, exactly) */
+        float *zero = modattn_calloc((size_t)H, sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!zero) return modattn_mem_last_status();
+        if ((st = own(m, zero))) return st;
+        m->type0 = zero;
+    }
+    if (c->rel_buckets > 0 &&
+        (st = get_f32(m, prefix, "encoder.relative_attention_bias.weight", c->rel_buckets, c->heads, &m->rel_bias)))
+        return st;
     m->layers = modattn_calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
     if (!m->layers) return modattn_mem_last_status();
     for (int l = 0; l < c->layers; l++) {
         layer_w *L = &m->layers[l];
-        char p[96];
-        snprintf(p, sizeof p, "%sencoder.layer.%d.", prefix, l);
+        char p[96], lay[64];
+        snprintf(lay, sizeof lay, nm->layer, l);
+        snprintf(p, sizeof p, "%s%s", prefix, lay);
         const float *wq, *wk, *wv, *bq, *bk, *bv;
-        if ((st = get_f32(m, p, "attention.self.query.weight", H, H, &wq)) ||
-            (st = get_f32(m, p, "attention.self.key.weight", H, H, &wk)) ||
-            (st = get_f32(m, p, "attention.self.value.weight", H, H, &wv)) ||
-            (st = get_f32(m, p, "attention.self.query.bias", H, 0, &bq)) ||
-            (st = get_f32(m, p, "attention.self.key.bias", H, 0, &bk)) ||
-            (st = get_f32(m, p, "attention.self.value.bias", H, 0, &bv)) ||
-            (st = get_f32(m, p, "attention.output.dense.weight", H, H, &L->wo)) ||
-            (st = get_f32(m, p, "attention.output.dense.bias", H, 0, &L->bo)) ||
-            (st = get_f32(m, p, "attention.output.LayerNorm.weight", H, 0, &L->ln1_g)) ||
-            (st = get_f32(m, p, "attention.output.LayerNorm.bias", H, 0, &L->ln1_b)) ||
-            (st = get_f32(m, p, "intermediate.dense.weight", I, H, &L->w1)) ||
-            (st = get_f32(m, p, "intermediate.dense.bias", I, 0, &L->b1)) ||
-            (st = get_f32(m, p, "output.dense.weight", H, I, &L->w2)) ||
-            (st = get_f32(m, p, "output.dense.bias", H, 0, &L->b2)) ||
-            (st = get_f32(m, p, "output.LayerNorm.weight", H, 0, &L->ln2_g)) ||
-            (st = get_f32(m, p, "output.LayerNorm.bias", H, 0, &L->ln2_b)))
+        if ((st = get_wb(m, p, nm->q, H, H, &wq, &bq)) || (st = get_wb(m, p, nm->k, H, H, &wk, &bk)) ||
+            (st = get_wb(m, p, nm->v, H, H, &wv, &bv)) || (st = get_wb(m, p, nm->o, H, H, &L->wo, &L->bo)) ||
+            (st = get_wb(m, p, nm->ln1, H, 0, &L->ln1_g, &L->ln1_b)) ||
+            (st = get_wb(m, p, nm->up, I, H, &L->w1, &L->b1)) || (st = get_wb(m, p, nm->down, H, I, &L->w2, &L->b2)) ||
+            (st = get_wb(m, p, nm->ln2, H, 0, &L->ln2_g, &L->ln2_b)))
             return st;
         /* One [3H, H] matrix so that Q, K and V come out of one GEMM as one [tokens, 3H] row. */
         L->wqkv = modattn_malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
@@ -234,7 +290,7 @@ static int upload_to_device(modattn_model *m) {
     }
     char identity[300];
     snprintf(identity, sizeof identity, "%s:%016llx", m->name, (unsigned long long)m->info.weights_xxh3);
-    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, lw,
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, m->rel_bias, lw,
                                        m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
     modattn_free(lw);
     if (st) return modattn_error_prefix(st, "%s", m->st->path);

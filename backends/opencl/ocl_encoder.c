@@ -67,10 +67,11 @@ static int op_embed(void *ctx, const modattn_op_embed_args *e, char *reason, siz
     if (st) return st;
     cl_mem ids = mem(e->ids), lens = mem(e->lens), word = mem(e->word), pos = mem(e->pos), type0 = mem(e->type0);
     cl_mem g = mem(e->gamma), bt = mem(e->beta), x = mem(e->x);
-    cl_int S = (cl_int)e->S, H = (cl_int)e->H;
+    cl_int S = (cl_int)e->S, H = (cl_int)e->H, has_pids = e->pos_ids != NULL;
     cl_float eps = e->eps;
+    cl_mem pids = e->pos_ids ? mem(e->pos_ids) : ids; /* any buffer when unused */
     KARG(a, ids), KARG(a, lens), KARG(a, word), KARG(a, pos), KARG(a, type0), KARG(a, g), KARG(a, bt), KARG(a, x);
-    KARG(a, S), KARG(a, H), KARG(a, eps);
+    KARG(a, S), KARG(a, H), KARG(a, eps), KARG(a, pids), KARG(a, has_pids);
     return launch(d, "embed_ln", &a, (size_t)(e->B * e->S) * WG, WG, "opencl.embed_ln", 0, reason, len);
 }
 

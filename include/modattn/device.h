@@ -47,7 +47,8 @@ extern "C" {
     X(L2_NORMALIZE, "l2_normalize")                                         \
     X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */ \
     X(LINEAR_INT8, "linear_int8")     /* the linear ops in int8 (int32 sums)  */ \
-    X(LINEAR_BF16X3, "linear_bf16x3") /* the linear ops as 3 bf16 products (fp32 sums) */
+    X(LINEAR_BF16X3, "linear_bf16x3") /* the linear ops as 3 bf16 products (fp32 sums) */ \
+    X(EMBED_POSITIONS, "embed_positions") /* embed_gather with a position id per token (pos_ids) */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -106,7 +107,9 @@ typedef struct modattn_linear_plan {
 /* Every op's args carry `pool`: the host threads an op may use (a device that computes on the
  * host runs its row blocks there; one on its own silicon ignores it). NULL: the calling thread. */
 
-/* x[r] = LayerNorm(word[ids[r]] + pos[i] + type0) * gamma + beta */
+/* x[r] = LayerNorm(word[ids[r]] + pos[p] + type0) * gamma + beta, p = pos_ids[r] when given, else
+ * i (token i of its row). pos_ids (op EMBED_POSITIONS): XLM-RoBERTa and MPNet number positions
+ * past their padding id, so a text holding the padding token itself skips a position. */
 typedef struct modattn_op_embed_args {
     const modattn_buffer *ids, *lens;  /* int32 [B*S], int32 [B] */
     const modattn_buffer *word, *pos, *type0, *gamma, *beta; /* [V,H], [P,H], [H], [H], [H] */
@@ -114,6 +117,7 @@ typedef struct modattn_op_embed_args {
     int64_t B, S, H;
     double eps;
     modattn_pool *pool;
+    const modattn_buffer *pos_ids;     /* optional int32 [B*S], each in [0, P) (NULL: none) */
 } modattn_op_embed_args;
 
 /* y[r, 0..N) = (accumulate ? y[r] : 0) + a[r] . w^T + bias, then act, then (if gamma)

@@ -113,6 +113,62 @@ static void test_valid(void) {
     CHECK(strcmp(buf, "max+mean") == 0);
 }
 
+/* The other families: their own keys and what follows from them (docs/MODELS.md). */
+static const char k_distil[] =
+    "{\"model_type\":\"distilbert\",\"dim\":64,\"n_layers\":2,\"n_heads\":4,\"hidden_dim\":128,"
+    "\"activation\":\"gelu\",\"max_position_embeddings\":32,\"vocab_size\":100,\"pad_token_id\":0,"
+    "\"sinusoidal_pos_embds\":false}";
+static const char k_mpnet[] =
+    "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+    "\"intermediate_size\":128,\"hidden_act\":\"gelu\",\"layer_norm_eps\":1e-05,"
+    "\"max_position_embeddings\":20,\"vocab_size\":100,\"pad_token_id\":1,"
+    "\"relative_attention_num_buckets\":16}";
+
+static void test_families(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    /* xlm-roberta: BERT's keys; positions from pad_token_id + 1, so 32 - 2 = 30 of them */
+    expect("config.json", k_config, "\"bert\"", "\"xlm-roberta\"", 0, "", NULL);
+    put("sentence_bert_config.json", "{\"max_seq_length\":512}");
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "xlm-roberta: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_XLM_ROBERTA && c.pos_offset == 1 && c.max_tokens == 31 && c.rel_buckets == 0);
+    CHECK(strcmp(c.model_type, "xlm-roberta") == 0 && c.type_vocab == 2);
+    /* distilbert: dim / n_layers / n_heads / hidden_dim / activation; eps fixed at 1e-12; no types */
+    expect("config.json", k_distil, "\"gelu\"", "\"relu\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "distilbert: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_DISTILBERT && c.hidden == 64 && c.layers == 2 && c.heads == 4 &&
+          c.intermediate == 128 && c.act == MODATTN__ACT_RELU && c.ln_eps == 1e-12 && c.type_vocab == 0 &&
+          c.pos_offset == 0 && c.max_tokens == 16 && !c.sinusoidal);
+    expect("config.json", k_distil, "\"dim\":64,", "", F, "config.json", "\"dim\" is missing");
+    expect("config.json", k_distil, "\"gelu\"", "\"swish\"", U, "config.json", "\"activation\" = \"swish\"");
+    expect("config.json", k_distil, "\"n_heads\":4", "\"n_heads\":5", F, "config.json", "\"n_heads\" = 5");
+    expect("config.json", k_distil, "false", "1", F, "config.json", "\"sinusoidal_pos_embds\" must be true or false");
+    /* mpnet: buckets, positions from pad + 1 (20 - 2 = 18 positions, fewer than max_seq_length) */
+    expect("config.json", k_mpnet, "\"mpnet\"", "\"mpnet\"", 0, "", NULL);
+    put("sentence_bert_config.json", "{\"max_seq_length\":384}");
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "mpnet: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_MPNET && c.rel_buckets == 16 && c.rel_max_distance == 128 &&
+          c.pos_offset == 2 && c.max_tokens == 18 && c.type_vocab == 0 && c.ln_eps == 1e-05);
+    expect("config.json", k_mpnet, "16}", "1}", F, "config.json", "\"relative_attention_num_buckets\" = 1");
+    expect("config.json", k_mpnet, "\"max_position_embeddings\":20", "\"max_position_embeddings\":3", F,
+           "config.json", "\"max_position_embeddings\" = 3 leaves no position");
+    expect("config.json", k_mpnet, "\"mpnet\"", "\"roberta\"", U, "config.json", "\"model_type\" = \"roberta\"");
+
+    /* MPNet's buckets (transformers' relative_position_bucket, 32 buckets, max_distance 128): exact
+     * within 8 on either side, logarithmic to 128, the last bucket past it; keys to the right get
+     * the upper half */
+    static const struct { int rel, want; } b[] = {{0, 0}, {1, 17}, {-1, 1}, {7, 23}, {-7, 7}, {8, 24}, {-8, 8},
+                                                   {12, 25}, {-20, 10}, {50, 29}, {-127, 15}, {128, 31}, {-1000, 15}};
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++) {
+        int got = modattn__mpnet_bucket(b[i].rel, 32, 128);
+        CHECK_MSG(got == b[i].want, "mpnet bucket of %d: %d, want %d", b[i].rel, got, b[i].want);
+    }
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -156,7 +212,8 @@ static void test_errors(void) {
     expect("config.json", k_config, "\"type_vocab_size\":2", "\"type_vocab_size\":0", F,
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
-           "\"model_type\" = \"gpt2\"");
+           "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
+           "\"distilbert\" and \"mpnet\")");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
@@ -244,6 +301,7 @@ int main(void) {
     modattn_mem_get_stats(&m0);
     test_valid();
     test_errors();
+    test_families();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

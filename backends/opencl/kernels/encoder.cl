@@ -39,7 +39,8 @@ static void row_layer_norm(__global float *y, int n, __global const float *g, __
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void embed_ln(__global const int *ids, __global const int *lens, __global const float *word,
               __global const float *pos, __global const float *type0, __global const float *g,
-              __global const float *bt, __global float *x, int S, int H, float eps) {
+              __global const float *bt, __global float *x, int S, int H, float eps, __global const int *pos_ids,
+              int has_pos_ids) {
     __local float tmp[WG];
     const int r = get_group_id(0), l = get_local_id(0);
     const int b = r / S, i = r - b * S;
@@ -49,7 +50,7 @@ void embed_ln(__global const int *ids, __global const int *lens, __global const 
         return;
     }
     __global const float *w = word + (long)ids[r] * H;
-    __global const float *p = pos + (long)i * H;
+    __global const float *p = pos + (long)(has_pos_ids ? pos_ids[r] : i) * H;
     for (int k = l; k < H; k += WG) y[k] = w[k] + p[k] + type0[k];
     row_layer_norm(y, H, g, bt, eps, tmp);
 }

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Write tiny-xlm-roberta, tiny-distilbert and tiny-mpnet: small random-weight sentence-transformers
+models of the other encoder families modattn runs.
+
+    python3 tools/make_tiny_models.py [--vocab-from .models/all-MiniLM-L6-v2] [--only NAME] [MODELS_DIR]
+
+MODELS_DIR defaults to <repo>/.models. Only the Python standard library, like
+tools/make_test_model.py (whose seeded generator and safetensors writer this reuses): the
+directories are the same byte for byte everywhere, so tools/setup_model.sh pins their sha256 and
+the goldens (tools/make_goldens.py, from transformers + sentence-transformers) are committed.
+
+Each has the tensor names and config.json keys that transformers writes for its family
+(XLMRobertaModel, DistilBertModel, MPNetModel), so transformers loads them with no missing or
+unexpected weight:
+
+  name              model_type    tokenizer                         sizes                     pooling
+  tiny-xlm-roberta  xlm-roberta   tests/fixtures/tokenizer_unigram  hidden 64, 4x16, 2 layers mean, Normalize
+                                  .json (Unigram, Precompiled)      130 positions from pad+1
+  tiny-distilbert   distilbert    all-MiniLM-L6-v2's WordPiece      hidden 96, 3x32, 3 layers mean, Normalize
+                                                                    (no token types)
+  tiny-mpnet        mpnet         all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers mean+max, no Normalize
+                                                                    32 relative buckets
+
+Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
+from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
+relative position buckets shared by every layer) change the output and are checked against
+transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_test_model import Gen, write_json, write_safetensors  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+ST_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json")
+
+
+def pooling(dim: int, mean: bool = True, mx: bool = False) -> dict:
+    return {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": mean,
+        "pooling_mode_max_tokens": mx,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": False,
+        "include_prompt": True,
+    }
+
+
+def modules(normalize: bool) -> list:
+    m = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+         {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        m.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    return m
+
+
+class Tensors:
+    def __init__(self, seed: int):
+        self.g = Gen(seed)
+        self.t: dict = {}
+
+    def put(self, name, shape, std, mean=0.0):
+        n = 1
+        for d in shape:
+            n *= d
+        self.t[name] = (list(shape), self.g.uniform(n, std, mean))
+
+    def lin(self, name, out, inp, std_w=0.1, std_b=0.05):
+        self.put(name + ".weight", (out, inp), std_w)
+        self.put(name + ".bias", (out,), std_b)
+
+    def ln(self, name, dim):
+        self.put(name + ".weight", (dim,), 0.1, 1.0)
+        self.put(name + ".bias", (dim,), 0.05)
+
+
+# ---------------------------------------------------------------------------- xlm-roberta
+
+XLMR = dict(name="tiny-xlm-roberta", seed=20261206, H=64, heads=4, layers=2, I=192, max_pos=130, pad=1,
+            max_seq=128)
+
+
+def xlmr(out: Path, vocab_from: Path) -> None:
+    c = XLMR
+    tok = json.loads((REPO / "tests" / "fixtures" / "tokenizer_unigram.json").read_text(encoding="utf-8"))
+    V = len(tok["model"]["vocab"])
+    # "<pad>" (id 1) as an added special token, as in XLM-R's own tokenizer.json: transformers adds
+    # it from special_tokens_map.json anyway, so the file says what the goldens' tokenizer does
+    if not any(a["content"] == "<pad>" for a in tok["added_tokens"]):
+        tok["added_tokens"].append({"id": 1, "content": "<pad>", "single_word": False, "lstrip": False,
+                                    "rstrip": False, "normalized": False, "special": True})
+        tok["added_tokens"].sort(key=lambda a: a["id"])
+    H, I = c["H"], c["I"]
+    cfg = {
+        "architectures": ["XLMRobertaModel"], "attention_probs_dropout_prob": 0.1, "bos_token_id": 0,
+        "classifier_dropout": None, "eos_token_id": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": H, "initializer_range": 0.02, "intermediate_size": I, "layer_norm_eps": 1e-05,
+        "max_position_embeddings": c["max_pos"], "model_type": "xlm-roberta", "num_attention_heads": c["heads"],
+        "num_hidden_layers": c["layers"], "pad_token_id": c["pad"], "position_embedding_type": "absolute",
+        "torch_dtype": "float32", "type_vocab_size": 1, "use_cache": True, "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.position_embeddings.weight", (c["max_pos"], H), 0.3)
+    t.put("embeddings.token_type_embeddings.weight", (1, H), 0.2)
+    t.ln("embeddings.LayerNorm", H)
+    for i in range(c["layers"]):
+        p = f"encoder.layer.{i}."
+        t.lin(p + "attention.self.query", H, H, 0.15)
+        t.lin(p + "attention.self.key", H, H, 0.15)
+        t.lin(p + "attention.self.value", H, H, 0.1)
+        t.lin(p + "attention.output.dense", H, H, 0.1)
+        t.ln(p + "attention.output.LayerNorm", H)
+        t.lin(p + "intermediate.dense", I, H, 0.1)
+        t.lin(p + "output.dense", H, I, 0.06)
+        t.ln(p + "output.LayerNorm", H)
+    t.lin("pooler.dense", H, H, 0.08)
+    write_json(out / "config.json", cfg)
+    (out / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+    write_json(out / "tokenizer_config.json", {
+        "tokenizer_class": "XLMRobertaTokenizer", "model_max_length": c["max_seq"], "bos_token": "<s>",
+        "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>", "unk_token": "<unk>", "pad_token": "<pad>",
+        "mask_token": "<mask>", "clean_up_tokenization_spaces": True})
+    write_json(out / "special_tokens_map.json", {
+        "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>", "unk_token": "<unk>",
+        "pad_token": "<pad>", "mask_token": "<mask>"})
+    finish(out, c, t, modules(True), pooling(H), "XLM-RoBERTa", "tests/fixtures/tokenizer_unigram.json (a "
+           "SentencePiece Unigram tokenizer trained by tools/make_unigram_tokenizer.py)")
+
+
+# ---------------------------------------------------------------------------- distilbert
+
+DISTIL = dict(name="tiny-distilbert", seed=20261207, H=96, heads=3, layers=3, I=256, max_pos=128, max_seq=100)
+
+
+def distilbert(out: Path, vocab_from: Path) -> None:
+    c = DISTIL
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    cfg = {
+        "activation": "gelu", "architectures": ["DistilBertModel"], "attention_dropout": 0.1, "dim": H,
+        "dropout": 0.1, "hidden_dim": I, "initializer_range": 0.02, "max_position_embeddings": c["max_pos"],
+        "model_type": "distilbert", "n_heads": c["heads"], "n_layers": c["layers"], "pad_token_id": 0,
+        "qa_dropout": 0.1, "seq_classif_dropout": 0.2, "sinusoidal_pos_embds": False,
+        "tie_weights_": True, "torch_dtype": "float32", "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.position_embeddings.weight", (c["max_pos"], H), 0.3)
+    t.ln("embeddings.LayerNorm", H)
+    for i in range(c["layers"]):
+        p = f"transformer.layer.{i}."
+        t.lin(p + "attention.q_lin", H, H, 0.15)
+        t.lin(p + "attention.k_lin", H, H, 0.15)
+        t.lin(p + "attention.v_lin", H, H, 0.1)
+        t.lin(p + "attention.out_lin", H, H, 0.1)
+        t.ln(p + "sa_layer_norm", H)
+        t.lin(p + "ffn.lin1", I, H, 0.1)
+        t.lin(p + "ffn.lin2", H, I, 0.06)
+        t.ln(p + "output_layer_norm", H)
+    write_json(out / "config.json", cfg)
+    finish(out, c, t, modules(True), pooling(H), "DistilBERT", "sentence-transformers/all-MiniLM-L6-v2's "
+           "(Apache-2.0)")
+
+
+# ---------------------------------------------------------------------------- mpnet
+
+MPNET = dict(name="tiny-mpnet", seed=20261208, H=64, heads=4, layers=2, I=160, max_pos=130, pad=1, max_seq=128,
+             buckets=32)
+
+
+def mpnet(out: Path, vocab_from: Path) -> None:
+    c = MPNET
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    cfg = {
+        "architectures": ["MPNetModel"], "attention_probs_dropout_prob": 0.1, "bos_token_id": 0,
+        "eos_token_id": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": H,
+        "initializer_range": 0.02, "intermediate_size": I, "layer_norm_eps": 1e-05,
+        "max_position_embeddings": c["max_pos"], "model_type": "mpnet", "num_attention_heads": c["heads"],
+        "num_hidden_layers": c["layers"], "pad_token_id": c["pad"],
+        "relative_attention_num_buckets": c["buckets"], "torch_dtype": "float32", "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.position_embeddings.weight", (c["max_pos"], H), 0.3)
+    t.ln("embeddings.LayerNorm", H)
+    # large enough that every bucket moves the scores by about as much as q.k does
+    t.put("encoder.relative_attention_bias.weight", (c["buckets"], c["heads"]), 1.0)
+    for i in range(c["layers"]):
+        p = f"encoder.layer.{i}."
+        t.lin(p + "attention.attn.q", H, H, 0.15)
+        t.lin(p + "attention.attn.k", H, H, 0.15)
+        t.lin(p + "attention.attn.v", H, H, 0.1)
+        t.lin(p + "attention.attn.o", H, H, 0.1)
+        t.ln(p + "attention.LayerNorm", H)
+        t.lin(p + "intermediate.dense", I, H, 0.1)
+        t.lin(p + "output.dense", H, I, 0.06)
+        t.ln(p + "output.LayerNorm", H)
+    t.lin("pooler.dense", H, H, 0.08)
+    write_json(out / "config.json", cfg)
+    finish(out, c, t, modules(False), pooling(H, mean=True, mx=True), "MPNet",
+           "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
+
+
+# ---------------------------------------------------------------------------- common
+
+def copy_wordpiece(out: Path, src: Path) -> int:
+    for f in ST_FILES:
+        if not (src / f).is_file():
+            raise SystemExit(f"make_tiny_models: {src / f} is missing (run tools/setup_model.sh for "
+                             "all-MiniLM-L6-v2 first)")
+        shutil.copyfile(src / f, out / f)
+    return sum(1 for _ in open(src / "vocab.txt", encoding="utf-8"))
+
+
+def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, tok_note: str) -> None:
+    write_json(out / "modules.json", mods)
+    write_json(out / "sentence_bert_config.json", {"max_seq_length": c["max_seq"], "do_lower_case": False})
+    write_json(out / "1_Pooling" / "config.json", pool)
+    if any(m["type"].endswith("Normalize") for m in mods):
+        (out / "2_Normalize").mkdir(exist_ok=True)
+    (out / "README.md").write_text(
+        f"# {c['name']}\n\nA test model for modattn, written by tools/make_tiny_models.py (seed {c['seed']}) "
+        f"with the Python standard library: a {family} with random, untrained weights (hidden {c['H']}, "
+        f"{c['heads']} heads, {c['layers']} layers). Its embeddings mean nothing. Tokenizer: {tok_note}.\n",
+        encoding="utf-8")
+    tmp = out / "model.safetensors.tmp"
+    write_safetensors(tmp, t.t)
+    os.replace(tmp, out / "model.safetensors")
+    print(f"make_tiny_models: wrote {out}", file=sys.stderr)
+
+
+MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", nargs="?", type=Path, default=REPO / ".models")
+    ap.add_argument("--vocab-from", type=Path, default=REPO / ".models" / "all-MiniLM-L6-v2")
+    ap.add_argument("--only", choices=sorted(MODELS))
+    args = ap.parse_args()
+    for name, fn in MODELS.items():
+        if args.only and args.only != name:
+            continue
+        d = args.out / name
+        d.mkdir(parents=True, exist_ok=True)
+        fn(d, args.vocab_from)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
