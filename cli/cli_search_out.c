@@ -72,6 +72,9 @@ static void snippet(const modattn_search_result *r, bool tty, char *out, size_t 
     if (to < len && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "\xe2\x80\xa6");
 }
 
+static const cli_search_rerank *g_rerank; /* search --rerank: set around one print */
+void cli_search_print_rerank(const cli_search_rerank *rr) { g_rerank = rr; }
+
 /* Prints one query's results (batch: its 1-based number and text, JSON as one line). 0, or the
  * exit status of a failure to write JSON. */
 int cli_search_print(const modattn_search_params *sp, const modattn_search_info *info,
@@ -96,6 +99,10 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                                                         (json_int_t)r->spans[h].end)))
                     bad = 1;
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
+            if (!bad && g_rerank && i < g_rerank->n &&
+                (json_object_set_new(o, "first_stage_rank", json_integer(g_rerank->first_rank[i])) ||
+                 json_object_set_new(o, "first_stage_score", json_real((double)g_rerank->first_score[i]))))
+                bad = 1;
             if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
                 json_object_set_new(o, "start", json_integer((json_int_t)c->start)) ||
                 json_object_set_new(o, "end", json_integer((json_int_t)c->end)) ||
@@ -107,6 +114,7 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
         json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp->mode), "results", arr);
         if (bad) json_decref(arr);
         if (j && info->index[0] && json_object_set_new(j, "index", json_string(info->index))) bad = 1;
+        if (j && g_rerank && json_object_set_new(j, "rerank", json_string(g_rerank->model))) bad = 1;
         if (j && info->index_note[0] && json_object_set_new(j, "index_note", cli_json_text(info->index_note))) bad = 1;
         if (j && batch_query &&
             (json_object_set_new(j, "query", json_integer((json_int_t)batch_no)) ||
@@ -152,6 +160,10 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
         if (res[i].vector_rank) snprintf(vr, sizeof vr, "#%d", res[i].vector_rank);
         if (res[i].keyword_rank) snprintf(kr, sizeof kr, "#%d", res[i].keyword_rank);
         if (sp->mode == MODATTN_SEARCH_HYBRID) snprintf(why, sizeof why, "  [meaning %s, words %s]", vr, kr);
+        if (g_rerank && i < g_rerank->n) {
+            size_t w = strlen(why);
+            snprintf(why + w, sizeof why - w, "  [reranked, first stage #%d]", g_rerank->first_rank[i]);
+        }
         printf("%2d. %.4f  %s  (%s)%s\n    %s\n", res[i].rank, (double)res[i].score,
                cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
     }
