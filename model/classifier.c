@@ -350,6 +350,50 @@ static void head(const modattn_reranker *r, const float *h, float *pooled, float
     }
 }
 
+int modattn_reranker_score_ids(modattn_reranker *r, modattn_session *session, const int32_t *const *ids,
+                               const int32_t *const *types, const size_t *counts, size_t n, unsigned flags, float *out) {
+    if (!r || (n && (!ids || !counts || !out)))
+        return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: NULL argument");
+    if (flags & ~MODATTN_RERANK_RAW) return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: unknown flags 0x%x", flags);
+    if (n == 0) return 0;
+    const size_t T = r->info.max_tokens, H = (size_t)r->H;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!ids[i] || counts[i] < 1 || counts[i] > T)
+            return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu: %zu ids (1 to %zu)", i, counts[i], T);
+        total += counts[i];
+    }
+    int32_t *buf = modattn_malloc(total * sizeof *buf, MODATTN_MEM_ACTIVATIONS);
+    const int32_t **rows = modattn_malloc(n * sizeof *rows, MODATTN_MEM_ACTIVATIONS);
+    float *cls = modattn_malloc((n * H + H) * sizeof *cls, MODATTN_MEM_ACTIVATIONS);
+    int st = 0;
+    if (!buf || !rows || !cls) {
+        st = modattn_mem_last_status();
+        goto out;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        rows[i] = buf + o;
+        for (size_t t = 0; t < counts[i]; t++) {
+            int32_t id = ids[i][t], ty = types ? types[i][t] : 0;
+            if (id < 0 || (size_t)id >= r->vocab || ty < 0 || ty > (r->pair_types ? 1 : 0)) {
+                st = modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu, token %zu: id %d / type %d out of range",
+                                   i, t, (int)id, (int)ty);
+                goto out;
+            }
+            buf[o++] = ty ? id + (int32_t)r->vocab : id;
+        }
+    }
+    st = session ? modattn_model_embed_ids_with(r->m, session, rows, counts, n, cls)
+                 : modattn_model_embed_ids(r->m, rows, counts, n, cls);
+    if (st) goto out;
+    for (size_t i = 0; i < n; i++)
+        head(r, cls + i * H, cls + n * H, out + i * r->nlabels, flags & MODATTN_RERANK_RAW);
+out:
+    modattn_free(buf), modattn_free(rows), modattn_free(cls);
+    return st;
+}
+
 int modattn_reranker_score(modattn_reranker *r, modattn_session *session, const char *const *a,
                            const size_t *alens, const char *const *b, const size_t *blens, size_t n,
                            unsigned flags, float *out, int32_t *ntokens, bool *truncated) {

@@ -76,6 +76,14 @@ int modattn_reranker_score(modattn_reranker *r, modattn_session *session, const 
                            const size_t *alens, const char *const *b, const size_t *blens, size_t n,
                            unsigned flags, float *out, int32_t *ntokens, bool *truncated);
 
+/* Score n pairs already tokenised (modattn_reranker_tokenize): ids[i] and types[i] (types may be
+ * NULL: all type 0) with counts[i] in [1, max_tokens] entries each; the same scores as
+ * modattn_reranker_score for the same pairs. (A server tokenises on its HTTP threads and scores on
+ * its executors.) */
+int modattn_reranker_score_ids(modattn_reranker *r, modattn_session *session, const int32_t *const *ids,
+                               const int32_t *const *types, const size_t *counts, size_t n, unsigned flags,
+                               float *out);
+
 /* The encoder underneath (for its batch budget: modattn_model_set_batch_tokens). Borrowed. */
 modattn_model *modattn_reranker_model(modattn_reranker *r);
 
