@@ -242,13 +242,14 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             else fprintf(stderr, "modattn: note: %s\n", cli_term_text(notes[i].note, nbuf, sizeof nbuf));
         }
         size_t shown = nres[i] < k_print ? nres[i] : k_print;
+        cli_search_rerank rr; /* lives until cli_search_print has printed with it */
         if (reranker) {
             size_t nr = nres[i] < (size_t)rerank_top ? nres[i] : (size_t)rerank_top;
             if ((st = rerank_results(reranker, qs[i], res[i], nres[i], (size_t)rerank_top, first_rank, first_score))) {
                 rc = cli_fail("rerank", st);
                 break;
             }
-            cli_search_rerank rr = {modattn_reranker_get_info(reranker)->name, first_rank, first_score, nr};
+            rr = (cli_search_rerank){modattn_reranker_get_info(reranker)->name, first_rank, first_score, nr};
             cli_search_print_rerank(&rr);
         }
         rc = cli_search_print(&sp, &info, res[i], shown, json, -1, i + 1, queries_file ? qs[i] : NULL);
