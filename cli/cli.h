@@ -87,6 +87,24 @@ int cli_model_roots(char roots[][PATH_MAX], int max);
 void cli_hf_hub(char *buf, size_t len);
 bool cli_hf_snapshot(const char *repo_dir, char *out, size_t len);
 int cli_cmd_models(cli_globals *g, int argc, char **argv);
+/* `rerank` (cli/cmd_rerank.c) and what `search --rerank` shares with it: the reranker loaded with
+ * the global options (device "auto" runs on the CPU; NAME resolved as --model), the order of
+ * scores best first (ties by index; 1 on memory), and the limits a call keeps to. */
+struct modattn_reranker;
+#define CLI_RERANK_MAX_TEXTS 1000
+#define CLI_RERANK_MAX_BYTES (1 << 20)
+int cli_cmd_rerank(cli_globals *g, int argc, char **argv);
+int cli_load_reranker(cli_globals *g, modattn_ctx *ctx, const char *dir, struct modattn_reranker **out);
+int cli_rerank_order(const float *scores, size_t n, size_t *order);
+/* `search --rerank`: what cli_search_print adds to the next results it prints (NULL: nothing) —
+ * the reranker's name, and for the first n results their first-stage rank and score. */
+typedef struct cli_search_rerank {
+    const char *model;
+    const int *first_rank;
+    const float *first_score;
+    size_t n;
+} cli_search_rerank;
+void cli_search_print_rerank(const cli_search_rerank *rr);
 int cli_cmd_ls(cli_globals *g, int argc, char **argv);
 int cli_cmd_rm(cli_globals *g, int argc, char **argv);
 int cli_cmd_export(cli_globals *g, int argc, char **argv); /* cli/cmd_export.c */

@@ -117,6 +117,9 @@ static void snippet(const modattn_search_result *r, bool tty, char *out, size_t 
     if (to < len && o + 4 < cap) o += (size_t)snprintf(out + o, cap - o, "\xe2\x80\xa6");
 }
 
+static const cli_search_rerank *g_rerank; /* search --rerank: set around one print */
+void cli_search_print_rerank(const cli_search_rerank *rr) { g_rerank = rr; }
+
 /* Prints one query's results (batch: its 1-based number and text, JSON as one line). 0, or the
  * exit status of a failure to write JSON. */
 int cli_search_print(const modattn_search_params *sp, const modattn_search_info *info,
@@ -150,6 +153,10 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
             if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
                          json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
                 bad = 1;
+            if (!bad && g_rerank && i < g_rerank->n &&
+                (json_object_set_new(o, "first_stage_rank", json_integer(g_rerank->first_rank[i])) ||
+                 json_object_set_new(o, "first_stage_score", json_real((double)g_rerank->first_score[i]))))
+                bad = 1;
             if (bad || cli_json_set_path(o, "path", cli_rel_path(c->path, pbuf, sizeof pbuf)) ||
                 json_object_set_new(o, "chunk_id", json_integer((json_int_t)c->id)) ||
                 json_object_set_new(o, "kind", json_string(c->kind ? c->kind : "")) ||
@@ -163,6 +170,7 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
         json_t *j = bad ? NULL : json_pack("{s:s, s:o}", "mode", modattn_search_mode_name(sp->mode), "results", arr);
         if (bad) json_decref(arr);
         if (j && info->index[0] && json_object_set_new(j, "index", json_string(info->index))) bad = 1;
+        if (j && g_rerank && json_object_set_new(j, "rerank", json_string(g_rerank->model))) bad = 1;
         if (j && info->index_note[0] && json_object_set_new(j, "index_note", cli_json_text(info->index_note))) bad = 1;
         if (j && batch_query &&
             (json_object_set_new(j, "query", json_integer((json_int_t)batch_no)) ||
@@ -205,15 +213,21 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                      (long long)c->end);
         snippet(&res[i], tty, snip, sizeof snip);
         /* a score people read: the cosine with the query (by words alone, where nothing was
-         * embedded: BM25), and which rankings found the passage */
-        char score[32], why[80];
+         * embedded: BM25; after --rerank, the reranker's score), and which rankings found it */
+        char score[32], why[112];
         const modattn_search_result *r = &res[i];
-        if (isfinite(r->cosine)) snprintf(score, sizeof score, "cosine %.2f", (double)r->cosine);
+        const bool reranked = g_rerank && i < g_rerank->n;
+        if (reranked) snprintf(score, sizeof score, "rerank %.4f", (double)r->score);
+        else if (isfinite(r->cosine)) snprintf(score, sizeof score, "cosine %.2f", (double)r->cosine);
         else snprintf(score, sizeof score, "bm25 %.2f", isfinite(r->bm25) ? r->bm25 : (double)r->score);
         if (r->vector_rank && r->keyword_rank)
             snprintf(why, sizeof why, "found by both: meaning #%d, words #%d", r->vector_rank, r->keyword_rank);
         else if (r->keyword_rank) snprintf(why, sizeof why, "found by words #%d", r->keyword_rank);
         else snprintf(why, sizeof why, "found by meaning #%d", r->vector_rank ? r->vector_rank : r->rank);
+        if (reranked) {
+            size_t w = strlen(why);
+            snprintf(why + w, sizeof why - w, "; reranked, first stage #%d", g_rerank->first_rank[i]);
+        }
         printf("%2d. %s  %s  (%s)  %s\n    %s\n", r->rank, score,
                cli_term_text(cli_rel_path(c->path, pbuf, sizeof pbuf), spath, sizeof spath), loc, why, snip);
     }

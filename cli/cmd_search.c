@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "modattn/model.h"
+#include "modattn/rerank.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
 
@@ -73,11 +74,88 @@ static void search_usage(FILE *f) {
             "                       meaning (\"exact\", or the index's kind: \"hnsw\", \"ivf-sq8\",\n"
             "                       \"ivf-pq\", \"f16\", \"int8\", \"binary\"), and\n"
             "                       \"index_note\" when an ANN index there was not used, and why\n"
+            "  --rerank DIR         re-score the first --rerank-top candidates with the cross-encoder\n"
+            "                       in DIR (query and passage read together; see `modattn rerank`) and\n"
+            "                       print them in its order: \"score\" is then the cross-encoder's, and\n"
+            "                       the JSON keeps \"first_stage_rank\" and \"first_stage_score\"\n"
+            "  --rerank-top N       how many first-stage candidates are re-scored (default 50, at most\n"
+            "                       %d); the first k of the new order are printed\n"
             "  -h, --help           this help\n"
-            "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n");
+            "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n",
+            CLI_RERANK_MAX_TEXTS);
+}
+
+/* --rerank DIR / --rerank-top N taken out of argv (the rest is `search`'s shared parser's). 0, or
+ * the exit status of a usage error. */
+static int take_rerank_args(int *argc, char **argv, const char **dir, long long *top) {
+    int o = 1;
+    bool dashdash = false;
+    for (int i = 1; i < *argc; i++) {
+        bool missing = false;
+        const char *v;
+        if (!dashdash && strcmp(argv[i], "--") == 0) dashdash = true;
+        if (!dashdash && ((v = cli_opt_value(*argc, argv, &i, "--rerank-top", &missing)) || missing)) {
+            if (missing || cli_parse_ll("--rerank-top", v, 1, CLI_RERANK_MAX_TEXTS, top)) {
+                if (missing) fprintf(stderr, "modattn: search: --rerank-top needs a value\n");
+                return 2;
+            }
+            continue;
+        }
+        if (!dashdash && ((v = cli_opt_value(*argc, argv, &i, "--rerank", &missing)) || missing)) {
+            if (missing || !*v) {
+                fprintf(stderr, "modattn: search: --rerank needs a cross-encoder's directory\n");
+                return 2;
+            }
+            *dir = v;
+            continue;
+        }
+        argv[o++] = argv[i];
+    }
+    *argc = o;
+    argv[o] = NULL;
+    return 0;
+}
+
+/* One query's results re-scored by the cross-encoder: the first `top` re-ordered by its score
+ * (ties: first-stage order), rank and score replaced; the first-stage ones kept in fr/fs. */
+static int rerank_results(modattn_reranker *r, const char *query, modattn_search_result *res, size_t n, size_t top,
+                          int *fr, float *fs) {
+    if (n > top) n = top;
+    for (size_t i = 0; i < n; i++) fr[i] = res[i].rank, fs[i] = res[i].score;
+    if (n == 0) return 0;
+    const char **q = malloc(n * sizeof *q), **p = malloc(n * sizeof *p);
+    float *sc = malloc(n * modattn_reranker_get_info(r)->num_labels * sizeof *sc);
+    size_t *order = malloc(n * sizeof *order);
+    modattn_search_result *tmp = malloc(n * sizeof *tmp);
+    int *tfr = malloc(n * sizeof *tfr);
+    float *tfs = malloc(n * sizeof *tfs);
+    int st = 0;
+    if (!q || !p || !sc || !order || !tmp || !tfr || !tfs) {
+        st = modattn_error(MODATTN_ENOMEM, "reranking %zu results", n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) q[i] = query, p[i] = res[i].chunk.text ? res[i].chunk.text : "";
+    if ((st = modattn_reranker_score(r, NULL, q, NULL, p, NULL, n, 0, sc, NULL, NULL))) goto out;
+    if (cli_rerank_order(sc, n, order)) {
+        st = modattn_error(MODATTN_ENOMEM, "reranking %zu results", n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) tmp[i] = res[order[i]], tfr[i] = fr[order[i]], tfs[i] = fs[order[i]];
+    for (size_t i = 0; i < n; i++) {
+        res[i] = tmp[i], fr[i] = tfr[i], fs[i] = tfs[i];
+        res[i].rank = (int)i + 1;
+        res[i].score = sc[order[i]];
+    }
+out:
+    free(q), free(p), free(sc), free(order), free(tmp), free(tfr), free(tfs);
+    return st;
 }
 
 int cli_cmd_search(cli_globals *g, int argc, char **argv) {
+    const char *rerank_dir = NULL;
+    long long rerank_top = 50;
+    int trc = take_rerank_args(&argc, argv, &rerank_dir, &rerank_top);
+    if (trc) return trc;
     cli_search_args args;
     int prc = cli_search_parse(argc, argv, true, &args);
     if (prc) {
@@ -103,6 +181,11 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     modattn_store *store = NULL;
     modattn_model *model = NULL;
+    modattn_reranker *reranker = NULL;
+    int *first_rank = NULL;
+    float *first_score = NULL;
+    const size_t k_print = sp.k;
+    if (rerank_dir && sp.k < (size_t)rerank_top) sp.k = (size_t)rerank_top; /* the candidates to re-score */
     modattn_ctx *ctx = NULL;
     modattn_search_result **res = calloc(nq, sizeof *res);
     size_t *nres = calloc(nq, sizeof *nres);
@@ -133,6 +216,19 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
         rc = cli_fail("loading the model", st);
         goto out;
     }
+    if (rerank_dir) {
+        if ((st = cli_load_reranker(g, ctx, rerank_dir, &reranker))) {
+            rc = cli_fail("loading the reranker (--rerank)", st);
+            goto out;
+        }
+        first_rank = malloc((size_t)rerank_top * sizeof *first_rank);
+        first_score = malloc((size_t)rerank_top * sizeof *first_score);
+        if (!first_rank || !first_score) {
+            fprintf(stderr, "modattn: search: out of memory\n");
+            rc = 1;
+            goto out;
+        }
+    }
     modattn_search_info info;
     if (!queries_file)
         st = modattn_search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
@@ -159,7 +255,19 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             if (queries_file) fprintf(stderr, "modattn: note: query %zu: words searched for: %s\n", i + 1, cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
             else fprintf(stderr, "modattn: note: words searched for: %s\n", cli_term_text(notes[i].keywords, nbuf, sizeof nbuf));
         }
-        rc = cli_search_print(&sp, &info, res[i], nres[i], json, -1, i + 1, queries_file ? qs[i] : NULL);
+        size_t shown = nres[i] < k_print ? nres[i] : k_print;
+        cli_search_rerank rr; /* lives until cli_search_print has printed with it */
+        if (reranker) {
+            size_t nr = nres[i] < (size_t)rerank_top ? nres[i] : (size_t)rerank_top;
+            if ((st = rerank_results(reranker, qs[i], res[i], nres[i], (size_t)rerank_top, first_rank, first_score))) {
+                rc = cli_fail("rerank", st);
+                break;
+            }
+            rr = (cli_search_rerank){modattn_reranker_get_info(reranker)->name, first_rank, first_score, nr};
+            cli_search_print_rerank(&rr);
+        }
+        rc = cli_search_print(&sp, &info, res[i], shown, json, -1, i + 1, queries_file ? qs[i] : NULL);
+        cli_search_print_rerank(NULL);
     }
     if (cli_stdout_check()) rc = 1;
 out:
@@ -168,6 +276,9 @@ out:
     free(nres);
     free(notes);
     modattn_model_free(model);
+    modattn_reranker_free(reranker);
+    free(first_rank);
+    free(first_score);
     modattn_store_close(store);
     if (queries_file) {
         for (size_t i = 0; i < nq; i++) modattn_free(qs[i]);

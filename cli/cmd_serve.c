@@ -29,6 +29,9 @@ static void serve_usage(FILE *f) {
             "  POST /tokenize        {\"inputs\": text or texts} -> the tokens with their byte offsets\n"
             "  POST /detokenize      {\"ids\": ids or lists of ids} -> texts\n"
             "  GET  /v1/models/ID    one model (404 for another id)\n"
+            "  POST /rerank          {\"query\": ..., \"texts\": [...]} -> [{\"index\", \"score\"}] best first,\n"
+            "                        by the cross-encoder of --rerank-model (text-embeddings-\n"
+            "                        inference's /rerank; 404 without one)\n"
             "  GET  /                a search page; GET /docs: these routes as a page, to try them\n"
             "  GET  /openapi.json    the OpenAPI 3 description of all of these\n"
             "Texts from concurrent requests are embedded together in token-budget batches; a text's\n"
@@ -36,6 +39,8 @@ static void serve_usage(FILE *f) {
             "the requests in flight (--drain-timeout), exit 0.\n\n"
             "options (each also from the environment variable in brackets):\n"
             "  --model DIR                  model directory [MODATTN_MODEL] (default as `modattn embed`)\n"
+            "  --rerank-model DIR           a cross-encoder for POST /rerank (see `modattn rerank`)\n"
+            "                               [MODATTN_RERANK_MODEL]; at most %d texts a request (413)\n"
             "  --db FILE                    the store /search reads, made by `modattn index` [MODATTN_DB]\n"
             "                               (none: /search answers 503; it may be made later, and\n"
             "                               documents indexed while serving are searched at once)\n"
@@ -81,7 +86,8 @@ static void serve_usage(FILE *f) {
             "  --quiet                      no access log [MODATTN_QUIET=1]\n"
             "  --port-file F                write the port there once listening (with --port 0)\n"
             "  -h, --help                   this help\n"
-            "global options --attn, --device, --mem-budget, --stats, --trace apply.\n");
+            "global options --attn, --device, --mem-budget, --stats, --trace apply.\n",
+            SRV_RERANK_MAX_TEXTS);
 }
 
 static int load_cb(void *ud, modattn_model **out) {
@@ -136,6 +142,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     /* the environment first, options over it */
     const char *model = env("MODATTN_MODEL"), *v;
     c.db = env("MODATTN_DB");
+    c.rerank_model_dir = env("MODATTN_RERANK_MODEL");
     if ((v = env("MODATTN_HOST"))) c.host = v;
     c.api_key_file = env("MODATTN_API_KEY_FILE");
     c.cors_origin = env("MODATTN_CORS");
@@ -212,7 +219,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
         bool known = false;
-        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file", "--cors"};
+        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file", "--cors", "--rerank-model"};
         for (size_t k = 0; k < sizeof strs / sizeof *strs && !known; k++)
             known = strlen(strs[k]) == nlen && strncmp(a, strs[k], nlen) == 0;
         for (size_t k = 0; k < nnums && !known; k++)
@@ -236,6 +243,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         else if (strncmp(a, "--api-key-file", nlen) == 0 && nlen == 14) c.api_key_file = val;
         else if (strncmp(a, "--port-file", nlen) == 0 && nlen == 11) c.port_file = val;
         else if (strncmp(a, "--cors", nlen) == 0 && nlen == 6) c.cors_origin = val;
+        else if (strncmp(a, "--rerank-model", nlen) == 0 && nlen == 14) c.rerank_model_dir = val;
         else
             for (size_t k = 0; k < nnums; k++)
                 if (strlen(nums[k].opt) == nlen && strncmp(a, nums[k].opt, nlen) == 0) {

@@ -22,6 +22,7 @@ static const cli_command k_commands[] = {
     {"bench", cli_cmd_bench, "benchmark attention implementations (`modattn bench attn --help`)", NULL},
     {"embed", cli_cmd_embed, "embed texts with a sentence-transformers model, one JSON line per text", NULL},
     {"index", cli_cmd_index, "index files and folders into a document store for semantic search", cli_cmd_index_mpi},
+    {"rerank", cli_cmd_rerank, "score passages against a query with a cross-encoder, best first", NULL},
     {"search", cli_cmd_search, "search an index for the chunks closest in meaning to a query", cli_cmd_search_mpi},
     {"ls", cli_cmd_ls, "list the documents a store holds: path, chunks, bytes, when", NULL},
     {"rm", cli_cmd_rm, "remove documents (a file's, or every one under a folder) from a store", NULL},

@@ -50,6 +50,7 @@ const modattn__env_var modattn__env_vars[] = {
     {"MODATTN_MAX_BATCH_TOKENS", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --max-batch-tokens"},
     {"MODATTN_MAX_BODY", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --max-body"},
     {"MODATTN_MAX_INPUTS", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --max-inputs"},
+    {"MODATTN_RERANK_MODEL", MODATTN__ENV_TEXT, 0, 0, NULL, "serve --rerank-model"},
     {"MODATTN_TIMEOUT", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --timeout"},
     {"MODATTN_DRAIN_TIMEOUT", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --drain-timeout"},
     {"MODATTN_MAX_CLIENT_BODIES", MODATTN__ENV_SERVE, 0, 0, NULL, "serve --max-client-bodies"},

@@ -399,6 +399,17 @@ int modattn__config_load(const char *dir, modattn__model_config *c) {
     return read_pooling(pool_dir, c);
 }
 
+int modattn__config_load_hf(const char *dir, size_t max_tokens, modattn__model_config *c) {
+    memset(c, 0, sizeof *c);
+    int st = modattn__path_join(c->transformer_dir, sizeof c->transformer_dir, dir, "");
+    if (st || (st = read_config(c->transformer_dir, c))) return st;
+    c->max_tokens = (size_t)c->max_positions;
+    if (max_tokens && max_tokens < c->max_tokens) c->max_tokens = max_tokens;
+    c->pooling = MODATTN_POOL_CLS;
+    c->dim = (size_t)c->hidden;
+    return 0;
+}
+
 void modattn_pooling_format(unsigned pooling, char *buf, size_t len) {
     static const char *names[] = {"cls", "max", "mean", "mean_sqrt_len", "weightedmean",
                                   "lasttoken"};

@@ -29,6 +29,18 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
 int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                                   modattn_model **out);
 
+/* For heads other than sentence-transformers' pooling (model/classifier.c): the encoder of a Hugging
+ * Face directory without modules.json (config.json, tokenizer.json and model.safetensors in dir;
+ * modattn__config_load_hf), whose output is the [CLS] row of the last hidden states (pooling cls, no
+ * normalisation), inputs of at most max_tokens. pair_types (and type_vocab_size >= 2): an id
+ * v + vocab stands for id v of token type 1 (the embedding table is held with each type added in,
+ * 2 x vocab rows). Device "auto" is refused. */
+int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt, size_t max_tokens,
+                             bool pair_types, modattn_model **out);
+/* The fp32 tensor `name` of the model's weights with exactly the shape [d0] (d1 = 0) or [d0, d1],
+ * every value finite; errors name the file and the tensor. Valid while the model lives. */
+int modattn__model_tensor(modattn_model *m, const char *name, int64_t d0, int64_t d1, const float **out);
+
 struct modattn_model {
     modattn_ctx *ctx; /* borrowed */
     modattn__model_config cfg;

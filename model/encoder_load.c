@@ -302,10 +302,55 @@ static int upload_to_device(modattn_model *m) {
     return 0;
 }
 
+/* A pair model's embedding table (modattn__model_load_head): rows v < V are word[v] + type[0], rows
+ * V + v are word[v] + type[1], and the type row the device adds is zero, so that the device's
+ * (row + pos) + 0 is (word + type) + pos, the order of transformers' BertEmbeddings, bit for bit. */
+static int pair_tables(modattn_model *m) {
+    const size_t V = (size_t)m->cfg.vocab, H = (size_t)m->cfg.hidden;
+    float *w = modattn_malloc(2 * V * H * sizeof *w, MODATTN_MEM_WEIGHTS);
+    if (!w) return modattn_mem_last_status();
+    int st = own(m, w);
+    if (st) return st;
+    float *z = modattn_calloc(H, sizeof *z, MODATTN_MEM_WEIGHTS);
+    if (!z) return modattn_mem_last_status();
+    if ((st = own(m, z))) return st;
+    for (size_t t = 0; t < 2; t++) {
+        const float *ty = m->type0 + t * H;
+        for (size_t v = 0; v < V; v++) {
+            const float *src = m->word + v * H;
+            float *dst = w + (t * V + v) * H;
+            for (size_t k = 0; k < H; k++) dst[k] = src[k] + ty[k];
+        }
+    }
+    m->word = w, m->type0 = z;
+    m->cfg.vocab = (int)(2 * V);
+    return 0;
+}
+
+static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                      const modattn__model_config *preset, bool pair_types, modattn_model **out);
+
 /* The model on one named device (opt->device, default cpu; never "auto": modattn_model_load_ex in
  * device_auto.c chooses, then comes here, so the dependency runs one way). */
 int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                                   modattn_model **out) {
+    return load_model(ctx, dir, opt, NULL, false, out);
+}
+
+int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                             size_t max_tokens, bool pair_types, modattn_model **out) {
+    if (out) *out = NULL;
+    if (opt && opt->device && strcmp(opt->device, "auto") == 0)
+        return modattn_error(MODATTN_EUNSUPPORTED, "device \"auto\" is not supported for this model: name the device");
+    modattn__model_config c;
+    int st = modattn__config_load_hf(dir, max_tokens, &c);
+    if (st) return st;
+    if (pair_types && c.type_vocab < 2) pair_types = false;
+    return load_model(ctx, dir, opt, &c, pair_types, out);
+}
+
+static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
+                      const modattn__model_config *preset, bool pair_types, modattn_model **out) {
     if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
     *out = NULL;
     if (!ctx || !dir || !*dir)
@@ -350,7 +395,8 @@ int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modat
             goto fail;
         }
     }
-    if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
+    if (preset) m->cfg = *preset;
+    else if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
     m->cfg.precision = opt ? opt->precision : MODATTN_PRECISION_FP32;
     if ((unsigned)m->cfg.precision >= MODATTN_PRECISION_COUNT) {
         st = modattn_error(MODATTN_EINVAL, "precision %d is not a modattn_precision", (int)m->cfg.precision);
@@ -381,6 +427,7 @@ int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modat
         goto fail;
     }
     if ((st = load_weights(m))) goto fail;
+    if (pair_types && (st = pair_tables(m))) goto fail;
     modattn_model_info *in = &m->info;
     in->weights_xxh3 = XXH3_64bits(m->st->bytes, m->st->len);
     if ((st = upload_to_device(m))) goto fail;
@@ -449,4 +496,8 @@ int modattn_model_set_batch_tokens(modattn_model *m, size_t tokens) {
                              tokens, (size_t)1 << 22);
     m->batch_tokens = tokens;
     return 0;
+}
+
+int modattn__model_tensor(modattn_model *m, const char *name, int64_t d0, int64_t d1, const float **out) {
+    return get_f32(m, "", name, d0, d1, out);
 }

@@ -60,6 +60,11 @@ typedef struct modattn__model_config {
  * mode this encoder does not run). */
 int modattn__config_load(const char *dir, modattn__model_config *cfg);
 
+/* A Hugging Face directory without sentence-transformers files (a *ForSequenceClassification or
+ * *ForMaskedLM checkpoint): config.json in dir only, the Transformer in dir itself, pooling cls, no
+ * normalisation, max_tokens = min(max_tokens, max_position_embeddings) (0: the latter). */
+int modattn__config_load_hf(const char *dir, size_t max_tokens, modattn__model_config *cfg);
+
 /* path for a message in buf (len >= 8): whole, or its start and end around "...". */
 void modattn__path_shown(const char *path, char *buf, size_t len);
 /* "dir/name" into buf; MODATTN_EINVAL if it does not fit. */

@@ -996,3 +996,5 @@ done:
     modattn_json_take_failure();
     return out;
 }
+
+json_t *srv_json_body(const char *body, size_t len, srv_bad *bad) { return parse_body(body, len, bad); }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "modattn/device.h"
+#include "modattn/rerank.h"
 #include "server/server.h"
 
 typedef struct executor {
@@ -37,6 +38,7 @@ typedef struct executor {
 } executor;
 
 struct srv_batcher {
+    size_t rerank_labels; /* the reranker's scores per pair (0: none) */
     srv_batcher_config cfg;
     size_t dim;
     pthread_mutex_t mu;
@@ -236,6 +238,10 @@ static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_
     expire_queued(b, modattn_now_ns(), dropped);
     while (b->head && n < cap) {
         srv_job *j = b->head;
+        /* pairs for the reranker and texts for the embedding model never share a batch */
+        if (n > 0 && ((j->kind == SRV_JOB_RERANK) != (slots[0].job->kind == SRV_JOB_RERANK) ||
+                      (j->kind == SRV_JOB_RERANK && j->rerank_flags != slots[0].job->rerank_flags)))
+            break;
         if (j->gone && j->gone(j, j->done_ud)) {
             j->abandoned = true;
             set_error(j, 499, "%s", "the client closed its connection");
@@ -330,8 +336,10 @@ static void *executor_main(void *arg) {
         const int nthreads = modattn_pool_threads(modattn_session_pool(x->cur));
         srv_metrics_executors(nthreads, wide);
         int st = 0;
+        const bool rerank = slots[0].job->kind == SRV_JOB_RERANK;
+        const size_t odim = rerank ? b->rerank_labels : dim;
         if (n > out_cap) {
-            float *no = realloc(out, n * dim * sizeof *no);
+            float *no = realloc(out, n * (dim > b->rerank_labels ? dim : b->rerank_labels) * sizeof *no);
             if (no) out = no, out_cap = n;
             else st = MODATTN_ENOMEM;
         }
@@ -340,12 +348,21 @@ static void *executor_main(void *arg) {
             counts[i] = slots[i].job->counts[slots[i].i];
         }
         uint64_t t0 = modattn_now_ns();
-        if (!st) st = modattn_model_embed_ids_with(b->cfg.model, x->cur, ids, counts, n, out);
+        if (!st && rerank) {
+            const int32_t **types = malloc(n * sizeof *types);
+            if (!types) st = MODATTN_ENOMEM;
+            for (size_t i = 0; types && i < n; i++) types[i] = slots[i].job->types[slots[i].i];
+            if (!st) st = modattn_reranker_score_ids(b->cfg.reranker, x->cur, ids, types, counts, n,
+                                                     slots[0].job->rerank_flags, out);
+            free(types);
+        } else if (!st) {
+            st = modattn_model_embed_ids_with(b->cfg.model, x->cur, ids, counts, n, out);
+        }
         double secs = (double)(modattn_now_ns() - t0) * 1e-9;
         if (st == 0) {
             srv_metrics_batch(n, tokens, secs);
             for (size_t i = 0; i < n; i++)
-                memcpy(slots[i].job->out + slots[i].i * dim, out + i * dim, dim * sizeof(float));
+                memcpy(slots[i].job->out + slots[i].i * odim, out + i * odim, odim * sizeof(float));
         } else {
             /* the memory budget or a device failure: these requests fail, the server goes on */
             const char *msg = st == MODATTN_ENOMEM && !modattn_last_error()[0] ? "out of memory" : modattn_last_error();
@@ -462,6 +479,7 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     b->cfg = *cfg;
     snprintf(b->max_queue_text, sizeof b->max_queue_text, "%g s (--max-queue-time)", cfg->max_queue_s);
     b->dim = modattn_model_dim(cfg->model);
+    b->rerank_labels = cfg->reranker ? modattn_reranker_get_info(cfg->reranker)->num_labels : 0;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
     /* the model threads, shared out: --threads 4 --workers 2 gives each executor 2; --workers

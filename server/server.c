@@ -105,6 +105,7 @@ typedef struct req {
     srv_job job;
     srv_embed_req er;
     srv_search_req sr;
+    srv_rerank_req rr;
     int32_t *search_ids[1];
     size_t search_count[1];
     float *vectors;
@@ -200,6 +201,7 @@ static const route_def k_routes[] = {
     {"/info", SRV_ROUTE_INFO, "GET"},                 {"/tokenize", SRV_ROUTE_TOKENIZE, "POST"},
     {"/detokenize", SRV_ROUTE_DETOKENIZE, "POST"},    {"/docs", SRV_ROUTE_DOCS, "GET"},
     {"/", SRV_ROUTE_PAGE, "GET"},                     {"/assets/page.css", SRV_ROUTE_PAGE, "GET"},
+    {"/rerank", SRV_ROUTE_RERANK, "POST"},
     {"/assets/page.js", SRV_ROUTE_PAGE, "GET"},       {"/assets/docs.js", SRV_ROUTE_PAGE, "GET"},
 };
 static const route_def k_model_route = {"/v1/models/{id}", SRV_ROUTE_MODEL, "GET"};
@@ -219,7 +221,8 @@ static const route_def *find_route(const char *url) {
 }
 
 static bool post_body_route(srv_route r) {
-    return r == SRV_ROUTE_EMBEDDINGS || r == SRV_ROUTE_SEARCH || r == SRV_ROUTE_TOKENIZE || r == SRV_ROUTE_DETOKENIZE;
+    return r == SRV_ROUTE_EMBEDDINGS || r == SRV_ROUTE_SEARCH || r == SRV_ROUTE_TOKENIZE || r == SRV_ROUTE_DETOKENIZE ||
+           r == SRV_ROUTE_RERANK;
 }
 
 /* The pages and their assets hold no data (everything they show comes from the API, which asks
@@ -383,7 +386,8 @@ static void job_done(srv_job *job, void *ud) {
  * until job_done resumes it. */
 static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids, size_t *counts) {
     server *s = r->s;
-    r->vectors = modattn_malloc(n * s->api.dim * sizeof(float), MODATTN_MEM_OTHER);
+    const size_t per = kind == SRV_JOB_RERANK ? modattn_reranker_get_info(s->api.reranker)->num_labels : s->api.dim;
+    r->vectors = modattn_malloc(n * per * sizeof(float), MODATTN_MEM_OTHER);
     if (!r->vectors) return respond_error(r, 503, "the server is out of memory (or over its --mem-budget)", NULL,
                                           "out_of_memory", NULL, NULL, false);
     memset(&r->job, 0, sizeof r->job);
@@ -395,6 +399,10 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
     r->job.done = job_done;
     r->job.done_ud = r;
     r->job.gone = job_gone;
+    if (kind == SRV_JOB_RERANK) {
+        r->job.types = r->rr.types;
+        r->job.rerank_flags = r->rr.raw ? MODATTN_RERANK_RAW : 0;
+    }
     if (kind == SRV_JOB_SEARCH) {
         r->job.k = r->sr.k;
         r->job.path_prefix = r->sr.path_prefix;
@@ -432,6 +440,16 @@ static enum MHD_Result start_search(req *r) {
     return submit(r, SRV_JOB_SEARCH, 1, r->search_ids, r->search_count);
 }
 
+static enum MHD_Result start_rerank(req *r) {
+    srv_bad bad;
+    memset(&bad, 0, sizeof bad);
+    if (srv_parse_rerank(&r->s->api, r->body ? r->body : "", r->len, &r->rr, &bad))
+        return respond_error(r, bad.status, bad.message, bad.param[0] ? bad.param : NULL, bad.code, NULL, NULL, false);
+    r->inputs = r->rr.n;
+    r->tokens = r->rr.tokens;
+    return submit(r, SRV_JOB_RERANK, r->rr.n, r->rr.ids, r->rr.counts);
+}
+
 static enum MHD_Result finish_job(req *r) {
     server *s = r->s;
     if (r->job.abandoned) { /* nobody to answer: the connection is closed (logged as client-closed) */
@@ -447,6 +465,14 @@ static enum MHD_Result finish_job(req *r) {
                              : r->job.http_status == 400 ? "no_keyword_index"
                                                          : "internal_error",
                              NULL, NULL, false);
+    if (r->route == SRV_ROUTE_RERANK) {
+        const size_t L = modattn_reranker_get_info(s->api.reranker)->num_labels;
+        for (size_t i = 0; i < r->rr.n * L; i++)
+            if (!isfinite(r->vectors[i]))
+                return respond_error(r, 500, "the reranker gave a value that is not a finite number", NULL,
+                                     "internal_error", NULL, NULL, false);
+        return respond_json(r, 200, srv_rerank_body(&s->api, &r->rr, r->vectors));
+    }
     if (r->route == SRV_ROUTE_EMBEDDINGS) {
         for (size_t i = 0; i < r->er.n * s->api.dim; i++) /* JSON has no NaN or infinity */
             if (!isfinite(r->vectors[i]))
@@ -552,6 +578,7 @@ static enum MHD_Result start_job(req *r) {
         r->inputs = 1;
         return respond_json(r, 200, out);
     }
+    if (r->route == SRV_ROUTE_RERANK) return start_rerank(r);
     return r->route == SRV_ROUTE_EMBEDDINGS ? start_embeddings(r) : start_search(r);
 }
 
@@ -835,6 +862,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     }
     srv_embed_req_free(&r->er);
     srv_search_req_free(&r->sr);
+    srv_rerank_req_free(&r->rr);
     modattn_search_results_free(r->job.results, r->job.nresults);
     modattn_free(r->vectors);
     modattn_free(r->body);
@@ -1067,9 +1095,20 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
         goto out;
     }
+    if (cfg->rerank_model_dir) {
+        modattn_model_options ro;
+        memset(&ro, 0, sizeof ro);
+        ro.device = "cpu";
+        if ((st = modattn_reranker_load(ctx, cfg->rerank_model_dir, &ro, &s.api.reranker))) {
+            fprintf(stderr, "modattn: serve: loading the reranker (--rerank-model): %s\n", modattn_last_error());
+            goto out;
+        }
+        modattn_model_set_batch_tokens(modattn_reranker_model(s.api.reranker), cfg->max_batch_tokens);
+    }
     modattn_model_set_batch_tokens(s.model, cfg->max_batch_tokens);
     s.dev = modattn_device_find(modattn_model_get_info(s.model)->device);
-    srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db, cfg->max_queue_s};
+    srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db, cfg->max_queue_s,
+                             s.api.reranker};
     if ((st = srv_batcher_start(&bc, &s.batcher))) {
         fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
         goto out;
@@ -1077,9 +1116,10 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     atomic_store(&s.ready, true);
     char exd[160];
     srv_batcher_describe(s.batcher, exd, sizeof exd);
-    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %s; store %s\n",
+    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %s; store %s%s%s\n",
             secs_since(t_load), s.api.model_id, s.api.dim, exd,
-            cfg->db ? cfg->db : "(none: /search answers 503)");
+            cfg->db ? cfg->db : "(none: /search answers 503)", s.api.reranker ? "; reranker " : "",
+            s.api.reranker ? modattn_reranker_get_info(s.api.reranker)->name : "");
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -1114,6 +1154,7 @@ out:
     srv_batcher_free(s.batcher);
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");
     modattn_model_free(s.model);
+    modattn_reranker_free(s.api.reranker);
     free(s.api.openapi);
     free(s.api_key);
     for (int i = 0; i < SRV_CB_BUCKETS; i++) /* (empty once HTTP has stopped) */

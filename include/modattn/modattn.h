@@ -10,6 +10,7 @@
 #include "modattn/conformance.h"
 #include "modattn/model.h"
 #include "modattn/tokenizer.h"
+#include "modattn/rerank.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
 #include "modattn/search.h"
