@@ -65,7 +65,6 @@ typedef struct server {
     modattn_ctx *ctx;
     struct MHD_Daemon *d;
     srv_gate *gate;
-    _Atomic size_t mhd_conns; /* connections libmicrohttpd holds (the gate's limit counts them) */
     _Atomic bool ready, draining;
     srv_api api;
     srv_batcher *batcher;
@@ -843,28 +842,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code) {
-    server *s = cls;
+    (void)cls;
     (void)c;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_info *cn = malloc(sizeof *cn);
         if (cn) cn->t_ready = modattn_now_ns();
         *socket_context = cn;
-        atomic_fetch_add(&s->mhd_conns, 1);
     } else {
         free(*socket_context);
         *socket_context = NULL;
-        atomic_fetch_sub(&s->mhd_conns, 1);
     }
 }
 
 /* ---- the gate's callbacks (on its thread) */
 
-static void gate_hand_off(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen) {
+static int gate_hand_off(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen) {
     server *s = ud;
-    (void)MHD_add_connection(s->d, fd, addr, addrlen); /* on failure it has closed fd (at its limit) */
+    return MHD_add_connection(s->d, fd, addr, addrlen) == MHD_YES ? 0 : -1; /* (on failure it closed fd) */
 }
-
-static size_t gate_connections(void *ud) { return atomic_load(&((server *)ud)->mhd_conns); }
 
 static void gate_refused(void *ud, const srv_gate_refusal *g) {
     server *s = ud;
@@ -958,14 +953,6 @@ static int open_listener(const srv_config *cfg, int *fd_out, int *port_out, bool
     what = "setsockopt";
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) goto fail;
     if (*v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) goto fail;
-    /* the gate peeks at up to SRV_GATE_WINDOW bytes the kernel holds for a connection before
-     * anything reads them: accepted sockets inherit a receive buffer that holds them */
-    int rcv = 0;
-    socklen_t rl = sizeof rcv;
-    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &rl) == 0 && rcv < 2 * SRV_GATE_WINDOW) {
-        rcv = 2 * SRV_GATE_WINDOW;
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* (else the kernel's maximum) */
-    }
     what = "bind";
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) goto fail;
     what = "listen";
@@ -1017,10 +1004,12 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     /* libmicrohttpd listens on nothing: the gate accepts and hands it connections */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_NO_LISTEN_SOCKET;
-    unsigned timeout = cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999);
+    /* the gate keeps --timeout (a head, a body, an idle connection, a client that reads nothing);
+     * libmicrohttpd's own idle timeout is a backstop past it, so that it never closes first */
+    unsigned timeout = 2 * (cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999)) + 2;
     s.d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
-                           MHD_OPTION_CONNECTION_TIMEOUT, timeout, /* idle: a stalled client is closed */
+                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
@@ -1033,7 +1022,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         close(lfd0);
         goto out;
     }
-    srv_gate_config gc = {lfd0, cfg->timeout_s, 4000, gate_hand_off, gate_connections, gate_refused, &s};
+    srv_gate_config gc = {lfd0, cfg->timeout_s, 4000, gate_hand_off, gate_refused, &s};
     if (srv_gate_start(&gc, &s.gate)) { /* (it closed lfd0) */
         fprintf(stderr, "modattn: serve: cannot start accepting connections: %s\n", strerror(errno));
         goto out;

@@ -140,7 +140,7 @@ int main(void) {
     }
     /* limits */
     {
-        static char buf[SRV_GATE_WINDOW];
+        static char buf[65536];
         int o = snprintf(buf, sizeof buf, "GET /");
         memset(buf + o, 'a', SRV_MAX_URI + 1);
         CHECK(srv_head_check(buf, (size_t)o + SRV_MAX_URI + 1, &h) == SRV_HEAD_REFUSE && h.status == 414);
