@@ -1,26 +1,41 @@
-/* server/gate.c — the front gate: the listening socket is ours, not libmicrohttpd's. One thread
- * accepts connections and watches them with epoll (edge-triggered: a slow or stalled client holds
- * a socket and about 200 bytes of state, never a thread), peeks (MSG_PEEK) at the first request
- * of each connection until its head is complete and checks it (srv_head_check). A head that
- * breaks the rules gets one JSON answer written here ({"error": ...}, Connection: close) and the
- * connection is closed (after a short lingering read, so that the answer is not lost to a reset);
- * a good one is handed to libmicrohttpd untouched (MHD_add_connection): the peeked bytes are still
- * in the socket, and libmicrohttpd reads them as if it had accepted the connection itself.
+/* server/gate.c — the front gate: the listening socket and every connection are ours, not
+ * libmicrohttpd's. One thread accepts connections and relays each one to libmicrohttpd through an
+ * AF_UNIX socket pair (its end handed over with MHD_add_connection and the client's address, so
+ * that --max-client-bodies and the access log see the client), all of them watched with epoll
+ * (edge-triggered: a slow or stalled client holds a socket and a little state, never a thread).
  *
  * Why: libmicrohttpd 0.9.75 answers what it cannot parse itself, in HTML (400, 413, 414, 431,
- * 505), and one of those replies (a first Content-Length that is not a number) has its header
- * block sent twice; no hook replaces them. Every head it would refuse is refused here first.
+ * 505), one of those replies (a Content-Length that is not a number) has its header block sent
+ * twice, some heads get no answer at all, and no hook replaces them. Looking at a connection's
+ * first request only was not enough (later requests on a kept-alive connection, a chunked body
+ * past the first bytes, a body after 100-continue were its alone), and closing every connection
+ * after one response to see every request was 7x slower on /health. So every byte passes here.
  *
- * A chunked body cannot be judged from the head: the gate keeps peeking after the head until the
- * last chunk and its trailers are in view (the whole body then checked), or until it has seen
- * SRV_GATE_WINDOW bytes (what follows is libmicrohttpd's to parse), or the client asked for
- * 100-continue (it waits for libmicrohttpd's "100 Continue" before sending the body).
+ * Every request of a connection is framed here, one at a time: its head (whole, at most
+ * SRV_GATE_BUF bytes) checked by srv_head_check's rules and forwarded as it came; its body counted
+ * (Content-Length) or its chunks checked as they pass (srv_chunks_step), forwarded as it arrives
+ * (never held whole: a client's bytes are read only while the connection's buffer has room, and
+ * libmicrohttpd's only while the client takes them: two buffers of SRV_GATE_BUF at most,
+ * none while a kept-alive connection waits between requests). The next
+ * request is read once libmicrohttpd's response to this one has come whole (its framing followed:
+ * Content-Length, chunked, none for HEAD, 204 and 304; "100 Continue" relayed and waited past).
+ * Responses pass unchanged.
  *
- * Deadlines: a head not complete within --timeout of the connection's start is answered 408 (a
- * connection that sent nothing is closed without an answer); a chunked body in view of the gate
- * gets --timeout from the end of its head. Later requests on a kept-alive connection are
- * libmicrohttpd's (see README: the server's own checks in the handler still see every head it
- * parses). */
+ * A request that breaks the rules gets one JSON answer written here ({"error": ...}, Connection:
+ * close) after the responses before it, libmicrohttpd's end is closed (a request it was reading
+ * ends as the client's abort), and the connection is closed after a short lingering read, so that
+ * the answer is not lost to a reset. If libmicrohttpd has begun to answer that request already (a
+ * refusal it sends before the body, e.g. 413 or 429), its answer stands and the connection closes
+ * after it.
+ *
+ * Deadlines (--timeout): a head within it of the connection's start or of the last response
+ * (else 408 if some of it came; an idle connection is closed without an answer), a body within it
+ * of its head (else 408), and a client that takes nothing of its answer for that long is closed.
+ * libmicrohttpd's own idle timeout is set past these (server.c).
+ *
+ * Disconnects: a client that closes its side while its request is with libmicrohttpd has that
+ * passed on (shutdown of our end), so the server's check for abandoned requests (POLLRDHUP on
+ * libmicrohttpd's end, batch.c) still sees it; a reset closes both ends. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -937,6 +952,13 @@ static void pump(srv_gate *g, gate_conn *c) {
                 if (!c->c_eof) on_client_eof(g, c);
                 moved = true;
             }
+        }
+        if (c->rq == RQ_HEAD && c->in_len == 0 && c->out_off == c->out_len && (c->in || c->out)) {
+            /* between requests: an idle kept-alive connection holds no buffers */
+            free(c->in);
+            free(c->out);
+            c->in = c->out = NULL;
+            c->in_cap = c->out_len = c->out_off = 0;
         }
         if (c->out_off == c->out_len && c->close_after && c->mfd < 0) {
             if (c->c_eof || c->c_hup) {

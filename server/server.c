@@ -15,16 +15,16 @@
  * access-log line per request on stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop
  * accepting, finish what is in flight within --drain-timeout, exit 0.
  *
- * Before any of that, the front gate (gate.c) owns the listening socket: it accepts each
- * connection, peeks at its first request until the head is complete and refuses, in JSON, what
- * libmicrohttpd 0.9.75 would otherwise answer itself in HTML (no hook lets us replace those
- * bodies): a request line it cannot parse, HTTP/0.x or HTTP/2 and up, a head past its memory, a
- * header line without a colon, a first Content-Length that is not a number (its header block sent
- * twice: a bug of 0.9.75) or past 2^64, a malformed chunked body in view; a good head goes to
- * libmicrohttpd untouched (MHD_add_connection). Later requests on a kept-alive connection are
- * parsed by libmicrohttpd alone: for those, the checks in on_request below (505, Host, the
- * Content-Length and Transfer-Encoding rules, 414, 431) still answer in JSON what it passes on,
- * and what it refuses itself gets its HTML answer (see README). */
+ * Before any of that, the front gate (gate.c) owns the listening socket and every connection:
+ * libmicrohttpd gets one end of a socket pair per connection (MHD_add_connection, with the
+ * client's address), and the gate relays between the two, framing every request on the way. What
+ * libmicrohttpd 0.9.75 would answer itself in HTML (no hook lets us replace those bodies) never
+ * reaches it: a request line it cannot parse, HTTP/0.x or HTTP/2 and up, a head past its memory, a
+ * header line without a colon, a Content-Length that is not a number (its header block sent twice:
+ * a bug of 0.9.75) or past 2^64, a malformed chunked body; the gate answers those in JSON, on the
+ * first request of a connection or any later one. The gate also keeps --timeout (a head, a body,
+ * an idle connection); the checks in on_request below (505, Host, the Content-Length and
+ * Transfer-Encoding rules, 414, 431) stay as a second line behind it. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -306,9 +306,10 @@ static void client_body_release(server *s, req *r) {
     pthread_mutex_unlock(&s->cb_mu);
 }
 
-/* ---- the request's head, checked before anything else: libmicrohttpd (0.9.75) takes a second
- * Content-Length that differs from the first, and Content-Length with Transfer-Encoding (it
- * reads the chunks): both are refused here (400), as is a head past our limits (414, 431) */
+/* ---- the request's head, checked again here (the gate refuses all of these first): libmicrohttpd
+ * (0.9.75) takes a second Content-Length that differs from the first, and Content-Length with
+ * Transfer-Encoding (it reads the chunks): both are refused (400), as is a head past our limits
+ * (414, 431) */
 
 typedef struct head_scan {
     size_t bytes;        /* header names and values */
@@ -700,12 +701,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             }
             return MHD_YES;
         }
-        /* libmicrohttpd (0.9.75) lets us answer only once the body is in: a body that is too slow
-         * or too large is read on and dropped, and answered (408, 413) when it ends; one still
-         * arriving at twice the timeout, or past twice --max-body, is cut off (the connection
-         * closed, no answer). A body that stops arriving is never seen again here: libmicrohttpd
-         * closes its connection once idle for --timeout, without an answer (it calls us only when
-         * bytes arrive). Either way its --max-client-bodies count goes when the request ends. */
+        /* libmicrohttpd (0.9.75) lets us answer only once the body is in: a body that is too large
+         * is read on and dropped, and answered (413) when it ends; one past twice --max-body is
+         * cut off (the connection closed, no answer). A body still arriving --timeout after its
+         * head is answered 408 by the gate, which then closes libmicrohttpd's end (the request
+         * ends as the client's abort). Either way its --max-client-bodies count goes when the
+         * request ends. */
         if (!r->reject) {
             if (secs_since(r->t0) > s->cfg.timeout_s) r->reject = 408;
             else if (r->len + n > s->cfg.max_body) r->reject = 413;
@@ -1098,7 +1099,7 @@ out:
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    srv_gate_free(s.gate); /* (before libmicrohttpd: nothing is handed to it from here) */
+    srv_gate_free(s.gate); /* (before libmicrohttpd: the answers it wrote are relayed out first) */
     if (s.d) MHD_stop_daemon(s.d);
     srv_batcher_free(s.batcher);
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");

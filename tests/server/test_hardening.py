@@ -10,6 +10,11 @@ on raw sockets where the framing matters:
     one status line, JSON in OpenAI's shape, Connection: close, the connection closed; counted in
     modattn_requests_malformed_total and in the access log; well-formed requests (chunked ones
     included, sent in pieces, with 100-continue, pipelined) still served, over IPv6 too;
+  - the same on every request of a connection, not only its first (the gate relays them all): a
+    2nd or 3rd request on a kept-alive connection, a chunk broken 150 kB into a body, a body after
+    100-continue, which libmicrohttpd answered in HTML, with its header block twice, or not at all;
+    a head or a body too slow gets a JSON 408 there too; a kept-alive connection carrying a large
+    chunked body, 100-continue, HEAD and pipelined requests gets each answer whole, in order;
   - POST routes take only application/json (415), CORS headers only with --cors (and its
     preflights);
   - stalled bodies from one address (127.0.0.1) hold neither the admission slots nor /health:
