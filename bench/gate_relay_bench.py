@@ -89,8 +89,9 @@ def main():
                 wrk(port, path, c, 1, script, close)  # warm-up
                 res.setdefault((name, label, c), []).append(wrk(port, path, c, a.seconds, script, close))
             if name == "relay":
-                res.setdefault(("relay, Connection: close", "GET /health", 1), []).append(
-                    wrk(port, "/health", 1, a.seconds, None, True))
+                for c in (1, 8):
+                    res.setdefault(("relay, Connection: close", "GET /health", c), []).append(
+                        wrk(port, "/health", c, a.seconds, None, True))
             p.terminate()
             p.wait()
     print(f"| load | conns | before p50 / p99 ms | relay p50 / p99 ms | before req/s | relay req/s | relay/before req/s |")
@@ -99,9 +100,10 @@ def main():
         b = [statistics.median(x) for x in zip(*res[("before", label, c)])]
         n = [statistics.median(x) for x in zip(*res[("relay", label, c)])]
         print(f"| {label} | {c} | {b[0]:.3f} / {b[1]:.3f} | {n[0]:.3f} / {n[1]:.3f} | {b[2]:.0f} | {n[2]:.0f} | {n[2] / b[2]:.2f} |")
-    k = [statistics.median(x) for x in zip(*res[("relay, Connection: close", "GET /health", 1)])]
-    print(f"\nFor scale, relay with `Connection: close` on every /health request, 1 connection: "
-          f"p50 {k[0]:.3f} ms, p99 {k[1]:.3f} ms, {k[2]:.0f} req/s")
+    for c in (1, 8):
+        k = [statistics.median(x) for x in zip(*res[("relay, Connection: close", "GET /health", c)])]
+        print(f"\nFor scale, `Connection: close` on every /health request (a new connection each), {c} "
+              f"connection(s) at once: p50 {k[0]:.3f} ms, p99 {k[1]:.3f} ms, {k[2]:.0f} req/s")
     os.unlink(lua.name)
 
 
