@@ -831,12 +831,15 @@ static void on_client_eof(srv_gate *g, gate_conn *c) {
     }
 }
 
-/* libmicrohttpd closed its end: what it sent goes out, then the connection closes */
+/* libmicrohttpd closed its end (all it sent has been read): what it sent goes out, then the
+ * connection closes; with nothing to send (it cut off a body without an answer: past twice
+ * --max-body), at once, as libmicrohttpd would have closed it itself */
 static void on_mhd_eof(srv_gate *g, gate_conn *c) {
     close_mfd(g, c);
     c->rq = RQ_CLOSED;
     c->close_after = true;
     c->in_len = c->fwd = 0;
+    if (c->out_off == c->out_len) conn_close(g, c);
 }
 
 /* Moves bytes every way they can go until none can. */
@@ -905,7 +908,14 @@ static void pump(srv_gate *g, gate_conn *c) {
             } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                 c->m_wr = false;
             } else if (w < 0 && errno != EINTR) {
-                on_mhd_eof(g, c);
+                /* libmicrohttpd closed its end without reading on: it answered before the body
+                 * (413, 401, 429: Connection: close), and that answer is still to be read here;
+                 * the rest of the client's bytes go nowhere */
+                c->rq = RQ_CLOSED;
+                c->close_after = true;
+                c->in_len = c->fwd = 0;
+                c->m_wr = false;
+                c->m_rd = true;
                 moved = true;
             }
         }
