@@ -15,16 +15,16 @@
  * access-log line per request on stderr (JSON lines with --log-json). SIGTERM/SIGINT: stop
  * accepting, finish what is in flight within --drain-timeout, exit 0.
  *
- * Before any of that, the front gate (gate.c) owns the listening socket: it accepts each
- * connection, peeks at its first request until the head is complete and refuses, in JSON, what
- * libmicrohttpd 0.9.75 would otherwise answer itself in HTML (no hook lets us replace those
- * bodies): a request line it cannot parse, HTTP/0.x or HTTP/2 and up, a head past its memory, a
- * header line without a colon, a first Content-Length that is not a number (its header block sent
- * twice: a bug of 0.9.75) or past 2^64, a malformed chunked body in view; a good head goes to
- * libmicrohttpd untouched (MHD_add_connection). Later requests on a kept-alive connection are
- * parsed by libmicrohttpd alone: for those, the checks in on_request below (505, Host, the
- * Content-Length and Transfer-Encoding rules, 414, 431) still answer in JSON what it passes on,
- * and what it refuses itself gets its HTML answer (see README). */
+ * Before any of that, the front gate (gate.c) owns the listening socket and every connection:
+ * libmicrohttpd gets one end of a socket pair per connection (MHD_add_connection, with the
+ * client's address), and the gate relays between the two, framing every request on the way. What
+ * libmicrohttpd 0.9.75 would answer itself in HTML (no hook lets us replace those bodies) never
+ * reaches it: a request line it cannot parse, HTTP/0.x or HTTP/2 and up, a head past its memory, a
+ * header line without a colon, a Content-Length that is not a number (its header block sent twice:
+ * a bug of 0.9.75) or past 2^64, a malformed chunked body; the gate answers those in JSON, on the
+ * first request of a connection or any later one. The gate also keeps --timeout (a head, a body,
+ * an idle connection); the checks in on_request below (505, Host, the Content-Length and
+ * Transfer-Encoding rules, 414, 431) stay as a second line behind it. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,7 +65,6 @@ typedef struct server {
     modattn_ctx *ctx;
     struct MHD_Daemon *d;
     srv_gate *gate;
-    _Atomic size_t mhd_conns; /* connections libmicrohttpd holds (the gate's limit counts them) */
     _Atomic bool ready, draining;
     srv_api api;
     srv_batcher *batcher;
@@ -310,9 +309,10 @@ static void client_body_release(server *s, req *r) {
     pthread_mutex_unlock(&s->cb_mu);
 }
 
-/* ---- the request's head, checked before anything else: libmicrohttpd (0.9.75) takes a second
- * Content-Length that differs from the first, and Content-Length with Transfer-Encoding (it
- * reads the chunks): both are refused here (400), as is a head past our limits (414, 431) */
+/* ---- the request's head, checked again here (the gate refuses all of these first): libmicrohttpd
+ * (0.9.75) takes a second Content-Length that differs from the first, and Content-Length with
+ * Transfer-Encoding (it reads the chunks): both are refused (400), as is a head past our limits
+ * (414, 431) */
 
 typedef struct head_scan {
     size_t bytes;        /* header names and values */
@@ -728,12 +728,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             }
             return MHD_YES;
         }
-        /* libmicrohttpd (0.9.75) lets us answer only once the body is in: a body that is too slow
-         * or too large is read on and dropped, and answered (408, 413) when it ends; one still
-         * arriving at twice the timeout, or past twice --max-body, is cut off (the connection
-         * closed, no answer). A body that stops arriving is never seen again here: libmicrohttpd
-         * closes its connection once idle for --timeout, without an answer (it calls us only when
-         * bytes arrive). Either way its --max-client-bodies count goes when the request ends. */
+        /* libmicrohttpd (0.9.75) lets us answer only once the body is in: a body that is too large
+         * is read on and dropped, and answered (413) when it ends; one past twice --max-body is
+         * cut off (the connection closed, no answer). A body still arriving --timeout after its
+         * head is answered 408 by the gate, which then closes libmicrohttpd's end (the request
+         * ends as the client's abort). Either way its --max-client-bodies count goes when the
+         * request ends. */
         if (!r->reject) {
             if (secs_since(r->t0) > s->cfg.timeout_s) r->reject = 408;
             else if (r->len + n > s->cfg.max_body) r->reject = 413;
@@ -871,28 +871,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
 }
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code) {
-    server *s = cls;
+    (void)cls;
     (void)c;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_info *cn = malloc(sizeof *cn);
         if (cn) cn->t_ready = modattn_now_ns();
         *socket_context = cn;
-        atomic_fetch_add(&s->mhd_conns, 1);
     } else {
         free(*socket_context);
         *socket_context = NULL;
-        atomic_fetch_sub(&s->mhd_conns, 1);
     }
 }
 
 /* ---- the gate's callbacks (on its thread) */
 
-static void gate_hand_off(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen) {
+static int gate_hand_off(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen) {
     server *s = ud;
-    (void)MHD_add_connection(s->d, fd, addr, addrlen); /* on failure it has closed fd (at its limit) */
+    return MHD_add_connection(s->d, fd, addr, addrlen) == MHD_YES ? 0 : -1; /* (on failure it closed fd) */
 }
-
-static size_t gate_connections(void *ud) { return atomic_load(&((server *)ud)->mhd_conns); }
 
 static void gate_refused(void *ud, const srv_gate_refusal *g) {
     server *s = ud;
@@ -986,14 +982,6 @@ static int open_listener(const srv_config *cfg, int *fd_out, int *port_out, bool
     what = "setsockopt";
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0) goto fail;
     if (*v6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) goto fail;
-    /* the gate peeks at up to SRV_GATE_WINDOW bytes the kernel holds for a connection before
-     * anything reads them: accepted sockets inherit a receive buffer that holds them */
-    int rcv = 0;
-    socklen_t rl = sizeof rcv;
-    if (getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &rl) == 0 && rcv < 2 * SRV_GATE_WINDOW) {
-        rcv = 2 * SRV_GATE_WINDOW;
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv); /* (else the kernel's maximum) */
-    }
     what = "bind";
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0) goto fail;
     what = "listen";
@@ -1045,10 +1033,12 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     /* libmicrohttpd listens on nothing: the gate accepts and hands it connections */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_NO_LISTEN_SOCKET;
-    unsigned timeout = cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999);
+    /* the gate keeps --timeout (a head, a body, an idle connection, a client that reads nothing);
+     * libmicrohttpd's own idle timeout is a backstop past it, so that it never closes first */
+    unsigned timeout = 2 * (cfg->timeout_s < 1 ? 1 : (unsigned)(cfg->timeout_s + 0.999)) + 2;
     s.d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)SRV_HTTP_THREADS,
-                           MHD_OPTION_CONNECTION_TIMEOUT, timeout, /* idle: a stalled client is closed */
+                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)4000,
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
@@ -1061,7 +1051,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         close(lfd0);
         goto out;
     }
-    srv_gate_config gc = {lfd0, cfg->timeout_s, 4000, gate_hand_off, gate_connections, gate_refused, &s};
+    srv_gate_config gc = {lfd0, cfg->timeout_s, 4000, gate_hand_off, gate_refused, &s};
     if (srv_gate_start(&gc, &s.gate)) { /* (it closed lfd0) */
         fprintf(stderr, "modattn: serve: cannot start accepting connections: %s\n", strerror(errno));
         goto out;
@@ -1149,7 +1139,7 @@ out:
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    srv_gate_free(s.gate); /* (before libmicrohttpd: nothing is handed to it from here) */
+    srv_gate_free(s.gate); /* (before libmicrohttpd: the answers it wrote are relayed out first) */
     if (s.d) MHD_stop_daemon(s.d);
     srv_batcher_free(s.batcher);
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");

@@ -12,8 +12,8 @@
  *              token-budget batches from it (oldest request first), embed them in their session
  *              and hand each request its vectors in order; searches run there too
  *   metrics.c  counters and histograms in Prometheus' text format
- *   gate.c     the front gate: accepts connections and checks each one's first request head
- *              before libmicrohttpd sees it (malformed: answered in JSON and closed)
+ *   gate.c     the front gate: accepts connections and relays them to libmicrohttpd, framing
+ *              and checking every request on the way (malformed: answered in JSON and closed)
  *   web/       the search page (GET /) and the API documentation page (GET /docs): HTML, CSS and
  *              scripts embedded at build time (embed.cmake), loading nothing from elsewhere
  *
@@ -69,15 +69,16 @@ typedef struct srv_config {
     const char *port_file;       /* write the bound port there once listening (tests) */
 } srv_config;
 
-/* Our limits on a request's head (the gate refuses past them: 414, 431; the handler checks them
- * again for later requests on a kept-alive connection, which libmicrohttpd parses) */
+/* Our limits on a request's head (the gate refuses past them: 414, 431, on every request of a
+ * connection) */
 #define SRV_MAX_URI 8192       /* the request target (path and query) */
 #define SRV_MAX_HEADERS 16384  /* the header field lines */
-#define SRV_GATE_WINDOW 65536  /* the most of a connection's first bytes the gate looks at */
+#define SRV_GATE_BUF 32768     /* the most the gate holds of a connection, each way (a head fits) */
 
-/* ---- the front gate (gate.c): our listening socket, accepted and looked at before
- * libmicrohttpd: a first request whose head (or chunked body in view) breaks HTTP/1.1's rules
- * is answered here, in JSON, and closed; a good one is handed to libmicrohttpd untouched. */
+/* ---- the front gate (gate.c): our listening socket; every connection is relayed to
+ * libmicrohttpd through a socket pair, and every request on it is framed and checked on the way:
+ * one whose head or body breaks HTTP/1.1's rules is answered here, in JSON, and the connection
+ * closed; a good one goes on as it came. */
 typedef enum srv_head_verdict { SRV_HEAD_MORE = 0, SRV_HEAD_PASS, SRV_HEAD_REFUSE } srv_head_verdict;
 typedef struct srv_head {
     int status;               /* REFUSE: 400, 413, 414, 431, 501, 505 */
@@ -104,6 +105,17 @@ typedef struct srv_head {
  * digits only (400; past 2^64 413) and equal if repeated, Transfer-Encoding chunked only (501)
  * and never with Content-Length (400), one Host (HTTP/1.1 needs it). */
 srv_head_verdict srv_head_check(const char *buf, size_t n, srv_head *h);
+/* A chunked body read as it arrives: st zeroed at the body's start; each call reads on from *pos
+ * in buf[0, n) and leaves *pos after what it consumed (a chunk-size or trailer line only whole:
+ * the caller keeps the rest for the next call). SRV_HEAD_PASS at the end of the trailers (*pos
+ * just past them), SRV_HEAD_MORE, or SRV_HEAD_REFUSE (h->status, code, message set; h is
+ * otherwise untouched). The rules srv_head_check applies to a chunked body in view. */
+typedef struct srv_chunks {
+    int phase;
+    unsigned long long left;  /* of the chunk being read */
+    size_t trailer_bytes, trailer_fields;
+} srv_chunks;
+srv_head_verdict srv_chunks_step(const char *buf, size_t *pos, size_t n, srv_chunks *st, srv_head *h);
 
 typedef struct srv_gate_refusal {
     char client[64];
@@ -115,11 +127,13 @@ typedef struct srv_gate_refusal {
 } srv_gate_refusal;
 typedef struct srv_gate_config {
     int listen_fd;            /* listening, non-blocking; the gate owns it from srv_gate_start */
-    double timeout_s;         /* --timeout: the head within it of the connection's start (408) */
-    size_t max_connections;   /* held by the gate and libmicrohttpd together */
-    /* hands a checked connection on (closes fd if it cannot take it) */
-    void (*hand_off)(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen);
-    size_t (*connections)(void *ud); /* connections libmicrohttpd holds */
+    double timeout_s;         /* --timeout: a head within it of the connection's start or of the
+                               * last response, a body within it of its head (else 408); a client
+                               * that reads nothing of its response for that long is closed */
+    size_t max_connections;   /* client connections held at once (past it they wait in the backlog) */
+    /* hands libmicrohttpd its end of a connection's socket pair, with the client's address: 0, or
+     * -1 (fd closed) if it cannot take it */
+    int (*hand_off)(void *ud, int fd, const struct sockaddr *addr, socklen_t addrlen);
     void (*refused)(void *ud, const srv_gate_refusal *r); /* answered by the gate: log, count */
     void *ud;
 } srv_gate_config;
@@ -127,9 +141,11 @@ typedef struct srv_gate srv_gate;
 /* Starts the gate's thread (0), or -1 with errno (listen_fd closed either way on failure). */
 int srv_gate_start(const srv_gate_config *cfg, srv_gate **out);
 /* SIGTERM: the listening socket closed (at once: no new connection is accepted when this
- * returns); heads still arriving closed, complete ones handed on. */
+ * returns); connections whose first head is still arriving closed, the others relayed on
+ * (libmicrohttpd answers their next requests 503). */
 void srv_gate_stop_accepting(srv_gate *g);
-/* Stops the thread and closes whatever the gate still holds. */
+/* Stops the thread (once the responses it is relaying have gone out, 2 s at most) and closes
+ * whatever the gate still holds. */
 void srv_gate_free(srv_gate *g);
 uint64_t srv_gate_now_ns(void);
 

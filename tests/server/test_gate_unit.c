@@ -112,6 +112,29 @@ static int check_all_prefixes(const char *req, size_t n, srv_head_verdict *final
     return bad;
 }
 
+/* The relay reads a chunked body as it arrives (srv_chunks_step, one byte at a time here: every
+ * split), keeping what it did not consume: its verdict on the body is the one srv_head_check gives
+ * with the whole request in view, and a PASS consumes exactly the body. 0, or 1 if they differ. */
+static int stream_equals_whole(const char *req, size_t n) {
+    srv_head h, hs;
+    const srv_head_verdict whole = srv_head_check(req, n, &h);
+    if (!h.head_len || !h.chunked || h.expect) return 0;
+    if (srv_head_check(req, h.head_len, &hs) == SRV_HEAD_REFUSE) return 0; /* the head's own refusal */
+    const char *body = req + h.head_len;
+    const size_t len = n - h.head_len;
+    srv_chunks st;
+    memset(&st, 0, sizeof st);
+    size_t pos = 0;
+    srv_head_verdict v = SRV_HEAD_MORE;
+    memset(&hs, 0, sizeof hs);
+    for (size_t k = 0; k <= len && v == SRV_HEAD_MORE; k++) {
+        v = srv_chunks_step(body, &pos, k, &st, &hs);
+        if (pos > k) return 1;
+    }
+    if (v != whole || (v == SRV_HEAD_REFUSE && hs.status != h.status)) return 1;
+    return 0;
+}
+
 int main(void) {
     srv_head h;
     for (size_t i = 0; i < sizeof k_good / sizeof *k_good; i++) {
@@ -140,7 +163,7 @@ int main(void) {
     }
     /* limits */
     {
-        static char buf[SRV_GATE_WINDOW];
+        static char buf[65536];
         int o = snprintf(buf, sizeof buf, "GET /");
         memset(buf + o, 'a', SRV_MAX_URI + 1);
         CHECK(srv_head_check(buf, (size_t)o + SRV_MAX_URI + 1, &h) == SRV_HEAD_REFUSE && h.status == 414);
@@ -161,6 +184,38 @@ int main(void) {
         o = snprintf(buf, sizeof buf, CHUNKH "100000\r\n");
         memset(buf + o, 'x', sizeof buf - (size_t)o);
         CHECK(srv_head_check(buf, sizeof buf, &h) == SRV_HEAD_MORE && h.head_len > 0);
+    }
+    /* a chunked body read as it arrives */
+    for (size_t i = 0; i < sizeof k_good / sizeof *k_good; i++)
+        CHECK_MSG(stream_equals_whole(k_good[i], strlen(k_good[i])) == 0, "good request %zu: streamed != whole", i);
+    for (size_t i = 0; i < sizeof k_bad / sizeof *k_bad; i++)
+        CHECK_MSG(stream_equals_whole(k_bad[i].req, strlen(k_bad[i].req)) == 0, "bad request %zu: streamed != whole", i);
+    {
+        /* a body past any window: 300 chunks of 1000 bytes, then a broken one */
+        static char big[400000];
+        int o = snprintf(big, sizeof big, CHUNKH);
+        for (int i = 0; i < 300; i++) {
+            o += snprintf(big + o, sizeof big - (size_t)o, "3e8\r\n");
+            memset(big + o, 'x', 1000);
+            o += 1000;
+            o += snprintf(big + o, sizeof big - (size_t)o, "\r\n");
+        }
+        srv_chunks st;
+        memset(&st, 0, sizeof st);
+        size_t pos = 0, from = (size_t)(strstr(big, "\r\n\r\n") - big) + 4;
+        srv_head_verdict v = SRV_HEAD_MORE;
+        for (size_t k = from; k <= (size_t)o && v == SRV_HEAD_MORE; k += 777) { /* 777 bytes an arrival */
+            v = srv_chunks_step(big + from, &pos, k - from, &st, &h);
+        }
+        CHECK(v == SRV_HEAD_MORE && pos <= (size_t)o - from);
+        int e = snprintf(big + o, sizeof big - (size_t)o, "0\r\nX-T: 1\r\n\r\n");
+        v = srv_chunks_step(big + from, &pos, (size_t)(o + e) - from, &st, &h);
+        CHECK_MSG(v == SRV_HEAD_PASS && pos == (size_t)(o + e) - from, "a 300 kB chunked body passes: %d", (int)v);
+        memset(&st, 0, sizeof st);
+        pos = 0;
+        memcpy(big + o, "zz\r\n", 4);
+        v = srv_chunks_step(big + from, &pos, (size_t)o + 4 - from, &st, &h);
+        CHECK_MSG(v == SRV_HEAD_REFUSE && h.status == 400, "a broken chunk 300 kB in is refused: %d %d", (int)v, h.status);
     }
     /* mutations */
     uint64_t x = 0x9e3779b97f4a7c15ULL;
@@ -198,6 +253,7 @@ int main(void) {
         char *heap = malloc(n ? n : 1);
         memcpy(heap, m, n);
         bad += (size_t)check_all_prefixes(heap, n, &v, &h);
+        bad += (size_t)stream_equals_whole(heap, n);
         free(heap);
         verdicts[v]++;
     }

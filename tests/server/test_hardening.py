@@ -10,6 +10,11 @@ on raw sockets where the framing matters:
     one status line, JSON in OpenAI's shape, Connection: close, the connection closed; counted in
     modattn_requests_malformed_total and in the access log; well-formed requests (chunked ones
     included, sent in pieces, with 100-continue, pipelined) still served, over IPv6 too;
+  - the same on every request of a connection, not only its first (the gate relays them all): a
+    2nd or 3rd request on a kept-alive connection, a chunk broken 150 kB into a body, a body after
+    100-continue, which libmicrohttpd answered in HTML, with its header block twice, or not at all;
+    a head or a body too slow gets a JSON 408 there too; a kept-alive connection carrying a large
+    chunked body, 100-continue, HEAD and pipelined requests gets each answer whole, in order;
   - POST routes take only application/json (415), CORS headers only with --cors (and its
     preflights);
   - stalled bodies from one address (127.0.0.1) hold neither the admission slots nor /health:
@@ -295,6 +300,128 @@ out, closed = raw_parts(P, [big_head])
 check(parse_one(out)[0] == 200,
       f"the largest head the gate passes (8 KiB target of 128 parameters, 100 fields, 128 cookies) is parsed: {out[:200]!r}")
 
+# every request of a connection goes through the gate, not only its first (libmicrohttpd alone
+# used to parse the later ones, a chunked body past 64 KiB and a body after 100-continue, and
+# answered what it could not parse in HTML, its header block twice, or not at all)
+def responses(data):
+    """The responses in data, in order: [(status, headers, body)], and what followed the last."""
+    out = []
+    while data:
+        st, h, body, rest = parse_one(data)
+        if st is None:
+            break
+        out.append((st, h, body))
+        data = rest
+    return out, data
+
+
+def kept(parts, before, status, what, code=None, pause=0.3, wait=6):
+    """parts sent on one connection (a pause between them): the answers `before` (statuses) first,
+    then exactly one JSON error of this status with Connection: close, and the connection closed."""
+    global refusals
+    refusals += 1
+    out, closed = raw_parts(P, parts, pause=pause, wait=wait)
+    rs, rest = responses(out)
+    got = [r[0] for r in rs]
+    check(got == before + [status] and len(re.findall(rb"HTTP/1\.[01] \d{3} ", out)) == len(got),
+          f"{what}: answers {got}, wanted {before + [status]}: {out[-400:]!r}")
+    if got != before + [status]:
+        return None
+    check(all(r[1].get("content-type", "").startswith("application/json") for r in rs if r[0] >= 200),
+          f"{what}: every answer JSON: {[r[1].get('content-type') for r in rs]}")
+    j = json_error(out[out.rfind(b"HTTP/1.1 %d " % status):], status, what)
+    check(rs[-1][1].get("connection", "").lower() == "close" and closed and rest == b"",
+          f"{what}: Connection: close, then closed: {rs[-1][1]} closed={closed} {rest[:100]!r}")
+    if code:
+        check(j is not None and j["error"]["code"] == code, f"{what}: code {code}: {j}")
+    return j
+
+
+HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+CONTINUE = POST + b"Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n"
+kept([HEALTH, b"GARBAGE\r\n\r\n"], [200], 400, "a 2nd request line that is not one (no answer at all before)",
+     "bad_request")
+for cl in (b"abc", b"-1"):
+    j = kept([HEALTH, POST + b"Content-Length: " + cl + b"\r\n\r\n" + EMB], [200], 400,
+             f"a 2nd request's Content-Length {cl!r} (its header block twice before)", "bad_framing")
+    check(j and "Content-Length" in j["error"]["message"], f"... naming the header: {j}")
+kept([HEALTH, b"GET /health HTTP/2.0\r\nHost: x\r\n\r\n"], [200], 505, "a 2nd request in HTTP/2.0",
+     "http_version_not_supported")
+kept([HEALTH, b"GET /health\r\n\r\n"], [200], 400, "a 2nd request line without a version")
+kept([HEALTH, HEALTH, b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 70000 + b"\r\n\r\n"], [200, 200], 431,
+     "a 3rd request with a 70 kB header field", "header_fields_too_large")
+kept([HEALTH, HEALTH, b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"], [200, 200], 414,
+     "a 3rd request with a 70 kB request line", "uri_too_long")
+kept([HEALTH, b"GET /health HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n"], [200], 400,
+     "a 2nd request's header line without a colon")
+kept([HEALTH, b"GET /health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n  folded\r\n\r\n"], [200], 400,
+     "a 2nd request with obs-fold (served before)")
+kept([HEALTH, b"GET /health HTTP/1.1\nHost: x\n\n"], [200], 400, "a 2nd request's lines ending in LF alone (served before)")
+kept([HEALTH, b"GET /health HTTP/1.1\r\nHost: x\r\nCookie: " + b";".join([b"a=b"] * 1000) + b"\r\n\r\n"], [200], 431,
+     "a 2nd request with 1000 cookies", "header_fields_too_large")
+kept([HEALTH, b"GET /health?" + b"&".join([b"a"] * 1000) + b" HTTP/1.1\r\nHost: x\r\n\r\n"], [200], 414,
+     "a 2nd request with 1000 query parameters (no answer at all before)", "uri_too_long")
+kept([HEALTH, CHUNKED + b"zz\r\n" + EMB + b"\r\n0\r\n\r\n"], [200], 400, "a 2nd request's chunk size that is not hexadecimal",
+     "bad_framing")
+kept([CHUNKED + chunks + b"zz\r\n0\r\n\r\n"], [], 400, f"a chunk size that is not hexadecimal {len(chunks)} bytes into the body",
+     "bad_framing")
+kept([CHUNKED + chunks + b"5\r\n" + EMB + b"\r\n0\r\n\r\n"], [], 400,
+     f"a chunk longer than its size {len(chunks)} bytes into the body", "bad_framing")
+kept([CONTINUE, b"zz\r\n" + EMB + b"\r\n0\r\n\r\n"], [100], 400, "a chunk size that is not hexadecimal after 100-continue",
+     "bad_framing")
+kept([CONTINUE, b"e\n" + EMB + b"\r\n0\r\n\r\n"], [100], 400, "a chunk-size line ending in LF alone after 100-continue (served before)",
+     "bad_framing")
+kept([HEALTH, CONTINUE, b"e\r\n" + EMB + b"\r\n0\r\nBadTrailer\r\n\r\n"], [200, 100], 400,
+     "a 2nd request's trailer without a colon after 100-continue")
+# too slow, on a kept-alive connection (a head, --timeout after the last answer) or in a body
+# (--timeout after its head): 408 in JSON, where the connection used to close without an answer
+kept([HEALTH, b"GET /v1/models HTTP/1.1\r\nHo"], [200], 408, "a 2nd head still arriving after --timeout 2",
+     "request_timeout")
+refusals -= 1  # (a timeout, not malformed)
+t0 = time.time()
+j = kept([POST + b"Content-Length: 100\r\n\r\n{\"in"], [], 408, "a Content-Length body still arriving after --timeout 2",
+         "request_timeout")
+check(1.5 < time.time() - t0 < 4.5, f"... answered at the deadline: {time.time() - t0:.2f} s")
+refusals -= 1
+# and well-formed ones, all on one connection, answered in order: a chunked body past 64 KiB, one
+# after 100-continue, a HEAD (an answer without a body), pipelined requests
+c = socket.create_connection(("127.0.0.1", P))
+c.settimeout(30)
+c.sendall(HEALTH + CHUNKED + chunks + b"0\r\n\r\n")
+c.sendall(CONTINUE)
+got = b""
+while b"HTTP/1.1 100 " not in got:
+    d = c.recv(65536)
+    if not d:
+        break
+    got += d
+c.sendall(b"e\r\n" + EMB + b"\r\n0\r\n\r\n" + b"HEAD /health HTTP/1.1\r\nHost: x\r\n\r\n" + HEALTH +
+          POST + b"Content-Length: 14\r\nConnection: close\r\n\r\n" + EMB)
+try:
+    while True:
+        d = c.recv(65536)
+        if not d:
+            break
+        got += d
+except OSError:
+    pass
+c.close()
+rs, rest = [], got
+for k in range(7):
+    st, h, body, after = parse_one(rest)
+    if st is None:
+        break
+    if k == 4:  # HEAD: its Content-Length says what a GET would get; no body follows
+        after, body = rest[rest.index(b"\r\n\r\n") + 4:], b""
+    rs.append((st, body))
+    rest = after
+check([r[0] for r in rs] == [200, 200, 100, 200, 200, 200, 200] and rest == b"",
+      f"one connection: GET, a {len(chunks)} byte chunked body, one after 100-continue, HEAD, GET, POST: "
+      f"{[r[0] for r in rs]} {rest[:100]!r}")
+check(len(rs) == 7 and rs[4][1] == b"" and json.loads(rs[5][1]) == {"status": "ok"}
+      and len(json.loads(rs[1][1])["data"]) == 1 and len(json.loads(rs[6][1])["data"]) == 1,
+      "... each answer whole and in its place")
+
 # counted and logged
 st, _, data = s.request("GET", "/metrics")
 m = re.findall(rb'^modattn_requests_malformed_total\{status="(\d+)"\} (\d+)$', data, re.M)
@@ -342,7 +469,9 @@ else:
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if hard == resource.RLIM_INFINITY or hard >= 4200:
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 4200), hard))
-    s = Server(BIN, MODEL, "--quiet", "--timeout", "2")
+    # (--timeout 3: the 4000 connects take ~0.7 s on a loaded machine, and the first of them must
+    # not be let go before the 4001st has been seen waiting)
+    s = Server(BIN, MODEL, "--quiet", "--timeout", "3")
     held = [socket.create_connection(("127.0.0.1", s.port)) for _ in range(4000)]
     time.sleep(0.3)
     c = socket.create_connection(("127.0.0.1", s.port))
@@ -360,7 +489,7 @@ if hard == resource.RLIM_INFINITY or hard >= 4200:
     except OSError as e:
         late = str(e).encode()
     check(late.startswith(b"HTTP/1.1 200") and time.time() - t0 < 4,
-          f"... and is served once the silent ones are closed at --timeout 2: {late[:60]!r} after {time.time() - t0:.1f} s")
+          f"... and is served once the silent ones are closed at --timeout 3: {late[:60]!r} after {time.time() - t0:.1f} s")
     c.close()
     closed = 0
     time.sleep(0.5)  # (the last of them were accepted up to 0.3 s after the first)
