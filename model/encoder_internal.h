@@ -29,6 +29,19 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
 int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                                   modattn_model **out);
 
+/* config_sentence_transformers.json's prompts, default_prompt_name and truncate_dim, and the
+ * Pooling config's include_prompt (model/prompts.c) */
+typedef struct modattn__prompts {
+    size_t n;
+    char **names, **texts;     /* n each, owned */
+    char *default_name;        /* NULL: none */
+    size_t truncate_dim;       /* 0: none */
+    bool exclude_prompt;       /* Pooling "include_prompt": false */
+} modattn__prompts;
+/* Reads them from dir (a missing file: none); errors name the file and the field. */
+int modattn__prompts_load(const char *dir, size_t dim, modattn__prompts *p);
+void modattn__prompts_free(modattn__prompts *p);
+
 struct modattn_model {
     modattn_ctx *ctx; /* borrowed */
     modattn__model_config cfg;
@@ -58,6 +71,8 @@ struct modattn_model {
      * call) runs one batch at a time: sessions take turns on it; the CPU runs them at once */
     bool device_serial;
     pthread_mutex_t device_mu;
+    /* config_sentence_transformers.json (model/prompts.c) */
+    modattn__prompts prompts;
 };
 
 #endif

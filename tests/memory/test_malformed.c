@@ -143,7 +143,7 @@ static void store_mutants(void) {
     snprintf(db, sizeof db, "%s/store.db", g_tmp);
     modattn_store *s;
     CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
-    modattn_store_model sm = {"test-model", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model sm = {"test-model", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &sm) == 0);
     CHECK(modattn_store_begin(s) == 0);
     for (int d = 0; d < 3; d++) {
