@@ -195,7 +195,8 @@ int cli_prompt_option(const char *cmd, int argc, char **argv, int *i, bool dims,
 /* Against the loaded model: --dimensions past its dimension, a --prompt-name it lacks (listing its
  * prompts): 2 having said so (a usage error), else 0. */
 int cli_prompt_check(const char *cmd, const modattn_model *m, const modattn_embed_options *eo, bool say);
-/* "modattn: note: CMD: WHAT get the model's "query" prompt: "query: "" on stderr, when a prompt applies. */
+/* "modattn: note: CMD: WHAT the model's "query" prompt: "query: "" on stderr, when a prompt applies
+ * (what: "chunks get", "the query gets"). */
 void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed_options *eo, const char *what);
 
 /* ---- `modattn index`: parse (cli/cli_index_args.c) -> run (cli/cmd_index.c; its MPI form

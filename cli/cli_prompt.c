@@ -61,7 +61,7 @@ void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed
             const char *n = NULL, *x = NULL;
             modattn_model_prompt_at(m, i, &n, &x);
             if ((strcmp(n, "passage") == 0 || strcmp(n, "corpus") == 0) && *x) {
-                fprintf(stderr, "modattn: note: %s: %s get no prompt (as sentence-transformers' encode_document: "
+                fprintf(stderr, "modattn: note: %s: %s no prompt (as sentence-transformers' encode_document: "
                         "the model's \"document\" prompt is empty); --prompt-name %s puts its \"%s\" before them\n",
                         cmd, what, n, cli_term_text(x, shown, sizeof shown));
                 return;
@@ -69,6 +69,6 @@ void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed
         }
     }
     if (!t) return;
-    fprintf(stderr, "modattn: note: %s: %s get %s%s%s prompt: \"%s\"\n", cmd, what,
+    fprintf(stderr, "modattn: note: %s: %s %s%s%s prompt: \"%s\"\n", cmd, what,
             name ? "the model's \"" : "the", name ? name : "", name ? "\"" : "", cli_term_text(t, shown, sizeof shown));
 }

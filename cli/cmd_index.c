@@ -116,7 +116,7 @@ static int index_run(cli_globals *g, const cli_index_args *a, cli_index_job *j) 
     if (!a->quiet && !a->json && a->npaths) {
         modattn_embed_options eo = a->eo;
         eo.task = MODATTN_EMBED_DOCUMENT;
-        cli_prompt_say("index", j->model, &eo, "chunks");
+        cli_prompt_say("index", j->model, &eo, "chunks get");
     }
     uint64_t t0 = modattn_now_ns();
     j->st = a->npaths ? modattn_index_paths(j->store, j->model, a->paths, a->npaths, &j->o, &j->s) : 0;

@@ -133,7 +133,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     if (sp.mode != MODATTN_SEARCH_KEYWORD && !json) {
         modattn_embed_options eo = args.eo;
         eo.task = MODATTN_EMBED_QUERY;
-        cli_prompt_say("search", model, &eo, nq == 1 ? "the query" : "the queries");
+        cli_prompt_say("search", model, &eo, nq == 1 ? "the query gets" : "the queries get");
     }
     modattn_search_info info;
     if (!queries_file)
