@@ -163,6 +163,12 @@ static void goldens(modattn_ctx *ctx) {
             if (c < worst) worst = c;
             CHECK_MSG(c >= 0.99999, "%s %s prompt_name=%s prompt=%s dims=%zu text '%.40s': cosine %.9f", key, call,
                       o.prompt_name ? o.prompt_name : "-", o.prompt ? o.prompt : "-", o.dimensions, text, c);
+            /* the length too (a cosine does not see a missing re-normalisation) */
+            double ng = 0, nw = 0;
+            for (size_t k = 0; k < dim; k++) ng += (double)got_v[k] * got_v[k], nw += (double)want[k] * want[k];
+            ng = sqrt(ng), nw = sqrt(nw);
+            CHECK_MSG(fabs(ng - nw) <= 1e-5 * (nw > 1 ? nw : 1), "%s %s dims=%zu '%.40s': length %.9f, want %.9f", key,
+                      call, o.dimensions, text, ng, nw);
             CHECK_MSG(ntok == (int32_t)json_integer_value(json_object_get(r, "tokens")), "%s %s '%.40s': %d tokens, want %d",
                       key, call, text, (int)ntok, (int)json_integer_value(json_object_get(r, "tokens")));
             /* batched with two other texts: the same bits */

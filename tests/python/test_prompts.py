@@ -45,6 +45,8 @@ def test_goldens(models):
             assert got.shape == want.shape, (key, cfg, r["call"], kw)
             c = cos(got, want)
             assert c >= 0.99999, (key, cfg, r["call"], kw, r["text"][:30], c)
+            nw = float(np.linalg.norm(want))
+            assert abs(float(np.linalg.norm(got)) - nw) <= 1e-5 * max(nw, 1.0), (key, cfg, kw, "length")
             # in a list, among others: the same bits
             lst = getattr(m, r["call"])(["another text", r["text"]], **kw)
             assert np.array_equal(lst[1], got)
