@@ -4,7 +4,8 @@ here (tests/fixtures/prompt_model/make.py):
   - embed --prompt-name / --prompt / --dimensions, and the model's default_prompt_name and truncate_dim;
   - the usage errors (exit 2): an unknown prompt name listing the model's prompts, dimensions out
     of range, --prompt with --prompt-name;
-  - index --prompt-name passage --dimensions 64 says which prompt it uses and records both;
+  - index --prompt-name passage --dimensions 64 says which prompt it uses and records both (stats
+    shows them);
     search uses the store's dimensions and the model's query prompt (said), and its cosines equal
     `embed`'s vectors for the chunk and the query with those prompts; a search or an index with
     another prompt or dimensions is refused naming the fix."""
@@ -99,6 +100,10 @@ for n, t in docs.items():
 db = os.path.join(tmp, "s.db")
 rc, _, err = run("index", "--model", P, "--db", db, "--prompt-name", "passage", "--dimensions", "64", corpus)
 check(rc == 0 and 'chunks get the model\'s "passage" prompt: "passage: "' in err, f"index says its prompt: {rc} {err}")
+rc, out, err = run("stats", "--db", db, "--json")
+st = json.loads(out)["store"] if rc == 0 else {}
+check(st.get("document_prompt") == "passage: " and st.get("query_prompt") == "query: " and st.get("dim") == 64,
+      f"stats shows the prompts and dimensions: {rc} {st} {err}")
 q = "how do I bake bread"
 rc, out, err = run("search", "--model", P, "--db", db, "--mode", "vector", "--json", "-k", "3", q)
 check(rc == 0, f"search: {rc} {err}")
