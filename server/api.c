@@ -740,6 +740,16 @@ int srv_openapi_for(const srv_api *api, char **doc) {
         json_t *m = at(S, models[i]);
         if (m) json_object_set_new(m, "enum", json_pack("[s, n]", api->model_id));
     }
+    /* the model's prompt names (null: none named) */
+    const char *pnames[] = {"EmbeddingsRequest.properties.prompt_name", "SearchRequest.properties.prompt_name"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *pn = at(S, pnames[i]), *e = pn ? json_array() : NULL;
+        for (size_t k = 0; e && k < modattn_model_prompt_count(api->model); k++) {
+            const char *name = NULL;
+            if (modattn_model_prompt_at(api->model, k, &name, NULL) == 0) json_array_append_new(e, json_string(name));
+        }
+        if (e) json_array_append_new(e, json_null()), json_object_set_new(pn, "enum", e);
+    }
     json_t *dims = at(S, "EmbeddingsRequest.properties.dimensions");
     if (dims) {
         json_object_set_new(dims, "minimum", json_integer(1));

@@ -135,10 +135,10 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     modattn_store_model sm;
     if ((st = modattn_store_embed_options(x->store, b->cfg.model, &asked, true, &eo, &sm)) ||
         (st = modattn_store_check_model(x->store, &sm))) {
-        /* a prompt the request named that the store was not indexed for: the request's fault */
-        set_error(job, st == MODATTN_EVERSION && job->prompt_given ? 400 : 503, "%s",
+        /* a prompt the request named that the store was not indexed for: 409, a conflict with the
+         * store (the request itself is well-formed) */
+        set_error(job, st == MODATTN_EVERSION && job->prompt_given ? 409 : 503, "%s",
                   st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet" : modattn_last_error());
-        if (job->http_status == 400) job->error_param = "prompt";
         return;
     }
     if (sm.dim < modattn_model_dim(b->cfg.model)) modattn_model_cut_dims(b->cfg.model, job->out, 1, sm.dim);

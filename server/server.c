@@ -445,11 +445,13 @@ static enum MHD_Result finish_job(req *r) {
         return respond_error(r, 503, r->job.message, NULL, "queue_timeout", MHD_HTTP_HEADER_RETRY_AFTER, "1", false);
     if (r->job.http_status)
         return respond_error(r, r->job.http_status, r->job.message,
-                             r->job.http_status != 400 ? NULL : r->job.error_param ? r->job.error_param : "mode",
-                             r->job.http_status == 503                         ? "unavailable"
-                             : r->job.http_status == 400 && r->job.error_param ? "prompt_mismatch"
-                             : r->job.http_status == 400                       ? "no_keyword_index"
-                                                                               : "internal_error",
+                             r->job.http_status == 409   ? "prompt"
+                             : r->job.http_status == 400 ? "mode"
+                                                         : NULL,
+                             r->job.http_status == 503   ? "unavailable"
+                             : r->job.http_status == 409 ? "prompt_mismatch"
+                             : r->job.http_status == 400 ? "no_keyword_index"
+                                                         : "internal_error",
                              NULL, NULL, false);
     if (r->route == SRV_ROUTE_EMBEDDINGS) {
         if (r->er.dims && r->er.dims < s->api.dim) /* Matryoshka: the first dims, normalised again */

@@ -208,8 +208,6 @@ struct srv_job {
     /* the outcome: status 0, else an HTTP status and message */
     int http_status;
     char message[512];
-    const char *error_param;  /* with a 400: the field at fault (NULL: "mode", a keyword search
-                               * without the keyword index) */
     /* the queue's bookkeeping */
     size_t next;              /* inputs taken by executors */
     size_t pending;           /* inputs not yet finished */

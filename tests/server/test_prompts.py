@@ -8,7 +8,7 @@ goldens (tests/fixtures/golden_prompts.jsonl):
     a prompt with token ids, dimensions 0 / past the model's / a string;
   - /search on a store indexed with a document prompt and 64 dimensions: the query gets the
     model's query prompt and the store's dimensions (the same results as `modattn search`); a
-    request naming another prompt is refused with 400 "prompt_mismatch" naming the store's."""
+    request naming another prompt is refused with 409 "prompt_mismatch" naming the store's."""
 import json
 import math
 import os
@@ -113,7 +113,7 @@ check(st == 200 and len(j["results"]) == 2 and j["results"][0]["path"].endswith(
 st, _, j = s.post("/search", {"query": q, "prompt_name": "query"})
 check(st == 200, f"/search naming the store's prompt: {st} {j}")
 st, _, j = s.post("/search", {"query": q, "prompt": "x: "})
-check(st == 400 and error_shape(j) and j["error"]["param"] == "prompt" and j["error"]["code"] == "prompt_mismatch" and
+check(st == 409 and error_shape(j) and j["error"]["param"] == "prompt" and j["error"]["code"] == "prompt_mismatch" and
       'for queries with the prompt "query: "' in j["error"]["message"], f"/search with another prompt: {st} {j}")
 st, _, j = s.post("/search", {"query": q, "prompt_name": "nope"})
 check(st == 400 and j["error"]["param"] == "prompt_name", f"/search unknown prompt name: {st} {j}")
