@@ -173,7 +173,8 @@ int cli_search_print(const struct modattn_search_params *sp, const struct modatt
                      const struct modattn_search_result *res, size_t n, bool json, int tty_marks, size_t batch_no,
                      const char *batch_query);
 /* `search`'s options and QUERY words (cli/cli_search_args.c), shared by the plain command and
- * `search --mpi`. Not to be copied: a->sp.ann points at a->annp when --ann-params is given. */
+ * `search --mpi`. Not to be copied: a->sp.ann points at a->annp when --ann-params is given, and
+ * a->sp.embed at a->eo. */
 #include "modattn/ann.h"
 #include "modattn/search.h"
 typedef struct cli_search_args {
@@ -183,6 +184,7 @@ typedef struct cli_search_args {
     char *query;                              /* the QUERY words joined by spaces (NULL with --queries) */
     modattn_search_params sp;                 /* --mode, --rrf-k, --keyword-weight, --exact, --ann; k */
     modattn_ann_params annp;                  /* --ann-params */
+    modattn_embed_options eo;                 /* --prompt-name, --prompt (sp.embed points here) */
 } cli_search_args;
 /* 0: parsed; -1: --help asked (nothing said); 1: out of memory; 2: a usage error; 3: no QUERY
  * given (a usage error too: the caller may print the usage). Errors are said on stderr when say.
@@ -209,6 +211,18 @@ int cli_read_line(FILE *f, char **buf, size_t *cap, size_t *len, size_t max);
 /* The message for a cli_read_line failure r (< 0) on line lineno of what. */
 void cli_line_error(const char *cmd, const char *what, size_t lineno, int r);
 
+/* ---- prompts and Matryoshka dimensions (cli/cli_prompt.c), for embed, index and search */
+#include "modattn/model.h"
+/* --prompt-name NAME, --prompt TEXT and (dims) --dimensions N at argv[*i] into eo (*i past the
+ * value): 0 taken, -1 not one of them, 2 a usage error (said when say). */
+int cli_prompt_option(const char *cmd, int argc, char **argv, int *i, bool dims, bool say, modattn_embed_options *eo);
+/* Against the loaded model: --dimensions past its dimension, a --prompt-name it lacks (listing its
+ * prompts): 2 having said so (a usage error), else 0. */
+int cli_prompt_check(const char *cmd, const modattn_model *m, const modattn_embed_options *eo, bool say);
+/* "modattn: note: CMD: WHAT the model's "query" prompt: "query: "" on stderr, when a prompt applies
+ * (what: "chunks get", "the query gets"). */
+void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed_options *eo, const char *what);
+
 /* ---- `modattn index`: parse (cli/cli_index_args.c) -> run (cli/cmd_index.c; its MPI form
  * cli/cmd_mpi.c) -> print (cli/cli_index_out.c) */
 #include <jansson.h>
@@ -231,6 +245,7 @@ typedef struct cli_index_args {
     bool refresh;                             /* no PATH (and no --ann): the store's roots again */
     char **roots;                             /* those roots (owned) */
     size_t nroots;
+    modattn_embed_options eo;                 /* --prompt-name, --prompt, --dimensions */
 } cli_index_args;
 /* 0: parsed; -1: --help asked (nothing said); 1: out of memory; 2: a usage error. Errors are said
  * on stderr when say. Free with cli_index_args_free (also after a failure). */

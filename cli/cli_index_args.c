@@ -16,6 +16,7 @@ void cli_index_usage(FILE *f) {
             "                     [--chunk-tokens N] [--overlap N] [--max-file-size SIZE]\n"
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
             "                     [--file-timeout SECONDS] [--watch [--debounce SECONDS]]\n"
+            "                     [--prompt-name NAME | --prompt TEXT] [--dimensions N]\n"
             "                     [PATH...]\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "With no PATH, the folders and files the store was indexed from are indexed again\n"
@@ -46,6 +47,16 @@ void cli_index_usage(FILE *f) {
             "                       else all-MiniLM-L6-v2 where `modattn models` looks); a store\n"
             "                       keeps its model\n"
             "  --prune              also remove stored documents whose file no longer exists\n"
+            "  --prompt-name NAME   embed chunks with the model's prompt NAME (its\n"
+            "                       config_sentence_transformers.json \"prompts\"); default: its\n"
+            "                       document prompt (\"document\", \"passage\" or \"corpus\", as\n"
+            "                       sentence-transformers' encode_document), said when used.\n"
+            "                       The store records it and the query prompt: search uses them\n"
+            "  --prompt TEXT        embed chunks with TEXT before each ('' : no prompt)\n"
+            "  --dimensions N       keep the first N dimensions of each vector (Matryoshka),\n"
+            "                       normalised again; 1 to the model's dimension; default: the\n"
+            "                       store's, else the model's truncate_dim, else all. The store\n"
+            "                       records it\n"
             "  --chunk-tokens N     tokens per chunk, [CLS]/[SEP] included (default: the\n"
             "                       model's max_seq_length, 256 for all-MiniLM-L6-v2)\n"
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
@@ -121,6 +132,8 @@ static int take_option(int argc, char **argv, int *i, bool say, cli_index_args *
     const char *s = argv[*i], *v;
     bool missing = false;
     if (cli_is_help(s)) return 1;
+    int pr = cli_prompt_option("index", argc, argv, i, true, say, &a->eo);
+    if (pr >= 0) return pr;
     if (strcmp(s, "--json") == 0) a->json = true;
     else if (strcmp(s, "--quiet") == 0 || strcmp(s, "-q") == 0) a->quiet = true;
     else if (strcmp(s, "--prune") == 0) a->prune = true;
@@ -243,4 +256,5 @@ void cli_index_options(const cli_index_args *a, modattn_index_options *o) {
     o->batch_chunks = (size_t)a->batch;
     o->file_timeout_s = a->file_timeout_s > 0 ? a->file_timeout_s : -1; /* 0 on the command line: no limit */
     o->prune = a->prune;
+    o->embed = &a->eo;
 }

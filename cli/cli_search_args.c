@@ -51,6 +51,14 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
             a->sp.index = MODATTN_SEARCH_INDEX_ANN;
             continue;
         }
+        {
+            int pr = cli_prompt_option("search", argc, argv, &i, false, say, &a->eo);
+            if (pr == 0) continue;
+            if (pr > 0) {
+                rc = pr;
+                break;
+            }
+        }
         static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
                                               "--queries", "--ann-params"};
         const char *v = NULL, *name = NULL;
@@ -127,6 +135,7 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
     }
     free(words);
     a->sp.k = (size_t)a->k;
+    a->sp.embed = &a->eo;
     return rc;
 }
 

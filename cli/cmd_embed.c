@@ -16,12 +16,13 @@
 
 static void embed_usage(FILE *f) {
     fprintf(f,
-            "usage: modattn embed [--model DIR] [--jsonl] [--batch-tokens N] [TEXT ... | -]\n\n"
+            "usage: modattn embed [--model DIR] [--jsonl] [--batch-tokens N]\n"
+            "                     [--prompt-name NAME | --prompt TEXT] [--dimensions N] [TEXT ... | -]\n\n"
             "Embed texts with a sentence-transformers model and print one JSON line per text,\n"
             "in input order:\n"
             "  {\"index\": i, \"tokens\": n, \"embedding\": [...]}\n"
             "where tokens counts the word pieces fed to the model ([CLS] and [SEP] included,\n"
-            "after truncation to the model's max_seq_length).\n\n"
+            "after truncation to the model's max_seq_length, a prompt's word pieces included).\n\n"
             "options:\n"
             "  --model DIR        model directory (default: $MODATTN_MODEL, else all-MiniLM-L6-v2\n"
             "                     in <executable dir>/../.models, <executable dir>/../share/\n"
@@ -29,6 +30,13 @@ static void embed_usage(FILE *f) {
             "                     ./.models)\n"
             "  --jsonl            with -, each stdin line is a JSON string (texts with newlines)\n"
             "  --batch-tokens N   padded tokens per batch (default %d)\n"
+            "  --prompt-name NAME put the model's prompt NAME (config_sentence_transformers.json\n"
+            "                     \"prompts\") before each text, as sentence-transformers'\n"
+            "                     encode(prompt_name=NAME); default: its default_prompt_name's\n"
+            "  --prompt TEXT      put TEXT before each text ('': no prompt)\n"
+            "  --dimensions N     the first N dimensions of each vector (Matryoshka), normalised\n"
+            "                     again when the model normalises; 1 to the model's dimension;\n"
+            "                     default: the model's truncate_dim, else all\n"
             "  -                  read texts from stdin, one per line\n"
             "  -h, --help         this help\n"
             "global options --attn, --threads, --device, --trace, --stats, --mem-budget apply.\n",
@@ -50,10 +58,10 @@ typedef struct batch {
 } batch;
 
 /* Embeds the texts held, prints them with indices from `first`, and empties the batch. */
-static int flush(modattn_model *m, batch *b, size_t first) {
+static int flush(modattn_model *m, const modattn_embed_options *eo, batch *b, size_t first) {
     if (b->n == 0) return 0;
-    size_t dim = modattn_model_dim(m);
-    int st = modattn_model_embed(m, (const char *const *)b->texts, b->lens, b->n, b->out, b->ntok);
+    size_t dim = modattn_model_embed_dim(m, eo);
+    int st = modattn_model_embed_opt(m, NULL, eo, (const char *const *)b->texts, b->lens, b->n, b->out, b->ntok);
     if (st) return cli_fail("embed", st);
     for (size_t i = 0; i < b->n; i++) print_result(first + i, b->ntok[i], b->out + i * dim, dim);
     for (size_t i = 0; i < b->n; i++) modattn_free(b->texts[i]);
@@ -108,9 +116,9 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
     return 0;
 }
 
-static int embed_stdin(modattn_model *m, bool jsonl) {
+static int embed_stdin(modattn_model *m, const modattn_embed_options *eo, bool jsonl) {
     batch b = {0};
-    size_t dim = modattn_model_dim(m);
+    size_t dim = modattn_model_embed_dim(m, eo);
     b.texts = calloc(EMBED_CHUNK_TEXTS, sizeof *b.texts);
     b.lens = calloc(EMBED_CHUNK_TEXTS, sizeof *b.lens);
     b.out = malloc(EMBED_CHUNK_TEXTS * dim * sizeof(float));
@@ -135,7 +143,7 @@ static int embed_stdin(modattn_model *m, bool jsonl) {
         b.n++;
         if (b.n == EMBED_CHUNK_TEXTS || b.bytes >= EMBED_CHUNK_BYTES) {
             size_t n = b.n;
-            if ((rc = flush(m, &b, index))) goto done;
+            if ((rc = flush(m, eo, &b, index))) goto done;
             index += n;
         }
     }
@@ -144,7 +152,7 @@ static int embed_stdin(modattn_model *m, bool jsonl) {
         rc = 1;
         goto done;
     }
-    rc = flush(m, &b, index);
+    rc = flush(m, eo, &b, index);
 done:
     if (b.texts)
         for (size_t i = 0; i < b.n; i++) modattn_free(b.texts[i]);
@@ -160,6 +168,7 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
     const char *model_dir = NULL;
     bool jsonl = false, from_stdin = false, dashdash = false;
     long long batch_tokens = 0;
+    modattn_embed_options eo = {0};
     char **texts = calloc((size_t)argc + 1, sizeof *texts);
     size_t ntexts = 0;
     if (!texts) {
@@ -168,6 +177,7 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int pr;
         if (!dashdash && a[0] == '-' && a[1] != '\0') {
             if (strcmp(a, "--") == 0) {
                 dashdash = true;
@@ -175,6 +185,11 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
                 embed_usage(stdout);
                 free(texts);
                 return 0;
+            } else if ((pr = cli_prompt_option("embed", argc, argv, &i, true, true, &eo)) >= 0) {
+                if (pr) {
+                    free(texts);
+                    return 2;
+                }
             } else if (strcmp(a, "--jsonl") == 0) {
                 jsonl = true;
             } else if (strcmp(a, "--model") == 0 || strncmp(a, "--model=", 8) == 0) {
@@ -234,20 +249,22 @@ int cli_cmd_embed(cli_globals *g, int argc, char **argv) {
         free(texts);
         return cli_fail("loading the model", st);
     }
-    int rc = 0;
-    if (batch_tokens && (st = modattn_model_set_batch_tokens(m, (size_t)batch_tokens))) {
+    int rc = cli_prompt_check("embed", m, &eo, true);
+    if (rc) {
+        /* said */
+    } else if (batch_tokens && (st = modattn_model_set_batch_tokens(m, (size_t)batch_tokens))) {
         rc = cli_fail("--batch-tokens", st);
     } else if (from_stdin) {
-        rc = embed_stdin(m, jsonl);
+        rc = embed_stdin(m, &eo, jsonl);
     } else {
-        size_t dim = modattn_model_dim(m);
+        size_t dim = modattn_model_embed_dim(m, &eo);
         float *out = malloc(ntexts * dim * sizeof(float));
         int32_t *ntok = malloc(ntexts * sizeof(int32_t));
         if (!out || !ntok) {
             fprintf(stderr, "modattn: embed: out of memory\n");
             rc = 1;
-        } else if ((st = modattn_model_embed(m, (const char *const *)texts, NULL, ntexts, out,
-                                             ntok))) {
+        } else if ((st = modattn_model_embed_opt(m, NULL, &eo, (const char *const *)texts, NULL, ntexts, out,
+                                                 ntok))) {
             rc = cli_fail("embed", st);
         } else {
             for (size_t i = 0; i < ntexts; i++) print_result(i, ntok[i], out + i * dim, dim);

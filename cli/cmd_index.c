@@ -114,7 +114,13 @@ static int index_run(cli_globals *g, const cli_index_args *a, cli_index_job *j) 
     const char *what;
     int st = cli_index_load(g, a, j, &what);
     if (st) return what ? cli_fail(what, st) : 1;
+    if (cli_prompt_check("index", j->model, &a->eo, true)) return 2;
     if ((st = cli_index_open_store(a, j))) return cli_fail("opening the store", st);
+    if (!a->quiet && !a->json && a->npaths) {
+        modattn_embed_options eo = a->eo;
+        eo.task = MODATTN_EMBED_DOCUMENT;
+        cli_prompt_say("index", j->model, &eo, "chunks get");
+    }
     uint64_t t0 = modattn_now_ns();
     j->st = a->npaths ? modattn_index_paths(j->store, j->model, a->paths, a->npaths, &j->o, &j->s) : 0;
     j->secs = (double)(modattn_now_ns() - t0) * 1e-9;

@@ -203,14 +203,20 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         if ((st = cli_load_model(g, ctx, cli_model_dir_for_store(model_dir, store, NULL, mbuf, sizeof mbuf), &model)))
             failed = 1, rc = cli_fail("loading the model", st);
         if (!failed) {
-            const modattn_model_info *info = modattn_model_get_info(model);
-            modattn_store_model sm = modattn_store_model_of(info);
-            dim = info->dim;
-            q = calloc(nq * dim, sizeof *q);
-            qn = calloc(nq * dim, sizeof *qn);
-            if (!q || !qn) failed = 1, rc = cli_fail("search", MODATTN_ENOMEM);
+            /* the query prompt and the store's dimensions, as a plain search (modattn_store_embed_options) */
+            modattn_embed_options eo;
+            modattn_store_model sm;
+            if ((rc = cli_prompt_check("search", model, &args.eo, true))) failed = 1;
+            else if ((st = modattn_store_embed_options(store, model, &args.eo, true, &eo, &sm)))
+                failed = 1, rc = cli_fail("search", st);
+            dim = failed ? 0 : sm.dim;
+            q = failed ? NULL : calloc(nq * dim, sizeof *q);
+            qn = failed ? NULL : calloc(nq * dim, sizeof *qn);
+            if (failed) {
+                /* said */
+            } else if (!q || !qn) failed = 1, rc = cli_fail("search", MODATTN_ENOMEM);
             else if ((st = modattn_store_check_model(store, &sm))) failed = 1, rc = cli_fail("search", st);
-            else if (vectors && (st = modattn_model_embed(model, (const char *const *)qs, NULL, nq, q, NULL)))
+            else if (vectors && (st = modattn_model_embed_opt(model, NULL, &eo, (const char *const *)qs, NULL, nq, q, NULL)))
                 failed = 1, rc = cli_fail("search: embedding the queries", st);
             if (!failed) {
                 memcpy(qn, q, nq * dim * sizeof *q);

@@ -15,7 +15,8 @@
 
 static void search_usage(FILE *f) {
     fprintf(f,
-            "usage: modattn search [--db FILE] [--model DIR] [-k N] [--mode M] [--json] QUERY...\n"
+            "usage: modattn search [--db FILE] [--model DIR] [-k N] [--mode M] [--json]\n"
+            "                      [--prompt-name NAME | --prompt TEXT] QUERY...\n"
             "       modattn search [OPTIONS] --queries FILE\n\n"
             "Print the k stored chunks that best answer QUERY (the words joined by spaces), best\n"
             "first: rank, the chunk's cosine with the query (BM25 in keyword mode), path, location\n"
@@ -47,6 +48,11 @@ static void search_usage(FILE *f) {
             "                       modattn/models (make install), ~/.local/share/modattn/models,\n"
             "                       ./.models); it must be the store's model\n"
             "  -k N                 number of results (default 5)\n"
+            "  --prompt-name NAME   embed the query with the model's prompt NAME; default: its\n"
+            "                       \"query\" prompt (as sentence-transformers' encode_query),\n"
+            "                       said when used. It must be the prompt the store was indexed\n"
+            "                       for; the store's --dimensions apply by themselves\n"
+            "  --prompt TEXT        embed the query with TEXT before it ('': no prompt)\n"
             "  --mpi                under mpirun -np N: scan the vectors on N processes (README: MPI)\n"
             "  --mode M             hybrid (default), vector or keyword\n"
             "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
@@ -228,6 +234,12 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             rc = 1;
             goto out;
         }
+    }
+    if ((rc = cli_prompt_check("search", model, &args.eo, true))) goto out;
+    if (sp.mode != MODATTN_SEARCH_KEYWORD && !json) {
+        modattn_embed_options eo = args.eo;
+        eo.task = MODATTN_EMBED_QUERY;
+        cli_prompt_say("search", model, &eo, nq == 1 ? "the query gets" : "the queries get");
     }
     modattn_search_info info;
     if (!queries_file)

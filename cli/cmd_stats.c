@@ -103,7 +103,8 @@ static void usage(FILE *f) {
             "usage: modattn stats [--db FILE] [--json] [--recall-queries N]\n\n"
             "What a store holds and what it costs:\n"
             "  store      documents, chunks, generation, the model and the precision its vectors were\n"
-            "             made in, bytes on disk (with the WAL)\n"
+            "             made in, the prompts (documents, queries) when there are, bytes on disk (with\n"
+            "             the WAL)\n"
             "  vectors    rows (and rows of removed chunks not yet compacted), the vector file's bytes\n"
             "             per vector, whether it is current\n"
             "  index      the search index beside the store (DB.ann: `modattn index --ann KIND`):\n"
@@ -157,7 +158,7 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     recall_out rec;
     memset(&rec, 0, sizeof rec);
     int rc = 0;
-    char prec[16] = "fp32";
+    char prec[16] = "fp32", dprompt[1024] = "", qprompt[1024] = "";
     if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim)) ||
         (st = modattn_store_get_precision(s, prec, sizeof prec)) || (st = modattn_store_get_counts(s, &c)) ||
         (st = modattn_store_generation(s, &gen)) || (st = modattn_store_vector_file_path(s, vpath, sizeof vpath)) ||
@@ -165,6 +166,9 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         rc = cli_fail("reading the store", st);
         goto out;
     }
+    /* the prompts its vectors were made with (README: prompts); one over 1 KiB is said so */
+    if (modattn_store_get_prompt(s, false, dprompt, sizeof dprompt)) snprintf(dprompt, sizeof dprompt, "(over 1 KiB)");
+    if (modattn_store_get_prompt(s, true, qprompt, sizeof qprompt)) snprintf(qprompt, sizeof qprompt, "(over 1 KiB)");
     snprintf(wal, sizeof wal, "%s-wal", db);
     const int vcur = modattn_store_vector_file_current(s, vwhy, sizeof vwhy);
     if ((st = modattn_store_open_vectors(s, &v))) {
@@ -192,6 +196,8 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         json_t *o = json_object(), *jst = json_object(), *jv = json_object(), *ji = json_null();
         json_object_set_new(jst, "model", cli_json_text(model));
         json_object_set_new(jst, "precision", json_string(prec));
+        json_object_set_new(jst, "document_prompt", cli_json_text(dprompt));
+        json_object_set_new(jst, "query_prompt", cli_json_text(qprompt));
         json_object_set_new(jst, "dim", json_integer((json_int_t)dim));
         json_object_set_new(jst, "documents", json_integer(c.documents));
         json_object_set_new(jst, "chunks", json_integer(c.chunks));
@@ -231,6 +237,11 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         char tb[1024];
         printf("store      %s: model %s (dimension %zu, precision %s)\n", cli_term_text(db, tb, sizeof tb), model, dim,
                prec);
+        if (dprompt[0] || qprompt[0]) {
+            char pb[300], qb[300];
+            printf("           prompts: documents \"%s\", queries \"%s\"\n", cli_term_text(dprompt, pb, sizeof pb),
+                   cli_term_text(qprompt, qb, sizeof qb));
+        }
         printf("           %lld documents, %lld chunks, generation %llu, %.2f MB on disk\n", (long long)c.documents,
                (long long)c.chunks, (unsigned long long)gen, (double)(dbb + walb) / 1e6);
         printf("vectors    %zu rows (%zu of removed chunks), vector file %.2f MB: %.0f bytes/vector, %s\n", v.rows,

@@ -40,6 +40,18 @@ int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_mo
 /* The fp32 tensor `name` of the model's weights with exactly the shape [d0] (d1 = 0) or [d0, d1],
  * every value finite; errors name the file and the tensor. Valid while the model lives. */
 int modattn__model_tensor(modattn_model *m, const char *name, int64_t d0, int64_t d1, const float **out);
+/* config_sentence_transformers.json's prompts, default_prompt_name and truncate_dim, and the
+ * Pooling config's include_prompt (model/prompts.c) */
+typedef struct modattn__prompts {
+    size_t n;
+    char **names, **texts;     /* n each, owned */
+    char *default_name;        /* NULL: none */
+    size_t truncate_dim;       /* 0: none */
+    bool exclude_prompt;       /* Pooling "include_prompt": false */
+} modattn__prompts;
+/* Reads them from dir (a missing file: none); errors name the file and the field. */
+int modattn__prompts_load(const char *dir, size_t dim, modattn__prompts *p);
+void modattn__prompts_free(modattn__prompts *p);
 
 struct modattn_model {
     modattn_ctx *ctx; /* borrowed */
@@ -71,6 +83,8 @@ struct modattn_model {
      * call) runs one batch at a time: sessions take turns on it; the CPU runs them at once */
     bool device_serial;
     pthread_mutex_t device_mu;
+    /* config_sentence_transformers.json (model/prompts.c) */
+    modattn__prompts prompts;
 };
 
 #endif

@@ -397,6 +397,7 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
     }
     if (preset) m->cfg = *preset;
     else if ((st = modattn__config_load(dir, &m->cfg))) goto fail;
+    if ((st = modattn__prompts_load(dir, m->cfg.dim, &m->prompts))) goto fail; /* model/prompts.c */
     m->cfg.precision = opt ? opt->precision : MODATTN_PRECISION_FP32;
     if ((unsigned)m->cfg.precision >= MODATTN_PRECISION_COUNT) {
         st = modattn_error(MODATTN_EINVAL, "precision %d is not a modattn_precision", (int)m->cfg.precision);
@@ -450,6 +451,11 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
     if ((st = model_identity(m, path))) goto fail;
     in->device = m->dev->id;
     in->precision = m->cfg.precision;
+    in->truncate_dim = m->prompts.truncate_dim;
+    modattn_embed_options po = {.task = MODATTN_EMBED_QUERY};
+    if ((st = modattn_model_resolve_prompt(m, &po, &in->query_prompt, NULL))) goto fail;
+    po.task = MODATTN_EMBED_DOCUMENT;
+    if ((st = modattn_model_resolve_prompt(m, &po, &in->document_prompt, NULL))) goto fail;
     *out = m;
     return 0;
 fail:
@@ -474,6 +480,7 @@ void modattn_model_free(modattn_model *m) {
     modattn_free(m->owned);
     if (m->tok) modattn_tokenizer_free(m->tok);
     modattn__st_close(m->st);
+    modattn__prompts_free(&m->prompts);
     modattn_free(m->name);
     modattn_free(m->dir);
     modattn_free(m);

@@ -162,6 +162,7 @@ typedef struct run {
     const modattn__index_stages *stages; /* the stages a caller replaced (NULL: a plain run) */
     size_t dim, window, overlap, batch;
     int32_t chunk_tokens;
+    modattn_embed_options eo; /* the prompt and dimensions chunks are embedded with */
     uint64_t max_bytes;
     char *own[5];              /* the store's own files, by path (owned) ... */
     const char *skip_paths[5]; /* ... as the walk skips them ... */
@@ -1308,7 +1309,8 @@ static int flush_batch(run *r) {
     for (size_t o = 0; o < n; o += step) {
         if (o && cancelled(r)) goto done; /* the run stops: nothing of this batch is written */
         size_t k = n - o < step ? n - o : step;
-        if ((st = modattn_model_embed(r->model, r->btexts + o, r->blens + o, k, r->bvec + o * r->dim, r->bntok + o))) {
+        if ((st = modattn_model_embed_opt(r->model, NULL, &r->eo, r->btexts + o, r->blens + o, k, r->bvec + o * r->dim,
+                                          r->bntok + o))) {
             st = modattn_error_prefix(st, "embedding %s", r->bdoc[o]->path);
             goto done;
         }
@@ -1500,12 +1502,29 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
     r->opt = opt;
     r->stats = stats;
     const modattn_model_info *info = modattn_model_get_info(model);
-    r->dim = info->dim;
-    int st = 0;
+    modattn_store_model sm;
+    int st = modattn_store_embed_options(store, model, opt->embed, false, &r->eo, &sm);
+    if (st) return st;
+    r->dim = sm.dim;
     r->tok = modattn_model_tokenizer(model);
     const size_t specials = modattn_tokenizer_num_specials(r->tok);
-    size_t ct = opt->chunk_tokens ? opt->chunk_tokens : info->max_tokens;
-    if (ct > info->max_tokens || ct <= specials) {
+    /* the document prompt's word pieces share the model's max_seq_length with the chunk's */
+    size_t ptoks = 0;
+    if (sm.document_prompt && *sm.document_prompt) {
+        int32_t pids[520];
+        size_t pn = 0;
+        if ((st = modattn_model_tokenize(model, sm.document_prompt, strlen(sm.document_prompt), pids, 520, &pn)))
+            return st;
+        ptoks = pn > specials ? pn - specials : 0;
+    }
+    const size_t room = info->max_tokens > ptoks ? info->max_tokens - ptoks : 0;
+    size_t ct = opt->chunk_tokens ? opt->chunk_tokens : room;
+    if (ct > room || ct <= specials) {
+        if (ptoks)
+            return modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s (its "
+                                 "max_seq_length is %zu, [CLS]/[SEP] included, and the document prompt takes "
+                                 "%zu word pieces of it)", ct, specials + 1, room, info->name, info->max_tokens,
+                                 ptoks);
         return modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
                              "(its max_seq_length is %zu, [CLS]/[SEP] included)", ct, specials + 1,
                              info->max_tokens, info->name, info->max_tokens);
@@ -1532,7 +1551,6 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
     r->xlim.cancel = extract_cancel;
     r->xlim.cancel_ud = r;
 
-    modattn_store_model sm = modattn_store_model_of(info);
     if (store && (st = modattn_store_bind_model(store, &sm))) return st;
     r->bound = true;
 

@@ -523,19 +523,19 @@ int modattn_search_with(modattn_store *store, modattn_model *model, const char *
     *nout = 0;
     if (!store || !model || !query || !p)
         return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
-    const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = modattn_store_model_of(info);
-    int st = modattn_store_check_model(store, &sm);
-    if (st) return st;
+    modattn_store_model sm;
+    modattn_embed_options eo;
+    int st = modattn_store_embed_options(store, model, p->embed, true, &eo, &sm);
+    if (st || (st = modattn_store_check_model(store, &sm))) return st;
     if (p->k == 0) return 0;
-    const size_t dim = info->dim;
+    const size_t dim = sm.dim;
     float *q = modattn_calloc(dim, sizeof(float), MODATTN_MEM_OTHER);
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
     if (!q) return modattn_mem_last_status();
     const char *texts[1] = {query};
     /* keywords alone need no embedding (nor the vectors: the chunks' cosines stay NaN) */
-    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_model_embed(model, texts, NULL, 1, q, NULL))) {
+    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_model_embed_opt(model, NULL, &eo, texts, NULL, 1, q, NULL))) {
         st = modattn_error_prefix(st, "embedding the query");
         goto done;
     }
@@ -691,11 +691,11 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     if (!store || !model || !p) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
     for (size_t i = 0; i < nq; i++)
         if (!queries[i]) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: query %zu is NULL", i);
-    const modattn_model_info *info = modattn_model_get_info(model);
-    modattn_store_model sm = modattn_store_model_of(info);
-    int st = modattn_store_check_model(store, &sm);
-    if (st || p->k == 0 || nq == 0) return st;
-    const size_t dim = info->dim, cand = candidates_for(p);
+    modattn_store_model sm;
+    modattn_embed_options eo;
+    int st = modattn_store_embed_options(store, model, p->embed, true, &eo, &sm);
+    if (st || (st = modattn_store_check_model(store, &sm)) || p->k == 0 || nq == 0) return st;
+    const size_t dim = sm.dim, cand = candidates_for(p);
     const bool vectors = p->mode != MODATTN_SEARCH_KEYWORD;
     if (nq > SIZE_MAX / sizeof(float) / dim || cand > SIZE_MAX / 16 / nq)
         return modattn_error(MODATTN_ERANGE, "modattn_search_batch: %zu queries x %zu candidates is too large", nq, cand);
@@ -712,7 +712,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
         goto done;
     }
     /* every query embedded in one call (a query's vector does not depend on the others) */
-    if (vectors && (st = modattn_model_embed(model, queries, NULL, nq, q, NULL))) {
+    if (vectors && (st = modattn_model_embed_opt(model, NULL, &eo, queries, NULL, nq, q, NULL))) {
         st = modattn_error_prefix(st, "embedding the queries");
         goto done;
     }

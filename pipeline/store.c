@@ -737,9 +737,81 @@ int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
     return 0;
 }
 
+int modattn_store_get_prompt(modattn_store *s, bool query, char *buf, size_t len) {
+    if (!s || !buf || !len) return modattn_error(MODATTN_EINVAL, "modattn_store_get_prompt: bad argument");
+    sqlite3_stmt *q = NULL;
+    buf[0] = '\0';
+    int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?1", -1, &q, NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "reading meta");
+    sqlite3_bind_text(q, 1, query ? "model_query_prompt" : "model_document_prompt", -1, SQLITE_STATIC);
+    int st = 0;
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(q, 0);
+        size_t n = (size_t)sqlite3_column_bytes(q, 0);
+        if (n >= len) st = modattn_error(MODATTN_ERANGE, "%s: the %s prompt is %zu bytes", s->path,
+                                         query ? "query" : "document", n);
+        else if (v) memcpy(buf, v, n + 1);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_OK ? st : sq_err(s, rc, "reading meta");
+}
+
+/* Whether the store's recorded prompt (none recorded: "") equals p (NULL: not compared). */
+static int prompt_same(modattn_store *s, bool query, const char *p, bool *same) {
+    sqlite3_stmt *q = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT coalesce((SELECT value FROM meta WHERE key = ?1), '') = ?2", -1, &q,
+                                NULL);
+    if (rc != SQLITE_OK) return sq_err(s, rc, "reading meta");
+    sqlite3_bind_text(q, 1, query ? "model_query_prompt" : "model_document_prompt", -1, SQLITE_STATIC);
+    if (!p) { /* not compared */
+        sqlite3_finalize(q);
+        *same = true;
+        return 0;
+    }
+    sqlite3_bind_text(q, 2, p, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) *same = sqlite3_column_int(q, 0) != 0, rc = SQLITE_OK;
+    sqlite3_finalize(q);
+    return rc == SQLITE_OK ? 0 : sq_err(s, rc, "reading meta");
+}
+
+/* A prompt for a message: quoted, its first 120 bytes, or "none". */
+static void prompt_shown(const char *p, char *buf, size_t len) {
+    if (!p || !*p) snprintf(buf, len, "none");
+    else snprintf(buf, len, "\"%.120s%s\"", p, strlen(p) > 120 ? "..." : "");
+}
+
+static int prompt_mismatch(modattn_store *s, const modattn_store_model *m, const char *name) {
+    char sd[4096], sq[4096], a[160], b[160], c[160], d[160];
+    if (modattn_store_get_prompt(s, false, sd, sizeof sd)) snprintf(sd, sizeof sd, "(long)");
+    if (modattn_store_get_prompt(s, true, sq, sizeof sq)) snprintf(sq, sizeof sq, "(long)");
+    prompt_shown(sd, a, sizeof a);
+    prompt_shown(sq, b, sizeof b);
+    prompt_shown(m->document_prompt, c, sizeof c);
+    prompt_shown(m->query_prompt, d, sizeof d);
+    return modattn_error(MODATTN_EVERSION,
+                         "%s holds embeddings of model %s made with the document prompt %s, for queries with the "
+                         "prompt %s; here the document prompt is %s and the query prompt %s: vectors embedded "
+                         "with other prompts are not compared. Use the store's prompts (--prompt TEXT or "
+                         "--prompt-name NAME as when it was indexed), or another --db for these",
+                         s->path, name, a, b, c, d);
+}
+
 static int model_mismatch(modattn_store *s, const modattn_store_model *m, const char *name,
                           const char *hash, const char *ident, size_t dim) {
     const bool same_weights = strcmp(hash, m->weights_hash) == 0 && dim == m->dim;
+    const bool same_model = strcmp(hash, m->weights_hash) == 0 && (!m->identity || !ident[0] ||
+                                                                   strcmp(ident, m->identity) == 0);
+    if (same_model && dim != m->dim)
+        return modattn_error(MODATTN_EVERSION,
+                             "%s holds %zu-dimension embeddings of model %s, and %zu dimensions are asked for "
+                             "here: vectors cut to other sizes are not compared. Use --dimensions %zu (as when "
+                             "it was indexed), or another --db for these",
+                             s->path, dim, name, m->dim, dim);
     char prec[16] = "fp32";
     bool found = false;
     const char *mine = m->precision ? m->precision : "fp32";
@@ -781,12 +853,19 @@ static int check_model(modattn_store *s, const modattn_store_model *m, bool *rec
     char prec[16];
     if (same && (st = modattn_store_get_precision(s, prec, sizeof prec))) return st;
     if (same && strcmp(prec, m->precision ? m->precision : "fp32") != 0) same = false;
-    return same ? 0 : model_mismatch(s, m, name, hash, ident, dim);
+    if (!same) return model_mismatch(s, m, name, hash, ident, dim);
+    bool sd = true, sq = true;
+    if ((st = prompt_same(s, false, m->document_prompt, &sd)) || (st = prompt_same(s, true, m->query_prompt, &sq)))
+        return st;
+    return sd && sq ? 0 : prompt_mismatch(s, m, name);
 }
 
 modattn_store_model modattn_store_model_of(const modattn_model_info *info) {
-    return (modattn_store_model){info->name, info->weights_hash, info->dim, info->identity,
-                                 modattn_precision_name(info->precision)};
+    return (modattn_store_model){info->name, info->weights_hash,
+                                 info->truncate_dim ? info->truncate_dim : info->dim, info->identity,
+                                 modattn_precision_name(info->precision),
+                                 info->document_prompt ? info->document_prompt : "",
+                                 info->query_prompt ? info->query_prompt : ""};
 }
 
 int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
@@ -852,6 +931,18 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
             sqlite3_bind_text(q, 3, dbuf, -1, SQLITE_STATIC);
             if (m->identity) sqlite3_bind_text(q, 4, m->identity, -1, SQLITE_STATIC);
             sqlite3_bind_text(q, 5, m->precision ? m->precision : "fp32", -1, SQLITE_STATIC);
+            rc = sqlite3_step(q);
+            if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        }
+        sqlite3_finalize(q);
+    }
+    for (int k = 0; k < 2 && rc == SQLITE_OK; k++) {
+        const char *p = k ? m->query_prompt : m->document_prompt;
+        if (!p || !*p) continue; /* none recorded: none */
+        rc = sqlite3_prepare_v2(s->db, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)", -1, &q, NULL);
+        if (rc == SQLITE_OK) {
+            sqlite3_bind_text(q, 1, k ? "model_query_prompt" : "model_document_prompt", -1, SQLITE_STATIC);
+            sqlite3_bind_text(q, 2, p, -1, SQLITE_STATIC);
             rc = sqlite3_step(q);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }

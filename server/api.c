@@ -224,17 +224,62 @@ static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_inpu
     return 0;
 }
 
-static int take_text(const srv_api *api, json_t *s, size_t idx, bool whole_input, bool truncate, srv_embed_req *out,
-                     srv_bad *bad) {
+/* prompt + text into a new string (NULL: out of memory) */
+static char *prompted(const char *prompt, const char *text, size_t len, size_t *out_len) {
+    const size_t pl = strlen(prompt);
+    char *t = modattn_malloc(pl + len + 1, MODATTN_MEM_OTHER);
+    if (!t) return NULL;
+    memcpy(t, prompt, pl);
+    memcpy(t + pl, text, len);
+    t[pl + len] = '\0';
+    *out_len = pl + len;
+    return t;
+}
+
+/* "prompt" / "prompt_name" of a request: the prompt for task (modattn_model_resolve_prompt), as an
+ * owned copy ("" when none applies) in *out; *given: the request named one. 0, or -1 with bad set. */
+static int take_prompt(const srv_api *api, json_t *root, modattn_embed_task task, char **out, bool *given,
+                       srv_bad *bad) {
+    modattn_embed_options eo = {.task = task};
+    static const char *const keys[2] = {"prompt", "prompt_name"};
+    *given = false;
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(root, keys[i]);
+        if (!v || json_is_null(v)) continue;
+        if (!json_is_string(v))
+            return bad_req(bad, 400, keys[i], "invalid_type", "'%s' must be a string, not %s", keys[i], json_kind(v));
+        if (memchr(json_string_value(v), '\0', json_string_length(v)))
+            return bad_req(bad, 400, keys[i], "invalid_value", "'%s' holds U+0000", keys[i]);
+        if (*given) return bad_req(bad, 400, "prompt", "invalid_value", "give 'prompt' or 'prompt_name', not both");
+        *given = true;
+        if (i == 0) eo.prompt = json_string_value(v);
+        else eo.prompt_name = json_string_value(v);
+    }
+    const char *t = NULL;
+    if (modattn_model_resolve_prompt(api->model, &eo, &t, NULL))
+        return bad_req(bad, 400, "prompt_name", "invalid_value", "%s", modattn_last_error());
+    if (!(*out = modattn_strdup(t ? t : "", MODATTN_MEM_OTHER)))
+        return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    return 0;
+}
+
+static int take_text(const srv_api *api, json_t *s, size_t idx, bool whole_input, bool truncate, const char *prompt,
+                     srv_embed_req *out, srv_bad *bad) {
     char param[48];
     if (whole_input) snprintf(param, sizeof param, "input");
     else snprintf(param, sizeof param, "input[%zu]", idx);
     int32_t *ids = modattn_malloc(api->max_tokens * sizeof *ids, MODATTN_MEM_OTHER);
     if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
-    size_t n = 0;
+    size_t n = 0, tl = json_string_length(s);
     bool cut = false;
-    int st = modattn_model_tokenize_ex(api->model, json_string_value(s), json_string_length(s), ids, api->max_tokens, &n,
-                                       &cut);
+    char *pt = NULL;
+    const char *text = json_string_value(s);
+    if (prompt && *prompt && !(text = pt = prompted(prompt, text, tl, &tl))) {
+        modattn_free(ids);
+        return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    }
+    int st = modattn_model_tokenize_ex(api->model, text, tl, ids, api->max_tokens, &n, &cut);
+    modattn_free(pt);
     if (st) {
         modattn_free(ids);
         if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
@@ -258,6 +303,7 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     json_t *root = parse_body(body, len, bad);
     if (!root) return -1;
     int rc = -1;
+    char *prompt = NULL;
     if (check_model(api, root, bad)) goto done;
     bool truncate = api->truncate;
     json_t *t = json_object_get(root, "truncate");
@@ -286,13 +332,18 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
             bad_req(bad, 400, "dimensions", "invalid_type", "'dimensions' must be an integer, not %s", json_kind(dims));
             goto done;
         }
-        if (dv != (long long)api->dim) {
+        if (dv < 1 || dv > (long long)api->dim) {
             bad_req(bad, 400, "dimensions", "invalid_value",
-                    "'dimensions' is %lld, but %s gives vectors of %zu dimensions and does not shorten them", dv,
-                    api->model_id, api->dim);
+                    "'dimensions' is %lld, but %s gives vectors of %zu dimensions: ask for 1 to %zu (the first ones, "
+                    "normalised again)", dv, api->model_id, api->dim, api->dim);
             goto done;
         }
+        out->dims = (size_t)dv;
+    } else {
+        out->dims = modattn_model_embed_dim(api->model, NULL); /* the model's truncate_dim, else all */
     }
+    bool prompt_given = false;
+    if (take_prompt(api, root, MODATTN_EMBED_PLAIN, &prompt, &prompt_given, bad)) goto done;
     json_t *user = json_object_get(root, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) {
         bad_req(bad, 400, "user", "invalid_type", "'user' must be a string, not %s", json_kind(user));
@@ -342,8 +393,12 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
+    if (prompt_given && shape != TEXTS) {
+        bad_req(bad, 400, "prompt", "invalid_value", "a prompt applies to texts: 'input' holds token ids");
+        goto done;
+    }
     if (json_is_string(in)) {
-        if (take_text(api, in, 0, true, truncate, out, bad)) goto done;
+        if (take_text(api, in, 0, true, truncate, prompt, out, bad)) goto done;
     } else if (shape == ONE_IDS) {
         if (take_ids(api, in, 0, true, truncate, out, bad)) goto done;
     } else {
@@ -360,13 +415,14 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
                         json_kind(v));
                 goto done;
             }
-            if (shape == TEXTS ? take_text(api, v, i, false, truncate, out, bad)
+            if (shape == TEXTS ? take_text(api, v, i, false, truncate, prompt, out, bad)
                                : take_ids(api, v, i, false, truncate, out, bad))
                 goto done;
         }
     }
     rc = 0;
 done:
+    modattn_free(prompt);
     json_decref(root);
     modattn_json_take_failure(); /* a refusal while parsing shows as a parse error above */
     if (rc) srv_embed_req_free(out);
@@ -438,15 +494,16 @@ static void tb_json_string(srv_buf *b, const char *s) {
 }
 
 char *srv_embeddings_body(const srv_api *api, const srv_embed_req *r, const float *vec) {
+    const size_t D = r->dims ? r->dims : api->dim; /* Matryoshka: cut by the server (server.c) */
     srv_buf b = {0};
-    srv_buf_reserve(&b, r->n * api->dim * (r->base64 ? 6 : 17) + 256);
+    srv_buf_reserve(&b, r->n * D * (r->base64 ? 6 : 17) + 256);
     srv_buf_put(&b, "{\"object\":\"list\",\"data\":[", 25);
     for (size_t i = 0; i < r->n && !b.failed; i++) {
         srv_buf_printf(&b, "%s{\"object\":\"embedding\",\"index\":%zu,\"embedding\":", i ? "," : "", i);
-        const float *v = vec + i * api->dim;
+        const float *v = vec + i * D;
         if (r->base64) {
             /* little-endian float32 bytes (this host is little-endian: x86-64, AArch64) */
-            gchar *enc = g_base64_encode((const guchar *)v, api->dim * sizeof(float));
+            gchar *enc = g_base64_encode((const guchar *)v, D * sizeof(float));
             if (!enc) b.failed = true;
             else {
                 srv_buf_put(&b, "\"", 1);
@@ -455,10 +512,10 @@ char *srv_embeddings_body(const srv_api *api, const srv_embed_req *r, const floa
                 g_free(enc);
             }
         } else {
-            srv_buf_reserve(&b, api->dim * 18 + 4);
+            srv_buf_reserve(&b, D * 18 + 4);
             if (b.failed) break;
             b.p[b.n++] = '[';
-            for (size_t k = 0; k < api->dim; k++) {
+            for (size_t k = 0; k < D; k++) {
                 int w = snprintf(b.p + b.n, b.cap - b.n, k ? ",%.9g" : "%.9g", (double)v[k]);
                 b.n += (size_t)w;
             }
@@ -480,6 +537,7 @@ void srv_search_req_free(srv_search_req *r) {
     modattn_free(r->query);
     modattn_free(r->path_prefix);
     modattn_free(r->ids);
+    modattn_free(r->prompt);
     memset(r, 0, sizeof *r);
 }
 
@@ -568,9 +626,18 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
+    /* the query's prompt (the model's query prompt unless the request names one) */
+    if (take_prompt(api, root, MODATTN_EMBED_QUERY, &out->prompt, &out->prompt_given, bad)) goto done;
+    size_t ql = json_string_length(q);
+    char *pq = NULL;
+    const char *qtext = json_string_value(q);
+    if (*out->prompt && !(qtext = pq = prompted(out->prompt, qtext, ql, &ql))) {
+        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        goto done;
+    }
     /* a query longer than the model's length is cut, as `modattn search` does */
-    int st = modattn_model_tokenize(api->model, json_string_value(q), json_string_length(q), out->ids,
-                                    api->max_tokens, &out->count);
+    int st = modattn_model_tokenize(api->model, qtext, ql, out->ids, api->max_tokens, &out->count);
+    modattn_free(pq);
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing the query");
         goto done;
@@ -679,9 +746,19 @@ int srv_openapi_for(const srv_api *api, char **doc) {
         json_t *m = at(S, models[i]);
         if (m) json_object_set_new(m, "enum", json_pack("[s, n]", api->model_id));
     }
+    /* the model's prompt names (null: none named) */
+    const char *pnames[] = {"EmbeddingsRequest.properties.prompt_name", "SearchRequest.properties.prompt_name"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *pn = at(S, pnames[i]), *e = pn ? json_array() : NULL;
+        for (size_t k = 0; e && k < modattn_model_prompt_count(api->model); k++) {
+            const char *name = NULL;
+            if (modattn_model_prompt_at(api->model, k, &name, NULL) == 0) json_array_append_new(e, json_string(name));
+        }
+        if (e) json_array_append_new(e, json_null()), json_object_set_new(pn, "enum", e);
+    }
     json_t *dims = at(S, "EmbeddingsRequest.properties.dimensions");
     if (dims) {
-        json_object_set_new(dims, "minimum", json_integer((json_int_t)api->dim));
+        json_object_set_new(dims, "minimum", json_integer(1));
         json_object_set_new(dims, "maximum", json_integer((json_int_t)api->dim));
     }
     json_t *ids = at(S, "TokenIds.items");

@@ -132,13 +132,18 @@ static void run_search(executor *x, srv_job *job) {
 static void search_in_snapshot(executor *x, srv_job *job) {
     srv_batcher *b = x->b;
     int st;
-    const modattn_model_info *info = modattn_model_get_info(b->cfg.model);
-    modattn_store_model sm = modattn_store_model_of(info);
-    if ((st = modattn_store_check_model(x->store, &sm))) {
-        set_error(job, 503, "%s", st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet"
-                                                          : modattn_last_error());
+    /* the query's prompt (resolved when the request was read) and the store's dimensions */
+    modattn_embed_options asked = {.prompt = job->prompt ? job->prompt : ""}, eo;
+    modattn_store_model sm;
+    if ((st = modattn_store_embed_options(x->store, b->cfg.model, &asked, true, &eo, &sm)) ||
+        (st = modattn_store_check_model(x->store, &sm))) {
+        /* a prompt the request named that the store was not indexed for: 409, a conflict with the
+         * store (the request itself is well-formed) */
+        set_error(job, st == MODATTN_EVERSION && job->prompt_given ? 409 : 503, "%s",
+                  st == MODATTN_ENOTFOUND ? "the store is empty: nothing has been indexed yet" : modattn_last_error());
         return;
     }
+    if (sm.dim < modattn_model_dim(b->cfg.model)) modattn_model_cut_dims(b->cfg.model, job->out, 1, sm.dim);
     uint64_t gen = 0; /* (read here too so that a store that cannot be read says so, 503) */
     if ((st = modattn_store_generation(x->store, &gen))) {
         set_error(job, 503, "the store cannot be read: %s", modattn_last_error());

@@ -411,6 +411,8 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
         r->job.rrf_k = r->sr.rrf_k;
         r->job.query = r->sr.query;
         r->job.query_len = r->sr.query_len;
+        r->job.prompt = r->sr.prompt;
+        r->job.prompt_given = r->sr.prompt_given;
     }
     r->state = ST_QUEUED;
     MHD_suspend_connection(r->conn); /* before submitting: the job may finish at once */
@@ -460,8 +462,12 @@ static enum MHD_Result finish_job(req *r) {
     if (r->job.expired)
         return respond_error(r, 503, r->job.message, NULL, "queue_timeout", MHD_HTTP_HEADER_RETRY_AFTER, "1", false);
     if (r->job.http_status)
-        return respond_error(r, r->job.http_status, r->job.message, r->job.http_status == 400 ? "mode" : NULL,
+        return respond_error(r, r->job.http_status, r->job.message,
+                             r->job.http_status == 409   ? "prompt"
+                             : r->job.http_status == 400 ? "mode"
+                                                         : NULL,
                              r->job.http_status == 503   ? "unavailable"
+                             : r->job.http_status == 409 ? "prompt_mismatch"
                              : r->job.http_status == 400 ? "no_keyword_index"
                                                          : "internal_error",
                              NULL, NULL, false);
@@ -474,7 +480,9 @@ static enum MHD_Result finish_job(req *r) {
         return respond_json(r, 200, srv_rerank_body(&s->api, &r->rr, r->vectors));
     }
     if (r->route == SRV_ROUTE_EMBEDDINGS) {
-        for (size_t i = 0; i < r->er.n * s->api.dim; i++) /* JSON has no NaN or infinity */
+        if (r->er.dims && r->er.dims < s->api.dim) /* Matryoshka: the first dims, normalised again */
+            modattn_model_cut_dims(s->api.model, r->vectors, r->er.n, r->er.dims);
+        for (size_t i = 0; i < r->er.n * (r->er.dims ? r->er.dims : s->api.dim); i++) /* JSON has no NaN or infinity */
             if (!isfinite(r->vectors[i]))
                 return respond_error(r, 500, "the model gave a value that is not a finite number", NULL,
                                      "internal_error", NULL, NULL, false);

@@ -221,6 +221,8 @@ struct srv_job {
     double rrf_k;
     const char *query;        /* the text (keywords, snippets) */
     size_t query_len;
+    const char *prompt;       /* the query's prompt ("" none): the store must have been indexed for it */
+    bool prompt_given;
     modattn_search_result *results;
     size_t nresults;
     bool vectors_mapped;
@@ -307,6 +309,8 @@ typedef struct srv_embed_req {
     size_t *counts;
     bool base64;
     size_t prompt_tokens;
+    size_t dims;              /* the vectors' size in the response ("dimensions", else the model's
+                               * truncate_dim, else all): cut after embedding (modattn_model_cut_dims) */
 } srv_embed_req;
 typedef struct srv_bad {
     int status;
@@ -329,6 +333,9 @@ typedef struct srv_search_req {
     size_t query_len;
     int32_t *ids;
     size_t count;
+    char *prompt;             /* the query's prompt (resolved: "prompt", "prompt_name" or the model's
+                               * query prompt; "" none), prepended before tokenising */
+    bool prompt_given;        /* the request named one */
 } srv_search_req;
 int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad);
 void srv_search_req_free(srv_search_req *r);

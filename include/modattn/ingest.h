@@ -222,6 +222,13 @@ typedef struct modattn_index_options {
      * non-zero stops the run at once. What was committed stays; the return is 0 with
      * stats->cancelled set. Called on the indexing thread. */
     int (*cancel)(void *ud);
+    /* How chunks are embedded (modattn_model_embed_opt; NULL: the defaults): the prompt (by default
+     * the model's document prompt, encode_document's choice) and the dimensions (by default the
+     * store's, else the model's). Both are recorded in the store (modattn_store_embed_options) and
+     * a store made with others refuses the run. A prompt's word pieces count toward the model's
+     * max_seq_length, so chunks are made that much shorter (an explicit chunk_tokens that leaves
+     * no room for them is refused). */
+    const modattn_embed_options *embed;
 } modattn_index_options;
 
 /* Walks paths (files and folders, recursively; symbolic links followed, loops detected and

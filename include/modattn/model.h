@@ -79,6 +79,12 @@ typedef struct modattn_model_info {
      * "" when a device was named */
     char device_choice[512];
     unsigned device_auto_passed_over; /* devices that failed to load it and were passed over */
+    /* config_sentence_transformers.json (modattn_model_embed_opt): the prompt a query and a document
+     * get by default (encode_query's and encode_document's choice; NULL: none), and "truncate_dim"
+     * (0: none declared) */
+    const char *query_prompt;
+    const char *document_prompt;
+    size_t truncate_dim;
 } modattn_model_info;
 
 /* Load the model in `dir`. `ctx` is borrowed: it must outlive the model; its policy and thread
@@ -177,7 +183,8 @@ int modattn_model_load_tokenizer(const modattn_model *model, struct modattn_toke
  * and no chance of a file changed on disk since the model was loaded. */
 const struct modattn_tokenizer *modattn_model_tokenizer(const modattn_model *model);
 
-/* Embed n texts. texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts; a NULL
+/* Embed n texts, as they are (no prompt, the whole vector: modattn_model_embed_opt below applies
+ * the model's prompts and dimensions). texts[i] has lens[i] bytes (lens may be NULL: NUL-terminated texts; a NULL
  * texts[i] is the empty text, EINVAL if lens[i] > 0). Nothing is kept after the call returns:
  * activations come from one arena (MODATTN_MEM_ACTIVATIONS) sized for the call's largest batch
  * and freed before returning. A text's embedding does not depend on the other texts of the
@@ -201,6 +208,60 @@ int modattn_model_embed_ids(modattn_model *model, const int32_t *const *ids,
 /* The same in a session (see modattn_model_embed_with). */
 int modattn_model_embed_ids_with(modattn_model *model, modattn_session *session, const int32_t *const *ids,
                                  const size_t *counts, size_t n, float *out);
+
+/* ---- Prompts and Matryoshka dimensions, as sentence-transformers' encode / encode_query /
+ * encode_document (model/prompts.c). config_sentence_transformers.json's "prompts" (name -> text),
+ * "default_prompt_name" and "truncate_dim" are read at load (a missing file: none of them).
+ *
+ * A prompt is prepended to each text before tokenisation, so its word pieces count toward the
+ * max_seq_length truncation, and pooling covers them (a Pooling config with "include_prompt":
+ * false is refused when a prompt is used). An empty prompt is no prompt. Which prompt, first that
+ * applies: options.prompt (the text itself), options.prompt_name (MODATTN_ENOTFOUND listing the
+ * model's prompts when it has no such name), the task's (query: the prompt named "query";
+ * document: the first of "document", "passage", "corpus" the model has), default_prompt_name's.
+ *
+ * dimensions (Matryoshka): the first N components of the vector; when the model normalises
+ * (a Normalize module) the cut vector is L2-normalised again, so that it stays a unit vector
+ * (sentence-transformers' encode(truncate_dim=N, normalize_embeddings=True)); otherwise it is the
+ * cut alone (encode(truncate_dim=N)). 0: the model's truncate_dim when its config declares one,
+ * else the whole vector. 1 <= N <= modattn_model_dim, else MODATTN_EINVAL. */
+typedef enum modattn_embed_task {
+    MODATTN_EMBED_PLAIN = 0,   /* encode: default_prompt_name's prompt, if any */
+    MODATTN_EMBED_QUERY,       /* encode_query */
+    MODATTN_EMBED_DOCUMENT,    /* encode_document */
+} modattn_embed_task;
+
+typedef struct modattn_embed_options {
+    const char *prompt;        /* the prompt's text (NULL: by name, task or default) */
+    const char *prompt_name;   /* a name in the model's prompts */
+    modattn_embed_task task;
+    size_t dimensions;         /* 0: the model's (its truncate_dim, else all) */
+} modattn_embed_options;
+
+/* The model's prompts in the file's order: 0 with *name and *text (owned by the model), or
+ * MODATTN_ERANGE past the last. */
+size_t modattn_model_prompt_count(const modattn_model *model);
+int modattn_model_prompt_at(const modattn_model *model, size_t i, const char **name, const char **text);
+/* default_prompt_name, or NULL. */
+const char *modattn_model_default_prompt_name(const modattn_model *model);
+/* The prompt options (NULL: defaults) give: *text NULL when none applies (or it is empty), else
+ * the model's string or options->prompt; *name (may be NULL) the prompt's name or NULL when given
+ * as text. MODATTN_ENOTFOUND for an unknown name, the message listing the model's prompts. */
+int modattn_model_resolve_prompt(const modattn_model *model, const modattn_embed_options *opt, const char **text,
+                                 const char **name);
+/* The vector size the options give (0 with the error set when dimensions is out of range). */
+size_t modattn_model_embed_dim(const modattn_model *model, const modattn_embed_options *opt);
+
+/* modattn_model_embed(_with) with the options (NULL: defaults): out is [n, modattn_model_embed_dim]
+ * and ntokens_out counts the prompt's word pieces too. session NULL: the model's own threads
+ * (modattn_model_embed), else as modattn_model_embed_with. */
+int modattn_model_embed_opt(modattn_model *model, modattn_session *session, const modattn_embed_options *opt,
+                            const char *const *texts, const size_t *lens, size_t n, float *out,
+                            int32_t *ntokens_out);
+/* Cuts n vectors of the model's full dimension in place to `dims` components each (rows packed to
+ * [n, dims]), L2-normalising them again when the model normalises. What modattn_model_embed_opt does
+ * after embedding; for callers that embed token ids themselves (a server's batcher). */
+void modattn_model_cut_dims(const modattn_model *model, float *vecs, size_t n, size_t dims);
 
 #ifdef __cplusplus
 }

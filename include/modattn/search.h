@@ -149,6 +149,11 @@ typedef struct modattn_search_params {
     modattn_search_index index; /* the vector ranking: the store's ANN index when usable, or exact */
     const struct modattn_ann_params *ann; /* ANN search parameters (efSearch, nprobe, rescore) for
                                          * this search; NULL: the index's own */
+    /* How the query is embedded (modattn_model_embed_opt; NULL: the defaults): the prompt (by
+     * default the model's query prompt, encode_query's choice) and the dimensions (always the
+     * store's: set them only to say so). A store indexed for another query prompt or cut to other
+     * dimensions refuses the search (MODATTN_EVERSION, naming the fix). */
+    const struct modattn_embed_options *embed;
 } modattn_search_params;
 
 /* What a search did beyond its results. */

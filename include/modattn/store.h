@@ -94,13 +94,33 @@ typedef struct modattn_store_model {
     /* modattn_precision_name(info.precision): recorded with a new store's model, and named when
      * a model of another precision is refused (the identity already differs). NULL: "fp32". */
     const char *precision;
+    /* The prompts its vectors are made with (modattn_model_embed_opt): the text prepended to each
+     * chunk when indexing and to each query when searching; "": none; NULL: not compared (a search
+     * embeds no chunk). Recorded with a new store's model (a store made before prompts were
+     * recorded has none) and compared, so that a store indexed with one prompt refuses a search
+     * with another. */
+    const char *document_prompt;
+    const char *query_prompt;
 } modattn_store_model;
 
 /* The identity of a loaded model (modattn_model_get_info) as a store records it: every field from
- * info (name, weights hash, dim, identity, the precision's name), pointing into info, which must
+ * info (name, weights hash, dim, identity, the precision's name, the query and document prompts;
+ * a caller that embeds with other prompts or dimensions sets them after), pointing into info, which must
  * outlive the result. The one way to build it, so that what is compared cannot drift. */
 struct modattn_model_info;
 modattn_store_model modattn_store_model_of(const struct modattn_model_info *info);
+
+/* How to embed for this store with model (modattn_model_embed_opt): *eo is `asked` (NULL: the
+ * defaults) with the task (query: a search's; else the indexer's documents) and, when asked gives
+ * none, the dimensions the store's vectors have (a store of this model's weights cut to fewer);
+ * *sm the identity to check or bind: the model's, with those dimensions and the resolved prompt
+ * (a query's: the document prompt is then not compared). Errors: an unknown prompt name, dimensions
+ * out of range (MODATTN_EINVAL). s NULL: no store to follow. */
+struct modattn_model;
+struct modattn_embed_options;
+int modattn_store_embed_options(modattn_store *s, const struct modattn_model *model,
+                                const struct modattn_embed_options *asked, bool query,
+                                struct modattn_embed_options *eo, modattn_store_model *sm);
 
 /* Records the model in a store that has none; accepts the same model again; refuses another one
  * (other name, weights hash or dimension) with MODATTN_EVERSION and a message naming both. */
@@ -124,6 +144,9 @@ int modattn_store_get_roots(modattn_store *s, char ***out, size_t *n);
 /* The precision its vectors were made in ("fp32", "bf16", "int8"; "fp32" for stores made before
  * precisions were recorded), into buf (len >= 8). */
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len);
+/* The prompt its chunks (document) or its queries (query) are embedded with, into buf ("" when none;
+ * MODATTN_ERANGE when it does not fit in len). */
+int modattn_store_get_prompt(modattn_store *s, bool query, char *buf, size_t len);
 
 /* ---- documents */
 typedef struct modattn_store_doc {

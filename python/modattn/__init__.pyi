@@ -67,6 +67,10 @@ class Model:
         normalize_embeddings: Optional[bool] = None,
         show_progress_bar: bool = False,
         convert_to_numpy: bool = True,
+        *,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
     ) -> _F32: ...
     @overload
     def encode(
@@ -76,6 +80,10 @@ class Model:
         normalize_embeddings: Optional[bool] = None,
         show_progress_bar: bool = False,
         convert_to_numpy: Literal[True] = True,
+        *,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
     ) -> _F32: ...
     @overload
     def encode(
@@ -86,6 +94,9 @@ class Model:
         show_progress_bar: bool = False,
         *,
         convert_to_numpy: Literal[False],
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
     ) -> List[_F32]: ...
     @overload
     def encode(
@@ -95,6 +106,34 @@ class Model:
         normalize_embeddings: Optional[bool] = None,
         show_progress_bar: bool = False,
         convert_to_numpy: bool = True,
+        *,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
+    ) -> Union[_F32, List[_F32]]: ...
+    def encode_query(
+        self,
+        texts: Union[_Text, Sequence[_Text]],
+        batch_size: int = 32,
+        normalize_embeddings: Optional[bool] = None,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = True,
+        *,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
+    ) -> Union[_F32, List[_F32]]: ...
+    def encode_document(
+        self,
+        texts: Union[_Text, Sequence[_Text]],
+        batch_size: int = 32,
+        normalize_embeddings: Optional[bool] = None,
+        show_progress_bar: bool = False,
+        convert_to_numpy: bool = True,
+        *,
+        prompt_name: Optional[str] = None,
+        prompt: Optional[str] = None,
+        truncate_dim: Optional[int] = None,
     ) -> Union[_F32, List[_F32]]: ...
     @overload
     def tokenize(self, texts: _Text) -> List[int]: ...  # type: ignore[overload-overlap]

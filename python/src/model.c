@@ -275,15 +275,41 @@ static void progress(Py_ssize_t done, Py_ssize_t n, bool end) {
     pm_exc_give_back(&saved);
 }
 
-static PyObject *model_encode(pm_model *self, PyObject *args, PyObject *kw) {
+/* encode, encode_query, encode_document: sentence-transformers' choice of prompt per task */
+static PyObject *encode_task(pm_model *self, PyObject *args, PyObject *kw, modattn_embed_task task) {
     static char *kwlist[] = {"texts", "batch_size", "normalize_embeddings", "show_progress_bar",
-                             "convert_to_numpy", "sentences", NULL};
-    PyObject *obj = NULL, *norm_obj = Py_None, *sentences = NULL;
+                             "convert_to_numpy", "sentences", "prompt_name", "prompt", "truncate_dim", NULL};
+    PyObject *obj = NULL, *norm_obj = Py_None, *sentences = NULL, *tdim_obj = Py_None;
     Py_ssize_t batch_size = 32;
     int show = 0, to_numpy = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnOppO:encode", kwlist, &obj, &batch_size, &norm_obj, &show,
-                                     &to_numpy, &sentences))
+    const char *prompt_name = NULL, *prompt = NULL;
+    Py_ssize_t prompt_len = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnOppOzz#O:encode", kwlist, &obj, &batch_size, &norm_obj, &show,
+                                     &to_numpy, &sentences, &prompt_name, &prompt, &prompt_len, &tdim_obj))
         return NULL;
+    if (prompt && strlen(prompt) != (size_t)prompt_len) {
+        pm_invalid("prompt holds U+0000");
+        return NULL;
+    }
+    modattn_embed_options eo = {.prompt = prompt, .prompt_name = prompt && prompt_name ? NULL : prompt_name,
+                                .task = task};
+    if (tdim_obj != Py_None) {
+        Py_ssize_t td = PyNumber_AsSsize_t(tdim_obj, PyExc_OverflowError);
+        if (td == -1 && PyErr_Occurred()) return NULL;
+        if (!PyLong_Check(tdim_obj) || td < 1 || (size_t)td > self->info->dim) {
+            pm_invalid("truncate_dim=%zd: expected an integer from 1 to the model's dimension, %zu", td,
+                       self->info->dim);
+            return NULL;
+        }
+        eo.dimensions = (size_t)td;
+    }
+    {
+        const char *t = NULL;
+        if (modattn_model_resolve_prompt(self->model, &eo, &t, NULL)) {
+            pm_invalid("%s", modattn_last_error());
+            return NULL;
+        }
+    }
     if (!pm_model_check_run((PyObject *)self)) return NULL;
     if (obj && sentences) {
         PyErr_SetString(PyExc_TypeError, "encode() got both texts and sentences");
@@ -306,7 +332,7 @@ static PyObject *model_encode(pm_model *self, PyObject *args, PyObject *kw) {
 
     texts t;
     if (texts_get(obj, &t) < 0) return NULL;
-    const size_t dim = self->info->dim;
+    const size_t dim = modattn_model_embed_dim(self->model, &eo);
     const Py_ssize_t n = t.n;
     Py_ssize_t shape[2] = {n, (Py_ssize_t)dim};
     PyObject *arr = t.single ? pm_empty_f32(1, shape + 1) : pm_empty_f32(2, shape);
@@ -346,7 +372,7 @@ static PyObject *model_encode(pm_model *self, PyObject *args, PyObject *kw) {
         pm_error e;
         int st;
         PM_BEGIN_CALL
-        st = modattn_model_embed_with(self->model, session, cptr, clen, cnt, cout, NULL);
+        st = modattn_model_embed_opt(self->model, session, &eo, cptr, clen, cnt, cout, NULL);
         if (st) {
             pm_capture(&e, st);
         } else {
@@ -386,6 +412,16 @@ done:
     Py_DECREF(arr);
     texts_free(&t);
     return result;
+}
+
+static PyObject *model_encode(pm_model *self, PyObject *args, PyObject *kw) {
+    return encode_task(self, args, kw, MODATTN_EMBED_PLAIN);
+}
+static PyObject *model_encode_query(pm_model *self, PyObject *args, PyObject *kw) {
+    return encode_task(self, args, kw, MODATTN_EMBED_QUERY);
+}
+static PyObject *model_encode_document(pm_model *self, PyObject *args, PyObject *kw) {
+    return encode_task(self, args, kw, MODATTN_EMBED_DOCUMENT);
 }
 
 /* ------------------------------------------------------------------ tokenize */
@@ -529,7 +565,8 @@ static PyGetSetDef model_getset[] = {
 
 static PyMethodDef model_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))model_encode, METH_VARARGS | METH_KEYWORDS,
-     "encode($self, texts, batch_size=32, normalize_embeddings=None, show_progress_bar=False, convert_to_numpy=True)\n"
+     "encode($self, texts, batch_size=32, normalize_embeddings=None, show_progress_bar=False, convert_to_numpy=True,\n"
+     "       prompt_name=None, prompt=None, truncate_dim=None)\n"
      "--\n\n"
      "Embeddings of texts (a str, or a list of str) as a float32 numpy array: (dim,) for one str,\n"
      "(len(texts), dim) for a list. The vectors equal `modattn embed`'s bit for bit and do not\n"
@@ -537,7 +574,20 @@ static PyMethodDef model_methods[] = {
      "Ctrl-C is seen between them. normalize_embeddings=True L2-normalises (a model with a\n"
      "Normalize module already does; None and False leave the model's output as it is).\n"
      "bytes items are taken as UTF-8 (invalid sequences become U+FFFD). The GIL is released\n"
-     "while the model runs: threads may encode with one Model at once."},
+     "while the model runs: threads may encode with one Model at once.\n"
+     "prompt_name=NAME puts the model's prompt NAME (config_sentence_transformers.json) before\n"
+     "each text, prompt=TEXT that text; neither: its default_prompt_name's, as sentence-\n"
+     "transformers' encode. truncate_dim=N keeps the first N dimensions (Matryoshka; default: the\n"
+     "model's truncate_dim), L2-normalised again when the model normalises."},
+    {"encode_query", (PyCFunction)(void (*)(void))model_encode_query, METH_VARARGS | METH_KEYWORDS,
+     "encode_query($self, texts, batch_size=32, normalize_embeddings=None, show_progress_bar=False, "
+     "convert_to_numpy=True, prompt_name=None, prompt=None, truncate_dim=None)\n--\n\n"
+     "encode with the model's \"query\" prompt unless one is given (sentence-transformers' encode_query)."},
+    {"encode_document", (PyCFunction)(void (*)(void))model_encode_document, METH_VARARGS | METH_KEYWORDS,
+     "encode_document($self, texts, batch_size=32, normalize_embeddings=None, show_progress_bar=False, "
+     "convert_to_numpy=True, prompt_name=None, prompt=None, truncate_dim=None)\n--\n\n"
+     "encode with the model's first prompt of \"document\", \"passage\", \"corpus\" unless one is given\n"
+     "(sentence-transformers' encode_document; \"document\" is always there, empty unless set)."},
     {"tokenize", (PyCFunction)(void (*)(void))model_tokenize, METH_VARARGS | METH_KEYWORDS,
      "tokenize($self, texts)\n--\n\n"
      "Token ids as encode feeds them to the model ([CLS] ... [SEP], truncated to max_seq_length):\n"

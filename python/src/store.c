@@ -54,9 +54,12 @@ static int store_ready(pm_store *self) {
 }
 
 /* Raises: ModelMismatchError for a store of another model, as the library says. */
-static int check_model(modattn_store *st, const modattn_model_info *in, pm_error *e) {
-    modattn_store_model sm = modattn_store_model_of(in);
-    int r = modattn_store_check_model(st, &sm);
+static int check_model(modattn_store *st, const modattn_model *m, pm_error *e) {
+    /* as a search checks it: the store's dimensions, the model's query prompt */
+    modattn_embed_options eo;
+    modattn_store_model sm;
+    int r = modattn_store_embed_options(st, m, NULL, true, &eo, &sm);
+    if (!r) r = modattn_store_check_model(st, &sm);
     if (r == MODATTN_ENOTFOUND) return 0; /* nothing indexed yet: the first index() binds it */
     if (r) pm_capture(e, r);
     return r;
@@ -93,7 +96,7 @@ static int store_init(pm_store *self, PyObject *args, PyObject *kw) {
     r = modattn_store_open(path, readonly ? MODATTN_STORE_READONLY : MODATTN_STORE_CREATE, &st);
     if (r) {
         pm_capture(&e, r);
-    } else if ((r = check_model(st, model->info, &e))) {
+    } else if ((r = check_model(st, model->model, &e))) {
         stage = "the store belongs to another model";
         modattn_store_close(st);
         st = NULL;
@@ -461,9 +464,10 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
     if (!self->store) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
-        const modattn_model_info *in = self->model->info;
-        modattn_store_model sm = modattn_store_model_of(in);
-        st = modattn_store_check_model(self->store, &sm);
+        modattn_embed_options eo;
+        modattn_store_model sm;
+        st = modattn_store_embed_options(self->store, self->model->model, NULL, true, &eo, &sm);
+        if (!st) st = modattn_store_check_model(self->store, &sm);
         if (st == MODATTN_ENOTFOUND) { /* nothing indexed: no results */
             empty = true;
             st = 0;

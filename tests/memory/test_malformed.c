@@ -82,6 +82,8 @@ static void try_load(const char *what, size_t variant) {
         const char *txt = "a test";
         float *out = malloc(modattn_model_dim(m) * sizeof(float) + 4);
         (void)modattn_model_embed(m, &txt, NULL, 1, out, NULL); /* may fail cleanly: must not crash */
+        modattn_embed_options q = {.task = MODATTN_EMBED_QUERY}; /* with its prompts and truncate_dim */
+        (void)modattn_model_embed_opt(m, NULL, &q, &txt, NULL, 1, out, NULL);
         free(out);
         modattn_model_free(m);
     } else {
@@ -143,7 +145,7 @@ static void store_mutants(void) {
     snprintf(db, sizeof db, "%s/store.db", g_tmp);
     modattn_store *s;
     CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
-    modattn_store_model sm = {"test-model", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model sm = {"test-model", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &sm) == 0);
     CHECK(modattn_store_begin(s) == 0);
     for (int d = 0; d < 3; d++) {
@@ -279,6 +281,18 @@ int main(void) {
     CHECK(cfg != NULL);
     mutate_file("config.json", cfg, n, n, 1, 0);
     free(cfg);
+
+    /* config_sentence_transformers.json (prompts, default_prompt_name, truncate_dim): every prefix,
+     * 1,000 flips; then gone again (the other mutants' folder has none) */
+    unsigned char *pcfg = slurp("tests/fixtures/prompt_model/config_default.json", &n);
+    CHECK(pcfg != NULL);
+    mutate_file("config_sentence_transformers.json", pcfg, n, n, 1, 0);
+    free(pcfg);
+    {
+        char pp[1100];
+        snprintf(pp, sizeof pp, "%s/config_sentence_transformers.json", g_model);
+        unlink(pp);
+    }
 
     /* model.safetensors: every prefix of the header region, 1,000 flips in it (the data after the
      * header is a sparse hole of the right size, so the mutant is as long as the real file) */

@@ -166,7 +166,7 @@ static modattn_store *make_store(const char *path, int ndocs) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return NULL;
-    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL, NULL};
+    modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     char docpath[64];
     for (int d = 0; d < ndocs; d++) {
@@ -516,7 +516,7 @@ int main(void) {
         snprintf(ann2, sizeof ann2, "%s.ann", db2);
         modattn_store *s2 = NULL;
         CHECK(modattn_store_open(db2, MODATTN_STORE_CREATE, &s2) == 0);
-        modattn_store_model m2 = {"other-model", "fedcba9876543210", DIM, NULL, NULL};
+        modattn_store_model m2 = {"other-model", "fedcba9876543210", DIM, NULL, NULL, NULL, NULL};
         CHECK(s2 && modattn_store_bind_model(s2, &m2) == 0);
         if (s2) {
             copy_file(keep, ann2);

@@ -812,7 +812,7 @@ static void test_keywords_pruned(const char *dir) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
-    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     float vec[4] = {1, 0, 0, 0};
     uint64_t x = 88172645463325252ull;
@@ -909,7 +909,7 @@ static void test_keywords(const char *dir) {
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
     CHECK(modattn_store_has_keywords(s));
-    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     static const char *const texts[] = {"The lighthouse keeper lit the lamp.", "Error E4021: the pool is exhausted.",
                                         "Café au lait and croissants.", "Nothing in common here at all."};
@@ -984,31 +984,31 @@ static void test_store(const char *dir) {
     CHECK_ERR(modattn_store_open(path, 0, &s), MODATTN_ENOTFOUND, "run `modattn index` first");
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
-    modattn_store_model a = {"model-a", "0123456789abcdef", 4, NULL, NULL};
-    modattn_store_model b = {"model-b", "fedcba9876543210", 8, NULL, NULL};
+    modattn_store_model a = {"model-a", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
+    modattn_store_model b = {"model-b", "fedcba9876543210", 8, NULL, NULL, NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &a), MODATTN_ENOTFOUND, "no model");
     CHECK(modattn_store_bind_model(s, &a) == 0);
     CHECK(modattn_store_bind_model(s, &a) == 0);
     CHECK_ERR(modattn_store_bind_model(s, &b), MODATTN_EVERSION, "holds embeddings of model model-a");
     CHECK_ERR(modattn_store_check_model(s, &b), MODATTN_EVERSION, "model-b");
-    modattn_store_model a2 = {"model-a", "0123456789abcdee", 4, NULL, NULL}; /* same name, other weights */
+    modattn_store_model a2 = {"model-a", "0123456789abcdee", 4, NULL, NULL, NULL, NULL}; /* same name, other weights */
     CHECK_ERR(modattn_store_check_model(s, &a2), MODATTN_EVERSION, "0123456789abcdee");
     /* identity is content, never the name (issue 18): the same weights under another name are the
      * same model; this store, bound without an identity, gains the first one it is bound with, then
      * compares by it: the same weights with another identity (config, pooling, tokenizer) are not */
-    modattn_store_model renamed = {"a-renamed-copy", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model renamed = {"a-renamed-copy", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_check_model(s, &renamed) == 0);
     /* a store from before identities holds fp32 vectors (none recorded): a bf16 model of the same
      * weights is refused by its precision, not accepted by the weights it shares */
-    modattn_store_model a_bf16 = {"model-a", "0123456789abcdef", 4, NULL, "bf16"};
+    modattn_store_model a_bf16 = {"model-a", "0123456789abcdef", 4, NULL, "bf16", NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &a_bf16), MODATTN_EVERSION, "holds fp32 embeddings");
     CHECK_ERR(modattn_store_bind_model(s, &a_bf16), MODATTN_EVERSION, "--precision fp32");
     char prec[16] = "";
     CHECK(modattn_store_get_precision(s, prec, sizeof prec) == 0 && strcmp(prec, "fp32") == 0);
-    modattn_store_model ia = {"via-a-link", "0123456789abcdef", 4, "1111222233334444", NULL};
+    modattn_store_model ia = {"via-a-link", "0123456789abcdef", 4, "1111222233334444", NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &ia) == 0); /* records the identity */
     CHECK(modattn_store_check_model(s, &ia) == 0);
-    modattn_store_model ib = {"model-a", "0123456789abcdef", 4, "9999222233334444", NULL};
+    modattn_store_model ib = {"model-a", "0123456789abcdef", 4, "9999222233334444", NULL, NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &ib), MODATTN_EVERSION, "the same weights, but a configuration");
     CHECK_ERR(modattn_store_bind_model(s, &ib), MODATTN_EVERSION, "identity 1111222233334444");
 
@@ -1142,7 +1142,7 @@ static int sweep_store(void *arg) {
     char path[512];
     snprintf(path, sizeof path, "%s/sweep-%d.db", c->dir, c->round++);
     modattn_store *s = NULL;
-    modattn_store_model m = {"model-a", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model m = {"model-a", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     float v[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     modattn_store_doc d;
     memset(&d, 0, sizeof d);

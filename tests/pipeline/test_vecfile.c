@@ -148,7 +148,7 @@ int main(void) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(g_db, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return test_finish("test_vecfile");
-    modattn_store_model m = {"vec-model", "00112233445566aa", DIM, NULL, NULL};
+    modattn_store_model m = {"vec-model", "00112233445566aa", DIM, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     uint64_t g0 = 99, g1 = 0;
     CHECK(modattn_store_generation(s, &g0) == 0 && g0 == 0);
@@ -365,7 +365,7 @@ int main(void) {
         snprintf(other, sizeof other, "%s/w.db", dir);
         modattn_store *o = NULL;
         CHECK(modattn_store_open(other, MODATTN_STORE_CREATE, &o) == 0);
-        modattn_store_model om = {"other-model", "ffeeddccbbaa9988", DIM, NULL, NULL};
+        modattn_store_model om = {"other-model", "ffeeddccbbaa9988", DIM, NULL, NULL, NULL, NULL};
         if (o) {
             CHECK(modattn_store_bind_model(o, &om) == 0);
             add_doc(o, "/o.txt", 2);
