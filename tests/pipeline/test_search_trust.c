@@ -50,7 +50,7 @@ static modattn_store *make_store(const char *dir) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return NULL;
-    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     static const char *const texts[] = {
         "This licence applies on the day when it is granted, and on every day after that when the work is used, "
@@ -214,7 +214,7 @@ static void test_required_pruned(const char *dir) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
-    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL};
+    modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     CHECK(modattn_store_bind_model(s, &m) == 0);
     float vec[4] = {1, 0, 0, 0};
     uint64_t x = 88172645463325252ull;
