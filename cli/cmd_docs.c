@@ -14,6 +14,8 @@
 #include "cli/cli.h"
 #include "modattn/ann.h"
 #include "modattn/store.h"
+#include "attn/internal_dispatch.h"
+#include "pipeline/internal_store.h"
 
 typedef struct doc_list {
     char **v;
@@ -84,7 +86,7 @@ int cli_cmd_ls(cli_globals *g, int argc, char **argv) {
     int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
     if (st) return cli_fail("ls: opening the store", st);
     doc_list l = {NULL, 0, 0, prefix, 0};
-    st = modattn_store_each_path(s, collect, &l);
+    st = modattn__store_each_path(s, collect, &l);
     if (!st) st = l.st;
     if (st) {
         list_free(&l);
@@ -95,7 +97,7 @@ int cli_cmd_ls(cli_globals *g, int argc, char **argv) {
     for (size_t i = 0; i < l.n && !st; i++) {
         modattn_store_doc d;
         memset(&d, 0, sizeof d);
-        int k = modattn_store_find_document(s, l.v[i], &d);
+        int k = modattn__store_find_document(s, l.v[i], &d);
         if (k < 0) {
             st = k;
             break;
@@ -177,7 +179,7 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
             else snprintf(abs, sizeof abs, "%.2000s/%.2000s", cwd, paths[i]);
         }
         doc_list l = {NULL, 0, 0, abs, 0};
-        st = modattn_store_each_path(s, collect, &l);
+        st = modattn__store_each_path(s, collect, &l);
         if (!st) st = l.st;
         size_t here = 0;
         for (size_t k = 0; k < l.n && !st; k++) {
@@ -213,7 +215,7 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
             modattn_ctx *ctx = NULL;
             modattn_ann_update au;
             if (cli_open_ctx(g, &ctx) == 0 &&
-                modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, modattn_ctx_exec(ctx), NULL, NULL, &au) != 0)
+                modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, modattn__ctx_exec(ctx), NULL, NULL, &au) != 0)
                 fprintf(stderr, "modattn rm: note: the ANN index was not updated: %s\n", modattn_last_error());
         }
     }

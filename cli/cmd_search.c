@@ -1,5 +1,5 @@
 /* cli/cmd_search.c — `modattn search`: the chunks of a store closest in meaning to a query.
- * Front end only: options and printing; the work is modattn_search (pipeline/search.c). */
+ * Front end only: options and printing; the work is modattn__search (pipeline/search.c). */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -11,6 +11,8 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "attn/internal_dispatch.h"
+#include "pipeline/internal_search.h"
 
 static void search_usage(FILE *f) {
     fprintf(f,
@@ -125,9 +127,9 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     modattn_search_info info;
     if (!queries_file)
-        st = modattn_search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
+        st = modattn__search_with(store, model, query, &sp, modattn__ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
     else
-        st = modattn_search_batch(store, model, (const char *const *)qs, nq, &sp, modattn_ctx_exec(ctx), res, nres,
+        st = modattn__search_batch(store, model, (const char *const *)qs, nq, &sp, modattn__ctx_exec(ctx), res, nres,
                                   &info, notes);
     char nbuf[4 * sizeof info.index_note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 static pthread_once_t g_gmime_once = PTHREAD_ONCE_INIT;
@@ -79,7 +80,7 @@ static void list_attachment(modattn__textw *w, GMimeObject *o) {
 }
 
 static int emit_object(modattn__textw *w, GMimeObject *o, int depth) {
-    if (depth > MAIL_MAX_DEPTH) return modattn_error(MODATTN_EFORMAT, "e-mail: parts nested deeper than %d", MAIL_MAX_DEPTH);
+    if (depth > MAIL_MAX_DEPTH) return modattn__error(MODATTN_EFORMAT, "e-mail: parts nested deeper than %d", MAIL_MAX_DEPTH);
     if (GMIME_IS_MESSAGE_PART(o)) {
         GMimeMessage *m = g_mime_message_part_get_message((GMimeMessagePart *)o);
         modattn__textw_sep(w, 3);
@@ -131,7 +132,7 @@ int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, mo
     memset(out, 0, sizeof *out);
     pthread_once(&g_gmime_once, gmime_setup);
     GMimeStream *stream = g_mime_stream_mem_new_with_buffer(buf, len);
-    if (!stream) return modattn_error(MODATTN_ENOMEM, "GMime: out of memory");
+    if (!stream) return modattn__error(MODATTN_ENOMEM, "GMime: out of memory");
     GMimeParser *parser = g_mime_parser_new_with_stream(stream);
     g_object_unref(stream);
     g_mime_parser_set_format(parser, mbox ? GMIME_FORMAT_MBOX : GMIME_FORMAT_MESSAGE);
@@ -151,7 +152,7 @@ int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, mo
     }
     g_object_unref(parser);
     if (!st && count == 0)
-        st = modattn_error(MODATTN_EFORMAT, mbox ? "not a mailbox: GMime found no message in it"
+        st = modattn__error(MODATTN_EFORMAT, mbox ? "not a mailbox: GMime found no message in it"
                                                  : "not an e-mail message: GMime could not parse it");
     if (st) {
         modattn__tbuf_free(&w.b);

@@ -13,6 +13,10 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/store_ext.h"
 
@@ -51,7 +55,7 @@ static size_t cut_utf8(const unsigned char *p, size_t n, size_t max) {
     return k;
 }
 
-/* The runs of text worth a phrase (see modattn_keyword_query), at most MAX_TERMS, each cut to
+/* The runs of text worth a phrase (see modattn__keyword_query), at most MAX_TERMS, each cut to
  * MAX_TERM_BYTES: starts and lengths into text (valid UTF-8). */
 static size_t runs(const char *text, size_t len, size_t *start, size_t *rlen) {
     size_t n = 0;
@@ -71,8 +75,8 @@ static size_t runs(const char *text, size_t len, size_t *start, size_t *rlen) {
 
 /* The phrases keep[i] of the runs, quoted and joined with OR, into a new string. */
 static int join_runs(const char *text, const size_t *start, const size_t *rlen, const bool *keep, size_t n, char **out) {
-    char *q = modattn_malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * MAX_TERM_BYTES + 6) + 1, MODATTN_MEM_OTHER);
-    if (!q) return modattn_mem_last_status();
+    char *q = modattn__malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * MAX_TERM_BYTES + 6) + 1, MODATTN_MEM_OTHER);
+    if (!q) return modattn__mem_last_status();
     size_t o = 0;
     int terms = 0;
     for (size_t r = 0; r < n; r++) {
@@ -96,15 +100,15 @@ static int join_runs(const char *text, const size_t *start, const size_t *rlen, 
 /* text as valid UTF-8: itself, or a repaired copy in *clean (modattn_free) */
 static int valid_text(const char **text, size_t *len, char **clean) {
     *clean = NULL;
-    if (*len && !modattn_utf8_valid(*text, *len)) {
-        if (!(*clean = modattn_utf8_sanitize(*text, *len, len))) return modattn_mem_last_status();
+    if (*len && !modattn__utf8_valid(*text, *len)) {
+        if (!(*clean = modattn__utf8_sanitize(*text, *len, len))) return modattn__mem_last_status();
         *text = *clean;
     }
     return 0;
 }
 
-int modattn_keyword_query(const char *text, size_t len, char **out) {
-    if (!out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
+int modattn__keyword_query(const char *text, size_t len, char **out) {
+    if (!out || (!text && len)) return modattn__error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
     char *clean = NULL;
     int st = valid_text(&text, &len, &clean);
@@ -117,19 +121,19 @@ int modattn_keyword_query(const char *text, size_t len, char **out) {
 }
 
 /* (a schema-3 store opened by an SQLite without FTS5 is searched by meaning, as one of schema 2) */
-bool modattn_store_has_keywords(const modattn_store *s) {
+bool modattn__store_has_keywords(const modattn_store *s) {
     return s && modattn__store_schema(s) >= 3 && modattn__sqlite_has_fts5();
 }
 
 static int no_index(modattn_store *s) {
-    return modattn_error(MODATTN_EUNSUPPORTED,
+    return modattn__error(MODATTN_EUNSUPPORTED,
                          "%s: the store has no keyword index (schema %d; `modattn index` adds it, where SQLite has FTS5)",
                          modattn_store_path(s), modattn__store_schema(s));
 }
 
 static int sq_fail(modattn_store *s, int rc, const char *what) {
     sqlite3 *db = modattn__store_db(s);
-    return modattn_error(rc == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s", modattn_store_path(s), what,
+    return modattn__error(rc == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s", modattn_store_path(s), what,
                          db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
@@ -197,7 +201,7 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
         return;
     }
     if (kw->have_sizes && kw->gen == gen) return;
-    const uint64_t tr = modattn_trace_begin();
+    const uint64_t tr = modattn__trace_begin();
     kw->have_sizes = false;
     kw->n = 0;
     sqlite3_stmt *q = NULL;
@@ -208,9 +212,9 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         if (kw->n == kw->cap) {
             const size_t nc = kw->cap ? 2 * kw->cap : 4096;
-            int64_t *ni = modattn_realloc(kw->ids, nc * sizeof *ni, MODATTN_MEM_OTHER);
+            int64_t *ni = modattn__realloc(kw->ids, nc * sizeof *ni, MODATTN_MEM_OTHER);
             if (ni) kw->ids = ni;
-            uint32_t *ns = ni ? modattn_realloc(kw->sz, nc * sizeof *ns, MODATTN_MEM_OTHER) : NULL;
+            uint32_t *ns = ni ? modattn__realloc(kw->sz, nc * sizeof *ns, MODATTN_MEM_OTHER) : NULL;
             if (ns) kw->sz = ns;
             if (!ni || !ns) {
                 ok = false;
@@ -233,7 +237,7 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
     if (tr) {
         char shape[32];
         snprintf(shape, sizeof shape, "rows=%zu", kw->n);
-        modattn_trace_end(tr, "search.keyword_sizes", "sqlite", shape, (double)kw->n * 12.0, 0);
+        modattn__trace_end(tr, "search.keyword_sizes", "sqlite", shape, (double)kw->n * 12.0, 0);
     }
 }
 
@@ -280,7 +284,7 @@ static int bm25_prepare(const Fts5ExtensionApi *api, Fts5Context *fts, int skip,
 }
 
 /* modattn_bm25(chunks_fts, skip, w0, w1, ...): BM25 (k1 1.2, b 0.75) over the query's phrases
- * from the skip-th on (those before only select rows: see modattn_store_keyword_topk), each
+ * from the skip-th on (those before only select rows: see modattn__store_keyword_topk), each
  * instance of a phrase in column c counting w_c (1 past the weights given), higher better. */
 static void bm25_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx, int nval, sqlite3_value **vals) {
     const double k1 = 1.2, b = 0.75;
@@ -327,8 +331,8 @@ static fts5_api *fts5_of(sqlite3 *db);
 /* The state, with our functions registered on the connection. */
 static int kw_of(modattn_store *s, kw_state **out) {
     void **slot = modattn__store_ext_slot(s, &kw_ext);
-    if (!slot) return modattn_error(MODATTN_EINVAL, "%s: too many store extensions", modattn_store_path(s));
-    if (!*slot && !(*slot = modattn_calloc(1, sizeof(kw_state), MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    if (!slot) return modattn__error(MODATTN_EINVAL, "%s: too many store extensions", modattn_store_path(s));
+    if (!*slot && !(*slot = modattn__calloc(1, sizeof(kw_state), MODATTN_MEM_OTHER))) return modattn__mem_last_status();
     kw_state *kw = *slot;
     if (!kw->registered) {
         fts5_api *api = fts5_of(modattn__store_db(s));
@@ -336,8 +340,8 @@ static int kw_of(modattn_store *s, kw_state **out) {
         if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "modattn_bm25", kw, bm25_fn, NULL);
         if (rc != SQLITE_OK) /* (no api: SQLite could not run the query that gives it: memory) */
             return rc == SQLITE_NOMEM
-                       ? modattn_error(MODATTN_ENOMEM, "%s: keyword search: out of memory", modattn_store_path(s))
-                       : modattn_error(MODATTN_EIO, "%s: cannot register the keyword functions with FTS5",
+                       ? modattn__error(MODATTN_ENOMEM, "%s: keyword search: out of memory", modattn_store_path(s))
+                       : modattn__error(MODATTN_EIO, "%s: cannot register the keyword functions with FTS5",
                                        modattn_store_path(s));
         kw->registered = true;
     }
@@ -371,7 +375,7 @@ static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, co
         sqlite3_bind_blob(q, 4, path_prefix, (int)strlen(path_prefix), SQLITE_STATIC);
     }
     sqlite3_bind_int(q, 5, skip);
-    const uint64_t tr = modattn_trace_begin();
+    const uint64_t tr = modattn__trace_begin();
     while ((rc = sqlite3_step(q)) == SQLITE_ROW && *n < k) {
         ids[*n] = sqlite3_column_int64(q, 0);
         scores[*n] = sqlite3_column_double(q, 1);
@@ -383,16 +387,16 @@ static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, co
     if (tr) {
         char shape[48];
         snprintf(shape, sizeof shape, "skip=%d k=%zu", skip, k);
-        modattn_trace_end(tr, "search.keyword_pass", "fts5", shape, 0, 0);
+        modattn__trace_end(tr, "search.keyword_pass", "fts5", shape, 0, 0);
     }
     return st;
 }
 
-int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
+int modattn__store_keyword_topk(modattn_store *s, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
                                double *scores, size_t *n) {
-    if (!s || !fts || !n || (k && (!ids || !scores))) return modattn_error(MODATTN_EINVAL, "keyword_topk: NULL argument");
+    if (!s || !fts || !n || (k && (!ids || !scores))) return modattn__error(MODATTN_EINVAL, "keyword_topk: NULL argument");
     *n = 0;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     if (k == 0 || !*fts) return 0;
     sqlite3 *db = modattn__store_db(s);
     kw_state *kw = NULL;
@@ -530,11 +534,11 @@ static int on_query_token(void *ctx, int tflags, const char *token, int ntoken, 
     return SQLITE_OK;
 }
 
-int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
-    if (!s || !out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
+int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
+    if (!s || !out || (!text && len)) return modattn__error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
     if (dropped) *dropped = 0;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     char *clean = NULL;
     int st = valid_text(&text, &len, &clean);
     if (st) return st;
@@ -592,11 +596,11 @@ int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, 
     return st;
 }
 
-int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, modattn_text_span **spans, size_t *n) {
-    if (!s || !fts || !spans || !n) return modattn_error(MODATTN_EINVAL, "keyword_spans: NULL argument");
+int modattn__store_keyword_spans(modattn_store *s, const char *fts, int64_t id, modattn_text_span **spans, size_t *n) {
+    if (!s || !fts || !spans || !n) return modattn__error(MODATTN_EINVAL, "keyword_spans: NULL argument");
     *spans = NULL;
     *n = 0;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     if (!*fts) return 0;
     sqlite3 *db = modattn__store_db(s);
     kw_state *kw = NULL;
@@ -614,8 +618,8 @@ int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, m
         const int64_t *b = sqlite3_column_blob(q, 0);
         const size_t pairs = (size_t)sqlite3_column_bytes(q, 0) / (2 * sizeof(int64_t));
         if (pairs) {
-            modattn_text_span *out = modattn_malloc(pairs * sizeof *out, MODATTN_MEM_OTHER);
-            if (!out) st = modattn_mem_last_status();
+            modattn_text_span *out = modattn__malloc(pairs * sizeof *out, MODATTN_MEM_OTHER);
+            if (!out) st = modattn__mem_last_status();
             else {
                 for (size_t i = 0; i < pairs; i++) out[i] = (modattn_text_span){(size_t)b[2 * i], (size_t)b[2 * i + 1]};
                 *spans = out;
@@ -657,7 +661,7 @@ static int by_df(const void *a, const void *b) {
     return (x->df > y->df) - (x->df < y->df);
 }
 
-/* The phrases of a query that modattn_keyword_query wrote: "a" OR "b""c" OR ... 0 if it is not one. */
+/* The phrases of a query that modattn__keyword_query wrote: "a" OR "b""c" OR ... 0 if it is not one. */
 static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
     size_t n = 0;
     const char *c = fts;
@@ -683,7 +687,7 @@ static size_t parse_phrases(const char *fts, phrase *p, size_t cap) {
 static char *join_phrases(const phrase *p, size_t n, const char *all) {
     size_t len = strlen(all) + 16;
     for (size_t i = 0; i < n; i++) len += p[i].len + 4;
-    char *m = modattn_malloc(len, MODATTN_MEM_OTHER);
+    char *m = modattn__malloc(len, MODATTN_MEM_OTHER);
     if (!m) return NULL;
     size_t o = 0;
     m[o++] = '(';
@@ -736,7 +740,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     while (e0 < np && (p[e0].df < 0 || e0 == 0 || cum + (double)p[e0].df <= budget)) cum += p[e0].df > 0 ? (double)p[e0].df : 0, e0++;
     if (e0 == np) return 0; /* every phrase is rare: the whole query is cheap */
     char *m = join_phrases(p, e0, fts);
-    if (!m) return modattn_mem_last_status();
+    if (!m) return modattn__mem_last_status();
     int st = topk_pass(s, m, (int)e0, k, path_prefix, ids, scores, n);
     modattn_free(m);
     if (st) return st;
@@ -753,7 +757,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     if (c == np - e0) return 0; /* pass A was the whole answer */
     if (!(m = join_phrases(p, np - c, fts))) {
         *n = 0;
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     st = topk_pass(s, m, (int)(np - c), k, path_prefix, ids, scores, n);
     modattn_free(m);

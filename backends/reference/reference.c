@@ -4,9 +4,9 @@
  * Accepts f32 and f64 tensors; with f64 tensors it is the fp64 oracle the conformance suite
  * measures every other implementation against. Written for clarity, not speed.
  *
- * It depends only on modattn/impl.h and libm, so the very same file also builds as a plugin
+ * It depends only on modattn/backend/impl.h and libm, so the very same file also builds as a plugin
  * (-DMODATTN_REFERENCE_PLUGIN: exports modattn_plugin_entry, named "reference_plugin"). */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 
 #include <math.h>
 #include <stdio.h>

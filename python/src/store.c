@@ -7,6 +7,8 @@
  * taken with the GIL released, store first. Nothing here changes process-wide state: SQLite's
  * allocator is left as it is (Python's own sqlite3 module shares libsqlite3). */
 #include "pymodattn.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
 
 #include <math.h>
 #include <string.h>
@@ -299,9 +301,9 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     if (!self->store) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         st = modattn_index_paths(self->store, self->model->model, pv, (size_t)n, &o, &s);
-        secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        secs = (double)(modattn__now_ns() - t0) * 1e-9;
         if (st) pm_capture(&e, st);
     }
     pm_unlock(self->model->own);
@@ -470,7 +472,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
             const char *qs[1] = {query};
             st = self->searcher ? 0 : modattn_searcher_create(self->store, self->model->model, &self->searcher);
             if (!st)
-                st = modattn_searcher_search(self->searcher, qs, 1, &p, modattn_ctx_exec(self->model->ctx), &res, &n,
+                st = modattn_searcher_search(self->searcher, qs, 1, &p, modattn__ctx_exec(self->model->ctx), &res, &n,
                                              NULL, NULL);
             if (st) pm_capture(&e, st);
         }
