@@ -97,7 +97,8 @@ def tree_files():
                 yield f
 
 
-RENAME_RE = re.compile(r"\b(" + "|".join(sorted(map(re.escape, RENAMES), key=len, reverse=True)) + r")\b")
+# whole words, and the linker's --wrap names (__wrap_modattn_now_ns, __real_...) of a test's fakes
+RENAME_RE = re.compile(r"(?:\b|(?<=__wrap_)|(?<=__real_))(" + "|".join(sorted(map(re.escape, RENAMES), key=len, reverse=True)) + r")\b")
 
 
 def rewrite_text(text):
