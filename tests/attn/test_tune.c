@@ -21,10 +21,10 @@
 const modattn_attn_impl *modattn__backend_reference(void);
 
 /* the fake clock: modattn__now_ns() as the library sees it */
-uint64_t __wrap_modattn_now_ns(void);
+uint64_t __wrap_modattn__now_ns(void);
 static _Atomic uint64_t g_fake_ns = 1000000000ull;
 static _Atomic int g_wrapped_calls;
-uint64_t __wrap_modattn_now_ns(void) {
+uint64_t __wrap_modattn__now_ns(void) {
     atomic_fetch_add(&g_wrapped_calls, 1);
     return atomic_load(&g_fake_ns);
 }
