@@ -16,7 +16,7 @@
 #include "modattn/ann.h"
 
 /* The version of these headers; CMake checks it equals project()'s VERSION. */
-#define MODATTN_VERSION_STRING "0.2.0"
+#define MODATTN_VERSION_STRING "0.3.0"
 
 #ifdef __cplusplus
 extern "C" {
