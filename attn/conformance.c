@@ -603,7 +603,7 @@ static int run_guarded(modattn_ctx *ctx, size_t idx, const modattn_attn_call *ca
     modattn_attn_desc d;
     int st = modattn_attn_describe(call, &d);
     if (st) return st;
-    const modattn_exec *ex = modattn__ctx_exec(ctx);
+    const modattn_exec *ex = modattn_ctx_exec(ctx);
     const size_t wb = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &d, ex->nthreads) : 0;
     if (wb > ((size_t)1 << 34)) {
         snprintf(why, len, "asked for a workspace of %zu bytes (over 16 GiB) for this shape", wb);

@@ -28,9 +28,6 @@ int modattn__ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats
 
 uint64_t modattn__ctx_fallbacks(const modattn_ctx *ctx);
 
-/* The host services (thread pool) as handed to implementations. */
-const modattn_exec *modattn__ctx_exec(modattn_ctx *ctx);
-
 #ifdef __cplusplus
 }
 #endif

@@ -388,7 +388,7 @@ const char *modattn_ctx_plugin_error(const modattn_ctx *ctx, size_t i) {
 
 int modattn_ctx_threads(const modattn_ctx *ctx) { return ctx->exec.nthreads; }
 
-const modattn_exec *modattn__ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
+const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
 
 int modattn__ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
     if (i >= ctx->n) return modattn__error(MODATTN_ERANGE, "implementation index %zu out of range", i);

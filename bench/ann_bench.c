@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ann_bench: %s\n", modattn_last_error());
         return 1;
     }
-    const modattn_exec *exec = modattn__ctx_exec(ctx);
+    const modattn_exec *exec = modattn_ctx_exec(ctx);
     size_t qb = 0, gb = 0;
     float *queries = load(argv[2], "queries.f32", &qb);
     int32_t *gt = load(argv[2], "gt.i32", &gb);

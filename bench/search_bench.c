@@ -161,7 +161,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "search_bench: %s\n", modattn_last_error());
         return 1;
     }
-    const modattn_exec *ex = modattn__ctx_exec(ctx);
+    const modattn_exec *ex = modattn_ctx_exec(ctx);
     char cpu[256];
     modattn__cpu_describe(cpu, sizeof cpu);
     modattn_scan_isa isa = modattn__scan_isa_auto();

@@ -215,7 +215,7 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
             modattn_ctx *ctx = NULL;
             modattn_ann_update au;
             if (cli_open_ctx(g, &ctx) == 0 &&
-                modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, modattn__ctx_exec(ctx), NULL, NULL, &au) != 0)
+                modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, modattn_ctx_exec(ctx), NULL, NULL, &au) != 0)
                 fprintf(stderr, "modattn rm: note: the ANN index was not updated: %s\n", modattn_last_error());
         }
     }

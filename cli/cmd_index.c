@@ -40,7 +40,7 @@ int cli_index_open_store(const cli_index_args *a, cli_index_job *j) {
     j->o.on_event = cli_index_on_event;
     j->o.on_progress = cli_index_on_progress;
     j->o.ud = &j->ui;
-    j->o.ann_exec = modattn__ctx_exec(j->ctx);
+    j->o.ann_exec = modattn_ctx_exec(j->ctx);
     return 0;
 }
 
@@ -66,7 +66,7 @@ static void update_ann(const cli_index_args *a, cli_index_job *j) {
     if (a->ann_kind) {
         /* asked for: built (or kept) now, the run's own update (if any) being current already */
         int ast = modattn_store_update_ann(j->store, a->kind, a->ann_params ? &a->annp : NULL,
-                                           a->kind == MODATTN_ANN_NONE, modattn__ctx_exec(j->ctx),
+                                           a->kind == MODATTN_ANN_NONE, modattn_ctx_exec(j->ctx),
                                            cli_index_on_ann_progress, &j->ui, &j->au);
         if (j->ui.tty && !a->quiet) fprintf(stderr, "\r\033[K");
         if (ast) {

@@ -391,7 +391,7 @@ static int index_worker(const cli_index_args *a, mpi_index *m, cli_index_job *j,
         if (m->owner[i] == rank) mine[nmine++] = m->plan[i];
     modattn_index_options o; /* the plain run's options; its events are rank 0's to say */
     cli_index_options(a, &o);
-    o.ann_exec = modattn__ctx_exec(j->ctx);
+    o.ann_exec = modattn_ctx_exec(j->ctx);
     modattn__index_stages emb = {.sink = emit, .ud = m};
     if (nmine && (st = modattn__index_run(NULL, j->model, mine, nmine, &o, &emb, &j->s)))
         return fail_all(rank, "embedding", st);

@@ -245,7 +245,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
             slice_of(&v, v.rows * (size_t)rank / (size_t)size, v.rows * (size_t)(rank + 1) / (size_t)size, &slice);
             for (size_t i = 0; i < nq && !failed; i++) {
                 size_t got = 0;
-                if ((st = modattn__store_vectors_topk(&slice, qn + i * dim, cand, modattn__ctx_exec(ctx), ids + i * cand,
+                if ((st = modattn__store_vectors_topk(&slice, qn + i * dim, cand, modattn_ctx_exec(ctx), ids + i * cand,
                                                      sc + i * cand, &got)))
                     failed = 1, rc = cli_fail("search --mpi: the scan", st);
                 counts[i] = (int)got;
@@ -323,7 +323,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         modattn_free(sub_data);
         modattn_free(sub_ids);
         if ((st = subset_of(&v, pick, np, &sub, &sub_data, &sub_ids)) ||
-            (st = modattn__search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn__ctx_exec(ctx), &res[i],
+            (st = modattn__search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn_ctx_exec(ctx), &res[i],
                                      &nres[i], &notes[i]))) {
             rc = cli_fail(queries_file ? "search --mpi: a query" : "search", st);
             break;

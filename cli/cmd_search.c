@@ -127,9 +127,9 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     modattn_search_info info;
     if (!queries_file)
-        st = modattn__search_with(store, model, query, &sp, modattn__ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
+        st = modattn__search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
     else
-        st = modattn__search_batch(store, model, (const char *const *)qs, nq, &sp, modattn__ctx_exec(ctx), res, nres,
+        st = modattn__search_batch(store, model, (const char *const *)qs, nq, &sp, modattn_ctx_exec(ctx), res, nres,
                                   &info, notes);
     char nbuf[4 * sizeof info.index_note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */

@@ -181,7 +181,7 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         rc = cli_fail("opening the search index", aok);
         goto out;
     }
-    if (a && nrecall > 0 && (st = measure_recall(a, &v, (size_t)nrecall, modattn__ctx_exec(ctx), &rec))) {
+    if (a && nrecall > 0 && (st = measure_recall(a, &v, (size_t)nrecall, modattn_ctx_exec(ctx), &rec))) {
         rc = cli_fail("measuring the recall", st);
         goto out;
     }

@@ -59,8 +59,7 @@ INTERNAL = {
         device_mem_reserve device_mem_release device_mem_get_stats device_row_block
         device_linear_prepare linear_plan_free buffer_alloc buffer_copy buffer_fill buffer_free
         buffer_from_host buffer_read buffer_write tensor_on_buffer""",
-    "dispatch.h": """ctx_impl ctx_impl_stats ctx_fallbacks ctx_exec tune_note session_ctx session_pool
-        session_exec""",
+    "dispatch.h": """ctx_impl ctx_impl_stats ctx_fallbacks tune_note session_ctx session_pool session_exec""",
     "model.h": "",
     "tokenizer.h": "",
     "ingest.h": "path_absolute utf8_valid utf8_sanitize utf16_bom utf16_to_utf8 sniff_unsupported",

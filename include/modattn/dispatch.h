@@ -135,6 +135,9 @@ typedef struct modattn_impl_stats {
     char last_failure[200]; /* the reason of the last failed run ("" if none) */
 } modattn_impl_stats;
 
+/* The host services (the context's thread pool) as handed to implementations; also what the
+ * searcher (modattn_searcher_search, modattn/search.h) takes to spread its scan over threads. */
+const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx);
 
 #ifdef __cplusplus
 }

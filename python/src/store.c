@@ -472,7 +472,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
             const char *qs[1] = {query};
             st = self->searcher ? 0 : modattn_searcher_create(self->store, self->model->model, &self->searcher);
             if (!st)
-                st = modattn_searcher_search(self->searcher, qs, 1, &p, modattn__ctx_exec(self->model->ctx), &res, &n,
+                st = modattn_searcher_search(self->searcher, qs, 1, &p, modattn_ctx_exec(self->model->ctx), &res, &n,
                                              NULL, NULL);
             if (st) pm_capture(&e, st);
         }

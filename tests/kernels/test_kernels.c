@@ -387,7 +387,7 @@ static void test_run_contract(modattn_ctx *ctx, const char *name) {
     long idx = modattn_ctx_find(ctx, name);
     if (idx < 0) return;
     const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
-    const modattn_exec *exec = modattn__ctx_exec(ctx);
+    const modattn_exec *exec = modattn_ctx_exec(ctx);
     g_rng = 7;
     tcase tc;
     tc_make(&tc, 100);

@@ -136,7 +136,7 @@ static int op_search(void *arg) {
     modattn_search_result *r = NULL;
     size_t n = 0;
     modattn_search_params p = {.mode = MODATTN_SEARCH_HYBRID, .k = 3};
-    st = modattn__search_with(s, g_model, "who keeps the bees and their honey", &p, modattn__ctx_exec(g_ctx), &r, &n, NULL, NULL);
+    st = modattn__search_with(s, g_model, "who keeps the bees and their honey", &p, modattn_ctx_exec(g_ctx), &r, &n, NULL, NULL);
     if (st == 0) modattn_search_results_free(r, n);
     sweep_attempts_hint = modattn__mem_fail_counter();
     modattn__mem_fail_nth(0);

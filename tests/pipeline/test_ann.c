@@ -249,7 +249,7 @@ static void check_compact(const char *dir) {
     o.threads = 3;
     o.plugin_path = "";
     CHECK(modattn_ctx_create(&o, &ctx) == 0);
-    const modattn_exec *ex = ctx ? modattn__ctx_exec(ctx) : NULL;
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
     const modattn_ann_kind kinds[] = {MODATTN_ANN_F16, MODATTN_ANN_INT8, MODATTN_ANN_BINARY};
     const double floor_recall[] = {0.99, 0.97, 0.85}, floor_few[] = {0.98, 0.9, 0.3};
     const uint64_t row_bytes[] = {2 * DIM, DIM + 4, 8}; /* DIM 32: f16 64, int8 32 + a scale, binary one word */

@@ -675,7 +675,7 @@ static void test_topk_batch(void) {
     o.threads = 3;
     o.plugin_path = "";
     CHECK(modattn_ctx_create(&o, &ctx) == 0);
-    const modattn_exec *ex = ctx ? modattn__ctx_exec(ctx) : NULL;
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
     test_topk_batch_case(1, 4, 1, 1, NULL, false);
     test_topk_batch_case(5, 3, 4, 10, NULL, false);      /* k > n */
     test_topk_batch_case(1000, 384, 7, 10, NULL, false);
@@ -716,7 +716,7 @@ static void test_topk(void) {
     o.threads = 3;
     o.plugin_path = "";
     CHECK(modattn_ctx_create(&o, &ctx) == 0);
-    const modattn_exec *ex = ctx ? modattn__ctx_exec(ctx) : NULL;
+    const modattn_exec *ex = ctx ? modattn_ctx_exec(ctx) : NULL;
     test_topk_case(MODATTN_TOPK_PARALLEL_ROWS * 3 + 5, 384, 7, ex);
     test_topk_case(MODATTN_TOPK_PARALLEL_ROWS + 1, 33, 100, ex);
     {
@@ -1251,9 +1251,9 @@ static void test_alloc_failures(const char *dir) {
     o.plugin_path = "";
     if (modattn_ctx_create(&o, &ctx) == 0) {
         /* the pool's workers free their start-up argument when they first run: let them */
-        sweep_topk((void *)modattn__ctx_exec(ctx));
-        sweep_allocations("topk", sweep_topk, (void *)modattn__ctx_exec(ctx), 20);
-        sweep_allocations("topk batch", sweep_topk_batch, (void *)modattn__ctx_exec(ctx), 20);
+        sweep_topk((void *)modattn_ctx_exec(ctx));
+        sweep_allocations("topk", sweep_topk, (void *)modattn_ctx_exec(ctx), 20);
+        sweep_allocations("topk batch", sweep_topk_batch, (void *)modattn_ctx_exec(ctx), 20);
         modattn_ctx_free(ctx);
     }
     modattn_tokenizer *tok = NULL;
