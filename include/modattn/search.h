@@ -1,4 +1,7 @@
-/* modattn/search.h — exact top-k search by cosine similarity.
+/* modattn/search.h — searching a store: one searcher (modattn_searcher_create / _search / _free)
+ * with one parameter struct (modattn_search_params: mode hybrid, vector or keyword; k; path prefix;
+ * fusion; exact scan or ANN index). The library's other entry points to the same search (one query,
+ * a batch, an embedded vector, raw top-k over a matrix) are internal (pipeline/internal_search.h).
  *
  * The scan: vectors lie contiguously in memory ([n, dim], L2-normalised, so cosine = dot); the
  * query is dotted with every row by the widest SIMD the CPU has (AVX-512, AVX2+FMA, or portable
@@ -141,7 +144,11 @@ typedef struct modattn_search_info {
 typedef struct modattn_searcher modattn_searcher;
 int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_searcher **out);
 void modattn_searcher_free(modattn_searcher *h); /* NULL is fine */
-/* modattn__search_batch on the held vectors and index (nq = 1 for one query). */
+/* The search: nq queries (nq = 1 for one) on the held vectors and index, ranked as p says (required;
+ * modattn_search_params above). out and nout: [nq] (query i's results in out[i], freed
+ * with modattn_search_results_free(out[i], nout[i])); notes: NULL or [nq]; info may be NULL. On
+ * error every out[i] is NULL and the message names the query. exec: the threads the scan may use
+ * (modattn_ctx_exec, modattn/dispatch.h), or NULL for the calling thread alone. */
 int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,
                             const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                             modattn_search_info *info, modattn_search_notes *notes);
