@@ -81,8 +81,8 @@ INTERNAL = {
 RENAMES = {"modattn_" + n: "modattn__" + n for v in INTERNAL.values() for n in v.split()}
 
 TEXT_EXT = (".c", ".h", ".cpp", ".cc", ".in", ".py", ".pyi", ".sh", ".md", ".txt", ".cmake", ".map")
-SKIP = ("tests/install/exports.txt", "tools/api_rename.py")  # the list is the build's; the map is ours
-SKIP_DIRS = (".deps/", ".models/", "build", ".git/")
+SKIP = ("tests/install/exports.txt", "tools/api_rename.py", "docs/API.md")  # the build's list; the map; its story
+SKIP_DIRS = (".deps/", ".models/", "build/", "build-", ".git/")
 
 
 def tree_files():
@@ -155,12 +155,26 @@ def twin_skeleton(twin, public):
             f"#ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n#ifdef __cplusplus\n}}\n#endif\n#endif\n")
 
 
+def decl_name(block):
+    code = re.sub(r"/\*.*?\*/", "", block, flags=re.S)
+    m = re.search(r"\b(modattn__\w+)\s*\(", code)
+    return m.group(1) if m else None
+
+
 def add_to_twin(twin_text, blocks):
+    """Appends each block, or replaces the twin's declaration of the same function (a merged branch
+    that changed a declaration still in its copy of the public header: its version wins)."""
     marker = "\n#ifdef __cplusplus\n}\n#endif\n#endif\n"
     assert twin_text.endswith(marker), "internal header lost its tail"
     body = twin_text[: -len(marker)]
+    _, have = split_public_header(body)
+    have = {decl_name(b): b for b in have}
     for b in blocks:
-        body = body.rstrip("\n") + "\n\n" + b.strip("\n") + "\n"
+        old = have.get(decl_name(b))
+        if old is not None and old in body:
+            body = body.replace(old, b.strip("\n"), 1)
+        else:
+            body = body.rstrip("\n") + "\n\n" + b.strip("\n") + "\n"
     return body + marker
 
 
