@@ -15,7 +15,6 @@
 #include "modattn/dispatch.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "pipeline/internal_ann.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"

@@ -17,7 +17,6 @@
 #include "modattn/core.h"
 #include "modattn/dispatch.h"
 #include "modattn/search.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_search.h"
 

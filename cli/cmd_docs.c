@@ -14,7 +14,6 @@
 #include "cli/cli.h"
 #include "modattn/ann.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "pipeline/internal_store.h"
 
 typedef struct doc_list {

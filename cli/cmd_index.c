@@ -11,7 +11,6 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_store.h"
 

@@ -44,7 +44,6 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "core/internal_status.h"
 #include "core/env.h"

@@ -31,7 +31,6 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"

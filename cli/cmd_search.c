@@ -11,7 +11,6 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "pipeline/internal_search.h"
 
 static void search_usage(FILE *f) {

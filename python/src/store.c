@@ -7,7 +7,6 @@
  * taken with the GIL released, store first. Nothing here changes process-wide state: SQLite's
  * allocator is left as it is (Python's own sqlite3 module shares libsqlite3). */
 #include "pymodattn.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 
 #include <math.h>

@@ -8,7 +8,6 @@
 #include "modattn/modattn.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_ingest.h"
 #include "pipeline/internal_search.h"

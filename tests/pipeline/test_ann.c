@@ -20,7 +20,6 @@
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
-#include "attn/internal_dispatch.h"
 #include "pipeline/internal_ann.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"

@@ -17,7 +17,6 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
-#include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_ingest.h"
 #include "pipeline/internal_search.h"
