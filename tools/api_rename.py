@@ -15,7 +15,10 @@ What it does, in order, over every file git knows or would add (git ls-files -co
   4. INCLUDES: a C file or internal header using a modattn__NAME declared in an internal twin gets
      #include "<twin>" after its last #include "modattn/..." line.
 The lead re-runs it after merging other branches: their new uses of an old name are renamed and get
-the include. A new public function needs no entry here (it is exported and must be added to
+the include. After a merge whose conflicts lie in files this rewrite touched only mechanically (all
+but CMakeLists.txt, README.md, docs/, pyproject.toml, include/modattn/{modattn,dispatch,search}.h,
+tests/install/, tests/python/test_errors.py), take the other branch's side of the file and run it
+again; `--check` then prints nothing, and ctest `layers` and `install_pkgconfig` pass. A new public function needs no entry here (it is exported and must be added to
 tests/install/exports.txt); a new internal one is written modattn__NAME in an internal header.
 """
 import os
