@@ -4,7 +4,7 @@
 #ifndef MODATTN_ATTN_BUILTINS_H
 #define MODATTN_ATTN_BUILTINS_H
 
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 
 typedef struct modattn__attn_backend {
     const char *name;                       /* NULL ends the table */

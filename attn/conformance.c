@@ -1,10 +1,14 @@
-/* attn/conformance.c — the conformance suite (see modattn/conformance.h): a generated grid of
+/* attn/conformance.c — the conformance suite (see modattn/backend/conformance.h): a generated grid of
  * configurations, the fp64 oracle, a naive fp32 implementation that sets the tolerance, guard
  * regions, and the comparison. */
-#include "modattn/conformance.h"
+#include "modattn/backend/conformance.h"
 #include "modattn/core.h"
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 #include "modattn/dispatch.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "device/internal_device.h"
 #include "attn/internal.h" /* modattn__impl_sees */
 
 #include <math.h>
@@ -211,8 +215,8 @@ typedef struct buf {
 static void buf_fill_sentinel(buf *b);
 static int buf_alloc(buf *b, int64_t cap) {
     b->cap = cap;
-    b->base = modattn_malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
-    if (!b->base) return modattn_mem_last_status();
+    b->base = modattn__malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!b->base) return modattn__mem_last_status();
     buf_fill_sentinel(b); /* guards and gaps defined from the start */
     return 0;
 }
@@ -369,7 +373,7 @@ static void mark_touched(unsigned char *touched, const modattn_tensor *t) {
 /* Gather a strided f32 view into a contiguous f64 array. */
 static double *gather64(const modattn_tensor *t) {
     int64_t n = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
-    double *out = modattn_malloc((size_t)(n ? n : 1) * sizeof(double), MODATTN_MEM_OTHER);
+    double *out = modattn__malloc((size_t)(n ? n : 1) * sizeof(double), MODATTN_MEM_OTHER);
     if (!out) return NULL;
     int64_t k = 0;
     for (int64_t a = 0; a < t->shape[0]; a++)
@@ -448,12 +452,12 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
     }
 
     /* which output elements the views address (everything else must stay sentinel) */
-    s->touched_o = modattn_calloc((size_t)(s->bo.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
-    if (!s->touched_o) return modattn_mem_last_status();
+    s->touched_o = modattn__calloc((size_t)(s->bo.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
+    if (!s->touched_o) return modattn__mem_last_status();
     mark_touched(s->touched_o, &k->o);
     if (c->lse) {
-        s->touched_l = modattn_calloc((size_t)(s->bl.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
-        if (!s->touched_l) return modattn_mem_last_status();
+        s->touched_l = modattn__calloc((size_t)(s->bl.cap + 2 * GUARD), 1, MODATTN_MEM_OTHER);
+        if (!s->touched_l) return modattn__mem_last_status();
         mark_touched(s->touched_l, &k->lse);
     }
 
@@ -461,8 +465,8 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
     buf *ins[4] = {&s->bq, &s->bk, &s->bv, &s->bm};
     s->snap_n = 0;
     for (int i = 0; i < 4; i++) if (ins[i]->base) s->snap_n += ins[i]->cap + 2 * GUARD;
-    s->snap = modattn_malloc((size_t)(s->snap_n ? s->snap_n : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    if (!s->snap) return modattn_mem_last_status();
+    s->snap = modattn__malloc((size_t)(s->snap_n ? s->snap_n : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!s->snap) return modattn__mem_last_status();
     int64_t at = 0;
     for (int i = 0; i < 4; i++)
         if (ins[i]->base) {
@@ -472,11 +476,11 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
 
     /* the oracle: the reference implementation on f64 copies */
     int64_t no = (int64_t)c->B * c->Hq * c->Sq * c->Dv, nl = (int64_t)c->B * c->Hq * c->Sq;
-    s->o64 = modattn_calloc((size_t)(no ? no : 1), sizeof(double), MODATTN_MEM_OTHER);
-    s->lse64 = modattn_calloc((size_t)(nl ? nl : 1), sizeof(double), MODATTN_MEM_OTHER);
+    s->o64 = modattn__calloc((size_t)(no ? no : 1), sizeof(double), MODATTN_MEM_OTHER);
+    s->lse64 = modattn__calloc((size_t)(nl ? nl : 1), sizeof(double), MODATTN_MEM_OTHER);
     double *q64 = gather64(&k->q), *k64 = gather64(&k->k), *v64 = gather64(&k->v);
     double *m64 = k->mask.data ? gather64(&k->mask) : NULL;
-    st = (!s->o64 || !s->lse64 || !q64 || !k64 || !v64 || (k->mask.data && !m64)) ? modattn_mem_last_status() : 0;
+    st = (!s->o64 || !s->lse64 || !q64 || !k64 || !v64 || (k->mask.data && !m64)) ? modattn__mem_last_status() : 0;
     if (st == 0) {
         modattn_attn_call o;
         memset(&o, 0, sizeof o);
@@ -493,7 +497,7 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
         o.alibi_slopes = k->alibi_slopes;
         o.softcap = k->softcap;
         st = modattn_attention_with(ctx, (size_t)ref, &o);
-        if (st) modattn_error_prefix(st, "oracle");
+        if (st) modattn__error_prefix(st, "oracle");
         if (c->B == 0 || c->Hq == 0 || c->Sq == 0) st = 0;
     }
     modattn_free(q64), modattn_free(k64), modattn_free(v64), modattn_free(m64);
@@ -503,12 +507,12 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
         for (int64_t i = 0; i < nl; i++) s->lse64[i] = -INFINITY;
 
     /* the naive fp32 error sets the tolerance */
-    float *on = modattn_malloc((size_t)(no ? no : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    float *ln = modattn_malloc((size_t)(nl ? nl : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    float *sc = modattn_malloc((size_t)(c->Sk ? c->Sk : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    float *on = modattn__malloc((size_t)(no ? no : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    float *ln = modattn__malloc((size_t)(nl ? nl : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    float *sc = modattn__malloc((size_t)(c->Sk ? c->Sk : 1) * sizeof(float), MODATTN_MEM_OTHER);
     if (!on || !ln || !sc) {
         modattn_free(on), modattn_free(ln), modattn_free(sc);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     float scale = c->scale != 0.0f ? c->scale : (float)(1.0 / sqrt((double)c->D));
     s->naive_err_o = s->naive_err_lse = 0.0;
@@ -529,7 +533,7 @@ static int prepare(modattn_ctx *ctx, long ref, const cfg *c, uint64_t seed, setu
      * out the visibility rule, ALiBi and the cap on its own): fp32 rounding keeps them within 3e-5
      * on this grid (large scores), so a gap over 1e-3 means one of them is wrong, not a loose tolerance. */
     if (!(s->naive_err_o <= ORACLE_AGREEMENT) || !(s->naive_err_lse <= ORACLE_AGREEMENT))
-        return modattn_error(MODATTN_ERUNTIME,
+        return modattn__error(MODATTN_ERUNTIME,
                              "the fp64 oracle and the naive fp32 implementation disagree (|O| by %.3g, LSE by %.3g, "
                              "over %g): one of them breaks the contract",
                              s->naive_err_o, s->naive_err_lse, ORACLE_AGREEMENT);
@@ -643,7 +647,7 @@ typedef struct dev_mirror {
 } dev_mirror;
 
 static void mirror_free(dev_mirror *m) {
-    for (int i = 0; i < m->n; i++) modattn_buffer_free(m->dev[i]);
+    for (int i = 0; i < m->n; i++) modattn__buffer_free(m->dev[i]);
     m->n = 0;
 }
 
@@ -654,10 +658,10 @@ static int mirror_make(const modattn_device_iface *dev, setup *s, dev_mirror *m)
         if (!all[i]->base) continue;
         size_t bytes = (size_t)(all[i]->cap + 2 * GUARD) * sizeof(float);
         modattn_buffer *b = NULL;
-        int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_OTHER, "conformance buffer", &b);
-        if (!st) st = modattn_buffer_write(b, 0, all[i]->base, bytes);
+        int st = modattn__buffer_alloc(dev, bytes, MODATTN_MEM_OTHER, "conformance buffer", &b);
+        if (!st) st = modattn__buffer_write(b, 0, all[i]->base, bytes);
         if (st) {
-            modattn_buffer_free(b);
+            modattn__buffer_free(b);
             mirror_free(m);
             return st;
         }
@@ -684,7 +688,7 @@ static void mirror_view(const dev_mirror *m, modattn_tensor *t) {
 
 static int mirror_download(dev_mirror *m) {
     for (int i = 0; i < m->n; i++) {
-        int st = modattn_buffer_read(m->dev[i], 0, m->host[i]->base, (size_t)(m->host[i]->cap + 2 * GUARD) * sizeof(float));
+        int st = modattn__buffer_read(m->dev[i], 0, m->host[i]->base, (size_t)(m->host[i]->cap + 2 * GUARD) * sizeof(float));
         if (st) return st;
     }
     return 0;
@@ -700,7 +704,7 @@ static int mirror_download(dev_mirror *m) {
 static int run_guarded(modattn_ctx *ctx, size_t idx, const modattn_attn_call *call, bool *overrun, char *why,
                        size_t len) {
     *overrun = false;
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, idx);
     modattn_attn_desc d;
     int st = modattn_attn_describe(call, &d);
     if (st) return st;
@@ -710,8 +714,8 @@ static int run_guarded(modattn_ctx *ctx, size_t idx, const modattn_attn_call *ca
         snprintf(why, len, "asked for a workspace of %zu bytes (over 16 GiB) for this shape", wb);
         return MODATTN_ENOMEM;
     }
-    unsigned char *raw = modattn_malloc(wb + 2 * WS_GUARD, MODATTN_MEM_WORKSPACE);
-    if (!raw) return modattn_mem_last_status();
+    unsigned char *raw = modattn__malloc(wb + 2 * WS_GUARD, MODATTN_MEM_WORKSPACE);
+    if (!raw) return modattn__mem_last_status();
     memset(raw, 0xCD, WS_GUARD);
     memset(raw + WS_GUARD, 0xA5, wb);
     memset(raw + WS_GUARD + wb, 0xCD, WS_GUARD);
@@ -772,7 +776,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
     *count = 0;
     long ref = modattn_ctx_find(ctx, "reference");
     if (ref < 0)
-        return modattn_error(MODATTN_ENOTFOUND, "conformance needs the 'reference' implementation as its fp64 oracle, "
+        return modattn__error(MODATTN_ENOTFOUND, "conformance needs the 'reference' implementation as its fp64 oracle, "
                                                 "and this build has none");
     size_t nimpl = modattn_ctx_impl_count(ctx);
     size_t idx[64], nt = 0;
@@ -783,7 +787,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
         idx[nt++] = i;
     }
     if (opt->only && nt == 0)
-        return modattn_error(MODATTN_ENOTFOUND, "no implementation named '%s'", opt->only);
+        return modattn__error(MODATTN_ENOTFOUND, "no implementation named '%s'", opt->only);
     if (nt > max) nt = max;
     for (size_t t = 0; t < nt; t++) {
         memset(&out[t], 0, sizeof out[t]);
@@ -802,7 +806,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
         if (st) {
             char d[300];
             describe_cfg(&grid[gi], d, sizeof d);
-            modattn_error_prefix(st, "conformance configuration %d (%s)", gi, d);
+            modattn__error_prefix(st, "conformance configuration %d (%s)", gi, d);
             setup_free(&s);
             *count = nt;
             return st;
@@ -811,7 +815,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
             modattn_conformance_result *r = &out[t];
             modattn_impl_info info;
             modattn_ctx_impl_info(ctx, idx[t], &info);
-            const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx[t]);
+            const modattn_attn_impl *impl = modattn__ctx_impl(ctx, idx[t]);
             char why[512] = "";
             /* the suite's tensors go to the implementation's device (index opt->device_index) */
             const modattn_device_iface *dev = NULL;
@@ -863,7 +867,7 @@ int modattn_conformance_run(modattn_ctx *ctx, const modattn_conformance_options 
             if (setup_err) {
                 char d[300];
                 describe_cfg(&grid[gi], d, sizeof d);
-                modattn_error_prefix(setup_err, "conformance configuration %d (%s) on the device", gi, d);
+                modattn__error_prefix(setup_err, "conformance configuration %d (%s) on the device", gi, d);
                 setup_free(&s);
                 *count = nt;
                 return setup_err;

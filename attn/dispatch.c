@@ -3,6 +3,8 @@
  * and explains every choice and refusal. Above tune.c (which it asks for remembered winners)
  * and run.c (which runs one implementation once). */
 #include "attn/internal.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +43,7 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
             size_t len = end ? (size_t)(end - p) : strlen(p);
             char name[64];
             if (len == 0 || len >= sizeof name)
-                return modattn_error(MODATTN_EINVAL, "attention policy '%s': empty or over-long name", policy);
+                return modattn__error(MODATTN_EINVAL, "attention policy '%s': empty or over-long name", policy);
             memcpy(name, p, len);
             name[len] = '\0';
             long idx = modattn_ctx_find(ctx, name);
@@ -54,24 +56,24 @@ int modattn_ctx_set_policy(modattn_ctx *ctx, const char *policy) {
                                      modattn_ctx_plugin_error(ctx, k));
                     if (w > 0) used += (size_t)w;
                 }
-                return modattn_error(MODATTN_EINVAL,
+                return modattn__error(MODATTN_EINVAL,
                                      "attention policy '%s': no implementation named '%s' (known: auto, tune, %s)%s",
                                      policy, name, known, refused);
             }
             for (size_t k = 0; k < norder; k++)
                 if (order[k] == idx)
-                    return modattn_error(MODATTN_EINVAL, "attention policy '%s' names '%s' twice", policy, name);
+                    return modattn__error(MODATTN_EINVAL, "attention policy '%s' names '%s' twice", policy, name);
             if (norder == MODATTN__MAX_POLICY)
-                return modattn_error(MODATTN_EINVAL, "attention policy '%s' names more than %d implementations",
+                return modattn__error(MODATTN_EINVAL, "attention policy '%s' names more than %d implementations",
                                      policy, MODATTN__MAX_POLICY);
             order[norder++] = idx;
             if (end && end[1] == '\0')
-                return modattn_error(MODATTN_EINVAL, "attention policy '%s': empty name after the last comma", policy);
+                return modattn__error(MODATTN_EINVAL, "attention policy '%s': empty name after the last comma", policy);
             p = end ? end + 1 : p + len;
         }
     }
-    char *copy = modattn_strdup(policy, MODATTN_MEM_OTHER);
-    if (!copy) return modattn_mem_last_status();
+    char *copy = modattn__strdup(policy, MODATTN_MEM_OTHER);
+    if (!copy) return modattn__mem_last_status();
     modattn_free(ctx->policy);
     ctx->policy = copy;
     ctx->policy_auto = is_auto;
@@ -171,7 +173,7 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
     if (rank == 0) {
         char shape[200];
         modattn_attn_desc_format(d, shape, sizeof shape);
-        return modattn_error(MODATTN_EUNSUPPORTED, "no attention implementation can run %s under policy '%s'%s%s",
+        return modattn__error(MODATTN_EUNSUPPORTED, "no attention implementation can run %s under policy '%s'%s%s",
                              shape, ctx->policy, used ? ": " : "", refusals);
     }
     return 0;
@@ -180,7 +182,7 @@ int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *d, modattn_explai
 static bool nothing_to_do(const modattn_attn_desc *d) { return d->B == 0 || d->Hq == 0 || d->Sq == 0; }
 
 int modattn_attention(modattn_ctx *ctx, const modattn_attn_call *call) {
-    if (!ctx) return modattn_error(MODATTN_EINVAL, "attention: context is NULL");
+    if (!ctx) return modattn__error(MODATTN_EINVAL, "attention: context is NULL");
     modattn__runner r = {&ctx->ws, &ctx->exec};
     return modattn__attention(ctx, &r, call);
 }
@@ -210,7 +212,7 @@ int modattn__attention(modattn_ctx *ctx, const modattn__runner *r, const modattn
             if (!ctx->policy_auto && ctx->norder == 1) {
                 char shape[200];
                 modattn_attn_desc_format(&d, shape, sizeof shape);
-                return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run %s: %s",
+                return modattn__error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run %s: %s",
                                      ctx->entries[i].impl->name, shape, reason);
             }
             continue;
@@ -236,12 +238,12 @@ int modattn__attention(modattn_ctx *ctx, const modattn__runner *r, const modattn
         size_t cnt;
         return modattn_explain(ctx, &d, tmp, 0, &cnt); /* builds the message listing every refusal */
     }
-    return modattn_error(last, "every capable attention implementation failed (%d tried): %s", tried, errors);
+    return modattn__error(last, "every capable attention implementation failed (%d tried): %s", tried, errors);
 }
 
 int modattn_attention_with(modattn_ctx *ctx, size_t i, const modattn_attn_call *call) {
-    if (!ctx) return modattn_error(MODATTN_EINVAL, "attention: context is NULL");
-    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+    if (!ctx) return modattn__error(MODATTN_EINVAL, "attention: context is NULL");
+    if (i >= ctx->n) return modattn__error(MODATTN_ERANGE, "implementation index %zu out of range", i);
     modattn_attn_desc d;
     int st = modattn_attn_describe(call, &d);
     if (st) return st;
@@ -249,7 +251,7 @@ int modattn_attention_with(modattn_ctx *ctx, size_t i, const modattn_attn_call *
     char reason[256];
     modattn_verdict v;
     if (!modattn__capable(ctx, i, &d, reason, sizeof reason, &v))
-        return modattn_error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run this call: %s",
+        return modattn__error(MODATTN_EUNSUPPORTED, "implementation '%s' cannot run this call: %s",
                              ctx->entries[i].impl->name, reason);
     modattn__runner r = {&ctx->ws, &ctx->exec};
     return modattn__run_entry(ctx, &r, i, &d, call);

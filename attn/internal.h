@@ -9,10 +9,10 @@
 /* the attention layer's headers and those below it: not modattn/modattn.h, which includes the
  * layers above (docs/ARCHITECTURE.md) */
 #include "modattn/core.h"
-#include "modattn/device.h"
-#include "modattn/impl.h"
+#include "modattn/backend/device.h"
+#include "modattn/backend/impl.h"
 #include "modattn/dispatch.h"
-#include "modattn/conformance.h"
+#include "modattn/backend/conformance.h"
 
 typedef struct modattn__entry {
     const modattn_attn_impl *impl;

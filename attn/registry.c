@@ -3,6 +3,9 @@
  * half-loaded); lookups and per-implementation counters. The lowest file of attn/: it calls
  * nothing above it (context.c creates and frees the context). */
 #include "attn/internal.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #include <pthread.h>
 
@@ -28,23 +31,23 @@ static int valid_name(const char *s) {
 
 int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char *origin, void *dl,
                      bool refuse_on_init_failure) {
-    if (!impl) return modattn_error(MODATTN_EINVAL, "%s: implementation table is NULL", origin);
+    if (!impl) return modattn__error(MODATTN_EINVAL, "%s: implementation table is NULL", origin);
     if (impl->api_version < MODATTN_IMPL_API_VERSION_MIN || impl->api_version > MODATTN_IMPL_API_VERSION)
-        return modattn_error(MODATTN_EVERSION,
+        return modattn__error(MODATTN_EVERSION,
                              "%s: implementation '%s' was built for api_version %u, this modattn speaks "
-                             "api_version %u (and loads %u); rebuild it against this modattn/impl.h",
+                             "api_version %u (and loads %u); rebuild it against this modattn/backend/impl.h",
                              origin, valid_name(impl->name) ? impl->name : "?", impl->api_version,
                              MODATTN_IMPL_API_VERSION, MODATTN_IMPL_API_VERSION_MIN);
     if (!valid_name(impl->name))
-        return modattn_error(MODATTN_EINVAL, "%s: implementation name must be 1-63 characters of [a-z0-9_]", origin);
+        return modattn__error(MODATTN_EINVAL, "%s: implementation name must be 1-63 characters of [a-z0-9_]", origin);
     if (!impl->supports || !impl->run)
-        return modattn_error(MODATTN_EINVAL, "%s: implementation '%s' lacks the required slot '%s'", origin,
+        return modattn__error(MODATTN_EINVAL, "%s: implementation '%s' lacks the required slot '%s'", origin,
                              impl->name, !impl->supports ? "supports" : "run");
     if ((unsigned)impl->device >= MODATTN_DEVICE_KIND_COUNT)
-        return modattn_error(MODATTN_EINVAL, "%s: implementation '%s' names unknown device kind %d", origin,
+        return modattn__error(MODATTN_EINVAL, "%s: implementation '%s' names unknown device kind %d", origin,
                              impl->name, (int)impl->device);
     if (modattn_ctx_find(ctx, impl->name) >= 0)
-        return modattn_error(MODATTN_EINVAL, "%s: an implementation named '%s' is already registered", origin,
+        return modattn__error(MODATTN_EINVAL, "%s: an implementation named '%s' is already registered", origin,
                              impl->name);
     modattn__entry e;
     memset(&e, 0, sizeof e);
@@ -57,7 +60,7 @@ int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char
         int st = impl->init(impl->ctx, why, sizeof why);
         if (st != 0) {
             if (refuse_on_init_failure)
-                return modattn_error(MODATTN_ERUNTIME, "%s: implementation '%s' failed to initialise: %s", origin,
+                return modattn__error(MODATTN_ERUNTIME, "%s: implementation '%s' failed to initialise: %s", origin,
                                      impl->name, why[0] ? why : modattn_strerror(st));
             e.available = false;
             snprintf(e.reason, sizeof e.reason, "%s", why[0] ? why : modattn_strerror(st));
@@ -67,14 +70,14 @@ int modattn__ctx_add(modattn_ctx *ctx, const modattn_attn_impl *impl, const char
     } else {
         e.inited = true;
     }
-    e.origin = modattn_strdup(origin, MODATTN_MEM_OTHER);
+    e.origin = modattn__strdup(origin, MODATTN_MEM_OTHER);
     if (!e.origin) goto oom;
-    e.samples = modattn_malloc(MODATTN__SAMPLES * sizeof *e.samples, MODATTN_MEM_OTHER);
+    e.samples = modattn__malloc(MODATTN__SAMPLES * sizeof *e.samples, MODATTN_MEM_OTHER);
     if (!e.samples) goto oom;
     e.rng = 0x853c49e6748fea9bull;
     if (ctx->n == ctx->cap) {
         size_t cap = ctx->cap ? ctx->cap * 2 : 8;
-        modattn__entry *n = modattn_realloc(ctx->entries, cap * sizeof *n, MODATTN_MEM_OTHER);
+        modattn__entry *n = modattn__realloc(ctx->entries, cap * sizeof *n, MODATTN_MEM_OTHER);
         if (!n) goto oom;
         ctx->entries = n;
         ctx->cap = cap;
@@ -90,10 +93,10 @@ oom:
 }
 
 static int add_plugin_error(modattn_ctx *ctx, const char *msg) {
-    char **n = modattn_realloc(ctx->plugin_errors, (ctx->nerrors + 1) * sizeof *n, MODATTN_MEM_OTHER);
+    char **n = modattn__realloc(ctx->plugin_errors, (ctx->nerrors + 1) * sizeof *n, MODATTN_MEM_OTHER);
     if (!n) return MODATTN_ENOMEM;
     ctx->plugin_errors = n;
-    n[ctx->nerrors] = modattn_strdup(msg, MODATTN_MEM_OTHER);
+    n[ctx->nerrors] = modattn__strdup(msg, MODATTN_MEM_OTHER);
     if (!n[ctx->nerrors]) return MODATTN_ENOMEM;
     ctx->nerrors++;
     return 0;
@@ -103,13 +106,13 @@ int modattn_ctx_load_plugin(modattn_ctx *ctx, const char *path) {
     void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!dl) {
         const char *why = dlerror();
-        return modattn_error(MODATTN_EIO, "plugin %s: cannot load: %s", path, why ? why : "unknown error");
+        return modattn__error(MODATTN_EIO, "plugin %s: cannot load: %s", path, why ? why : "unknown error");
     }
     dlerror();
     void *sym = dlsym(dl, MODATTN_PLUGIN_ENTRY);
     if (!sym) {
         dlclose(dl);
-        return modattn_error(MODATTN_ENOTFOUND, "plugin %s: refused: it exports no '%s' function", path,
+        return modattn__error(MODATTN_ENOTFOUND, "plugin %s: refused: it exports no '%s' function", path,
                              MODATTN_PLUGIN_ENTRY);
     }
     modattn_plugin_entry_fn entry;
@@ -118,9 +121,9 @@ int modattn_ctx_load_plugin(modattn_ctx *ctx, const char *path) {
     char origin[1100];
     snprintf(origin, sizeof origin, "plugin %s", path);
     int st = impl ? modattn__ctx_add(ctx, impl, origin, dl, true)
-                  : modattn_error(MODATTN_EINVAL, "%s: %s() returned NULL", origin, MODATTN_PLUGIN_ENTRY);
+                  : modattn__error(MODATTN_EINVAL, "%s: %s() returned NULL", origin, MODATTN_PLUGIN_ENTRY);
     if (st != 0) {
-        modattn_error_prefix(st, "refused");
+        modattn__error_prefix(st, "refused");
         dlclose(dl);
         return st;
     }
@@ -147,7 +150,7 @@ int modattn_ctx_load_plugin(modattn_ctx *ctx, const char *path) {
     }
     /* the entry's origin is the bare path */
     modattn__entry *e = &ctx->entries[ctx->n - 1];
-    char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
+    char *p = modattn__strdup(path, MODATTN_MEM_OTHER);
     if (p) {
         modattn_free(e->origin);
         e->origin = p;
@@ -170,7 +173,7 @@ static int load_one(modattn_ctx *ctx, const char *path) {
 }
 
 static int load_plugin_path(modattn_ctx *ctx, const char *list) {
-    char *copy = modattn_strdup(list, MODATTN_MEM_OTHER);
+    char *copy = modattn__strdup(list, MODATTN_MEM_OTHER);
     if (!copy) return MODATTN_ENOMEM;
     int st = 0;
     char *save = NULL;
@@ -198,11 +201,11 @@ static int load_plugin_path(modattn_ctx *ctx, const char *list) {
         struct dirent *de;
         while ((de = readdir(dir)) && st == 0) {
             if (!has_suffix(de->d_name, ".so")) continue;
-            char **nn = modattn_realloc(names, (n + 1) * sizeof *nn, MODATTN_MEM_OTHER);
+            char **nn = modattn__realloc(names, (n + 1) * sizeof *nn, MODATTN_MEM_OTHER);
             if (!nn) { st = MODATTN_ENOMEM; break; }
             names = nn;
             size_t len = strlen(item) + strlen(de->d_name) + 2;
-            names[n] = modattn_malloc(len, MODATTN_MEM_OTHER);
+            names[n] = modattn__malloc(len, MODATTN_MEM_OTHER);
             if (!names[n]) { st = MODATTN_ENOMEM; break; }
             snprintf(names[n], len, "%s/%s", item, de->d_name);
             n++;
@@ -352,12 +355,12 @@ int modattn_ctx_register(modattn_ctx *ctx, const modattn_attn_impl *impl) {
 
 size_t modattn_ctx_impl_count(const modattn_ctx *ctx) { return ctx->n; }
 
-const modattn_attn_impl *modattn_ctx_impl(const modattn_ctx *ctx, size_t i) {
+const modattn_attn_impl *modattn__ctx_impl(const modattn_ctx *ctx, size_t i) {
     return i < ctx->n ? ctx->entries[i].impl : NULL;
 }
 
 int modattn_ctx_impl_info(const modattn_ctx *ctx, size_t i, modattn_impl_info *out) {
-    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+    if (i >= ctx->n) return modattn__error(MODATTN_ERANGE, "implementation index %zu out of range", i);
     modattn__entry *e = &ctx->entries[i];
     modattn__entry_ready(e); /* whether it is available is what is asked */
     memset(out, 0, sizeof *out);
@@ -387,8 +390,8 @@ int modattn_ctx_threads(const modattn_ctx *ctx) { return ctx->exec.nthreads; }
 
 const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx) { return &ctx->exec; }
 
-int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
-    if (i >= ctx->n) return modattn_error(MODATTN_ERANGE, "implementation index %zu out of range", i);
+int modattn__ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out) {
+    if (i >= ctx->n) return modattn__error(MODATTN_ERANGE, "implementation index %zu out of range", i);
     const modattn__entry *e = &ctx->entries[i];
     float tmp[MODATTN__SAMPLES];
     pthread_mutex_lock((pthread_mutex_t *)&ctx->mu); /* the counters may be moving in other sessions */
@@ -411,7 +414,7 @@ int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats 
     return 0;
 }
 
-uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx) {
+uint64_t modattn__ctx_fallbacks(const modattn_ctx *ctx) {
     pthread_mutex_lock((pthread_mutex_t *)&ctx->mu);
     uint64_t n = ctx->fallbacks;
     pthread_mutex_unlock((pthread_mutex_t *)&ctx->mu);

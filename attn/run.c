@@ -2,13 +2,16 @@
  * its workspace (host memory, or a buffer on its device), its counters and its trace span. Used
  * by dispatch.c and tune.c; calls only the registry's data (attn/internal.h). */
 #include "attn/internal.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "device/internal_device.h"
 
 #include <stdio.h>
 #include <string.h>
 
 bool modattn__impl_sees(const modattn_attn_impl *impl, const modattn_attn_desc *d, char *reason, size_t len) {
     if (impl->api_version >= 3u || !(d->has_window || d->has_alibi || d->softcap > 0.0f)) return true;
-    snprintf(reason, len, "built against api_version %u, which predates %s: rebuild it against this modattn/impl.h",
+    snprintf(reason, len, "built against api_version %u, which predates %s: rebuild it against this modattn/backend/impl.h",
              impl->api_version, d->has_window ? "sliding windows" : d->has_alibi ? "ALiBi" : "softcapping");
     return false;
 }
@@ -48,8 +51,8 @@ static int ensure_workspace(modattn__ws *w, size_t bytes) {
     modattn_free(w->host);
     w->host = NULL;
     w->host_bytes = 0;
-    w->host = modattn_malloc(bytes, MODATTN_MEM_WORKSPACE);
-    if (!w->host) return modattn_error_prefix(modattn_mem_last_status(), "attention workspace");
+    w->host = modattn__malloc(bytes, MODATTN_MEM_WORKSPACE);
+    if (!w->host) return modattn__error_prefix(modattn__mem_last_status(), "attention workspace");
     w->host_bytes = bytes;
     return 0;
 }
@@ -69,17 +72,17 @@ static int ensure_device_workspace(modattn__ws *w, modattn_device id, size_t byt
     if (!dev) {
         char name[32];
         modattn_device_format(id, name, sizeof name);
-        return modattn_error(MODATTN_ENOTFOUND, "attention workspace: no device %s in this process", name);
+        return modattn__error(MODATTN_ENOTFOUND, "attention workspace: no device %s in this process", name);
     }
     if (slot == w->ndev && slot == sizeof w->dev / sizeof *w->dev)
-        return modattn_error(MODATTN_ERANGE, "attention workspace: more than %zu devices in one context", slot);
+        return modattn__error(MODATTN_ERANGE, "attention workspace: more than %zu devices in one context", slot);
     if (slot < w->ndev) { /* grow: free first, so the device need not hold both */
-        modattn_buffer_free(w->dev[slot]);
+        modattn__buffer_free(w->dev[slot]);
         w->dev[slot] = w->dev[--w->ndev];
         slot = w->ndev;
     }
     modattn_buffer *b;
-    int st = modattn_buffer_alloc(dev, bytes, MODATTN_MEM_WORKSPACE, "attention workspace", &b);
+    int st = modattn__buffer_alloc(dev, bytes, MODATTN_MEM_WORKSPACE, "attention workspace", &b);
     if (st) return st;
     w->dev[w->ndev++] = b;
     *out = b;
@@ -88,7 +91,7 @@ static int ensure_device_workspace(modattn__ws *w, modattn_device id, size_t byt
 
 void modattn__ws_free(modattn__ws *w) {
     modattn_free(w->host);
-    for (size_t i = 0; i < w->ndev; i++) modattn_buffer_free(w->dev[i]);
+    for (size_t i = 0; i < w->ndev; i++) modattn__buffer_free(w->dev[i]);
     memset(w, 0, sizeof *w);
 }
 
@@ -115,18 +118,18 @@ int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, con
     }
     if (st) return st;
     char reason[256] = "";
-    uint64_t t0 = modattn_now_ns();
-    uint64_t tr = modattn_trace_begin();
+    uint64_t t0 = modattn__now_ns();
+    uint64_t tr = modattn__trace_begin();
     pthread_mutex_lock(&ctx->mu);
     e->stats.calls++;
     pthread_mutex_unlock(&ctx->mu);
     st = impl->run(impl->ctx, d, c, wsp, ws, r->exec, reason, sizeof reason);
-    uint64_t t1 = modattn_now_ns();
+    uint64_t t1 = modattn__now_ns();
     if (tr) { /* a failed run is a span of its own name: it never looks like a success */
         char shape[64];
         snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lldx%lldx%lld%s", (long long)d->B, (long long)d->Hq,
                  (long long)d->Hkv, (long long)d->Sq, (long long)d->Sk, (long long)d->D, d->causal ? "c" : "");
-        modattn_trace_end(tr, st ? "attention.failed" : "attention", impl->name, shape, call_bytes(d),
+        modattn__trace_end(tr, st ? "attention.failed" : "attention", impl->name, shape, call_bytes(d),
                           st ? 0 : modattn_attn_desc_flops(d));
     }
     if (st != 0) {
@@ -138,7 +141,7 @@ int modattn__run_entry(modattn_ctx *ctx, const modattn__runner *r, size_t i, con
         if (first) /* said once per implementation, then counted (--stats: failures, fallbacks, the reason) */
             fprintf(stderr, "modattn: attention implementation '%s' failed: %s (further failures are counted in "
                     "--stats; the next capable implementation runs instead)\n", impl->name, why);
-        return modattn_error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name, why);
+        return modattn__error(st < 0 ? st : MODATTN_ERUNTIME, "implementation '%s' failed: %s", impl->name, why);
     }
     double ms = (double)(t1 - t0) / 1e6;
     pthread_mutex_lock(&ctx->mu);

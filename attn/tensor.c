@@ -3,6 +3,7 @@
  * tensor, dtype and device-kind helpers themselves are core's: core/types.c.) */
 #include "modattn/attention.h"
 #include "modattn/core.h"
+#include "core/internal_status.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,45 +33,45 @@ static int check_view(const char *name, const modattn_tensor *t, const int64_t w
                       const char *const dims[4], bool optional_broadcast01) {
     for (int i = 0; i < 4; i++) {
         if (t->shape[i] < 0)
-            return modattn_error(MODATTN_EINVAL, "%s: shape[%d] (%s) is negative (%lld)", name, i, dims[i],
+            return modattn__error(MODATTN_EINVAL, "%s: shape[%d] (%s) is negative (%lld)", name, i, dims[i],
                                  (long long)t->shape[i]);
         if (t->stride[i] < 0)
-            return modattn_error(MODATTN_EINVAL, "%s: stride[%d] is negative (%lld); strides must be >= 0",
+            return modattn__error(MODATTN_EINVAL, "%s: stride[%d] is negative (%lld); strides must be >= 0",
                                  name, i, (long long)t->stride[i]);
     }
     for (int i = 0; i < 4; i++) {
         if (want[i] < 0) continue;
         bool ok = t->shape[i] == want[i] || (optional_broadcast01 && i < 2 && t->shape[i] == 1);
         if (!ok)
-            return modattn_error(MODATTN_EINVAL, "%s: shape[%d] (%s) is %lld, expected %lld%s", name, i,
+            return modattn__error(MODATTN_EINVAL, "%s: shape[%d] (%s) is %lld, expected %lld%s", name, i,
                                  dims[i], (long long)t->shape[i], (long long)want[i],
                                  optional_broadcast01 && i < 2 ? " or 1" : "");
     }
     if ((unsigned)t->dtype >= MODATTN_DTYPE_COUNT)
-        return modattn_error(MODATTN_EINVAL, "%s: unknown dtype %d", name, (int)t->dtype);
+        return modattn__error(MODATTN_EINVAL, "%s: unknown dtype %d", name, (int)t->dtype);
     if ((unsigned)t->device.kind >= MODATTN_DEVICE_KIND_COUNT)
-        return modattn_error(MODATTN_EINVAL, "%s: unknown device kind %d", name, (int)t->device.kind);
+        return modattn__error(MODATTN_EINVAL, "%s: unknown device kind %d", name, (int)t->device.kind);
     int64_t n = numel(t);
-    if (n < 0) return modattn_error(MODATTN_EINVAL, "%s: element count overflows", name);
+    if (n < 0) return modattn__error(MODATTN_EINVAL, "%s: element count overflows", name);
     if (n == 0) return 0;
-    if (!modattn_tensor_present(t)) return modattn_error(MODATTN_EINVAL, "%s: data is NULL", name);
+    if (!modattn_tensor_present(t)) return modattn__error(MODATTN_EINVAL, "%s: data is NULL", name);
     int64_t m = max_index(t);
-    if (m == -2) return modattn_error(MODATTN_EINVAL, "%s: strides overflow the address range", name);
+    if (m == -2) return modattn__error(MODATTN_EINVAL, "%s: strides overflow the address range", name);
     size_t es = modattn_dtype_size(t->dtype);
     if ((uint64_t)m + 1 > (uint64_t)INT64_MAX / es)
-        return modattn_error(MODATTN_EINVAL, "%s: byte size overflows", name);
+        return modattn__error(MODATTN_EINVAL, "%s: byte size overflows", name);
     if (t->buffer) {
         const modattn_buffer *b = t->buffer;
         if (b->device.kind != t->device.kind || b->device.index != t->device.index)
-            return modattn_error(MODATTN_EINVAL, "%s: the view says %s:%d but its buffer is on %s:%d", name,
+            return modattn__error(MODATTN_EINVAL, "%s: the view says %s:%d but its buffer is on %s:%d", name,
                                  modattn_device_kind_name(t->device.kind), t->device.index,
                                  modattn_device_kind_name(b->device.kind), b->device.index);
         if (t->offset < 0 || (uint64_t)t->offset % es != 0)
-            return modattn_error(MODATTN_EINVAL, "%s: offset %lld bytes is negative or not a multiple of the %zu-byte element",
+            return modattn__error(MODATTN_EINVAL, "%s: offset %lld bytes is negative or not a multiple of the %zu-byte element",
                                  name, (long long)t->offset, es);
         uint64_t end = (uint64_t)t->offset + ((uint64_t)m + 1) * es;
         if (end > b->bytes)
-            return modattn_error(MODATTN_EINVAL,
+            return modattn__error(MODATTN_EINVAL,
                                  "%s: strides reach byte %llu of a %zu-byte buffer (offset %lld, shape "
                                  "[%lld,%lld,%lld,%lld], strides [%lld,%lld,%lld,%lld])",
                                  name, (unsigned long long)end, b->bytes, (long long)t->offset, (long long)t->shape[0],
@@ -79,16 +80,16 @@ static int check_view(const char *name, const modattn_tensor *t, const int64_t w
                                  (long long)t->stride[3]);
         void *want = b->host ? (char *)b->host + t->offset : NULL;
         if (t->data != want)
-            return modattn_error(MODATTN_EINVAL, "%s: data must be %s for a view on a %s buffer", name,
+            return modattn__error(MODATTN_EINVAL, "%s: data must be %s for a view on a %s buffer", name,
                                  b->host ? "the buffer's host address + offset" : "NULL",
                                  b->host ? "host-addressable" : "device");
         return 0;
     }
     if (t->device.kind != MODATTN_DEVICE_CPU)
-        return modattn_error(MODATTN_EINVAL, "%s: a tensor on %s must refer to a device buffer (tensor.buffer)", name,
+        return modattn__error(MODATTN_EINVAL, "%s: a tensor on %s must refer to a device buffer (tensor.buffer)", name,
                              modattn_device_kind_name(t->device.kind));
     if (m >= t->capacity)
-        return modattn_error(MODATTN_EINVAL,
+        return modattn__error(MODATTN_EINVAL,
                              "%s: strides reach element %lld but the buffer holds %lld elements "
                              "(shape [%lld,%lld,%lld,%lld], strides [%lld,%lld,%lld,%lld])",
                              name, (long long)m, (long long)t->capacity, (long long)t->shape[0],
@@ -115,7 +116,7 @@ static int check_no_self_overlap(const char *name, const modattn_tensor *t) {
     for (int k = 0; k < n; k++) {
         int64_t s = t->stride[idx[k]];
         if (s < span)
-            return modattn_error(MODATTN_EINVAL,
+            return modattn__error(MODATTN_EINVAL,
                                  "%s: output view overlaps itself (stride[%d] = %lld is smaller than the "
                                  "%lld elements spanned by the smaller dimensions)",
                                  name, idx[k], (long long)s, (long long)span);
@@ -142,7 +143,7 @@ static bool overlaps(const modattn_tensor *a, const modattn_tensor *b) {
 }
 
 int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
-    if (!c || !d) return modattn_error(MODATTN_EINVAL, "attention: call or descriptor is NULL");
+    if (!c || !d) return modattn__error(MODATTN_EINVAL, "attention: call or descriptor is NULL");
     memset(d, 0, sizeof *d);
     static const char *const qdims[4] = {"B", "Hq", "Sq", "D"};
     static const char *const kdims[4] = {"B", "Hkv", "Sk", "D"};
@@ -160,18 +161,18 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
     int64_t Dv = c->v.shape[3];
     if ((st = check_view("o", &c->o, (int64_t[4]){B, Hq, Sq, Dv}, odims, false))) return st;
     if (Hkv == 0 && Hq != 0)
-        return modattn_error(MODATTN_EINVAL, "k: Hkv is 0 but q has %lld heads", (long long)Hq);
+        return modattn__error(MODATTN_EINVAL, "k: Hkv is 0 but q has %lld heads", (long long)Hq);
     if (Hkv != 0 && Hq % Hkv != 0)
-        return modattn_error(MODATTN_EINVAL, "q has %lld heads, not a multiple of the %lld key/value heads (GQA needs Hq %% Hkv == 0)",
+        return modattn__error(MODATTN_EINVAL, "q has %lld heads, not a multiple of the %lld key/value heads (GQA needs Hq %% Hkv == 0)",
                              (long long)Hq, (long long)Hkv);
     if (c->q.dtype != c->k.dtype || c->q.dtype != c->v.dtype || c->q.dtype != c->o.dtype)
-        return modattn_error(MODATTN_EINVAL, "dtypes differ: q %s, k %s, v %s, o %s", modattn_dtype_name(c->q.dtype),
+        return modattn__error(MODATTN_EINVAL, "dtypes differ: q %s, k %s, v %s, o %s", modattn_dtype_name(c->q.dtype),
                              modattn_dtype_name(c->k.dtype), modattn_dtype_name(c->v.dtype),
                              modattn_dtype_name(c->o.dtype));
     const modattn_tensor *all[4] = {&c->q, &c->k, &c->v, &c->o};
     for (int i = 1; i < 4; i++)
         if (all[i]->device.kind != c->q.device.kind || all[i]->device.index != c->q.device.index)
-            return modattn_error(MODATTN_EINVAL, "tensors are on different devices (q on %s:%d, %s on %s:%d)",
+            return modattn__error(MODATTN_EINVAL, "tensors are on different devices (q on %s:%d, %s on %s:%d)",
                                  modattn_device_kind_name(c->q.device.kind), c->q.device.index,
                                  i == 1 ? "k" : i == 2 ? "v" : "o", modattn_device_kind_name(all[i]->device.kind),
                                  all[i]->device.index);
@@ -183,11 +184,11 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
     if (d->has_mask) {
         if ((st = check_view("mask", &c->mask, (int64_t[4]){B, Hq, Sq, Sk}, mdims, true))) return st;
         if (c->mask.dtype != c->q.dtype)
-            return modattn_error(MODATTN_EINVAL, "mask: dtype %s differs from q's %s", modattn_dtype_name(c->mask.dtype),
+            return modattn__error(MODATTN_EINVAL, "mask: dtype %s differs from q's %s", modattn_dtype_name(c->mask.dtype),
                                  modattn_dtype_name(c->q.dtype));
         if (c->mask.device.kind != c->q.device.kind || c->mask.device.index != c->q.device.index)
-            return modattn_error(MODATTN_EINVAL, "mask: on another device than q");
-        if (overlaps(&c->o, &c->mask)) return modattn_error(MODATTN_EINVAL, "o overlaps mask");
+            return modattn__error(MODATTN_EINVAL, "mask: on another device than q");
+        if (overlaps(&c->o, &c->mask)) return modattn__error(MODATTN_EINVAL, "o overlaps mask");
         if (c->mask.shape[3] > 1 && c->mask.stride[3] != 1) inner = false;
         d->mask_b = c->mask.shape[0];
         d->mask_h = c->mask.shape[1];
@@ -196,38 +197,38 @@ int modattn_attn_describe(const modattn_attn_call *c, modattn_attn_desc *d) {
     if (d->has_lse) {
         if ((st = check_view("lse", &c->lse, (int64_t[4]){B, Hq, Sq, 1}, ldims, false))) return st;
         if (c->lse.dtype != MODATTN_DTYPE_F32 && c->lse.dtype != c->q.dtype)
-            return modattn_error(MODATTN_EINVAL, "lse: dtype must be f32 (or q's dtype), got %s",
+            return modattn__error(MODATTN_EINVAL, "lse: dtype must be f32 (or q's dtype), got %s",
                                  modattn_dtype_name(c->lse.dtype));
         if (c->lse.device.kind != c->q.device.kind || c->lse.device.index != c->q.device.index)
-            return modattn_error(MODATTN_EINVAL, "lse: on another device than q");
+            return modattn__error(MODATTN_EINVAL, "lse: on another device than q");
         if ((st = check_no_self_overlap("lse", &c->lse))) return st;
-        if (overlaps(&c->lse, &c->o)) return modattn_error(MODATTN_EINVAL, "lse overlaps o");
+        if (overlaps(&c->lse, &c->o)) return modattn__error(MODATTN_EINVAL, "lse overlaps o");
         for (int i = 0; i < 3; i++)
             if (overlaps(&c->lse, all[i]))
-                return modattn_error(MODATTN_EINVAL, "lse overlaps %s", i == 0 ? "q" : i == 1 ? "k" : "v");
-        if (d->has_mask && overlaps(&c->lse, &c->mask)) return modattn_error(MODATTN_EINVAL, "lse overlaps mask");
+                return modattn__error(MODATTN_EINVAL, "lse overlaps %s", i == 0 ? "q" : i == 1 ? "k" : "v");
+        if (d->has_mask && overlaps(&c->lse, &c->mask)) return modattn__error(MODATTN_EINVAL, "lse overlaps mask");
     }
     for (int i = 0; i < 3; i++)
         if (overlaps(&c->o, all[i]))
-            return modattn_error(MODATTN_EINVAL, "o overlaps %s: outputs must not alias inputs",
+            return modattn__error(MODATTN_EINVAL, "o overlaps %s: outputs must not alias inputs",
                                  i == 0 ? "q" : i == 1 ? "k" : "v");
     d->has_kv_lens = c->kv_lens != NULL;
     if (c->kv_lens)
         for (int64_t b = 0; b < B; b++)
             if (c->kv_lens[b] < 0 || c->kv_lens[b] > Sk)
-                return modattn_error(MODATTN_EINVAL, "kv_lens[%lld] = %d is outside [0, Sk = %lld]", (long long)b,
+                return modattn__error(MODATTN_EINVAL, "kv_lens[%lld] = %d is outside [0, Sk = %lld]", (long long)b,
                                      (int)c->kv_lens[b], (long long)Sk);
     if (!isfinite(c->scale))
-        return modattn_error(MODATTN_EINVAL, "scale is not finite (%g)", (double)c->scale);
+        return modattn__error(MODATTN_EINVAL, "scale is not finite (%g)", (double)c->scale);
     if (c->window && (c->window_left < -1 || c->window_right < -1))
-        return modattn_error(MODATTN_EINVAL, "window: window_left = %d, window_right = %d; each must be >= -1 (-1: unbounded)",
+        return modattn__error(MODATTN_EINVAL, "window: window_left = %d, window_right = %d; each must be >= -1 (-1: unbounded)",
                              (int)c->window_left, (int)c->window_right);
     if (!isfinite(c->softcap) || c->softcap < 0.0f)
-        return modattn_error(MODATTN_EINVAL, "softcap is %g; it must be finite and >= 0 (0: none)", (double)c->softcap);
+        return modattn__error(MODATTN_EINVAL, "softcap is %g; it must be finite and >= 0 (0: none)", (double)c->softcap);
     if (c->alibi_slopes)
         for (int64_t h = 0; h < Hq; h++)
             if (!isfinite(c->alibi_slopes[h]))
-                return modattn_error(MODATTN_EINVAL, "alibi_slopes[%lld] is not finite (%g)", (long long)h,
+                return modattn__error(MODATTN_EINVAL, "alibi_slopes[%lld] is not finite (%g)", (long long)h,
                                      (double)c->alibi_slopes[h]);
     d->B = B, d->Hq = Hq, d->Hkv = Hkv, d->Sq = Sq, d->Sk = Sk, d->D = D, d->Dv = Dv;
     d->dtype = c->q.dtype;

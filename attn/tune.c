@@ -12,6 +12,8 @@
  * memory. Implementations with priority <= 0 (the reference) are timed only when nothing
  * faster is capable: tuning must not spend minutes proving the oracle is slow. */
 #include "attn/internal.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,7 +35,7 @@ static int64_t pow2_bucket(int64_t x) {
 }
 
 void modattn__tune_key(const modattn_ctx *ctx, int nthreads, const modattn_attn_desc *d, char *key, size_t len) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     char cpu[64];
     snprintf(cpu, sizeof cpu, "%s", f->model_name);
     for (char *p = cpu; *p; p++)
@@ -88,8 +90,8 @@ static int put_entry(modattn__tune_entry **v, size_t *n, size_t *cap, const moda
     }
     if (*n == *cap) {
         size_t nc = *cap ? *cap * 2 : 16;
-        modattn__tune_entry *nv = modattn_realloc(*v, nc * sizeof *nv, MODATTN_MEM_OTHER);
-        if (!nv) return modattn_mem_last_status();
+        modattn__tune_entry *nv = modattn__realloc(*v, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return modattn__mem_last_status();
         *v = nv;
         *cap = nc;
     }
@@ -184,7 +186,7 @@ static void load(modattn_ctx *ctx) {
         snprintf(ctx->tune_note, sizeof ctx->tune_note, "%s; it is timed again when tuned", note);
 }
 
-const char *modattn_tune_note(modattn_ctx *ctx) {
+const char *modattn__tune_note(modattn_ctx *ctx) {
     if (!ctx) return "";
     pthread_mutex_lock(&ctx->mu);
     load(ctx);
@@ -306,10 +308,10 @@ int modattn__tune_measure(modattn_ctx *ctx, const modattn__runner *r, const moda
         double t[TUNE_REPS];
         int reps = 0;
         for (; reps < TUNE_REPS; reps++) {
-            uint64_t t0 = modattn_now_ns();
+            uint64_t t0 = modattn__now_ns();
             st = modattn__run_entry(ctx, r, i, d, c);
             if (st) break;
-            t[reps] = (double)(modattn_now_ns() - t0) / 1e6;
+            t[reps] = (double)(modattn__now_ns() - t0) / 1e6;
         }
         last_ok = st == 0;
         if (st) {

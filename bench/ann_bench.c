@@ -15,6 +15,9 @@
 #include "modattn/dispatch.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 static double now(void) {
     struct timespec t;
@@ -77,7 +80,7 @@ int main(int argc, char **argv) {
     float *queries = load(argv[2], "queries.f32", &qb);
     int32_t *gt = load(argv[2], "gt.i32", &gb);
     modattn_store_vectors v;
-    if (!queries || !gt || modattn_store_open_vectors(s, &v)) {
+    if (!queries || !gt || modattn__store_open_vectors(s, &v)) {
         fprintf(stderr, "ann_bench: cannot read %s/queries.f32, gt.i32 or the store's vectors: %s\n", argv[2],
                 modattn_last_error());
         return 1;
@@ -95,7 +98,7 @@ int main(int argc, char **argv) {
 
     /* the exact batched scan: the anchor */
     double t0 = now();
-    if (modattn_store_vectors_topk_batch(&v, queries, nq, K, exec, ids, sc, nout)) {
+    if (modattn__store_vectors_topk_batch(&v, queries, nq, K, exec, ids, sc, nout)) {
         fprintf(stderr, "ann_bench: %s\n", modattn_last_error());
         return 1;
     }
@@ -105,7 +108,7 @@ int main(int argc, char **argv) {
     const size_t nl = nq < 100 ? nq : 100;
     for (size_t q = 0; q < nl; q++) {
         double t1 = now();
-        modattn_store_vectors_topk_batch(&v, queries + q * dim, 1, K, exec, ids + q * K, sc + q * K, nout + q);
+        modattn__store_vectors_topk_batch(&v, queries + q * dim, 1, K, exec, ids + q * K, sc + q * K, nout + q);
         lat[q] = (now() - t1) * 1e3;
     }
     qsort(lat, nl, sizeof *lat, cmp_d);
@@ -117,15 +120,15 @@ int main(int argc, char **argv) {
     modattn_ann *a = NULL;
     char why[512] = "";
     t0 = now();
-    if (modattn_ann_open(s, &v, &a, why, sizeof why) != 1) {
+    if (modattn__ann_open(s, &v, &a, why, sizeof why) != 1) {
         fprintf(stderr, "ann_bench: no usable ANN index: %s %s\n", why, modattn_last_error());
         return 1;
     }
     const double topen = now() - t0;
     modattn_ann_params built;
-    modattn_ann_get_params(a, &built);
+    modattn__ann_get_params(a, &built);
     char bp[200];
-    modattn_ann_params_format(modattn_ann_get_kind(a), &built, bp, sizeof bp);
+    modattn_ann_params_format(modattn__ann_get_kind(a), &built, bp, sizeof bp);
     char *list = strdup(argv[4]);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
         modattn_ann_params sp;
@@ -139,7 +142,7 @@ int main(int argc, char **argv) {
         double runs[3];
         for (int r = 0; r < 3; r++) {
             t0 = now();
-            if (modattn_ann_topk_batch(a, &v, queries, nq, K, &sp, exec, ids, sc, nout)) {
+            if (modattn__ann_topk_batch(a, &v, queries, nq, K, &sp, exec, ids, sc, nout)) {
                 fprintf(stderr, "ann_bench: %s\n", modattn_last_error());
                 return 1;
             }
@@ -150,21 +153,21 @@ int main(int argc, char **argv) {
         /* one query per call, as `modattn search` and a server make them */
         for (size_t q = 0; q < nq; q++) {
             t0 = now();
-            modattn_ann_topk_batch(a, &v, queries + q * dim, 1, K, &sp, exec, ids + q * K, sc + q * K, nout + q);
+            modattn__ann_topk_batch(a, &v, queries + q * dim, 1, K, &sp, exec, ids + q * K, sc + q * K, nout + q);
             lat[q] = (now() - t0) * 1e3;
         }
         qsort(lat, nq, sizeof *lat, cmp_d);
         printf("{\"system\": \"modattn\", \"index\": \"%s\", \"build_params\": \"%s\", \"%s\": %s, \"rows\": %zu, "
                "\"queries\": %zu, \"threads\": %d, \"recall10\": %.4f, \"qps\": %.1f, \"p50_ms\": %.3f, "
                "\"p99_ms\": %.3f, \"open_s\": %.3f, \"file_bytes\": %llu}\n",
-               modattn_ann_kind_name(modattn_ann_get_kind(a)), bp, argv[3], tok, v.n, nq, exec->nthreads, rec,
+               modattn_ann_kind_name(modattn__ann_get_kind(a)), bp, argv[3], tok, v.n, nq, exec->nthreads, rec,
                (double)nq / runs[1], lat[nq / 2], lat[nq * 99 / 100], topen,
-               (unsigned long long)modattn_ann_file_bytes(a));
+               (unsigned long long)modattn__ann_file_bytes(a));
         fflush(stdout);
     }
     free(list);
-    modattn_ann_close(a);
-    modattn_store_vectors_free(&v);
+    modattn__ann_close(a);
+    modattn__store_vectors_free(&v);
     modattn_store_close(s);
     modattn_ctx_free(ctx);
     free(queries), free(gt), free(ids), free(sc), free(nout), free(lat);

@@ -10,6 +10,7 @@
  * CPU-second of the process (the rate one core delivers while it runs this: fair on a shared
  * machine, compare it with bench/peak_flops' per-CPU-second figure). */
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -102,8 +103,8 @@ int main(int argc, char **argv) {
         }
         bool causal = n == 5 && c == 'c';
         size_t ne = (size_t)(B * H * S * D);
-        float *q = modattn_malloc(ne * 4, MODATTN_MEM_OTHER), *k = modattn_malloc(ne * 4, MODATTN_MEM_OTHER);
-        float *v = modattn_malloc(ne * 4, MODATTN_MEM_OTHER), *o = modattn_malloc(ne * 4, MODATTN_MEM_OTHER);
+        float *q = modattn__malloc(ne * 4, MODATTN_MEM_OTHER), *k = modattn__malloc(ne * 4, MODATTN_MEM_OTHER);
+        float *v = modattn__malloc(ne * 4, MODATTN_MEM_OTHER), *o = modattn__malloc(ne * 4, MODATTN_MEM_OTHER);
         if (!q || !k || !v || !o) {
             fprintf(stderr, "%s\n", modattn_last_error());
             return 1;
@@ -138,9 +139,9 @@ int main(int argc, char **argv) {
             double *ms = malloc(sizeof(double) * (size_t)reps), *cpu = malloc(sizeof(double) * (size_t)reps);
             for (int r = 0; r < reps; r++) {
                 double c0 = cpu_now_s();
-                uint64_t t0 = modattn_now_ns();
+                uint64_t t0 = modattn__now_ns();
                 modattn_attention_with(ctx, (size_t)idx, &call);
-                ms[r] = (double)(modattn_now_ns() - t0) * 1e-6;
+                ms[r] = (double)(modattn__now_ns() - t0) * 1e-6;
                 cpu[r] = (cpu_now_s() - c0) * 1e3;
             }
             qsort(ms, (size_t)reps, sizeof *ms, cmp_d);

@@ -10,6 +10,7 @@
  * GFLOP/s counted over the (query, key) pairs it leaves visible (modattn_attn_desc_flops).
  * Exit status 1 if a check fails. */
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -100,8 +101,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     size_t ne = (size_t)(H * S * D);
-    float *q = modattn_malloc(ne * 4, MODATTN_MEM_OTHER), *k = modattn_malloc(ne * 4, MODATTN_MEM_OTHER);
-    float *v = modattn_malloc(ne * 4, MODATTN_MEM_OTHER), *o = modattn_malloc(ne * 4, MODATTN_MEM_OTHER);
+    float *q = modattn__malloc(ne * 4, MODATTN_MEM_OTHER), *k = modattn__malloc(ne * 4, MODATTN_MEM_OTHER);
+    float *v = modattn__malloc(ne * 4, MODATTN_MEM_OTHER), *o = modattn__malloc(ne * 4, MODATTN_MEM_OTHER);
     if (!q || !k || !v || !o) {
         fprintf(stderr, "%s\n", modattn_last_error());
         return 1;
@@ -131,9 +132,9 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < reps; r++) /* interleaved: every configuration once per round */
         for (int w = 0; w < nw; w++) {
-            uint64_t t0 = modattn_now_ns();
+            uint64_t t0 = modattn__now_ns();
             modattn_attention_with(ctx, (size_t)idx, &calls[w]);
-            ms[w * reps + r] = (double)(modattn_now_ns() - t0) * 1e-6;
+            ms[w * reps + r] = (double)(modattn__now_ns() - t0) * 1e-6;
         }
     printf("%s, B=1 H=%lld Sq=Sk=%lld D=%lld%s, %d threads, median of %d interleaved runs; sample rows checked "
            "against fp64 (max err < 1e-4)\n\n",

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
+#include "core/internal_core.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -42,10 +43,10 @@ int main(int argc, char **argv) {
            "plan/sgemm", "max |diff|");
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const int64_t N = shapes[s].N, K = shapes[s].K;
-        float *A = modattn_malloc((size_t)(T * K) * sizeof(float), MODATTN_MEM_OTHER);
-        float *W = modattn_malloc((size_t)(N * K) * sizeof(float), MODATTN_MEM_OTHER);
-        float *C1 = modattn_malloc((size_t)(T * N) * sizeof(float), MODATTN_MEM_OTHER);
-        float *C2 = modattn_malloc((size_t)(T * N) * sizeof(float), MODATTN_MEM_OTHER);
+        float *A = modattn__malloc((size_t)(T * K) * sizeof(float), MODATTN_MEM_OTHER);
+        float *W = modattn__malloc((size_t)(N * K) * sizeof(float), MODATTN_MEM_OTHER);
+        float *C1 = modattn__malloc((size_t)(T * N) * sizeof(float), MODATTN_MEM_OTHER);
+        float *C2 = modattn__malloc((size_t)(T * N) * sizeof(float), MODATTN_MEM_OTHER);
         if (!A || !W || !C1 || !C2) {
             fprintf(stderr, "out of memory\n");
             return 1;
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "plan: %s\n", modattn_last_error());
             return 1;
         }
-        void *scr = modattn_malloc(modattn__gemm_plan_scratch(p) + 64, MODATTN_MEM_WORKSPACE);
+        void *scr = modattn__malloc(modattn__gemm_plan_scratch(p) + 64, MODATTN_MEM_WORKSPACE);
         double t1[1000], t2[1000];
         for (int r = 0; r < reps; r++) {
             double t = now_s();

@@ -13,6 +13,8 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 /* The chunk texts of another store (TEXTS_DB), to lend real text to the synthetic chunks. */
 static char **load_texts(const char *path, size_t *n) {
@@ -23,7 +25,7 @@ static char **load_texts(const char *path, size_t *n) {
     char **v = NULL;
     for (int64_t id = 1; id < 10000000; id++) {
         modattn_store_chunk c;
-        int st = modattn_store_get_chunk(t, id, &c);
+        int st = modattn__store_get_chunk(t, id, &c);
         if (st == MODATTN_ENOTFOUND) {
             if (id > (int64_t)*n + 100000) break; /* far past the last id */
             continue;
@@ -34,7 +36,7 @@ static char **load_texts(const char *path, size_t *n) {
             v = realloc(v, cap * sizeof *v);
         }
         v[(*n)++] = strdup(c.text);
-        modattn_store_chunk_clear(&c);
+        modattn__store_chunk_clear(&c);
     }
     modattn_store_close(t);
     return v;
@@ -72,7 +74,7 @@ int main(int argc, char **argv) {
     }
     const modattn_model_info *in = modattn_model_get_info(m);
     modattn_store_model sm = modattn_store_model_of(in);
-    if (modattn_store_bind_model(s, &sm)) {
+    if (modattn__store_bind_model(s, &sm)) {
         fprintf(stderr, "make_store: %s\n", modattn_last_error());
         return 1;
     }
@@ -87,7 +89,7 @@ int main(int argc, char **argv) {
         modattn_store_doc doc;
         memset(&doc, 0, sizeof doc);
         doc.path = path, doc.kind = "text", doc.nchunks = nc, doc.chunk_tokens = 256, doc.overlap = 32;
-        if ((st = modattn_store_begin(s)) || (st = modattn_store_put_document(s, &doc))) break;
+        if ((st = modattn__store_begin(s)) || (st = modattn__store_put_document(s, &doc))) break;
         for (long long c = 0; c < nc && !st; c++) {
             if (vecs) {
                 if (fread(v, sizeof *v, dim, vecs) != dim) {
@@ -101,7 +103,7 @@ int main(int argc, char **argv) {
                     v[k] = (float)((double)(rng >> 11) / 9007199254740992.0 - 0.5);
                 }
             }
-            modattn_vec_normalize(v, dim);
+            modattn__vec_normalize(v, dim);
             /* 60 words of a 20,000-word vocabulary drawn log-uniformly (a few words in most chunks,
              * most words in a few), so that the keyword index has posting lists of every length */
             char text[1024];
@@ -121,12 +123,12 @@ int main(int argc, char **argv) {
                 tl = (int)strlen(ct);
             }
             modattn_store_chunk_in ci = {c, c * 100, c * 100 + 100, c + 1, 0, 80, ct, (size_t)tl};
-            st = modattn_store_put_chunk(s, doc.id, &ci, v, dim);
+            st = modattn__store_put_chunk(s, doc.id, &ci, v, dim);
         }
-        if (!st) st = modattn_store_commit(s);
+        if (!st) st = modattn__store_commit(s);
         done += nc;
     }
-    if (!st) st = modattn_store_write_vector_file(s);
+    if (!st) st = modattn__store_write_vector_file(s);
     if (st) fprintf(stderr, "make_store: %s\n", modattn_last_error());
     free(v);
     if (vecs) fclose(vecs);

@@ -1,4 +1,4 @@
-/* bench/search_bench.c — search latency of modattn's exact top-k scan (modattn_topk, the code
+/* bench/search_bench.c — search latency of modattn's exact top-k scan (modattn__topk, the code
  * `modattn search` runs) on synthetic L2-normalised vectors, with this machine's memory bandwidth
  * measured in the same run by a streaming-read probe over the same matrix.
  *
@@ -17,6 +17,8 @@
 #include "modattn/core.h"
 #include "modattn/dispatch.h"
 #include "modattn/search.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_search.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -82,7 +84,7 @@ static void probe_task(void *arg, int64_t i, int thread) {
     size_t a = (size_t)i * per, b = a + per < j->nfloats ? a + per : j->nfloats;
     double s;
 #if defined(__x86_64__)
-    if (modattn_cpu_get()->avx2) s = sum_avx2(j->data + a, b - a);
+    if (modattn__cpu_get()->avx2) s = sum_avx2(j->data + a, b - a);
     else
 #endif
         s = sum_scalar(j->data + a, b - a);
@@ -160,16 +162,16 @@ int main(int argc, char **argv) {
     }
     const modattn_exec *ex = modattn_ctx_exec(ctx);
     char cpu[256];
-    modattn_cpu_describe(cpu, sizeof cpu);
-    modattn_scan_isa isa = modattn_scan_isa_auto();
+    modattn__cpu_describe(cpu, sizeof cpu);
+    modattn_scan_isa isa = modattn__scan_isa_auto();
     printf("search_bench: dim %zu, k %zu, %zu queries per size, %d threads, scan kernel %s (cpu: %s)\n",
-           dim, k, queries, ex->nthreads, modattn_scan_isa_name(isa), cpu);
+           dim, k, queries, ex->nthreads, modattn__scan_isa_name(isa), cpu);
 
     size_t maxn = 0;
     for (size_t s = 0; s < nsizes; s++)
         if (sizes[s] > maxn) maxn = sizes[s];
     /* one matrix for every size (the first n rows), rows packed: ld = dim */
-    float *mat = modattn_malloc(maxn * dim * sizeof(float), MODATTN_MEM_INDEX);
+    float *mat = modattn__malloc(maxn * dim * sizeof(float), MODATTN_MEM_INDEX);
     float *qs = malloc(queries * dim * sizeof(float));
     double *lat = malloc(queries * sizeof(double));
     modattn_hit *hits = malloc(k * sizeof *hits), *ref = malloc(k * sizeof *ref);
@@ -183,11 +185,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < maxn; i++) {
         float *r = mat + i * dim;
         for (size_t j = 0; j < dim; j++) r[j] = next_f();
-        modattn_vec_normalize(r, dim);
+        modattn__vec_normalize(r, dim);
     }
     for (size_t q = 0; q < queries; q++) {
         for (size_t j = 0; j < dim; j++) qs[q * dim + j] = next_f();
-        modattn_vec_normalize(qs + q * dim, dim);
+        modattn__vec_normalize(qs + q * dim, dim);
     }
     printf("search_bench: generated %zu normalised vectors in %.1f s\n", maxn, now_s() - t0);
 
@@ -202,8 +204,8 @@ int main(int argc, char **argv) {
         size_t n = sizes[s];
         /* validate */
         size_t nh = 0, nr = 0;
-        modattn_topk(mat, n, dim, dim, qs, k, NULL, MODATTN_SCAN_SCALAR, ref, &nr);
-        if (modattn_topk(mat, n, dim, dim, qs, k, ex, MODATTN_SCAN_AUTO, hits, &nh) || nh != nr) {
+        modattn__topk(mat, n, dim, dim, qs, k, NULL, MODATTN_SCAN_SCALAR, ref, &nr);
+        if (modattn__topk(mat, n, dim, dim, qs, k, ex, MODATTN_SCAN_AUTO, hits, &nh) || nh != nr) {
             fprintf(stderr, "search_bench: topk failed: %s\n", modattn_last_error());
             return 1;
         }
@@ -222,13 +224,13 @@ int main(int argc, char **argv) {
                        {"modattn (1 thread)", NULL, MODATTN_SCAN_AUTO}};
         for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) {
             /* warm-up */
-            modattn_topk(mat, n, dim, dim, qs, k, configs[c].ex, configs[c].isa, hits, &nh);
+            modattn__topk(mat, n, dim, dim, qs, k, configs[c].ex, configs[c].isa, hits, &nh);
             size_t nq = n >= 1000000 && configs[c].ex == NULL ? queries / 4 : queries;
             if (nq < 8) nq = queries;
             double total = 0;
             for (size_t q = 0; q < nq; q++) {
                 double a = now_s();
-                modattn_topk(mat, n, dim, dim, qs + q * dim, k, configs[c].ex, configs[c].isa, hits, &nh);
+                modattn__topk(mat, n, dim, dim, qs + q * dim, k, configs[c].ex, configs[c].isa, hits, &nh);
                 lat[q] = now_s() - a;
                 total += lat[q];
             }
@@ -242,20 +244,20 @@ int main(int argc, char **argv) {
                    n, r.config, r.p50_ms, r.p99_ms, r.mean_ms, r.gbs,
                    100.0 * r.gbs / (configs[c].ex ? bw : bw1));
         }
-        /* every query in one call (modattn_topk_batch, what `search --queries` runs): validated
+        /* every query in one call (modattn__topk_batch, what `search --queries` runs): validated
          * query by query against the single-query scan, then timed as the per-query share of the
          * call, as FAISS's batched figure is (median of 3 calls) */
         {
             modattn_hit *bh = malloc(queries * k * sizeof *bh);
             size_t *bn = malloc(queries * sizeof *bn);
             if (!bh || !bn) return 1;
-            if (modattn_topk_batch(mat, n, dim, dim, qs, queries, dim, k, ex, NULL, 0, bh, bn)) {
+            if (modattn__topk_batch(mat, n, dim, dim, qs, queries, dim, k, ex, NULL, 0, bh, bn)) {
                 fprintf(stderr, "search_bench: topk_batch failed: %s\n", modattn_last_error());
                 return 1;
             }
             size_t differ = 0;
             for (size_t q = 0; q < queries; q++) {
-                modattn_topk(mat, n, dim, dim, qs + q * dim, k, ex, MODATTN_SCAN_AUTO, hits, &nh);
+                modattn__topk(mat, n, dim, dim, qs + q * dim, k, ex, MODATTN_SCAN_AUTO, hits, &nh);
                 for (size_t i = 0; i < nh; i++)
                     if (bn[q] != nh || hits[i].row != bh[q * k + i].row || hits[i].score != bh[q * k + i].score)
                         differ++;
@@ -268,7 +270,7 @@ int main(int argc, char **argv) {
             double tb[3];
             for (int r = 0; r < 3; r++) {
                 double a = now_s();
-                modattn_topk_batch(mat, n, dim, dim, qs, queries, dim, k, ex, NULL, 0, bh, bn);
+                modattn__topk_batch(mat, n, dim, dim, qs, queries, dim, k, ex, NULL, 0, bh, bn);
                 tb[r] = now_s() - a;
             }
             qsort(tb, 3, sizeof *tb, cmp_double);
@@ -298,7 +300,7 @@ int main(int argc, char **argv) {
             double tp = now_s() - a;
             size_t nh = 0;
             a = now_s();
-            modattn_topk(mat, maxn, dim, dim, qs + q * dim, k, ex, MODATTN_SCAN_AUTO, hits, &nh);
+            modattn__topk(mat, maxn, dim, dim, qs + q * dim, k, ex, MODATTN_SCAN_AUTO, hits, &nh);
             double tq = now_s() - a;
             ratio[q] = tp / tq;
         }
@@ -318,7 +320,7 @@ int main(int argc, char **argv) {
         fprintf(f, "{\"dim\": %zu, \"k\": %zu, \"queries\": %zu, \"threads\": %d, \"kernel\": \"%s\", "
                    "\"cpu\": \"%s\", \"bandwidth_gbs\": %.3f, \"bandwidth_1t_gbs\": %.3f, "
                    "\"paired_n\": %zu, \"paired_fraction\": %.4f, \"results\": [",
-                dim, k, queries, ex->nthreads, modattn_scan_isa_name(isa), cpu, bw, bw1, maxn, paired);
+                dim, k, queries, ex->nthreads, modattn__scan_isa_name(isa), cpu, bw, bw1, maxn, paired);
         for (size_t i = 0; i < nres; i++)
         {
             char p99[32] = "null", gbs[32] = "null";

@@ -4,7 +4,7 @@
 #
 # In one run:
 #   1. bench/search_bench (C): this machine's streaming-read memory bandwidth, then modattn's exact
-#      top-k scan (modattn_topk, as `modattn search` runs it) at 10k, 100k and 1M synthetic
+#      top-k scan (modattn__topk, as `modattn search` runs it) at 10k, 100k and 1M synthetic
 #      L2-normalised 384-d vectors, k = 10: p50/p99 latency, GB/s, % of the bandwidth;
 #   2. bench/search_bench_faiss.py: FAISS IndexFlatIP on the same sizes, k and thread count
 #      (faiss-cpu from PyPI in a virtual environment under /tmp);
@@ -91,7 +91,7 @@ L.append("- FAISS IndexFlatIP, one query per call: p50 %.2f ms: modattn is **%.2
          % (fs["p50_ms"], fs["p50_ms"] / mine["p50_ms"], "met" if fs["p50_ms"] >= mine["p50_ms"] else "NOT met"))
 mb = next(r for r in m["results"] if r["n"] == big and "queries per call" in r["config"])
 L.append("- All %s queries in one call (a GEMM over blocks of vectors and queries; per-query share of "
-         "the call): modattn `modattn_topk_batch` (`search --queries`) %.3f ms per query, FAISS %.3f ms: "
+         "the call): modattn `modattn__topk_batch` (`search --queries`) %.3f ms per query, FAISS %.3f ms: "
          "modattn is **%.2fx** FAISS's batched call (target, issue 15: >= 1x: %s). The batched hits equal "
          "one query at a time's, rows and scores (checked for every query in the run)."
          % (queries, mb["p50_ms"], fb["p50_ms"], fb["p50_ms"] / mb["p50_ms"],

@@ -193,7 +193,7 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a);
 void cli_search_args_free(cli_search_args *a);
 
 /* The lines of path ("-": standard input), blank ones left out, into *out (strings and array
- * from modattn_malloc, counted against --mem-budget: free each and the array with modattn_free);
+ * from modattn__malloc, counted against --mem-budget: free each and the array with modattn_free);
  * 0, or the exit status after printing why not (a line over CLI_MAX_LINE bytes, memory, I/O). */
 int cli_read_queries(const char *path, char ***out, size_t *n);
 
@@ -203,7 +203,7 @@ void cli_stdout_init(void);
 
 /* The longest input line `embed -` and `search --queries` take (the README's limits). */
 #define CLI_MAX_LINE ((size_t)16 << 20)
-/* One line of f (its newline kept, if it had one) into *buf (grown with modattn_realloc, so it
+/* One line of f (its newline kept, if it had one) into *buf (grown with modattn__realloc, so it
  * counts against --mem-budget; *cap its size), *len its bytes, NUL-terminated. A line is never
  * cut: 1 a line; 0 end of input; -1 the line is longer than max (the rest of it is not read);
  * -2 out of memory (or over the budget); -3 a read error (errno says which). */
@@ -227,6 +227,7 @@ void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed
  * cli/cmd_mpi.c) -> print (cli/cli_index_out.c) */
 #include <jansson.h>
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
 
 /* `index`'s options and PATHs, shared by the plain command and `index --mpi`. */
 typedef struct cli_index_args {

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
 
 void cli_index_usage(FILE *f) {
     fprintf(f,
@@ -168,7 +169,7 @@ static int take_option(int argc, char **argv, int *i, bool say, cli_index_args *
         if (modattn_ann_params_parse(v, &a->annp) != 0)
             return SAY("modattn: index: --ann-params: %s\n", modattn_last_error()), 2;
     } else if ((v = cli_opt_value(argc, argv, i, "--max-file-size", &missing))) {
-        if (modattn_parse_bytes(v, &a->max_size) != 0 || a->max_size <= 0)
+        if (modattn__parse_bytes(v, &a->max_size) != 0 || a->max_size <= 0)
             return SAY("modattn: index: --max-file-size: '%s' is not a size\n", v), 2;
     } else if (missing) {
         return SAY("modattn: index: %s needs a value\n", s), 2;

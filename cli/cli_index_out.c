@@ -8,6 +8,8 @@
 
 #include "cli/cli.h"
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_ingest.h"
 #include "pipeline/store_notes.h"
 
 void cli_index_clear_line(cli_index_ui *ui) {
@@ -138,12 +140,12 @@ static int print_json(const cli_index_job *jb, const char *db_rel, const char *v
     if (j && jb->ann_err[0]) json_object_set_new(j, "ann_error", cli_json_text(jb->ann_err));
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(6)) : NULL;
     int rc = 0;
-    if (modattn_json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
+    if (modattn__json_take_failure() != 0 || !text) { /* incl. one while building ui.errors */
         rc = cli_json_fail("index: writing JSON");
     } else {
         puts(text);
     }
-    modattn_json_free(text);
+    modattn__json_free(text);
     json_decref(j);
     return rc;
 }
@@ -192,7 +194,7 @@ int cli_index_print(const cli_index_args *a, cli_index_job *j, int nranks) {
     }
     const modattn_index_stats *s = &j->s;
     char dbuf[PATH_MAX], tvf[4096], vf[400];
-    char *abs_db = modattn_path_absolute(a->db);
+    char *abs_db = modattn__path_absolute(a->db);
     const char *db_rel = abs_db ? cli_rel_path(abs_db, dbuf, sizeof dbuf) : a->db;
     /* DB.vec, what `search` maps: a failure to write it costs searches speed, not results */
     if (s->vector_file_error[0]) {

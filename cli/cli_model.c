@@ -13,6 +13,8 @@
 
 #include "cli/cli.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_store.h"
 
 #define CLI_DEFAULT_MODEL "all-MiniLM-L6-v2"
 
@@ -169,7 +171,7 @@ const char *cli_model_dir_for_store(const char *given, modattn_store *store, con
     if (given || (env && *env) || !buf || !len) return cli_model_dir(given, buf, len);
     modattn_store *own = NULL;
     if (!store && db && access(db, F_OK) == 0 && modattn_store_open(db, MODATTN_STORE_READONLY, &own) == 0) store = own;
-    int st = store ? modattn_store_get_model_dir(store, buf, len) : MODATTN_ENOTFOUND;
+    int st = store ? modattn__store_get_model_dir(store, buf, len) : MODATTN_ENOTFOUND;
     modattn_store_close(own);
     if (st == 0 && access(buf, F_OK) == 0) return buf;
     if (st == 0 && buf[0]) {
@@ -201,7 +203,7 @@ int cli_open_ctx(cli_globals *g, modattn_ctx **out) {
         *out = g->ctx;
         return 0;
     }
-    int st = g->pool ? 0 : modattn_pool_create(g->threads, &g->pool);
+    int st = g->pool ? 0 : modattn__pool_create(g->threads, &g->pool);
     if (st) return cli_fail("cannot start", st);
     modattn_ctx_options o;
     memset(&o, 0, sizeof o);

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
 
 #define SNIPPET_BYTES 240
 
@@ -178,13 +179,13 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
             bad = 1;
         char *text = j && !bad ? json_dumps(j, (batch_query ? JSON_COMPACT : JSON_INDENT(2)) | JSON_REAL_PRECISION(7))
                                : NULL;
-        if (modattn_json_take_failure() != 0 || !text) {
-            modattn_json_free(text);
+        if (modattn__json_take_failure() != 0 || !text) {
+            modattn__json_free(text);
             text = NULL;
             rc = cli_json_fail("search: writing JSON");
         } else {
             puts(text);
-            modattn_json_free(text);
+            modattn__json_free(text);
         }
         json_decref(j);
         return rc;
@@ -234,7 +235,7 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
     return 0;
 }
 
-/* The lines of path ("-": standard input), blank ones left out, into *out (modattn_malloc'd
+/* The lines of path ("-": standard input), blank ones left out, into *out (modattn__malloc'd
  * strings, counted against --mem-budget). A line past CLI_MAX_LINE, memory and read errors stop
  * the run with the line's number: never a shorter set of queries taken for the whole. */
 int cli_read_queries(const char *path, char ***out, size_t *n) {
@@ -262,14 +263,14 @@ int cli_read_queries(const char *path, char ***out, size_t *n) {
         if (line[sp] == '\0') continue;
         if (nv == vcap) {
             size_t nc = vcap ? 2 * vcap : 64;
-            char **nvv = modattn_realloc(v, nc * sizeof *v, MODATTN_MEM_OTHER);
+            char **nvv = modattn__realloc(v, nc * sizeof *v, MODATTN_MEM_OTHER);
             if (!nvv) {
                 r = -2;
                 break;
             }
             v = nvv, vcap = nc;
         }
-        if (!(v[nv] = modattn_strndup(line, got, MODATTN_MEM_OTHER))) {
+        if (!(v[nv] = modattn__strndup(line, got, MODATTN_MEM_OTHER))) {
             r = -2;
             break;
         }

@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_ingest.h"
 
 /* Length of the well-formed UTF-8 sequence at p (of at most n bytes), 0 if it is not one. */
 static size_t utf8_seq(const unsigned char *p, size_t n) {
     size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
     if (len == 0 || len > n) return 0;
-    return modattn_utf8_valid((const char *)p, len) ? len : 0;
+    return modattn__utf8_valid((const char *)p, len) ? len : 0;
 }
 
 const char *cli_term_text(const char *s, char *buf, size_t cap) {
@@ -50,9 +52,9 @@ const char *cli_term_text(const char *s, char *buf, size_t cap) {
 
 int cli_json_set_path(json_t *obj, const char *key, const char *path) {
     const size_t n = strlen(path);
-    if (modattn_utf8_valid(path, n)) return json_object_set_new(obj, key, json_stringn(path, n));
+    if (modattn__utf8_valid(path, n)) return json_object_set_new(obj, key, json_stringn(path, n));
     size_t m = 0;
-    char *shown = modattn_utf8_sanitize(path, n, &m);
+    char *shown = modattn__utf8_sanitize(path, n, &m);
     char *hexs = malloc(2 * n + 1);
     int r = -1;
     if (shown && hexs) {
@@ -74,9 +76,9 @@ int cli_json_set_path(json_t *obj, const char *key, const char *path) {
 
 json_t *cli_json_text(const char *s) {
     const size_t n = s ? strlen(s) : 0;
-    if (!s || modattn_utf8_valid(s, n)) return json_stringn(s ? s : "", n);
+    if (!s || modattn__utf8_valid(s, n)) return json_stringn(s ? s : "", n);
     size_t m = 0;
-    char *t = modattn_utf8_sanitize(s, n, &m);
+    char *t = modattn__utf8_sanitize(s, n, &m);
     json_t *j = t ? json_stringn(t, m) : NULL;
     modattn_free(t);
     return j;
@@ -95,17 +97,17 @@ int cli_print_json(json_t *j) {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(j);
     /* a refused allocation while building or writing the JSON (--mem-budget): not printed */
-    if (modattn_json_take_failure() != 0 || !s) {
-        modattn_json_free(s);
+    if (modattn__json_take_failure() != 0 || !s) {
+        modattn__json_free(s);
         return cli_json_fail("writing JSON");
     }
     puts(s);
-    modattn_json_free(s);
+    modattn__json_free(s);
     return 0;
 }
 
 int cli_json_fail(const char *what) {
-    if (modattn_json_take_failure() != 0) return cli_fail(what, MODATTN_ENOMEM);
+    if (modattn__json_take_failure() != 0) return cli_fail(what, MODATTN_ENOMEM);
     fprintf(stderr, "modattn: %s: the output could not be encoded as JSON\n", what);
     return 1;
 }
@@ -177,7 +179,7 @@ int cli_read_line(FILE *f, char **buf, size_t *cap, size_t *len, size_t max) {
         if (n + 2 > *cap) { /* room for this byte and the NUL */
             size_t nc = *cap ? 2 * *cap : 4096;
             if (nc > max + 2) nc = max + 2;
-            char *nb = modattn_realloc(*buf, nc, MODATTN_MEM_OTHER);
+            char *nb = modattn__realloc(*buf, nc, MODATTN_MEM_OTHER);
             if (!nb) {
                 *len = n;
                 return -2;

@@ -1,6 +1,9 @@
 /* cli/cmd_attn.c — `modattn backends`, `modattn check`, `modattn explain`. */
 #define _GNU_SOURCE
 #include "cli/cli.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -51,13 +54,13 @@ int cli_cmd_backends(cli_globals *g, int argc, char **argv) {
         for (size_t i = 0; i < modattn_ctx_plugin_error_count(ctx); i++)
             json_array_append_new(errs, json_string(modattn_ctx_plugin_error(ctx, i)));
         char cpu[256];
-        modattn_cpu_describe(cpu, sizeof cpu);
+        modattn__cpu_describe(cpu, sizeof cpu);
         int rc = cli_print_json(json_pack("{s:o, s:o, s:s, s:i}", "implementations", arr, "refused_plugins", errs,
                                           "cpu_features", cpu, "threads", modattn_ctx_threads(ctx)));
         return rc ? rc : modattn_ctx_plugin_error_count(ctx) ? 1 : 0;
     }
     char cpu[256];
-    modattn_cpu_describe(cpu, sizeof cpu);
+    modattn__cpu_describe(cpu, sizeof cpu);
     printf("CPU features: %s; threads: %d\n\n", cpu, modattn_ctx_threads(ctx));
     printf("%-18s %-7s %-8s %-10s %s\n", "implementation", "device", "priority", "status", "description");
     for (size_t i = 0; i < n; i++) {
@@ -393,11 +396,11 @@ static int tune_now(modattn_ctx *ctx, const modattn_attn_desc *d) {
         fprintf(stderr, "modattn explain: the tensors of this shape need over 8 GB; not tuning\n");
         return 1;
     }
-    float *q = modattn_malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
-    float *k = modattn_malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
-    float *v = modattn_malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
-    float *o = modattn_malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
-    int st = (q && k && v && o) ? 0 : modattn_mem_last_status();
+    float *q = modattn__malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *k = modattn__malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *v = modattn__malloc((size_t)nk * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    float *o = modattn__malloc((size_t)nq * 4 + 4, MODATTN_MEM_ACTIVATIONS);
+    int st = (q && k && v && o) ? 0 : modattn__mem_last_status();
     if (st == 0) {
         uint32_t r = 12345;
         for (size_t i = 0; i < (size_t)nq; i++) r = r * 1664525u + 1013904223u, q[i] = (float)(r >> 8) / 16777216.0f - 0.5f;
@@ -429,7 +432,7 @@ static int explain_model(cli_globals *g, modattn_ctx *ctx, const char *dir, int6
     const modattn_device_iface *dev = modattn_device_find(in->device);
     printf("model: %s on %s, precision %s\n", in->name, dn, modattn_precision_name(in->precision));
     if (in->device_choice[0]) printf("device: %s\n", in->device_choice);
-    if (dev && modattn_device_has_graph(dev)) { /* no ops one by one: one compiled program */
+    if (dev && modattn__device_has_graph(dev)) { /* no ops one by one: one compiled program */
         printf("  the whole encoder (embeddings, %d layers, pooling%s) as one compiled program on %s\n\n", in->layers,
                in->normalize ? ", normalisation" : "", dn);
         if (!have_shape)
@@ -519,7 +522,7 @@ int cli_cmd_explain(cli_globals *g, int argc, char **argv) {
         const modattn_device_iface *dev;
         if (modattn_device_lookup(g->device, &dev) == 0) d.device = dev->id;
     }
-    const char *tnote = modattn_tune_note(ctx);
+    const char *tnote = modattn__tune_note(ctx);
     if (tnote[0]) {
         char safe[800];
         fprintf(stderr, "modattn: warning: %s\n", cli_term_text(tnote, safe, sizeof safe));

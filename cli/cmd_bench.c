@@ -3,6 +3,9 @@
  * last 64 query rows of head 0 are checked against the reference implementation (rows at the
  * bottom keep the causal alignment of the full problem). */
 #include "cli/cli.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -44,8 +47,8 @@ static int cmp_d(const void *a, const void *b) {
 /* Max abs difference between the last `rows` rows of head 0 of o and the reference's. */
 static int validate(modattn_ctx *ctx, long ref, const modattn_attn_call *c, const bench_shape *s, double *err) {
     int64_t rows = s->Sq < 64 ? s->Sq : 64, first = s->Sq - rows;
-    float *o = modattn_malloc((size_t)(rows * s->D) * sizeof(float), MODATTN_MEM_OTHER);
-    if (!o) return modattn_mem_last_status();
+    float *o = modattn__malloc((size_t)(rows * s->D) * sizeof(float), MODATTN_MEM_OTHER);
+    if (!o) return modattn__mem_last_status();
     modattn_attn_call v;
     memset(&v, 0, sizeof v);
     v.q = c->q;
@@ -127,7 +130,7 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
     if (nshapes == 0) { /* the sweep */
         static const int64_t Bs[] = {1, 2, 4, 8}, Hs[] = {12, 16}, Ss[] = {128, 256, 512, 1024, 2048, 4096, 8192},
                              Ds[] = {32, 64, 128};
-        sweep = modattn_malloc(4 * 2 * 7 * 3 * 2 * sizeof *sweep, MODATTN_MEM_OTHER);
+        sweep = modattn__malloc(4 * 2 * 7 * 3 * 2 * sizeof *sweep, MODATTN_MEM_OTHER);
         if (!sweep) return cli_fail("bench", MODATTN_ENOMEM);
         nlist = 0;
         for (int c = 0; c < 2; c++)
@@ -180,12 +183,12 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
         double flops = modattn_attn_desc_flops(&d);
         if (max_gflop > 0 && flops / 1e9 > max_gflop) continue;
         int64_t nq = s->B * s->Hq * s->Sq * s->D, nk = s->B * s->Hkv * s->Sk * s->D;
-        float *q = modattn_malloc((size_t)nq * 4, MODATTN_MEM_ACTIVATIONS);
-        float *k = modattn_malloc((size_t)nk * 4, MODATTN_MEM_ACTIVATIONS);
-        float *v = modattn_malloc((size_t)nk * 4, MODATTN_MEM_ACTIVATIONS);
-        float *o = modattn_malloc((size_t)nq * 4, MODATTN_MEM_ACTIVATIONS);
+        float *q = modattn__malloc((size_t)nq * 4, MODATTN_MEM_ACTIVATIONS);
+        float *k = modattn__malloc((size_t)nk * 4, MODATTN_MEM_ACTIVATIONS);
+        float *v = modattn__malloc((size_t)nk * 4, MODATTN_MEM_ACTIVATIONS);
+        float *o = modattn__malloc((size_t)nq * 4, MODATTN_MEM_ACTIVATIONS);
         if (!q || !k || !v || !o) {
-            rc = cli_fail("bench: allocating the tensors", modattn_mem_last_status());
+            rc = cli_fail("bench: allocating the tensors", modattn__mem_last_status());
             modattn_free(q), modattn_free(k), modattn_free(v), modattn_free(o);
             break;
         }
@@ -200,7 +203,7 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
         c.causal = s->causal;
         for (size_t ci = 0; ci < nchosen; ci++) {
             size_t idx = chosen[ci];
-            const modattn_attn_impl *impl = modattn_ctx_impl(ctx, idx);
+            const modattn_attn_impl *impl = modattn__ctx_impl(ctx, idx);
             modattn_impl_info info;
             modattn_ctx_impl_info(ctx, idx, &info);
             char reason[256] = "";
@@ -232,29 +235,29 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
             modattn_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
             int st = 0;
             if (dev) {
-                if ((st = modattn_buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench q", &bq)) ||
-                    (st = modattn_buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench k", &bk)) ||
-                    (st = modattn_buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench v", &bv)) ||
-                    (st = modattn_buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench o", &bo)) ||
-                    (st = modattn_buffer_write(bq, 0, q, (size_t)nq * 4)) || (st = modattn_buffer_write(bk, 0, k, (size_t)nk * 4)) ||
-                    (st = modattn_buffer_write(bv, 0, v, (size_t)nk * 4))) {
+                if ((st = modattn__buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench q", &bq)) ||
+                    (st = modattn__buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench k", &bk)) ||
+                    (st = modattn__buffer_alloc(dev, (size_t)nk * 4, MODATTN_MEM_ACTIVATIONS, "bench v", &bv)) ||
+                    (st = modattn__buffer_alloc(dev, (size_t)nq * 4, MODATTN_MEM_ACTIVATIONS, "bench o", &bo)) ||
+                    (st = modattn__buffer_write(bq, 0, q, (size_t)nq * 4)) || (st = modattn__buffer_write(bk, 0, k, (size_t)nk * 4)) ||
+                    (st = modattn__buffer_write(bv, 0, v, (size_t)nk * 4))) {
                     rc = cli_fail(info.name, st);
-                    modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
+                    modattn__buffer_free(bq), modattn__buffer_free(bk), modattn__buffer_free(bv), modattn__buffer_free(bo);
                     continue;
                 }
-                cd.q = modattn_tensor_on_buffer(bq, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
-                cd.k = modattn_tensor_on_buffer(bk, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
-                cd.v = modattn_tensor_on_buffer(bv, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
-                cd.o = modattn_tensor_on_buffer(bo, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
+                cd.q = modattn__tensor_on_buffer(bq, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
+                cd.k = modattn__tensor_on_buffer(bk, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
+                cd.v = modattn__tensor_on_buffer(bv, 0, MODATTN_DTYPE_F32, s->B, s->Hkv, s->Sk, s->D);
+                cd.o = modattn__tensor_on_buffer(bo, 0, MODATTN_DTYPE_F32, s->B, s->Hq, s->Sq, s->D);
                 cc = &cd;
             }
             st = modattn_attention_with(ctx, idx, cc); /* warm-up */
-            if (st == 0 && dev) st = modattn_buffer_read(bo, 0, o, (size_t)nq * 4);
+            if (st == 0 && dev) st = modattn__buffer_read(bo, 0, o, (size_t)nq * 4);
             double err = 0;
             if (st == 0 && ref >= 0) st = validate(ctx, ref, &c, s, &err);
             if (st) {
                 rc = cli_fail(info.name, st);
-                modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
+                modattn__buffer_free(bq), modattn__buffer_free(bk), modattn__buffer_free(bv), modattn__buffer_free(bo);
                 continue;
             }
             bool valid = err <= 1e-4;
@@ -262,14 +265,14 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
             int reps = 0;
             double spent = 0;
             while (reps < 1000 && (reps < 3 || spent < min_time)) {
-                uint64_t t0 = modattn_now_ns();
+                uint64_t t0 = modattn__now_ns();
                 st = modattn_attention_with(ctx, idx, cc);
-                double ms = (double)(modattn_now_ns() - t0) / 1e6;
+                double ms = (double)(modattn__now_ns() - t0) / 1e6;
                 if (st) break;
                 times[reps++] = ms;
                 spent += ms / 1e3;
             }
-            modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
+            modattn__buffer_free(bq), modattn__buffer_free(bk), modattn__buffer_free(bv), modattn__buffer_free(bo);
             if (st) {
                 rc = cli_fail(info.name, st);
                 continue;
@@ -309,15 +312,15 @@ int cli_cmd_bench(cli_globals *g, int argc, char **argv) {
     modattn_free(sweep);
     if (json) {
         char cpu[256];
-        modattn_cpu_describe(cpu, sizeof cpu);
+        modattn__cpu_describe(cpu, sizeof cpu);
         json_t *root = json_pack("{s:o, s:i, s:s, s:s}", "results", results, "threads", modattn_ctx_threads(ctx), "cpu",
-                                 modattn_cpu_get()->model_name, "cpu_features", cpu);
+                                 modattn__cpu_get()->model_name, "cpu_features", cpu);
         if (peak > 0) json_object_set_new(root, "peak_gflops", json_real(peak));
         char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         json_decref(root);
-        if (modattn_json_take_failure() != 0 || !out) rc = cli_fail("bench: writing JSON", MODATTN_ENOMEM);
+        if (modattn__json_take_failure() != 0 || !out) rc = cli_fail("bench: writing JSON", MODATTN_ENOMEM);
         else puts(out);
-        modattn_json_free(out);
+        modattn__json_free(out);
     } else {
         json_decref(results);
     }

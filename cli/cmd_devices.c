@@ -1,6 +1,7 @@
 /* cli/cmd_devices.c — `modattn devices`: every device found, what it is, and which attention
  * implementations and encoder ops run on it. */
 #include "cli/cli.h"
+#include "device/internal_device.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -76,7 +77,7 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
                                                  "implementations", im, "ops", ops, "ops_refused", no));
             json_t *last = json_array_get(arr, json_array_size(arr) - 1);
             json_object_set_new(last, "note", json_string(in.note));
-            json_object_set_new(last, "whole_encoder", json_boolean(modattn_device_has_graph(dev)));
+            json_object_set_new(last, "whole_encoder", json_boolean(modattn__device_has_graph(dev)));
         }
         return cli_print_json(json_pack("{s:o, s:s}", "devices", arr, "absent", absent));
     }
@@ -88,7 +89,7 @@ int cli_cmd_devices(cli_globals *g, int argc, char **argv) {
         if (in.platform[0]) printf("  platform        %s\n", in.platform);
         printf("  device          %s%s%s\n", in.model, in.vendor[0] ? " — " : "", in.vendor);
         printf("  driver          %s\n", in.driver);
-        if (modattn_device_has_graph(dev)) { /* no ops one by one: the whole encoder, compiled */
+        if (modattn__device_has_graph(dev)) { /* no ops one by one: the whole encoder, compiled */
             printf("  encoder         the whole encoder as one compiled program per shape bucket\n");
             if (in.note[0]) printf("  note            %s\n", in.note);
             continue;

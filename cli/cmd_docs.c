@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "modattn/ann.h"
 #include "modattn/store.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/store_notes.h"
 
 typedef struct doc_list {
@@ -108,7 +109,7 @@ int cli_cmd_ls(cli_globals *g, int argc, char **argv) {
     int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
     if (st) return cli_fail("ls: opening the store", st);
     doc_list l = {NULL, 0, 0, prefix, 0};
-    st = modattn_store_each_path(s, collect, &l);
+    st = modattn__store_each_path(s, collect, &l);
     if (!st) st = l.st;
     if (st) {
         list_free(&l);
@@ -119,7 +120,7 @@ int cli_cmd_ls(cli_globals *g, int argc, char **argv) {
     for (size_t i = 0; i < l.n && !st; i++) {
         modattn_store_doc d;
         memset(&d, 0, sizeof d);
-        int k = modattn_store_find_document(s, l.v[i], &d);
+        int k = modattn__store_find_document(s, l.v[i], &d);
         if (k < 0) {
             st = k;
             break;
@@ -198,7 +199,7 @@ int cli_cmd_rm(cli_globals *g, int argc, char **argv) {
         char abs[PATH_MAX];
         stored_form(paths[i], abs, sizeof abs);
         doc_list l = {NULL, 0, 0, abs, 0};
-        st = modattn_store_each_path(s, collect, &l);
+        st = modattn__store_each_path(s, collect, &l);
         if (!st) st = l.st;
         size_t here = 0;
         for (size_t k = 0; k < l.n && !st; k++) {

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
 
 /* Texts read from stdin are embedded this many at a time (bounded memory on long streams). */
 #define EMBED_CHUNK_TEXTS 2048
@@ -77,7 +78,7 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
     if (len && line[len - 1] == '\n') len--;
     if (len && line[len - 1] == '\r') len--;
     if (!jsonl) {
-        char *t = modattn_malloc(len + 1, MODATTN_MEM_OTHER);
+        char *t = modattn__malloc(len + 1, MODATTN_MEM_OTHER);
         if (!t) {
             fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
             return 1;
@@ -90,7 +91,7 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
     }
     json_error_t err;
     json_t *j = NULL;
-    int st = modattn_json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &j, &err);
+    int st = modattn__json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &j, &err);
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
         fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
         return 1;
@@ -102,7 +103,7 @@ static int line_text(const char *line, size_t len, bool jsonl, size_t lineno, ch
         return 1;
     }
     size_t n = json_string_length(j);
-    char *t = modattn_malloc(n + 1, MODATTN_MEM_OTHER);
+    char *t = modattn__malloc(n + 1, MODATTN_MEM_OTHER);
     if (!t) {
         fprintf(stderr, "modattn: embed: stdin line %zu: %s\n", lineno, modattn_last_error());
         json_decref(j);

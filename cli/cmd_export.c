@@ -14,6 +14,8 @@
 #include "cli/cli.h"
 #include "modattn/core.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_store.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -53,7 +55,7 @@ static int put_line(FILE *f, json_t *j) {
     json_decref(j);
     if (!s) return -1;
     int r = fputs(s, f) < 0 || fputc('\n', f) < 0 ? -1 : 0;
-    modattn_json_free(s);
+    modattn__json_free(s);
     return r;
 }
 
@@ -64,12 +66,12 @@ static int put_vector_line(FILE *f, json_t *o, const float *v, size_t dim) {
     if (!s) return -1;
     size_t n = strlen(s);
     if (n < 2) {
-        modattn_json_free(s);
+        modattn__json_free(s);
         return -1;
     }
     s[n - 1] = '\0'; /* drop the closing brace */
     int r = fputs(s, f) < 0 ? -1 : 0;
-    modattn_json_free(s);
+    modattn__json_free(s);
     if (!r && fputs(",\"vector\":[", f) < 0) r = -1;
     for (size_t k = 0; k < dim && !r; k++)
         if (fprintf(f, k ? ",%.9g" : "%.9g", (double)v[k]) < 0) r = -1;
@@ -138,14 +140,14 @@ int cli_cmd_export(cli_globals *g, int argc, char **argv) {
     modattn_store *s = NULL;
     int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
     if (st) return cli_fail("export: opening the store", st);
-    if ((st = modattn_store_read_begin(s))) {
+    if ((st = modattn__store_read_begin(s))) {
         modattn_store_close(s);
         return cli_fail("export", st);
     }
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
-    if ((st = modattn_store_load_vectors(s, &v))) {
-        modattn_store_read_end(s);
+    if ((st = modattn__store_load_vectors(s, &v))) {
+        modattn__store_read_end(s);
         modattn_store_close(s);
         return cli_fail("export: reading the vectors", st);
     }
@@ -190,9 +192,9 @@ int cli_cmd_export(cli_globals *g, int argc, char **argv) {
             const float *vec = seg->data + r * v.ld;
             modattn_store_chunk c;
             memset(&c, 0, sizeof c);
-            if ((st = modattn_store_get_chunk(s, seg->chunk_ids[r], &c))) break;
+            if ((st = modattn__store_get_chunk(s, seg->chunk_ids[r], &c))) break;
             json_t *o = chunk_json(&c);
-            modattn_store_chunk_clear(&c);
+            modattn__store_chunk_clear(&c);
             if (!o) {
                 rc = 1;
                 break;
@@ -208,8 +210,8 @@ int cli_cmd_export(cli_globals *g, int argc, char **argv) {
         }
     }
     const size_t dim = v.dim;
-    modattn_store_vectors_free(&v);
-    modattn_store_read_end(s);
+    modattn__store_vectors_free(&v);
+    modattn__store_read_end(s);
     modattn_store_close(s);
     if (fv && fclose(fv) != 0) rc = 1;
     if (fm != stdout && fm && fclose(fm) != 0) rc = 1;

@@ -11,6 +11,8 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_store.h"
 
 int cli_index_load(cli_globals *g, const cli_index_args *a, cli_index_job *j, const char **what) {
     *what = NULL;
@@ -49,7 +51,7 @@ static void record_roots(const cli_index_args *a, cli_index_job *j) {
     size_t na = 0;
     for (size_t i = 0; abs && i < a->npaths; i++)
         if ((abs[na] = realpath(a->paths[i], NULL))) na++;
-    if (abs && modattn_store_add_roots(j->store, (const char *const *)abs, na) != 0) {
+    if (abs && modattn__store_add_roots(j->store, (const char *const *)abs, na) != 0) {
         char nb[600];
         fprintf(stderr, "modattn: note: the indexed folders were not recorded: %s\n",
                 cli_term_text(modattn_last_error(), nb, sizeof nb));
@@ -89,7 +91,7 @@ void cli_index_finish(const cli_index_args *a, cli_index_job *j) {
     if (!j->st && a->npaths && !a->refresh) record_roots(a, j); /* for `index` with no PATH */
     if (!j->st) { /* the store remembers its model: search and serve --db need no --model */
         char real[PATH_MAX];
-        if (realpath(j->model_dir, real) && modattn_store_set_model_dir(j->store, real) != 0) {
+        if (realpath(j->model_dir, real) && modattn__store_set_model_dir(j->store, real) != 0) {
             char nb[600];
             fprintf(stderr, "modattn: note: the store's model folder was not recorded: %s\n",
                     cli_term_text(modattn_last_error(), nb, sizeof nb));
@@ -121,9 +123,9 @@ static int index_run(cli_globals *g, const cli_index_args *a, cli_index_job *j) 
         eo.task = MODATTN_EMBED_DOCUMENT;
         cli_prompt_say("index", j->model, &eo, "chunks get");
     }
-    uint64_t t0 = modattn_now_ns();
+    uint64_t t0 = modattn__now_ns();
     j->st = a->npaths ? modattn_index_paths(j->store, j->model, a->paths, a->npaths, &j->o, &j->s) : 0;
-    j->secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    j->secs = (double)(modattn__now_ns() - t0) * 1e-9;
     cli_index_finish(a, j);
     return 0;
 }

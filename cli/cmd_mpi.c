@@ -44,6 +44,8 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "core/env.h"
 #include "pipeline/indexer_stages.h"
 
@@ -105,7 +107,7 @@ static int plan_add(void *ud, const char *path, uint64_t size) {
     if (no) m->owner = no;
     if (ns) m->sizes = ns;
     if (!np || !no || !ns || !(m->plan[m->nplan] = strdup(path)))
-        return modattn_error(MODATTN_ENOMEM, "index --mpi: the plan");
+        return modattn__error(MODATTN_ENOMEM, "index --mpi: the plan");
     m->owner[m->nplan] = 0; /* chosen when the plan is complete */
     m->sizes[m->nplan] = size;
     m->nplan++;
@@ -154,7 +156,7 @@ static int share_plan(mpi_index *m) {
     }
     MPI_Bcast(n, 2, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     if (n[0] == UINT64_MAX) return 1; /* rank 0 failed: it says why */
-    if (!(blob = malloc(n[1] + 1))) return modattn_error(MODATTN_ENOMEM, "index --mpi: the plan");
+    if (!(blob = malloc(n[1] + 1))) return modattn__error(MODATTN_ENOMEM, "index --mpi: the plan");
     if (m->rank == 0) {
         size_t o = 0;
         for (size_t i = 0; i < m->nplan; i++) {
@@ -189,7 +191,7 @@ static int receive_one(mpi_index *m, MPI_Status *s) {
     int count = 0;
     MPI_Get_count(s, MPI_BYTE, &count);
     unsigned char *buf = malloc(count > 0 ? (size_t)count : 1);
-    if (!buf) return modattn_error(MODATTN_ENOMEM, "index --mpi: a document's vectors from rank %d", s->MPI_SOURCE);
+    if (!buf) return modattn__error(MODATTN_ENOMEM, "index --mpi: a document's vectors from rank %d", s->MPI_SOURCE);
     MPI_Recv(buf, count, MPI_BYTE, s->MPI_SOURCE, s->MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (s->MPI_TAG == TAG_END) {
         free(buf);
@@ -200,13 +202,13 @@ static int receive_one(mpi_index *m, MPI_Status *s) {
     arrived *a = calloc(1, sizeof *a);
     if (!a) {
         free(buf);
-        return modattn_error(MODATTN_ENOMEM, "index --mpi: a document from rank %d", s->MPI_SOURCE);
+        return modattn__error(MODATTN_ENOMEM, "index --mpi: a document from rank %d", s->MPI_SOURCE);
     }
     memcpy(&a->h, buf, sizeof a->h);
     if ((size_t)count < sizeof a->h + a->h.pathlen + 1) {
         free(buf);
         free(a);
-        return modattn_error(MODATTN_EIO, "index --mpi: a damaged message from rank %d", s->MPI_SOURCE);
+        return modattn__error(MODATTN_EIO, "index --mpi: a damaged message from rank %d", s->MPI_SOURCE);
     }
     a->path = (char *)buf + sizeof a->h;
     a->buf = buf;
@@ -303,9 +305,9 @@ static int emit(void *ud, const modattn__index_doc *doc) {
     size_t off = sizeof h + h.pathlen + 1;
     off = (off + 3) & ~(size_t)3;
     size_t total = off + nchunks * dim * sizeof(float) + nchunks * sizeof(int32_t);
-    if (total > INT_MAX) return modattn_error(MODATTN_ERANGE, "index --mpi: %s: %zu chunks are too many for one message", path, nchunks);
+    if (total > INT_MAX) return modattn__error(MODATTN_ERANGE, "index --mpi: %s: %zu chunks are too many for one message", path, nchunks);
     unsigned char *buf = calloc(1, total);
-    if (!buf) return modattn_error(MODATTN_ENOMEM, "index --mpi: sending %s", path);
+    if (!buf) return modattn__error(MODATTN_ENOMEM, "index --mpi: sending %s", path);
     memcpy(buf, &h, sizeof h);
     memcpy(buf + sizeof h, path, h.pathlen + 1);
     memcpy(buf + off, vecs, nchunks * dim * sizeof(float));
@@ -319,7 +321,7 @@ static int emit(void *ud, const modattn__index_doc *doc) {
         if (nb) m->bufs = nb;
         if (!nr || !nb) {
             free(buf);
-            return modattn_error(MODATTN_ENOMEM, "index --mpi: sending %s", path);
+            return modattn__error(MODATTN_ENOMEM, "index --mpi: sending %s", path);
         }
         m->reqcap = nc;
     }
@@ -399,7 +401,7 @@ static int index_worker(const cli_index_args *a, mpi_index *m, cli_index_job *j,
     if (modattn__env_bool("MODATTN_MPI_VERBOSE", false))
         fprintf(stderr, "modattn: index --mpi (rank %d): embedded %llu documents (%llu chunks) in %.2f s\n", rank,
                 (unsigned long long)m->emitted, (unsigned long long)j->s.chunks_embedded,
-                (double)(modattn_now_ns() - t0) * 1e-9);
+                (double)(modattn__now_ns() - t0) * 1e-9);
     return 0;
 }
 
@@ -430,7 +432,7 @@ static int index_rank0(const cli_index_args *a, mpi_index *m, cli_index_job *j, 
     /* the ends of every rank (and anything sent that was not taken), so that their sends complete */
     while (m->nended < m->size - 1)
         if ((st = receive_some(m, true))) return fail_all(0, "receiving", st);
-    j->secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    j->secs = (double)(modattn__now_ns() - t0) * 1e-9;
     cli_index_finish(a, j);
     int rc = cli_index_print(a, j, m->size);
     if (!j->st && modattn__env_bool("MODATTN_MPI_VERBOSE", false))
@@ -470,7 +472,7 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
     const char *what;
     int st = cli_index_load(g, &a, &j, &what);
     if (st) return fail_all(m.rank, what ? what : "starting", st);
-    uint64_t t0 = modattn_now_ns();
+    uint64_t t0 = modattn__now_ns();
     rc = m.rank == 0 ? index_rank0(&a, &m, &j, t0) : index_worker(&a, &m, &j, t0);
     free_mpi_index(&m);
     cli_index_job_free(&j);

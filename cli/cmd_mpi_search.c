@@ -8,7 +8,7 @@
  * left out) for each query's best C (C = the candidates a plain search takes: k, or max(k, 50)
  * in hybrid mode) with the same kernel and order as a plain scan; rank 0 gathers them, keeps the
  * best C of all (score, then the lower chunk id: the order of one scan over every row), adds
- * the keyword ranking's candidates, and runs the plain search (modattn_search_run) over the
+ * the keyword ranking's candidates, and runs the plain search (modattn__search_run) over the
  * vectors of just those chunks. A row's score does not depend on which rows are scanned with it,
  * so the ranks, scores, cosines and fusion are the plain search's bit for bit
  * (tests/mpi/mpi_search.sh checks it). The store must be on every rank's file system (a shared
@@ -31,6 +31,9 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 #ifndef MODATTN_HAVE_MPI
 
@@ -89,7 +92,7 @@ static int id_cmp(const void *a, const void *b) {
 }
 
 /* The vectors of the chunks ids (n of them, any order, repeats fine) that v holds, as one
- * segment in ascending chunk id: what modattn_search_run scans on rank 0. */
+ * segment in ascending chunk id: what modattn__search_run scans on rank 0. */
 static int subset_of(const modattn_store_vectors *v, int64_t *ids, size_t n, modattn_store_vectors *out,
                      float **data, int64_t **out_ids) {
     memset(out, 0, sizeof *out);
@@ -102,16 +105,16 @@ static int subset_of(const modattn_store_vectors *v, int64_t *ids, size_t n, mod
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
         if (!u || ids[u - 1] != ids[i]) ids[u++] = ids[i];
-    float *d = modattn_malloc((u ? u : 1) * out->ld * sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *oi = modattn_malloc((u ? u : 1) * sizeof *oi, MODATTN_MEM_OTHER);
+    float *d = modattn__malloc((u ? u : 1) * out->ld * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *oi = modattn__malloc((u ? u : 1) * sizeof *oi, MODATTN_MEM_OTHER);
     if (!d || !oi) {
         modattn_free(d);
         modattn_free(oi);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     size_t m = 0;
     for (size_t i = 0; i < u; i++) {
-        const float *r = modattn_store_vectors_find(v, ids[i]);
+        const float *r = modattn__store_vectors_find(v, ids[i]);
         if (!r) continue;
         memcpy(d + m * out->ld, r, out->ld * sizeof(float));
         oi[m++] = ids[i];
@@ -220,7 +223,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
                 failed = 1, rc = cli_fail("search: embedding the queries", st);
             if (!failed) {
                 memcpy(qn, q, nq * dim * sizeof *q);
-                for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
+                for (size_t i = 0; i < nq; i++) modattn__vec_normalize(qn + i * dim, dim);
             }
         }
     }
@@ -237,7 +240,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
     if (!ids || !sc || !counts) failed = 1, rc = cli_fail("search --mpi", MODATTN_ENOMEM);
     uint64_t gen = 0;
     if (!failed && vectors) {
-        if ((st = modattn_store_open_vectors(store, &v))) {
+        if ((st = modattn__store_open_vectors(store, &v))) {
             char w[64];
             snprintf(w, sizeof w, "search --mpi (rank %d): the vectors", rank);
             failed = 1, rc = cli_fail(w, st);
@@ -247,7 +250,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
             slice_of(&v, v.rows * (size_t)rank / (size_t)size, v.rows * (size_t)(rank + 1) / (size_t)size, &slice);
             for (size_t i = 0; i < nq && !failed; i++) {
                 size_t got = 0;
-                if ((st = modattn_store_vectors_topk(&slice, qn + i * dim, cand, modattn_ctx_exec(ctx), ids + i * cand,
+                if ((st = modattn__store_vectors_topk(&slice, qn + i * dim, cand, modattn_ctx_exec(ctx), ids + i * cand,
                                                      sc + i * cand, &got)))
                     failed = 1, rc = cli_fail("search --mpi: the scan", st);
                 counts[i] = (int)got;
@@ -296,7 +299,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         rc = cli_fail("search --mpi", MODATTN_ENOMEM);
         goto out;
     }
-    const bool keywords = modattn_store_has_keywords(store);
+    const bool keywords = modattn__store_has_keywords(store);
     for (size_t i = 0; i < nq && !rc; i++) {
         size_t nm = 0, np = 0;
         for (int r = 0; r < size; r++)
@@ -309,11 +312,11 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         /* the keyword ranking's candidates, so that their cosines are there as in a plain search */
         char *fts = NULL;
         if (vectors && sp.mode == MODATTN_SEARCH_HYBRID && keywords &&
-            (st = modattn_store_keyword_query(store, qs[i], strlen(qs[i]), &fts, NULL)) == 0 && fts && fts[0]) {
+            (st = modattn__store_keyword_query(store, qs[i], strlen(qs[i]), &fts, NULL)) == 0 && fts && fts[0]) {
             size_t nk = 0;
             double *ksc = calloc(cand + 1, sizeof *ksc);
             if (!ksc) st = MODATTN_ENOMEM;
-            else st = modattn_store_keyword_topk(store, fts, cand, NULL, pick + np, ksc, &nk);
+            else st = modattn__store_keyword_topk(store, fts, cand, NULL, pick + np, ksc, &nk);
             np += nk;
             free(ksc);
         }
@@ -325,7 +328,7 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         modattn_free(sub_data);
         modattn_free(sub_ids);
         if ((st = subset_of(&v, pick, np, &sub, &sub_data, &sub_ids)) ||
-            (st = modattn_search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn_ctx_exec(ctx), &res[i],
+            (st = modattn__search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn_ctx_exec(ctx), &res[i],
                                      &nres[i], &notes[i]))) {
             rc = cli_fail(queries_file ? "search --mpi: a query" : "search", st);
             break;
@@ -362,7 +365,7 @@ out:
     free(displs);
     free(all_ids);
     free(all_sc);
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     modattn_model_free(model);
     modattn_store_close(store);
     if (queries_file) {

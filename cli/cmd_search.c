@@ -1,5 +1,5 @@
 /* cli/cmd_search.c — `modattn search`: the chunks of a store closest in meaning to a query.
- * Front end only: options and printing; the work is modattn_search (pipeline/search.c). */
+ * Front end only: options and printing; the work is modattn__search (pipeline/search.c). */
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -12,6 +12,8 @@
 #include "modattn/rerank.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_search.h"
 
 static void search_usage(FILE *f) {
     fprintf(f,
@@ -137,13 +139,13 @@ static int rerank_results(modattn_reranker *r, const char *query, modattn_search
     float *tfs = malloc(n * sizeof *tfs);
     int st = 0;
     if (!q || !p || !sc || !order || !tmp || !tfr || !tfs) {
-        st = modattn_error(MODATTN_ENOMEM, "reranking %zu results", n);
+        st = modattn__error(MODATTN_ENOMEM, "reranking %zu results", n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) q[i] = query, p[i] = res[i].chunk.text ? res[i].chunk.text : "";
     if ((st = modattn_reranker_score(r, NULL, q, NULL, p, NULL, n, 0, sc, NULL, NULL))) goto out;
     if (cli_rerank_order(sc, n, order)) {
-        st = modattn_error(MODATTN_ENOMEM, "reranking %zu results", n);
+        st = modattn__error(MODATTN_ENOMEM, "reranking %zu results", n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) tmp[i] = res[order[i]], tfr[i] = fr[order[i]], tfs[i] = fs[order[i]];
@@ -243,9 +245,9 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     }
     modattn_search_info info;
     if (!queries_file)
-        st = modattn_search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
+        st = modattn__search_with(store, model, query, &sp, modattn_ctx_exec(ctx), &res[0], &nres[0], &info, &notes[0]);
     else
-        st = modattn_search_batch(store, model, (const char *const *)qs, nq, &sp, modattn_ctx_exec(ctx), res, nres,
+        st = modattn__search_batch(store, model, (const char *const *)qs, nq, &sp, modattn_ctx_exec(ctx), res, nres,
                                   &info, notes);
     char nbuf[4 * sizeof info.index_note];
     if (!st && info.note[0]) /* said once per search: correct, but slower */

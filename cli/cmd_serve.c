@@ -1,6 +1,7 @@
 /* cli/cmd_serve.c — `modattn serve`: options (each also read from the environment), then the
  * server (server/). Front end only. */
 #include "cli/cli.h"
+#include "core/internal_core.h"
 
 #ifdef MODATTN_HAVE_SERVER
 #include <errno.h>
@@ -173,7 +174,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
     do {                                                                                                     \
         if ((nm)->bytes) {                                                                                   \
             int64_t b_;                                                                                      \
-            if (modattn_parse_bytes((val), &b_) != 0 || b_ < (int64_t)(nm)->lo || (double)b_ > (nm)->hi) {   \
+            if (modattn__parse_bytes((val), &b_) != 0 || b_ < (int64_t)(nm)->lo || (double)b_ > (nm)->hi) {   \
                 fprintf(stderr, "modattn: serve: %s: '%s' is not a size from %.0f to %.0f bytes\n", (src), (val), \
                         (nm)->lo, (nm)->hi);                                                                 \
                 return 2;                                                                                    \

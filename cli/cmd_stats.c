@@ -15,6 +15,10 @@
 #include "modattn/ann.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 #define STATS_K 10
 
@@ -47,7 +51,7 @@ static int measure_recall(const modattn_ann *a, const modattn_store_vectors *v, 
     size_t *en = malloc(nq * sizeof *en), *an = malloc(nq * sizeof *an);
     int st = 0;
     if (!q || !es || !as || !self || !ei || !ai || !en || !an) {
-        st = modattn_error(MODATTN_ENOMEM, "%zu queries: out of memory", nq);
+        st = modattn__error(MODATTN_ENOMEM, "%zu queries: out of memory", nq);
         goto done;
     }
     /* live rows, evenly spaced over all rows */
@@ -67,9 +71,9 @@ static int measure_recall(const modattn_ann *a, const modattn_store_vectors *v, 
     }
     nq = got;
     double t0 = now_ms();
-    if ((st = modattn_store_vectors_topk_batch(v, q, nq, k, exec, ei, es, en))) goto done;
+    if ((st = modattn__store_vectors_topk_batch(v, q, nq, k, exec, ei, es, en))) goto done;
     double t1 = now_ms();
-    if ((st = modattn_ann_topk_batch(a, v, q, nq, k, NULL, exec, ai, as, an))) goto done;
+    if ((st = modattn__ann_topk_batch(a, v, q, nq, k, NULL, exec, ai, as, an))) goto done;
     double t2 = now_ms();
     size_t hit = 0, total = 0;
     for (size_t i = 0; i < nq; i++) {
@@ -161,8 +165,8 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     char prec[16] = "fp32", dprompt[1024] = "", qprompt[1024] = "";
     if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim)) ||
         (st = modattn_store_get_precision(s, prec, sizeof prec)) || (st = modattn_store_get_counts(s, &c)) ||
-        (st = modattn_store_generation(s, &gen)) || (st = modattn_store_vector_file_path(s, vpath, sizeof vpath)) ||
-        (st = modattn_store_ann_file_path(s, apath, sizeof apath))) {
+        (st = modattn_store_generation(s, &gen)) || (st = modattn__store_vector_file_path(s, vpath, sizeof vpath)) ||
+        (st = modattn__store_ann_file_path(s, apath, sizeof apath))) {
         rc = cli_fail("reading the store", st);
         goto out;
     }
@@ -170,12 +174,12 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     if (modattn_store_get_prompt(s, false, dprompt, sizeof dprompt)) snprintf(dprompt, sizeof dprompt, "(over 1 KiB)");
     if (modattn_store_get_prompt(s, true, qprompt, sizeof qprompt)) snprintf(qprompt, sizeof qprompt, "(over 1 KiB)");
     snprintf(wal, sizeof wal, "%s-wal", db);
-    const int vcur = modattn_store_vector_file_current(s, vwhy, sizeof vwhy);
-    if ((st = modattn_store_open_vectors(s, &v))) {
+    const int vcur = modattn__store_vector_file_current(s, vwhy, sizeof vwhy);
+    if ((st = modattn__store_open_vectors(s, &v))) {
         rc = cli_fail("reading the vectors", st);
         goto out;
     }
-    const int aok = modattn_ann_open(s, &v, &a, awhy, sizeof awhy);
+    const int aok = modattn__ann_open(s, &v, &a, awhy, sizeof awhy);
     if (aok < 0) {
         rc = cli_fail("opening the search index", aok);
         goto out;
@@ -189,8 +193,8 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     char params[200] = "";
     if (a) {
         modattn_ann_params p;
-        modattn_ann_get_params(a, &p);
-        modattn_ann_params_format(modattn_ann_get_kind(a), &p, params, sizeof params);
+        modattn__ann_get_params(a, &p);
+        modattn_ann_params_format(modattn__ann_get_kind(a), &p, params, sizeof params);
     }
     if (json) {
         json_t *o = json_object(), *jst = json_object(), *jv = json_object(), *ji = json_null();
@@ -211,7 +215,7 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         if (vcur != 1 && vwhy[0]) json_object_set_new(jv, "note", cli_json_text(vwhy));
         if (a || ab) {
             ji = json_object();
-            json_object_set_new(ji, "kind", json_string(a ? modattn_ann_kind_name(modattn_ann_get_kind(a)) : "unusable"));
+            json_object_set_new(ji, "kind", json_string(a ? modattn_ann_kind_name(modattn__ann_get_kind(a)) : "unusable"));
             json_object_set_new(ji, "params", json_string(params));
             json_object_set_new(ji, "file_bytes", json_integer((json_int_t)ab));
             json_object_set_new(ji, "bytes_per_vector", json_real((double)ab * per));
@@ -249,7 +253,7 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
                vcur == 1 ? "current" : vwhy[0] ? cli_term_text(vwhy, tb, sizeof tb) : "none");
         if (a) {
             printf("index      %s%s%s%s: %.2f MB, %.0f bytes/vector, current\n",
-                   modattn_ann_kind_name(modattn_ann_get_kind(a)), params[0] ? " (" : "", params, params[0] ? ")" : "",
+                   modattn_ann_kind_name(modattn__ann_get_kind(a)), params[0] ? " (" : "", params, params[0] ? ")" : "",
                    (double)ab / 1e6, (double)ab * per);
             if (rec.queries)
                 printf("recall@10  %.4f over %zu stored vectors as queries (their own row left out): %.3f ms/query, "
@@ -262,8 +266,8 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
         }
     }
 out:
-    modattn_ann_close(a);
-    modattn_store_vectors_free(&v);
+    modattn__ann_close(a);
+    modattn__store_vectors_free(&v);
     modattn_store_close(s);
     return cli_finish_stdout(rc);
 }

@@ -26,6 +26,7 @@
 #include "cli/cli.h"
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
 
 static volatile sig_atomic_t g_stop;
 static int g_pipe[2] = {-1, -1};
@@ -114,9 +115,9 @@ static int pass(const cli_index_args *a, cli_index_job *j) {
     json_array_clear(j->ui.skipped);
     j->ui.not_said = 0;
     memset(&j->s, 0, sizeof j->s);
-    uint64_t t0 = modattn_now_ns();
+    uint64_t t0 = modattn__now_ns();
     j->st = modattn_index_paths(j->store, j->model, a->paths, a->npaths, &j->o, &j->s);
-    j->secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    j->secs = (double)(modattn__now_ns() - t0) * 1e-9;
     cli_index_clear_line(&j->ui);
     if (j->st) {
         int st = j->st;
@@ -167,7 +168,7 @@ int cli_index_watch(const cli_index_args *a, cli_index_job *j) {
     while (!g_stop && !st) {
         int timeout = -1;
         if (dirty) {
-            uint64_t now = modattn_now_ns(), due = last_ns + debounce_ns;
+            uint64_t now = modattn__now_ns(), due = last_ns + debounce_ns;
             if (due > first_ns + 20 * debounce_ns) due = first_ns + 20 * debounce_ns; /* events that never stop */
             timeout = now >= due ? 0 : (int)((due - now) / 1000000 + 1);
         } else if (missing) {
@@ -186,13 +187,13 @@ int cli_index_watch(const cli_index_args *a, cli_index_job *j) {
         if (k > 0 && (p[0].revents & POLLIN)) {
             ssize_t n;
             while ((n = read(w.fd, buf, sizeof buf)) > 0) { /* any event (IN_Q_OVERFLOW too): a pass */
-                uint64_t now = modattn_now_ns();
+                uint64_t now = modattn__now_ns();
                 if (!dirty) first_ns = now;
                 dirty = true;
                 last_ns = now;
             }
         }
-        uint64_t now = modattn_now_ns();
+        uint64_t now = modattn__now_ns();
         if (!dirty && (missing || w.full) && k == 0) { /* a root may be back; over the limit: every 5 s */
             bool was = missing;
             missing = watch_roots(&w, a);

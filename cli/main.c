@@ -3,6 +3,10 @@
 
 #include <jansson.h>
 #include "modattn/store.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
+#include "pipeline/internal_store.h"
 #include "core/env.h"
 #include <stdlib.h>
 #include <string.h>
@@ -94,7 +98,7 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
     for (size_t i = 0; g->ctx && i < modattn_ctx_impl_count(g->ctx); i++) {
         modattn_impl_stats s;
         modattn_impl_info info;
-        modattn_ctx_impl_stats(g->ctx, i, &s);
+        modattn__ctx_impl_stats(g->ctx, i, &s);
         modattn_ctx_impl_info(g->ctx, i, &info);
         json_array_append_new(impls, json_pack("{s:s, s:I, s:I, s:I, s:f, s:f, s:f}", "name", info.name, "calls",
                                                (json_int_t)s.calls, "failures", (json_int_t)s.failures, "fallbacks",
@@ -109,19 +113,19 @@ static void cli_print_stats_json(const cli_globals *g, FILE *f) {
     for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host */
         const modattn_device_iface *dev = modattn_device_get(d);
         modattn_device_mem_stats ds;
-        modattn_device_mem_get_stats(dev, &ds);
+        modattn__device_mem_get_stats(dev, &ds);
         if (ds.allocations == 0 && ds.failures == 0) continue;
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
         json_object_set_new(devmem, name, mem_json(ds.current, ds.peak, ds.current_total, ds.peak_total));
     }
     json_t *root = json_pack("{s:o, s:o, s:o, s:I}", "implementations", impls, "memory", mem, "device_memory", devmem,
-                             "fallbacks", (json_int_t)(g->ctx ? modattn_ctx_fallbacks(g->ctx) : 0));
+                             "fallbacks", (json_int_t)(g->ctx ? modattn__ctx_fallbacks(g->ctx) : 0));
     char *txt = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (modattn_json_take_failure() != 0 || !txt) cli_json_fail("--stats: writing JSON");
+    if (modattn__json_take_failure() != 0 || !txt) cli_json_fail("--stats: writing JSON");
     else fprintf(f, "{\"stats\": %s}\n", txt);
-    modattn_json_free(txt);
+    modattn__json_free(txt);
 }
 
 /* --stats: per implementation calls, time, GFLOP/s, fallbacks; memory per category. */
@@ -136,7 +140,7 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         for (size_t i = 0; i < modattn_ctx_impl_count(g->ctx); i++) {
             modattn_impl_stats s;
             modattn_impl_info info;
-            modattn_ctx_impl_stats(g->ctx, i, &s);
+            modattn__ctx_impl_stats(g->ctx, i, &s);
             modattn_ctx_impl_info(g->ctx, i, &info);
             fprintf(f, "  %-16s %8llu %8llu %10.3f %10.4f %10.2f %9llu\n", info.name, (unsigned long long)s.calls,
                     (unsigned long long)s.failures, s.total_ms, s.median_ms,
@@ -152,7 +156,7 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
     for (int d = 1; d < modattn_device_count(); d++) { /* devices other than the host, if used */
         const modattn_device_iface *dev = modattn_device_get(d);
         modattn_device_mem_stats ds;
-        modattn_device_mem_get_stats(dev, &ds);
+        modattn__device_mem_get_stats(dev, &ds);
         if (ds.allocations == 0 && ds.failures == 0) continue;
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
@@ -164,12 +168,12 @@ static void cli_print_stats(const cli_globals *g, FILE *f) {
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
         for (int op = 0; op < MODATTN_OP_COUNT; op++) {
-            uint64_t n = modattn_device_fallback_count(dev, (modattn_op)op);
+            uint64_t n = modattn__device_fallback_count(dev, (modattn_op)op);
             if (n) fprintf(f, "host fallback for %s: %s %llu calls\n", name, modattn_op_name((modattn_op)op), (unsigned long long)n);
         }
         char text[512] = "";
         modattn_device_stats_text t = {text, sizeof text};
-        if (modattn_device_control(dev, MODATTN_DEVICE_CONTROL_STATS, &t) == 0 && text[0])
+        if (modattn__device_control(dev, MODATTN_DEVICE_CONTROL_STATS, &t) == 0 && text[0])
             fprintf(f, "%s: %s\n", name, text);
     }
 }
@@ -205,7 +209,7 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
         } else if (k == 4) g->device = val;
         else if (k == 5) g->precision_text = val;
         else {
-            if (modattn_parse_bytes(val, &g->mem_budget) != 0) {
+            if (modattn__parse_bytes(val, &g->mem_budget) != 0) {
                 fprintf(stderr, "modattn: --mem-budget: %s\n", modattn_last_error());
                 return -1;
             }
@@ -227,9 +231,9 @@ int main(int argc, char **argv) {
     cli_stdout_init();
     /* First, before any JSON exists: jansson's allocations (tokenizer.json, config.json, the
      * safetensors header, the JSON we print) count in --stats and against --mem-budget. */
-    if (modattn_json_count_allocations() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
+    if (modattn__json_count_allocations() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
     /* SQLite's memory too (process-wide, so only a program may ask; nothing here used SQLite yet) */
-    if (modattn_store_account_sqlite_memory() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
+    if (modattn__store_account_sqlite_memory() != 0) return cli_fail("cannot start", MODATTN_EINVAL);
     cli_globals g;
     memset(&g, 0, sizeof g);
     g.prog = "modattn";
@@ -261,14 +265,14 @@ int main(int argc, char **argv) {
     if (strcmp(rest[0], "--version") == 0) {
         /* the version, what this build holds, and what this CPU offers (kernels are chosen at run time) */
         char isa[256];
-        modattn_cpu_describe(isa, sizeof isa);
+        modattn__cpu_describe(isa, sizeof isa);
 #if MODATTN_HAVE_MPI
         const char *mpi = "on (index --mpi, search --mpi)";
 #else
         const char *mpi = "off (no libopenmpi-dev)";
 #endif
         printf("modattn %s\n%smpi: %s\ncpu: %s (%s)\n", modattn_version(), modattn_build_info(), mpi,
-               modattn_cpu_get()->model_name, isa);
+               modattn__cpu_get()->model_name, isa);
         free(rest);
         return cli_finish_stdout(0);
     }
@@ -281,7 +285,7 @@ int main(int argc, char **argv) {
         free(rest);
         return 2;
     }
-    if (modattn_env_check() != 0) { /* before any work: a usage error, as a bad flag */
+    if (modattn__env_check() != 0) { /* before any work: a usage error, as a bad flag */
         fprintf(stderr, "modattn: %s\n", modattn_last_error());
         free(rest);
         return 2;
@@ -332,18 +336,18 @@ int main(int argc, char **argv) {
         }
     }
     if (g.mem_budget > 0) modattn_mem_set_budget(g.mem_budget);
-    if (g.trace) modattn_trace_enable(true);
+    if (g.trace) modattn__trace_enable(true);
     /* --mpi picks the command's distributed form, which reads the same options (and runs the plain
      * form itself for --help or on one process) */
     const bool mpi = cmd->mpi && cli_has_arg(nrest, rest, "--mpi");
     int rc = (mpi ? cmd->mpi : cmd->fn)(&g, nrest, rest);
     if (g.stats) cli_print_stats(&g, stderr);
     modattn_ctx_free(g.ctx);
-    modattn_pool_free(g.pool);
+    modattn__pool_free(g.pool);
     modattn_devices_shutdown();
     if (g.trace) {
-        if (modattn_trace_write_json(g.trace) != 0) rc = cli_fail("trace", MODATTN_EIO);
-        modattn_trace_clear();
+        if (modattn__trace_write_json(g.trace) != 0) rc = cli_fail("trace", MODATTN_EIO);
+        modattn__trace_clear();
     }
     free(rest);
     return cli_finish_stdout(rc);

@@ -4,6 +4,8 @@
  * that free() can un-count it. Counters are atomics: allocations may come from any thread.
  * A budget caps the total in use; fault injection fails the Nth attempt (tests). */
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "core/alloc_internal.h"
 #include "core/env.h"
 
@@ -62,7 +64,7 @@ static int reserve(modattn_mem_category cat, size_t bytes) {
         if (k == nth) {
             atomic_fetch_add(&g_failures, 1);
             g_last_status = MODATTN_ENOMEM;
-            return modattn_error(MODATTN_ENOMEM,
+            return modattn__error(MODATTN_ENOMEM,
                                  "allocation of %zu bytes (%s) failed: injected failure #%llu",
                                  bytes, modattn_mem_category_name(cat), (unsigned long long)k);
         }
@@ -70,7 +72,7 @@ static int reserve(modattn_mem_category cat, size_t bytes) {
     if (bytes > (size_t)INT64_MAX / 2) {
         atomic_fetch_add(&g_failures, 1);
         g_last_status = MODATTN_ENOMEM;
-        return modattn_error(MODATTN_ENOMEM, "allocation of %zu bytes (%s) is too large", bytes,
+        return modattn__error(MODATTN_ENOMEM, "allocation of %zu bytes (%s) is too large", bytes,
                              modattn_mem_category_name(cat));
     }
     int64_t b = (int64_t)bytes;
@@ -80,7 +82,7 @@ static int reserve(modattn_mem_category cat, size_t bytes) {
         atomic_fetch_sub(&g_cur_total, b);
         atomic_fetch_add(&g_failures, 1);
         g_last_status = MODATTN_EBUDGET;
-        return modattn_error(MODATTN_EBUDGET,
+        return modattn__error(MODATTN_EBUDGET,
                              "memory budget of %lld bytes exceeded: request of %zu bytes for %s "
                              "with %lld bytes already in use",
                              (long long)budget, bytes, modattn_mem_category_name(cat),
@@ -117,7 +119,7 @@ int modattn__mem_inject(modattn_mem_category cat, size_t bytes, const char *wher
     if (k != nth) return 0;
     atomic_fetch_add(&g_failures, 1);
     g_last_status = MODATTN_ENOMEM;
-    return modattn_error(MODATTN_ENOMEM, "allocation of %zu bytes (%s) on %s failed: injected failure #%llu", bytes,
+    return modattn__error(MODATTN_ENOMEM, "allocation of %zu bytes (%s) on %s failed: injected failure #%llu", bytes,
                          modattn_mem_category_name(cat), where, (unsigned long long)k);
 }
 
@@ -151,7 +153,7 @@ static void advise_huge(void *raw, size_t total) {
 #endif
 }
 
-void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
+void *modattn__malloc(size_t bytes, modattn_mem_category cat) {
     if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
     if (reserve(cat, bytes) != 0) return NULL;
     void *raw = NULL;
@@ -163,7 +165,7 @@ void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
         release(cat, bytes);
         atomic_fetch_add(&g_failures, 1);
         g_last_status = MODATTN_ENOMEM;
-        modattn_error(MODATTN_ENOMEM, "out of memory: allocation of %zu bytes for %s failed", bytes,
+        modattn__error(MODATTN_ENOMEM, "out of memory: allocation of %zu bytes for %s failed", bytes,
                       modattn_mem_category_name(cat));
         return NULL;
     }
@@ -177,28 +179,28 @@ void *modattn_malloc(size_t bytes, modattn_mem_category cat) {
     return (char *)raw + HDR;
 }
 
-void *modattn_calloc(size_t count, size_t size, modattn_mem_category cat) {
+void *modattn__calloc(size_t count, size_t size, modattn_mem_category cat) {
     if (size && count > SIZE_MAX / size) {
         atomic_fetch_add(&g_failures, 1);
         g_last_status = MODATTN_ENOMEM;
-        modattn_error(MODATTN_ENOMEM, "allocation of %zu x %zu bytes for %s overflows", count, size,
+        modattn__error(MODATTN_ENOMEM, "allocation of %zu x %zu bytes for %s overflows", count, size,
                       modattn_mem_category_name(cat));
         return NULL;
     }
-    void *p = modattn_malloc(count * size, cat);
+    void *p = modattn__malloc(count * size, cat);
     if (p) memset(p, 0, count * size);
     return p;
 }
 
 static hdr *header_of(const void *p) { return (hdr *)((char *)(uintptr_t)p - HDR); }
 
-size_t modattn_mem_block_size(const void *ptr) { return ptr ? header_of(ptr)->size : 0; }
+size_t modattn__mem_block_size(const void *ptr) { return ptr ? header_of(ptr)->size : 0; }
 
 void modattn_free(void *ptr) {
     if (!ptr) return;
     hdr *h = header_of(ptr);
     if (h->magic != MAGIC) {
-        /* our own bug: a pointer that did not come from modattn_malloc */
+        /* our own bug: a pointer that did not come from modattn__malloc */
         fprintf(stderr, "modattn: modattn_free of a foreign or already freed pointer %p\n", ptr);
         abort();
     }
@@ -207,33 +209,33 @@ void modattn_free(void *ptr) {
     free(h);
 }
 
-void *modattn_realloc(void *ptr, size_t bytes, modattn_mem_category cat) {
-    if (!ptr) return modattn_malloc(bytes, cat);
+void *modattn__realloc(void *ptr, size_t bytes, modattn_mem_category cat) {
+    if (!ptr) return modattn__malloc(bytes, cat);
     size_t old = header_of(ptr)->size;
     if (bytes <= old && bytes >= old / 2) return ptr; /* keep: not worth moving */
-    void *n = modattn_malloc(bytes, cat);
+    void *n = modattn__malloc(bytes, cat);
     if (!n) return NULL; /* the old block is untouched */
     memcpy(n, ptr, old < bytes ? old : bytes);
     modattn_free(ptr);
     return n;
 }
 
-char *modattn_strndup(const char *s, size_t n, modattn_mem_category cat) {
+char *modattn__strndup(const char *s, size_t n, modattn_mem_category cat) {
     size_t len = strnlen(s, n);
-    char *d = modattn_malloc(len + 1, cat);
+    char *d = modattn__malloc(len + 1, cat);
     if (!d) return NULL;
     memcpy(d, s, len);
     d[len] = '\0';
     return d;
 }
 
-char *modattn_strdup(const char *s, modattn_mem_category cat) {
-    return modattn_strndup(s, SIZE_MAX, cat);
+char *modattn__strdup(const char *s, modattn_mem_category cat) {
+    return modattn__strndup(s, SIZE_MAX, cat);
 }
 
-int modattn_mem_last_status(void) { return g_last_status ? g_last_status : MODATTN_ENOMEM; }
+int modattn__mem_last_status(void) { return g_last_status ? g_last_status : MODATTN_ENOMEM; }
 
-int modattn_mem_account(modattn_mem_category cat, int64_t delta) {
+int modattn__mem_account(modattn_mem_category cat, int64_t delta) {
     if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
     if (delta >= 0) return reserve(cat, (size_t)delta);
     release(cat, (size_t)(-delta));
@@ -253,27 +255,27 @@ void modattn_mem_get_stats(modattn_mem_stats *out) {
     out->budget = atomic_load(&g_budget);
 }
 
-void modattn_mem_reset_peak(void) {
+void modattn__mem_reset_peak(void) {
     for (int i = 0; i < MODATTN_MEM_CATEGORY_COUNT; i++) atomic_store(&g_peak[i], atomic_load(&g_cur[i]));
     atomic_store(&g_peak_total, atomic_load(&g_cur_total));
 }
 
 void modattn_mem_set_budget(int64_t bytes) { atomic_store(&g_budget, bytes > 0 ? bytes : 0); }
 
-void modattn_mem_fail_nth(uint64_t n) {
+void modattn__mem_fail_nth(uint64_t n) {
     atomic_store(&g_fail_count, 0);
     atomic_store(&g_fail_nth, n);
 }
 
-uint64_t modattn_mem_fail_counter(void) { return atomic_load(&g_fail_count); }
+uint64_t modattn__mem_fail_counter(void) { return atomic_load(&g_fail_count); }
 
-int modattn_parse_bytes(const char *text, int64_t *out) {
-    if (!text || !*text) return modattn_error(MODATTN_EINVAL, "empty byte count");
+int modattn__parse_bytes(const char *text, int64_t *out) {
+    if (!text || !*text) return modattn__error(MODATTN_EINVAL, "empty byte count");
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(text, &end, 10);
     if (end == text || errno == ERANGE || text[0] == '-')
-        return modattn_error(MODATTN_EINVAL, "'%s' is not a byte count (expected e.g. 512M)", text);
+        return modattn__error(MODATTN_EINVAL, "'%s' is not a byte count (expected e.g. 512M)", text);
     unsigned long long mul = 1;
     if (*end) {
         switch (*end) {
@@ -282,15 +284,15 @@ int modattn_parse_bytes(const char *text, int64_t *out) {
         case 'g': case 'G': mul = 1ull << 30; break;
         case 't': case 'T': mul = 1ull << 40; break;
         default:
-            return modattn_error(MODATTN_EINVAL, "'%s': unknown unit '%c' (use K, M, G or T)", text, *end);
+            return modattn__error(MODATTN_EINVAL, "'%s': unknown unit '%c' (use K, M, G or T)", text, *end);
         }
         end++;
         if (*end == 'i') end++;
         if (*end == 'B' || *end == 'b') end++;
-        if (*end) return modattn_error(MODATTN_EINVAL, "'%s' is not a byte count (expected e.g. 512M)", text);
+        if (*end) return modattn__error(MODATTN_EINVAL, "'%s' is not a byte count (expected e.g. 512M)", text);
     }
     if (v > (unsigned long long)INT64_MAX / mul)
-        return modattn_error(MODATTN_EINVAL, "'%s' is too large", text);
+        return modattn__error(MODATTN_EINVAL, "'%s' is too large", text);
     *out = (int64_t)(v * mul);
     return 0;
 }

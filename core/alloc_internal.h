@@ -4,8 +4,9 @@
 #define MODATTN_CORE_ALLOC_INTERNAL_H
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
 
-/* Count `bytes` in `cat` against the budget and the fault injection, as modattn_malloc does
+/* Count `bytes` in `cat` against the budget and the fault injection, as modattn__malloc does
  * before it allocates: 0, or MODATTN_ENOMEM / MODATTN_EBUDGET with the message recorded (and the
  * failure counted). */
 int modattn__mem_reserve(modattn_mem_category cat, size_t bytes);
@@ -17,12 +18,12 @@ void modattn__mem_release(modattn_mem_category cat, size_t bytes);
 /* One more successful allocation in the statistics. */
 void modattn__mem_note_success(void);
 /* One more failed allocation (a real one: reserve() counts its own), with its status for
- * modattn_mem_last_status(). */
+ * modattn__mem_last_status(). */
 void modattn__mem_note_failure(int status);
 
 /* The fault injection alone (allocators whose bytes are counted elsewhere: device memory):
  * 0, or MODATTN_ENOMEM with the message recorded and the failure counted, when this attempt is
- * the Nth armed by modattn_mem_fail_nth(). */
+ * the Nth armed by modattn__mem_fail_nth(). */
 int modattn__mem_inject(modattn_mem_category cat, size_t bytes, const char *where);
 
 #endif

@@ -1,6 +1,8 @@
 /* core/cpu.c — CPU feature detection (CPUID + XGETBV on x86, compile-time on ARM), and the names of
  * the precisions (modattn_precision). */
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -103,13 +105,13 @@ static void detect(void) {
     g_cpu = f;
 }
 
-const modattn_cpu_features *modattn_cpu_get(void) {
+const modattn_cpu_features *modattn__cpu_get(void) {
     pthread_once(&g_once, detect);
     return &g_cpu;
 }
 
-void modattn_cpu_describe(char *buf, size_t len) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+void modattn__cpu_describe(char *buf, size_t len) {
+    const modattn_cpu_features *f = modattn__cpu_get();
     size_t used = 0;
     buf[0] = '\0';
 #define ADD(flag, text)                                                          \
@@ -143,7 +145,7 @@ int modattn_precision_parse(const char *text, modattn_precision *out) {
         {"fp32", MODATTN_PRECISION_FP32}, {"float32", MODATTN_PRECISION_FP32},
         {"bf16", MODATTN_PRECISION_BF16}, {"bfloat16", MODATTN_PRECISION_BF16}, {"int8", MODATTN_PRECISION_INT8},
         {"bf16x3", MODATTN_PRECISION_BF16X3}};
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_precision_parse: out is NULL");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_precision_parse: out is NULL");
     if (!text || !*text) {
         *out = MODATTN_PRECISION_FP32;
         return 0;
@@ -157,5 +159,5 @@ int modattn_precision_parse(const char *text, modattn_precision *out) {
     snprintf(shown, sizeof shown, "%.32s%s", text, strlen(text) > 32 ? "..." : "");
     for (char *c = shown; *c; c++)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f) *c = '?';
-    return modattn_error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32, bf16x3, bf16 or int8)", shown);
+    return modattn__error(MODATTN_EINVAL, "unknown precision '%s' (choose fp32, bf16x3, bf16 or int8)", shown);
 }

@@ -10,6 +10,8 @@
 #include <strings.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #define CPU_ISAS "avx512f,avx512,avx512_bf16,avx512_vnni,amx,avx2,fma,avx,neon"
 
@@ -150,32 +152,32 @@ static const char *shown(const char *v, char *buf, size_t cap) {
 static int check_one(const modattn__env_var *r, const char *v) {
     char s[48];
     if (!*v)
-        return modattn_error(MODATTN_EINVAL, "%s is set but empty: unset it or give it a value (%s)", r->name, r->doc);
+        return modattn__error(MODATTN_EINVAL, "%s is set but empty: unset it or give it a value (%s)", r->name, r->doc);
     switch (r->kind) {
     case MODATTN__ENV_BOOL: {
         bool b;
         if (parse_bool(v, &b))
-            return modattn_error(MODATTN_EINVAL, "%s: '%s' is not 1 or 0 (true/false, yes/no, on/off)", r->name,
+            return modattn__error(MODATTN_EINVAL, "%s: '%s' is not 1 or 0 (true/false, yes/no, on/off)", r->name,
                                  shown(v, s, sizeof s));
         return 0;
     }
     case MODATTN__ENV_INT: {
         long long x;
         if (parse_ll(v, (long long)r->lo, (long long)r->hi, &x))
-            return modattn_error(MODATTN_EINVAL, "%s: '%s' is not a whole number from %.0f to %.0f", r->name,
+            return modattn__error(MODATTN_EINVAL, "%s: '%s' is not a whole number from %.0f to %.0f", r->name,
                                  shown(v, s, sizeof s), r->lo, r->hi);
         return 0;
     }
     case MODATTN__ENV_REAL: {
         double x;
         if (parse_real(v, r->lo, r->hi, &x))
-            return modattn_error(MODATTN_EINVAL, "%s: '%s' is not a number from %g to %g", r->name,
+            return modattn__error(MODATTN_EINVAL, "%s: '%s' is not a number from %g to %g", r->name,
                                  shown(v, s, sizeof s), r->lo, r->hi);
         return 0;
     }
     case MODATTN__ENV_CHOICE:
         if (!is_choice(r->choices, v, strlen(v)))
-            return modattn_error(MODATTN_EINVAL, "%s: '%s' is not one of %s", r->name, shown(v, s, sizeof s),
+            return modattn__error(MODATTN_EINVAL, "%s: '%s' is not one of %s", r->name, shown(v, s, sizeof s),
                                  r->choices);
         return 0;
     case MODATTN__ENV_LIST:
@@ -185,7 +187,7 @@ static int check_one(const modattn__env_var *r, const char *v) {
             if (!is_choice(r->choices, p, len)) {
                 char w[48];
                 snprintf(w, sizeof w, "%.*s", (int)(len < 40 ? len : 40), p);
-                return modattn_error(MODATTN_EINVAL, "%s: '%s' is not one of %s (a comma-separated list)", r->name,
+                return modattn__error(MODATTN_EINVAL, "%s: '%s' is not one of %s (a comma-separated list)", r->name,
                                      shown(w, s, sizeof s), r->choices);
             }
             if (!e) break;
@@ -196,7 +198,7 @@ static int check_one(const modattn__env_var *r, const char *v) {
     }
 }
 
-int modattn_env_check(void) {
+int modattn__env_check(void) {
     for (const modattn__env_var *r = modattn__env_vars; r->name; r++) {
         const char *v = getenv(r->name);
         if (!v) continue;

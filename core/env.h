@@ -1,7 +1,7 @@
 /* core/env.h — the one reader of modattn's environment variables.
  *
  * Every MODATTN_* variable the library or the CLI reads is a row of one table (core/env.c) with
- * its kind and range. modattn_env_check() validates all that are set, with the same rules as the
+ * its kind and range. modattn__env_check() validates all that are set, with the same rules as the
  * flags they stand for (a bad value is a usage error naming the variable); the readers below
  * parse by the same rules, so a site never interprets a value on its own. Test hooks
  * (MODATTN_TEST_*) are not in the table. */
@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include "core/internal_core.h"
 
 typedef enum modattn__env_kind {
     MODATTN__ENV_TEXT,  /* any non-empty text (paths, names checked where they are used) */

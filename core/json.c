@@ -9,8 +9,10 @@
  * so a refused allocation (budget, injected failure) is served anyway, counted, and recorded for
  * the thread. A parse here reads its input through a callback that ends the input as soon as a
  * refusal is recorded, so the parse stops, and reports it; other callers take it with
- * modattn_json_take_failure() (see core.h). */
+ * modattn__json_take_failure() (see core.h). */
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "core/alloc_internal.h"
 
 #include <errno.h>
@@ -33,7 +35,7 @@ typedef struct jhdr {
 } jhdr;
 _Static_assert(sizeof(jhdr) == JHDR, "header keeps malloc's 16-byte alignment");
 
-/* Per thread: the first refused allocation not yet taken (modattn_json_take_failure, or a
+/* Per thread: the first refused allocation not yet taken (modattn__json_take_failure, or a
  * guarded parse), and its message. */
 static _Thread_local int tl_failed;
 static _Thread_local char tl_msg[512];
@@ -83,7 +85,7 @@ static void json_free_hook(void *ptr) {
     if (h->magic != JMAGIC) {
         fprintf(stderr,
                 "modattn: jansson freed %p, which modattn's allocator did not give it (was "
-                "modattn_json_count_allocations() called while jansson objects were alive?)\n",
+                "modattn__json_count_allocations() called while jansson objects were alive?)\n",
                 ptr);
         abort();
     }
@@ -92,34 +94,34 @@ static void json_free_hook(void *ptr) {
     free(h);
 }
 
-int modattn_json_count_allocations(void) {
+int modattn__json_count_allocations(void) {
     json_malloc_t m = NULL;
     json_free_t f = NULL;
     json_get_alloc_funcs(&m, &f);
     if (m == json_malloc_hook && f == json_free_hook) return 0;
     if (m != malloc || f != free)
-        return modattn_error(MODATTN_EINVAL,
-                             "modattn_json_count_allocations: jansson already uses allocation "
+        return modattn__error(MODATTN_EINVAL,
+                             "modattn__json_count_allocations: jansson already uses allocation "
                              "functions installed by other code (json_set_alloc_funcs); left as they are");
     json_set_alloc_funcs(json_malloc_hook, json_free_hook);
     return 0;
 }
 
-bool modattn_json_allocations_counted(void) {
+bool modattn__json_allocations_counted(void) {
     json_malloc_t m = NULL;
     json_free_t f = NULL;
     json_get_alloc_funcs(&m, &f);
     return m == json_malloc_hook && f == json_free_hook;
 }
 
-int modattn_json_take_failure(void) {
+int modattn__json_take_failure(void) {
     int st = tl_failed;
     tl_failed = 0;
-    if (st) modattn_error(st, "%s", tl_msg);
+    if (st) modattn__error(st, "%s", tl_msg);
     return st;
 }
 
-void modattn_json_free(void *ptr) {
+void modattn__json_free(void *ptr) {
     if (!ptr) return;
     json_malloc_t m = NULL;
     json_free_t f = NULL;
@@ -180,7 +182,7 @@ static int parse(json_src *s, const char *shown, size_t flags, json_t **out, jso
     tl_failed = 0;
     json_t *j = json_load_callback(feed, s, flags, err);
     int failed = tl_failed;
-    if (failed) modattn_error(failed, "%s", tl_msg);
+    if (failed) modattn__error(failed, "%s", tl_msg);
     tl_failed = outer;
     if (outer) memcpy(tl_msg, outer_msg, sizeof tl_msg);
     snprintf(err->source, sizeof err->source, "%s", shown);
@@ -192,21 +194,21 @@ static int parse(json_src *s, const char *shown, size_t flags, json_t **out, jso
     if (s->read_errno) {
         json_decref(j);
         set_err(err, json_error_cannot_open_file, "read error: %s", strerror(s->read_errno));
-        return modattn_error(MODATTN_EIO, "%s: read error: %s", shown, strerror(s->read_errno));
+        return modattn__error(MODATTN_EIO, "%s: read error: %s", shown, strerror(s->read_errno));
     }
     if (!j) {
-        return modattn_error(MODATTN_EFORMAT, "line %d, column %d: %s", err->line, err->column,
+        return modattn__error(MODATTN_EFORMAT, "line %d, column %d: %s", err->line, err->column,
                              err->text);
     }
     *out = j;
     return 0;
 }
 
-int modattn_json_load_file(const char *path, size_t flags, json_t **out, json_error_t *err) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_json_load_file: out is NULL");
+int modattn__json_load_file(const char *path, size_t flags, json_t **out, json_error_t *err) {
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn__json_load_file: out is NULL");
     *out = NULL;
     if (err) memset(err, 0, sizeof *err);
-    if (!path) return modattn_error(MODATTN_EINVAL, "modattn_json_load_file: path is NULL");
+    if (!path) return modattn__error(MODATTN_EINVAL, "modattn__json_load_file: path is NULL");
     json_src s = {0};
     /* O_NONBLOCK, then only a regular file: a FIFO in a model folder must not hang the load */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
@@ -218,7 +220,7 @@ int modattn_json_load_file(const char *path, size_t flags, json_t **out, json_er
             snprintf(err->source, sizeof err->source, "%s", path);
             set_err(err, json_error_cannot_open_file, "%s is not a regular file", path);
         }
-        return modattn_error(MODATTN_EIO, "%s: not a regular file", path);
+        return modattn__error(MODATTN_EIO, "%s: not a regular file", path);
     }
     s.file = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!s.file) {
@@ -229,18 +231,18 @@ int modattn_json_load_file(const char *path, size_t flags, json_t **out, json_er
             snprintf(err->source, sizeof err->source, "%s", path);
             set_err(err, json_error_cannot_open_file, "unable to open %s: %s", path, strerror(e));
         }
-        return modattn_error(MODATTN_EIO, "%s: cannot open: %s", path, strerror(e));
+        return modattn__error(MODATTN_EIO, "%s: cannot open: %s", path, strerror(e));
     }
     int st = parse(&s, path, flags, out, err);
     fclose(s.file);
     return st;
 }
 
-int modattn_json_loadb(const char *buf, size_t len, size_t flags, json_t **out, json_error_t *err) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_json_loadb: out is NULL");
+int modattn__json_loadb(const char *buf, size_t len, size_t flags, json_t **out, json_error_t *err) {
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn__json_loadb: out is NULL");
     *out = NULL;
     if (err) memset(err, 0, sizeof *err);
-    if (!buf && len) return modattn_error(MODATTN_EINVAL, "modattn_json_loadb: buf is NULL");
+    if (!buf && len) return modattn__error(MODATTN_EINVAL, "modattn__json_loadb: buf is NULL");
     json_src s = {0};
     s.buf = buf;
     s.len = len;

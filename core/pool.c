@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "core/signals.h"
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "core/env.h"
 
 #include <pthread.h>
@@ -118,15 +120,15 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-int modattn_pool_create(int nthreads, modattn_pool **out) {
+int modattn__pool_create(int nthreads, modattn_pool **out) {
     *out = NULL;
     if (nthreads <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         nthreads = n > 0 ? (int)n : 1;
     }
-    if (nthreads > 1024) return modattn_error(MODATTN_EINVAL, "thread count %d is over 1024", nthreads);
-    modattn_pool *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
-    if (!p) return modattn_mem_last_status();
+    if (nthreads > 1024) return modattn__error(MODATTN_EINVAL, "thread count %d is over 1024", nthreads);
+    modattn_pool *p = modattn__calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    if (!p) return modattn__mem_last_status();
     p->nthreads = nthreads;
     p->spin_ns = (int64_t)modattn__env_int("MODATTN_POOL_SPIN_US", 200) * 1000;
     pthread_mutex_init(&p->mu, NULL);
@@ -134,8 +136,8 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     if (nthreads > 1) {
-        p->threads = modattn_calloc((size_t)nthreads - 1, sizeof(pthread_t), MODATTN_MEM_OTHER);
-        p->args = modattn_calloc((size_t)nthreads - 1, sizeof(worker_arg), MODATTN_MEM_OTHER);
+        p->threads = modattn__calloc((size_t)nthreads - 1, sizeof(pthread_t), MODATTN_MEM_OTHER);
+        p->args = modattn__calloc((size_t)nthreads - 1, sizeof(worker_arg), MODATTN_MEM_OTHER);
         if (!p->threads || !p->args) {
             p->nthreads = 1; /* no worker started: nothing to join */
             goto fail;
@@ -152,8 +154,8 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
             if (pthread_create(&p->threads[t - 1], NULL, worker_main, a) != 0) {
                 modattn__signals_release(&old_mask);
                 p->nthreads = t;
-                modattn_error(MODATTN_ERUNTIME, "could not start thread %d of %d", t, nthreads);
-                modattn_pool_free(p);
+                modattn__error(MODATTN_ERUNTIME, "could not start thread %d of %d", t, nthreads);
+                modattn__pool_free(p);
                 return MODATTN_ERUNTIME;
             }
         }
@@ -162,13 +164,13 @@ int modattn_pool_create(int nthreads, modattn_pool **out) {
     *out = p;
     return 0;
 fail: {
-    int st = modattn_mem_last_status();
-    modattn_pool_free(p);
+    int st = modattn__mem_last_status();
+    modattn__pool_free(p);
     return st;
 }
 }
 
-void modattn_pool_free(modattn_pool *p) {
+void modattn__pool_free(modattn_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = true;
@@ -184,9 +186,9 @@ void modattn_pool_free(modattn_pool *p) {
     modattn_free(p);
 }
 
-int modattn_pool_threads(const modattn_pool *p) { return p ? p->nthreads : 1; }
+int modattn__pool_threads(const modattn_pool *p) { return p ? p->nthreads : 1; }
 
-void modattn_pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx) {
+void modattn__pool_run(modattn_pool *p, int64_t n, modattn_task_fn fn, void *ctx) {
     if (n <= 0) return;
     if (!p || p->nthreads == 1 || n == 1 || inside(p) || tl_depth >= POOL_NEST) {
         for (int64_t i = 0; i < n; i++) fn(ctx, i, 0);

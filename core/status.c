@@ -1,5 +1,6 @@
 /* core/status.c — status code names and the per-thread error message. */
 #include "modattn/status.h"
+#include "core/internal_status.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,7 +37,7 @@ const char *modattn_last_error(void) { return g_msg; }
 
 void modattn_clear_error(void) { g_msg[0] = '\0'; }
 
-int modattn_error(int status, const char *fmt, ...) {
+int modattn__error(int status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_msg, sizeof g_msg, fmt, ap);
@@ -44,7 +45,7 @@ int modattn_error(int status, const char *fmt, ...) {
     return status;
 }
 
-int modattn_error_prefix(int status, const char *fmt, ...) {
+int modattn__error_prefix(int status, const char *fmt, ...) {
     char old[MODATTN_ERRMSG_LEN];
     memcpy(old, g_msg, sizeof old);
     va_list ap;

@@ -1,10 +1,12 @@
 /* core/trace.c — tracing spans, recorded cheaply and written as Chrome trace-event JSON.
  *
- * Off (the default), modattn_trace_begin() is one relaxed atomic load and returns 0, and
- * modattn_trace_end(0, ...) returns at once. On, spans are appended to a block list under a
+ * Off (the default), modattn__trace_begin() is one relaxed atomic load and returns 0, and
+ * modattn__trace_end(0, ...) returns at once. On, spans are appended to a block list under a
  * mutex: spans are per op, not per element, so contention is negligible. */
 #define _GNU_SOURCE
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,7 +29,7 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 /* The trace's own copies of span names and implementation names (a plugin's name goes away with
  * the plugin, a device's name may be a caller's buffer): a span never points at memory it does
  * not own. Few distinct strings exist (op names, implementations, devices): a list, searched by
- * content, kept until modattn_trace_clear. */
+ * content, kept until modattn__trace_clear. */
 static char **g_strs;
 static size_t g_nstrs, g_capstrs;
 static block *g_head, *g_tail;
@@ -35,24 +37,24 @@ static size_t g_count;
 static uint64_t g_epoch;
 static _Thread_local int g_tid;
 
-uint64_t modattn_now_ns(void) {
+uint64_t modattn__now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void modattn_trace_enable(bool on) {
+void modattn__trace_enable(bool on) {
     pthread_mutex_lock(&g_mu);
-    if (on && !g_epoch) g_epoch = modattn_now_ns();
+    if (on && !g_epoch) g_epoch = modattn__now_ns();
     pthread_mutex_unlock(&g_mu);
     atomic_store(&g_on, on);
 }
 
-bool modattn_trace_enabled(void) { return atomic_load_explicit(&g_on, memory_order_relaxed); }
+bool modattn__trace_enabled(void) { return atomic_load_explicit(&g_on, memory_order_relaxed); }
 
-uint64_t modattn_trace_begin(void) {
+uint64_t modattn__trace_begin(void) {
     if (!atomic_load_explicit(&g_on, memory_order_relaxed)) return 0;
-    return modattn_now_ns();
+    return modattn__now_ns();
 }
 
 /* s's copy in the trace's list (g_mu held); NULL for NULL, or when memory fails ("?" then) */
@@ -62,11 +64,11 @@ static const char *intern(const char *s) {
         if (strcmp(g_strs[i], s) == 0) return g_strs[i];
     if (g_nstrs == g_capstrs) {
         size_t nc = g_capstrs ? 2 * g_capstrs : 64;
-        char **n = modattn_realloc(g_strs, nc * sizeof *n, MODATTN_MEM_OTHER);
+        char **n = modattn__realloc(g_strs, nc * sizeof *n, MODATTN_MEM_OTHER);
         if (!n) return "?";
         g_strs = n, g_capstrs = nc;
     }
-    char *c = modattn_strndup(s, 200, MODATTN_MEM_OTHER);
+    char *c = modattn__strndup(s, 200, MODATTN_MEM_OTHER);
     if (!c) return "?";
     g_strs[g_nstrs++] = c;
     return c;
@@ -76,7 +78,7 @@ static void push(const char *name, const char *impl, const char *shape, double b
                  uint64_t t0, uint64_t t1) {
     pthread_mutex_lock(&g_mu);
     if (!g_tail || g_tail->used == BLOCK) {
-        block *b = modattn_malloc(sizeof *b, MODATTN_MEM_OTHER);
+        block *b = modattn__malloc(sizeof *b, MODATTN_MEM_OTHER);
         if (!b) { /* tracing never fails the traced work: drop the span */
             pthread_mutex_unlock(&g_mu);
             return;
@@ -100,30 +102,30 @@ static void push(const char *name, const char *impl, const char *shape, double b
     pthread_mutex_unlock(&g_mu);
 }
 
-void modattn_trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
+void modattn__trace_end(uint64_t t0, const char *name, const char *impl, const char *shape,
                        double bytes, double flops) {
     if (!t0) return;
-    uint64_t t1 = modattn_now_ns();
+    uint64_t t1 = modattn__now_ns();
     if (!g_tid) g_tid = (int)syscall(SYS_gettid);
     push(name, impl, shape, bytes, flops, g_tid, t0, t1);
 }
 
-void modattn_trace_record(const char *name, const char *impl, const char *shape, double bytes, double flops,
+void modattn__trace_record(const char *name, const char *impl, const char *shape, double bytes, double flops,
                           int track, uint64_t t0_ns, uint64_t t1_ns) {
-    if (!modattn_trace_enabled() || t1_ns < t0_ns) return;
+    if (!modattn__trace_enabled() || t1_ns < t0_ns) return;
     if (t0_ns < g_epoch) t0_ns = g_epoch; /* a device clock mapped a little before tracing began */
     if (t1_ns < t0_ns) t1_ns = t0_ns;
     push(name, impl, shape, bytes, flops, track, t0_ns, t1_ns);
 }
 
-size_t modattn_trace_count(void) {
+size_t modattn__trace_count(void) {
     pthread_mutex_lock(&g_mu);
     size_t n = g_count;
     pthread_mutex_unlock(&g_mu);
     return n;
 }
 
-int modattn_trace_get(size_t i, modattn_trace_span *out) {
+int modattn__trace_get(size_t i, modattn_trace_span *out) {
     int st = MODATTN_ERANGE;
     pthread_mutex_lock(&g_mu);
     for (block *b = g_head; b; b = b->next) {
@@ -135,10 +137,10 @@ int modattn_trace_get(size_t i, modattn_trace_span *out) {
         i -= b->used;
     }
     pthread_mutex_unlock(&g_mu);
-    return st == 0 ? 0 : modattn_error(st, "trace span index out of range");
+    return st == 0 ? 0 : modattn__error(st, "trace span index out of range");
 }
 
-void modattn_trace_clear(void) {
+void modattn__trace_clear(void) {
     pthread_mutex_lock(&g_mu);
     block *b = g_head;
     while (b) {
@@ -165,9 +167,9 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-int modattn_trace_write_json(const char *path) {
+int modattn__trace_write_json(const char *path) {
     FILE *f = fopen(path, "w");
-    if (!f) return modattn_error(MODATTN_EIO, "cannot write trace file '%s'", path);
+    if (!f) return modattn__error(MODATTN_EIO, "cannot write trace file '%s'", path);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     pthread_mutex_lock(&g_mu);
     int pid = (int)getpid();
@@ -207,6 +209,6 @@ int modattn_trace_write_json(const char *path) {
     }
     pthread_mutex_unlock(&g_mu);
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) return modattn_error(MODATTN_EIO, "error writing trace file '%s'", path);
+    if (fclose(f) != 0) return modattn__error(MODATTN_EIO, "error writing trace file '%s'", path);
     return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 
 /* A backend's device probe: up to `max` devices into out[], or 0 with `why` saying why none. */
 typedef int (*modattn__devices_fn)(const modattn_device_iface **out, int max, char *why, size_t len);

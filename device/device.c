@@ -1,7 +1,10 @@
 /* device/device.c — the device layer's one home: finds the devices once, and wraps every slot of
  * modattn_device_iface with its default, its argument checks and its memory accounting. Nothing
  * else in modattn calls a device slot directly (SQLite's os.c, ggml's ggml-backend.cpp). */
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "device/internal_device.h"
 #include "core/alloc_internal.h"
 
 #include <pthread.h>
@@ -121,11 +124,11 @@ static int injected_loss(const modattn_device_iface *dev, const char *name, moda
     if (s < 0 || atomic_load(&g_fail_after[s]) < 0) return 0;
     if (atomic_fetch_sub(&g_fail_after[s], 1) > 0) return 0;
     atomic_store(&g_fail_after[s], 0);
-    return modattn_error(MODATTN_EDEVICE, "%s: %s: device lost (injected by MODATTN_DEVICE_FAIL_AFTER)", name,
+    return modattn__error(MODATTN_EDEVICE, "%s: %s: device lost (injected by MODATTN_DEVICE_FAIL_AFTER)", name,
                          modattn_op_name(op));
 }
 
-void modattn_devices_init(void) { pthread_once(&g_once, find_devices); }
+void modattn__devices_init(void) { pthread_once(&g_once, find_devices); }
 
 void modattn_devices_shutdown(void) {
     pthread_mutex_lock(&g_mu);
@@ -136,12 +139,12 @@ void modattn_devices_shutdown(void) {
 }
 
 int modattn_device_count(void) {
-    modattn_devices_init();
+    modattn__devices_init();
     return g_ndev;
 }
 
 const modattn_device_iface *modattn_device_get(int i) {
-    modattn_devices_init();
+    modattn__devices_init();
     return i >= 0 && i < g_ndev ? g_dev[i] : NULL;
 }
 
@@ -156,14 +159,14 @@ const modattn_device_iface *modattn_device_find(modattn_device id) {
         pthread_once(&g_cpu_once, add_cpu);
         return g_dev[0];
     }
-    modattn_devices_init();
+    modattn__devices_init();
     for (int i = 0; i < g_ndev; i++)
         if (g_dev[i]->id.kind == id.kind && g_dev[i]->id.index == id.index) return g_dev[i];
     return NULL;
 }
 
 const char *modattn_device_absent_reasons(void) {
-    modattn_devices_init();
+    modattn__devices_init();
     return g_absent;
 }
 
@@ -174,7 +177,7 @@ void modattn_device_format(modattn_device id, char *buf, size_t len) {
 
 int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
     *out = NULL;
-    if (!name || !*name) return modattn_error(MODATTN_EINVAL, "device name is empty (expected cpu, opencl[:N], cuda[:N], xla[:N])");
+    if (!name || !*name) return modattn__error(MODATTN_EINVAL, "device name is empty (expected cpu, opencl[:N], cuda[:N], xla[:N])");
     const char *colon = strchr(name, ':');
     size_t klen = colon ? (size_t)(colon - name) : strlen(name);
     modattn_device id = {MODATTN_DEVICE_KIND_COUNT, 0};
@@ -183,30 +186,30 @@ int modattn_device_lookup(const char *name, const modattn_device_iface **out) {
         if (strlen(kn) == klen && strncmp(kn, name, klen) == 0) id.kind = (modattn_device_kind)k;
     }
     if (id.kind == MODATTN_DEVICE_KIND_COUNT)
-        return modattn_error(MODATTN_EINVAL, "unknown device '%s' (expected cpu, opencl[:N], cuda[:N] or xla[:N])", name);
+        return modattn__error(MODATTN_EINVAL, "unknown device '%s' (expected cpu, opencl[:N], cuda[:N] or xla[:N])", name);
     if (colon) {
         char *end;
         long v = strtol(colon + 1, &end, 10);
         if (!colon[1] || *end || v < 0 || v > 1000)
-            return modattn_error(MODATTN_EINVAL, "device '%s': the index after ':' must be a number from 0", name);
+            return modattn__error(MODATTN_EINVAL, "device '%s': the index after ':' must be a number from 0", name);
         id.index = (int)v;
     }
     *out = modattn_device_find(id);
     if (*out) return 0;
-    modattn_devices_init();
+    modattn__devices_init();
     int same = 0;
     for (int i = 0; i < g_ndev; i++) same += g_dev[i]->id.kind == id.kind;
     if (same > 0)
-        return modattn_error(MODATTN_ENOTFOUND, "device '%s' not found: this machine has %d %s device%s (0..%d)", name,
+        return modattn__error(MODATTN_ENOTFOUND, "device '%s' not found: this machine has %d %s device%s (0..%d)", name,
                              same, modattn_device_kind_name(id.kind), same == 1 ? "" : "s", same - 1);
     const char *why = strstr(g_absent, modattn_device_kind_name(id.kind));
-    return modattn_error(MODATTN_ENOTFOUND, "device '%s' not found: %s", name,
+    return modattn__error(MODATTN_ENOTFOUND, "device '%s' not found: %s", name,
                          why ? why : "this build has no backend for that kind of device");
 }
 
 int modattn_device_info_get(const modattn_device_iface *dev, modattn_device_info *out) {
     memset(out, 0, sizeof *out);
-    if (!dev) return modattn_error(MODATTN_EINVAL, "device is NULL");
+    if (!dev) return modattn__error(MODATTN_EINVAL, "device is NULL");
     dev->get_info(dev->ctx, out);
     modattn_device_format(dev->id, out->name, sizeof out->name);
     return 0;
@@ -230,18 +233,18 @@ bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, 
 static int dev_error(const modattn_device_iface *dev, int st, const char *what, const char *reason) {
     char name[32];
     modattn_device_format(dev->id, name, sizeof name);
-    return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: %s: %s", name, what, reason[0] ? reason : modattn_strerror(st));
+    return modattn__error(st < 0 ? st : MODATTN_EDEVICE, "%s: %s: %s", name, what, reason[0] ? reason : modattn_strerror(st));
 }
 
-int modattn_device_synchronize(const modattn_device_iface *dev) {
+int modattn__device_synchronize(const modattn_device_iface *dev) {
     if (!dev->synchronize) return 0;
     char reason[256] = "";
     int st = dev->synchronize(dev->ctx, reason, sizeof reason);
     return st ? dev_error(dev, st, "synchronize", reason) : 0;
 }
 
-int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
-    if (!dev->control) return modattn_error(MODATTN_EUNSUPPORTED, "device control %d: the device has none", op);
+int modattn__device_control(const modattn_device_iface *dev, int op, void *arg) {
+    if (!dev->control) return modattn__error(MODATTN_EUNSUPPORTED, "device control %d: the device has none", op);
     return dev->control(dev->ctx, op, arg);
 }
 
@@ -252,23 +255,23 @@ int modattn_device_control(const modattn_device_iface *dev, int op, void *arg) {
         char reason_[256] = "", name_[32];                                                               \
         modattn_device_format((dev)->id, name_, sizeof name_);                                          \
         if (!(dev)->ops || !(dev)->ops->slot || !modattn_device_supports_op(dev, opcode, reason_, sizeof reason_)) \
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s does not run the encoder op '%s': %s", name_,  \
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s does not run the encoder op '%s': %s", name_,  \
                                  modattn_op_name(opcode), reason_[0] ? reason_ : "no such slot");       \
         if (injected_loss(dev, name_, opcode)) return MODATTN_EDEVICE;                                   \
-        uint64_t t0_ = modattn_trace_begin();                                                            \
+        uint64_t t0_ = modattn__trace_begin();                                                            \
         int st_ = (dev)->ops->slot((dev)->ctx, args, reason_, sizeof reason_);                           \
-        modattn_trace_end(t0_, (span) ? (span) : "device." #slot, modattn_device_kind_name((dev)->id.kind), "", 0, 0); \
-        if (st_) return modattn_error(st_ < 0 ? st_ : MODATTN_EDEVICE, "%s: %s: %s", name_, modattn_op_name(opcode), \
+        modattn__trace_end(t0_, (span) ? (span) : "device." #slot, modattn_device_kind_name((dev)->id.kind), "", 0, 0); \
+        if (st_) return modattn__error(st_ < 0 ? st_ : MODATTN_EDEVICE, "%s: %s: %s", name_, modattn_op_name(opcode), \
                                       reason_[0] ? reason_ : modattn_strerror(st_));                    \
         return 0;                                                                                        \
     } while (0)
 
-int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
+int modattn__device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
     char r[256];
     if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r)) /* the embedding's LayerNorm */
-        return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
+        return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
     if (a->pos_ids && !modattn_device_supports_op(dev, MODATTN_OP_EMBED_POSITIONS, r, sizeof r))
-        return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'embed_positions': %s", r);
+        return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'embed_positions': %s", r);
     RUN_OP(dev, embed, MODATTN_OP_EMBED_GATHER, a, "encoder.embeddings");
 }
 
@@ -276,83 +279,83 @@ static modattn_op linear_code(const modattn_op_linear_args *a) {
     return a->gamma ? MODATTN_OP_LINEAR_RESIDUAL : a->act != MODATTN_ACT_NONE ? MODATTN_OP_LINEAR_GELU : MODATTN_OP_LINEAR;
 }
 
-int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a) {
+int modattn__device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a) {
     if (a->gamma) { /* the LayerNorm after it is an op of its own too */
         char r[256];
         if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r))
-            return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
+            return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
     }
     if (a->plan && a->plan->iface != dev)
-        return modattn_error(MODATTN_EINVAL, "linear: the weight was prepared for another device");
+        return modattn__error(MODATTN_EINVAL, "linear: the weight was prepared for another device");
     if (!a->w && !(a->plan && a->plan->owns_weight))
-        return modattn_error(MODATTN_EINVAL, "linear: no weight (w is NULL and no plan holds it)");
+        return modattn__error(MODATTN_EINVAL, "linear: no weight (w is NULL and no plan holds it)");
     RUN_OP(dev, linear, linear_code(a), a, a->name);
 }
 
-int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a) {
+int modattn__device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a) {
     if (a->normalize) {
         char r[256];
         if (!modattn_device_supports_op(dev, MODATTN_OP_L2_NORMALIZE, r, sizeof r))
-            return modattn_error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'l2_normalize': %s", r);
+            return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'l2_normalize': %s", r);
     }
     RUN_OP(dev, pool, a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN, a,
            "encoder.pool");
 }
 
 /* ---- the graph slot: a device has it or runs op by op (this is the one place that says which) */
-bool modattn_device_has_graph(const modattn_device_iface *dev) {
+bool modattn__device_has_graph(const modattn_device_iface *dev) {
     return dev && dev->api_version >= 3u && dev->graph && dev->graph->load && dev->graph->forward;
 }
 
-bool modattn_device_graph_supports(const modattn_device_iface *dev, const modattn_encoder_graph *g, char *reason,
+bool modattn__device_graph_supports(const modattn_device_iface *dev, const modattn_encoder_graph *g, char *reason,
                                    size_t len) {
     if (len) reason[0] = '\0';
-    if (!modattn_device_has_graph(dev)) {
+    if (!modattn__device_has_graph(dev)) {
         snprintf(reason, len, "the device runs the encoder op by op, not as one program");
         return false;
     }
     return !dev->graph->supports || dev->graph->supports(dev->ctx, g, reason, len);
 }
 
-int modattn_device_graph_load(const modattn_device_iface *dev, const modattn_encoder_graph *g, void **model) {
+int modattn__device_graph_load(const modattn_device_iface *dev, const modattn_encoder_graph *g, void **model) {
     *model = NULL;
     char reason[512] = "", name[32];
     modattn_device_format(dev->id, name, sizeof name);
-    if (!modattn_device_graph_supports(dev, g, reason, sizeof reason))
-        return modattn_error(MODATTN_EUNSUPPORTED, "%s does not run this encoder as one program: %s", name, reason);
-    uint64_t t0 = modattn_trace_begin();
+    if (!modattn__device_graph_supports(dev, g, reason, sizeof reason))
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s does not run this encoder as one program: %s", name, reason);
+    uint64_t t0 = modattn__trace_begin();
     int st = dev->graph->load(dev->ctx, g, model, reason, sizeof reason);
-    modattn_trace_end(t0, "device.graph_load", modattn_device_kind_name(dev->id.kind), "", 0, 0);
-    if (st) return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: loading the encoder: %s", name,
+    modattn__trace_end(t0, "device.graph_load", modattn_device_kind_name(dev->id.kind), "", 0, 0);
+    if (st) return modattn__error(st < 0 ? st : MODATTN_EDEVICE, "%s: loading the encoder: %s", name,
                                  reason[0] ? reason : modattn_strerror(st));
     return 0;
 }
 
-int modattn_device_graph_forward(const modattn_device_iface *dev, void *model, int64_t B, int64_t S,
+int modattn__device_graph_forward(const modattn_device_iface *dev, void *model, int64_t B, int64_t S,
                                  const int32_t *ids, const int32_t *lens, float *out) {
     char reason[512] = "", name[32];
     modattn_device_format(dev->id, name, sizeof name);
-    if (!modattn_device_has_graph(dev) || !model)
-        return modattn_error(MODATTN_EINVAL, "%s: graph forward without a loaded graph", name);
+    if (!modattn__device_has_graph(dev) || !model)
+        return modattn__error(MODATTN_EINVAL, "%s: graph forward without a loaded graph", name);
     if (B < 1 || S < 1 || !ids || !lens || !out)
-        return modattn_error(MODATTN_EINVAL, "%s: graph forward: B %lld, S %lld and ids, lens, out are required", name,
+        return modattn__error(MODATTN_EINVAL, "%s: graph forward: B %lld, S %lld and ids, lens, out are required", name,
                              (long long)B, (long long)S);
     if (injected_loss(dev, name, MODATTN_OP_ATTENTION)) return MODATTN_EDEVICE;
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     int st = dev->graph->forward(dev->ctx, model, B, S, ids, lens, out, reason, sizeof reason);
     char shape[48];
     snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
-    modattn_trace_end(t0, "device.graph_forward", modattn_device_kind_name(dev->id.kind), shape, 0, 0);
-    if (st) return modattn_error(st < 0 ? st : MODATTN_EDEVICE, "%s: running the encoder (B %lld, S %lld): %s", name,
+    modattn__trace_end(t0, "device.graph_forward", modattn_device_kind_name(dev->id.kind), shape, 0, 0);
+    if (st) return modattn__error(st < 0 ? st : MODATTN_EDEVICE, "%s: running the encoder (B %lld, S %lld): %s", name,
                                  (long long)B, (long long)S, reason[0] ? reason : modattn_strerror(st));
     return 0;
 }
 
-void modattn_device_graph_unload(const modattn_device_iface *dev, void *model) {
-    if (model && modattn_device_has_graph(dev) && dev->graph->unload) dev->graph->unload(dev->ctx, model);
+void modattn__device_graph_unload(const modattn_device_iface *dev, void *model) {
+    if (model && modattn__device_has_graph(dev) && dev->graph->unload) dev->graph->unload(dev->ctx, model);
 }
 
-int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
+int modattn__device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
                                   modattn_linear_plan **out) {
     *out = NULL;
     if (!dev->ops || !dev->ops->linear_prepare) return 0;
@@ -362,24 +365,24 @@ int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn
     int st = dev->ops->linear_prepare(dev->ctx, shape, &impl, &owns, reason, sizeof reason);
     if (st) return dev_error(dev, st, "preparing a linear weight", reason);
     if (!impl) return 0;
-    modattn_linear_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    modattn_linear_plan *p = modattn__calloc(1, sizeof *p, MODATTN_MEM_OTHER);
     if (!p) {
         if (dev->ops->linear_release) dev->ops->linear_release(dev->ctx, impl);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     p->iface = dev, p->impl = impl, p->owns_weight = owns;
     *out = p;
     return 0;
 }
 
-void modattn_linear_plan_free(modattn_linear_plan *p) {
+void modattn__linear_plan_free(modattn_linear_plan *p) {
     if (!p) return;
     const modattn_device_iface *dev = p->iface;
     if (dev->ops && dev->ops->linear_release) dev->ops->linear_release(dev->ctx, p->impl);
     modattn_free(p);
 }
 
-int64_t modattn_device_row_block(const modattn_device_iface *dev) {
+int64_t modattn__device_row_block(const modattn_device_iface *dev) {
     return dev->ops && dev->ops->row_block > 1 ? dev->ops->row_block : 1;
 }
 
@@ -397,16 +400,16 @@ static int dev_reserve(const modattn_device_iface *dev, modattn_mem_category cat
     int s = slot_of(dev);
     char name[32];
     modattn_device_format(dev->id, name, sizeof name);
-    if (s < 0) return modattn_error(MODATTN_EINVAL, "buffer: device %s is not one of this process's devices", name);
+    if (s < 0) return modattn__error(MODATTN_EINVAL, "buffer: device %s is not one of this process's devices", name);
     dev_mem *m = &g_mem[s];
     if (bytes > (size_t)INT64_MAX / 2) {
         atomic_fetch_add(&m->failures, 1);
-        return modattn_error(MODATTN_ENOMEM, "%s: %s of %zu bytes is too large", name, what, bytes);
+        return modattn__error(MODATTN_ENOMEM, "%s: %s of %zu bytes is too large", name, what, bytes);
     }
     int st = modattn__mem_inject(cat, bytes, name);
     if (st) {
         atomic_fetch_add(&m->failures, 1);
-        return modattn_error_prefix(st, "%s", what);
+        return modattn__error_prefix(st, "%s", what);
     }
     modattn_mem_stats hs;
     modattn_mem_get_stats(&hs);
@@ -416,7 +419,7 @@ static int dev_reserve(const modattn_device_iface *dev, modattn_mem_category cat
         atomic_fetch_sub(&m->cur_total, b);
         atomic_fetch_add(&m->failures, 1);
         modattn__mem_note_failure(MODATTN_EBUDGET);
-        return modattn_error(MODATTN_EBUDGET,
+        return modattn__error(MODATTN_EBUDGET,
                              "memory budget of %lld bytes exceeded on %s: %s asked for %zu bytes (%s) with %lld "
                              "bytes already in use on that device",
                              (long long)hs.budget, name, what, bytes, modattn_mem_category_name(cat),
@@ -434,7 +437,7 @@ static void dev_release(const modattn_device_iface *dev, modattn_mem_category ca
     atomic_fetch_sub(&g_mem[s].cur_total, (int64_t)bytes);
 }
 
-int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
+int modattn__device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
                                const char *what) {
     int st = dev_reserve(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes, what);
     int s = slot_of(dev);
@@ -442,14 +445,14 @@ int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_cate
     return st;
 }
 
-void modattn_device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes) {
+void modattn__device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes) {
     dev_release(dev, (unsigned)cat < MODATTN_MEM_CATEGORY_COUNT ? cat : MODATTN_MEM_OTHER, bytes);
 }
 
-int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out) {
+int modattn__device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out) {
     memset(out, 0, sizeof *out);
     int s = slot_of(dev);
-    if (s < 0) return modattn_error(MODATTN_EINVAL, "device is not one of this process's devices");
+    if (s < 0) return modattn__error(MODATTN_EINVAL, "device is not one of this process's devices");
     if (dev->id.kind == MODATTN_DEVICE_CPU) { /* host memory: the host allocator's figures */
         modattn_mem_stats hs;
         modattn_mem_get_stats(&hs);
@@ -469,7 +472,7 @@ int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device
 
 /* The buffer's record (not its memory). */
 static modattn_buffer *buffer_new(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat) {
-    modattn_buffer *b = modattn_calloc(1, sizeof *b, MODATTN_MEM_OTHER);
+    modattn_buffer *b = modattn__calloc(1, sizeof *b, MODATTN_MEM_OTHER);
     if (!b) return NULL;
     b->device = dev->id;
     b->iface = dev;
@@ -478,13 +481,13 @@ static modattn_buffer *buffer_new(const modattn_device_iface *dev, size_t bytes,
     return b;
 }
 
-int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
+int modattn__buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
                          modattn_buffer **out) {
     *out = NULL;
-    if (!dev) return modattn_error(MODATTN_EINVAL, "%s: device is NULL", what);
+    if (!dev) return modattn__error(MODATTN_EINVAL, "%s: device is NULL", what);
     if ((unsigned)cat >= MODATTN_MEM_CATEGORY_COUNT) cat = MODATTN_MEM_OTHER;
     modattn_buffer *b = buffer_new(dev, bytes, cat);
-    if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
+    if (!b) return modattn__error_prefix(modattn__mem_last_status(), "%s", what);
     if (bytes == 0) {
         *out = b;
         return 0;
@@ -506,7 +509,7 @@ int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_
         modattn_free(b);
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
-        return modattn_error(st, "%s: %s of %zu bytes (%s) failed: %s", name, what, bytes, modattn_mem_category_name(cat),
+        return modattn__error(st, "%s: %s of %zu bytes (%s) failed: %s", name, what, bytes, modattn_mem_category_name(cat),
                              reason[0] ? reason : modattn_strerror(st));
     }
     if (!host_dev) {
@@ -517,29 +520,29 @@ int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_
     return 0;
 }
 
-int modattn_buffer_from_host(const modattn_device_iface *dev, const void *src, size_t bytes, modattn_mem_category cat,
+int modattn__buffer_from_host(const modattn_device_iface *dev, const void *src, size_t bytes, modattn_mem_category cat,
                              const char *what, modattn_buffer **out) {
     *out = NULL;
-    if (!dev) return modattn_error(MODATTN_EINVAL, "%s: device is NULL", what);
-    if (bytes && !src) return modattn_error(MODATTN_EINVAL, "%s: no host data", what);
+    if (!dev) return modattn__error(MODATTN_EINVAL, "%s: device is NULL", what);
+    if (bytes && !src) return modattn__error(MODATTN_EINVAL, "%s: no host data", what);
     if (dev->buffer_write) { /* buffers off the host (a device whose buffers all have a host address has none) */
-        int st = modattn_buffer_alloc(dev, bytes, cat, what, out);
-        if (!st) st = modattn_buffer_write(*out, 0, src, bytes);
+        int st = modattn__buffer_alloc(dev, bytes, cat, what, out);
+        if (!st) st = modattn__buffer_write(*out, 0, src, bytes);
         if (st) {
-            modattn_buffer_free(*out);
+            modattn__buffer_free(*out);
             *out = NULL;
         }
         return st;
     }
     modattn_buffer *b = buffer_new(dev, bytes, cat);
-    if (!b) return modattn_error_prefix(modattn_mem_last_status(), "%s", what);
+    if (!b) return modattn__error_prefix(modattn__mem_last_status(), "%s", what);
     b->handle = b->host = (void *)src;
     b->borrowed = true;
     *out = b;
     return 0;
 }
 
-void modattn_buffer_free(modattn_buffer *b) {
+void modattn__buffer_free(modattn_buffer *b) {
     if (!b) return;
     const modattn_device_iface *dev = b->iface;
     if (b->bytes && !b->borrowed) {
@@ -550,14 +553,14 @@ void modattn_buffer_free(modattn_buffer *b) {
 }
 
 static int range_ok(const modattn_buffer *b, size_t off, size_t n, const char *op) {
-    if (!b) return modattn_error(MODATTN_EINVAL, "buffer %s: buffer is NULL", op);
+    if (!b) return modattn__error(MODATTN_EINVAL, "buffer %s: buffer is NULL", op);
     if (off > b->bytes || n > b->bytes - off)
-        return modattn_error(MODATTN_ERANGE, "buffer %s: bytes [%zu, %zu + %zu) are outside the %zu-byte buffer", op, off,
+        return modattn__error(MODATTN_ERANGE, "buffer %s: bytes [%zu, %zu + %zu) are outside the %zu-byte buffer", op, off,
                              off, n, b->bytes);
     return 0;
 }
 
-int modattn_buffer_write(modattn_buffer *b, size_t off, const void *src, size_t n) {
+int modattn__buffer_write(modattn_buffer *b, size_t off, const void *src, size_t n) {
     int st = range_ok(b, off, n, "write");
     if (st || n == 0) return st;
     if (b->host) {
@@ -569,7 +572,7 @@ int modattn_buffer_write(modattn_buffer *b, size_t off, const void *src, size_t 
     return st ? dev_error(b->iface, st, "buffer write", reason) : 0;
 }
 
-int modattn_buffer_read(const modattn_buffer *b, size_t off, void *dst, size_t n) {
+int modattn__buffer_read(const modattn_buffer *b, size_t off, void *dst, size_t n) {
     int st = range_ok(b, off, n, "read");
     if (st || n == 0) return st;
     if (b->host) {
@@ -581,7 +584,7 @@ int modattn_buffer_read(const modattn_buffer *b, size_t off, void *dst, size_t n
     return st ? dev_error(b->iface, st, "buffer read", reason) : 0;
 }
 
-int modattn_buffer_copy(modattn_buffer *dst, size_t doff, const modattn_buffer *src, size_t soff, size_t n) {
+int modattn__buffer_copy(modattn_buffer *dst, size_t doff, const modattn_buffer *src, size_t soff, size_t n) {
     int st = range_ok(dst, doff, n, "copy (destination)");
     if (!st) st = range_ok(src, soff, n, "copy (source)");
     if (st || n == 0) return st;
@@ -595,23 +598,23 @@ int modattn_buffer_copy(modattn_buffer *dst, size_t doff, const modattn_buffer *
         st = dst->iface->buffer_copy(dst->iface->ctx, dst->handle, doff, src->handle, soff, n, reason, sizeof reason);
         return st ? dev_error(dst->iface, st, "buffer copy", reason) : 0;
     }
-    if (src->host) return modattn_buffer_write(dst, doff, (const char *)src->host + soff, n);
-    if (dst->host) return modattn_buffer_read(src, soff, (char *)dst->host + doff, n);
+    if (src->host) return modattn__buffer_write(dst, doff, (const char *)src->host + soff, n);
+    if (dst->host) return modattn__buffer_read(src, soff, (char *)dst->host + doff, n);
     /* default: through the host, in pieces (one piece when the ranges overlap in one buffer, as
      * memmove; drivers refuse overlapping device copies) */
     size_t piece = same_overlap || n < (1u << 20) ? n : (1u << 20);
-    char *tmp = modattn_malloc(piece, MODATTN_MEM_WORKSPACE);
-    if (!tmp) return modattn_error_prefix(modattn_mem_last_status(), "buffer copy through the host");
+    char *tmp = modattn__malloc(piece, MODATTN_MEM_WORKSPACE);
+    if (!tmp) return modattn__error_prefix(modattn__mem_last_status(), "buffer copy through the host");
     for (size_t at = 0; at < n && !st; at += piece) {
         size_t k = n - at < piece ? n - at : piece;
-        st = modattn_buffer_read(src, soff + at, tmp, k);
-        if (!st) st = modattn_buffer_write(dst, doff + at, tmp, k);
+        st = modattn__buffer_read(src, soff + at, tmp, k);
+        if (!st) st = modattn__buffer_write(dst, doff + at, tmp, k);
     }
     modattn_free(tmp);
     return st;
 }
 
-int modattn_buffer_fill(modattn_buffer *b, size_t off, uint8_t byte, size_t n) {
+int modattn__buffer_fill(modattn_buffer *b, size_t off, uint8_t byte, size_t n) {
     int st = range_ok(b, off, n, "fill");
     if (st || n == 0) return st;
     if (b->host) {
@@ -624,15 +627,15 @@ int modattn_buffer_fill(modattn_buffer *b, size_t off, uint8_t byte, size_t n) {
         return st ? dev_error(b->iface, st, "buffer fill", reason) : 0;
     }
     size_t piece = n < (1u << 20) ? n : (1u << 20);
-    char *tmp = modattn_malloc(piece, MODATTN_MEM_WORKSPACE);
-    if (!tmp) return modattn_error_prefix(modattn_mem_last_status(), "buffer fill through the host");
+    char *tmp = modattn__malloc(piece, MODATTN_MEM_WORKSPACE);
+    if (!tmp) return modattn__error_prefix(modattn__mem_last_status(), "buffer fill through the host");
     memset(tmp, byte, piece);
-    for (size_t at = 0; at < n && !st; at += piece) st = modattn_buffer_write(b, off + at, tmp, n - at < piece ? n - at : piece);
+    for (size_t at = 0; at < n && !st; at += piece) st = modattn__buffer_write(b, off + at, tmp, n - at < piece ? n - at : piece);
     modattn_free(tmp);
     return st;
 }
 
-modattn_tensor modattn_tensor_on_buffer(modattn_buffer *buf, size_t offset, modattn_dtype dtype, int64_t d0,
+modattn_tensor modattn__tensor_on_buffer(modattn_buffer *buf, size_t offset, modattn_dtype dtype, int64_t d0,
                                         int64_t d1, int64_t d2, int64_t d3) {
     modattn_tensor t = modattn_tensor_contiguous(NULL, dtype, d0, d1, d2, d3);
     t.buffer = buf;

@@ -18,6 +18,9 @@
 #include "modattn/ingest.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 #define FUZZ_CHECK(c)                                                                   \
     do {                                                                                \
@@ -76,9 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t dim = 0;
     (void)modattn_store_get_model(s, name, sizeof name, hash, &dim);
     int64_t paths = 0;
-    (void)modattn_store_each_path(s, count_path, &paths);
+    (void)modattn__store_each_path(s, count_path, &paths);
     modattn_store_vectors v;
-    if (modattn_store_open_vectors(s, &v) == 0) {
+    if (modattn__store_open_vectors(s, &v) == 0) {
         if (v.n) {
             FUZZ_CHECK(v.dim >= 1 && v.ld >= v.dim && v.nseg >= 1);
             float *q = calloc(v.dim, sizeof *q);
@@ -87,14 +90,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 int64_t ids[3];
                 float sc[3];
                 size_t n = 0;
-                FUZZ_CHECK(modattn_store_vectors_topk(&v, q, 3, NULL, ids, sc, &n) == 0);
+                FUZZ_CHECK(modattn__store_vectors_topk(&v, q, 3, NULL, ids, sc, &n) == 0);
                 FUZZ_CHECK(n <= 3 && n <= v.n);
                 for (size_t i = 0; i < n; i++) {
                     modattn_store_chunk ch;
-                    if (modattn_store_get_chunk(s, ids[i], &ch) == 0) {
+                    if (modattn__store_get_chunk(s, ids[i], &ch) == 0) {
                         FUZZ_CHECK(ch.path && ch.kind && ch.text);
-                        FUZZ_CHECK(modattn_utf8_valid(ch.text, strlen(ch.text)));
-                        modattn_store_chunk_clear(&ch);
+                        FUZZ_CHECK(modattn__utf8_valid(ch.text, strlen(ch.text)));
+                        modattn__store_chunk_clear(&ch);
                     } else {
                         FUZZ_CHECK(modattn_last_error()[0] != '\0');
                     }
@@ -102,27 +105,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 free(q);
             }
         }
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
     } else {
         FUZZ_CHECK(modattn_last_error()[0] != '\0');
     }
     /* the keyword index (schema 3): a query, its top 5 by BM25, each hit's spans inside its text */
-    if (modattn_store_has_keywords(s)) {
+    if (modattn__store_has_keywords(s)) {
         static const char text[] = "the lighthouse keeper \"NEAR(error E4021 caf\xc3\xa9 *";
         char *fts = NULL;
-        if (modattn_store_keyword_query(s, text, sizeof text - 1, &fts, NULL) == 0) {
+        if (modattn__store_keyword_query(s, text, sizeof text - 1, &fts, NULL) == 0) {
             FUZZ_CHECK(fts != NULL);
             int64_t ids[5];
             double sc[5];
             size_t n = 0;
-            if (modattn_store_keyword_topk(s, fts, 5, NULL, ids, sc, &n) == 0) {
+            if (modattn__store_keyword_topk(s, fts, 5, NULL, ids, sc, &n) == 0) {
                 FUZZ_CHECK(n <= 5);
                 for (size_t i = 0; i < n; i++) {
                     modattn_text_span *sp = NULL;
                     size_t nsp = 0;
                     /* (offsets into the index's copy of the text: a hostile file's may not be
-                     * the chunk's; modattn_search_run keeps only those inside the chunk's text) */
-                    if (modattn_store_keyword_spans(s, fts, ids[i], &sp, &nsp) == 0) {
+                     * the chunk's; modattn__search_run keeps only those inside the chunk's text) */
+                    if (modattn__store_keyword_spans(s, fts, ids[i], &sp, &nsp) == 0) {
                         for (size_t j = 0; j < nsp; j++) FUZZ_CHECK(sp[j].start < sp[j].end && (j == 0 || sp[j].start > sp[j - 1].end));
                         modattn_free(sp);
                     } else {

@@ -9,6 +9,7 @@
 
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_search.h"
 #include "pipeline/pipeline_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n = 0;
         if (q) {
             for (size_t i = 0; i < v.dim; i++) q[i] = 1.0f / (float)(i + 1);
-            if (modattn_store_vectors_topk(&v, q, 3, NULL, ids, sc, &n) != 0) abort();
+            if (modattn__store_vectors_topk(&v, q, 3, NULL, ids, sc, &n) != 0) abort();
             if (n > 3 || n > v.n) abort();
             /* every id returned is an unmasked row's */
             for (size_t i = 0; i < n; i++) {

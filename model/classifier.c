@@ -12,6 +12,8 @@
 
 #include "model/encoder_internal.h"
 #include "modattn/rerank.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 typedef enum { ACT_SIGMOID, ACT_IDENTITY, ACT_TANH } head_act;
 
@@ -32,7 +34,7 @@ struct modattn_reranker {
 };
 
 static int cfg_err(const char *file, const char *what) {
-    return modattn_error(MODATTN_EFORMAT, "%s: %s", file, what);
+    return modattn__error(MODATTN_EFORMAT, "%s: %s", file, what);
 }
 
 /* config.json: architectures, num_labels / id2label, the activation. */
@@ -42,10 +44,10 @@ static int read_head_config(modattn_reranker *r, const char *dir) {
     if (st) return st;
     json_t *j = NULL;
     json_error_t jerr;
-    if ((st = modattn_json_load_file(F, 0, &j, &jerr))) {
-        if (st == MODATTN_EFORMAT) return modattn_error(st, "%s: not valid JSON: %s", F, jerr.text);
+    if ((st = modattn__json_load_file(F, 0, &j, &jerr))) {
+        if (st == MODATTN_EFORMAT) return modattn__error(st, "%s: not valid JSON: %s", F, jerr.text);
         if (st == MODATTN_EIO)
-            return modattn_error(MODATTN_ENOTFOUND, "%s: cannot read (is the folder a model directory?)", F);
+            return modattn__error(MODATTN_ENOTFOUND, "%s: cannot read (is the folder a model directory?)", F);
         return st;
     }
     const json_t *arch = json_object_get(j, "architectures");
@@ -53,15 +55,15 @@ static int read_head_config(modattn_reranker *r, const char *dir) {
     const char *suffix = "ForSequenceClassification";
     size_t la = a0 ? strlen(a0) : 0, ls = strlen(suffix);
     if (!a0 || la < ls || strcmp(a0 + la - ls, suffix) != 0) {
-        st = modattn_error(MODATTN_EUNSUPPORTED,
+        st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"architectures\" is %s%.80s%s: not a cross-encoder (a "
                            "*ForSequenceClassification model with a classifier head is needed)",
                            F, a0 ? "\"" : "", a0 ? a0 : "missing", a0 ? "\"" : "");
         goto out;
     }
-    r->architecture = modattn_strdup(a0, MODATTN_MEM_OTHER);
+    r->architecture = modattn__strdup(a0, MODATTN_MEM_OTHER);
     if (!r->architecture) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto out;
     }
     /* transformers: num_labels is len(id2label) when id2label is given, else num_labels, else 2 */
@@ -74,9 +76,9 @@ static int read_head_config(modattn_reranker *r, const char *dir) {
         goto out;
     }
     r->nlabels = n;
-    r->labels = modattn_calloc(n, sizeof *r->labels, MODATTN_MEM_OTHER);
+    r->labels = modattn__calloc(n, sizeof *r->labels, MODATTN_MEM_OTHER);
     if (!r->labels) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
@@ -85,12 +87,12 @@ static int read_head_config(modattn_reranker *r, const char *dir) {
         snprintf(dflt, sizeof dflt, "LABEL_%zu", i);
         const char *v = json_is_object(id2) ? json_string_value(json_object_get(id2, key)) : NULL;
         if (json_is_object(id2) && json_object_size(id2) > 0 && !v) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"id2label\" has no string for label %zu", F, i);
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"id2label\" has no string for label %zu", F, i);
             goto out;
         }
-        r->labels[i] = modattn_strdup(v ? v : dflt, MODATTN_MEM_OTHER);
+        r->labels[i] = modattn__strdup(v ? v : dflt, MODATTN_MEM_OTHER);
         if (!r->labels[i]) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto out;
         }
     }
@@ -109,7 +111,7 @@ static int read_head_config(modattn_reranker *r, const char *dir) {
         else if (strcmp(cls, "Identity") == 0) r->act = ACT_IDENTITY;
         else if (strcmp(cls, "Tanh") == 0) r->act = ACT_TANH;
         else {
-            st = modattn_error(MODATTN_EUNSUPPORTED,
+            st = modattn__error(MODATTN_EUNSUPPORTED,
                                "%s: field \"sentence_transformers.activation_fn\" = \"%.100s\" is not "
                                "supported (Sigmoid, Identity, Tanh)", F, fn);
             goto out;
@@ -126,7 +128,7 @@ static size_t read_max_length(const char *dir) {
     char F[MODATTN__PATH_MAX];
     if (modattn__path_join(F, sizeof F, dir, "tokenizer_config.json")) return 0;
     json_t *j = NULL;
-    if (modattn_json_load_file(F, 0, &j, NULL)) return 0;
+    if (modattn__json_load_file(F, 0, &j, NULL)) return 0;
     const json_t *v = json_object_get(j, "model_max_length");
     size_t n = 0;
     if (json_is_integer(v) && json_integer_value(v) >= 4 && json_integer_value(v) < (1 << 20))
@@ -161,12 +163,12 @@ static int head_tensors(modattn_reranker *r) {
         break;
     }
     if (!r->pre_w)
-        return modattn_error(MODATTN_EFORMAT,
+        return modattn__error(MODATTN_EFORMAT,
                              "%s: the classifier head's first layer is missing (tensor "
                              "'bert.pooler.dense.weight' or 'classifier.dense.weight'): not a cross-encoder",
                              m->st->path);
     if (!r->out_w)
-        return modattn_error(MODATTN_EFORMAT,
+        return modattn__error(MODATTN_EFORMAT,
                              "%s: the classifier is missing (tensor 'classifier.weight' or "
                              "'classifier.out_proj.weight'): not a cross-encoder",
                              m->st->path);
@@ -175,11 +177,11 @@ static int head_tensors(modattn_reranker *r) {
 
 int modattn_reranker_load(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                           modattn_reranker **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_reranker_load: out is NULL");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_reranker_load: out is NULL");
     *out = NULL;
-    if (!ctx || !dir || !*dir) return modattn_error(MODATTN_EINVAL, "modattn_reranker_load: ctx and dir are required");
-    modattn_reranker *r = modattn_calloc(1, sizeof *r, MODATTN_MEM_OTHER);
-    if (!r) return modattn_mem_last_status();
+    if (!ctx || !dir || !*dir) return modattn__error(MODATTN_EINVAL, "modattn_reranker_load: ctx and dir are required");
+    modattn_reranker *r = modattn__calloc(1, sizeof *r, MODATTN_MEM_OTHER);
+    if (!r) return modattn__mem_last_status();
     int st = read_head_config(r, dir);
     if (st) goto fail;
     if ((st = modattn__model_load_head(ctx, dir, opt, read_max_length(dir), true, &r->m))) goto fail;
@@ -191,19 +193,19 @@ int modattn_reranker_load(modattn_ctx *ctx, const char *dir, const modattn_model
     r->cls = modattn_tokenizer_cls_id(m->tok);
     r->sep = modattn_tokenizer_sep_id(m->tok);
     if (r->cls < 0 || r->sep < 0) {
-        st = modattn_error(MODATTN_EUNSUPPORTED, "%s/tokenizer.json: no [CLS]/[SEP] (or <s>/</s>) tokens to build a pair with", dir);
+        st = modattn__error(MODATTN_EUNSUPPORTED, "%s/tokenizer.json: no [CLS]/[SEP] (or <s>/</s>) tokens to build a pair with", dir);
         goto fail;
     }
     if ((st = head_tensors(r))) goto fail;
     size_t specials = r->roberta ? 4 : 3;
     if (m->cfg.max_tokens <= specials) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: a pair needs more than %zu tokens (model_max_length)", dir, specials);
+        st = modattn__error(MODATTN_EFORMAT, "%s: a pair needs more than %zu tokens (model_max_length)", dir, specials);
         goto fail;
     }
-    r->name = modattn_strdup(m->name, MODATTN_MEM_OTHER);
-    r->dir = modattn_strdup(dir, MODATTN_MEM_OTHER);
+    r->name = modattn__strdup(m->name, MODATTN_MEM_OTHER);
+    r->dir = modattn__strdup(dir, MODATTN_MEM_OTHER);
     if (!r->name || !r->dir) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto fail;
     }
     modattn_reranker_info *in = &r->info;
@@ -249,8 +251,8 @@ static int side(const modattn_reranker *r, const char *s, size_t len, int32_t *i
 /* The full count of a side's word pieces (both sides over the budget: which is longer decides who
  * keeps the odd token). A word piece takes at least one byte. */
 static int full_count(const modattn_reranker *r, const char *s, size_t len, size_t *n) {
-    int32_t *tmp = modattn_malloc((len + 1) * sizeof *tmp, MODATTN_MEM_ACTIVATIONS);
-    if (!tmp) return modattn_mem_last_status();
+    int32_t *tmp = modattn__malloc((len + 1) * sizeof *tmp, MODATTN_MEM_ACTIVATIONS);
+    if (!tmp) return modattn__mem_last_status();
     int st = modattn_tokenize_ex(r->m->tok, s, len, MODATTN_TOKENIZE_NO_SPECIALS, tmp, NULL, len + 1, n);
     modattn_free(tmp);
     return st;
@@ -283,16 +285,16 @@ int modattn_reranker_tokenize(const modattn_reranker *r, const char *a, size_t a
                               size_t blen, int32_t *ids, int32_t *types, size_t max, size_t *n,
                               bool *truncated) {
     if (!r || !ids || !n || (alen && !a) || (blen && !b))
-        return modattn_error(MODATTN_EINVAL, "modattn_reranker_tokenize: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_reranker_tokenize: NULL argument");
     *n = 0;
     if (truncated) *truncated = false;
     const size_t sp = r->info.specials;
     if (max > r->info.max_tokens) max = r->info.max_tokens;
-    if (max < sp) return modattn_error(MODATTN_EINVAL, "a pair needs room for %zu ids, %zu given", sp, max);
+    if (max < sp) return modattn__error(MODATTN_EINVAL, "a pair needs room for %zu ids, %zu given", sp, max);
     const size_t budget = max - sp;
     /* each side into its own place in ids: a after [CLS], b at the end (moved down after) */
-    int32_t *tmp = modattn_malloc((2 * budget + 2) * sizeof *tmp, MODATTN_MEM_ACTIVATIONS);
-    if (!tmp) return modattn_mem_last_status();
+    int32_t *tmp = modattn__malloc((2 * budget + 2) * sizeof *tmp, MODATTN_MEM_ACTIVATIONS);
+    if (!tmp) return modattn__mem_last_status();
     int32_t *ta = tmp, *tb = tmp + budget + 1;
     size_t na, nb, ka, kb;
     int st = side(r, a, alen, ta, budget + 1, &na);
@@ -353,22 +355,22 @@ static void head(const modattn_reranker *r, const float *h, float *pooled, float
 int modattn_reranker_score_ids(modattn_reranker *r, modattn_session *session, const int32_t *const *ids,
                                const int32_t *const *types, const size_t *counts, size_t n, unsigned flags, float *out) {
     if (!r || (n && (!ids || !counts || !out)))
-        return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: NULL argument");
-    if (flags & ~MODATTN_RERANK_RAW) return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: unknown flags 0x%x", flags);
+        return modattn__error(MODATTN_EINVAL, "modattn_reranker_score_ids: NULL argument");
+    if (flags & ~MODATTN_RERANK_RAW) return modattn__error(MODATTN_EINVAL, "modattn_reranker_score_ids: unknown flags 0x%x", flags);
     if (n == 0) return 0;
     const size_t T = r->info.max_tokens, H = (size_t)r->H;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (!ids[i] || counts[i] < 1 || counts[i] > T)
-            return modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu: %zu ids (1 to %zu)", i, counts[i], T);
+            return modattn__error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu: %zu ids (1 to %zu)", i, counts[i], T);
         total += counts[i];
     }
-    int32_t *buf = modattn_malloc(total * sizeof *buf, MODATTN_MEM_ACTIVATIONS);
-    const int32_t **rows = modattn_malloc(n * sizeof *rows, MODATTN_MEM_ACTIVATIONS);
-    float *cls = modattn_malloc((n * H + H) * sizeof *cls, MODATTN_MEM_ACTIVATIONS);
+    int32_t *buf = modattn__malloc(total * sizeof *buf, MODATTN_MEM_ACTIVATIONS);
+    const int32_t **rows = modattn__malloc(n * sizeof *rows, MODATTN_MEM_ACTIVATIONS);
+    float *cls = modattn__malloc((n * H + H) * sizeof *cls, MODATTN_MEM_ACTIVATIONS);
     int st = 0;
     if (!buf || !rows || !cls) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto out;
     }
     size_t o = 0;
@@ -377,7 +379,7 @@ int modattn_reranker_score_ids(modattn_reranker *r, modattn_session *session, co
         for (size_t t = 0; t < counts[i]; t++) {
             int32_t id = ids[i][t], ty = types ? types[i][t] : 0;
             if (id < 0 || (size_t)id >= r->vocab || ty < 0 || ty > (r->pair_types ? 1 : 0)) {
-                st = modattn_error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu, token %zu: id %d / type %d out of range",
+                st = modattn__error(MODATTN_EINVAL, "modattn_reranker_score_ids: pair %zu, token %zu: id %d / type %d out of range",
                                    i, t, (int)id, (int)ty);
                 goto out;
             }
@@ -398,33 +400,33 @@ int modattn_reranker_score(modattn_reranker *r, modattn_session *session, const 
                            const size_t *alens, const char *const *b, const size_t *blens, size_t n,
                            unsigned flags, float *out, int32_t *ntokens, bool *truncated) {
     if (!r || (n && (!a || !b || !out)))
-        return modattn_error(MODATTN_EINVAL, "modattn_reranker_score: NULL argument");
-    if (flags & ~MODATTN_RERANK_RAW) return modattn_error(MODATTN_EINVAL, "modattn_reranker_score: unknown flags 0x%x", flags);
+        return modattn__error(MODATTN_EINVAL, "modattn_reranker_score: NULL argument");
+    if (flags & ~MODATTN_RERANK_RAW) return modattn__error(MODATTN_EINVAL, "modattn_reranker_score: unknown flags 0x%x", flags);
     if (n == 0) return 0;
     const size_t T = r->info.max_tokens, H = (size_t)r->H;
     if (n > SIZE_MAX / (T * sizeof(int32_t) * 2 + H * sizeof(float) * 2))
-        return modattn_error(MODATTN_ERANGE, "modattn_reranker_score: %zu pairs is too many", n);
-    int32_t *ids = modattn_malloc(n * T * sizeof *ids, MODATTN_MEM_ACTIVATIONS);
-    int32_t *types = modattn_malloc(T * sizeof *types, MODATTN_MEM_ACTIVATIONS);
-    const int32_t **rows = modattn_malloc(n * sizeof *rows, MODATTN_MEM_ACTIVATIONS);
-    size_t *counts = modattn_malloc(n * sizeof *counts, MODATTN_MEM_ACTIVATIONS);
-    float *cls = modattn_malloc((n * H + H) * sizeof *cls, MODATTN_MEM_ACTIVATIONS);
+        return modattn__error(MODATTN_ERANGE, "modattn_reranker_score: %zu pairs is too many", n);
+    int32_t *ids = modattn__malloc(n * T * sizeof *ids, MODATTN_MEM_ACTIVATIONS);
+    int32_t *types = modattn__malloc(T * sizeof *types, MODATTN_MEM_ACTIVATIONS);
+    const int32_t **rows = modattn__malloc(n * sizeof *rows, MODATTN_MEM_ACTIVATIONS);
+    size_t *counts = modattn__malloc(n * sizeof *counts, MODATTN_MEM_ACTIVATIONS);
+    float *cls = modattn__malloc((n * H + H) * sizeof *cls, MODATTN_MEM_ACTIVATIONS);
     int st = 0;
     if (!ids || !types || !rows || !counts || !cls) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         const char *ai = a[i] ? a[i] : "", *bi = b[i] ? b[i] : "";
         size_t al = alens ? alens[i] : strlen(ai), bl = blens ? blens[i] : strlen(bi);
         if ((alens && al && !a[i]) || (blens && bl && !b[i])) {
-            st = modattn_error(MODATTN_EINVAL, "modattn_reranker_score: pair %zu: a NULL text with a length", i);
+            st = modattn__error(MODATTN_EINVAL, "modattn_reranker_score: pair %zu: a NULL text with a length", i);
             goto out;
         }
         int32_t *row = ids + i * T;
         size_t k;
         if ((st = modattn_reranker_tokenize(r, ai, al, bi, bl, row, types, T, &k, truncated ? &truncated[i] : NULL))) {
-            st = modattn_error_prefix(st, "pair %zu", i);
+            st = modattn__error_prefix(st, "pair %zu", i);
             goto out;
         }
         if (r->pair_types)

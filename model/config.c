@@ -12,6 +12,8 @@
 #include "model/model_internal.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 int modattn__path_join(char *buf, size_t len, const char *dir, const char *name) {
     int n;
@@ -19,7 +21,7 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
     else if (!name || !*name) n = snprintf(buf, len, "%s", dir);
     else n = snprintf(buf, len, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", name);
     if (n < 0 || (size_t)n >= len)
-        return modattn_error(MODATTN_EINVAL, "path %s/%s is too long", dir ? dir : "", name);
+        return modattn__error(MODATTN_EINVAL, "path %s/%s is too long", dir ? dir : "", name);
     return 0;
 }
 
@@ -48,20 +50,20 @@ static int load_json(const char *dir, const char *name, json_t **out) {
         char shown[420];
         modattn__path_shown(path, shown, sizeof shown);
         if (err == ENOENT)
-            return modattn_error(MODATTN_ENOTFOUND, "%s: missing (is the folder a model directory? "
+            return modattn__error(MODATTN_ENOTFOUND, "%s: missing (is the folder a model directory? "
                                  "run `make model`)", shown);
         if (err == ELOOP)
-            return modattn_error(MODATTN_EIO, "%s: a symbolic link loop (%s)", shown,
+            return modattn__error(MODATTN_EIO, "%s: a symbolic link loop (%s)", shown,
                                  strerror(err));
-        return modattn_error(err == ENOTDIR ? MODATTN_ENOTFOUND : MODATTN_EIO, "%s: %s", shown, strerror(err));
+        return modattn__error(err == ENOTDIR ? MODATTN_ENOTFOUND : MODATTN_EIO, "%s: %s", shown, strerror(err));
     }
     json_error_t err;
     json_t *j = NULL;
-    st = modattn_json_load_file(path, JSON_REJECT_DUPLICATES, &j, &err);
+    st = modattn__json_load_file(path, JSON_REJECT_DUPLICATES, &j, &err);
     if (st == MODATTN_EFORMAT)
-        return modattn_error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
+        return modattn__error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path,
                              err.text, err.line, err.column);
-    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return modattn_error_prefix(st, "reading %s", path);
+    if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return modattn__error_prefix(st, "reading %s", path);
     if (st) return st; /* MODATTN_EIO: the message names the file */
     *out = j;
     return 0;
@@ -88,14 +90,14 @@ static int get_int(const char *file, const json_t *obj, const char *field, bool 
     const json_t *v = json_object_get(obj, field);
     if (!v || json_is_null(v)) {
         if (!required) return 0;
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
     }
     if (!json_is_integer(v))
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be an integer, not %s", file,
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" must be an integer, not %s", file,
                              field, json_kind(v));
     long long x = json_integer_value(v);
     if (x < lo || x > hi)
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" = %lld is out of range [%lld, %lld]",
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" = %lld is out of range [%lld, %lld]",
                              file, field, x, lo, hi);
     *out = (int)x;
     return 0;
@@ -106,14 +108,14 @@ static int get_num(const char *file, const json_t *obj, const char *field, bool 
     const json_t *v = json_object_get(obj, field);
     if (!v || json_is_null(v)) {
         if (!required) return 0;
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
     }
     if (!json_is_number(v))
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be a number, not %s", file,
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" must be a number, not %s", file,
                              field, json_kind(v));
     double x = json_number_value(v);
     if (!(x >= lo && x <= hi))
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" = %g is out of range [%g, %g]",
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" = %g is out of range [%g, %g]",
                              file, field, x, lo, hi);
     *out = x;
     return 0;
@@ -123,7 +125,7 @@ static int get_bool(const char *file, const json_t *obj, const char *field, bool
     const json_t *v = json_object_get(obj, field);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_boolean(v))
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be true or false, not %s",
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" must be true or false, not %s",
                              file, field, json_kind(v));
     *out = json_is_true(v);
     return 0;
@@ -136,10 +138,10 @@ static int get_str(const char *file, const json_t *obj, const char *field, bool 
     *out = NULL;
     if (!v || json_is_null(v)) {
         if (!required) return 0;
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", file, field);
     }
     if (!json_is_string(v))
-        return modattn_error(MODATTN_EFORMAT, "%s: field \"%s\" must be a string, not %s", file,
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" must be a string, not %s", file,
                              field, json_kind(v));
     *out = json_string_value(v);
     return 0;
@@ -152,7 +154,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     int st = modattn__path_join(F, sizeof F, dir, "config.json");
     if (st || (st = load_json(dir, "config.json", &j))) return st;
     if (!json_is_object(j)) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: not a JSON object", F);
         goto out;
     }
     const char *mt, *act, *pet;
@@ -164,7 +166,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "distilbert") == 0) c->arch = MODATTN__ARCH_DISTILBERT;
     else if (strcmp(mt, "mpnet") == 0) c->arch = MODATTN__ARCH_MPNET;
     else {
-        st = modattn_error(MODATTN_EUNSUPPORTED,
+        st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
                            "runs \"bert\", \"xlm-roberta\", \"distilbert\" and \"mpnet\")", F, mt);
         goto out;
@@ -190,7 +192,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     c->ln_eps = 1e-12; /* distilbert: nn.LayerNorm(eps=1e-12), not configurable */
     if (!distil && (st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps))) goto out;
     if (c->hidden % c->heads != 0) {
-        st = modattn_error(MODATTN_EFORMAT,
+        st = modattn__error(MODATTN_EFORMAT,
                            "%s: field \"%s\" = %d is not a multiple of \"%s\" = %d", F,
                            distil ? "dim" : "hidden_size", c->hidden, distil ? "n_heads" : "num_attention_heads",
                            c->heads);
@@ -201,7 +203,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     if (c->arch == MODATTN__ARCH_XLM_ROBERTA || c->arch == MODATTN__ARCH_MPNET) {
         c->pos_offset = c->pad_id + 1;
         if (c->pos_offset + 1 >= c->max_positions) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"max_position_embeddings\" = %d leaves no position "
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"max_position_embeddings\" = %d leaves no position "
                                "after \"pad_token_id\" + 1 = %d", F, c->max_positions, c->pos_offset);
             goto out;
         }
@@ -224,14 +226,14 @@ static int read_config(const char *dir, modattn__model_config *c) {
         c->act = MODATTN__ACT_GELU_TANH;
     else if (strcmp(act, "relu") == 0) c->act = MODATTN__ACT_RELU;
     else {
-        st = modattn_error(MODATTN_EUNSUPPORTED,
+        st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"%s\" = \"%.40s\" is not supported (gelu, gelu_new, "
                            "gelu_pytorch_tanh, gelu_fast, relu)", F, distil ? "activation" : "hidden_act", act);
         goto out;
     }
     if ((st = get_str(F, j, "position_embedding_type", false, &pet))) goto out;
     if (pet && strcmp(pet, "absolute") != 0) {
-        st = modattn_error(MODATTN_EUNSUPPORTED,
+        st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"position_embedding_type\" = \"%.40s\" is not supported "
                            "(absolute)", F, pet);
         goto out;
@@ -239,7 +241,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     bool is_decoder = false;
     if ((st = get_bool(F, j, "is_decoder", &is_decoder))) goto out;
     if (is_decoder) {
-        st = modattn_error(MODATTN_EUNSUPPORTED, "%s: field \"is_decoder\" = true is not supported "
+        st = modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"is_decoder\" = true is not supported "
                            "(an encoder only)", F);
         goto out;
     }
@@ -259,7 +261,7 @@ static int read_modules(const char *dir, modattn__model_config *c, char *pool_di
     int st = modattn__path_join(F, sizeof F, dir, "modules.json");
     if (st || (st = load_json(dir, "modules.json", &j))) return st;
     if (!json_is_array(j) || json_array_size(j) == 0) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: must be a non-empty array of modules", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: must be a non-empty array of modules", F);
         goto out;
     }
     size_t n = json_array_size(j);
@@ -268,7 +270,7 @@ static int read_modules(const char *dir, modattn__model_config *c, char *pool_di
         char where[MODATTN__PATH_MAX + 32];
         snprintf(where, sizeof where, "%s[%zu]", F, i);
         if (!json_is_object(m)) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: module must be an object, not %s", where,
+            st = modattn__error(MODATTN_EFORMAT, "%s: module must be an object, not %s", where,
                                json_kind(m));
             goto out;
         }
@@ -277,13 +279,13 @@ static int read_modules(const char *dir, modattn__model_config *c, char *pool_di
         if ((st = get_str(where, m, "path", false, &path))) goto out;
         if (!path) path = "";
         if (strstr(path, "..")) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"path\" = \"%.100s\" leaves the model "
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"path\" = \"%.100s\" leaves the model "
                                "directory", where, path);
             goto out;
         }
         const char *want = i == 0 ? k_transformer : i == 1 ? k_pooling : k_normalize;
         if (i > 2 || strcmp(type, want) != 0) {
-            st = modattn_error(MODATTN_EUNSUPPORTED,
+            st = modattn__error(MODATTN_EUNSUPPORTED,
                                "%s: field \"type\" = \"%.100s\" is not supported here (this "
                                "encoder runs %s -> %s [-> %s])", where, type, k_transformer,
                                k_pooling, k_normalize);
@@ -296,7 +298,7 @@ static int read_modules(const char *dir, modattn__model_config *c, char *pool_di
         if (i == 2) c->normalize = true;
     }
     if (n < 2) {
-        st = modattn_error(MODATTN_EUNSUPPORTED, "%s: no %s module after the Transformer", F,
+        st = modattn__error(MODATTN_EUNSUPPORTED, "%s: no %s module after the Transformer", F,
                            k_pooling);
         goto out;
     }
@@ -311,7 +313,7 @@ static int read_sbert(modattn__model_config *c) {
     int st = modattn__path_join(F, sizeof F, c->transformer_dir, "sentence_bert_config.json");
     if (st || (st = load_json(c->transformer_dir, "sentence_bert_config.json", &j))) return st;
     if (!json_is_object(j)) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: not a JSON object", F);
         goto out;
     }
     const int npos = c->max_positions - c->pos_offset; /* the positions a token can have */
@@ -346,13 +348,13 @@ static int read_pooling(const char *pool_dir, modattn__model_config *c) {
     json_t *j = NULL;
     if ((st = load_json(pool_dir, "config.json", &j))) return st;
     if (!json_is_object(j)) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: not a JSON object", F);
         goto out;
     }
     int wdim = 0;
     if ((st = get_int(F, j, "word_embedding_dimension", true, 1, 1 << 20, &wdim))) goto out;
     if (wdim != c->hidden) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: field \"word_embedding_dimension\" = %d differs "
+        st = modattn__error(MODATTN_EFORMAT, "%s: field \"word_embedding_dimension\" = %d differs "
                            "from config.json hidden_size = %d", F, wdim, c->hidden);
         goto out;
     }
@@ -364,20 +366,20 @@ static int read_pooling(const char *pool_dir, modattn__model_config *c) {
         size_t m = 0;
         while (m < sizeof k_modes / sizeof k_modes[0] && strcmp(k_modes[m].key, key) != 0) m++;
         if (!json_is_boolean(v)) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"%.100s\" must be true or false, not %s",
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"%.100s\" must be true or false, not %s",
                                F, key, json_kind(v));
             goto out;
         }
         if (!json_is_true(v)) continue;
         if (m == sizeof k_modes / sizeof k_modes[0]) {
-            st = modattn_error(MODATTN_EUNSUPPORTED, "%s: field \"%.100s\": unknown pooling mode",
+            st = modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%.100s\": unknown pooling mode",
                                F, key);
             goto out;
         }
         c->pooling |= k_modes[m].bit;
     }
     if (c->pooling == 0) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: no pooling mode is enabled (pooling_mode_*_tokens)",
+        st = modattn__error(MODATTN_EFORMAT, "%s: no pooling mode is enabled (pooling_mode_*_tokens)",
                            F);
         goto out;
     }

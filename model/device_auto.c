@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "model/encoder_internal.h"
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #define AUTO_B 8
 #define AUTO_S 32
@@ -89,14 +91,14 @@ static int measure(modattn_model *m, double *ms) {
         rows[b] = ids[b], counts[b] = AUTO_S;
     }
     (void)in;
-    float *out = modattn_malloc((size_t)AUTO_B * in->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
-    if (!out) return modattn_mem_last_status();
+    float *out = modattn__malloc((size_t)AUTO_B * in->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
+    if (!out) return modattn__mem_last_status();
     int st = modattn_model_embed_ids(m, rows, counts, AUTO_B, out);
     double best = -1;
     for (int r = 0; r < 3 && !st; r++) {
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         st = modattn_model_embed_ids(m, rows, counts, AUTO_B, out);
-        double t = (double)(modattn_now_ns() - t0) * 1e-6;
+        double t = (double)(modattn__now_ns() - t0) * 1e-6;
         if (best < 0 || t < best) best = t;
     }
     modattn_free(out);
@@ -132,11 +134,11 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
         }
         o.device = c[i].name;
         modattn_model *m = NULL;
-        uint64_t t0 = modattn_trace_begin();
+        uint64_t t0 = modattn__trace_begin();
         int st = modattn__model_load_on_device(ctx, dir, &o, &m);
         double ms = -1;
         if (!st) st = measure(m, &ms);
-        modattn_trace_end(t0, "model.device_auto_measure", c[i].name, "", 0, 0);
+        modattn__trace_end(t0, "model.device_auto_measure", c[i].name, "", 0, 0);
         if (st) {
             const char *e = modattn_last_error();
             snprintf(c[i].why, sizeof c[i].why, "%s", e && *e ? e : modattn_strerror(st));
@@ -178,7 +180,7 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
         snprintf(c[pick].why, sizeof c[pick].why, "%s", e && *e ? e : modattn_strerror(st));
         c[pick].ms = -1;
         failed++;
-        modattn_trace_end(modattn_trace_begin(), "model.device_auto_passed_over", c[pick].name, "", 0, 0);
+        modattn__trace_end(modattn__trace_begin(), "model.device_auto_passed_over", c[pick].name, "", 0, 0);
     }
     if (!best) {
         char all[1024];
@@ -186,7 +188,7 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
         all[0] = '\0';
         for (int i = 0; i < n && k < sizeof all; i++)
             k += (size_t)snprintf(all + k, sizeof all - k, "%s%s: %s", i ? "; " : "", c[i].name, c[i].why);
-        return modattn_error(MODATTN_EUNSUPPORTED, "--device auto: no device runs %s (%s)", dir, all);
+        return modattn__error(MODATTN_EUNSUPPORTED, "--device auto: no device runs %s (%s)", dir, all);
     }
     /* the choice in words */
     char *w = best->info.device_choice;
@@ -209,10 +211,10 @@ int modattn__model_load_auto(modattn_ctx *ctx, const char *dir, const modattn_mo
 int modattn_model_load_ex(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                           modattn_model **out) {
     if (opt && opt->device && strcasecmp(opt->device, "auto") == 0) {
-        if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
+        if (!out) return modattn__error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
         *out = NULL;
         if (!ctx || !dir || !*dir)
-            return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+            return modattn__error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
         return modattn__model_load_auto(ctx, dir, opt, out);
     }
     return modattn__model_load_on_device(ctx, dir, opt, out);

@@ -19,6 +19,10 @@
 #include <utf8proc.h>
 
 #include "model/encoder_internal.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "device/internal_device.h"
 
 /* ------------------------------------------------------------------ tokenizing */
 
@@ -29,9 +33,9 @@ static int tokenize_one(const modattn_model *m, const char *text, size_t len, in
                         size_t max, size_t *n) {
     if (!m->cfg.lower_case) return modattn_tokenize(m->tok, text, len, ids, max, n);
     /* a lower-case code point never takes more than twice the bytes of its upper-case one */
-    if (len > (SIZE_MAX - 8) / 2) return modattn_error(MODATTN_EINVAL, "text too long");
-    char *low = modattn_malloc(2 * len + 8, MODATTN_MEM_OTHER);
-    if (!low) return modattn_mem_last_status();
+    if (len > (SIZE_MAX - 8) / 2) return modattn__error(MODATTN_EINVAL, "text too long");
+    char *low = modattn__malloc(2 * len + 8, MODATTN_MEM_OTHER);
+    if (!low) return modattn__mem_last_status();
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         utf8proc_int32_t cp;
@@ -87,8 +91,8 @@ static size_t batch_end(const sort_key *keys, size_t n, size_t s, size_t budget,
  * at i ends; batches of at most 512 texts). Which texts share a batch never changes a vector (bit
  * for bit: modattn/model.h). */
 static int plan_batches(const sort_key *keys, size_t n, size_t budget, int64_t blk, int threads, size_t *next) {
-    double *best = modattn_malloc((n + 1) * sizeof *best, MODATTN_MEM_OTHER);
-    if (!best) return modattn_mem_last_status();
+    double *best = modattn__malloc((n + 1) * sizeof *best, MODATTN_MEM_OTHER);
+    if (!best) return modattn__mem_last_status();
     if (blk < 1) blk = 1;
     if (threads < 1) threads = 1;
     best[n] = 0;
@@ -120,21 +124,21 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
                         size_t n, float *out) {
     const modattn__model_config *c = &m->cfg;
     int st = 0;
-    sort_key *keys = modattn_calloc(n, sizeof *keys, MODATTN_MEM_OTHER);
-    if (!keys) return modattn_mem_last_status();
+    sort_key *keys = modattn__calloc(n, sizeof *keys, MODATTN_MEM_OTHER);
+    if (!keys) return modattn__mem_last_status();
     for (size_t i = 0; i < n; i++) keys[i] = (sort_key){(int32_t)(off[i + 1] - off[i]), i};
     qsort(keys, n, sizeof *keys, cmp_len_desc);
 
     /* batches: [start, end) in sorted order; the first row is the longest */
     const size_t budget = m->batch_tokens;
     const bool tight = modattn__dev_model_prepared(m->dm);
-    size_t *next = modattn_malloc((n + 1) * sizeof *next, MODATTN_MEM_OTHER);
+    size_t *next = modattn__malloc((n + 1) * sizeof *next, MODATTN_MEM_OTHER);
     if (!next) {
         modattn_free(keys);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     if (tight) {
-        st = plan_batches(keys, n, budget, modattn_device_row_block(m->dev), modattn_pool_threads(x->pool), next);
+        st = plan_batches(keys, n, budget, modattn__device_row_block(m->dev), modattn__pool_threads(x->pool), next);
         if (st) {
             modattn_free(next);
             modattn_free(keys);
@@ -157,11 +161,11 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
         modattn_free(keys);
         return st;
     }
-    int32_t *bids = modattn_calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
-    int32_t *blens = modattn_calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
-    float **outs = modattn_calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
+    int32_t *bids = modattn__calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
+    int32_t *blens = modattn__calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
+    float **outs = modattn__calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
     if (!bids || !blens || !outs) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     for (size_t s = 0; s < n && st == 0;) {
@@ -176,14 +180,14 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
             blens[b] = (int32_t)len;
             outs[b] = out + i * c->dim;
         }
-        uint64_t tb = modattn_trace_begin(); /* span: one batch, padded to its longest text */
+        uint64_t tb = modattn__trace_begin(); /* span: one batch, padded to its longest text */
         if (m->device_serial) pthread_mutex_lock(&m->device_mu);
         st = modattn__dev_forward(m->dm, x, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
         if (m->device_serial) pthread_mutex_unlock(&m->device_mu);
         if (tb) {
             char shape[64];
             snprintf(shape, sizeof shape, "B=%zu S=%zu", B, S);
-            modattn_trace_end(tb, "batch", "encoder", shape, 0, 0);
+            modattn__trace_end(tb, "batch", "encoder", shape, 0, 0);
         }
         s = e;
     }
@@ -199,22 +203,22 @@ done:
 
 static int check_ids(const modattn_model *m, const int32_t *ids, size_t count, size_t which) {
     if (count < 1 || count > m->cfg.max_tokens)
-        return modattn_error(MODATTN_EINVAL, "input %zu: %zu tokens, expected 1 to %zu", which,
+        return modattn__error(MODATTN_EINVAL, "input %zu: %zu tokens, expected 1 to %zu", which,
                              count, m->cfg.max_tokens);
     for (size_t k = 0; k < count; k++)
         if (ids[k] < 0 || ids[k] >= m->cfg.vocab)
-            return modattn_error(MODATTN_EINVAL, "input %zu: token %zu has id %d, outside the "
+            return modattn__error(MODATTN_EINVAL, "input %zu: token %zu has id %d, outside the "
                                  "vocabulary [0, %d)", which, k, (int)ids[k], m->cfg.vocab);
     return 0;
 }
 
 /* The model's own threads and the ctx's workspace (one caller at a time), or a session's. */
 static int fwd_exec(modattn_model *m, modattn_session *s, modattn__fwd_exec *x) {
-    if (s && modattn_session_ctx(s) != m->ctx)
-        return modattn_error(MODATTN_EINVAL, "the session is of another context than the model's");
+    if (s && modattn__session_ctx(s) != m->ctx)
+        return modattn__error(MODATTN_EINVAL, "the session is of another context than the model's");
     x->ctx = m->ctx;
     x->session = s;
-    x->pool = s ? modattn_session_pool(s) : m->pool;
+    x->pool = s ? modattn__session_pool(s) : m->pool;
     return 0;
 }
 
@@ -222,23 +226,23 @@ static int embed_ids(modattn_model *m, modattn_session *sess, const int32_t *con
                      size_t n, float *out) {
     if (n == 0) return 0;
     if (!m || !ids || !counts || !out)
-        return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_model_embed_ids: NULL argument");
     modattn__fwd_exec x;
     int xs = fwd_exec(m, sess, &x);
     if (xs) return xs;
     if (n > SIZE_MAX / 64)
-        return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids: n = %zu", n);
+        return modattn__error(MODATTN_EINVAL, "modattn_model_embed_ids: n = %zu", n);
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         int st = check_ids(m, ids[i], counts[i], i);
         if (st) return st;
         total += counts[i];
     }
-    int32_t *flat = modattn_calloc(total, sizeof(int32_t), MODATTN_MEM_OTHER);
-    size_t *off = modattn_calloc(n + 1, sizeof(size_t), MODATTN_MEM_OTHER);
+    int32_t *flat = modattn__calloc(total, sizeof(int32_t), MODATTN_MEM_OTHER);
+    size_t *off = modattn__calloc(n + 1, sizeof(size_t), MODATTN_MEM_OTHER);
     int st = 0;
     if (!flat || !off) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
     } else {
         off[0] = 0;
         for (size_t i = 0; i < n; i++) {
@@ -259,7 +263,7 @@ int modattn_model_embed_ids(modattn_model *m, const int32_t *const *ids, const s
 
 int modattn_model_embed_ids_with(modattn_model *m, modattn_session *s, const int32_t *const *ids,
                                  const size_t *counts, size_t n, float *out) {
-    if (!s) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_ids_with: session is NULL");
+    if (!s) return modattn__error(MODATTN_EINVAL, "modattn_model_embed_ids_with: session is NULL");
     return embed_ids(m, s, ids, counts, n, out);
 }
 
@@ -271,13 +275,13 @@ int modattn_model_tokenize(const modattn_model *m, const char *text, size_t len,
 int modattn_model_tokenize_ex(const modattn_model *m, const char *text, size_t len, int32_t *ids, size_t max,
                               size_t *n, bool *truncated) {
     if (!m || !ids || !n || (!text && len))
-        return modattn_error(MODATTN_EINVAL, "modattn_model_tokenize: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_model_tokenize: NULL argument");
     size_t lim = max < m->cfg.max_tokens ? max : m->cfg.max_tokens;
     if (!truncated) return tokenize_one(m, text ? text : "", len, ids, lim, n);
     /* one id more than fits says whether the text was cut; then the cut ids themselves (the
      * specials at the end move in) */
-    int32_t *more = modattn_malloc((lim + 1) * sizeof *more, MODATTN_MEM_OTHER);
-    if (!more) return modattn_mem_last_status();
+    int32_t *more = modattn__malloc((lim + 1) * sizeof *more, MODATTN_MEM_OTHER);
+    if (!more) return modattn__mem_last_status();
     size_t k = 0;
     int st = tokenize_one(m, text ? text : "", len, more, lim + 1, &k);
     *truncated = st == 0 && k > lim;
@@ -294,33 +298,33 @@ static int embed_texts(modattn_model *m, modattn_session *sess, const char *cons
                        size_t n, float *out, int32_t *ntokens_out) {
     if (n == 0) return 0;
     if (!m || !texts || !out)
-        return modattn_error(MODATTN_EINVAL, "modattn_model_embed: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_model_embed: NULL argument");
     modattn__fwd_exec x;
     int xs = fwd_exec(m, sess, &x);
     if (xs) return xs;
     const size_t maxt = m->cfg.max_tokens;
     int st = 0;
-    if (n > SIZE_MAX / 64) return modattn_error(MODATTN_EINVAL, "modattn_model_embed: n = %zu", n);
-    size_t *off = modattn_calloc(n + 1, sizeof(size_t), MODATTN_MEM_OTHER);
+    if (n > SIZE_MAX / 64) return modattn__error(MODATTN_EINVAL, "modattn_model_embed: n = %zu", n);
+    size_t *off = modattn__calloc(n + 1, sizeof(size_t), MODATTN_MEM_OTHER);
     int32_t *flat = NULL;
     size_t cap = 0;
-    if (!off) return modattn_mem_last_status();
+    if (!off) return modattn__mem_last_status();
     off[0] = 0;
-    uint64_t tr = modattn_trace_begin(); /* span: tokenising the whole call */
+    uint64_t tr = modattn__trace_begin(); /* span: tokenising the whole call */
     for (size_t i = 0; i < n; i++) {
         if (off[i] + maxt > cap) {
             size_t ncap = cap ? cap * 2 : 4096;
             while (ncap < off[i] + maxt) ncap *= 2;
-            int32_t *nf = modattn_realloc(flat, ncap * sizeof(int32_t), MODATTN_MEM_OTHER);
+            int32_t *nf = modattn__realloc(flat, ncap * sizeof(int32_t), MODATTN_MEM_OTHER);
             if (!nf) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto done;
             }
             flat = nf;
             cap = ncap;
         }
         if (!texts[i] && lens && lens[i]) {
-            st = modattn_error(MODATTN_EINVAL, "input %zu: NULL text of %zu bytes", i, lens[i]);
+            st = modattn__error(MODATTN_EINVAL, "input %zu: NULL text of %zu bytes", i, lens[i]);
             goto done;
         }
         const char *t = texts[i] ? texts[i] : "";
@@ -328,7 +332,7 @@ static int embed_texts(modattn_model *m, modattn_session *sess, const char *cons
         size_t cnt = 0;
         st = tokenize_one(m, t, tl, flat + off[i], maxt, &cnt);
         if (st) {
-            st = modattn_error_prefix(st, "tokenizing input %zu", i);
+            st = modattn__error_prefix(st, "tokenizing input %zu", i);
             goto done;
         }
         if ((st = check_ids(m, flat + off[i], cnt, i))) goto done;
@@ -338,7 +342,7 @@ static int embed_texts(modattn_model *m, modattn_session *sess, const char *cons
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "texts=%zu tokens=%zu", n, off[n]);
-        modattn_trace_end(tr, "tokenize", "wordpiece", shape, 0, 0);
+        modattn__trace_end(tr, "tokenize", "wordpiece", shape, 0, 0);
     }
     st = embed_packed(m, &x, flat, off, n, out);
 done:
@@ -354,6 +358,6 @@ int modattn_model_embed(modattn_model *m, const char *const *texts, const size_t
 
 int modattn_model_embed_with(modattn_model *m, modattn_session *s, const char *const *texts, const size_t *lens,
                              size_t n, float *out, int32_t *ntokens_out) {
-    if (!s) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_with: session is NULL");
+    if (!s) return modattn__error(MODATTN_EINVAL, "modattn_model_embed_with: session is NULL");
     return embed_texts(m, s, texts, lens, n, out, ntokens_out);
 }

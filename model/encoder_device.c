@@ -11,6 +11,9 @@
 #include "model/model_internal.h"
 #include "modattn/core.h"
 #include "modattn/dispatch.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "device/internal_device.h"
 
 typedef struct dev_layer {
     modattn_buffer *wqkv, *bqkv, *wo, *bo, *ln1_g, *ln1_b, *w1, *b1, *w2, *b2, *ln2_g, *ln2_b;
@@ -42,7 +45,7 @@ static bool linear_on_host(const modattn__dev_model *dm, const modattn_op_linear
 }
 
 static int run_linear(const modattn__dev_model *dm, const modattn_op_linear_args *g) {
-    return linear_on_host(dm, g) ? modattn_device_host_linear(dm->dev, g) : modattn_device_linear(dm->dev, g);
+    return linear_on_host(dm, g) ? modattn__device_host_linear(dm->dev, g) : modattn__device_linear(dm->dev, g);
 }
 
 struct modattn__dev_arena {
@@ -76,23 +79,23 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     char name[32], reason[256];
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
-    if (modattn_device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+    if (modattn__device_has_graph(dev)) { /* the whole encoder as one program: the device says */
         if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
                                  c->model_type);
         if (c->rel_buckets > 0) /* the graph slot has no attention mask to carry mpnet's bias */
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph takes no relative "
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph takes no relative "
                                  "position bias (model_type \"%s\": op 'attention' with a mask)",
                                  model_name, name, c->model_type);
         modattn_encoder_graph g;
         graph_of(c, NULL, NULL, &g);
-        if (!modattn_device_graph_supports(dev, &g, reason, sizeof reason))
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: %s", model_name, name, reason);
+        if (!modattn__device_graph_supports(dev, &g, reason, sizeof reason))
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: %s", model_name, name, reason);
         return 0;
     }
     if (!dev->ops)
-        return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device computes no encoder ops", model_name,
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device computes no encoder ops", model_name,
                              name);
     modattn_op need[16];
     int n = 0;
@@ -109,7 +112,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
                               : c->precision == MODATTN_PRECISION_BF16X3 ? MODATTN_OP_LINEAR_BF16X3
                                                                          : MODATTN_OP_LINEAR_INT8;
         if (!modattn_device_supports_op(dev, op, reason, sizeof reason))
-            return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run in %s on %s: %s", model_name,
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run in %s on %s: %s", model_name,
                                  modattn_precision_name(c->precision), name, reason);
     }
     for (int i = 0; i < n; i++) {
@@ -119,7 +122,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
             snprintf(why[need[i]], sizeof why[need[i]], "%s", reason);
             continue;
         }
-        return modattn_error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s%s",
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s%s",
                              model_name, name, modattn_op_name(need[i]), reason,
                              need[i] == MODATTN_OP_ATTENTION ? "" : " (the host fallback option would run it on the host)");
     }
@@ -138,7 +141,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     size_t cnt;
     int st = modattn_explain(ctx, &d, e, 64, &cnt);
     if (st)
-        return modattn_error_prefix(st, "%s cannot run on %s: op 'attention'%s", model_name, name,
+        return modattn__error_prefix(st, "%s cannot run on %s: op 'attention'%s", model_name, name,
                                     c->rel_buckets > 0 ? " with an additive mask (mpnet's relative position bias)" : "");
     return 0;
 }
@@ -152,7 +155,7 @@ static modattn_act model_act(const modattn__model_config *c) {
 /* A weight on the device: on a device with host memory the host array itself, else a copy. */
 static int upload(const modattn_device_iface *dev, const float *src, size_t count, const char *what,
                   modattn_buffer **out) {
-    return modattn_buffer_from_host(dev, src, count * sizeof(float), MODATTN_MEM_WEIGHTS, what, out);
+    return modattn__buffer_from_host(dev, src, count * sizeof(float), MODATTN_MEM_WEIGHTS, what, out);
 }
 
 /* Prepares a linear weight for the arena's strides; a plan holding its own copy replaces the
@@ -166,10 +169,10 @@ static int prepare(const modattn__dev_model *dm, modattn_buffer **w, int64_t N, 
     *out = NULL;
     if (linear_on_host(dm, &shape)) return 0; /* the host reads the weight as it is */
     shape.gamma = NULL;
-    int st = modattn_device_linear_prepare(dm->dev, &shape, out);
+    int st = modattn__device_linear_prepare(dm->dev, &shape, out);
     if (st) return st;
     if (*out && (*out)->owns_weight) {
-        modattn_buffer_free(*w);
+        modattn__buffer_free(*w);
         *w = NULL;
     }
     return 0;
@@ -196,20 +199,20 @@ bool modattn__dev_model_prepared(const modattn__dev_model *dm) {
 
 void modattn__dev_model_free(modattn__dev_model *dm) {
     if (!dm) return;
-    modattn_device_graph_unload(dm->dev, dm->graph);
+    modattn__device_graph_unload(dm->dev, dm->graph);
     if (dm->layers)
         for (int l = 0; l < dm->cfg.layers; l++) {
             dev_layer *L = &dm->layers[l];
             modattn_buffer *all[] = {L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
                                      L->w1, L->b1, L->w2, L->b2, L->ln2_g, L->ln2_b};
-            for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn_buffer_free(all[i]);
-            modattn_linear_plan_free(L->pqkv), modattn_linear_plan_free(L->po);
-            modattn_linear_plan_free(L->p1), modattn_linear_plan_free(L->p2);
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn__buffer_free(all[i]);
+            modattn__linear_plan_free(L->pqkv), modattn__linear_plan_free(L->po);
+            modattn__linear_plan_free(L->p1), modattn__linear_plan_free(L->p2);
         }
     modattn_free(dm->layers);
-    modattn_buffer_free(dm->word), modattn_buffer_free(dm->pos), modattn_buffer_free(dm->type0);
-    modattn_buffer_free(dm->emb_g), modattn_buffer_free(dm->emb_b), modattn_buffer_free(dm->bias);
-    modattn_buffer_free(dm->pos_full);
+    modattn__buffer_free(dm->word), modattn__buffer_free(dm->pos), modattn__buffer_free(dm->type0);
+    modattn__buffer_free(dm->emb_g), modattn__buffer_free(dm->emb_b), modattn__buffer_free(dm->bias);
+    modattn__buffer_free(dm->pos_full);
     modattn_free(dm);
 }
 
@@ -232,12 +235,12 @@ int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance) {
 static int upload_bias(modattn__dev_model *dm, const float *rel_bias) {
     const modattn__model_config *c = &dm->cfg;
     const int64_t S = (int64_t)c->max_tokens, nh = c->heads;
-    float *t = modattn_malloc((size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS);
-    if (!t) return modattn_mem_last_status();
-    int *bucket = modattn_malloc((size_t)(2 * S) * sizeof(int), MODATTN_MEM_OTHER);
+    float *t = modattn__malloc((size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS);
+    if (!t) return modattn__mem_last_status();
+    int *bucket = modattn__malloc((size_t)(2 * S) * sizeof(int), MODATTN_MEM_OTHER);
     if (!bucket) {
         modattn_free(t);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     for (int64_t r = -(S - 1); r <= S - 1; r++)
         bucket[r + S - 1] = modattn__mpnet_bucket((int)r, c->rel_buckets, c->rel_max_distance);
@@ -246,9 +249,9 @@ static int upload_bias(modattn__dev_model *dm, const float *rel_bias) {
             for (int64_t j = 0; j < S; j++) t[(h * S + i) * S + j] = rel_bias[bucket[j - i + S - 1] * nh + h];
     modattn_free(bucket);
     /* a copy even on a device with host memory: the table is the model's own */
-    int st = modattn_buffer_alloc(dm->dev, (size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS,
+    int st = modattn__buffer_alloc(dm->dev, (size_t)(nh * S * S) * sizeof(float), MODATTN_MEM_WEIGHTS,
                                   "relative position bias", &dm->bias);
-    if (!st) st = modattn_buffer_write(dm->bias, 0, t, (size_t)(nh * S * S) * sizeof(float));
+    if (!st) st = modattn__buffer_write(dm->bias, 0, t, (size_t)(nh * S * S) * sizeof(float));
     modattn_free(t);
     dm->bias_s = S;
     return st;
@@ -259,19 +262,19 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                               const float *rel_bias, const modattn__layer_weights *lw, unsigned host_ops,
                               bool prepare_weights, const char *identity, modattn__dev_model **out) {
     *out = NULL;
-    modattn__dev_model *dm = modattn_calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
-    if (!dm) return modattn_mem_last_status();
+    modattn__dev_model *dm = modattn__calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
+    if (!dm) return modattn__mem_last_status();
     dm->dev = dev;
     dm->cfg = *c;
-    dm->row_block = modattn_device_row_block(dev);
+    dm->row_block = modattn__device_row_block(dev);
     dm->host_ops = host_ops; /* (the host copies are rounded to the host's row block there) */
     const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate;
     int st;
-    if (modattn_device_has_graph(dev)) { /* the device takes the whole model at once */
+    if (modattn__device_has_graph(dev)) { /* the device takes the whole model at once */
         modattn_encoder_graph g;
         graph_of(c, identity, lw, &g);
         g.word = word, g.pos = pos, g.type0 = type0, g.emb_g = emb_g, g.emb_b = emb_b;
-        st = modattn_device_graph_load(dev, &g, &dm->graph);
+        st = modattn__device_graph_load(dev, &g, &dm->graph);
         if (st) {
             modattn_free(dm);
             return st;
@@ -291,14 +294,14 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         goto fail;
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
-            st = modattn_error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
+            st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
             goto fail;
         }
         if ((st = upload_bias(dm, rel_bias))) goto fail;
     }
-    dm->layers = modattn_calloc((size_t)c->layers, sizeof *dm->layers, MODATTN_MEM_OTHER);
+    dm->layers = modattn__calloc((size_t)c->layers, sizeof *dm->layers, MODATTN_MEM_OTHER);
     if (!dm->layers) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto fail;
     }
     for (int l = 0; l < c->layers; l++) {
@@ -325,7 +328,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
             (st = prepare(dm, &L->w1, i, h, h, i, false, false, act, few, L->ln1_g, L->ln1_b, &L->p1)) ||
             (st = prepare(dm, &L->w2, h, i, i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
-            st = modattn_error_prefix(st, "layer %d: preparing the GEMMs", l);
+            st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
             goto fail;
         }
     }
@@ -333,14 +336,14 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     return 0;
 fail:
     modattn__dev_model_free(dm);
-    return modattn_error_prefix(st, "uploading the weights");
+    return modattn__error_prefix(st, "uploading the weights");
 }
 
 void modattn__dev_arena_free(modattn__dev_arena *a) {
     if (!a) return;
-    modattn_buffer_free(a->x), modattn_buffer_free(a->big), modattn_buffer_free(a->att);
-    modattn_buffer_free(a->ids), modattn_buffer_free(a->lens), modattn_buffer_free(a->out);
-    modattn_buffer_free(a->pos_ids);
+    modattn__buffer_free(a->x), modattn__buffer_free(a->big), modattn__buffer_free(a->att);
+    modattn__buffer_free(a->ids), modattn__buffer_free(a->lens), modattn__buffer_free(a->out);
+    modattn__buffer_free(a->pos_ids);
     modattn_free(a->host_pos_ids);
     modattn_free(a->host_out);
     modattn_free(a);
@@ -350,14 +353,14 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
     const size_t H = (size_t)c->hidden, W = 3 * H > (size_t)c->intermediate ? 3 * H : (size_t)c->intermediate;
-    modattn__dev_arena *a = modattn_calloc(1, sizeof *a, MODATTN_MEM_OTHER);
-    if (!a) return modattn_mem_last_status();
+    modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
+    if (!a) return modattn__mem_last_status();
     a->max_T = max_T, a->max_B = max_B;
     if (dm->graph) { /* the device keeps its own activations: only the pooled vectors come back */
-        a->host_out = modattn_malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
+        a->host_out = modattn__malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
         if (!a->host_out) {
             modattn_free(a);
-            return modattn_mem_last_status();
+            return modattn__mem_last_status();
         }
         *out = a;
         return 0;
@@ -366,34 +369,34 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
     const modattn_device_iface *dev = dm->dev;
     const size_t T = (size_t)a->cap_rows;
     int st;
-    if ((st = modattn_buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "hidden states", &a->x)) ||
-        (st = modattn_buffer_alloc(dev, T * W * 4, MODATTN_MEM_ACTIVATIONS, "QKV / FFN activations", &a->big)) ||
-        (st = modattn_buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
-        (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
-        (st = modattn_buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
-        (st = modattn_buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out)) ||
-        (dm->pos_full && (st = modattn_buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "position ids", &a->pos_ids)))) {
+    if ((st = modattn__buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "hidden states", &a->x)) ||
+        (st = modattn__buffer_alloc(dev, T * W * 4, MODATTN_MEM_ACTIVATIONS, "QKV / FFN activations", &a->big)) ||
+        (st = modattn__buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
+        (st = modattn__buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
+        (st = modattn__buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
+        (st = modattn__buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out)) ||
+        (dm->pos_full && (st = modattn__buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "position ids", &a->pos_ids)))) {
         modattn__dev_arena_free(a);
         return st;
     }
     if (dm->pos_full) {
-        a->host_pos_ids = modattn_malloc(T * sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
+        a->host_pos_ids = modattn__malloc(T * sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
         if (!a->host_pos_ids) {
             modattn__dev_arena_free(a);
-            return modattn_mem_last_status();
+            return modattn__mem_last_status();
         }
     }
     /* the rows past a batch's are GEMM inputs and outputs of whole row blocks: zero, and finite */
     if (dm->row_block > 1 &&
-        ((st = modattn_buffer_fill(a->x, 0, 0, a->x->bytes)) || (st = modattn_buffer_fill(a->big, 0, 0, a->big->bytes)) ||
-         (st = modattn_buffer_fill(a->att, 0, 0, a->att->bytes)))) {
+        ((st = modattn__buffer_fill(a->x, 0, 0, a->x->bytes)) || (st = modattn__buffer_fill(a->big, 0, 0, a->big->bytes)) ||
+         (st = modattn__buffer_fill(a->att, 0, 0, a->att->bytes)))) {
         modattn__dev_arena_free(a);
         return st;
     }
-    a->host_out = modattn_malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
+    a->host_out = modattn__malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
     if (!a->host_out) {
         modattn__dev_arena_free(a);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     *out = a;
     return 0;
@@ -418,22 +421,22 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     const modattn__model_config *c = &dm->cfg;
     const modattn_device_iface *dev = dm->dev;
     const int64_t H = c->hidden, I = c->intermediate, T = B * S, nh = c->heads, dh = H / nh;
-    if (T > a->max_T || B > a->max_B) return modattn_error(MODATTN_EINTERNAL, "device batch larger than its arena");
-    uint64_t t0 = modattn_trace_begin();
+    if (T > a->max_T || B > a->max_B) return modattn__error(MODATTN_EINTERNAL, "device batch larger than its arena");
+    uint64_t t0 = modattn__trace_begin();
     int st;
     if (dm->graph) {
-        if ((st = modattn_device_graph_forward(dev, dm->graph, B, S, ids, lens, a->host_out)))
-            return modattn_error_prefix(st, "%s", model_name);
+        if ((st = modattn__device_graph_forward(dev, dm->graph, B, S, ids, lens, a->host_out)))
+            return modattn__error_prefix(st, "%s", model_name);
         for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
         return 0;
     }
-    if ((st = modattn_buffer_write(a->ids, 0, ids, (size_t)T * 4)) || (st = modattn_buffer_write(a->lens, 0, lens, (size_t)B * 4)))
+    if ((st = modattn__buffer_write(a->ids, 0, ids, (size_t)T * 4)) || (st = modattn__buffer_write(a->lens, 0, lens, (size_t)B * 4)))
         return st;
     /* the rows of the last row block past this batch's T: zero (an earlier, larger batch left its
      * rows there); big's are only ever written by GEMMs of these zero rows */
     const int64_t Tr = (T + dm->row_block - 1) / dm->row_block * dm->row_block;
-    if (Tr > T && ((st = modattn_buffer_fill(a->x, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4)) ||
-                   (st = modattn_buffer_fill(a->att, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4))))
+    if (Tr > T && ((st = modattn__buffer_fill(a->x, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4)) ||
+                   (st = modattn__buffer_fill(a->att, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4))))
         return st;
     modattn_pool *pool = x->pool;
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
@@ -455,14 +458,14 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                     a->host_pos_ids[b * S + i] = pad ? c->pad_id : c->pad_id + seen;
                 }
             }
-            if ((st = modattn_buffer_write(a->pos_ids, 0, a->host_pos_ids, (size_t)T * 4))) return st;
+            if ((st = modattn__buffer_write(a->pos_ids, 0, a->host_pos_ids, (size_t)T * 4))) return st;
             e.pos = dm->pos_full;
             e.pos_ids = a->pos_ids;
         }
     }
     const bool embed_host = HOST_OP(dm, MODATTN_OP_EMBED_GATHER) || HOST_OP(dm, MODATTN_OP_LAYERNORM) || /* its LN */
                             (pids && HOST_OP(dm, MODATTN_OP_EMBED_POSITIONS));
-    if ((st = embed_host ? modattn_device_host_embed(dev, &e) : modattn_device_embed(dev, &e)))
+    if ((st = embed_host ? modattn__device_host_embed(dev, &e) : modattn__device_embed(dev, &e)))
         return st;
     const modattn_act act = model_act(c);
     for (int l = 0; l < c->layers; l++) {
@@ -470,7 +473,7 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
                                     .name = "encoder.qkv", .pool = pool, .precision = c->precision};
-        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d QKV", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d QKV", model_name, l);
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
         call.q = view(a->big, 0, B, nh, S, dh, 3 * H);
@@ -490,34 +493,34 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
             t->stride[0] = nh * M * M, t->stride[1] = M * M, t->stride[2] = M, t->stride[3] = 1;
         }
         if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
-            return modattn_error_prefix(st, "%s: layer %d attention", model_name, l);
+            return modattn__error_prefix(st, "%s: layer %d attention", model_name, l);
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
-        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d attention output", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention output", model_name, l);
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
                                      .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
                                      .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
-        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN up", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN up", model_name, l);
         g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
                                      .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
-        if ((st = run_linear(dm, &g))) return modattn_error_prefix(st, "%s: layer %d FFN down", model_name, l);
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     modattn_op_pool_args p = {.x = a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
                               .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
     const bool pool_host = HOST_OP(dm, MODATTN_OP_POOL_MEAN) || HOST_OP(dm, MODATTN_OP_POOL_CLS) ||
                            HOST_OP(dm, MODATTN_OP_POOL_MAX) || HOST_OP(dm, MODATTN_OP_L2_NORMALIZE);
-    if ((st = pool_host ? modattn_device_host_pool(dev, &p) : modattn_device_pool(dev, &p))) return st;
-    if ((st = modattn_buffer_read(a->out, 0, a->host_out, (size_t)B * c->dim * sizeof(float)))) return st;
+    if ((st = pool_host ? modattn__device_host_pool(dev, &p) : modattn__device_pool(dev, &p))) return st;
+    if ((st = modattn__buffer_read(a->out, 0, a->host_out, (size_t)B * c->dim * sizeof(float)))) return st;
     for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
     if (t0) {
         char shape[64];
         snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
         const double fl = 2.0 * (double)T * (double)c->layers * ((double)(4 * H * H) + 2.0 * (double)H * (double)I);
-        modattn_trace_end(t0, "encoder.forward", modattn_device_kind_name(dev->id.kind), shape, 0, fl);
+        modattn__trace_end(t0, "encoder.forward", modattn_device_kind_name(dev->id.kind), shape, 0, fl);
     }
     return 0;
 }

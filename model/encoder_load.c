@@ -12,14 +12,16 @@
 #include <xxhash.h>
 
 #include "model/encoder_internal.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 /* ------------------------------------------------------------------ loading */
 
 static int own(modattn_model *m, float *p) {
-    float **n = modattn_realloc(m->owned, (m->nowned + 1) * sizeof *n, MODATTN_MEM_OTHER);
+    float **n = modattn__realloc(m->owned, (m->nowned + 1) * sizeof *n, MODATTN_MEM_OTHER);
     if (!n) {
         modattn_free(p);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     m->owned = n;
     m->owned[m->nowned++] = p;
@@ -48,16 +50,16 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
     r.act = (int32_t)c->act, r.lower_case = c->lower_case, r.pooling = (int32_t)c->pooling;
     r.normalize = c->normalize, r.ln_eps = c->ln_eps;
     int fd = open(tokenizer_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return modattn_error(MODATTN_EIO, "%s: cannot open: %s", tokenizer_path, strerror(errno));
+    if (fd < 0) return modattn__error(MODATTN_EIO, "%s: cannot open: %s", tokenizer_path, strerror(errno));
     XXH3_state_t *h = XXH3_createState();
-    int st = h ? 0 : modattn_error(MODATTN_ENOMEM, "hashing %s", tokenizer_path);
+    int st = h ? 0 : modattn__error(MODATTN_ENOMEM, "hashing %s", tokenizer_path);
     if (!st) XXH3_64bits_reset(h);
     unsigned char buf[1 << 16];
     ssize_t k;
     while (!st && (k = read(fd, buf, sizeof buf)) != 0) {
         if (k < 0) {
             if (errno == EINTR) continue;
-            st = modattn_error(MODATTN_EIO, "%s: cannot read: %s", tokenizer_path, strerror(errno));
+            st = modattn__error(MODATTN_EIO, "%s: cannot read: %s", tokenizer_path, strerror(errno));
             break;
         }
         XXH3_64bits_update(h, buf, (size_t)k);
@@ -108,9 +110,9 @@ static int get_f32(modattn_model *m, const char *prefix, const char *name, int64
     snprintf(full, sizeof full, "%s%s", prefix, name);
     const modattn_st_tensor *t = modattn__st_find(m->st, full);
     if (!t)
-        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s' is missing", m->st->path, full);
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s' is missing", m->st->path, full);
     if (t->dtype != MODATTN_ST_F32)
-        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': dtype %s, expected F32",
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': dtype %s, expected F32",
                              m->st->path, full, modattn__st_dtype_name(t->dtype));
     int nd = d1 ? 2 : 1;
     if (t->ndim != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1)) {
@@ -121,9 +123,9 @@ static int get_f32(modattn_model *m, const char *prefix, const char *name, int64
         }
         strncat(got, "]", sizeof got - strlen(got) - 1);
         if (nd == 2)
-            return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld, %lld]",
+            return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld, %lld]",
                                  m->st->path, full, got, (long long)d0, (long long)d1);
-        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld]",
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': shape %s, expected [%lld]",
                              m->st->path, full, got, (long long)d0);
     }
     const size_t count = (size_t)(t->end - t->begin) / 4, bad = first_nonfinite(t->data, count);
@@ -132,17 +134,17 @@ static int get_f32(modattn_model *m, const char *prefix, const char *name, int64
         memcpy(&v, (const unsigned char *)t->data + 4 * bad, 4);
         const size_t cols = nd == 2 ? (size_t)d1 : 1;
         if (nd == 2)
-            return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': element [%zu, %zu] is %s: the weights are damaged",
+            return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': element [%zu, %zu] is %s: the weights are damaged",
                                  m->st->path, full, bad / cols, bad % cols, v != v ? "NaN" : v > 0 ? "+inf" : "-inf");
-        return modattn_error(MODATTN_EFORMAT, "%s: tensor '%s': element [%zu] is %s: the weights are damaged",
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': element [%zu] is %s: the weights are damaged",
                              m->st->path, full, bad, v != v ? "NaN" : v > 0 ? "+inf" : "-inf");
     }
     if (((uintptr_t)t->data & 3u) == 0) {
         *out = t->data;
         return 0;
     }
-    float *copy = modattn_malloc(t->end - t->begin, MODATTN_MEM_WEIGHTS);
-    if (!copy) return modattn_mem_last_status();
+    float *copy = modattn__malloc(t->end - t->begin, MODATTN_MEM_WEIGHTS);
+    if (!copy) return modattn__mem_last_status();
     memcpy(copy, t->data, t->end - t->begin);
     int st = own(m, copy);
     if (st) return st;
@@ -179,8 +181,8 @@ static int get_wb(modattn_model *m, const char *p, const char *mod, int64_t d0, 
 /* DistilBERT's create_sinusoidal_embeddings (float64, then float32): the table of a checkpoint
  * that says sinusoidal_pos_embds and does not store it. */
 static int sinusoidal_table(modattn_model *m, int64_t P, int64_t H, const float **out) {
-    float *t = modattn_malloc((size_t)(P * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
-    if (!t) return modattn_mem_last_status();
+    float *t = modattn__malloc((size_t)(P * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+    if (!t) return modattn__mem_last_status();
     for (int64_t p = 0; p < P; p++)
         for (int64_t j = 0; j < H; j++) {
             const double a = (double)p / pow(10000.0, 2.0 * (double)(j / 2) / (double)H);
@@ -204,7 +206,7 @@ static int load_weights(modattn_model *m) {
         if (modattn__st_find(m->st, nm)) prefix = prefixes[i];
     }
     if (!prefix)
-        return modattn_error(MODATTN_EFORMAT,
+        return modattn__error(MODATTN_EFORMAT,
                              "%s: tensor 'embeddings.word_embeddings.weight' is missing (also "
                              "under 'bert.', 'roberta.', 'distilbert.', 'mpnet.' or 'model.'): not a %s checkpoint",
                              m->st->path,
@@ -233,16 +235,16 @@ static int load_weights(modattn_model *m) {
         if ((st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type0)))
             return st;
     } else { /* no token types: x = word + position (+ 0, exactly) */
-        float *zero = modattn_calloc((size_t)H, sizeof(float), MODATTN_MEM_WEIGHTS);
-        if (!zero) return modattn_mem_last_status();
+        float *zero = modattn__calloc((size_t)H, sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!zero) return modattn__mem_last_status();
         if ((st = own(m, zero))) return st;
         m->type0 = zero;
     }
     if (c->rel_buckets > 0 &&
         (st = get_f32(m, prefix, "encoder.relative_attention_bias.weight", c->rel_buckets, c->heads, &m->rel_bias)))
         return st;
-    m->layers = modattn_calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
-    if (!m->layers) return modattn_mem_last_status();
+    m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn__mem_last_status();
     for (int l = 0; l < c->layers; l++) {
         layer_w *L = &m->layers[l];
         char p[96], lay[64];
@@ -256,9 +258,9 @@ static int load_weights(modattn_model *m) {
             (st = get_wb(m, p, nm->ln2, H, 0, &L->ln2_g, &L->ln2_b)))
             return st;
         /* One [3H, H] matrix so that Q, K and V come out of one GEMM as one [tokens, 3H] row. */
-        L->wqkv = modattn_malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
-        L->bqkv = modattn_malloc((size_t)(3 * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
-        if (!L->wqkv || !L->bqkv) return modattn_mem_last_status();
+        L->wqkv = modattn__malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn__malloc((size_t)(3 * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!L->wqkv || !L->bqkv) return modattn__mem_last_status();
         memcpy(L->wqkv, wq, (size_t)(H * H) * sizeof(float));
         memcpy(L->wqkv + H * H, wk, (size_t)(H * H) * sizeof(float));
         memcpy(L->wqkv + 2 * H * H, wv, (size_t)(H * H) * sizeof(float));
@@ -281,8 +283,8 @@ static const char *base_name(const char *dir) {
 /* Moves the weights to the model's device (after load_weights: wqkv are the host copies). */
 static int upload_to_device(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
-    modattn__layer_weights *lw = modattn_calloc((size_t)c->layers, sizeof *lw, MODATTN_MEM_OTHER);
-    if (!lw) return modattn_mem_last_status();
+    modattn__layer_weights *lw = modattn__calloc((size_t)c->layers, sizeof *lw, MODATTN_MEM_OTHER);
+    if (!lw) return modattn__mem_last_status();
     for (int l = 0; l < c->layers; l++) {
         const layer_w *L = &m->layers[l];
         lw[l] = (modattn__layer_weights){L->wqkv, L->bqkv, L->wo, L->bo, L->ln1_g, L->ln1_b,
@@ -293,7 +295,7 @@ static int upload_to_device(modattn_model *m) {
     int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, m->rel_bias, lw,
                                        m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
     modattn_free(lw);
-    if (st) return modattn_error_prefix(st, "%s", m->st->path);
+    if (st) return modattn__error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
         layer_w *L = &m->layers[l];
         if (!modattn__dev_model_borrows(m->dm, L->wqkv)) modattn_free(L->wqkv), L->wqkv = NULL;
@@ -307,12 +309,12 @@ static int upload_to_device(modattn_model *m) {
  * (row + pos) + 0 is (word + type) + pos, the order of transformers' BertEmbeddings, bit for bit. */
 static int pair_tables(modattn_model *m) {
     const size_t V = (size_t)m->cfg.vocab, H = (size_t)m->cfg.hidden;
-    float *w = modattn_malloc(2 * V * H * sizeof *w, MODATTN_MEM_WEIGHTS);
-    if (!w) return modattn_mem_last_status();
+    float *w = modattn__malloc(2 * V * H * sizeof *w, MODATTN_MEM_WEIGHTS);
+    if (!w) return modattn__mem_last_status();
     int st = own(m, w);
     if (st) return st;
-    float *z = modattn_calloc(H, sizeof *z, MODATTN_MEM_WEIGHTS);
-    if (!z) return modattn_mem_last_status();
+    float *z = modattn__calloc(H, sizeof *z, MODATTN_MEM_WEIGHTS);
+    if (!z) return modattn__mem_last_status();
     if ((st = own(m, z))) return st;
     for (size_t t = 0; t < 2; t++) {
         const float *ty = m->type0 + t * H;
@@ -341,7 +343,7 @@ int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_mo
                              size_t max_tokens, bool pair_types, modattn_model **out) {
     if (out) *out = NULL;
     if (opt && opt->device && strcmp(opt->device, "auto") == 0)
-        return modattn_error(MODATTN_EUNSUPPORTED, "device \"auto\" is not supported for this model: name the device");
+        return modattn__error(MODATTN_EUNSUPPORTED, "device \"auto\" is not supported for this model: name the device");
     modattn__model_config c;
     int st = modattn__config_load_hf(dir, max_tokens, &c);
     if (st) return st;
@@ -351,18 +353,18 @@ int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_mo
 
 static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt,
                       const modattn__model_config *preset, bool pair_types, modattn_model **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_model_load: out is NULL");
     *out = NULL;
     if (!ctx || !dir || !*dir)
-        return modattn_error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
+        return modattn__error(MODATTN_EINVAL, "modattn_model_load: ctx and dir are required");
     const modattn_device_iface *dev = NULL;
     int dst = modattn_device_lookup(opt && opt->device && *opt->device ? opt->device : "cpu", &dev);
     if (dst) return dst;
     modattn_device_info dinfo;
     memset(&dinfo, 0, sizeof dinfo);
     modattn_device_info_get(dev, &dinfo);
-    modattn_model *m = modattn_calloc(1, sizeof *m, MODATTN_MEM_OTHER);
-    if (!m) return modattn_mem_last_status();
+    modattn_model *m = modattn__calloc(1, sizeof *m, MODATTN_MEM_OTHER);
+    if (!m) return modattn__mem_last_status();
     m->ctx = ctx;
     m->dev = dev;
     m->device_serial = !dinfo.host_memory;
@@ -372,16 +374,16 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
     if (opt && opt->pool) {
         m->pool = opt->pool;
     } else if (dinfo.host_memory || (opt && opt->host_fallback)) { /* else no host passes */
-        if ((st = modattn_pool_create(modattn_ctx_threads(ctx), &m->pool))) {
+        if ((st = modattn__pool_create(modattn_ctx_threads(ctx), &m->pool))) {
             modattn_free(m);
             return st;
         }
         m->own_pool = true;
     }
     m->batch_tokens = MODATTN_MODEL_DEFAULT_BATCH_TOKENS;
-    m->dir = modattn_strdup(dir, MODATTN_MEM_OTHER);
+    m->dir = modattn__strdup(dir, MODATTN_MEM_OTHER);
     if (!m->dir) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto fail;
     }
     {
@@ -389,9 +391,9 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
         const char *b = base_name(m->dir);
         size_t n = strlen(b);
         while (n > 1 && b[n - 1] == '/') n--;
-        m->name = modattn_strndup(b, n, MODATTN_MEM_OTHER);
+        m->name = modattn__strndup(b, n, MODATTN_MEM_OTHER);
         if (!m->name) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto fail;
         }
     }
@@ -400,7 +402,7 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
     if ((st = modattn__prompts_load(dir, m->cfg.dim, &m->prompts))) goto fail; /* model/prompts.c */
     m->cfg.precision = opt ? opt->precision : MODATTN_PRECISION_FP32;
     if ((unsigned)m->cfg.precision >= MODATTN_PRECISION_COUNT) {
-        st = modattn_error(MODATTN_EINVAL, "precision %d is not a modattn_precision", (int)m->cfg.precision);
+        st = modattn__error(MODATTN_EINVAL, "precision %d is not a modattn_precision", (int)m->cfg.precision);
         goto fail;
     }
     if ((st = modattn__dev_model_check(m->dev, ctx, &m->cfg, m->name, opt && opt->host_fallback,
@@ -414,7 +416,7 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
     if ((st = modattn_tokenizer_load(path, &m->tok))) goto fail;
     size_t tv = modattn_tokenizer_vocab_size(m->tok);
     if (tv > (size_t)m->cfg.vocab) {
-        st = modattn_error(MODATTN_EFORMAT,
+        st = modattn__error(MODATTN_EFORMAT,
                            "%s: the vocabulary has %zu tokens but config.json vocab_size is %d: "
                            "ids past the embedding table",
                            path, tv, m->cfg.vocab);
@@ -424,7 +426,7 @@ static int load_model(modattn_ctx *ctx, const char *dir, const modattn_model_opt
         goto fail;
     if ((st = modattn__st_open(wpath, &m->st))) {
         if (st == MODATTN_EIO)
-            st = modattn_error_prefix(MODATTN_ENOTFOUND, "model weights (run `make model`?)");
+            st = modattn__error_prefix(MODATTN_ENOTFOUND, "model weights (run `make model`?)");
         goto fail;
     }
     if ((st = load_weights(m))) goto fail;
@@ -466,7 +468,7 @@ fail:
 void modattn_model_free(modattn_model *m) {
     if (!m) return;
     modattn__dev_model_free(m->dm);
-    if (m->own_pool) modattn_pool_free(m->pool);
+    if (m->own_pool) modattn__pool_free(m->pool);
     pthread_mutex_destroy(&m->device_mu);
     if (m->layers) {
         for (int l = 0; l < m->cfg.layers; l++) {
@@ -499,7 +501,7 @@ size_t modattn_model_batch_tokens(const modattn_model *m) { return m->batch_toke
 
 int modattn_model_set_batch_tokens(modattn_model *m, size_t tokens) {
     if (tokens == 0 || tokens > ((size_t)1 << 22))
-        return modattn_error(MODATTN_EINVAL, "batch token budget %zu is out of range [1, %zu]",
+        return modattn__error(MODATTN_EINVAL, "batch token budget %zu is out of range [1, %zu]",
                              tokens, (size_t)1 << 22);
     m->batch_tokens = tokens;
     return 0;

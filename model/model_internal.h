@@ -73,10 +73,10 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
 /* ---- the forward pass on a device (encoder_device.c): weights uploaded once at load (borrowed
  * on a device with host memory), activations kept on the device through every layer; per batch
  * only ids and lengths go in and the pooled vectors come out. Every op goes through the device layer's wrappers
- * (modattn/device.h) and attention through the dispatcher, on buffer-form tensors. */
-#include "modattn/device.h"
+ * (modattn/backend/device.h) and attention through the dispatcher, on buffer-form tensors. */
+#include "modattn/backend/device.h"
 
-/* one layer's host weights: the graph slot's struct (modattn/device.h), the one layout of them */
+/* one layer's host weights: the graph slot's struct (modattn/backend/device.h), the one layout of them */
 typedef modattn_graph_layer modattn__layer_weights;
 
 typedef struct modattn__dev_model modattn__dev_model;

@@ -6,17 +6,19 @@
 #include "modattn/core.h"
 #include "modattn/model.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 int modattn_model_load_tokenizer(const modattn_model *m, modattn_tokenizer **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_model_load_tokenizer: out is NULL");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_model_load_tokenizer: out is NULL");
     *out = NULL;
-    if (!m) return modattn_error(MODATTN_EINVAL, "modattn_model_load_tokenizer: model is NULL");
+    if (!m) return modattn__error(MODATTN_EINVAL, "modattn_model_load_tokenizer: model is NULL");
     const modattn_model_info *info = modattn_model_get_info(m);
     /* the configuration holds paths of PATH_MAX bytes: keep it off the stack */
-    modattn__model_config *cfg = modattn_calloc(1, sizeof *cfg, MODATTN_MEM_OTHER);
-    if (!cfg) return modattn_mem_last_status();
-    char *path = modattn_malloc(MODATTN__PATH_MAX, MODATTN_MEM_OTHER);
-    int st = path ? 0 : modattn_mem_last_status();
+    modattn__model_config *cfg = modattn__calloc(1, sizeof *cfg, MODATTN_MEM_OTHER);
+    if (!cfg) return modattn__mem_last_status();
+    char *path = modattn__malloc(MODATTN__PATH_MAX, MODATTN_MEM_OTHER);
+    int st = path ? 0 : modattn__mem_last_status();
     if (!st) st = modattn__config_load(info->dir, cfg);
     if (!st) st = modattn__path_join(path, MODATTN__PATH_MAX, cfg->transformer_dir, "tokenizer.json");
     if (!st) st = modattn_tokenizer_load(path, out);

@@ -13,6 +13,8 @@
 #include "model/encoder_internal.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #define PROMPTS_MAX 256               /* prompts a model may name */
 #define PROMPT_MAX_BYTES ((size_t)1 << 16) /* one prompt's text */
@@ -27,14 +29,14 @@ static int load_optional(const char *dir, const char *name, char *path, size_t p
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT || errno == ENOTDIR) return 0;
-        return modattn_error(MODATTN_EIO, "%s: %s", path, strerror(errno));
+        return modattn__error(MODATTN_EIO, "%s: %s", path, strerror(errno));
     }
     json_error_t err;
-    st = modattn_json_load_file(path, JSON_REJECT_DUPLICATES, out, &err);
+    st = modattn__json_load_file(path, JSON_REJECT_DUPLICATES, out, &err);
     if (st == MODATTN_EFORMAT)
-        return modattn_error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path, err.text, err.line,
+        return modattn__error(MODATTN_EFORMAT, "%s: not valid JSON: %s (line %d, column %d)", path, err.text, err.line,
                              err.column);
-    if (st) return modattn_error_prefix(st, "reading %s", path);
+    if (st) return modattn__error_prefix(st, "reading %s", path);
     return 0;
 }
 
@@ -54,15 +56,15 @@ void modattn__prompts_free(modattn__prompts *p) {
  * unless the file sets them: so those names always resolve (to no prompt), and encode_document
  * picks "document" before "passage" or "corpus" whenever it is there, that is always. */
 static int placeholders(modattn__prompts *p, size_t cap) {
-    p->names = modattn_calloc(cap, sizeof *p->names, MODATTN_MEM_OTHER);
-    p->texts = modattn_calloc(cap, sizeof *p->texts, MODATTN_MEM_OTHER);
-    if (!p->names || !p->texts) return modattn_mem_last_status();
+    p->names = modattn__calloc(cap, sizeof *p->names, MODATTN_MEM_OTHER);
+    p->texts = modattn__calloc(cap, sizeof *p->texts, MODATTN_MEM_OTHER);
+    if (!p->names || !p->texts) return modattn__mem_last_status();
     static const char *const k_names[2] = {"query", "document"};
     for (size_t i = 0; i < 2; i++) {
-        p->names[i] = modattn_strdup(k_names[i], MODATTN_MEM_OTHER);
-        p->texts[i] = modattn_strdup("", MODATTN_MEM_OTHER);
+        p->names[i] = modattn__strdup(k_names[i], MODATTN_MEM_OTHER);
+        p->texts[i] = modattn__strdup("", MODATTN_MEM_OTHER);
         p->n++;
-        if (!p->names[i] || !p->texts[i]) return modattn_mem_last_status();
+        if (!p->names[i] || !p->texts[i]) return modattn__mem_last_status();
     }
     return 0;
 }
@@ -74,18 +76,18 @@ static int read_st_config(const char *dir, size_t dim, modattn__prompts *p) {
     if (st) return st;
     if (!j) return placeholders(p, 2);
     if (!json_is_object(j)) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: not a JSON object", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: not a JSON object", F);
         goto out;
     }
     const json_t *pr = json_object_get(j, "prompts");
     if (pr && !json_is_null(pr)) {
         if (!json_is_object(pr)) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"prompts\" must be an object of name: text", F);
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"prompts\" must be an object of name: text", F);
             goto out;
         }
         size_t n = json_object_size(pr);
         if (n > PROMPTS_MAX) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"prompts\" has %zu prompts (at most %d)", F, n,
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"prompts\" has %zu prompts (at most %d)", F, n,
                                PROMPTS_MAX);
             goto out;
         }
@@ -95,21 +97,21 @@ static int read_st_config(const char *dir, size_t dim, modattn__prompts *p) {
         json_object_foreach((json_t *)pr, key, v) {
             /* sentence-transformers reads a null prompt as "" */
             if (!json_is_string(v) && !json_is_null(v)) {
-                st = modattn_error(MODATTN_EFORMAT, "%s: field \"prompts\".\"%.100s\" must be a string", F, key);
+                st = modattn__error(MODATTN_EFORMAT, "%s: field \"prompts\".\"%.100s\" must be a string", F, key);
                 goto out;
             }
             size_t len = json_is_string(v) ? json_string_length(v) : 0;
             if (len > PROMPT_MAX_BYTES || (len && memchr(json_string_value(v), '\0', len))) {
-                st = modattn_error(MODATTN_EFORMAT, "%s: field \"prompts\".\"%.100s\" is %s", F, key,
+                st = modattn__error(MODATTN_EFORMAT, "%s: field \"prompts\".\"%.100s\" is %s", F, key,
                                    len > PROMPT_MAX_BYTES ? "longer than 64 KiB" : "a string with a NUL byte");
                 goto out;
             }
             size_t at = p->n;
             for (size_t i = 0; i < 2; i++) /* a placeholder keeps its place, as in a Python dict */
                 if (strcmp(key, p->names[i]) == 0) at = i;
-            char *t = modattn_strndup(len ? json_string_value(v) : "", len, MODATTN_MEM_OTHER);
+            char *t = modattn__strndup(len ? json_string_value(v) : "", len, MODATTN_MEM_OTHER);
             if (!t) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto out;
             }
             if (at < p->n) {
@@ -118,9 +120,9 @@ static int read_st_config(const char *dir, size_t dim, modattn__prompts *p) {
                 continue;
             }
             p->texts[p->n] = t;
-            p->names[p->n++] = modattn_strdup(key, MODATTN_MEM_OTHER);
+            p->names[p->n++] = modattn__strdup(key, MODATTN_MEM_OTHER);
             if (!p->names[p->n - 1]) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto out;
             }
         }
@@ -129,26 +131,26 @@ static int read_st_config(const char *dir, size_t dim, modattn__prompts *p) {
     const json_t *dn = json_object_get(j, "default_prompt_name");
     if (dn && !json_is_null(dn)) {
         if (!json_is_string(dn)) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"default_prompt_name\" must be a string or null", F);
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"default_prompt_name\" must be a string or null", F);
             goto out;
         }
         const char *name = json_string_value(dn);
         bool found = false;
         for (size_t i = 0; i < p->n && !found; i++) found = strcmp(p->names[i], name) == 0;
         if (!found) { /* sentence-transformers refuses it at load too */
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"default_prompt_name\" = \"%.100s\" is not one of "
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"default_prompt_name\" = \"%.100s\" is not one of "
                                "\"prompts\"", F, name);
             goto out;
         }
-        if (!(p->default_name = modattn_strdup(name, MODATTN_MEM_OTHER))) {
-            st = modattn_mem_last_status();
+        if (!(p->default_name = modattn__strdup(name, MODATTN_MEM_OTHER))) {
+            st = modattn__mem_last_status();
             goto out;
         }
     }
     const json_t *td = json_object_get(j, "truncate_dim");
     if (td && !json_is_null(td)) {
         if (!json_is_integer(td) || json_integer_value(td) < 1 || (size_t)json_integer_value(td) > dim) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: field \"truncate_dim\" must be an integer in [1, %zu] (the "
+            st = modattn__error(MODATTN_EFORMAT, "%s: field \"truncate_dim\" must be an integer in [1, %zu] (the "
                                "model's dimension) or null", F, dim);
             goto out;
         }
@@ -172,7 +174,7 @@ static int read_include_prompt(const char *dir, modattn__prompts *p) {
     if ((st = load_optional(pdir, "config.json", F, sizeof F, &pc)) || !pc) goto out;
     const json_t *ip = json_object_get(pc, "include_prompt");
     if (ip && !json_is_boolean(ip)) {
-        st = modattn_error(MODATTN_EFORMAT, "%s: field \"include_prompt\" must be a boolean", F);
+        st = modattn__error(MODATTN_EFORMAT, "%s: field \"include_prompt\" must be a boolean", F);
         goto out;
     }
     p->exclude_prompt = ip && json_is_false(ip);
@@ -211,7 +213,7 @@ static const char *find(const modattn__prompts *p, const char *name) {
 
 int modattn_model_resolve_prompt(const modattn_model *m, const modattn_embed_options *o, const char **text,
                                  const char **name) {
-    if (!m || !text) return modattn_error(MODATTN_EINVAL, "modattn_model_resolve_prompt: NULL argument");
+    if (!m || !text) return modattn__error(MODATTN_EINVAL, "modattn_model_resolve_prompt: NULL argument");
     const modattn__prompts *p = &m->prompts;
     const char *t = NULL, *nm = NULL;
     if (o && o->prompt) {
@@ -226,7 +228,7 @@ int modattn_model_resolve_prompt(const modattn_model *m, const modattn_embed_opt
                 if (w < 0) break;
                 k += (size_t)w < sizeof list - k ? (size_t)w : sizeof list - k - 1;
             }
-            return modattn_error(MODATTN_ENOTFOUND, "model %s has no prompt named \"%.100s\" (%s%s)", m->name,
+            return modattn__error(MODATTN_ENOTFOUND, "model %s has no prompt named \"%.100s\" (%s%s)", m->name,
                                  o->prompt_name, p->n ? "its prompts: " : "it defines no prompts in ",
                                  p->n ? list : k_st_config);
         }
@@ -251,7 +253,7 @@ size_t modattn_model_embed_dim(const modattn_model *m, const modattn_embed_optio
     size_t full = m->cfg.dim, d = o && o->dimensions ? o->dimensions : m->prompts.truncate_dim;
     if (!d) return full;
     if (d > full) {
-        modattn_error(MODATTN_EINVAL, "dimensions %zu: model %s gives %zu (use 1 to %zu)", d, m->name, full, full);
+        modattn__error(MODATTN_EINVAL, "dimensions %zu: model %s gives %zu (use 1 to %zu)", d, m->name, full, full);
         return 0;
     }
     return d;
@@ -275,16 +277,16 @@ void modattn_model_cut_dims(const modattn_model *m, float *v, size_t n, size_t d
 
 int modattn_model_embed_opt(modattn_model *m, modattn_session *s, const modattn_embed_options *o,
                             const char *const *texts, const size_t *lens, size_t n, float *out, int32_t *ntok) {
-    if (!m) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_opt: model is NULL");
+    if (!m) return modattn__error(MODATTN_EINVAL, "modattn_model_embed_opt: model is NULL");
     const char *prompt = NULL;
     int st = modattn_model_resolve_prompt(m, o, &prompt, NULL);
     if (st) return st;
     const size_t dims = modattn_model_embed_dim(m, o), full = m->cfg.dim;
     if (!dims) return MODATTN_EINVAL;
     if (n == 0) return 0;
-    if (!texts || !out) return modattn_error(MODATTN_EINVAL, "modattn_model_embed_opt: NULL argument");
+    if (!texts || !out) return modattn__error(MODATTN_EINVAL, "modattn_model_embed_opt: NULL argument");
     if (prompt && m->prompts.exclude_prompt)
-        return modattn_error(MODATTN_EUNSUPPORTED, "model %s: its Pooling config says \"include_prompt\": false "
+        return modattn__error(MODATTN_EUNSUPPORTED, "model %s: its Pooling config says \"include_prompt\": false "
                              "(pooling that leaves out the prompt's tokens), which is not supported: embed "
                              "without a prompt (--prompt '')", m->name);
     char **pt = NULL;
@@ -292,25 +294,25 @@ int modattn_model_embed_opt(modattn_model *m, modattn_session *s, const modattn_
     float *tmp = NULL;
     if (prompt) {
         const size_t plen = strlen(prompt);
-        pt = modattn_calloc(n, sizeof *pt, MODATTN_MEM_OTHER);
-        pl = modattn_calloc(n, sizeof *pl, MODATTN_MEM_OTHER);
+        pt = modattn__calloc(n, sizeof *pt, MODATTN_MEM_OTHER);
+        pl = modattn__calloc(n, sizeof *pl, MODATTN_MEM_OTHER);
         if (!pt || !pl) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto done;
         }
         for (size_t i = 0; i < n; i++) {
             if (!texts[i] && lens && lens[i]) {
-                st = modattn_error(MODATTN_EINVAL, "input %zu: NULL text of %zu bytes", i, lens[i]);
+                st = modattn__error(MODATTN_EINVAL, "input %zu: NULL text of %zu bytes", i, lens[i]);
                 goto done;
             }
             const char *t = texts[i] ? texts[i] : "";
             const size_t tl = lens && texts[i] ? lens[i] : strlen(t);
             if (tl > SIZE_MAX - plen - 1) {
-                st = modattn_error(MODATTN_ERANGE, "input %zu: too long", i);
+                st = modattn__error(MODATTN_ERANGE, "input %zu: too long", i);
                 goto done;
             }
-            if (!(pt[i] = modattn_malloc(plen + tl + 1, MODATTN_MEM_OTHER))) {
-                st = modattn_mem_last_status();
+            if (!(pt[i] = modattn__malloc(plen + tl + 1, MODATTN_MEM_OTHER))) {
+                st = modattn__mem_last_status();
                 goto done;
             }
             memcpy(pt[i], prompt, plen);
@@ -322,11 +324,11 @@ int modattn_model_embed_opt(modattn_model *m, modattn_session *s, const modattn_
     float *dst = out;
     if (dims < full) {
         if (n > SIZE_MAX / sizeof(float) / full) {
-            st = modattn_error(MODATTN_ERANGE, "modattn_model_embed_opt: n = %zu", n);
+            st = modattn__error(MODATTN_ERANGE, "modattn_model_embed_opt: n = %zu", n);
             goto done;
         }
-        if (!(dst = tmp = modattn_malloc(n * full * sizeof(float), MODATTN_MEM_OTHER))) {
-            st = modattn_mem_last_status();
+        if (!(dst = tmp = modattn__malloc(n * full * sizeof(float), MODATTN_MEM_OTHER))) {
+            st = modattn__mem_last_status();
             goto done;
         }
     }

@@ -33,6 +33,8 @@
 
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 static const struct {
     const char *name;
@@ -77,9 +79,9 @@ static int fmt_err(const modattn_st_file *f, const char *rule, const char *tenso
     vsnprintf(detail, sizeof detail, fmt, ap);
     va_end(ap);
     if (tensor)
-        return modattn_error(MODATTN_EFORMAT, "%s: %s: tensor '%.200s': %s", f->path, rule, tensor,
+        return modattn__error(MODATTN_EFORMAT, "%s: %s: tensor '%.200s': %s", f->path, rule, tensor,
                              detail);
-    return modattn_error(MODATTN_EFORMAT, "%s: %s: %s", f->path, rule, detail);
+    return modattn__error(MODATTN_EFORMAT, "%s: %s: %s", f->path, rule, detail);
 }
 
 static int cmp_name(const void *a, const void *b) {
@@ -179,8 +181,8 @@ static int parse_tensor(modattn_st_file *f, const char *name, const json_t *v,
 static int parse_metadata(modattn_st_file *f, const json_t *m) {
     if (!json_is_object(m)) return fmt_err(f, "metadata", NULL, "__metadata__ is not an object");
     size_t n = json_object_size(m);
-    f->meta = modattn_calloc(n ? n : 1, sizeof *f->meta, MODATTN_MEM_OTHER);
-    if (!f->meta) return modattn_mem_last_status();
+    f->meta = modattn__calloc(n ? n : 1, sizeof *f->meta, MODATTN_MEM_OTHER);
+    if (!f->meta) return modattn__mem_last_status();
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)m, k, v) {
@@ -188,12 +190,12 @@ static int parse_metadata(modattn_st_file *f, const json_t *m) {
             return fmt_err(f, "metadata", NULL, "__metadata__ value of \"%.100s\" is not a string",
                            k);
         modattn_st_meta *e = &f->meta[f->nmeta];
-        e->key = modattn_strdup(k, MODATTN_MEM_OTHER);
-        e->value = e->key ? modattn_strdup(json_string_value(v), MODATTN_MEM_OTHER) : NULL;
+        e->key = modattn__strdup(k, MODATTN_MEM_OTHER);
+        e->value = e->key ? modattn__strdup(json_string_value(v), MODATTN_MEM_OTHER) : NULL;
         if (!e->value) {
             modattn_free((void *)e->key);
             e->key = NULL;
-            return modattn_mem_last_status();
+            return modattn__mem_last_status();
         }
         f->nmeta++;
     }
@@ -208,8 +210,8 @@ static int check_tiling(modattn_st_file *f) {
                            (unsigned long long)f->data_len);
         return 0;
     }
-    modattn_st_tensor **order = modattn_malloc(f->ntensors * sizeof *order, MODATTN_MEM_OTHER);
-    if (!order) return modattn_mem_last_status();
+    modattn_st_tensor **order = modattn__malloc(f->ntensors * sizeof *order, MODATTN_MEM_OTHER);
+    if (!order) return modattn__mem_last_status();
     for (size_t i = 0; i < f->ntensors; i++) order[i] = &f->tensors[i];
     qsort(order, f->ntensors, sizeof *order, cmp_offsets);
     uint64_t expect = 0;
@@ -265,9 +267,9 @@ static int parse_header(modattn_st_file *f) {
 
     json_error_t jerr;
     json_t *root = NULL;
-    int st = modattn_json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &root, &jerr);
+    int st = modattn__json_loadb(hdr, (size_t)n, JSON_REJECT_DUPLICATES, &root, &jerr);
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
-        return modattn_error_prefix(st, "%s: reading the header", f->path);
+        return modattn__error_prefix(st, "%s: reading the header", f->path);
     if (st)
         return fmt_err(f, "header-json", NULL, "%.200s (header line %d, column %d)", jerr.text,
                        jerr.line, jerr.column);
@@ -276,9 +278,9 @@ static int parse_header(modattn_st_file *f) {
         goto out;
     }
     size_t cap = json_object_size(root);
-    f->tensors = modattn_calloc(cap ? cap : 1, sizeof *f->tensors, MODATTN_MEM_OTHER);
+    f->tensors = modattn__calloc(cap ? cap : 1, sizeof *f->tensors, MODATTN_MEM_OTHER);
     if (!f->tensors) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto out;
     }
     const char *key;
@@ -290,9 +292,9 @@ static int parse_header(modattn_st_file *f) {
         }
         modattn_st_tensor *t = &f->tensors[f->ntensors];
         if ((st = parse_tensor(f, key, val, t)) != 0) goto out;
-        t->name = modattn_strdup(key, MODATTN_MEM_OTHER);
+        t->name = modattn__strdup(key, MODATTN_MEM_OTHER);
         if (!t->name) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto out;
         }
         f->ntensors++;
@@ -305,9 +307,9 @@ out:
 }
 
 static modattn_st_file *file_new(const char *name) {
-    modattn_st_file *f = modattn_calloc(1, sizeof *f, MODATTN_MEM_OTHER);
+    modattn_st_file *f = modattn__calloc(1, sizeof *f, MODATTN_MEM_OTHER);
     if (!f) return NULL;
-    f->path = modattn_strdup(name ? name : "(memory)", MODATTN_MEM_OTHER);
+    f->path = modattn__strdup(name ? name : "(memory)", MODATTN_MEM_OTHER);
     if (!f->path) {
         modattn_free(f);
         return NULL;
@@ -318,7 +320,7 @@ static modattn_st_file *file_new(const char *name) {
 int modattn__st_parse(const void *bytes, size_t len, const char *name, modattn_st_file **out) {
     *out = NULL;
     modattn_st_file *f = file_new(name);
-    if (!f) return modattn_mem_last_status();
+    if (!f) return modattn__mem_last_status();
     f->bytes = bytes;
     f->len = len;
     int st = parse_header(f);
@@ -334,34 +336,34 @@ int modattn__st_open(const char *path, modattn_st_file **out) {
     *out = NULL;
     /* O_NONBLOCK: a FIFO in the file's place is refused below instead of waiting for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return modattn_error(MODATTN_EIO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return modattn__error(MODATTN_EIO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return modattn_error(MODATTN_EIO, "%s: cannot stat: %s", path, strerror(e));
+        return modattn__error(MODATTN_EIO, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return modattn_error(MODATTN_EIO, "%s: not a regular file", path);
+        return modattn__error(MODATTN_EIO, "%s: not a regular file", path);
     }
     modattn_st_file *f = file_new(path);
     if (!f) {
         close(fd);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     if ((uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);
         modattn__st_close(f);
-        return modattn_error(MODATTN_EFORMAT, "%s: file too large to map", path);
+        return modattn__error(MODATTN_EFORMAT, "%s: file too large to map", path);
     }
     size_t len = (size_t)sb.st_size;
     if (len > 0) {
-        int st = modattn_mem_account(MODATTN_MEM_WEIGHTS, (int64_t)len);
+        int st = modattn__mem_account(MODATTN_MEM_WEIGHTS, (int64_t)len);
         if (st != 0) {
             close(fd);
             modattn__st_close(f);
-            return modattn_error_prefix(st, "%s: mapping %zu bytes", path, len);
+            return modattn__error_prefix(st, "%s: mapping %zu bytes", path, len);
         }
         f->accounted = (int64_t)len;
         void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -369,7 +371,7 @@ int modattn__st_open(const char *path, modattn_st_file **out) {
             int e = errno;
             close(fd);
             modattn__st_close(f);
-            return modattn_error(MODATTN_EIO, "%s: cannot map %zu bytes: %s", path, len,
+            return modattn__error(MODATTN_EIO, "%s: cannot map %zu bytes: %s", path, len,
                                  strerror(e));
         }
         f->map = m;
@@ -397,7 +399,7 @@ void modattn__st_close(modattn_st_file *f) {
     }
     modattn_free(f->meta);
     if (f->map) munmap(f->map, f->map_len);
-    if (f->accounted) modattn_mem_account(MODATTN_MEM_WEIGHTS, -f->accounted);
+    if (f->accounted) modattn__mem_account(MODATTN_MEM_WEIGHTS, -f->accounted);
     modattn_free(f->path);
     modattn_free(f);
 }

@@ -32,6 +32,8 @@
 
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "model/tokenizer_internal.h"
 
 /* ------------------------------------------------------------------ Unicode classes */
@@ -314,18 +316,18 @@ static int grow_word(tk_run *r, size_t nchars, size_t nbytes) {
     size_t need = nbytes + 1;
     if (need > r->wcap) {
         size_t cap = need < 1024 ? 1024 : need * 2;
-        unsigned char *w = modattn_realloc(r->wbuf, cap, MODATTN_MEM_OTHER);
-        if (!w) return modattn_mem_last_status();
+        unsigned char *w = modattn__realloc(r->wbuf, cap, MODATTN_MEM_OTHER);
+        if (!w) return modattn__mem_last_status();
         r->wbuf = w;
         r->wcap = cap;
     }
     if (nchars + 1 > r->pcap) {
         size_t cap = nchars + 1 < 256 ? 256 : (nchars + 1) * 2;
-        size_t *b = modattn_realloc(r->bpos, cap * sizeof(size_t), MODATTN_MEM_OTHER);
-        if (!b) return modattn_mem_last_status();
+        size_t *b = modattn__realloc(r->bpos, cap * sizeof(size_t), MODATTN_MEM_OTHER);
+        if (!b) return modattn__mem_last_status();
         r->bpos = b;
-        tk_piece *p = modattn_realloc(r->pieces, cap * sizeof(tk_piece), MODATTN_MEM_OTHER);
-        if (!p) return modattn_mem_last_status();
+        tk_piece *p = modattn__realloc(r->pieces, cap * sizeof(tk_piece), MODATTN_MEM_OTHER);
+        if (!p) return modattn__mem_last_status();
         r->pieces = p;
         r->pcap = cap;
     }
@@ -334,7 +336,7 @@ static int grow_word(tk_run *r, size_t nchars, size_t nbytes) {
 
 static int unk(tk_run *r, uint32_t s, uint32_t e) {
     if (r->t->unk_id < 0)
-        return modattn_error(MODATTN_EFORMAT,
+        return modattn__error(MODATTN_EFORMAT,
                              "tokenizer: a word needs the unk_token, which is not in model.vocab");
     emit(r, r->t->unk_id, s, e);
     return 0;
@@ -701,13 +703,13 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
                         size_t *n) {
     if (n) *n = 0;
     if (!t || !n || (!text && len) || (!ids && max_tokens))
-        return modattn_error(MODATTN_EINVAL, "modattn_tokenize: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_tokenize: NULL argument");
     if (flags & ~MODATTN_TOKENIZE_NO_SPECIALS)
-        return modattn_error(MODATTN_EINVAL, "modattn_tokenize: unknown flags 0x%x", flags);
+        return modattn__error(MODATTN_EINVAL, "modattn_tokenize: unknown flags 0x%x", flags);
     bool specials = !(flags & MODATTN_TOKENIZE_NO_SPECIALS);
     size_t nspec = specials ? t->npre + t->npost : 0;
     if (max_tokens < nspec || (specials && max_tokens < 2))
-        return modattn_error(MODATTN_EINVAL,
+        return modattn__error(MODATTN_EINVAL,
                              "modattn_tokenize: max_tokens %zu is less than the %zu special tokens",
                              max_tokens, specials && nspec < 2 ? (size_t)2 : nspec);
 
@@ -729,7 +731,7 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
             (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
             break;
         if (end - pos > UINT32_MAX - 8) {
-            rc = modattn_error(MODATTN_ERANGE,
+            rc = modattn__error(MODATTN_ERANGE,
                                "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");
             break;
         }

@@ -10,13 +10,15 @@
 
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "model/tokenizer_internal.h"
 
 /* ------------------------------------------------------------------ loading */
 
 
 static int ferr(const tk_load *L, int status, const char *field, const char *what) {
-    return modattn_error(status, "tokenizer %s: field \"%s\": %s", L->path, field, what);
+    return modattn__error(status, "tokenizer %s: field \"%s\": %s", L->path, field, what);
 }
 
 static int get_bool(const tk_load *L, json_t *obj, const char *key, const char *field, bool dflt,
@@ -42,7 +44,7 @@ static int load_normalizer(tk_load *L) {
     const char *type = json_string_value(json_object_get(n, "type"));
     if (!type) return ferr(L, MODATTN_EFORMAT, "normalizer.type", "missing");
     if (strcmp(type, "BertNormalizer") != 0) {
-        return modattn_error(MODATTN_EUNSUPPORTED,
+        return modattn__error(MODATTN_EUNSUPPORTED,
                              "tokenizer %s: field \"normalizer.type\": \"%s\" is not supported "
                              "(only BertNormalizer)",
                              L->path, type);
@@ -74,7 +76,7 @@ static int load_pretokenizer(tk_load *L) {
     const char *type = json_string_value(json_object_get(p, "type"));
     if (!type) return ferr(L, MODATTN_EFORMAT, "pre_tokenizer.type", "missing");
     if (strcmp(type, "BertPreTokenizer") != 0)
-        return modattn_error(MODATTN_EUNSUPPORTED,
+        return modattn__error(MODATTN_EUNSUPPORTED,
                              "tokenizer %s: field \"pre_tokenizer.type\": \"%s\" is not supported "
                              "(only BertPreTokenizer)",
                              L->path, type);
@@ -105,7 +107,7 @@ static int load_model(tk_load *L) {
     const char *type = json_string_value(jt);
     if (jt && !type) return ferr(L, MODATTN_EFORMAT, "model.type", "expected a string");
     if (type && strcmp(type, "WordPiece") != 0)
-        return modattn_error(MODATTN_EUNSUPPORTED,
+        return modattn__error(MODATTN_EUNSUPPORTED,
                              "tokenizer %s: field \"model.type\": \"%s\" is not supported (only "
                              "WordPiece)",
                              L->path, type);
@@ -145,7 +147,7 @@ static int load_model(tk_load *L) {
     json_object_foreach(vocab, key, val) {
         int32_t id;
         int rc = id_from_json(L, val, "model.vocab", &id);
-        if (rc) return modattn_error_prefix(rc, "token \"%.40s\"", key);
+        if (rc) return modattn__error_prefix(rc, "token \"%.40s\"", key);
         if (id > max_id) max_id = id;
         slab_bytes += strlen(key) + 1;
         if (slab_bytes >= TK_NONE) return ferr(L, MODATTN_ERANGE, "model.vocab", "strings over 4 GiB");
@@ -170,14 +172,14 @@ static int load_model(tk_load *L) {
         if (slab_bytes >= TK_NONE) return ferr(L, MODATTN_ERANGE, "added_tokens", "strings over 4 GiB");
     }
     t->nids = (size_t)max_id + 1;
-    t->slab = modattn_malloc(slab_bytes, MODATTN_MEM_WEIGHTS);
-    t->tok_off = modattn_malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->tok_len = modattn_calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->slab = modattn__malloc(slab_bytes, MODATTN_MEM_WEIGHTS);
+    t->tok_off = modattn__malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->tok_len = modattn__calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
     size_t nslots = 16;
     while (nslots < count * 2) nslots *= 2;
-    t->slots = modattn_calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
+    t->slots = modattn__calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
     if (!t->slab || !t->tok_off || !t->tok_len || !t->slots)
-        return modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     t->slot_mask = nslots - 1;
     memset(t->tok_off, 0xFF, t->nids * sizeof(uint32_t));
     size_t off = 0;
@@ -222,10 +224,10 @@ static int load_added(tk_load *L, size_t off) {
         added_cps += strlen(content) * 3 + 4;
     }
     if (nadded) {
-        t->added = modattn_calloc(nadded, sizeof(tk_added), MODATTN_MEM_WEIGHTS);
-        t->added_cps = modattn_calloc(added_cps, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+        t->added = modattn__calloc(nadded, sizeof(tk_added), MODATTN_MEM_WEIGHTS);
+        t->added_cps = modattn__calloc(added_cps, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
         if (!t->added || !t->added_cps)
-            return modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+            return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     }
     size_t cp_off = 0;
     for (size_t i = 0; i < nadded; i++) {
@@ -331,8 +333,8 @@ static int build_match_set(tk_load *L, tk_match_set *m, bool normalized) {
     for (uint32_t i = 0; i < t->nadded; i++)
         if (t->added[i].normalized == normalized && t->added[i].ncps) n++;
     if (!n) return 0;
-    m->order = modattn_malloc(n * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    if (!m->order) return modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+    m->order = modattn__malloc(n * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    if (!m->order) return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     m->min_first = UINT32_MAX;
     for (uint32_t i = 0; i < t->nadded; i++) {
         const tk_added *a = &t->added[i];
@@ -408,7 +410,7 @@ static int load_post(tk_load *L) {
             return rc;
         t->npre = t->npost = 1;
     } else {
-        return modattn_error(MODATTN_EUNSUPPORTED,
+        return modattn__error(MODATTN_EUNSUPPORTED,
                              "tokenizer %s: field \"post_processor.type\": \"%s\" is not supported "
                              "(TemplateProcessing, BertProcessing, RobertaProcessing or null)",
                              L->path, type);
@@ -425,21 +427,21 @@ static int load_post(tk_load *L) {
 }
 
 int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
-    if (!path || !out) return modattn_error(MODATTN_EINVAL, "modattn_tokenizer_load: NULL argument");
+    if (!path || !out) return modattn__error(MODATTN_EINVAL, "modattn_tokenizer_load: NULL argument");
     *out = NULL;
     json_error_t jerr;
     json_t *root = NULL;
-    int st = modattn_json_load_file(path, 0, &root, &jerr);
+    int st = modattn__json_load_file(path, 0, &root, &jerr);
     if (st == MODATTN_EIO)
-        return modattn_error(MODATTN_EIO, "tokenizer %s: cannot open: %s", path, jerr.text);
+        return modattn__error(MODATTN_EIO, "tokenizer %s: cannot open: %s", path, jerr.text);
     if (st == MODATTN_EFORMAT)
-        return modattn_error(MODATTN_EFORMAT, "tokenizer %s: line %d column %d: %s", path, jerr.line,
+        return modattn__error(MODATTN_EFORMAT, "tokenizer %s: line %d column %d: %s", path, jerr.line,
                              jerr.column, jerr.text);
-    if (st) return modattn_error_prefix(st, "tokenizer %s: reading the JSON", path);
-    modattn_tokenizer *t = modattn_calloc(1, sizeof *t, MODATTN_MEM_WEIGHTS);
+    if (st) return modattn__error_prefix(st, "tokenizer %s: reading the JSON", path);
+    modattn_tokenizer *t = modattn__calloc(1, sizeof *t, MODATTN_MEM_WEIGHTS);
     if (!t) {
         json_decref(root);
-        return modattn_error_prefix(modattn_mem_last_status(), "loading %s", path);
+        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", path);
     }
     tk_load L = {path, t, root};
     /* ASCII classes from the generated tables */
@@ -456,7 +458,7 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!json_is_object(root)) rc = ferr(&L, MODATTN_EFORMAT, "(root)", "expected a JSON object");
     const char *mtype = json_string_value(json_object_get(json_object_get(root, "model"), "type"));
     if (!rc && mtype && strcmp(mtype, "Unigram") != 0 && strcmp(mtype, "WordPiece") != 0) {
-        rc = modattn_error(MODATTN_EUNSUPPORTED,
+        rc = modattn__error(MODATTN_EUNSUPPORTED,
                            "tokenizer %s: field \"model.type\": \"%s\" is not supported (WordPiece or Unigram)",
                            path, mtype);
     } else if (!rc && mtype && strcmp(mtype, "Unigram") == 0) {

@@ -25,6 +25,8 @@
 
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "model/tokenizer_internal.h"
 #include "model/tokenizer_unicode_nf.h"
 
@@ -33,11 +35,11 @@
 /* ------------------------------------------------------------------ loading helpers */
 
 static int uerr(const tk_load *L, int status, const char *field, const char *what) {
-    return modattn_error(status, "tokenizer %s: field \"%s\": %s", L->path, field, what);
+    return modattn__error(status, "tokenizer %s: field \"%s\": %s", L->path, field, what);
 }
 
 static int unsupported(const tk_load *L, const char *field, const char *type, const char *supported) {
-    return modattn_error(MODATTN_EUNSUPPORTED,
+    return modattn__error(MODATTN_EUNSUPPORTED,
                          "tokenizer %s: field \"%s\": \"%s\" is not supported (with a Unigram model: %s)",
                          L->path, field, type, supported);
 }
@@ -45,7 +47,7 @@ static int unsupported(const tk_load *L, const char *field, const char *type, co
 /* Decode valid UTF-8 (a JSON string) to code points; *n set. NULL on failure. */
 static uint32_t *utf8_to_cps(const char *s, uint32_t *n) {
     size_t len = strlen(s);
-    uint32_t *cps = modattn_malloc((len + 1) * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    uint32_t *cps = modattn__malloc((len + 1) * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
     if (!cps) return NULL;
     size_t pos = 0;
     uint32_t k = 0;
@@ -83,7 +85,7 @@ static int b64_val(int c) {
 static uint8_t *b64_decode(const char *s, size_t *out_len) {
     size_t len = strlen(s);
     if (len % 4) return NULL;
-    uint8_t *out = modattn_malloc(len / 4 * 3 + 1, MODATTN_MEM_OTHER);
+    uint8_t *out = modattn__malloc(len / 4 * 3 + 1, MODATTN_MEM_OTHER);
     if (!out) return NULL;
     size_t n = 0;
     for (size_t i = 0; i < len; i += 4) {
@@ -113,11 +115,11 @@ static int cm_validate(const tk_load *L, const modattn_tokenizer *t) {
     const char *f = "normalizer.precompiled_charsmap";
     size_t n = t->cm_nunits;
     if (n == 0) return uerr(L, MODATTN_EFORMAT, f, "empty double array");
-    uint8_t *seen = modattn_calloc(n, 1, MODATTN_MEM_OTHER);
-    uint32_t *stack = modattn_malloc(n * sizeof(uint32_t), MODATTN_MEM_OTHER);
+    uint8_t *seen = modattn__calloc(n, 1, MODATTN_MEM_OTHER);
+    uint32_t *stack = modattn__malloc(n * sizeof(uint32_t), MODATTN_MEM_OTHER);
     int rc = 0;
     if (!seen || !stack) {
-        rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        rc = modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
         goto done;
     }
     size_t root = du_offset(t->cm_units[0]);
@@ -194,10 +196,10 @@ static int load_charsmap(tk_load *L, json_t *n) {
         }
         p += (size_t)m;
     }
-    t->cm_units = modattn_malloc((nunits ? nunits : 1) * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->cm_pool = modattn_malloc(pool_len + 1, MODATTN_MEM_WEIGHTS);
+    t->cm_units = modattn__malloc((nunits ? nunits : 1) * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->cm_pool = modattn__malloc(pool_len + 1, MODATTN_MEM_WEIGHTS);
     if (!t->cm_units || !t->cm_pool) {
-        rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        rc = modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
         goto done;
     }
     for (size_t i = 0; i < nunits; i++) {
@@ -313,7 +315,7 @@ static int load_nstep(tk_load *L, json_t *n, const char *field) {
             }
             modattn_free(cps);
             if (!ok || !tmp)
-                return modattn_error(MODATTN_EUNSUPPORTED,
+                return modattn__error(MODATTN_EUNSUPPORTED,
                                      "tokenizer %s: field \"normalizer.pattern.Regex\": \"%.60s\" is not supported "
                                      "(only one character repeated, \"X{n,}\" or \"X+\")",
                                      L->path, re);
@@ -327,7 +329,7 @@ static int load_nstep(tk_load *L, json_t *n, const char *field) {
         st->rep = utf8_to_cps(content, &st->nrep);
         st->min_run = min_run;
         t->nnsteps++; /* owned from here on, freed with the tokenizer */
-        if (!st->pat || !st->rep) return modattn_error_prefix(MODATTN_ENOMEM, "loading %s", L->path);
+        if (!st->pat || !st->rep) return modattn__error_prefix(MODATTN_ENOMEM, "loading %s", L->path);
         if (st->npat == 0) return uerr(L, MODATTN_EUNSUPPORTED, "normalizer.pattern", "empty pattern");
         return 0;
     } else {
@@ -423,15 +425,15 @@ static int load_vocab(tk_load *L, json_t *m) {
         slab_bytes += strlen(content) + 1;
     }
     t->nids = max_id + 1;
-    t->slab = modattn_malloc(slab_bytes + 1, MODATTN_MEM_WEIGHTS);
-    t->tok_off = modattn_malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->tok_len = modattn_calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->scores = modattn_calloc(t->nids, sizeof(double), MODATTN_MEM_WEIGHTS);
+    t->slab = modattn__malloc(slab_bytes + 1, MODATTN_MEM_WEIGHTS);
+    t->tok_off = modattn__malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->tok_len = modattn__calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->scores = modattn__calloc(t->nids, sizeof(double), MODATTN_MEM_WEIGHTS);
     size_t nslots = 16;
     while (nslots < count * 2) nslots *= 2;
-    t->slots = modattn_calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
+    t->slots = modattn__calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
     if (!t->slab || !t->tok_off || !t->tok_len || !t->scores || !t->slots)
-        return modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     t->slot_mask = nslots - 1;
     memset(t->tok_off, 0xFF, t->nids * sizeof(uint32_t));
     size_t off = 0;
@@ -477,9 +479,9 @@ int modattn__tk_unigram_load(tk_load *L, const char *type) {
     json_t *m = json_object_get(L->root, "model");
     t->unigram = true;
     t->has_norm = t->has_pretok = false;
-    t->nsteps = modattn_calloc(32, sizeof(tk_nstep), MODATTN_MEM_WEIGHTS);
-    t->psteps = modattn_calloc(16, sizeof(tk_pstep), MODATTN_MEM_WEIGHTS);
-    if (!t->nsteps || !t->psteps) return modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+    t->nsteps = modattn__calloc(32, sizeof(tk_nstep), MODATTN_MEM_WEIGHTS);
+    t->psteps = modattn__calloc(16, sizeof(tk_pstep), MODATTN_MEM_WEIGHTS);
+    if (!t->nsteps || !t->psteps) return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     int rc;
     json_t *n = json_object_get(L->root, "normalizer");
     if (n && !json_is_null(n) && (rc = load_nstep(L, n, "normalizer"))) return rc;
@@ -564,15 +566,15 @@ void modattn__tk_uscratch_free(tk_uscratch *us) {
 
 static int us_get(tk_uscratch **us) {
     if (*us) return 0;
-    *us = modattn_calloc(1, sizeof(tk_uscratch), MODATTN_MEM_OTHER);
-    return *us ? 0 : modattn_mem_last_status();
+    *us = modattn__calloc(1, sizeof(tk_uscratch), MODATTN_MEM_OTHER);
+    return *us ? 0 : modattn__mem_last_status();
 }
 
 static int ch_push(tk_uscratch *us, uint32_t cp, int32_t change) {
     if (us->nch == us->cch) {
         size_t cap = us->cch ? us->cch * 2 : 256;
-        tk_change *c = modattn_realloc(us->ch, cap * sizeof(tk_change), MODATTN_MEM_OTHER);
-        if (!c) return modattn_mem_last_status();
+        tk_change *c = modattn__realloc(us->ch, cap * sizeof(tk_change), MODATTN_MEM_OTHER);
+        if (!c) return modattn__mem_last_status();
         us->ch = c;
         us->cch = cap;
     }
@@ -781,8 +783,8 @@ static int nf_changes(tk_uscratch *us, const tk_char *in, size_t n, bool compat,
     if (!compose) return 0;
     /* the crate's Recompositions: input copied aside, output written over us->ch (never longer) */
     size_t nin = us->nch;
-    tk_change *in2 = modattn_malloc((2 * nin + 1) * sizeof(tk_change), MODATTN_MEM_OTHER);
-    if (!in2) return modattn_mem_last_status();
+    tk_change *in2 = modattn__malloc((2 * nin + 1) * sizeof(tk_change), MODATTN_MEM_OTHER);
+    if (!in2) return modattn__mem_last_status();
     memcpy(in2, us->ch, nin * sizeof(tk_change));
     tk_change *pend = in2 + nin; /* marks held back behind the composee */
     tk_change *c = us->ch;
@@ -904,8 +906,8 @@ int modattn__tk_unorm(const modattn_tokenizer *t, tk_uscratch **usp, const tk_ch
 static int sp_push(tk_uscratch *us, int w, size_t a, size_t b, size_t orig) {
     if (us->nsp[w] == us->csp[w]) {
         size_t cap = us->csp[w] ? us->csp[w] * 2 : 64;
-        tk_split *s = modattn_realloc(us->sp[w], cap * sizeof(tk_split), MODATTN_MEM_OTHER);
-        if (!s) return modattn_mem_last_status();
+        tk_split *s = modattn__realloc(us->sp[w], cap * sizeof(tk_split), MODATTN_MEM_OTHER);
+        if (!s) return modattn__mem_last_status();
         us->sp[w] = s;
         us->csp[w] = cap;
     }
@@ -982,8 +984,8 @@ static int grow_word(tk_uscratch *us, size_t nbytes) {
     size_t cap = nbytes + 1 < 1024 ? 1024 : (nbytes + 1) * 2;
     void *p;
 #define GROW(f, sz)                                                      \
-    if (!(p = modattn_realloc(us->f, cap * (sz), MODATTN_MEM_OTHER))) \
-        return modattn_mem_last_status();                                \
+    if (!(p = modattn__realloc(us->f, cap * (sz), MODATTN_MEM_OTHER))) \
+        return modattn__mem_last_status();                                \
     us->f = p;
     GROW(buf, 1)
     GROW(bchar, sizeof(uint32_t))
@@ -1042,7 +1044,7 @@ static int unigram_word(const modattn_tokenizer *t, tk_uscratch *us, const tk_ch
         }
         if (!single) {
             if (t->unk_id < 0)
-                return modattn_error(MODATTN_EFORMAT,
+                return modattn__error(MODATTN_EFORMAT,
                                      "tokenizer: a character is in no piece and the model has no unk_id");
             double cand = unk_score + here;
             if (from[next] < 0 || cand > score[next]) {

@@ -11,6 +11,8 @@
 
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "model/tokenizer_internal.h"
 
 /* ------------------------------------------------------------------ Unicode classes */
@@ -122,11 +124,11 @@ int modattn__tk_vec_reserve(tk_vec *x, size_t need) {
     size_t cap = x->cap ? x->cap : 256;
     while (cap < need) {
         if (cap > ((size_t)-1) / 2 / sizeof(tk_char))
-            return modattn_error(MODATTN_ENOMEM, "tokenizer: text too long");
+            return modattn__error(MODATTN_ENOMEM, "tokenizer: text too long");
         cap *= 2;
     }
-    tk_char *v = modattn_realloc(x->v, cap * sizeof(tk_char), MODATTN_MEM_OTHER);
-    if (!v) return modattn_mem_last_status();
+    tk_char *v = modattn__realloc(x->v, cap * sizeof(tk_char), MODATTN_MEM_OTHER);
+    if (!v) return modattn__mem_last_status();
     x->v = v;
     x->cap = cap;
     return 0;
@@ -178,16 +180,16 @@ int modattn__tk_build_trie(tk_load *L) {
             nkeys++;
             bytes += t->tok_len[id];
         }
-    if (bytes + 1 >= TK_NONE) return modattn_error(MODATTN_ERANGE, "loading %s: field \"model.vocab\": too many bytes", L->path);
-    tk_key *keys = modattn_malloc(nkeys * sizeof(tk_key), MODATTN_MEM_OTHER);
+    if (bytes + 1 >= TK_NONE) return modattn__error(MODATTN_ERANGE, "loading %s: field \"model.vocab\": too many bytes", L->path);
+    tk_key *keys = modattn__malloc(nkeys * sizeof(tk_key), MODATTN_MEM_OTHER);
     /* work items: node, key range [lo, hi), depth */
     typedef struct { uint32_t node, lo, hi, depth; } item;
-    item *work = modattn_malloc((bytes + 1) * sizeof(item), MODATTN_MEM_OTHER);
-    t->trie = modattn_malloc((bytes + 1) * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
-    t->trie_label = modattn_malloc(bytes + 1, MODATTN_MEM_WEIGHTS);
+    item *work = modattn__malloc((bytes + 1) * sizeof(item), MODATTN_MEM_OTHER);
+    t->trie = modattn__malloc((bytes + 1) * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
+    t->trie_label = modattn__malloc(bytes + 1, MODATTN_MEM_WEIGHTS);
     int rc = 0;
     if (!keys || !work || !t->trie || !t->trie_label) {
-        rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+        rc = modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
         goto done;
     }
     size_t k = 0;
@@ -223,12 +225,12 @@ int modattn__tk_build_trie(tk_load *L) {
         if (t->trie[w.node].n >= TK_DENSE_MIN) t->trie[w.node].dense = ndense++;
     }
     /* give back the unused tail, then fill the dense tables */
-    tk_node *shrunk = modattn_realloc(t->trie, nnodes * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
+    tk_node *shrunk = modattn__realloc(t->trie, nnodes * sizeof(tk_node), MODATTN_MEM_WEIGHTS);
     if (shrunk) t->trie = shrunk;
     if (ndense) {
-        t->trie_dense = modattn_calloc((size_t)ndense * 256, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+        t->trie_dense = modattn__calloc((size_t)ndense * 256, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
         if (!t->trie_dense) {
-            rc = modattn_error_prefix(modattn_mem_last_status(), "loading %s", L->path);
+            rc = modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
             goto done;
         }
         for (uint32_t i = 0; i < nnodes; i++) {

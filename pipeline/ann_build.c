@@ -12,6 +12,10 @@
 
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/ann_internal.h"
 
 /* ---------------------------------------------------------------- building and updating */
@@ -59,16 +63,16 @@ static int write_file(const char *path, ann_header *h, emit_fn emit, void *src) 
     modattn__sidecar_tmp t;
     /* builders are not serialised by the store's lock: only a dead one's temporary is removed */
     if (modattn__sidecar_begin(&t, path, true) != 0)
-        return modattn_error(MODATTN_EIO, "cannot write the ANN index %s: %s", t.tmp, strerror(t.err));
+        return modattn__error(MODATTN_EIO, "cannot write the ANN index %s: %s", t.tmp, strerror(t.err));
     writer w = {t.fd, ANN_HEADER, XXH3_createState(), 0};
     int st = 0;
     char msg[256] = "";
-    if (!w.xx) st = modattn_error(MODATTN_ENOMEM, "writing the ANN index: checksum state");
+    if (!w.xx) st = modattn__error(MODATTN_ENOMEM, "writing the ANN index: checksum state");
     if (!st) {
         XXH3_64bits_reset(w.xx);
         st = emit(src, &w, msg, sizeof msg);
-        if (st && w.err) st = modattn_error(MODATTN_EIO, "cannot write the ANN index %s: %s", t.tmp, strerror(w.err));
-        else if (st) st = modattn_error(st, "writing the ANN index %s: %s", t.tmp, msg);
+        if (st && w.err) st = modattn__error(MODATTN_EIO, "cannot write the ANN index %s: %s", t.tmp, strerror(w.err));
+        else if (st) st = modattn__error(st, "writing the ANN index %s: %s", t.tmp, msg);
     }
     if (!st) {
         h->payload_bytes = w.at - ANN_HEADER;
@@ -85,10 +89,10 @@ static int write_file(const char *path, ann_header *h, emit_fn emit, void *src) 
     char dir[4200];
     modattn__sidecar_parent_dir(path, dir, sizeof dir);
     if (strcmp(t.what, "rename") == 0)
-        return modattn_error(MODATTN_EIO, "cannot rename %s to %s: %s", t.tmp, path, strerror(t.err));
+        return modattn__error(MODATTN_EIO, "cannot rename %s to %s: %s", t.tmp, path, strerror(t.err));
     if (strcmp(t.what, "fsync of the folder") == 0)
-        return modattn_error(MODATTN_EIO, "fsync of the folder %s: %s", dir, strerror(t.err));
-    return modattn_error(MODATTN_EIO, "cannot write the ANN index %s: %s: %s", t.tmp, t.what, strerror(t.err));
+        return modattn__error(MODATTN_EIO, "fsync of the folder %s: %s", dir, strerror(t.err));
+    return modattn__error(MODATTN_EIO, "cannot write the ANN index %s: %s: %s", t.tmp, t.what, strerror(t.err));
 }
 
 /* A compact kind's payload: every row's codes, then (int8) every row's scale. */
@@ -100,8 +104,8 @@ static int emit_flat(void *src, writer *w, char *msg, size_t len) {
     const flat_src *f = src;
     const modattn_store_vectors *v = f->v;
     const size_t stride = modattn__flat_stride(f->c, v->dim), block = 1024;
-    unsigned char *buf = modattn_malloc(block * stride, MODATTN_MEM_WORKSPACE);
-    float *scales = f->c == MODATTN__FLAT_INT8 ? modattn_malloc((v->rows ? v->rows : 1) * sizeof(float), MODATTN_MEM_WORKSPACE) : NULL;
+    unsigned char *buf = modattn__malloc(block * stride, MODATTN_MEM_WORKSPACE);
+    float *scales = f->c == MODATTN__FLAT_INT8 ? modattn__malloc((v->rows ? v->rows : 1) * sizeof(float), MODATTN_MEM_WORKSPACE) : NULL;
     int st = 0;
     if (!buf || (f->c == MODATTN__FLAT_INT8 && !scales)) {
         snprintf(msg, len, "out of memory for the codes");
@@ -153,13 +157,13 @@ static int add_rows(modattn__faiss *f, const modattn_store_vectors *v, size_t fr
         const float *x = sg->data + r * v->ld;
         float *buf = NULL;
         if (v->ld != dim) {
-            if (!(buf = modattn_malloc(n * dim * sizeof(float), MODATTN_MEM_WORKSPACE))) return modattn_mem_last_status();
+            if (!(buf = modattn__malloc(n * dim * sizeof(float), MODATTN_MEM_WORKSPACE))) return modattn__mem_last_status();
             for (size_t i = 0; i < n; i++) memcpy(buf + i * dim, x + i * v->ld, dim * sizeof(float));
             x = buf;
         }
         char msg[256] = "";
         if ((st = modattn__faiss_add(f, n, x, threads, msg, sizeof msg)))
-            st = modattn_error(st, "adding rows to the ANN index: %s", msg);
+            st = modattn__error(st, "adding rows to the ANN index: %s", msg);
         modattn_free(buf);
         done += n;
         if (progress) progress(ud, "add", done, total);
@@ -175,8 +179,8 @@ static int train(modattn__faiss *f, const modattn_store_vectors *v, const modatt
         want = (size_t)256 << p->pq_nbits;
     if (want > v->rows) want = v->rows;
     const size_t dim = v->dim;
-    float *x = modattn_malloc(want * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
-    if (!x) return modattn_mem_last_status();
+    float *x = modattn__malloc(want * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
+    if (!x) return modattn__mem_last_status();
     for (size_t i = 0; i < want; i++) {
         const size_t row = (size_t)((double)i * (double)v->rows / (double)want);
         int64_t id;
@@ -185,7 +189,7 @@ static int train(modattn__faiss *f, const modattn_store_vectors *v, const modatt
     }
     char msg[256] = "";
     int st = modattn__faiss_train(f, want, x, threads, msg, sizeof msg);
-    if (st) st = modattn_error(st, "training the ANN index: %s", msg);
+    if (st) st = modattn__error(st, "training the ANN index: %s", msg);
     modattn_free(x);
     return st;
 }
@@ -204,9 +208,9 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     modattn_ann_update dummy;
     if (!u) u = &dummy;
     memset(u, 0, sizeof *u);
-    if (!s) return modattn_error(MODATTN_EINVAL, "modattn_store_update_ann: NULL store");
+    if (!s) return modattn__error(MODATTN_EINVAL, "modattn_store_update_ann: NULL store");
     char path[4200];
-    int st = modattn_store_ann_file_path(s, path, sizeof path);
+    int st = modattn__store_ann_file_path(s, path, sizeof path);
     if (st) return st;
     if (remove) {
         if (unlink(path) == 0) {
@@ -214,7 +218,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
             return 0;
         }
         if (errno == ENOENT) return 0;
-        return modattn_error(MODATTN_EIO, "cannot remove the ANN index %s: %s", path, strerror(errno));
+        return modattn__error(MODATTN_EIO, "cannot remove the ANN index %s: %s", path, strerror(errno));
     }
     const bool present = access(path, F_OK) == 0;
     if (kind == MODATTN_ANN_NONE && !present) return 0;
@@ -231,7 +235,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     if (valid < 0) return valid;
     if (kind == MODATTN_ANN_NONE) {
         if (valid != 1)
-            return modattn_error(MODATTN_EFORMAT,
+            return modattn__error(MODATTN_EFORMAT,
                                  "%s cannot be updated: %s; `modattn index --ann KIND` builds it again, or `--ann none` "
                                  "removes it",
                                  path, why);
@@ -239,7 +243,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
     }
     if ((st = modattn_ann_kind_available(kind))) {
         modattn__ann_unmap_file(&old);
-        return modattn_error_prefix(st, "%s %s", present ? "updating the ANN index" : "building the ANN index", path);
+        return modattn__error_prefix(st, "%s %s", present ? "updating the ANN index" : "building the ANN index", path);
     }
 #if !MODATTN_HAVE_FAISS
     (void)exec, (void)progress, (void)ud;
@@ -254,22 +258,22 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
 #if MODATTN_HAVE_FAISS
     modattn__faiss *f = NULL;
 #endif
-    if ((st = modattn_store_open_vectors(s, &v))) goto done;
+    if ((st = modattn__store_open_vectors(s, &v))) goto done;
     if (v.dim != mdim) {
-        st = modattn_error(MODATTN_EFORMAT, "the store's vectors are of dimension %zu, its model's %zu", v.dim, mdim);
+        st = modattn__error(MODATTN_EFORMAT, "the store's vectors are of dimension %zu, its model's %zu", v.dim, mdim);
         goto done;
     }
     if (v.nseg > ANN_MAX_SEG) {
-        st = modattn_error(MODATTN_ERANGE, "the vectors have %zu segments", v.nseg);
+        st = modattn__error(MODATTN_ERANGE, "the vectors have %zu segments", v.nseg);
         goto done;
     }
     if (v.rows == 0) {
-        st = modattn_error(MODATTN_ENOTFOUND, "the store has no vectors to build an ANN index from: index documents first");
+        st = modattn__error(MODATTN_ENOTFOUND, "the store has no vectors to build an ANN index from: index documents first");
         goto done;
     }
     modattn_ann_params r;
     /* an index there keeps its own training-time choices (nlist, nbits) while it is added to */
-    if ((st = modattn_ann_resolve(kind, valid == 1 && old.h.kind == (uint32_t)kind && !p ? old.h.trained_rows : v.rows,
+    if ((st = modattn__ann_resolve(kind, valid == 1 && old.h.kind == (uint32_t)kind && !p ? old.h.trained_rows : v.rows,
                                   v.dim, &want, &r)))
         goto done;
     ann_seg seg[ANN_MAX_SEG];
@@ -322,7 +326,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
                 h.generation = v.generation;
                 int fd = open(path, O_WRONLY | O_CLOEXEC);
                 if (fd < 0 || write_header_at(fd, &h) != 0 || fsync(fd) != 0)
-                    st = modattn_error(MODATTN_EIO, "cannot update the ANN index %s: %s", path, strerror(errno));
+                    st = modattn__error(MODATTN_EIO, "cannot update the ANN index %s: %s", path, strerror(errno));
                 if (fd >= 0) close(fd);
             }
             u->rows = v.rows;
@@ -334,12 +338,12 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
         } else {
 #if MODATTN_HAVE_FAISS
             char msg[256] = "";
-            if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)old.h.payload_bytes))) goto done;
+            if ((st = modattn__mem_account(MODATTN_MEM_INDEX, (int64_t)old.h.payload_bytes))) goto done;
             st = modattn__faiss_read((const unsigned char *)old.map + ANN_HEADER, old.h.payload_bytes, modattn__scan_best(), &f,
                                      msg, sizeof msg);
-            modattn_mem_account(MODATTN_MEM_INDEX, -(int64_t)old.h.payload_bytes);
+            modattn__mem_account(MODATTN_MEM_INDEX, -(int64_t)old.h.payload_bytes);
             if (st) {
-                st = modattn_error(st, "reading the ANN index %s: %s", path, msg);
+                st = modattn__error(st, "reading the ANN index %s: %s", path, msg);
                 goto done;
             }
             modattn__ann_unmap_file(&old);
@@ -363,7 +367,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
             char factory[96], msg[256] = "";
             factory_for(kind, &r, factory, sizeof factory);
             if ((st = modattn__faiss_create(factory, v.dim, r.ef_construction, modattn__scan_best(), &f, msg, sizeof msg))) {
-                st = modattn_error(st, "creating the ANN index (%s): %s", factory, msg);
+                st = modattn__error(st, "creating the ANN index (%s): %s", factory, msg);
                 goto done;
             }
             if (!modattn__faiss_is_trained(f)) {
@@ -403,7 +407,7 @@ done:
 #if MODATTN_HAVE_FAISS
     modattn__faiss_free(f);
 #endif
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     if (st) memset(u, 0, sizeof *u);
     return st;
 }

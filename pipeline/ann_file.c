@@ -11,11 +11,13 @@
 #include <xxhash.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
 #include "pipeline/ann_internal.h"
 
-int modattn_store_ann_file_path(const modattn_store *s, char *buf, size_t len) {
+int modattn__store_ann_file_path(const modattn_store *s, char *buf, size_t len) {
     int w = snprintf(buf, len, "%s.ann", modattn_store_path(s));
-    if (w < 0 || (size_t)w >= len) return modattn_error(MODATTN_EINVAL, "ANN index path too long");
+    if (w < 0 || (size_t)w >= len) return modattn__error(MODATTN_EINVAL, "ANN index path too long");
     return 0;
 }
 

@@ -8,6 +8,8 @@
 
 #include "core/blas.h" /* modattn__sgemm_nt: the host BLAS */
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "pipeline/ann_flat.h"
 #include "pipeline/hits.h"
 
@@ -161,7 +163,7 @@ static void decode_scalar(const unsigned char *codes, size_t stride, const float
 
 static modattn__flat_decode_fn decoder(void) {
 #if defined(MODATTN_SCAN_X86)
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     if (f->avx2 && f->fma && f->f16c) return modattn__flat_decode_avx2;
 #endif
     return decode_scalar;
@@ -169,7 +171,7 @@ static modattn__flat_decode_fn decoder(void) {
 
 static modattn__flat_fn kernel_for(modattn__flat_code c) {
 #if defined(MODATTN_SCAN_X86)
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     if (f->avx2 && f->fma && f->f16c) {
         if (c == MODATTN__FLAT_F16) return modattn__flat_f16_avx2;
         if (c == MODATTN__FLAT_INT8) return modattn__flat_int8_avx2;
@@ -254,7 +256,7 @@ int modattn__flat_candidates(modattn__flat_code c, const unsigned char *codes, c
     const bool par = exec && exec->parallel_for && exec->nthreads > 1 && ntasks > 1;
     const size_t nthreads = par ? (size_t)exec->nthreads : 1;
     if (fetch > SIZE_MAX / sizeof(modattn_hit) / nthreads / nq)
-        return modattn_error(MODATTN_ERANGE, "compact scan: %zu queries x %zu candidates is too large", nq, fetch);
+        return modattn__error(MODATTN_ERANGE, "compact scan: %zu queries x %zu candidates is too large", nq, fetch);
     flat_job j = {kernel_for(c), gemm ? decoder() : NULL, codes, scales, rows, dim, modattn__flat_stride(c, dim), nq, fetch, 0, NULL, mask,
                   NULL, NULL, NULL, NULL};
     j.qbytes = c == MODATTN__FLAT_BINARY ? j.stride : dim * sizeof(float);
@@ -262,22 +264,22 @@ int modattn__flat_candidates(modattn__flat_code c, const unsigned char *codes, c
     unsigned char *qb = NULL;
     if (c == MODATTN__FLAT_BINARY) {
         /* the queries' sign bits: the same encoder as the rows' */
-        if (!(qb = modattn_calloc(nq, j.stride, MODATTN_MEM_WORKSPACE))) return modattn_mem_last_status();
+        if (!(qb = modattn__calloc(nq, j.stride, MODATTN_MEM_WORKSPACE))) return modattn__mem_last_status();
         modattn__flat_encode(c, queries, nq, dim, dim, qb, NULL);
         j.q = qb;
     } else {
         j.q = (const unsigned char *)queries;
     }
-    j.scores = modattn_malloc(nthreads * (gemm ? GEMM_QUERIES * GEMM_ROWS : FLAT_ROWS) * sizeof(float),
+    j.scores = modattn__malloc(nthreads * (gemm ? GEMM_QUERIES * GEMM_ROWS : FLAT_ROWS) * sizeof(float),
                               MODATTN_MEM_WORKSPACE);
-    if (gemm) j.rows_f32 = modattn_malloc(nthreads * GEMM_ROWS * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
-    j.heaps = modattn_malloc(nthreads * nq * fetch * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
-    j.heap_n = modattn_calloc(nthreads * nq, sizeof(size_t), MODATTN_MEM_WORKSPACE);
+    if (gemm) j.rows_f32 = modattn__malloc(nthreads * GEMM_ROWS * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
+    j.heaps = modattn__malloc(nthreads * nq * fetch * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
+    j.heap_n = modattn__calloc(nthreads * nq, sizeof(size_t), MODATTN_MEM_WORKSPACE);
     if (!j.scores || !j.heaps || !j.heap_n || (gemm && !j.rows_f32)) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
-    uint64_t tr = modattn_trace_begin();
+    uint64_t tr = modattn__trace_begin();
     void (*task)(void *, int64_t, int) = gemm ? gemm_task : flat_task;
     if (par) exec->parallel_for(exec, (int64_t)ntasks, task, &j);
     else
@@ -285,7 +287,7 @@ int modattn__flat_candidates(modattn__flat_code c, const unsigned char *codes, c
     if (tr) {
         char shape[96];
         snprintf(shape, sizeof shape, "rows=%zu queries=%zu fetch=%zu", rows, nq, fetch);
-        modattn_trace_end(tr, "search.ann",
+        modattn__trace_end(tr, "search.ann",
                           c == MODATTN__FLAT_F16    ? "scan f16"
                           : c == MODATTN__FLAT_INT8 ? "scan int8"
                                                     : "scan binary",

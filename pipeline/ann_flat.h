@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 #include "modattn/search.h"
 
 typedef enum modattn__flat_code { MODATTN__FLAT_F16 = 1, MODATTN__FLAT_INT8, MODATTN__FLAT_BINARY } modattn__flat_code;

@@ -1,12 +1,13 @@
 /* pipeline/ann_flat_avx2.c — the compact scan's kernels for AVX2 + FMA + F16C (ann_flat.h): f16
  * rows widened by vcvtph2ps, int8 rows by vpmovsxbd + vcvtdq2ps, each into four FMA accumulators;
  * binary rows by popcnt over 64-bit words. Compiled with -mavx2 -mfma -mf16c -mpopcnt; called only
- * when modattn_cpu_get() reports AVX2, FMA and F16C (popcnt comes with them). */
+ * when modattn__cpu_get() reports AVX2, FMA and F16C (popcnt comes with them). */
 #include <immintrin.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "pipeline/ann_flat.h"
+#include "core/internal_core.h"
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

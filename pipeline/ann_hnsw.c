@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
 #include "pipeline/ann_hnsw.h"
 
 typedef struct hnsw_item {
@@ -105,8 +106,8 @@ void modattn__hnsw_check(const modattn__hnsw_view *g, char *why, size_t len) {
 int modattn__hnsw_scratch_fit(modattn__hnsw_scratch *s, const modattn__hnsw_view *g, size_t ef) {
     if (s->n != g->n || !s->visited) {
         modattn_free(s->visited);
-        s->visited = modattn_calloc(g->n ? g->n : 1, 1, MODATTN_MEM_WORKSPACE);
-        if (!s->visited) return modattn_mem_last_status();
+        s->visited = modattn__calloc(g->n ? g->n : 1, 1, MODATTN_MEM_WORKSPACE);
+        if (!s->visited) return modattn__mem_last_status();
         s->n = g->n;
         s->tag = 0;
     }
@@ -118,15 +119,15 @@ int modattn__hnsw_scratch_fit(modattn__hnsw_scratch *s, const modattn__hnsw_view
     if (s->cap < need || !s->cand) {
         modattn_free(s->cand);
         modattn_free(s->res);
-        s->cand = modattn_malloc(need * sizeof *s->cand, MODATTN_MEM_WORKSPACE);
-        s->res = modattn_malloc((ef + 1) * sizeof *s->res, MODATTN_MEM_WORKSPACE);
+        s->cand = modattn__malloc(need * sizeof *s->cand, MODATTN_MEM_WORKSPACE);
+        s->res = modattn__malloc((ef + 1) * sizeof *s->res, MODATTN_MEM_WORKSPACE);
         s->cap = s->cand && s->res ? need : 0;
-        if (!s->cap) return modattn_mem_last_status();
+        if (!s->cap) return modattn__mem_last_status();
     }
     if (s->bufcap < maxdeg + 1 || !s->buf) {
         modattn_free(s->buf);
-        s->buf = modattn_malloc((maxdeg + 1) * sizeof *s->buf, MODATTN_MEM_WORKSPACE);
-        if (!s->buf) return modattn_mem_last_status();
+        s->buf = modattn__malloc((maxdeg + 1) * sizeof *s->buf, MODATTN_MEM_WORKSPACE);
+        if (!s->buf) return modattn__mem_last_status();
         s->bufcap = maxdeg + 1;
     }
     return 0;

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
 #include "pipeline/ann_internal.h"
 
 const char *modattn_ann_kind_name(modattn_ann_kind k) {
@@ -30,23 +32,23 @@ int modattn_ann_kind_parse(const char *name, modattn_ann_kind *out) {
             *out = all[i];
             return 0;
         }
-    return modattn_error(MODATTN_EINVAL, "unknown ANN index kind '%s' (hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none)",
+    return modattn__error(MODATTN_EINVAL, "unknown ANN index kind '%s' (hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none)",
                          name ? name : "(null)");
 }
 
-bool modattn_ann_kind_needs_faiss(modattn_ann_kind k) {
+bool modattn__ann_kind_needs_faiss(modattn_ann_kind k) {
     return k == MODATTN_ANN_HNSW || k == MODATTN_ANN_IVF_SQ8 || k == MODATTN_ANN_IVF_PQ;
 }
 
 int modattn_ann_kind_available(modattn_ann_kind k) {
-    return modattn_ann_kind_needs_faiss(k) ? modattn_ann_available() : 0;
+    return modattn__ann_kind_needs_faiss(k) ? modattn_ann_available() : 0;
 }
 
 int modattn_ann_available(void) {
 #if MODATTN_HAVE_FAISS
     return 0;
 #else
-    return modattn_error(MODATTN_EUNSUPPORTED,
+    return modattn__error(MODATTN_EUNSUPPORTED,
                          "this build of modattn has no FAISS: install it (Debian: apt-get install libfaiss-dev, "
                          "or `make deps`) and build again");
 #endif
@@ -79,7 +81,7 @@ static const param_def PARAMS[] = {
 #define NPARAMS (sizeof PARAMS / sizeof PARAMS[0])
 
 int modattn_ann_params_parse(const char *text, modattn_ann_params *p) {
-    if (!text || !p) return modattn_error(MODATTN_EINVAL, "ANN parameters: NULL argument");
+    if (!text || !p) return modattn__error(MODATTN_EINVAL, "ANN parameters: NULL argument");
     const char *s = text;
     while (*s) {
         const char *end = strchr(s, ',');
@@ -91,7 +93,7 @@ int modattn_ann_params_parse(const char *text, modattn_ann_params *p) {
             continue;
         }
         if (!eq)
-            return modattn_error(MODATTN_EINVAL, "ANN parameters: '%.*s' is not NAME=VALUE (e.g. M=32,efSearch=64)",
+            return modattn__error(MODATTN_EINVAL, "ANN parameters: '%.*s' is not NAME=VALUE (e.g. M=32,efSearch=64)",
                                  (int)(len > 64 ? 64 : len), s);
         const size_t nl = (size_t)(eq - s);
         const param_def *d = NULL;
@@ -100,14 +102,14 @@ int modattn_ann_params_parse(const char *text, modattn_ann_params *p) {
                 (PARAMS[i].alias && strlen(PARAMS[i].alias) == nl && memcmp(PARAMS[i].alias, s, nl) == 0))
                 d = &PARAMS[i];
         if (!d)
-            return modattn_error(MODATTN_EINVAL,
+            return modattn__error(MODATTN_EINVAL,
                                  "ANN parameters: unknown parameter '%.*s' (M, efConstruction, nlist, m, nbits, "
                                  "efSearch, nprobe, rescore)",
                                  (int)(nl > 64 ? 64 : nl), s);
         char num[32];
         const size_t vl = len - nl - 1;
         if (vl == 0 || vl >= sizeof num)
-            return modattn_error(MODATTN_EINVAL, "ANN parameters: %s needs a whole number in %ld..%ld (%s)", d->name,
+            return modattn__error(MODATTN_EINVAL, "ANN parameters: %s needs a whole number in %ld..%ld (%s)", d->name,
                                  d->lo, d->hi, d->what);
         memcpy(num, eq + 1, vl);
         num[vl] = '\0';
@@ -115,7 +117,7 @@ int modattn_ann_params_parse(const char *text, modattn_ann_params *p) {
         errno = 0;
         long v = strtol(num, &e, 10);
         if (errno || !e || *e || e == num || v < d->lo || v > d->hi)
-            return modattn_error(MODATTN_EINVAL, "ANN parameters: %s=%s is out of range: a whole number in %ld..%ld (%s)",
+            return modattn__error(MODATTN_EINVAL, "ANN parameters: %s=%s is out of range: a whole number in %ld..%ld (%s)",
                                  d->name, num, d->lo, d->hi, d->what);
         *(int *)((char *)p + d->offset) = (int)v;
         if (!end) break;
@@ -153,7 +155,7 @@ void modattn_ann_params_format(modattn_ann_kind kind, const modattn_ann_params *
 /* FAISS's k-means wants 39 training rows per centroid at least (fewer: it warns on stderr). */
 #define ROWS_PER_CENTROID 39
 
-int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const modattn_ann_params *p,
+int modattn__ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const modattn_ann_params *p,
                         modattn_ann_params *out) {
     modattn_ann_params r;
     memset(&r, 0, sizeof r);
@@ -162,7 +164,7 @@ int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const mo
         *out = r;
         return 0;
     }
-    if (rows == 0) return modattn_error(MODATTN_EINVAL, "an ANN index needs vectors: the store has none");
+    if (rows == 0) return modattn__error(MODATTN_EINVAL, "an ANN index needs vectors: the store has none");
     if (ann_is_flat(kind)) {
         const int rescore = r.rescore;
         memset(&r, 0, sizeof r);
@@ -175,7 +177,7 @@ int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const mo
     } else {
         const size_t most = rows / ROWS_PER_CENTROID ? rows / ROWS_PER_CENTROID : 1;
         if (r.nlist && (size_t)r.nlist > most)
-            return modattn_error(MODATTN_EINVAL,
+            return modattn__error(MODATTN_EINVAL,
                                  "ANN parameters: nlist=%d needs %d x %d rows to train; the store has %zu (nlist "
                                  "at most %zu)",
                                  r.nlist, ROWS_PER_CENTROID, r.nlist, rows, most);
@@ -193,14 +195,14 @@ int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const mo
                 while (dim % (size_t)r.pq_m) r.pq_m--;
             }
             if (dim % (size_t)r.pq_m)
-                return modattn_error(MODATTN_EINVAL, "ANN parameters: m=%d does not divide the dimension %zu", r.pq_m,
+                return modattn__error(MODATTN_EINVAL, "ANN parameters: m=%d does not divide the dimension %zu", r.pq_m,
                                      dim);
             if (!r.pq_nbits) {
                 r.pq_nbits = 8;
                 while (r.pq_nbits > 1 && ((size_t)ROWS_PER_CENTROID << r.pq_nbits) > rows) r.pq_nbits--;
             }
             if (((size_t)ROWS_PER_CENTROID << r.pq_nbits) > rows && r.pq_nbits > 1)
-                return modattn_error(MODATTN_EINVAL,
+                return modattn__error(MODATTN_EINVAL,
                                      "ANN parameters: nbits=%d needs %d x %d rows to train; the store has %zu",
                                      r.pq_nbits, ROWS_PER_CENTROID, 1 << r.pq_nbits, rows);
         } else {

@@ -13,6 +13,10 @@
 
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_search.h"
 #include "pipeline/ann_internal.h"
 #if MODATTN_HAVE_FAISS
 #include "core/env.h"
@@ -30,13 +34,13 @@ static size_t fetch_for(const ann_header *h, const modattn_ann_params *search, s
     return r < k ? k : r;
 }
 
-int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_ann **out, char *why, size_t len) {
-    if (!out || !why || !len) return modattn_error(MODATTN_EINVAL, "modattn_ann_open: NULL argument");
+int modattn__ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_ann **out, char *why, size_t len) {
+    if (!out || !why || !len) return modattn__error(MODATTN_EINVAL, "modattn__ann_open: NULL argument");
     *out = NULL;
     why[0] = '\0';
-    if (!s || !v) return modattn_error(MODATTN_EINVAL, "modattn_ann_open: NULL argument");
+    if (!s || !v) return modattn__error(MODATTN_EINVAL, "modattn__ann_open: NULL argument");
     char path[4200];
-    int st = modattn_store_ann_file_path(s, path, sizeof path);
+    int st = modattn__store_ann_file_path(s, path, sizeof path);
     if (st) return st;
     if (access(path, F_OK) != 0) return 0;
     if (v->nseg > ANN_MAX_SEG) {
@@ -60,10 +64,10 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         modattn__ann_unmap_file(&f);
         return 0;
     }
-    modattn_ann *a = modattn_calloc(1, sizeof *a, MODATTN_MEM_INDEX);
+    modattn_ann *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_INDEX);
     if (!a) {
         modattn__ann_unmap_file(&f);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     a->h = f.h;
     if (ann_is_flat(f.h.kind)) {
@@ -81,10 +85,10 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
     return 0;
 #else
     /* FAISS allocates with new: its bytes are counted (and budgeted) here as what they are */
-    if ((st = modattn_mem_account(MODATTN_MEM_INDEX, (int64_t)f.h.payload_bytes))) {
+    if ((st = modattn__mem_account(MODATTN_MEM_INDEX, (int64_t)f.h.payload_bytes))) {
         modattn__ann_unmap_file(&f);
         modattn_free(a);
-        return modattn_error(st, "the ANN index %s (%llu bytes) is over the memory budget", path,
+        return modattn__error(st, "the ANN index %s (%llu bytes) is over the memory budget", path,
                              (unsigned long long)f.h.payload_bytes);
     }
     a->accounted = (int64_t)f.h.payload_bytes;
@@ -98,8 +102,8 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
         st = MODATTN_EFORMAT;
     }
     if (st == MODATTN_ENOMEM) {
-        modattn_ann_close(a);
-        return modattn_error(st, "reading the ANN index %s: %s", path, msg);
+        modattn__ann_close(a);
+        return modattn__error(st, "reading the ANN index %s: %s", path, msg);
     }
     if (!st && modattn__faiss_hnsw_view(a->f, &a->g)) {
         /* a graph that is not whole would send the walk outside its arrays: not used */
@@ -111,7 +115,7 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
     }
     if (st) {
         snprintf(why, len, "%s: %s", path, msg);
-        modattn_ann_close(a);
+        modattn__ann_close(a);
         return 0;
     }
     *out = a;
@@ -119,13 +123,13 @@ int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_a
 #endif
 }
 
-int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t *file_bytes, char *why, size_t len) {
-    if (!why || !len) return modattn_error(MODATTN_EINVAL, "modattn_ann_peek: NULL argument");
+int modattn__ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t *file_bytes, char *why, size_t len) {
+    if (!why || !len) return modattn__error(MODATTN_EINVAL, "modattn__ann_peek: NULL argument");
     why[0] = '\0';
     if (file_bytes) *file_bytes = 0;
-    if (!s || !v) return modattn_error(MODATTN_EINVAL, "modattn_ann_peek: NULL argument");
+    if (!s || !v) return modattn__error(MODATTN_EINVAL, "modattn__ann_peek: NULL argument");
     char path[4200];
-    int st = modattn_store_ann_file_path(s, path, sizeof path);
+    int st = modattn__store_ann_file_path(s, path, sizeof path);
     if (st) return st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -165,24 +169,24 @@ int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t 
     return 1;
 }
 
-void modattn_ann_close(modattn_ann *a) {
+void modattn__ann_close(modattn_ann *a) {
     if (!a) return;
 #if MODATTN_HAVE_FAISS
     modattn__faiss_free(a->f);
     for (int t = 0; t < a->nscratch; t++) modattn__hnsw_scratch_free(&a->scratch[t]);
     modattn_free(a->scratch);
 #endif
-    if (a->accounted) modattn_mem_account(MODATTN_MEM_INDEX, -a->accounted);
+    if (a->accounted) modattn__mem_account(MODATTN_MEM_INDEX, -a->accounted);
     if (a->map) munmap(a->map, a->map_bytes);
     modattn_free(a);
 }
 
-modattn_ann_kind modattn_ann_get_kind(const modattn_ann *a) { return a ? (modattn_ann_kind)a->h.kind : MODATTN_ANN_NONE; }
-void modattn_ann_get_params(const modattn_ann *a, modattn_ann_params *out) {
+modattn_ann_kind modattn__ann_get_kind(const modattn_ann *a) { return a ? (modattn_ann_kind)a->h.kind : MODATTN_ANN_NONE; }
+void modattn__ann_get_params(const modattn_ann *a, modattn_ann_params *out) {
     if (a && out) ann_params_of(&a->h, out);
 }
-size_t modattn_ann_rows(const modattn_ann *a) { return a ? (size_t)a->h.rows : 0; }
-uint64_t modattn_ann_file_bytes(const modattn_ann *a) { return a ? a->h.payload_bytes + ANN_HEADER : 0; }
+size_t modattn__ann_rows(const modattn_ann *a) { return a ? (size_t)a->h.rows : 0; }
+uint64_t modattn__ann_file_bytes(const modattn_ann *a) { return a ? a->h.payload_bytes + ANN_HEADER : 0; }
 
 typedef struct rescored {
     float score;
@@ -215,16 +219,16 @@ static int flat_batch(const modattn_ann *a, const modattn_store_vectors *v, cons
     if (slice < 1) slice = 1;
     if (slice > nq) slice = nq;
     if (fetch > SIZE_MAX / sizeof(modattn_hit) / slice)
-        return modattn_error(MODATTN_ERANGE, "ann_topk_batch: %zu candidates per query is too many", fetch);
+        return modattn__error(MODATTN_ERANGE, "ann_topk_batch: %zu candidates per query is too many", fetch);
     const modattn__flat_code c = ann_flat_code(a->h.kind);
     const unsigned char *codes = (const unsigned char *)a->map + ANN_HEADER;
     const float *scales =
         c == MODATTN__FLAT_INT8 ? (const float *)(codes + a->h.rows * modattn__flat_stride(c, dim)) : NULL;
-    modattn_hit *cand = modattn_malloc(slice * fetch * sizeof *cand, MODATTN_MEM_WORKSPACE);
-    size_t *nc = modattn_malloc(slice * sizeof *nc, MODATTN_MEM_WORKSPACE);
-    rescored *rs = modattn_malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
+    modattn_hit *cand = modattn__malloc(slice * fetch * sizeof *cand, MODATTN_MEM_WORKSPACE);
+    size_t *nc = modattn__malloc(slice * sizeof *nc, MODATTN_MEM_WORKSPACE);
+    rescored *rs = modattn__malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
     int st = 0;
-    if (!cand || !nc || !rs) st = modattn_mem_last_status();
+    if (!cand || !nc || !rs) st = modattn__mem_last_status();
     for (size_t q = 0; !st && q < nq; q++) {
         const size_t q0 = q / slice * slice; /* the slice of queries q is in */
         if (q == q0) {
@@ -240,7 +244,7 @@ static int flat_batch(const modattn_ann *a, const modattn_store_vectors *v, cons
             const float *x = ann_row_at(v, cand[qi * fetch + j].row, &id);
             if (!x) continue;
             float sc = 0;
-            if ((st = modattn_scan_scores(x, 1, dim, v->ld, queries + q * dim, MODATTN_SCAN_AUTO, &sc))) break;
+            if ((st = modattn__scan_scores(x, 1, dim, v->ld, queries + q * dim, MODATTN_SCAN_AUTO, &sc))) break;
             rs[n++] = (rescored){sc, id};
         }
         qsort(rs, n, sizeof *rs, rescored_cmp);
@@ -275,7 +279,7 @@ static void walk_one(void *ctx, int64_t i, int thread) {
     modattn__hnsw_search(&a->g, a->dot, j->queries + q * a->g.d, j->ef, k, j->v->mask, &a->scratch[thread], ids, sc,
                          &j->nout[q]);
     /* rows to chunk ids, in the exact scan's order (score, then the lower chunk id) */
-    rescored r[64], *rs = k <= 64 ? r : modattn_malloc(k * sizeof *rs, MODATTN_MEM_WORKSPACE);
+    rescored r[64], *rs = k <= 64 ? r : modattn__malloc(k * sizeof *rs, MODATTN_MEM_WORKSPACE);
     for (size_t n = 0; n < j->nout[q]; n++) {
         int64_t id = 0;
         ann_row_at(j->v, (size_t)ids[n], &id);
@@ -301,8 +305,8 @@ static int walk_batch(modattn_ann *a, const modattn_store_vectors *v, const floa
     const bool par = exec && exec->parallel_for && exec->nthreads > 1 && nq >= 2;
     const int threads = par ? exec->nthreads : 1;
     if (a->nscratch < threads) {
-        modattn__hnsw_scratch *sc = modattn_realloc(a->scratch, (size_t)threads * sizeof *sc, MODATTN_MEM_WORKSPACE);
-        if (!sc) return modattn_mem_last_status();
+        modattn__hnsw_scratch *sc = modattn__realloc(a->scratch, (size_t)threads * sizeof *sc, MODATTN_MEM_WORKSPACE);
+        if (!sc) return modattn__mem_last_status();
         memset(sc + a->nscratch, 0, (size_t)(threads - a->nscratch) * sizeof *sc);
         a->scratch = sc;
         a->nscratch = threads;
@@ -313,7 +317,7 @@ static int walk_batch(modattn_ann *a, const modattn_store_vectors *v, const floa
     }
     walk_job j = {a, v, queries, want, ef, ids, scores, nout};
     /* results are written at q * want: spread them to q * k when k > want (fewer rows than k) */
-    uint64_t tr = modattn_trace_begin();
+    uint64_t tr = modattn__trace_begin();
     if (want == k) {
         if (par) exec->parallel_for(exec, (int64_t)nq, walk_one, &j);
         else
@@ -327,23 +331,23 @@ static int walk_batch(modattn_ann *a, const modattn_store_vectors *v, const floa
     if (tr) {
         char shape[96];
         snprintf(shape, sizeof shape, "hnsw rows=%zu queries=%zu ef=%zu", v->rows, nq, ef);
-        modattn_trace_end(tr, "search.ann", "walk", shape, 0, 0);
+        modattn__trace_end(tr, "search.ann", "walk", shape, 0, 0);
     }
     return 0;
 }
 #endif
 
-int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq,
+int modattn__ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq,
                            size_t k, const modattn_ann_params *search, const modattn_exec *exec, int64_t *ids,
                            float *scores, size_t *nout) {
-    if (nq && !nout) return modattn_error(MODATTN_EINVAL, "ann_topk_batch: nout is NULL");
+    if (nq && !nout) return modattn__error(MODATTN_EINVAL, "ann_topk_batch: nout is NULL");
     for (size_t q = 0; q < nq; q++) nout[q] = 0;
     if (!a || !v || (nq && (!queries || (k && (!ids || !scores)))))
-        return modattn_error(MODATTN_EINVAL, "ann_topk_batch: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "ann_topk_batch: NULL argument");
     if (k == 0 || nq == 0 || v->n == 0) return 0;
     bool same = v->rows == a->h.rows && v->dim == a->h.dim && v->nseg == a->h.nseg;
     for (size_t g = 0; same && g < v->nseg; g++) same = v->seg[g].n == a->h.seg[g].n && v->seg[g].row0 == (g ? v->seg[g - 1].row0 + v->seg[g - 1].n : 0);
-    if (!same) return modattn_error(MODATTN_EINVAL, "ann_topk_batch: the vectors are not those the index was opened for");
+    if (!same) return modattn__error(MODATTN_EINVAL, "ann_topk_batch: the vectors are not those the index was opened for");
     if (ann_is_flat(a->h.kind)) return flat_batch(a, v, queries, nq, k, search, exec, ids, scores, nout);
 #if !MODATTN_HAVE_FAISS
     (void)search, (void)exec;
@@ -359,9 +363,9 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     const int threads = exec && exec->nthreads > 0 && nq >= 4 * (size_t)exec->nthreads ? exec->nthreads : 1;
     int st = 0;
     /* queries whose candidates, masked rows left out, were fewer than k: asked again for more */
-    size_t *todo = modattn_malloc(nq * sizeof *todo, MODATTN_MEM_WORKSPACE);
+    size_t *todo = modattn__malloc(nq * sizeof *todo, MODATTN_MEM_WORKSPACE);
     size_t ntodo = nq;
-    if (!todo) return modattn_mem_last_status();
+    if (!todo) return modattn__mem_last_status();
     for (size_t q = 0; q < nq; q++) todo[q] = q;
     float *qbuf = NULL, *dist = NULL;
     int64_t *lab = NULL;
@@ -369,30 +373,30 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
     for (;;) {
         const size_t dim = v->dim;
         if (fetch > SIZE_MAX / sizeof(float) / ntodo) {
-            st = modattn_error(MODATTN_ERANGE, "ann_topk_batch: %zu queries x %zu candidates is too large", ntodo, fetch);
+            st = modattn__error(MODATTN_ERANGE, "ann_topk_batch: %zu queries x %zu candidates is too large", ntodo, fetch);
             break;
         }
         modattn_free(qbuf), modattn_free(dist), modattn_free(lab), modattn_free(rs);
-        qbuf = modattn_malloc(ntodo * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
-        dist = modattn_malloc(ntodo * fetch * sizeof(float), MODATTN_MEM_WORKSPACE);
-        lab = modattn_malloc(ntodo * fetch * sizeof(int64_t), MODATTN_MEM_WORKSPACE);
-        rs = modattn_malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
+        qbuf = modattn__malloc(ntodo * dim * sizeof(float), MODATTN_MEM_WORKSPACE);
+        dist = modattn__malloc(ntodo * fetch * sizeof(float), MODATTN_MEM_WORKSPACE);
+        lab = modattn__malloc(ntodo * fetch * sizeof(int64_t), MODATTN_MEM_WORKSPACE);
+        rs = modattn__malloc(fetch * sizeof *rs, MODATTN_MEM_WORKSPACE);
         if (!qbuf || !dist || !lab || !rs) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             break;
         }
         for (size_t i = 0; i < ntodo; i++) memcpy(qbuf + i * dim, queries + todo[i] * dim, dim * sizeof(float));
         char msg[256] = "";
-        uint64_t tr = modattn_trace_begin();
+        uint64_t tr = modattn__trace_begin();
         if ((st = modattn__faiss_search(a->f, ntodo, qbuf, fetch, ef, nprobe, threads, dist, lab, msg, sizeof msg))) {
-            st = modattn_error(st, "searching the ANN index: %s", msg);
+            st = modattn__error(st, "searching the ANN index: %s", msg);
             break;
         }
         if (tr) {
             char shape[96];
             snprintf(shape, sizeof shape, "%s rows=%zu queries=%zu fetch=%zu", modattn_ann_kind_name(a->h.kind),
                      v->rows, ntodo, fetch);
-            modattn_trace_end(tr, "search.ann", "faiss", shape, 0, 0);
+            modattn__trace_end(tr, "search.ann", "faiss", shape, 0, 0);
         }
         size_t again = 0;
         for (size_t i = 0; i < ntodo; i++) {
@@ -408,7 +412,7 @@ int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v,
                 if (!x) continue;
                 float sc = 0;
                 /* the exact scan's kernel, so that scores are its own bit for bit */
-                if ((st = modattn_scan_scores(x, 1, dim, v->ld, qv, MODATTN_SCAN_AUTO, &sc))) break;
+                if ((st = modattn__scan_scores(x, 1, dim, v->ld, qv, MODATTN_SCAN_AUTO, &sc))) break;
                 rs[n++] = (rescored){sc, id};
             }
             if (st) break;

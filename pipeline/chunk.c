@@ -13,6 +13,8 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 static bool continues_word(const modattn_tokenizer *t, int32_t id) {
     const char *s = modattn_tokenizer_token(t, id);
@@ -21,22 +23,22 @@ static bool continues_word(const modattn_tokenizer *t, int32_t id) {
 
 int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
                        size_t overlap, modattn_chunk **out, size_t *n) {
-    if (!out || !n) return modattn_error(MODATTN_EINVAL, "modattn_chunk_text: NULL argument");
+    if (!out || !n) return modattn__error(MODATTN_EINVAL, "modattn_chunk_text: NULL argument");
     *out = NULL;
     *n = 0;
     if (!tok || (!text && len))
-        return modattn_error(MODATTN_EINVAL, "modattn_chunk_text: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_chunk_text: NULL argument");
     if (window == 0 || overlap >= window || window > (1u << 20))
-        return modattn_error(MODATTN_EINVAL,
+        return modattn__error(MODATTN_EINVAL,
                              "chunking: the overlap (%zu) must be smaller than the window (%zu)",
                              overlap, window);
-    int32_t *ids = modattn_malloc((window + 1) * sizeof *ids, MODATTN_MEM_OTHER);
-    modattn_token_offset *offs = modattn_malloc((window + 1) * sizeof *offs, MODATTN_MEM_OTHER);
+    int32_t *ids = modattn__malloc((window + 1) * sizeof *ids, MODATTN_MEM_OTHER);
+    modattn_token_offset *offs = modattn__malloc((window + 1) * sizeof *offs, MODATTN_MEM_OTHER);
     modattn_chunk *chunks = NULL;
     size_t nchunks = 0, cap = 0;
     int st = 0;
     if (!ids || !offs) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     size_t pos = 0;
@@ -77,9 +79,9 @@ int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t le
         }
         if (nchunks == cap) {
             size_t nc = cap ? cap * 2 : 16;
-            modattn_chunk *c = modattn_realloc(chunks, nc * sizeof *c, MODATTN_MEM_OTHER);
+            modattn_chunk *c = modattn__realloc(chunks, nc * sizeof *c, MODATTN_MEM_OTHER);
             if (!c) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto done;
             }
             chunks = c;

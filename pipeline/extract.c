@@ -4,7 +4,7 @@
  * dispatched by kind (modattn__fmt_extract); their decompressed bytes are capped at max_text too.
  *
  * Why a process. libxml2 and poppler allocate with plain malloc/new, out of sight of
- * modattn_malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
+ * modattn__malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
  * expands to 400 MB (poppler keeps every word of it) or an HTML element with 300,000 attributes
  * (quadratic in libxml2) cost gigabytes or minutes whatever --mem-budget says. A forked child
  * runs the extractor alone: setrlimit(RLIMIT_DATA) caps what it may map beyond what it inherited
@@ -14,7 +14,7 @@
  *
  * The child runs the same in-process extractors (modattn_extract_html/pdf) and sends their result
  * down a pipe: a header, the extractor's message, the text, the marks; so what is indexed is bit
- * for bit what the in-process call gives. The parent reads it into blocks from modattn_malloc
+ * for bit what the in-process call gives. The parent reads it into blocks from modattn__malloc
  * (counted, MODATTN_MEM_OTHER, refused past the budget), the text at most max_text bytes. The
  * child's stderr goes through the parent (relayed as it comes), whose last bytes tell an
  * allocator's abort ("Out of memory", std::bad_alloc, glib's "failed to allocate") from a crash.
@@ -44,6 +44,8 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/fmt_internal.h"
 
@@ -131,7 +133,7 @@ int modattn__fmt_extract(modattn_doc_kind kind, const char *buf, size_t len, siz
     case MODATTN_DOC_EMAIL: return modattn__extract_mail(buf, len, cap, false, out);
     case MODATTN_DOC_MBOX: return modattn__extract_mail(buf, len, cap, true, out);
     case MODATTN_DOC_COMPRESSED: return modattn__extract_compressed(buf, len, cap, out);
-    default: return modattn_error(MODATTN_EINVAL, "no extractor for %s files", modattn_doc_kind_name(kind));
+    default: return modattn__error(MODATTN_EINVAL, "no extractor for %s files", modattn_doc_kind_name(kind));
     }
 }
 
@@ -223,8 +225,8 @@ typedef struct reader {
     wire_head h;
     size_t got_head, got_msg, got_text, got_marks;
     char msg[1001];
-    char *text;                /* modattn_malloc'd */
-    modattn_text_mark *marks;  /* modattn_malloc'd */
+    char *text;                /* modattn__malloc'd */
+    modattn_text_mark *marks;  /* modattn__malloc'd */
     size_t max_text;
     int st;                    /* first failure: a protocol error, the text too long, our budget */
     char why[400];
@@ -258,11 +260,11 @@ static size_t take(reader *r, const char *p, size_t n) {
                     snprintf(r->why, sizeof r->why, "the extraction process sent a damaged answer");
                     return n;
                 }
-                r->text = modattn_malloc((size_t)r->h.len + 1, MODATTN_MEM_OTHER);
-                r->marks = r->h.nmarks ? modattn_malloc((size_t)r->h.nmarks * sizeof *r->marks, MODATTN_MEM_OTHER)
+                r->text = modattn__malloc((size_t)r->h.len + 1, MODATTN_MEM_OTHER);
+                r->marks = r->h.nmarks ? modattn__malloc((size_t)r->h.nmarks * sizeof *r->marks, MODATTN_MEM_OTHER)
                                        : NULL;
                 if (!r->text || (r->h.nmarks && !r->marks)) {
-                    r->st = modattn_mem_last_status();
+                    r->st = modattn__mem_last_status();
                     snprintf(r->why, sizeof r->why, "%s", modattn_last_error());
                     return n;
                 }
@@ -312,13 +314,13 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     memset(out, 0, sizeof *out);
     if (cancelled) *cancelled = false;
     if (!modattn__kind_extracted(kind))
-        return modattn_error(MODATTN_EINVAL, "modattn__extract_isolated: %s files have no extractor",
+        return modattn__error(MODATTN_EINVAL, "modattn__extract_isolated: %s files have no extractor",
                              modattn_doc_kind_name(kind));
     const char *what = kind_what(kind);
     if (kind_uses_xml(kind)) xmlInitParser(); /* in the parent, once, not in every child */
     int dp[2], ep[2] = {-1, -1};
     if (pipe2(dp, O_CLOEXEC) != 0)
-        return modattn_error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
+        return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
     if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1; /* then the child's stderr is ours */
     fflush(stderr);
     pid_t pid = fork();
@@ -327,7 +329,7 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
         close(dp[0]);
         close(dp[1]);
         if (ep[0] >= 0) close(ep[0]), close(ep[1]);
-        return modattn_error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(e));
+        return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(e));
     }
     if (pid == 0) {
         close(dp[0]);
@@ -421,12 +423,12 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     char mem_text[64];
     snprintf(mem_text, sizeof mem_text, "%llu MiB", (unsigned long long)(lim->mem_bytes >> 20));
     if (cancelled && *cancelled) {
-        st = modattn_error(MODATTN_ERANGE, "interrupted");
+        st = modattn__error(MODATTN_ERANGE, "interrupted");
     } else if (timed_out) {
-        st = modattn_error(MODATTN_ERANGE, "took longer than --file-timeout %g s (the %s extraction was stopped)",
+        st = modattn__error(MODATTN_ERANGE, "took longer than --file-timeout %g s (the %s extraction was stopped)",
                            lim->timeout_s, what);
     } else if (r.st) { /* the text over the cap or over this process's budget, or a damaged answer */
-        st = modattn_error(r.st, "%s", r.why);
+        st = modattn__error(r.st, "%s", r.why);
     } else if (r.done && r.h.status == 0 && !r.h.xml_oom && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
         r.text[r.h.len] = '\0';
         out->text = r.text;
@@ -439,25 +441,25 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
                (!(r.done && r.h.status) && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && tail_says_oom(tail))) {
         /* an allocator refused (the limit set in the child): libxml2 says so, poppler and glib
          * abort, a sanitizer's allocator reports it and exits */
-        st = modattn_error(MODATTN_ERANGE,
+        st = modattn__error(MODATTN_ERANGE,
                            "extraction exceeded the memory budget (the %s library may use %s: what "
                            "--mem-budget leaves, else 1 GiB)",
                            what, mem_text);
     } else if (r.done && r.h.status == MODATTN_EBUDGET) {
         /* the text itself did not fit the budget: as for any allocation of this file */
-        st = modattn_error(MODATTN_EBUDGET, "%s", r.msg);
+        st = modattn__error(MODATTN_EBUDGET, "%s", r.msg);
     } else if (r.done && r.h.status) {
-        st = modattn_error(r.h.status, "%s", r.msg);
+        st = modattn__error(r.h.status, "%s", r.msg);
     } else if (WIFSIGNALED(ws)) {
         int sig = WTERMSIG(ws);
         if (sig == SIGKILL && !killed)
-            st = modattn_error(MODATTN_ERANGE, "the %s extraction process was killed (signal 9: by the system, "
+            st = modattn__error(MODATTN_ERANGE, "the %s extraction process was killed (signal 9: by the system, "
                                "out of memory?) after %.1f s", what, secs);
         else
-            st = modattn_error(MODATTN_ERANGE, "the %s library crashed (signal %d, %s) after %.1f s", what, sig,
+            st = modattn__error(MODATTN_ERANGE, "the %s library crashed (signal %d, %s) after %.1f s", what, sig,
                                strsignal(sig), secs);
     } else {
-        st = modattn_error(MODATTN_ERANGE, "the %s extraction process failed (exit status %d)", what,
+        st = modattn__error(MODATTN_ERANGE, "the %s extraction process failed (exit status %d)", what,
                            WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
     }
     modattn_free(r.text);

@@ -12,6 +12,8 @@
 #include <strings.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 
@@ -45,7 +47,7 @@ bool modattn_archive_sniff(const char *name, const unsigned char *head, size_t l
 static struct archive *open_archive(const char *buf, size_t len, int *st) {
     struct archive *a = archive_read_new();
     if (!a) {
-        *st = modattn_error(MODATTN_ENOMEM, "libarchive: out of memory");
+        *st = modattn__error(MODATTN_ENOMEM, "libarchive: out of memory");
         return NULL;
     }
     archive_read_support_format_zip(a);
@@ -55,7 +57,7 @@ static struct archive *open_archive(const char *buf, size_t len, int *st) {
     archive_read_support_filter_xz(a);
     archive_read_support_filter_zstd(a);
     if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
-        *st = modattn_error(MODATTN_EFORMAT, "not a readable ZIP or TAR archive: %s",
+        *st = modattn__error(MODATTN_EFORMAT, "not a readable ZIP or TAR archive: %s",
                             archive_error_string(a) ? archive_error_string(a) : "unknown format");
         archive_read_free(a);
         return NULL;
@@ -74,18 +76,18 @@ static int pass(const char *buf, size_t len, int (*fn)(void *, const modattn_arc
         int r = archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF) break;
         if (r < ARCHIVE_WARN) {
-            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive: %s",
+            st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive: %s",
                                archive_error_string(a) ? archive_error_string(a) : "unreadable entry");
             break;
         }
         const char *name = archive_entry_pathname(e);
         if (modattn__name_escapes(name)) {
-            st = modattn_error(MODATTN_EFORMAT, "an archive whose member name \"%.200s\" escapes it (zip slip): not read",
+            st = modattn__error(MODATTN_EFORMAT, "an archive whose member name \"%.200s\" escapes it (zip slip): not read",
                                name ? name : "");
             break;
         }
         if (archive_entry_is_encrypted(e)) {
-            st = modattn_error(MODATTN_EFORMAT, "an archive with an encrypted member (%.200s): not read", name);
+            st = modattn__error(MODATTN_EFORMAT, "an archive with an encrypted member (%.200s): not read", name);
             break;
         }
         if (fn) {
@@ -98,7 +100,7 @@ static int pass(const char *buf, size_t len, int (*fn)(void *, const modattn_arc
         /* reading the headers of a streamed archive reads through the data: a truncated member
          * shows here */
         if (archive_read_data_skip(a) < ARCHIVE_WARN) {
-            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+            st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
                                archive_error_string(a) ? archive_error_string(a) : "unreadable data");
             break;
         }
@@ -122,7 +124,7 @@ int modattn_archive_read(const char *buf, size_t len, const char *member, size_t
     struct archive *a = open_archive(buf, len, &st);
     if (!a) return st;
     struct archive_entry *e;
-    st = modattn_error(MODATTN_EINVAL, "the archive has no file \"%.200s\"", member);
+    st = modattn__error(MODATTN_EINVAL, "the archive has no file \"%.200s\"", member);
     while (archive_read_next_header(a, &e) >= ARCHIVE_WARN) {
         if (archive_entry_filetype(e) != AE_IFREG || strcmp(archive_entry_pathname(e), member) != 0) continue;
         size_t n = 0, dcap = 0;
@@ -131,9 +133,9 @@ int modattn_archive_read(const char *buf, size_t len, const char *member, size_t
         for (;;) {
             if (n + 65536 + 1 > dcap) {
                 size_t nc = dcap ? dcap * 2 : 65536 * 2;
-                char *nd = modattn_realloc(d, nc, MODATTN_MEM_OTHER);
+                char *nd = modattn__realloc(d, nc, MODATTN_MEM_OTHER);
                 if (!nd) {
-                    st = modattn_mem_last_status();
+                    st = modattn__mem_last_status();
                     break;
                 }
                 d = nd;
@@ -142,13 +144,13 @@ int modattn_archive_read(const char *buf, size_t len, const char *member, size_t
             la_ssize_t k = archive_read_data(a, d + n, 65536);
             if (k == 0) break;
             if (k < 0) {
-                st = modattn_error(MODATTN_EFORMAT, "a damaged archive member %.200s: %s", member,
+                st = modattn__error(MODATTN_EFORMAT, "a damaged archive member %.200s: %s", member,
                                    archive_error_string(a) ? archive_error_string(a) : "unreadable");
                 break;
             }
             n += (size_t)k;
             if (n > cap) {
-                st = modattn_error(MODATTN_ERANGE,
+                st = modattn__error(MODATTN_ERANGE,
                                    "archive member %.200s expands past %zu bytes (--max-file-size): not read (a "
                                    "decompression bomb?)",
                                    member, cap);
@@ -175,19 +177,19 @@ static int read_entry(struct archive *a, const char *name, size_t cap, char **d,
     for (;;) {
         if (*n + 65536 + 1 > *dcap) {
             size_t nc = *dcap ? *dcap * 2 : 65536 * 2;
-            char *nd = modattn_realloc(*d, nc, MODATTN_MEM_OTHER);
-            if (!nd) return modattn_mem_last_status();
+            char *nd = modattn__realloc(*d, nc, MODATTN_MEM_OTHER);
+            if (!nd) return modattn__mem_last_status();
             *d = nd;
             *dcap = nc;
         }
         la_ssize_t k = archive_read_data(a, *d + *n, 65536);
         if (k == 0) break;
         if (k < 0)
-            return modattn_error(MODATTN_EFORMAT, "a damaged archive member %.200s: %s", name,
+            return modattn__error(MODATTN_EFORMAT, "a damaged archive member %.200s: %s", name,
                                  archive_error_string(a) ? archive_error_string(a) : "unreadable");
         *n += (size_t)k;
         if (*n > cap)
-            return modattn_error(MODATTN_ERANGE,
+            return modattn__error(MODATTN_ERANGE,
                                  "expands past %zu bytes (--max-file-size): not read (a decompression bomb?)", cap);
     }
     (*d)[*n] = '\0';
@@ -205,7 +207,7 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
         int r = archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF) break;
         if (r < ARCHIVE_WARN) {
-            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive: %s",
+            st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive: %s",
                                archive_error_string(a) ? archive_error_string(a) : "unreadable entry");
             break;
         }
@@ -228,7 +230,7 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
             if (rs == MODATTN_ERANGE) {
                 snprintf(why, sizeof why, "%s", modattn_last_error());
             } else if (rs == MODATTN_EFORMAT) {
-                st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+                st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
                                    archive_error_string(a) ? archive_error_string(a) : "unreadable data");
                 break;
             } else if (rs) {
@@ -242,7 +244,7 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
         if ((st = fn(ud, name, NULL, 0, why))) break;
         /* a member not read is skipped over; a truncated one shows here */
         if (archive_read_data_skip(a) < ARCHIVE_WARN) {
-            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+            st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
                                archive_error_string(a) ? archive_error_string(a) : "unreadable data");
             break;
         }
@@ -254,7 +256,7 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
 
 char *modattn_archive_join(const char *archive_path, const char *member) {
     size_t a = strlen(archive_path), m = strlen(member);
-    char *s = modattn_malloc(a + m + 3, MODATTN_MEM_OTHER);
+    char *s = modattn__malloc(a + m + 3, MODATTN_MEM_OTHER);
     if (!s) return NULL;
     memcpy(s, archive_path, a);
     memcpy(s + a, "!/", 2);
@@ -269,27 +271,27 @@ int modattn_archive_split(const char *path, char **archive, char **member) {
     int depth = 0;
     for (const char *p = path; (p = strstr(p, "!/")) != NULL; p += 2) depth++;
     if (depth > MODATTN_ARCHIVE_MAX_DEPTH)
-        return modattn_error(MODATTN_EFORMAT, "archives nested %d deep (at most %d are read): not read", depth,
+        return modattn__error(MODATTN_EFORMAT, "archives nested %d deep (at most %d are read): not read", depth,
                              MODATTN_ARCHIVE_MAX_DEPTH);
     /* every member part must stay inside its archive */
     for (const char *p = bang; p; p = strstr(p + 2, "!/")) {
         const char *s = p + 2, *e = strstr(s, "!/");
         size_t l = e ? (size_t)(e - s) : strlen(s);
         char part[4096];
-        if (l == 0 || l >= sizeof part) return modattn_error(MODATTN_EFORMAT, "an empty or overlong archive member path");
+        if (l == 0 || l >= sizeof part) return modattn__error(MODATTN_EFORMAT, "an empty or overlong archive member path");
         memcpy(part, s, l);
         part[l] = '\0';
         if (modattn__name_escapes(part))
-            return modattn_error(MODATTN_EFORMAT, "archive member \"%.200s\" escapes its archive", part);
+            return modattn__error(MODATTN_EFORMAT, "archive member \"%.200s\" escapes its archive", part);
     }
     size_t al = (size_t)(bang - path);
-    *archive = modattn_malloc(al + 1, MODATTN_MEM_OTHER);
-    *member = modattn_strdup(bang + 2, MODATTN_MEM_OTHER);
+    *archive = modattn__malloc(al + 1, MODATTN_MEM_OTHER);
+    *member = modattn__strdup(bang + 2, MODATTN_MEM_OTHER);
     if (!*archive || !*member) {
         modattn_free(*archive);
         modattn_free(*member);
         *archive = *member = NULL;
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     memcpy(*archive, path, al);
     (*archive)[al] = '\0';

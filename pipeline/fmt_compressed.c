@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
 #include "pipeline/fmt_internal.h"
 
 static const char *filter_name(const unsigned char *h, size_t n) {
@@ -22,9 +25,9 @@ static const char *filter_name(const unsigned char *h, size_t n) {
 int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn_doc_text *out) {
     memset(out, 0, sizeof *out);
     const char *what = filter_name((const unsigned char *)buf, len);
-    if (!what) return modattn_error(MODATTN_EFORMAT, "not gzip, bzip2, xz or zstd data");
+    if (!what) return modattn__error(MODATTN_EFORMAT, "not gzip, bzip2, xz or zstd data");
     struct archive *a = archive_read_new();
-    if (!a) return modattn_error(MODATTN_ENOMEM, "libarchive: out of memory");
+    if (!a) return modattn__error(MODATTN_ENOMEM, "libarchive: out of memory");
     archive_read_support_filter_gzip(a);
     archive_read_support_filter_bzip2(a);
     archive_read_support_filter_xz(a);
@@ -35,7 +38,7 @@ int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn
     char *data = NULL;
     size_t n = 0, dcap = 0;
     if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK || archive_read_next_header(a, &e) < ARCHIVE_WARN) {
-        st = modattn_error(MODATTN_EFORMAT, "damaged %s data: %s", what,
+        st = modattn__error(MODATTN_EFORMAT, "damaged %s data: %s", what,
                            archive_error_string(a) ? archive_error_string(a) : "unreadable");
         goto done;
     }
@@ -44,9 +47,9 @@ int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn
             size_t nc = dcap ? dcap * 2 : 1 << 20;
             if (nc > cap + 65536 + 1) nc = cap + 65536 + 1;
             if (nc <= dcap) nc = dcap + 65536 + 1;
-            char *nd = modattn_realloc(data, nc, MODATTN_MEM_OTHER);
+            char *nd = modattn__realloc(data, nc, MODATTN_MEM_OTHER);
             if (!nd) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto done;
             }
             data = nd;
@@ -55,34 +58,34 @@ int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn
         la_ssize_t k = archive_read_data(a, data + n, 65536);
         if (k == 0) break;
         if (k < 0) {
-            st = modattn_error(MODATTN_EFORMAT, "damaged or truncated %s data: %s", what,
+            st = modattn__error(MODATTN_EFORMAT, "damaged or truncated %s data: %s", what,
                                archive_error_string(a) ? archive_error_string(a) : "unreadable");
             goto done;
         }
         n += (size_t)k;
         if (n > cap) {
-            st = modattn_error(MODATTN_ERANGE,
+            st = modattn__error(MODATTN_ERANGE,
                                "%s data that expands past %zu bytes (--max-file-size): not read (a decompression "
                                "bomb?)",
                                what, cap);
             goto done;
         }
     }
-    data = data ? data : modattn_malloc(1, MODATTN_MEM_OTHER);
+    data = data ? data : modattn__malloc(1, MODATTN_MEM_OTHER);
     if (!data) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     data[n] = '\0';
     if (n >= 262 && memcmp(data + 257, "ustar", 5) == 0) {
-        st = modattn_error(MODATTN_EFORMAT, "a %s-compressed TAR archive (not read: name it .tar.gz, .tgz, .tar.xz ... to walk it as a folder)", what);
+        st = modattn__error(MODATTN_EFORMAT, "a %s-compressed TAR archive (not read: name it .tar.gz, .tgz, .tar.xz ... to walk it as a folder)", what);
         goto done;
     }
-    if (modattn_utf16_bom(data, n)) {
+    if (modattn__utf16_bom(data, n)) {
         size_t m = 0;
-        char *u8 = modattn_utf16_to_utf8(data, n, &m);
+        char *u8 = modattn__utf16_to_utf8(data, n, &m);
         if (!u8) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto done;
         }
         modattn_free(data);
@@ -99,7 +102,7 @@ int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn
         out->len = n;
         data = NULL;
     } else {
-        st = modattn_error(MODATTN_EFORMAT, "%s-compressed binary data (not read: only text inside is)", what);
+        st = modattn__error(MODATTN_EFORMAT, "%s-compressed binary data (not read: only text inside is)", what);
     }
 done:
     archive_read_free(a);

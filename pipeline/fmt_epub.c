@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 static bool is(const xmlNode *n, const char *local) {
@@ -108,7 +109,7 @@ int modattn__extract_epub(const char *buf, size_t len, size_t cap, modattn_doc_t
     const modattn__zmember *c = modattn__zip_get(&z, "META-INF/container.xml");
     if (!c) {
         modattn__zip_free(&z);
-        return modattn_error(MODATTN_EFORMAT, "not an EPUB: the zip has no META-INF/container.xml");
+        return modattn__error(MODATTN_EFORMAT, "not an EPUB: the zip has no META-INF/container.xml");
     }
     xmlDocPtr cdoc = NULL, odoc = NULL;
     char *opf_name = NULL;
@@ -118,12 +119,12 @@ int modattn__extract_epub(const char *buf, size_t len, size_t cap, modattn_doc_t
     xmlNode *rf = find(xmlDocGetRootElement(cdoc), "rootfile");
     const char *fp = rf ? attr(rf, "full-path") : NULL;
     if (!fp || !(opf_name = resolve("", fp))) {
-        st = modattn_error(MODATTN_EFORMAT, "EPUB: container.xml names no package (rootfile full-path)");
+        st = modattn__error(MODATTN_EFORMAT, "EPUB: container.xml names no package (rootfile full-path)");
         goto done;
     }
     const modattn__zmember *opf = modattn__zip_get(&z, opf_name);
     if (!opf) {
-        st = modattn_error(MODATTN_EFORMAT, "EPUB: its package %.200s is missing", opf_name);
+        st = modattn__error(MODATTN_EFORMAT, "EPUB: its package %.200s is missing", opf_name);
         goto done;
     }
     if ((st = modattn__xml_parse(opf->data, opf->len, "EPUB package", &odoc))) goto done;
@@ -136,7 +137,7 @@ int modattn__extract_epub(const char *buf, size_t len, size_t cap, modattn_doc_t
     xmlNode *root = xmlDocGetRootElement(odoc);
     xmlNode *manifest = find(root, "manifest"), *spine = find(root, "spine");
     if (!manifest || !spine) {
-        st = modattn_error(MODATTN_EFORMAT, "EPUB: its package has no manifest or no spine");
+        st = modattn__error(MODATTN_EFORMAT, "EPUB: its package has no manifest or no spine");
         goto done;
     }
     int64_t chapter = 0;

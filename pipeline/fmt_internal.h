@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
 #include "pipeline/pipeline_internal.h"
 
 /* Archives inside archives: "a.zip!/b.zip!/c.txt" is depth 2; deeper is refused. */
@@ -81,7 +82,7 @@ bool modattn_archive_sniff(const char *name, const unsigned char *head, size_t l
  * Reads no member's data beyond what listing needs; writes nothing. */
 int modattn_archive_list(const char *buf, size_t len, int (*fn)(void *ud, const modattn_archive_member *m),
                          void *ud);
-/* One member's bytes (NUL-terminated, modattn_malloc'd), at most cap: MODATTN_ERANGE beyond
+/* One member's bytes (NUL-terminated, modattn__malloc'd), at most cap: MODATTN_ERANGE beyond
  * (a bomb stops there), MODATTN_EINVAL if there is no such member (or it is a folder). */
 int modattn_archive_read(const char *buf, size_t len, const char *member, size_t cap, char **out, size_t *out_len);
 /* Every regular member in archive order, in one pass, each with its bytes: fn(ud, name, data,
@@ -101,7 +102,7 @@ int modattn__mail_each_attachment(const char *buf, size_t len, size_t cap, bool 
 /* The path of a member as stored and shown: "ARCHIVE!/MEMBER" (modattn_free). */
 char *modattn_archive_join(const char *archive_path, const char *member);
 /* Splits "a.zip!/in/b.zip!/x.txt" at its first "!/": *archive "a.zip", *member "in/b.zip!/x.txt"
- * (both modattn_malloc'd). 0 when there is no "!/" (then both NULL); 1 split; MODATTN_EFORMAT
+ * (both modattn__malloc'd). 0 when there is no "!/" (then both NULL); 1 split; MODATTN_EFORMAT
  * when the path nests deeper than MODATTN_ARCHIVE_MAX_DEPTH or a member part escapes. */
 int modattn_archive_split(const char *path, char **archive, char **member);
 

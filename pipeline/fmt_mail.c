@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 static pthread_once_t g_gmime_once = PTHREAD_ONCE_INIT;
@@ -91,7 +93,7 @@ static void list_attachment(modattn__textw *w, GMimeObject *o) {
 }
 
 static int emit_object(modattn__textw *w, GMimeObject *o, int depth) {
-    if (depth > MAIL_MAX_DEPTH) return modattn_error(MODATTN_EFORMAT, "e-mail: parts nested deeper than %d", MAIL_MAX_DEPTH);
+    if (depth > MAIL_MAX_DEPTH) return modattn__error(MODATTN_EFORMAT, "e-mail: parts nested deeper than %d", MAIL_MAX_DEPTH);
     if (GMIME_IS_MESSAGE_PART(o)) {
         GMimeMessage *m = g_mime_message_part_get_message((GMimeMessagePart *)o);
         modattn__textw_sep(w, 3);
@@ -200,14 +202,14 @@ static int walk_attachments(att_walk *a, GMimeObject *o, int depth) {
     a->count++;
     char name[512];
     member_name(a, g_mime_part_get_filename((GMimePart *)o), name, sizeof name);
-    char **nv = modattn_realloc(a->names, (a->nnames + 1) * sizeof *nv, MODATTN_MEM_OTHER);
-    if (!nv) return a->st = modattn_mem_last_status();
+    char **nv = modattn__realloc(a->names, (a->nnames + 1) * sizeof *nv, MODATTN_MEM_OTHER);
+    if (!nv) return a->st = modattn__mem_last_status();
     a->names = nv;
-    if (!(a->names[a->nnames] = modattn_strdup(name, MODATTN_MEM_OTHER))) return a->st = modattn_mem_last_status();
+    if (!(a->names[a->nnames] = modattn__strdup(name, MODATTN_MEM_OTHER))) return a->st = modattn__mem_last_status();
     a->nnames++;
     GMimeDataWrapper *dw = g_mime_part_get_content((GMimePart *)o);
     GMimeStream *mem = g_mime_stream_mem_new();
-    if (!mem) return a->st = modattn_error(MODATTN_ENOMEM, "GMime: out of memory");
+    if (!mem) return a->st = modattn__error(MODATTN_ENOMEM, "GMime: out of memory");
     /* the transfer encoding (base64, quoted-printable) decoded: never larger than the file */
     if (dw) g_mime_data_wrapper_write_to_stream(dw, mem);
     GByteArray *ba = g_mime_stream_mem_get_byte_array((GMimeStreamMem *)mem);
@@ -228,7 +230,7 @@ int modattn__mail_each_attachment(const char *buf, size_t len, size_t cap, bool 
                                   void *ud) {
     pthread_once(&g_gmime_once, gmime_setup);
     GMimeStream *stream = g_mime_stream_mem_new_with_buffer(buf, len);
-    if (!stream) return modattn_error(MODATTN_ENOMEM, "GMime: out of memory");
+    if (!stream) return modattn__error(MODATTN_ENOMEM, "GMime: out of memory");
     GMimeParser *parser = g_mime_parser_new_with_stream(stream);
     g_object_unref(stream);
     g_mime_parser_set_format(parser, mbox ? GMIME_FORMAT_MBOX : GMIME_FORMAT_MESSAGE);
@@ -254,7 +256,7 @@ int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, mo
     memset(out, 0, sizeof *out);
     pthread_once(&g_gmime_once, gmime_setup);
     GMimeStream *stream = g_mime_stream_mem_new_with_buffer(buf, len);
-    if (!stream) return modattn_error(MODATTN_ENOMEM, "GMime: out of memory");
+    if (!stream) return modattn__error(MODATTN_ENOMEM, "GMime: out of memory");
     GMimeParser *parser = g_mime_parser_new_with_stream(stream);
     g_object_unref(stream);
     g_mime_parser_set_format(parser, mbox ? GMIME_FORMAT_MBOX : GMIME_FORMAT_MESSAGE);
@@ -274,7 +276,7 @@ int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, mo
     }
     g_object_unref(parser);
     if (!st && count == 0)
-        st = modattn_error(MODATTN_EFORMAT, mbox ? "not a mailbox: GMime found no message in it"
+        st = modattn__error(MODATTN_EFORMAT, mbox ? "not a mailbox: GMime found no message in it"
                                                  : "not an e-mail message: GMime could not parse it");
     if (st) {
         modattn__tbuf_free(&w.b);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 static bool is(const xmlNode *n, const char *local) {
@@ -28,7 +29,7 @@ int modattn__extract_odf(const char *buf, size_t len, size_t cap, modattn_doc_te
     const modattn__zmember *m = modattn__zip_get(&z, "content.xml");
     if (!m) {
         modattn__zip_free(&z);
-        return modattn_error(MODATTN_EFORMAT, "not an OpenDocument file: the zip has no content.xml");
+        return modattn__error(MODATTN_EFORMAT, "not an OpenDocument file: the zip has no content.xml");
     }
     xmlDocPtr doc;
     if ((st = modattn__xml_parse(m->data, m->len, "OpenDocument content.xml", &doc))) {

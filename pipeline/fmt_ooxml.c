@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 static bool is(const xmlNode *n, const char *local) {
@@ -120,7 +121,7 @@ static int ordered_parts(const modattn__zip *z, const char *main_part, const cha
                          const char *item_el, const char *prefix, part_list *out) {
     out->p = calloc(z->n + 1, sizeof *out->p);
     out->n = 0;
-    if (!out->p) return modattn_error(MODATTN_ENOMEM, "out of memory");
+    if (!out->p) return modattn__error(MODATTN_ENOMEM, "out of memory");
     const modattn__zmember *mp = modattn__zip_get(z, main_part);
     rel *r = NULL;
     size_t nr = load_rels(z, main_rels, dir, &r);
@@ -168,7 +169,7 @@ int modattn__extract_docx(const char *buf, size_t len, size_t cap, modattn_doc_t
     const modattn__zmember *m = modattn__zip_get(&z, "word/document.xml");
     if (!m) {
         modattn__zip_free(&z);
-        return modattn_error(MODATTN_EFORMAT, "not a DOCX: the zip has no word/document.xml");
+        return modattn__error(MODATTN_EFORMAT, "not a DOCX: the zip has no word/document.xml");
     }
     xmlDocPtr doc;
     if ((st = modattn__xml_parse(m->data, m->len, "DOCX word/document.xml", &doc))) {
@@ -228,7 +229,7 @@ int modattn__extract_pptx(const char *buf, size_t len, size_t cap, modattn_doc_t
     if (pl.n == 0 && !modattn__zip_get(&z, "ppt/presentation.xml")) {
         free(pl.p);
         modattn__zip_free(&z);
-        return modattn_error(MODATTN_EFORMAT, "not a PPTX: the zip has no ppt/presentation.xml");
+        return modattn__error(MODATTN_EFORMAT, "not a PPTX: the zip has no ppt/presentation.xml");
     }
     modattn__textw w;
     memset(&w, 0, sizeof w);
@@ -308,7 +309,7 @@ static int load_shared(const modattn__zip *z, sstr *t) {
             size_t nc = t->cap ? t->cap * 2 : 64;
             char **ns = realloc(t->s, nc * sizeof *ns);
             if (!ns) {
-                st = modattn_error(MODATTN_ENOMEM, "out of memory");
+                st = modattn__error(MODATTN_ENOMEM, "out of memory");
                 modattn__tbuf_free(&b);
                 break;
             }
@@ -339,7 +340,7 @@ int modattn__extract_xlsx(const char *buf, size_t len, size_t cap, modattn_doc_t
     if (st) return st;
     if (!modattn__zip_get(&z, "xl/workbook.xml")) {
         modattn__zip_free(&z);
-        return modattn_error(MODATTN_EFORMAT, "not an XLSX: the zip has no xl/workbook.xml");
+        return modattn__error(MODATTN_EFORMAT, "not an XLSX: the zip has no xl/workbook.xml");
     }
     sstr t;
     part_list pl = {0};

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 #define RTF_MAX_DEPTH 1000
@@ -64,11 +65,11 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
     memset(out, 0, sizeof *out);
     const unsigned char *p = (const unsigned char *)buf, *end = p + len;
     while (p < end && (*p == ' ' || *p == '\r' || *p == '\n' || *p == '\t')) p++;
-    if (p < end && *p == '}') return modattn_error(MODATTN_EFORMAT, "malformed RTF: a '}' closes no group");
+    if (p < end && *p == '}') return modattn__error(MODATTN_EFORMAT, "malformed RTF: a '}' closes no group");
     if (end - p < 5 || memcmp(p, "{\\rtf", 5) != 0)
-        return modattn_error(MODATTN_EFORMAT, "malformed RTF: it does not start with {\\rtf");
+        return modattn__error(MODATTN_EFORMAT, "malformed RTF: it does not start with {\\rtf");
     rtf_state *stack = malloc(sizeof *stack * (RTF_MAX_DEPTH + 1));
-    if (!stack) return modattn_error(MODATTN_ENOMEM, "out of memory");
+    if (!stack) return modattn__error(MODATTN_ENOMEM, "out of memory");
     int depth = 0;
     rtf_state cur = {1, false};
     modattn__textw w;
@@ -83,7 +84,7 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
         unsigned char c = *p;
         if (c == '{') {
             if (depth >= RTF_MAX_DEPTH) {
-                st = modattn_error(MODATTN_EFORMAT, "malformed RTF: groups nested deeper than %d", RTF_MAX_DEPTH);
+                st = modattn__error(MODATTN_EFORMAT, "malformed RTF: groups nested deeper than %d", RTF_MAX_DEPTH);
                 break;
             }
             stack[depth++] = cur;
@@ -94,7 +95,7 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
         }
         if (c == '}') {
             if (depth == 0) {
-                st = modattn_error(MODATTN_EFORMAT, "malformed RTF: a '}' closes no group");
+                st = modattn__error(MODATTN_EFORMAT, "malformed RTF: a '}' closes no group");
                 break;
             }
             cur = stack[--depth];

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "pipeline/fmt_internal.h"
 
 /* A member name that would land outside the archive if it were extracted ("zip slip"): absolute,
@@ -35,10 +37,10 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
                       bool (*want)(const char *name, void *ud), void *ud, modattn__zip *z) {
     memset(z, 0, sizeof *z);
     struct archive *a = archive_read_new();
-    if (!a) return modattn_error(MODATTN_ENOMEM, "libarchive: out of memory");
+    if (!a) return modattn__error(MODATTN_ENOMEM, "libarchive: out of memory");
     archive_read_support_format_zip(a);
     if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
-        int st = modattn_error(MODATTN_EFORMAT, "not a readable %s (a zip container): %s", what,
+        int st = modattn__error(MODATTN_EFORMAT, "not a readable %s (a zip container): %s", what,
                                archive_error_string(a) ? archive_error_string(a) : "unknown zip error");
         archive_read_free(a);
         return st;
@@ -50,27 +52,27 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
         int r = archive_read_next_header(a, &e);
         if (r == ARCHIVE_EOF) break;
         if (r < ARCHIVE_WARN) {
-            st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated %s (zip): %s", what,
+            st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated %s (zip): %s", what,
                                archive_error_string(a) ? archive_error_string(a) : "unreadable entry");
             break;
         }
         const char *name = archive_entry_pathname(e);
         if (name_escapes(name)) {
-            st = modattn_error(MODATTN_EFORMAT, "a %s whose member name \"%.200s\" escapes the archive (zip slip)",
+            st = modattn__error(MODATTN_EFORMAT, "a %s whose member name \"%.200s\" escapes the archive (zip slip)",
                                what, name ? name : "");
             break;
         }
         if (archive_entry_is_encrypted(e)) {
-            st = modattn_error(MODATTN_EFORMAT, "a %s with an encrypted member (%.200s): not read", what, name);
+            st = modattn__error(MODATTN_EFORMAT, "a %s with an encrypted member (%.200s): not read", what, name);
             break;
         }
         if (archive_entry_filetype(e) != AE_IFREG) continue;
         if (want ? !want(name, ud) : false) continue;
         if (z->n == z->cap_m) {
             size_t nc = z->cap_m ? z->cap_m * 2 : 8;
-            modattn__zmember *nm = modattn_realloc(z->m, nc * sizeof *nm, MODATTN_MEM_OTHER);
+            modattn__zmember *nm = modattn__realloc(z->m, nc * sizeof *nm, MODATTN_MEM_OTHER);
             if (!nm) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 break;
             }
             z->m = nm;
@@ -78,9 +80,9 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
         }
         modattn__zmember *m = &z->m[z->n];
         memset(m, 0, sizeof *m);
-        m->name = modattn_strdup(name, MODATTN_MEM_OTHER);
+        m->name = modattn__strdup(name, MODATTN_MEM_OTHER);
         if (!m->name) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             break;
         }
         z->n++;
@@ -90,12 +92,12 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
             la_ssize_t k = archive_read_data(a, tmp, sizeof tmp);
             if (k == 0) break;
             if (k < 0) {
-                st = modattn_error(MODATTN_EFORMAT, "a damaged or truncated %s (zip member %.200s): %s", what, name,
+                st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated %s (zip member %.200s): %s", what, name,
                                    archive_error_string(a) ? archive_error_string(a) : "unreadable data");
                 break;
             }
             if ((size_t)k > cap - total || total + (size_t)k < total) {
-                st = modattn_error(MODATTN_ERANGE,
+                st = modattn__error(MODATTN_ERANGE,
                                    "a %s whose members expand past %zu bytes (--max-file-size): not read "
                                    "(a decompression bomb?)",
                                    what, cap);
@@ -104,9 +106,9 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
             if (m->len + (size_t)k + 1 > mcap) {
                 size_t nc = mcap ? mcap : 65536;
                 while (nc < m->len + (size_t)k + 1) nc *= 2;
-                char *nd = modattn_realloc(m->data, nc, MODATTN_MEM_OTHER);
+                char *nd = modattn__realloc(m->data, nc, MODATTN_MEM_OTHER);
                 if (!nd) {
-                    st = modattn_mem_last_status();
+                    st = modattn__mem_last_status();
                     break;
                 }
                 m->data = nd;
@@ -117,8 +119,8 @@ int modattn__zip_load(const char *buf, size_t len, size_t cap, const char *what,
             total += (size_t)k;
         }
         if (st) break;
-        if (!m->data && !(m->data = modattn_malloc(1, MODATTN_MEM_OTHER))) {
-            st = modattn_mem_last_status();
+        if (!m->data && !(m->data = modattn__malloc(1, MODATTN_MEM_OTHER))) {
+            st = modattn__mem_last_status();
             break;
         }
         m->data[m->len] = '\0';
@@ -159,16 +161,16 @@ static bool mem_has(const char *buf, size_t len, const char *needle) {
 
 int modattn__xml_parse(const char *buf, size_t len, const char *what, xmlDocPtr *doc) {
     *doc = NULL;
-    if (len > INT_MAX) return modattn_error(MODATTN_ERANGE, "%s: an XML part of %zu bytes", what, len);
+    if (len > INT_MAX) return modattn__error(MODATTN_ERANGE, "%s: an XML part of %zu bytes", what, len);
     /* Office, OpenDocument and EPUB parts never need entity declarations; a part that has them is
      * hostile (billion laughs, external entities) or not one of ours */
     if (mem_has(buf, len, "<!ENTITY"))
-        return modattn_error(MODATTN_EFORMAT, "%s: its XML declares entities (not read: a possible XML bomb)", what);
+        return modattn__error(MODATTN_EFORMAT, "%s: its XML declares entities (not read: a possible XML bomb)", what);
     xmlInitParser();
     *doc = xmlReadMemory(buf, (int)len, NULL, NULL,
                          XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING | XML_PARSE_COMPACT |
                              XML_PARSE_NOCDATA);
-    if (!*doc) return modattn_error(MODATTN_EFORMAT, "%s: ill-formed XML", what);
+    if (!*doc) return modattn__error(MODATTN_EFORMAT, "%s: ill-formed XML", what);
     return 0;
 }
 
@@ -218,7 +220,7 @@ void modattn__textw_put(modattn__textw *w, const char *s, size_t len) {
 
 int modattn__textw_html(modattn__textw *w, const char *html, size_t len) {
     if (mem_has(html, len, "<!ENTITY"))
-        return modattn_error(MODATTN_EFORMAT, "XHTML that declares entities (not read: a possible XML bomb)");
+        return modattn__error(MODATTN_EFORMAT, "XHTML that declares entities (not read: a possible XML bomb)");
     modattn_doc_text d;
     int st = modattn_extract_html(html, len, &d);
     if (st) return st;

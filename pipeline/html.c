@@ -20,6 +20,7 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_status.h"
 #include "pipeline/pipeline_internal.h"
 
 static pthread_once_t g_xml_once = PTHREAD_ONCE_INIT;
@@ -177,7 +178,7 @@ static void leave(html_out *o, const xmlNode *el) {
 
 int modattn_extract_html(const char *html, size_t len, modattn_doc_text *out) {
     memset(out, 0, sizeof *out);
-    if (len > INT_MAX) return modattn_error(MODATTN_ERANGE, "HTML of %zu bytes", len);
+    if (len > INT_MAX) return modattn__error(MODATTN_ERANGE, "HTML of %zu bytes", len);
     pthread_once(&g_xml_once, xml_setup);
     htmlDocPtr doc = htmlReadMemory(html, (int)len, NULL, NULL,
                                     HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
@@ -190,7 +191,7 @@ int modattn_extract_html(const char *html, size_t len, modattn_doc_text *out) {
         while (i < len && (html[i] == ' ' || html[i] == '\n' || html[i] == '\r' || html[i] == '\t'))
             i++;
         if (i == len) return modattn__tbuf_finish(&o.b, out, false);
-        return modattn_error(MODATTN_EFORMAT, "libxml2 found no HTML document");
+        return modattn__error(MODATTN_EFORMAT, "libxml2 found no HTML document");
     }
     xmlNode *root = xmlDocGetRootElement(doc);
     xmlNode *n = root;

@@ -35,6 +35,11 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/fmt_internal.h"
 #include "pipeline/indexer_stages.h"
 #include "pipeline/pipeline_internal.h"
@@ -55,16 +60,16 @@
 
 /* ------------------------------------------------------------------ paths */
 
-char *modattn_path_absolute(const char *path) {
+char *modattn__path_absolute(const char *path) {
     if (!path) return NULL;
     char cwd[4096] = "";
     if (path[0] != '/' && !getcwd(cwd, sizeof cwd)) {
-        modattn_error(MODATTN_EIO, "cannot read the current directory: %s", strerror(errno));
+        modattn__error(MODATTN_EIO, "cannot read the current directory: %s", strerror(errno));
         return NULL;
     }
     size_t cap = strlen(cwd) + strlen(path) + 3;
-    char *in = modattn_malloc(cap, MODATTN_MEM_OTHER);
-    char *out = modattn_malloc(cap, MODATTN_MEM_OTHER);
+    char *in = modattn__malloc(cap, MODATTN_MEM_OTHER);
+    char *out = modattn__malloc(cap, MODATTN_MEM_OTHER);
     if (!in || !out) {
         modattn_free(in);
         modattn_free(out);
@@ -98,7 +103,7 @@ char *modattn_path_absolute(const char *path) {
 
 static char *path_join(const char *dir, const char *name) {
     size_t a = strlen(dir), b = strlen(name);
-    char *p = modattn_malloc(a + b + 2, MODATTN_MEM_OTHER);
+    char *p = modattn__malloc(a + b + 2, MODATTN_MEM_OTHER);
     if (!p) return NULL;
     memcpy(p, dir, a);
     size_t o = a;
@@ -217,7 +222,7 @@ static void event(run *r, modattn_index_event ev, const char *path, const char *
 
 static void progress(run *r, bool force) {
     if (!r->opt->on_progress) return;
-    uint64_t now = modattn_now_ns();
+    uint64_t now = modattn__now_ns();
     if (!force && now - r->last_progress_ns < 200000000ull) return;
     r->last_progress_ns = now;
     modattn_index_progress p;
@@ -248,13 +253,13 @@ static int add_file(run *r, const char *path, const struct stat *sb) {
     uint64_t size = (uint64_t)sb->st_size;
     if (r->nfiles == r->fcap) {
         size_t nc = r->fcap ? r->fcap * 2 : 64;
-        file_entry *n = modattn_realloc(r->files, nc * sizeof *n, MODATTN_MEM_OTHER);
-        if (!n) return modattn_mem_last_status();
+        file_entry *n = modattn__realloc(r->files, nc * sizeof *n, MODATTN_MEM_OTHER);
+        if (!n) return modattn__mem_last_status();
         r->files = n;
         r->fcap = nc;
     }
-    char *p = modattn_strdup(path, MODATTN_MEM_OTHER);
-    if (!p) return modattn_mem_last_status();
+    char *p = modattn__strdup(path, MODATTN_MEM_OTHER);
+    if (!p) return modattn__mem_last_status();
     r->files[r->nfiles++] = (file_entry){p, size, sb->st_dev, sb->st_ino};
     r->bytes_total += size;
     return 0;
@@ -312,16 +317,16 @@ static int walk_dir(run *r, const char *path, const struct stat *sb) {
             continue;
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 32;
-            char **nn = modattn_realloc(names, nc * sizeof *nn, MODATTN_MEM_OTHER);
+            char **nn = modattn__realloc(names, nc * sizeof *nn, MODATTN_MEM_OTHER);
             if (!nn) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 break;
             }
             names = nn;
             cap = nc;
         }
-        if (!(names[n] = modattn_strdup(e->d_name, MODATTN_MEM_OTHER))) {
-            st = modattn_mem_last_status();
+        if (!(names[n] = modattn__strdup(e->d_name, MODATTN_MEM_OTHER))) {
+            st = modattn__mem_last_status();
             break;
         }
         n++;
@@ -331,8 +336,8 @@ static int walk_dir(run *r, const char *path, const struct stat *sb) {
         if (n > 1) qsort(names, n, sizeof *names, cmp_str);
         if (r->ndirs == r->dcap) {
             size_t nc = r->dcap ? r->dcap * 2 : 16;
-            dir_id *nd = modattn_realloc(r->dirs, nc * sizeof *nd, MODATTN_MEM_OTHER);
-            if (!nd) st = modattn_mem_last_status();
+            dir_id *nd = modattn__realloc(r->dirs, nc * sizeof *nd, MODATTN_MEM_OTHER);
+            if (!nd) st = modattn__mem_last_status();
             else {
                 r->dirs = nd;
                 r->dcap = nc;
@@ -344,7 +349,7 @@ static int walk_dir(run *r, const char *path, const struct stat *sb) {
         for (size_t i = 0; i < n && !st; i++) {
             char *child = path_join(path, names[i]);
             if (!child) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 break;
             }
             st = walk(r, child, false);
@@ -414,7 +419,7 @@ static bool is_canonical(const char *path) {
 /* The id of the document stored under path, or -1 (none, or no store). */
 static int64_t stored_id_of(run *r, const char *path) {
     modattn_store_doc d;
-    if (!r->store || modattn_store_find_document(r->store, path, &d) != 1) return -1;
+    if (!r->store || modattn__store_find_document(r->store, path, &d) != 1) return -1;
     return d.id;
 }
 
@@ -486,7 +491,7 @@ static void pdoc_free(pdoc *d) {
 
 /* Reads the whole file (size known to be <= the cap). *err gets errno on failure. */
 static char *read_fd(int fd, size_t size, size_t *got, int *err) {
-    char *buf = modattn_malloc(size + 1, MODATTN_MEM_OTHER);
+    char *buf = modattn__malloc(size + 1, MODATTN_MEM_OTHER);
     if (!buf) {
         *err = ENOMEM;
         return NULL;
@@ -529,7 +534,7 @@ static int64_t chunk_line(pdoc *d, size_t offset) {
 typedef struct same_file {
     dev_t dev;
     ino_t ino;
-    char *path; /* found: modattn_strdup'd */
+    char *path; /* found: modattn__strdup'd */
     int st;
 } same_file;
 
@@ -537,7 +542,7 @@ static int find_same_file(void *ud, const char *path) {
     same_file *sf = ud;
     struct stat sb;
     if (stat(path, &sb) != 0 || sb.st_dev != sf->dev || sb.st_ino != sf->ino) return 0;
-    if (!(sf->path = modattn_strdup(path, MODATTN_MEM_OTHER))) return sf->st = modattn_mem_last_status();
+    if (!(sf->path = modattn__strdup(path, MODATTN_MEM_OTHER))) return sf->st = modattn__mem_last_status();
     return 1;
 }
 
@@ -596,14 +601,14 @@ static int find_stored(run *r, file_entry *f, file_ctx *c) {
     c->fd = -1;
     r->stats->files_seen++;
     if (!r->store) return 0;
-    if ((c->had = modattn_store_find_document(r->store, f->path, &c->old)) != 0) return c->had < 0 ? c->had : 0;
+    if ((c->had = modattn__store_find_document(r->store, f->path, &c->old)) != 0) return c->had < 0 ? c->had : 0;
     char *canon = realpath(f->path, NULL);
     int st = 0;
     if (canon && strcmp(canon, f->path) != 0) {
-        int k = modattn_store_find_document(r->store, canon, &c->old);
-        char *p = k == 1 ? modattn_strdup(canon, MODATTN_MEM_OTHER) : NULL;
+        int k = modattn__store_find_document(r->store, canon, &c->old);
+        char *p = k == 1 ? modattn__strdup(canon, MODATTN_MEM_OTHER) : NULL;
         if (k < 0) st = k;
-        else if (k == 1 && !p) st = modattn_mem_last_status();
+        else if (k == 1 && !p) st = modattn__mem_last_status();
         else if (p) {
             modattn_free(f->path);
             f->path = p;
@@ -661,7 +666,7 @@ static int classify_stat(run *r, file_entry *f, file_ctx *c) {
 static int read_content(run *r, file_entry *f, file_ctx *c) {
     int err = 0;
     if (!(c->buf = read_fd(c->fd, (size_t)c->size, &c->len, &err))) {
-        if (err == ENOMEM) return modattn_mem_last_status();
+        if (err == ENOMEM) return modattn__mem_last_status();
         settle_skip(r, c, f->path, MODATTN_INDEX_ERROR, false, "cannot read: %s", strerror(err));
         return 0;
     }
@@ -681,7 +686,7 @@ static int classify_content(run *r, file_entry *f, file_ctx *c) {
         if (sf.st) return sf.st;
         if (k < 0) return k;
         if (sf.path) {
-            int f2 = modattn_store_find_document(r->store, sf.path, &c->old);
+            int f2 = modattn__store_find_document(r->store, sf.path, &c->old);
             if (f2 != 1) {
                 modattn_free(sf.path);
                 if (f2 < 0) return f2;
@@ -710,23 +715,23 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
         /* "binary file", or which format it is and that it is not read ("a PNG image (unsupported
          * format)"); the store remembers it (a file of its own: an archive's member goes with its
          * archive) */
-        const char *why = modattn_sniff_unsupported(f->path, (const unsigned char *)c->buf, c->len);
+        const char *why = modattn__sniff_unsupported(f->path, (const unsigned char *)c->buf, c->len);
         settle_skip(r, c, f->path, MODATTN_INDEX_SKIPPED, true, "%s%s", why,
                     c->had == 1 ? " (its old entries removed)" : "");
         if (!c->member) c->skip_reason = why;
         return 0;
     }
-    if (modattn_utf16_bom(c->buf, c->len)) {
+    if (modattn__utf16_bom(c->buf, c->len)) {
         /* UTF-16 text: indexed as its UTF-8 decoding (byte ranges then point into that) */
         size_t n = 0;
-        char *u8 = modattn_utf16_to_utf8(c->buf, c->len, &n);
-        if (!u8) return modattn_mem_last_status();
+        char *u8 = modattn__utf16_to_utf8(c->buf, c->len, &n);
+        if (!u8) return modattn__mem_last_status();
         modattn_free(c->buf);
         c->buf = u8;
         c->len = n;
     }
-    pdoc *d = c->d = modattn_calloc(1, sizeof *d, MODATTN_MEM_OTHER);
-    if (!d || !(d->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    pdoc *d = c->d = modattn__calloc(1, sizeof *d, MODATTN_MEM_OTHER);
+    if (!d || !(d->path = modattn__strdup(f->path, MODATTN_MEM_OTHER))) return modattn__mem_last_status();
     d->hash = c->hash;
     d->mtime_ns = c->mtime;
     d->size = (int64_t)c->file_len;
@@ -788,9 +793,9 @@ static int chunk_document(run *r, file_entry *f, file_ctx *c) {
                     c->had == 1 ? " (its old entries removed)" : "");
         return 0;
     }
-    d->vecs = modattn_malloc(d->nchunks * r->dim * sizeof(float), MODATTN_MEM_INDEX);
-    d->ntok = modattn_malloc(d->nchunks * sizeof(int32_t), MODATTN_MEM_OTHER);
-    return d->vecs && d->ntok ? 0 : modattn_mem_last_status();
+    d->vecs = modattn__malloc(d->nchunks * r->dim * sizeof(float), MODATTN_MEM_INDEX);
+    d->ntok = modattn__malloc(d->nchunks * sizeof(int32_t), MODATTN_MEM_OTHER);
+    return d->vecs && d->ntok ? 0 : modattn__mem_last_status();
 }
 
 /* embed: who embeds the document: this run (its chunks join the next batches), or, when the
@@ -841,7 +846,7 @@ static int settle_store(run *r, file_entry *f, file_ctx *c) {
         int st = modattn_store_delete_document(r->store, f->path);
         return st < 0 ? st : 0;
     }
-    if (c->touch) return modattn_store_touch_document(r->store, c->old.id, c->mtime, (int64_t)c->len);
+    if (c->touch) return modattn__store_touch_document(r->store, c->old.id, c->mtime, (int64_t)c->len);
     return 0;
 }
 
@@ -883,12 +888,12 @@ static int index_member(arch_ctx *a, const char *path, const char *data, size_t 
 static int note_seen(pdoc *note, const char *path) {
     if (note->nseen == note->cseen) {
         size_t nc = note->cseen ? note->cseen * 2 : 16;
-        char **nv = modattn_realloc(note->seen, nc * sizeof *nv, MODATTN_MEM_OTHER);
-        if (!nv) return modattn_mem_last_status();
+        char **nv = modattn__realloc(note->seen, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return modattn__mem_last_status();
         note->seen = nv;
         note->cseen = nc;
     }
-    if (!(note->seen[note->nseen] = modattn_strdup(path, MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    if (!(note->seen[note->nseen] = modattn__strdup(path, MODATTN_MEM_OTHER))) return modattn__mem_last_status();
     note->nseen++;
     return 0;
 }
@@ -898,7 +903,7 @@ static int on_member(void *ud, const char *name, const char *data, size_t n, con
     run *r = a->r;
     if (cancelled(r)) return 1;
     char *path = modattn_archive_join(a->path, name);
-    if (!path) return a->st = modattn_mem_last_status();
+    if (!path) return a->st = modattn__mem_last_status();
     int st = 0;
     if (why) {
         r->stats->files_seen++;
@@ -949,7 +954,7 @@ static int index_member(arch_ctx *a, const char *path, const char *data, size_t 
     c.fd = -1;
     c.member = true;
     r->stats->files_seen++;
-    if (r->store && (c.had = modattn_store_find_document(r->store, path, &c.old)) < 0) return c.had;
+    if (r->store && (c.had = modattn__store_find_document(r->store, path, &c.old)) < 0) return c.had;
     int st = 0;
     c.mtime = a->mtime;
     c.size = (int64_t)n;
@@ -958,7 +963,7 @@ static int index_member(arch_ctx *a, const char *path, const char *data, size_t 
         settle_skip(r, &c, path, MODATTN_INDEX_SKIPPED, true, "empty file%s",
                     c.had == 1 ? " (its old entries removed)" : "");
     } else {
-        if (!(c.buf = modattn_malloc(n + 1, MODATTN_MEM_OTHER))) return file_finish(r, &fe, &c, modattn_mem_last_status());
+        if (!(c.buf = modattn__malloc(n + 1, MODATTN_MEM_OTHER))) return file_finish(r, &fe, &c, modattn__mem_last_status());
         memcpy(c.buf, data, n);
         c.buf[n] = '\0';
         c.len = c.file_len = n;
@@ -1005,12 +1010,12 @@ static int collect_member(void *ud, const char *path) {
     if (strncmp(path, l->prefix, l->plen) != 0) return 0;
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 16;
-        char **nv = modattn_realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
-        if (!nv) return l->st = modattn_mem_last_status();
+        char **nv = modattn__realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return l->st = modattn__mem_last_status();
         l->v = nv;
         l->cap = nc;
     }
-    if (!(l->v[l->n] = modattn_strdup(path, MODATTN_MEM_OTHER))) return l->st = modattn_mem_last_status();
+    if (!(l->v[l->n] = modattn__strdup(path, MODATTN_MEM_OTHER))) return l->st = modattn__mem_last_status();
     l->n++;
     return 0;
 }
@@ -1020,10 +1025,10 @@ static int collect_member(void *ud, const char *path) {
 static int drop_members(run *r, const char *path, char **seen, size_t nseen, const char *why) {
     member_list l = {0};
     char *prefix = modattn_archive_join(path, "");
-    if (!prefix) return modattn_mem_last_status();
+    if (!prefix) return modattn__mem_last_status();
     l.prefix = prefix;
     l.plen = strlen(prefix);
-    int st = modattn_store_each_path(r->store, collect_member, &l);
+    int st = modattn__store_each_path(r->store, collect_member, &l);
     if (l.st) st = l.st;
     for (size_t i = 0; i < l.n && !st; i++) {
         if (seen && bsearch(&l.v[i], seen, nseen, sizeof *seen, cmp_str)) continue;
@@ -1045,10 +1050,10 @@ static int index_archive(run *r, file_entry *f, file_ctx *c) {
     r->stats->files_seen--; /* its members are the documents */
     int st = 0;
     if (c->had == 1 && r->store && (st = modattn_store_delete_document(r->store, f->path)) > 0) st = 0;
-    pdoc *note = modattn_calloc(1, sizeof *note, MODATTN_MEM_OTHER);
-    if (!note || !(note->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
+    pdoc *note = modattn__calloc(1, sizeof *note, MODATTN_MEM_OTHER);
+    if (!note || !(note->path = modattn__strdup(f->path, MODATTN_MEM_OTHER))) {
         pdoc_free(note);
-        return file_finish(r, f, c, modattn_mem_last_status());
+        return file_finish(r, f, c, modattn__mem_last_status());
     }
     note->archive_note = true;
     note->hash = c->hash;
@@ -1078,10 +1083,10 @@ static int index_archive(run *r, file_entry *f, file_ctx *c) {
  * read again, attachments and all. The attachments the store has that the message no longer
  * holds are removed after the new ones are written. */
 static int index_attachments(run *r, file_entry *f, file_ctx *c) {
-    pdoc *note = modattn_calloc(1, sizeof *note, MODATTN_MEM_OTHER);
-    if (!note || !(note->path = modattn_strdup(f->path, MODATTN_MEM_OTHER))) {
+    pdoc *note = modattn__calloc(1, sizeof *note, MODATTN_MEM_OTHER);
+    if (!note || !(note->path = modattn__strdup(f->path, MODATTN_MEM_OTHER))) {
         pdoc_free(note);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     note->archive_note = note->container_doc = true;
     note->member = true; /* the message counts for progress */
@@ -1171,7 +1176,7 @@ static void trace_file(uint64_t tr, const file_entry *f) {
     if (!tr) return;
     char shape[64];
     snprintf(shape, sizeof shape, "bytes=%llu", (unsigned long long)f->size);
-    modattn_trace_end(tr, "index.read_extract_chunk", "pipeline", shape, (double)f->size, 0);
+    modattn__trace_end(tr, "index.read_extract_chunk", "pipeline", shape, (double)f->size, 0);
 }
 
 /* ---- batches */
@@ -1183,8 +1188,8 @@ static int chunk_text(const pdoc *d, size_t i, const char **t, size_t *len, char
     *t = d->text.text + c->start;
     *len = c->end - c->start;
     *clean = NULL;
-    if (modattn_utf8_valid(*t, *len)) return 0;
-    if (!(*clean = modattn_utf8_sanitize(*t, *len, len))) return modattn_mem_last_status();
+    if (modattn__utf8_valid(*t, *len)) return 0;
+    if (!(*clean = modattn__utf8_sanitize(*t, *len, len))) return modattn__mem_last_status();
     *t = *clean;
     return 0;
 }
@@ -1207,8 +1212,8 @@ static void pop_doc(run *r) {
  * the run goes on); else the status that stops the run. */
 static int store_doc(run *r, pdoc *d) {
     int st;
-    uint64_t tr = modattn_trace_begin(); /* span: one document's transaction */
-    if ((st = modattn_store_begin(r->store))) return st;
+    uint64_t tr = modattn__trace_begin(); /* span: one document's transaction */
+    if ((st = modattn__store_begin(r->store))) return st;
     modattn_store_doc sd;
     memset(&sd, 0, sizeof sd);
     sd.path = d->path;
@@ -1219,7 +1224,7 @@ static int store_doc(run *r, pdoc *d) {
     sd.chunk_tokens = r->chunk_tokens;
     sd.overlap = (int32_t)r->overlap;
     sd.nchunks = (int64_t)d->nchunks;
-    if ((st = modattn_store_put_document(r->store, &sd))) goto fail;
+    if ((st = modattn__store_put_document(r->store, &sd))) goto fail;
     if (d->drop_note && (st = (int)modattn__note_delete(r->store, d->path, 0)) > 0) st = 0;
     if (st) goto fail;
     for (size_t i = 0; i < d->nchunks; i++) {
@@ -1233,20 +1238,20 @@ static int store_doc(run *r, pdoc *d) {
         ci.line = chunk_line(d, c->start);
         ci.page = d->kind == MODATTN_DOC_PDF ? modattn_doc_text_locate(&d->text, c->start) : 0;
         ci.ntokens = d->ntok[i];
-        st = modattn_store_put_chunk(r->store, sd.id, &ci, d->vecs + i * r->dim, r->dim);
+        st = modattn__store_put_chunk(r->store, sd.id, &ci, d->vecs + i * r->dim, r->dim);
         modattn_free(clean);
         if (st) goto fail;
     }
-    if ((st = modattn_store_commit(r->store))) goto fail;
+    if ((st = modattn__store_commit(r->store))) goto fail;
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "chunks=%zu", d->nchunks);
-        modattn_trace_end(tr, "index.store", "sqlite", shape, 0, 0);
+        modattn__trace_end(tr, "index.store", "sqlite", shape, 0, 0);
     }
     return 0;
 fail:
-    modattn_store_rollback(r->store);
-    if ((st == MODATTN_EBUDGET || st == MODATTN_ENOMEM) && modattn_mem_last_status() == MODATTN_EBUDGET) {
+    modattn__store_rollback(r->store);
+    if ((st == MODATTN_EBUDGET || st == MODATTN_ENOMEM) && modattn__mem_last_status() == MODATTN_EBUDGET) {
         /* the memory budget ran out while writing this document (SQLite's pages count too): an
          * error for this file, rolled back whole; the run goes on */
         r->stats->files_skipped++;
@@ -1311,7 +1316,7 @@ static int flush_batch(run *r) {
         size_t k = n - o < step ? n - o : step;
         if ((st = modattn_model_embed_opt(r->model, NULL, &r->eo, r->btexts + o, r->blens + o, k, r->bvec + o * r->dim,
                                           r->bntok + o))) {
-            st = modattn_error_prefix(st, "embedding %s", r->bdoc[o]->path);
+            st = modattn__error_prefix(st, "embedding %s", r->bdoc[o]->path);
             goto done;
         }
     }
@@ -1319,7 +1324,7 @@ static int flush_batch(run *r) {
         pdoc *d = r->bdoc[i];
         float *v = d->vecs + r->bidx[i] * r->dim;
         memcpy(v, r->bvec + i * r->dim, r->dim * sizeof(float));
-        modattn_vec_normalize(v, r->dim);
+        modattn__vec_normalize(v, r->dim);
         d->ntok[r->bidx[i]] = r->bntok[i];
         d->embedded++;
         r->stats->chunks_embedded++;
@@ -1333,7 +1338,7 @@ done:
         modattn_free(r->bclean[i]);
         r->bclean[i] = NULL;
     }
-    if (st) modattn_store_rollback(r->store);
+    if (st) modattn__store_rollback(r->store);
     return st;
 }
 
@@ -1348,7 +1353,7 @@ static int write_ready(run *r, bool wait) {
             int got = r->stages->fetch(r->stages->ud, d->path, d->hash, d->nchunks, r->dim, d->vecs, d->ntok, wait);
             if (got < 0) return got;
             if (got == 0) {
-                if (wait) return modattn_error(MODATTN_EINVAL, "index: the vectors of %s did not come", d->path);
+                if (wait) return modattn__error(MODATTN_EINVAL, "index: the vectors of %s did not come", d->path);
                 return 0;
             }
             if (got == 2) { /* embedded here after all */
@@ -1379,13 +1384,13 @@ static int collect_path(void *ud, const char *path) {
     path_list *l = ud;
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 64;
-        char **nv = modattn_realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
-        if (!nv) return l->st = modattn_mem_last_status();
+        char **nv = modattn__realloc(l->v, nc * sizeof *nv, MODATTN_MEM_OTHER);
+        if (!nv) return l->st = modattn__mem_last_status();
         l->v = nv;
         l->cap = nc;
     }
-    if (!(l->v[l->n] = modattn_strdup(path, MODATTN_MEM_OTHER)))
-        return l->st = modattn_mem_last_status();
+    if (!(l->v[l->n] = modattn__strdup(path, MODATTN_MEM_OTHER)))
+        return l->st = modattn__mem_last_status();
     l->n++;
     return 0;
 }
@@ -1412,8 +1417,8 @@ static int cmp_stored_ids(const void *a, const void *b) {
  * by an earlier version, which did not know it): one is kept, the name the walk keeps (the first
  * stored), the others are removed. */
 static int prune_same_files(run *r, const path_list *l) {
-    stored_id *ids = modattn_malloc((l->n ? l->n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
-    if (!ids) return modattn_mem_last_status();
+    stored_id *ids = modattn__malloc((l->n ? l->n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
+    if (!ids) return modattn__mem_last_status();
     size_t n = 0;
     for (size_t i = 0; i < l->n; i++) {
         struct stat sb;
@@ -1454,7 +1459,7 @@ static int prune_same_files(run *r, const path_list *l) {
 
 static int prune(run *r) {
     path_list l = {0};
-    int st = modattn_store_each_path(r->store, collect_path, &l);
+    int st = modattn__store_each_path(r->store, collect_path, &l);
     if (!st) st = prune_same_files(r, &l);
     for (size_t i = 0; i < l.n && !st; i++) {
         struct stat sb;
@@ -1521,11 +1526,11 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
     size_t ct = opt->chunk_tokens ? opt->chunk_tokens : room;
     if (ct > room || ct <= specials) {
         if (ptoks)
-            return modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s (its "
+            return modattn__error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s (its "
                                  "max_seq_length is %zu, [CLS]/[SEP] included, and the document prompt takes "
                                  "%zu word pieces of it)", ct, specials + 1, room, info->name, info->max_tokens,
                                  ptoks);
-        return modattn_error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
+        return modattn__error(MODATTN_EINVAL, "--chunk-tokens %zu: must be in [%zu, %zu] for model %s "
                              "(its max_seq_length is %zu, [CLS]/[SEP] included)", ct, specials + 1,
                              info->max_tokens, info->name, info->max_tokens);
     }
@@ -1535,7 +1540,7 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
         r->overlap = MODATTN_INGEST_DEFAULT_OVERLAP;
         if (r->overlap > r->window / 4) r->overlap = r->window / 4;
     } else if ((size_t)opt->overlap >= r->window) {
-        return modattn_error(MODATTN_EINVAL, "--overlap %ld: must be smaller than the chunk's %zu "
+        return modattn__error(MODATTN_EINVAL, "--overlap %ld: must be smaller than the chunk's %zu "
                              "word pieces (--chunk-tokens %zu less %zu special tokens)",
                              opt->overlap, r->window, ct, specials);
     } else {
@@ -1551,16 +1556,16 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
     r->xlim.cancel = extract_cancel;
     r->xlim.cancel_ud = r;
 
-    if (store && (st = modattn_store_bind_model(store, &sm))) return st;
+    if (store && (st = modattn__store_bind_model(store, &sm))) return st;
     r->bound = true;
 
     /* the store's own files are never indexed */
-    r->own[0] = store ? modattn_path_absolute(modattn_store_path(store)) : NULL;
+    r->own[0] = store ? modattn__path_absolute(modattn_store_path(store)) : NULL;
     if (r->own[0]) {
         static const char *const sfx[] = {"-wal", "-shm", "-journal", ".vec"};
         size_t n0 = strlen(r->own[0]);
         for (int i = 0; i < 4; i++) {
-            r->own[i + 1] = modattn_malloc(n0 + 9, MODATTN_MEM_OTHER);
+            r->own[i + 1] = modattn__malloc(n0 + 9, MODATTN_MEM_OTHER);
             if (r->own[i + 1]) snprintf(r->own[i + 1], n0 + 9, "%s%s", r->own[0], sfx[i]);
         }
     }
@@ -1578,15 +1583,15 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
         *slash = '/';
     }
 
-    r->btexts = modattn_malloc(r->batch * sizeof *r->btexts, MODATTN_MEM_OTHER);
-    r->blens = modattn_malloc(r->batch * sizeof *r->blens, MODATTN_MEM_OTHER);
-    r->bclean = modattn_calloc(r->batch, sizeof *r->bclean, MODATTN_MEM_OTHER);
-    r->bdoc = modattn_malloc(r->batch * sizeof *r->bdoc, MODATTN_MEM_OTHER);
-    r->bidx = modattn_malloc(r->batch * sizeof *r->bidx, MODATTN_MEM_OTHER);
-    r->bvec = modattn_malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
-    r->bntok = modattn_malloc(r->batch * sizeof *r->bntok, MODATTN_MEM_OTHER);
+    r->btexts = modattn__malloc(r->batch * sizeof *r->btexts, MODATTN_MEM_OTHER);
+    r->blens = modattn__malloc(r->batch * sizeof *r->blens, MODATTN_MEM_OTHER);
+    r->bclean = modattn__calloc(r->batch, sizeof *r->bclean, MODATTN_MEM_OTHER);
+    r->bdoc = modattn__malloc(r->batch * sizeof *r->bdoc, MODATTN_MEM_OTHER);
+    r->bidx = modattn__malloc(r->batch * sizeof *r->bidx, MODATTN_MEM_OTHER);
+    r->bvec = modattn__malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
+    r->bntok = modattn__malloc(r->batch * sizeof *r->bntok, MODATTN_MEM_OTHER);
     if (!r->btexts || !r->blens || !r->bclean || !r->bdoc || !r->bidx || !r->bvec || !r->bntok)
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     return 0;
 }
 
@@ -1595,8 +1600,8 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
 static int run_walk(run *r, const char *const *paths, size_t npaths) {
     int st = 0;
     for (size_t i = 0; i < npaths && !st; i++) {
-        char *abs = modattn_path_absolute(paths[i]);
-        if (!abs) return modattn_mem_last_status();
+        char *abs = modattn__path_absolute(paths[i]);
+        if (!abs) return modattn__mem_last_status();
         st = walk(r, abs, true);
         modattn_free(abs);
     }
@@ -1608,17 +1613,17 @@ static int run_walk(run *r, const char *const *paths, size_t npaths) {
  * vectors other processes send). */
 static int run_files(run *r) {
     int st = 0;
-    r->t0_ns = modattn_now_ns();
+    r->t0_ns = modattn__now_ns();
     progress(r, true);
     for (size_t i = 0; i < r->nfiles && !st && !cancelled(r); i++) {
-        uint64_t tr = modattn_trace_begin();
+        uint64_t tr = modattn__trace_begin();
         st = index_file(r, &r->files[i]);
         trace_file(tr, &r->files[i]);
     }
     while (!st && r->head && !cancelled(r)) {
         if (r->unqueued) st = flush_batch(r);
         else if (r->head->remote) st = write_ready(r, true);
-        else st = modattn_error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r->head->path);
+        else st = modattn__error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r->head->path);
     }
     if (!st) progress(r, true);
     return st;
@@ -1662,7 +1667,7 @@ static int run_store_files(run *r) {
 }
 
 static void run_free(run *r) {
-    if (r->store) modattn_store_rollback(r->store);
+    if (r->store) modattn__store_rollback(r->store);
     while (r->head) {
         pdoc *n = r->head->next;
         pdoc_free(r->head);
@@ -1699,12 +1704,12 @@ static const modattn_index_options *default_options(const modattn_index_options 
 int modattn__index_run(modattn_store *store, modattn_model *model, const char *const *paths, size_t npaths,
                        const modattn_index_options *opt, const modattn__index_stages *stages,
                        modattn_index_stats *stats) {
-    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
+    if (!stats) return modattn__error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
     memset(stats, 0, sizeof *stats);
     if (stages && !stages->remote != !stages->fetch)
-        return modattn_error(MODATTN_EINVAL, "modattn__index_run: set remote with fetch, or neither");
+        return modattn__error(MODATTN_EINVAL, "modattn__index_run: set remote with fetch, or neither");
     if ((!store && !(stages && stages->sink)) || !model || (!paths && npaths))
-        return modattn_error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_index_paths: NULL argument");
     modattn_index_options defaults;
     run r;
     memset(&r, 0, sizeof r);
@@ -1722,20 +1727,20 @@ int modattn__index_run(modattn_store *store, modattn_model *model, const char *c
 int modattn__index_plan(modattn_store *store, modattn_model *model, const char *const *paths, size_t npaths,
                         const modattn_index_options *opt, int (*fn)(void *ud, const char *path, uint64_t size),
                         void *ud, modattn_index_stats *stats) {
-    if (!stats) return modattn_error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
+    if (!stats) return modattn__error(MODATTN_EINVAL, "modattn_index_paths: stats is NULL");
     memset(stats, 0, sizeof *stats);
     if (!store || !model || !fn || (!paths && npaths))
-        return modattn_error(MODATTN_EINVAL, "modattn__index_plan: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn__index_plan: NULL argument");
     modattn_index_options defaults;
     run r;
     memset(&r, 0, sizeof r);
     int st = run_setup(&r, store, model, default_options(opt, &defaults), stats);
     if (st && !r.bound) return st;
     if (!st) st = run_walk(&r, paths, npaths);
-    r.t0_ns = modattn_now_ns();
+    r.t0_ns = modattn__now_ns();
     if (!st) progress(&r, true);
     for (size_t i = 0; !st && i < r.nfiles && !cancelled(&r); i++) {
-        uint64_t tr = modattn_trace_begin();
+        uint64_t tr = modattn__trace_begin();
         st = plan_file(&r, &r.files[i], fn, ud);
         trace_file(tr, &r.files[i]);
     }

@@ -13,6 +13,10 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/keywords_internal.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/store_ext.h"
@@ -52,7 +56,7 @@ static size_t cut_utf8(const unsigned char *p, size_t n, size_t max) {
     return k;
 }
 
-/* The runs of text worth a phrase (see modattn_keyword_query), at most MAX_TERMS, each cut to
+/* The runs of text worth a phrase (see modattn__keyword_query), at most MAX_TERMS, each cut to
  * MAX_TERM_BYTES: starts and lengths into text (valid UTF-8). */
 static size_t runs(const char *text, size_t len, size_t *start, size_t *rlen) {
     size_t n = 0;
@@ -72,8 +76,8 @@ static size_t runs(const char *text, size_t len, size_t *start, size_t *rlen) {
 
 /* The phrases keep[i] of the runs, quoted and joined with OR, into a new string. */
 static int join_runs(const char *text, const size_t *start, const size_t *rlen, const bool *keep, size_t n, char **out) {
-    char *q = modattn_malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * MAX_TERM_BYTES + 6) + 1, MODATTN_MEM_OTHER);
-    if (!q) return modattn_mem_last_status();
+    char *q = modattn__malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * MAX_TERM_BYTES + 6) + 1, MODATTN_MEM_OTHER);
+    if (!q) return modattn__mem_last_status();
     size_t o = 0;
     int terms = 0;
     for (size_t r = 0; r < n; r++) {
@@ -97,15 +101,15 @@ static int join_runs(const char *text, const size_t *start, const size_t *rlen, 
 /* text as valid UTF-8: itself, or a repaired copy in *clean (modattn_free) */
 static int valid_text(const char **text, size_t *len, char **clean) {
     *clean = NULL;
-    if (*len && !modattn_utf8_valid(*text, *len)) {
-        if (!(*clean = modattn_utf8_sanitize(*text, *len, len))) return modattn_mem_last_status();
+    if (*len && !modattn__utf8_valid(*text, *len)) {
+        if (!(*clean = modattn__utf8_sanitize(*text, *len, len))) return modattn__mem_last_status();
         *text = *clean;
     }
     return 0;
 }
 
-int modattn_keyword_query(const char *text, size_t len, char **out) {
-    if (!out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
+int modattn__keyword_query(const char *text, size_t len, char **out) {
+    if (!out || (!text && len)) return modattn__error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
     char *clean = NULL;
     int st = valid_text(&text, &len, &clean);
@@ -118,19 +122,19 @@ int modattn_keyword_query(const char *text, size_t len, char **out) {
 }
 
 /* (a schema-3 store opened by an SQLite without FTS5 is searched by meaning, as one of schema 2) */
-bool modattn_store_has_keywords(const modattn_store *s) {
+bool modattn__store_has_keywords(const modattn_store *s) {
     return s && modattn__store_schema(s) >= 3 && modattn__sqlite_has_fts5();
 }
 
 static int no_index(modattn_store *s) {
-    return modattn_error(MODATTN_EUNSUPPORTED,
+    return modattn__error(MODATTN_EUNSUPPORTED,
                          "%s: the store has no keyword index (schema %d; `modattn index` adds it, where SQLite has FTS5)",
                          modattn_store_path(s), modattn__store_schema(s));
 }
 
 static int sq_fail(modattn_store *s, int rc, const char *what) {
     sqlite3 *db = modattn__store_db(s);
-    return modattn_error(rc == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s", modattn_store_path(s), what,
+    return modattn__error(rc == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s", modattn_store_path(s), what,
                          db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
@@ -203,7 +207,7 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
         return;
     }
     if (kw->have_sizes && kw->gen == gen) return;
-    const uint64_t tr = modattn_trace_begin();
+    const uint64_t tr = modattn__trace_begin();
     kw->have_sizes = false;
     kw->n = 0;
     sqlite3_stmt *q = NULL;
@@ -214,9 +218,9 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         if (kw->n == kw->cap) {
             const size_t nc = kw->cap ? 2 * kw->cap : 4096;
-            int64_t *ni = modattn_realloc(kw->ids, nc * sizeof *ni, MODATTN_MEM_OTHER);
+            int64_t *ni = modattn__realloc(kw->ids, nc * sizeof *ni, MODATTN_MEM_OTHER);
             if (ni) kw->ids = ni;
-            uint32_t *ns = ni ? modattn_realloc(kw->sz, nc * sizeof *ns, MODATTN_MEM_OTHER) : NULL;
+            uint32_t *ns = ni ? modattn__realloc(kw->sz, nc * sizeof *ns, MODATTN_MEM_OTHER) : NULL;
             if (ns) kw->sz = ns;
             if (!ni || !ns) {
                 ok = false;
@@ -239,7 +243,7 @@ static void load_sizes(modattn_store *s, kw_state *kw) {
     if (tr) {
         char shape[32];
         snprintf(shape, sizeof shape, "rows=%zu", kw->n);
-        modattn_trace_end(tr, "search.keyword_sizes", "sqlite", shape, (double)kw->n * 12.0, 0);
+        modattn__trace_end(tr, "search.keyword_sizes", "sqlite", shape, (double)kw->n * 12.0, 0);
     }
 }
 
@@ -286,7 +290,7 @@ static int bm25_prepare(const Fts5ExtensionApi *api, Fts5Context *fts, int skip,
 }
 
 /* modattn_bm25(chunks_fts, skip, w0, w1, ...): BM25 (k1 1.2, b 0.75) over the query's phrases
- * from the skip-th on (those before only select rows: see modattn_store_keyword_topk), each
+ * from the skip-th on (those before only select rows: see modattn__store_keyword_topk), each
  * instance of a phrase in column c counting w_c (1 past the weights given), higher better. */
 static void bm25_fn(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx, int nval, sqlite3_value **vals) {
     const double k1 = 1.2, b = 0.75;
@@ -333,8 +337,8 @@ static fts5_api *fts5_of(sqlite3 *db);
 /* The state, with our functions registered on the connection. */
 static int kw_of(modattn_store *s, kw_state **out) {
     void **slot = modattn__store_ext_slot(s, &kw_ext);
-    if (!slot) return modattn_error(MODATTN_EINVAL, "%s: too many store extensions", modattn_store_path(s));
-    if (!*slot && !(*slot = modattn_calloc(1, sizeof(kw_state), MODATTN_MEM_OTHER))) return modattn_mem_last_status();
+    if (!slot) return modattn__error(MODATTN_EINVAL, "%s: too many store extensions", modattn_store_path(s));
+    if (!*slot && !(*slot = modattn__calloc(1, sizeof(kw_state), MODATTN_MEM_OTHER))) return modattn__mem_last_status();
     kw_state *kw = *slot;
     if (!kw->registered) {
         fts5_api *api = fts5_of(modattn__store_db(s));
@@ -342,8 +346,8 @@ static int kw_of(modattn_store *s, kw_state **out) {
         if (rc == SQLITE_OK) rc = api->xCreateFunction(api, "modattn_bm25", kw, bm25_fn, NULL);
         if (rc != SQLITE_OK) /* (no api: SQLite could not run the query that gives it: memory) */
             return rc == SQLITE_NOMEM
-                       ? modattn_error(MODATTN_ENOMEM, "%s: keyword search: out of memory", modattn_store_path(s))
-                       : modattn_error(MODATTN_EIO, "%s: cannot register the keyword functions with FTS5",
+                       ? modattn__error(MODATTN_ENOMEM, "%s: keyword search: out of memory", modattn_store_path(s))
+                       : modattn__error(MODATTN_EIO, "%s: cannot register the keyword functions with FTS5",
                                        modattn_store_path(s));
         kw->registered = true;
     }
@@ -385,7 +389,7 @@ static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, co
         sqlite3_bind_blob(q, 4, path_prefix, (int)strlen(path_prefix), SQLITE_STATIC);
     }
     sqlite3_bind_int(q, 5, skip);
-    const uint64_t tr = modattn_trace_begin();
+    const uint64_t tr = modattn__trace_begin();
     while ((rc = sqlite3_step(q)) == SQLITE_ROW && *n < k) {
         ids[*n] = sqlite3_column_int64(q, 0);
         scores[*n] = sqlite3_column_double(q, 1);
@@ -397,16 +401,16 @@ static int topk_pass(modattn_store *s, const char *match, int skip, size_t k, co
     if (tr) {
         char shape[48];
         snprintf(shape, sizeof shape, "skip=%d k=%zu", skip, k);
-        modattn_trace_end(tr, "search.keyword_pass", "fts5", shape, 0, 0);
+        modattn__trace_end(tr, "search.keyword_pass", "fts5", shape, 0, 0);
     }
     return st;
 }
 
-int modattn_store_keyword_topk(modattn_store *s, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
+int modattn__store_keyword_topk(modattn_store *s, const char *fts, size_t k, const char *path_prefix, int64_t *ids,
                                double *scores, size_t *n) {
-    if (!s || !fts || !n || (k && (!ids || !scores))) return modattn_error(MODATTN_EINVAL, "keyword_topk: NULL argument");
+    if (!s || !fts || !n || (k && (!ids || !scores))) return modattn__error(MODATTN_EINVAL, "keyword_topk: NULL argument");
     *n = 0;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     if (k == 0 || !*fts) return 0;
     sqlite3 *db = modattn__store_db(s);
     kw_state *kw = NULL;
@@ -658,8 +662,8 @@ typedef struct qword {
  * with OR, into a new string. */
 static int join_words(const char *text, const size_t *start, const size_t *rlen, const bool *keep, const qword *w,
                       size_t n, char **out) {
-    char *q = modattn_malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * (MAX_TERM_BYTES * 4 + 1) + 7) + 1, MODATTN_MEM_OTHER);
-    if (!q) return modattn_mem_last_status();
+    char *q = modattn__malloc((size_t)MODATTN_KEYWORD_MAX_TERMS * (2 * (MAX_TERM_BYTES * 4 + 1) + 7) + 1, MODATTN_MEM_OTHER);
+    if (!q) return modattn__mem_last_status();
     size_t o = 0;
     int terms = 0;
     for (size_t r = 0; r < n; r++) {
@@ -692,19 +696,19 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
                                  modattn__kw_query_info *info) {
     if (info) memset(info, 0, sizeof *info), info->lang = -1;
     if (marks) *marks = NULL;
-    if (!s || !out || (!text && len)) return modattn_error(MODATTN_EINVAL, "keyword_query: NULL argument");
+    if (!s || !out || (!text && len)) return modattn__error(MODATTN_EINVAL, "keyword_query: NULL argument");
     *out = NULL;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     char *clean = NULL;
     int st = valid_text(&text, &len, &clean);
     if (st) return st;
     if (!text) text = "";
     size_t start[MODATTN_KEYWORD_MAX_TERMS], rlen[MODATTN_KEYWORD_MAX_TERMS];
     bool keep[MODATTN_KEYWORD_MAX_TERMS];
-    qword *w = modattn_calloc(MODATTN_KEYWORD_MAX_TERMS, sizeof *w, MODATTN_MEM_OTHER);
+    qword *w = modattn__calloc(MODATTN_KEYWORD_MAX_TERMS, sizeof *w, MODATTN_MEM_OTHER);
     if (!w) {
         modattn_free(clean);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     const size_t n = runs(text, len, start, rlen);
     sqlite3 *db = modattn__store_db(s);
@@ -821,8 +825,8 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
     if (!st && scored_stop) st = join_words(text, start, rlen, req, w, n, &sel);
     if (!st && sel) { /* "(S) AND (ALL)": rows that hold one of S, scored over ALL */
         const size_t ls = strlen(sel), la = strlen(all);
-        char *q = modattn_malloc(ls + la + 16, MODATTN_MEM_OTHER);
-        if (!q) st = modattn_mem_last_status();
+        char *q = modattn__malloc(ls + la + 16, MODATTN_MEM_OTHER);
+        if (!q) st = modattn__mem_last_status();
         else snprintf(q, ls + la + 16, "(%s) AND (%s)", sel, all);
         *out = q;
     } else if (!st) {
@@ -830,9 +834,9 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
         all = NULL;
     }
     if (!st && marks) { /* the words that matter: S, or the whole list */
-        *marks = sel ? sel : modattn_strndup(*out, strlen(*out), MODATTN_MEM_OTHER);
+        *marks = sel ? sel : modattn__strndup(*out, strlen(*out), MODATTN_MEM_OTHER);
         if (sel) sel = NULL;
-        else if (!*marks) st = modattn_mem_last_status();
+        else if (!*marks) st = modattn__mem_last_status();
     }
     if (st) {
         modattn_free(*out);
@@ -845,7 +849,7 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
     return st;
 }
 
-int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
+int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
     modattn__kw_query_info info;
     if (dropped) *dropped = 0;
     int st = modattn__store_keyword_query(s, text, len, out, NULL, &info);
@@ -853,11 +857,11 @@ int modattn_store_keyword_query(modattn_store *s, const char *text, size_t len, 
     return st;
 }
 
-int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, modattn_text_span **spans, size_t *n) {
-    if (!s || !fts || !spans || !n) return modattn_error(MODATTN_EINVAL, "keyword_spans: NULL argument");
+int modattn__store_keyword_spans(modattn_store *s, const char *fts, int64_t id, modattn_text_span **spans, size_t *n) {
+    if (!s || !fts || !spans || !n) return modattn__error(MODATTN_EINVAL, "keyword_spans: NULL argument");
     *spans = NULL;
     *n = 0;
-    if (!modattn_store_has_keywords(s)) return no_index(s);
+    if (!modattn__store_has_keywords(s)) return no_index(s);
     if (!*fts) return 0;
     sqlite3 *db = modattn__store_db(s);
     kw_state *kw = NULL;
@@ -875,8 +879,8 @@ int modattn_store_keyword_spans(modattn_store *s, const char *fts, int64_t id, m
         const int64_t *b = sqlite3_column_blob(q, 0);
         const size_t pairs = (size_t)sqlite3_column_bytes(q, 0) / (2 * sizeof(int64_t));
         if (pairs) {
-            modattn_text_span *out = modattn_malloc(pairs * sizeof *out, MODATTN_MEM_OTHER);
-            if (!out) st = modattn_mem_last_status();
+            modattn_text_span *out = modattn__malloc(pairs * sizeof *out, MODATTN_MEM_OTHER);
+            if (!out) st = modattn__mem_last_status();
             else {
                 for (size_t i = 0; i < pairs; i++) out[i] = (modattn_text_span){(size_t)b[2 * i], (size_t)b[2 * i + 1]};
                 *spans = out;
@@ -912,7 +916,7 @@ static int by_df(const void *a, const void *b) {
     return (x->df > y->df) - (x->df < y->df);
 }
 
-/* The phrases of a list that modattn_keyword_query writes, "a" OR "b""c" OR "d"* ..., from c up
+/* The phrases of a list that modattn__keyword_query writes, "a" OR "b""c" OR "d"* ..., from c up
  * to the end of the string or a ')' (*end: there); 0 if it is not one. */
 static size_t parse_list(const char *c, phrase *p, size_t cap, const char **end) {
     size_t n = 0;
@@ -938,7 +942,7 @@ static size_t parse_list(const char *c, phrase *p, size_t cap, const char **end)
     return n;
 }
 
-/* A query of modattn_store_keyword_query: a plain list, or "(S) AND (ALL)": rows that hold one of
+/* A query of modattn__store_keyword_query: a plain list, or "(S) AND (ALL)": rows that hold one of
  * the required phrases S (the words that carry information), scored over ALL (them and the stop
  * words). *nreq = |S| (0 for a plain list), the phrases of ALL in p; 0 if fts is neither. */
 static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq) {
@@ -959,7 +963,7 @@ static size_t parse_query(const char *fts, phrase *p, size_t cap, size_t *nreq) 
 static char *join_phrases(const phrase *p, size_t n, const char *all) {
     size_t len = strlen(all) + 16;
     for (size_t i = 0; i < n; i++) len += p[i].len + 4;
-    char *m = modattn_malloc(len, MODATTN_MEM_OTHER);
+    char *m = modattn__malloc(len, MODATTN_MEM_OTHER);
     if (!m) return NULL;
     size_t o = 0;
     m[o++] = '(';
@@ -1014,7 +1018,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     while (e0 < np && (p[e0].df < 0 || e0 == 0 || cum + (double)p[e0].df <= budget)) cum += p[e0].df > 0 ? (double)p[e0].df : 0, e0++;
     if (e0 == np) return 0; /* every phrase is rare: the whole query is cheap */
     char *m = join_phrases(p, e0, fts);
-    if (!m) return modattn_mem_last_status();
+    if (!m) return modattn__mem_last_status();
     int st = topk_pass(s, m, (int)(e0 + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
     if (st) return st;
@@ -1031,7 +1035,7 @@ static int topk_pruned(modattn_store *s, kw_state *kw, const char *fts, size_t k
     if (c == np - e0) return 0; /* pass A was the whole answer */
     if (!(m = join_phrases(p, np - c, fts))) {
         *n = 0;
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     st = topk_pass(s, m, (int)(np - c + nreq), k, path_prefix, ids, scores, n);
     modattn_free(m);
@@ -1057,12 +1061,12 @@ static vocab *vocab_of(modattn_store *s) {
     }
     if (kw->vocab && kw->vocab->have && kw->vocab->gen == gen) return kw->vocab;
     vocab_free(kw->vocab);
-    vocab *v = kw->vocab = modattn_calloc(1, sizeof *v, MODATTN_MEM_OTHER);
+    vocab *v = kw->vocab = modattn__calloc(1, sizeof *v, MODATTN_MEM_OTHER);
     if (!v) {
         modattn_clear_error();
         return NULL;
     }
-    const uint64_t tr = modattn_trace_begin();
+    const uint64_t tr = modattn__trace_begin();
     sqlite3_stmt *q = NULL;
     size_t cap = 0, tcap = 0;
     bool ok = sqlite3_prepare_v2(modattn__store_db(s), "SELECT term, doc FROM temp.modattn_vocab", -1, &q, NULL) == SQLITE_OK;
@@ -1077,9 +1081,9 @@ static vocab *vocab_of(modattn_store *s) {
         }
         if (v->n == cap) {
             const size_t nc = cap ? 2 * cap : 4096;
-            uint32_t *no = modattn_realloc(v->off, nc * sizeof *no, MODATTN_MEM_OTHER);
+            uint32_t *no = modattn__realloc(v->off, nc * sizeof *no, MODATTN_MEM_OTHER);
             if (no) v->off = no;
-            uint32_t *nd = no ? modattn_realloc(v->df, nc * sizeof *nd, MODATTN_MEM_OTHER) : NULL;
+            uint32_t *nd = no ? modattn__realloc(v->df, nc * sizeof *nd, MODATTN_MEM_OTHER) : NULL;
             if (nd) v->df = nd;
             if (!no || !nd) {
                 ok = false;
@@ -1089,7 +1093,7 @@ static vocab *vocab_of(modattn_store *s) {
         }
         if (v->bytes + tl + 1 > tcap) {
             const size_t nc = tcap ? 2 * tcap : 65536;
-            char *nt = modattn_realloc(v->text, nc > MAX_VOCAB_BYTES ? MAX_VOCAB_BYTES : nc, MODATTN_MEM_OTHER);
+            char *nt = modattn__realloc(v->text, nc > MAX_VOCAB_BYTES ? MAX_VOCAB_BYTES : nc, MODATTN_MEM_OTHER);
             if (!nt) {
                 ok = false;
                 break;
@@ -1107,7 +1111,7 @@ static vocab *vocab_of(modattn_store *s) {
     if (tr) {
         char shape[48];
         snprintf(shape, sizeof shape, "terms=%zu", v->n);
-        modattn_trace_end(tr, "search.keyword_vocab", "fts5vocab", shape, (double)v->bytes, 0);
+        modattn__trace_end(tr, "search.keyword_vocab", "fts5vocab", shape, (double)v->bytes, 0);
     }
     /* (fts5vocab gives its terms in order, as the lookups need: BINARY collation, as strcmp) */
     if (!ok || rc != SQLITE_DONE) {

@@ -7,6 +7,7 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_status.h"
 #include "pipeline/pipeline_internal.h"
 
 int modattn_extract_pdf(const char *pdf, size_t len, modattn_doc_text *out) {
@@ -16,7 +17,7 @@ int modattn_extract_pdf(const char *pdf, size_t len, modattn_doc_text *out) {
     GError *gerr = NULL;
     PopplerDocument *doc = poppler_document_new_from_bytes(bytes, NULL, &gerr);
     if (!doc) {
-        int st = modattn_error(MODATTN_EFORMAT, "not a readable PDF: %s",
+        int st = modattn__error(MODATTN_EFORMAT, "not a readable PDF: %s",
                                gerr && gerr->message ? gerr->message : "poppler refused it");
         if (gerr) g_error_free(gerr);
         g_bytes_unref(bytes);

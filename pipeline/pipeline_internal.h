@@ -5,6 +5,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "core/internal_core.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 
 /* Length of the UTF-8 character (or of the maximal subpart of an ill-formed sequence) at s,
  * len >= 1; *valid says which. */
@@ -16,12 +19,12 @@ size_t modattn__utf16_decode(const unsigned char *p, size_t len, bool big_endian
 /* Scan kernels: scores[i] = dot(mat + i*ld, q) over dim floats, for i in [0, n).
  * mat rows and q need no particular alignment. One per instruction set, each in its own file
  * compiled with that set's flags (scan_avx2.c, scan_avx512.c); call them only when
- * modattn_cpu_get() says the CPU has the set. */
+ * modattn__cpu_get() says the CPU has the set. */
 typedef void (*modattn__scan_fn)(const float *mat, size_t n, size_t dim, size_t ld,
                                  const float *q, float *scores);
 void modattn__scan_scalar(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                           float *scores);
-/* The widest kernel this CPU runs (what modattn_topk's AUTO picks). */
+/* The widest kernel this CPU runs (what modattn__topk's AUTO picks). */
 modattn__scan_fn modattn__scan_best(void);
 /* One row's score by the same kernel, bit for bit what it gives that row in a scan (the ANN
  * graph's walk: pipeline/ann_hnsw.c). */
@@ -63,7 +66,7 @@ void modattn__store_unlock(struct modattn_store *s); /* ends it, writing nothing
 /* Inside a transaction: the rows with generation > after (after < 0: all), ascending chunk id,
  * one at a time to fn (a non-zero status from it stops the scan and is returned); *n the rows
  * given. modattn__store_count_vectors counts them; modattn__store_read_vectors copies them into
- * one block, as modattn_store_load_vectors. */
+ * one block, as modattn__store_load_vectors. */
 typedef int (*modattn__vector_fn)(void *ctx, int64_t chunk, const void *v, size_t dim); /* v: dim floats, unaligned */
 int modattn__store_scan_vectors(struct modattn_store *s, int64_t after, modattn__vector_fn fn, void *ctx, size_t *n);
 int modattn__store_count_vectors(struct modattn_store *s, int64_t after, size_t *n);
@@ -94,7 +97,7 @@ void modattn__vecfile_reseal(void *file, size_t size);
 /* HTML and PDF extraction in a child process (extract.c): the in-process extractor's result, bit
  * for bit, or a reason it has none. The child may map mem_bytes beyond what it inherits
  * (RLIMIT_DATA; 0: no limit) and is killed after timeout_s seconds (<= 0: none) or when cancel
- * returns non-zero (*cancelled then true). The text comes back in blocks from modattn_malloc
+ * returns non-zero (*cancelled then true). The text comes back in blocks from modattn__malloc
  * (MODATTN_MEM_OTHER), refused over max_text bytes. Returns 0; MODATTN_EBUDGET/ENOMEM when the
  * text does not fit this process's budget; MODATTN_EFORMAT with the extractor's message; otherwise
  * (MODATTN_ERANGE, MODATTN_EIO) a message naming the limit or the failure ("extraction exceeded

@@ -12,6 +12,9 @@
 
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_search.h"
 #include "pipeline/hits.h"
 #include "pipeline/pipeline_internal.h"
 
@@ -34,7 +37,7 @@ void modattn__scan_scalar(const float *mat, size_t n, size_t dim, size_t ld, con
     }
 }
 
-const char *modattn_scan_isa_name(modattn_scan_isa isa) {
+const char *modattn__scan_isa_name(modattn_scan_isa isa) {
     switch (isa) {
     case MODATTN_SCAN_AUTO: return "auto";
     case MODATTN_SCAN_SCALAR: return "scalar";
@@ -44,41 +47,41 @@ const char *modattn_scan_isa_name(modattn_scan_isa isa) {
     return "unknown";
 }
 
-int modattn_scan_isa_available(modattn_scan_isa isa) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+int modattn__scan_isa_available(modattn_scan_isa isa) {
+    const modattn_cpu_features *f = modattn__cpu_get();
     switch (isa) {
     case MODATTN_SCAN_AUTO:
     case MODATTN_SCAN_SCALAR: return 0;
 #if defined(MODATTN_SCAN_X86)
     case MODATTN_SCAN_AVX2:
         if (f->avx2 && f->fma) return 0;
-        return modattn_error(MODATTN_EUNSUPPORTED, "scan avx2: this CPU (or MODATTN_CPU_DISABLE) "
+        return modattn__error(MODATTN_EUNSUPPORTED, "scan avx2: this CPU (or MODATTN_CPU_DISABLE) "
                              "has no AVX2+FMA");
     case MODATTN_SCAN_AVX512:
         if (f->avx512f) return 0;
-        return modattn_error(MODATTN_EUNSUPPORTED, "scan avx512: this CPU (or "
+        return modattn__error(MODATTN_EUNSUPPORTED, "scan avx512: this CPU (or "
                              "MODATTN_CPU_DISABLE) has no AVX-512F");
 #else
     case MODATTN_SCAN_AVX2:
     case MODATTN_SCAN_AVX512:
         (void)f;
-        return modattn_error(MODATTN_EUNSUPPORTED, "scan %s: not built for this architecture",
-                             modattn_scan_isa_name(isa));
+        return modattn__error(MODATTN_EUNSUPPORTED, "scan %s: not built for this architecture",
+                             modattn__scan_isa_name(isa));
 #endif
     }
-    return modattn_error(MODATTN_EINVAL, "unknown scan kernel %d", (int)isa);
+    return modattn__error(MODATTN_EINVAL, "unknown scan kernel %d", (int)isa);
 }
 
-modattn_scan_isa modattn_scan_isa_auto(void) {
-    if (modattn_scan_isa_available(MODATTN_SCAN_AVX512) == 0) return MODATTN_SCAN_AVX512;
-    if (modattn_scan_isa_available(MODATTN_SCAN_AVX2) == 0) return MODATTN_SCAN_AVX2;
+modattn_scan_isa modattn__scan_isa_auto(void) {
+    if (modattn__scan_isa_available(MODATTN_SCAN_AVX512) == 0) return MODATTN_SCAN_AVX512;
+    if (modattn__scan_isa_available(MODATTN_SCAN_AVX2) == 0) return MODATTN_SCAN_AVX2;
     modattn_clear_error();
     return MODATTN_SCAN_SCALAR;
 }
 
 static int pick(modattn_scan_isa isa, modattn__scan_fn *fn) {
-    if (isa == MODATTN_SCAN_AUTO) isa = modattn_scan_isa_auto();
-    int st = modattn_scan_isa_available(isa);
+    if (isa == MODATTN_SCAN_AUTO) isa = modattn__scan_isa_auto();
+    int st = modattn__scan_isa_available(isa);
     if (st) return st;
     switch (isa) {
 #if defined(MODATTN_SCAN_X86)
@@ -102,7 +105,7 @@ static float dot1_scalar(const float *row, const float *q, size_t dim) {
 }
 
 modattn__dot1_fn modattn__dot1_best(void) {
-    switch (modattn_scan_isa_auto()) {
+    switch (modattn__scan_isa_auto()) {
 #if defined(MODATTN_SCAN_X86)
     case MODATTN_SCAN_AVX512: return modattn__dot1_avx512;
     case MODATTN_SCAN_AVX2: return modattn__dot1_avx2;
@@ -111,11 +114,11 @@ modattn__dot1_fn modattn__dot1_best(void) {
     }
 }
 
-int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
+int modattn__scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         modattn_scan_isa isa, float *scores) {
     if (n == 0) return 0;
     if (!mat || !query || !scores || ld < dim)
-        return modattn_error(MODATTN_EINVAL, "modattn_scan_scores: NULL argument or ld < dim");
+        return modattn__error(MODATTN_EINVAL, "modattn__scan_scores: NULL argument or ld < dim");
     modattn__scan_fn fn;
     int st = pick(isa, &fn);
     if (st) return st;
@@ -123,7 +126,7 @@ int modattn_scan_scores(const float *mat, size_t n, size_t dim, size_t ld, const
     return 0;
 }
 
-void modattn_vec_normalize(float *v, size_t dim) {
+void modattn__vec_normalize(float *v, size_t dim) {
     double ss = 0;
     for (size_t i = 0; i < dim; i++) ss += (double)v[i] * v[i];
     if (!(ss > 0) || !isfinite(ss)) return;
@@ -169,19 +172,19 @@ static void topk_task(void *arg, int64_t task, int thread) {
 }
 
 
-int modattn_topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
+int modattn__topk(const float *mat, size_t n, size_t dim, size_t ld, const float *query, size_t k,
                  const modattn_exec *exec, modattn_scan_isa isa, modattn_hit *out, size_t *nout) {
-    return modattn_topk_masked(mat, n, dim, ld, query, k, exec, isa, NULL, 0, out, nout);
+    return modattn__topk_masked(mat, n, dim, ld, query, k, exec, isa, NULL, 0, out, nout);
 }
 
-int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
+int modattn__topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const float *query,
                         size_t k, const modattn_exec *exec, modattn_scan_isa isa,
                         const uint8_t *skip, size_t skip_row0, modattn_hit *out, size_t *nout) {
-    if (!nout) return modattn_error(MODATTN_EINVAL, "modattn_topk: nout is NULL");
+    if (!nout) return modattn__error(MODATTN_EINVAL, "modattn__topk: nout is NULL");
     *nout = 0;
     if (k == 0 || n == 0) return 0;
     if (!mat || !query || !out || ld < dim || dim == 0)
-        return modattn_error(MODATTN_EINVAL, "modattn_topk: NULL argument, dim 0 or ld < dim");
+        return modattn__error(MODATTN_EINVAL, "modattn__topk: NULL argument, dim 0 or ld < dim");
     if (k > n) k = n;
     topk_job j;
     memset(&j, 0, sizeof j);
@@ -201,12 +204,12 @@ int modattn_topk_masked(const float *mat, size_t n, size_t dim, size_t ld, const
     j.block = SCAN_BLOCK_ROWS;
     const size_t ntasks = (n + j.block - 1) / j.block;
     if (k > SIZE_MAX / sizeof(modattn_hit) / nthreads)
-        return modattn_error(MODATTN_ERANGE, "modattn_topk: k = %zu is too large", k);
-    j.scores = modattn_malloc(nthreads * j.block * sizeof(float), MODATTN_MEM_WORKSPACE);
-    j.heaps = modattn_malloc(nthreads * k * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
-    j.heap_n = modattn_calloc(nthreads, sizeof(size_t), MODATTN_MEM_WORKSPACE);
+        return modattn__error(MODATTN_ERANGE, "modattn__topk: k = %zu is too large", k);
+    j.scores = modattn__malloc(nthreads * j.block * sizeof(float), MODATTN_MEM_WORKSPACE);
+    j.heaps = modattn__malloc(nthreads * k * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
+    j.heap_n = modattn__calloc(nthreads, sizeof(size_t), MODATTN_MEM_WORKSPACE);
     if (!j.scores || !j.heaps || !j.heap_n) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     if (par) exec->parallel_for(exec, (int64_t)ntasks, topk_task, &j);

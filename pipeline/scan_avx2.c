@@ -1,9 +1,10 @@
 /* pipeline/scan_avx2.c — the search scan for AVX2 + FMA: as scan_avx512.c with 8-float vectors,
  * one row at a time with four accumulators (32 floats per step), the last dim % 8 floats through
- * a masked load. Compiled with -mavx2 -mfma; called only when modattn_cpu_get() reports both. */
+ * a masked load. Compiled with -mavx2 -mfma; called only when modattn__cpu_get() reports both. */
 #include <immintrin.h>
 
 #include "pipeline/pipeline_internal.h"
+#include "core/internal_core.h"
 
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

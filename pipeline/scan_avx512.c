@@ -4,10 +4,11 @@
  * load. Reading one row after the other keeps a single sequential stream for the hardware
  * prefetcher: interleaving four rows (four streams, the query loaded once per four rows) measured
  * at half the speed on this project's machines, and software prefetching slowed it further.
- * Compiled with -mavx512f -mfma; called only when modattn_cpu_get() reports AVX-512F. */
+ * Compiled with -mavx512f -mfma; called only when modattn__cpu_get() reports AVX-512F. */
 #include <immintrin.h>
 
 #include "pipeline/pipeline_internal.h"
+#include "core/internal_core.h"
 
 void modattn__scan_avx512(const float *mat, size_t n, size_t dim, size_t ld, const float *q,
                           float *scores) {

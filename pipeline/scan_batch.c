@@ -5,7 +5,7 @@
  * GEMM (the encoder's library, backends/cpu/cpu_gemm.c: compute-bound, each row read once per
  * block of queries while it is in cache), and each query keeps its best k + MARGIN rows by those
  * scores. The candidates are then scored again with the single-query scan kernel and the k best
- * kept: the scores returned are modattn_topk's bit for bit, and so is the ranking, unless the
+ * kept: the scores returned are modattn__topk's bit for bit, and so is the ranking, unless the
  * GEMM's rounding (about 1e-7 on a cosine) moved a row across the cut by more than MARGIN places.
  * Rows are split over the threads by blocks; each thread keeps a heap per query; the heaps are
  * merged at the end, so the answer does not depend on the thread count. */
@@ -16,6 +16,9 @@
 #include "core/blas.h" /* modattn__sgemm_nt: the host BLAS */
 #include "modattn/core.h"
 #include "modattn/search.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_search.h"
 #include "pipeline/hits.h"
 #include "pipeline/pipeline_internal.h"
 
@@ -64,18 +67,18 @@ static void batch_task(void *arg, int64_t task, int thread) {
     }
 }
 
-int modattn_topk_batch(const float *mat, size_t n, size_t dim, size_t ld, const float *queries,
+int modattn__topk_batch(const float *mat, size_t n, size_t dim, size_t ld, const float *queries,
                        size_t nq, size_t qld, size_t k, const modattn_exec *exec, const uint8_t *skip,
                        size_t skip_row0, modattn_hit *out, size_t *nout) {
-    if (nq && !nout) return modattn_error(MODATTN_EINVAL, "modattn_topk_batch: nout is NULL");
+    if (nq && !nout) return modattn__error(MODATTN_EINVAL, "modattn__topk_batch: nout is NULL");
     for (size_t q = 0; q < nq; q++) nout[q] = 0;
     if (k == 0 || n == 0 || nq == 0) return 0;
     if (!mat || !queries || !out || ld < dim || qld < dim || dim == 0)
-        return modattn_error(MODATTN_EINVAL, "modattn_topk_batch: NULL argument, dim 0, ld or qld < dim");
+        return modattn__error(MODATTN_EINVAL, "modattn__topk_batch: NULL argument, dim 0, ld or qld < dim");
     modattn__scan_fn fn = NULL;
     {
         /* the single-query kernel, for the exact scores of the candidates */
-        const modattn_scan_isa isa = modattn_scan_isa_auto();
+        const modattn_scan_isa isa = modattn__scan_isa_auto();
         switch (isa) {
 #if defined(MODATTN_SCAN_X86)
         case MODATTN_SCAN_AVX512: fn = modattn__scan_avx512; break;
@@ -90,15 +93,15 @@ int modattn_topk_batch(const float *mat, size_t n, size_t dim, size_t ld, const 
     const bool par = exec && exec->parallel_for && exec->nthreads > 1 && ntasks > 1;
     const size_t nthreads = par ? (size_t)exec->nthreads : 1;
     if (kc > SIZE_MAX / sizeof(modattn_hit) / nthreads / nq)
-        return modattn_error(MODATTN_ERANGE, "modattn_topk_batch: %zu queries x k = %zu is too large", nq, k);
+        return modattn__error(MODATTN_ERANGE, "modattn__topk_batch: %zu queries x k = %zu is too large", nq, k);
     batch_job j = {mat, queries, n, dim, ld, nq, qld, kc, skip, skip_row0, NULL, NULL, NULL};
     int st = 0;
-    j.scores = modattn_malloc(nthreads * BATCH_QUERIES * BATCH_ROWS * sizeof(float), MODATTN_MEM_WORKSPACE);
-    j.heaps = modattn_malloc(nthreads * nq * kc * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
-    j.heap_n = modattn_calloc(nthreads * nq, sizeof(size_t), MODATTN_MEM_WORKSPACE);
-    modattn_hit *merged = modattn_malloc(nthreads * kc * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
+    j.scores = modattn__malloc(nthreads * BATCH_QUERIES * BATCH_ROWS * sizeof(float), MODATTN_MEM_WORKSPACE);
+    j.heaps = modattn__malloc(nthreads * nq * kc * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
+    j.heap_n = modattn__calloc(nthreads * nq, sizeof(size_t), MODATTN_MEM_WORKSPACE);
+    modattn_hit *merged = modattn__malloc(nthreads * kc * sizeof(modattn_hit), MODATTN_MEM_WORKSPACE);
     if (!j.scores || !j.heaps || !j.heap_n || !merged) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     if (par) exec->parallel_for(exec, (int64_t)ntasks, batch_task, &j);

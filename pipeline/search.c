@@ -15,6 +15,11 @@
 #include "modattn/ingest.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/keywords_internal.h"
 
 /* A candidate of the merge: score first, then chunk id (the order one scan of every row in
@@ -39,26 +44,26 @@ static bool allowed(int64_t id, const int64_t *allow, size_t nallow) {
     return lo < nallow && allow[lo] == id;
 }
 
-int modattn_store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
+int modattn__store_vectors_topk(const modattn_store_vectors *v, const float *q, size_t k,
                                const modattn_exec *exec, int64_t *ids, float *scores, size_t *nout) {
-    return modattn_store_vectors_topk_among(v, q, k, exec, NULL, 0, ids, scores, nout);
+    return modattn__store_vectors_topk_among(v, q, k, exec, NULL, 0, ids, scores, nout);
 }
 
-int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float *q, size_t k,
+int modattn__store_vectors_topk_among(const modattn_store_vectors *v, const float *q, size_t k,
                                      const modattn_exec *exec, const int64_t *allow, size_t nallow,
                                      int64_t *ids, float *scores, size_t *nout) {
-    if (!nout) return modattn_error(MODATTN_EINVAL, "vectors_topk: nout is NULL");
+    if (!nout) return modattn__error(MODATTN_EINVAL, "vectors_topk: nout is NULL");
     *nout = 0;
     if (!v || !q || (k && (!ids || !scores)) || (nallow && !allow))
-        return modattn_error(MODATTN_EINVAL, "vectors_topk: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "vectors_topk: NULL argument");
     if (k == 0 || v->n == 0 || (allow && nallow == 0)) return 0;
     if (k > v->n) k = v->n;
     /* rows to leave out: the masked ones, and with `allow` every row of another chunk */
     uint8_t *skip = NULL;
     const uint8_t *mask = v->mask;
     if (allow) {
-        skip = modattn_calloc((v->rows + 7) / 8 + 1, 1, MODATTN_MEM_WORKSPACE);
-        if (!skip) return modattn_mem_last_status();
+        skip = modattn__calloc((v->rows + 7) / 8 + 1, 1, MODATTN_MEM_WORKSPACE);
+        if (!skip) return modattn__mem_last_status();
         for (size_t g = 0; g < v->nseg; g++) {
             const modattn_store_vector_segment *sg = &v->seg[g];
             for (size_t r = 0; r < sg->n; r++) {
@@ -71,18 +76,18 @@ int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float
     }
     if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || k > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS) {
         modattn_free(skip);
-        return modattn_error(MODATTN_ERANGE, "vectors_topk: k = %zu is too large", k);
+        return modattn__error(MODATTN_ERANGE, "vectors_topk: k = %zu is too large", k);
     }
     /* each segment's best k (masked rows left out), then the best k of those */
-    modattn_hit *hits = modattn_malloc(v->nseg * k * sizeof *hits, MODATTN_MEM_WORKSPACE);
-    cand *cands = modattn_malloc(v->nseg * k * sizeof *cands, MODATTN_MEM_WORKSPACE);
+    modattn_hit *hits = modattn__malloc(v->nseg * k * sizeof *hits, MODATTN_MEM_WORKSPACE);
+    cand *cands = modattn__malloc(v->nseg * k * sizeof *cands, MODATTN_MEM_WORKSPACE);
     int st = 0;
     size_t nh = 0;
-    if (!hits || !cands) st = modattn_mem_last_status();
+    if (!hits || !cands) st = modattn__mem_last_status();
     for (size_t g = 0; !st && g < v->nseg; g++) {
         size_t got = 0;
         const modattn_store_vector_segment *sg = &v->seg[g];
-        st = modattn_topk_masked(sg->data, sg->n, v->dim, v->ld, q, k, exec, MODATTN_SCAN_AUTO,
+        st = modattn__topk_masked(sg->data, sg->n, v->dim, v->ld, q, k, exec, MODATTN_SCAN_AUTO,
                                  mask, sg->row0, hits + nh, &got);
         for (size_t i = 0; !st && i < got; i++)
             cands[nh + i] = (cand){hits[nh + i].score, sg->chunk_ids[hits[nh + i].row]};
@@ -100,27 +105,27 @@ int modattn_store_vectors_topk_among(const modattn_store_vectors *v, const float
     return st;
 }
 
-int modattn_store_vectors_topk_batch(const modattn_store_vectors *v, const float *queries, size_t nq,
+int modattn__store_vectors_topk_batch(const modattn_store_vectors *v, const float *queries, size_t nq,
                                      size_t k, const modattn_exec *exec, int64_t *ids, float *scores,
                                      size_t *nout) {
-    if (nq && !nout) return modattn_error(MODATTN_EINVAL, "vectors_topk_batch: nout is NULL");
+    if (nq && !nout) return modattn__error(MODATTN_EINVAL, "vectors_topk_batch: nout is NULL");
     for (size_t q = 0; q < nq; q++) nout[q] = 0;
     if (!v || (nq && (!queries || (k && (!ids || !scores)))))
-        return modattn_error(MODATTN_EINVAL, "vectors_topk_batch: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "vectors_topk_batch: NULL argument");
     if (k == 0 || nq == 0 || v->n == 0) return 0;
     const size_t kk = k > v->n ? v->n : k;
     if (v->nseg > MODATTN_VEC_MAX_SEGMENTS || kk > SIZE_MAX / sizeof(cand) / MODATTN_VEC_MAX_SEGMENTS / nq)
-        return modattn_error(MODATTN_ERANGE, "vectors_topk_batch: %zu queries x k = %zu is too large", nq, k);
+        return modattn__error(MODATTN_ERANGE, "vectors_topk_batch: %zu queries x k = %zu is too large", nq, k);
     /* each segment's best kk per query, then per query the best kk of those */
-    modattn_hit *hits = modattn_malloc(nq * kk * sizeof *hits, MODATTN_MEM_WORKSPACE);
-    size_t *got = modattn_malloc(nq * sizeof *got, MODATTN_MEM_WORKSPACE);
-    cand *cands = modattn_malloc(nq * v->nseg * kk * sizeof *cands, MODATTN_MEM_WORKSPACE);
-    size_t *nc = modattn_calloc(nq, sizeof *nc, MODATTN_MEM_WORKSPACE);
+    modattn_hit *hits = modattn__malloc(nq * kk * sizeof *hits, MODATTN_MEM_WORKSPACE);
+    size_t *got = modattn__malloc(nq * sizeof *got, MODATTN_MEM_WORKSPACE);
+    cand *cands = modattn__malloc(nq * v->nseg * kk * sizeof *cands, MODATTN_MEM_WORKSPACE);
+    size_t *nc = modattn__calloc(nq, sizeof *nc, MODATTN_MEM_WORKSPACE);
     int st = 0;
-    if (!hits || !got || !cands || !nc) st = modattn_mem_last_status();
+    if (!hits || !got || !cands || !nc) st = modattn__mem_last_status();
     for (size_t g = 0; !st && g < v->nseg; g++) {
         const modattn_store_vector_segment *sg = &v->seg[g];
-        st = modattn_topk_batch(sg->data, sg->n, v->dim, v->ld, queries, nq, v->dim, kk, exec, v->mask,
+        st = modattn__topk_batch(sg->data, sg->n, v->dim, v->ld, queries, nq, v->dim, kk, exec, v->mask,
                                 sg->row0, hits, got);
         for (size_t q = 0; !st && q < nq; q++) {
             cand *c = cands + q * v->nseg * kk;
@@ -141,9 +146,9 @@ int modattn_store_vectors_topk_batch(const modattn_store_vectors *v, const float
     return st;
 }
 
-int modattn_search(modattn_store *store, modattn_model *model, const char *query, size_t k,
+int modattn__search(modattn_store *store, modattn_model *model, const char *query, size_t k,
                    const modattn_exec *exec, modattn_search_result **out, size_t *nout) {
-    return modattn_search_ex(store, model, query, k, exec, out, nout, NULL);
+    return modattn__search_ex(store, model, query, k, exec, out, nout, NULL);
 }
 
 const char *modattn_search_mode_name(modattn_search_mode m) {
@@ -155,14 +160,14 @@ const char *modattn_search_mode_name(modattn_search_mode m) {
     return "unknown";
 }
 
-int modattn_search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+int modattn__search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
                           size_t k, const char *path_prefix, const modattn_exec *exec,
                           modattn_search_result **out, size_t *nout) {
     modattn_search_params p = {.mode = MODATTN_SEARCH_VECTOR, .k = k, .path_prefix = path_prefix};
-    return modattn_search_run(store, v, query_vec, NULL, 0, &p, exec, out, nout, NULL);
+    return modattn__search_run(store, v, query_vec, NULL, 0, &p, exec, out, nout, NULL);
 }
 
-const float *modattn_store_vectors_find(const modattn_store_vectors *v, int64_t chunk_id) {
+const float *modattn__store_vectors_find(const modattn_store_vectors *v, int64_t chunk_id) {
     for (size_t g = v ? v->nseg : 0; g-- > 0;) {
         const modattn_store_vector_segment *sg = &v->seg[g];
         size_t lo = 0, hi = sg->n;
@@ -181,7 +186,7 @@ const float *modattn_store_vectors_find(const modattn_store_vectors *v, int64_t 
 
 /* The cosine of chunk id's vector with q (normalised), NaN when v has no live row for it. */
 static float cosine_of(const modattn_store_vectors *v, const float *q, int64_t id) {
-    const float *x = modattn_store_vectors_find(v, id);
+    const float *x = modattn__store_vectors_find(v, id);
     if (!x) return NAN;
     double d = 0;
     for (size_t c = 0; c < v->dim; c++) d += (double)x[c] * (double)q[c];
@@ -211,14 +216,14 @@ static void note(modattn_search_notes *n, const char *msg) {
     if (n && !n->note[0]) snprintf(n->note, sizeof n->note, "%s", msg);
 }
 
-/* modattn_search_run; with pre (modattn_search_batch), the vector ranking's candidates are given
+/* modattn__search_run; with pre (modattn__search_batch), the vector ranking's candidates are given
  * (pre_n of them, for the normalised query_vec, without a path prefix) instead of scanned here. */
 static int search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
                       const char *query_text, size_t query_len, const modattn_search_params *p,
                       const modattn_exec *exec, const int64_t *pre_ids, const float *pre_scores, size_t pre_n,
                       modattn_search_result **out, size_t *nout, modattn_search_notes *notes);
 
-int modattn_search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
+int modattn__search_run(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
                        const char *query_text, size_t query_len, const modattn_search_params *p,
                        const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                        modattn_search_notes *notes) {
@@ -236,24 +241,24 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
                       const modattn_exec *exec, const int64_t *pre_ids, const float *pre_scores, size_t pre_n,
                       modattn_search_result **out, size_t *nout, modattn_search_notes *notes) {
     if (notes) memset(notes, 0, sizeof *notes);
-    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_run: NULL argument");
+    if (!out || !nout) return modattn__error(MODATTN_EINVAL, "modattn__search_run: NULL argument");
     *out = NULL;
     *nout = 0;
     if (!store || !v || !query_vec || !p || (!query_text && query_len))
-        return modattn_error(MODATTN_EINVAL, "modattn_search_run: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn__search_run: NULL argument");
     const modattn_search_mode mode = p->mode;
     const size_t k = p->k;
     if (k == 0) return 0;
-    const bool keywords = modattn_store_has_keywords(store);
-    if (mode == MODATTN_SEARCH_KEYWORD && !keywords) return modattn_store_keyword_topk(store, "", 0, NULL, NULL, NULL, nout);
+    const bool keywords = modattn__store_has_keywords(store);
+    if (mode == MODATTN_SEARCH_KEYWORD && !keywords) return modattn__store_keyword_topk(store, "", 0, NULL, NULL, NULL, nout);
     const size_t cand = candidates_for(p);
     if (cand > SIZE_MAX / 16 || k > SIZE_MAX / 16)
-        return modattn_error(MODATTN_ERANGE, "modattn_search_run: k %zu or candidates %zu is too large", k, cand);
+        return modattn__error(MODATTN_ERANGE, "modattn__search_run: k %zu or candidates %zu is too large", k, cand);
     const double rrf_k = p->rrf_k > 0 ? p->rrf_k : MODATTN_SEARCH_RRF_K, kw = p->keyword_weight > 0 ? p->keyword_weight : MODATTN_SEARCH_KEYWORD_WEIGHT;
     const size_t dim = v->dim;
-    float *q = modattn_malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *vids = modattn_malloc(cand * sizeof *vids, MODATTN_MEM_OTHER), *kids = NULL, *allow = NULL;
-    float *vsc = modattn_malloc(cand * sizeof *vsc, MODATTN_MEM_OTHER);
+    float *q = modattn__malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *vids = modattn__malloc(cand * sizeof *vids, MODATTN_MEM_OTHER), *kids = NULL, *allow = NULL;
+    float *vsc = modattn__malloc(cand * sizeof *vsc, MODATTN_MEM_OTHER);
     double *ksc = NULL;
     fused *f = NULL;
     modattn_search_result *res = NULL;
@@ -262,7 +267,7 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     int st = 0;
     if (!q || !vids || !vsc) goto oom;
     memcpy(q, query_vec, dim * sizeof(float));
-    modattn_vec_normalize(q, dim);
+    modattn__vec_normalize(q, dim);
     modattn__kw_query_info kwi;
     memset(&kwi, 0, sizeof kwi);
     if (keywords && query_text && (st = modattn__store_keyword_query(store, query_text, query_len, &fts, &marks, &kwi)))
@@ -281,15 +286,15 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         memcpy(vids, pre_ids, nv * sizeof *vids);
         memcpy(vsc, pre_scores, nv * sizeof *vsc);
     } else if (mode != MODATTN_SEARCH_KEYWORD && v->n > 0) {
-        if (p->path_prefix && (st = modattn_store_chunk_ids_under(store, p->path_prefix, &allow, &nallow))) goto done;
-        uint64_t tr = modattn_trace_begin();
-        st = p->path_prefix ? modattn_store_vectors_topk_among(v, q, cand, exec, allow ? allow : vids, nallow, vids, vsc, &nv)
-                            : modattn_store_vectors_topk(v, q, cand, exec, vids, vsc, &nv);
+        if (p->path_prefix && (st = modattn__store_chunk_ids_under(store, p->path_prefix, &allow, &nallow))) goto done;
+        uint64_t tr = modattn__trace_begin();
+        st = p->path_prefix ? modattn__store_vectors_topk_among(v, q, cand, exec, allow ? allow : vids, nallow, vids, vsc, &nv)
+                            : modattn__store_vectors_topk(v, q, cand, exec, vids, vsc, &nv);
         if (st) goto done;
         if (tr) {
             char shape[64];
             snprintf(shape, sizeof shape, "n=%zu dim=%zu k=%zu", v->n, dim, cand);
-            modattn_trace_end(tr, "search.scan", "topk", shape, (double)v->n * (double)dim * 4.0,
+            modattn__trace_end(tr, "search.scan", "topk", shape, (double)v->n * (double)dim * 4.0,
                               2.0 * (double)v->n * (double)dim);
         }
     }
@@ -302,18 +307,18 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         } else if (!fts || !fts[0]) {
             note(notes, "the query has no word to match: by meaning alone");
         } else {
-            kids = modattn_malloc(cand * sizeof *kids, MODATTN_MEM_OTHER);
-            ksc = modattn_malloc(cand * sizeof *ksc, MODATTN_MEM_OTHER);
+            kids = modattn__malloc(cand * sizeof *kids, MODATTN_MEM_OTHER);
+            ksc = modattn__malloc(cand * sizeof *ksc, MODATTN_MEM_OTHER);
             if (!kids || !ksc) goto oom;
-            uint64_t tr = modattn_trace_begin();
-            if ((st = modattn_store_keyword_topk(store, fts, cand, p->path_prefix, kids, ksc, &nk))) goto done;
-            modattn_trace_end(tr, "search.keywords", "fts5", "", 0, 0);
+            uint64_t tr = modattn__trace_begin();
+            if ((st = modattn__store_keyword_topk(store, fts, cand, p->path_prefix, kids, ksc, &nk))) goto done;
+            modattn__trace_end(tr, "search.keywords", "fts5", "", 0, 0);
             if (notes) notes->keywords_used = true;
             if (nk == 0) note(notes, "no chunk holds the query's words: by meaning alone");
         }
     }
     /* the fusion: one entry per chunk that either ranking brought */
-    if (!(f = modattn_calloc(nv + nk + 1, sizeof *f, MODATTN_MEM_OTHER))) goto oom;
+    if (!(f = modattn__calloc(nv + nk + 1, sizeof *f, MODATTN_MEM_OTHER))) goto oom;
     for (size_t i = 0; i < nv; i++) f[nf++] = (fused){vids[i], (int)i + 1, 0, vsc[i], NAN, 0};
     for (size_t i = 0; i < nk; i++) f[nf++] = (fused){kids[i], 0, (int)i + 1, NAN, ksc[i], 0};
     qsort(f, nf, sizeof *f, fused_by_id);
@@ -337,8 +342,8 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     qsort(f, nf, sizeof *f, fused_by_score);
     nres = nf < k ? nf : k;
     if (nres == 0) goto done;
-    if (!(res = modattn_calloc(nres, sizeof *res, MODATTN_MEM_OTHER))) goto oom;
-    uint64_t tr = modattn_trace_begin();
+    if (!(res = modattn__calloc(nres, sizeof *res, MODATTN_MEM_OTHER))) goto oom;
+    uint64_t tr = modattn__trace_begin();
     for (size_t i = 0; i < nres; i++) {
         modattn_search_result *r = &res[i];
         r->rank = (int)i + 1;
@@ -347,18 +352,18 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         r->keyword_rank = f[i].krank;
         r->cosine = f[i].vrank ? f[i].cosine : cosine_of(v, q, f[i].id);
         r->bm25 = f[i].bm25;
-        if ((st = modattn_store_get_chunk(store, f[i].id, &r->chunk))) {
+        if ((st = modattn__store_get_chunk(store, f[i].id, &r->chunk))) {
             nres = i + 1; /* frees what was fetched */
             goto done;
         }
         if (marks && marks[0] && nres <= 1000 &&
-            (st = modattn_store_keyword_spans(store, marks, f[i].id, &r->spans, &r->nspans))) {
+            (st = modattn__store_keyword_spans(store, marks, f[i].id, &r->spans, &r->nspans))) {
             nres = i + 1;
             goto done;
         }
         /* a result carries at most MODATTN_CHUNK_MAX_BYTES of text: what chunking stores today; a
          * chunk stored by an older version can be as large as its file (one huge word), and is cut
-         * there, on a character boundary (modattn_store_get_chunk gives the whole of it) */
+         * there, on a character boundary (modattn__store_get_chunk gives the whole of it) */
         if (r->chunk.text && strlen(r->chunk.text) > MODATTN_CHUNK_MAX_BYTES) {
             size_t cut = MODATTN_CHUNK_MAX_BYTES;
             while (cut > 0 && ((unsigned char)r->chunk.text[cut] & 0xc0) == 0x80) cut--;
@@ -372,10 +377,10 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
             if (r->spans[j].start < r->spans[j].end && r->spans[j].end <= tlen) r->spans[inside++] = r->spans[j];
         r->nspans = inside;
     }
-    modattn_trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
+    modattn__trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
     goto done;
 oom:
-    st = modattn_mem_last_status();
+    st = modattn__mem_last_status();
 done:
     if (st) {
         modattn_search_results_free(res, nres);
@@ -396,29 +401,29 @@ done:
     return st;
 }
 
-int modattn_search_run_ann(modattn_store *store, const modattn_store_vectors *v, const modattn_ann *ann,
+int modattn__search_run_ann(modattn_store *store, const modattn_store_vectors *v, const modattn_ann *ann,
                            const float *query_vec, const char *query_text, size_t query_len,
                            const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                            size_t *nout, modattn_search_notes *notes) {
     if (!ann || !p || !v || !query_vec || p->path_prefix || p->mode == MODATTN_SEARCH_KEYWORD ||
         p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0)
-        return modattn_search_run(store, v, query_vec, query_text, query_len, p, exec, out, nout, notes);
+        return modattn__search_run(store, v, query_vec, query_text, query_len, p, exec, out, nout, notes);
     if (out) *out = NULL;
     if (nout) *nout = 0;
-    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search_run_ann: NULL argument");
+    if (!out || !nout) return modattn__error(MODATTN_EINVAL, "modattn__search_run_ann: NULL argument");
     /* the vector ranking's candidates from the index (scores exact), then the rest as ever */
     const size_t cand = candidates_for(p), dim = v->dim;
-    if (cand > SIZE_MAX / 16) return modattn_error(MODATTN_ERANGE, "modattn_search_run_ann: %zu candidates", cand);
-    float *qn = modattn_malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *ids = modattn_malloc(cand * sizeof *ids, MODATTN_MEM_OTHER);
-    float *sc = modattn_malloc(cand * sizeof *sc, MODATTN_MEM_OTHER);
+    if (cand > SIZE_MAX / 16) return modattn__error(MODATTN_ERANGE, "modattn__search_run_ann: %zu candidates", cand);
+    float *qn = modattn__malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *ids = modattn__malloc(cand * sizeof *ids, MODATTN_MEM_OTHER);
+    float *sc = modattn__malloc(cand * sizeof *sc, MODATTN_MEM_OTHER);
     size_t nc = 0;
     int st = 0;
-    if (!qn || !ids || !sc) st = modattn_mem_last_status();
+    if (!qn || !ids || !sc) st = modattn__mem_last_status();
     if (!st) {
         memcpy(qn, query_vec, dim * sizeof(float));
-        modattn_vec_normalize(qn, dim);
-        st = modattn_ann_topk_batch(ann, v, qn, 1, cand, p->ann, exec, ids, sc, &nc);
+        modattn__vec_normalize(qn, dim);
+        st = modattn__ann_topk_batch(ann, v, qn, 1, cand, p->ann, exec, ids, sc, &nc);
     }
     if (!st) st = search_run(store, v, query_vec, query_text, query_len, p, exec, ids, sc, nc, out, nout, notes);
     modattn_free(qn);
@@ -427,11 +432,11 @@ int modattn_search_run_ann(modattn_store *store, const modattn_store_vectors *v,
     return st;
 }
 
-int modattn_search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
+int modattn__search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                       modattn_search_info *where) {
     modattn_search_params p = {.mode = MODATTN_SEARCH_VECTOR, .k = k};
-    return modattn_search_with(store, model, query, &p, exec, out, nout, where, NULL);
+    return modattn__search_with(store, model, query, &p, exec, out, nout, where, NULL);
 }
 
 /* what a search read its vectors from (where may be NULL) */
@@ -459,23 +464,23 @@ static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, co
     char why[512] = "";
     uint64_t bytes = 0;
     /* the header first (4 KiB): a missing, damaged or stale index is said at once */
-    int peek = modattn_ann_peek(store, v, &bytes, why, sizeof why);
+    int peek = modattn__ann_peek(store, v, &bytes, why, sizeof why);
     if (peek < 0) return peek;
     if (peek == 0) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+            return modattn__error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
                                  why[0] ? why : "the store has none (`modattn index --ann hnsw` builds one)");
         if (where) snprintf(where->index_note, sizeof where->index_note, "%s", why);
         return 0;
     }
     if (p->path_prefix) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            return modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
+            return modattn__error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
         if (where) snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
         return 0;
     }
     /* a command that searches once reads the whole index first: for a few queries, scanning the
-     * vectors is faster than reading it (a long-lived caller opens it once: modattn_ann_open) */
+     * vectors is faster than reading it (a long-lived caller opens it once: modattn__ann_open) */
     const double vbytes = (double)v->rows * (double)v->dim * 4.0;
     const double scan = vbytes * (nq <= 1 ? 1.0 : (double)nq / BATCH_SCAN_SPEEDUP);
     if (p->index == MODATTN_SEARCH_INDEX_AUTO && (double)bytes * ANN_OPEN_BYTE_COST > scan) {
@@ -489,76 +494,76 @@ static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, co
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t tr = modattn_trace_begin();
-    int st = modattn_ann_open(store, v, a, why, sizeof why);
+    uint64_t tr = modattn__trace_begin();
+    int st = modattn__ann_open(store, v, a, why, sizeof why);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (st < 0) return st;
     if (*a) {
         if (tr) {
             char shape[64];
-            snprintf(shape, sizeof shape, "rows=%zu", modattn_ann_rows(*a));
-            modattn_trace_end(tr, "search.ann_open", modattn_ann_kind_name(modattn_ann_get_kind(*a)), shape,
-                              (double)modattn_ann_file_bytes(*a), 0);
+            snprintf(shape, sizeof shape, "rows=%zu", modattn__ann_rows(*a));
+            modattn__trace_end(tr, "search.ann_open", modattn_ann_kind_name(modattn__ann_get_kind(*a)), shape,
+                              (double)modattn__ann_file_bytes(*a), 0);
         }
         if (where) {
-            snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(*a)));
+            snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn__ann_get_kind(*a)));
             where->index_open_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
         }
         return 0;
     }
     if (p->index == MODATTN_SEARCH_INDEX_ANN)
-        return modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+        return modattn__error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
                              why[0] ? why : "the store has none (`modattn index --ann hnsw` builds one)");
     if (where) snprintf(where->index_note, sizeof where->index_note, "%s", why);
     return 0;
 }
 
-int modattn_search_with(modattn_store *store, modattn_model *model, const char *query,
+int modattn__search_with(modattn_store *store, modattn_model *model, const char *query,
                         const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                         size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
     if (where) memset(where, 0, sizeof *where);
     if (notes) memset(notes, 0, sizeof *notes);
-    if (!out || !nout) return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
+    if (!out || !nout) return modattn__error(MODATTN_EINVAL, "modattn__search: NULL argument");
     *out = NULL;
     *nout = 0;
     if (!store || !model || !query || !p)
-        return modattn_error(MODATTN_EINVAL, "modattn_search: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn__search: NULL argument");
     modattn_store_model sm;
     modattn_embed_options eo;
     int st = modattn_store_embed_options(store, model, p->embed, true, &eo, &sm);
     if (st || (st = modattn_store_check_model(store, &sm))) return st;
     if (p->k == 0) return 0;
     const size_t dim = sm.dim;
-    float *q = modattn_calloc(dim, sizeof(float), MODATTN_MEM_OTHER);
+    float *q = modattn__calloc(dim, sizeof(float), MODATTN_MEM_OTHER);
     modattn_store_vectors v;
     memset(&v, 0, sizeof v);
-    if (!q) return modattn_mem_last_status();
+    if (!q) return modattn__mem_last_status();
     const char *texts[1] = {query};
     /* keywords alone need no embedding (nor the vectors: the chunks' cosines stay NaN) */
     if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_model_embed_opt(model, NULL, &eo, texts, NULL, 1, q, NULL))) {
-        st = modattn_error_prefix(st, "embedding the query");
+        st = modattn__error_prefix(st, "embedding the query");
         goto done;
     }
-    uint64_t tr = modattn_trace_begin();
-    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_store_open_vectors(store, &v))) goto done;
+    uint64_t tr = modattn__trace_begin();
+    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn__store_open_vectors(store, &v))) goto done;
     v.dim = dim;
     tell_where(where, &v);
     if (tr) {
         char shape[64];
         snprintf(shape, sizeof shape, "n=%zu dim=%zu", v.n, dim);
-        modattn_trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
+        modattn__trace_end(tr, "search.load_vectors", v.map ? "mmap" : "sqlite", shape,
                           v.map ? 0 : (double)v.n * (double)dim * 4.0, 0);
     }
     modattn_ann *ann = NULL;
     if ((st = open_ann_for(store, &v, p, 1, &ann, where))) goto done;
     if (ann) {
-        st = modattn_search_run_ann(store, &v, ann, q, query, strlen(query), p, exec, out, nout, notes);
-        modattn_ann_close(ann);
+        st = modattn__search_run_ann(store, &v, ann, q, query, strlen(query), p, exec, out, nout, notes);
+        modattn__ann_close(ann);
         goto done;
     }
-    st = modattn_search_run(store, &v, q, query, strlen(query), p, exec, out, nout, notes);
+    st = modattn__search_run(store, &v, q, query, strlen(query), p, exec, out, nout, notes);
 done:
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     modattn_free(q);
     return st;
 }
@@ -594,7 +599,7 @@ struct modattn_searcher {
 };
 
 static void ann_slot_clear(ann_slot *a) {
-    modattn_ann_close(a->ann);
+    modattn__ann_close(a->ann);
     memset(a, 0, sizeof *a);
 }
 
@@ -605,7 +610,7 @@ static int ann_slot_current(ann_slot *a, modattn_store *store, const modattn_sto
     char path[4200];
     struct stat st;
     memset(&st, 0, sizeof st);
-    const bool there = modattn_store_ann_file_path(store, path, sizeof path) == 0 && stat(path, &st) == 0;
+    const bool there = modattn__store_ann_file_path(store, path, sizeof path) == 0 && stat(path, &st) == 0;
     const bool moved = there != a->there ||
                        (there && (st.st_ino != a->st.st_ino || st.st_dev != a->st.st_dev || st.st_size != a->st.st_size ||
                                   st.st_mtim.tv_sec != a->st.st_mtim.tv_sec || st.st_mtim.tv_nsec != a->st.st_mtim.tv_nsec));
@@ -617,7 +622,7 @@ static int ann_slot_current(ann_slot *a, modattn_store *store, const modattn_sto
     a->gen = v->generation, a->rows = v->rows, a->nseg = v->nseg;
     /* an error (the index over the memory budget, the store unreadable) leaves it unused, said in
      * the note: searched exactly until the vectors or the file change (a forced --ann fails) */
-    if (modattn_ann_open(store, v, &a->ann, a->note, sizeof a->note) < 0) {
+    if (modattn__ann_open(store, v, &a->ann, a->note, sizeof a->note) < 0) {
         a->ann = NULL;
         snprintf(a->note, sizeof a->note, "%s", modattn_last_error());
     }
@@ -631,10 +636,10 @@ static int searcher_refresh(modattn_searcher *h) {
     if (st) return st;
     if (h->have_v && h->v.generation == gen) return 0;
     if (!h->share) ann_slot_clear(&h->own); /* (a shared one checks the vectors it was opened for) */
-    if (h->have_v) modattn_store_vectors_free(&h->v);
+    if (h->have_v) modattn__store_vectors_free(&h->v);
     h->have_v = false;
     memset(&h->v, 0, sizeof h->v);
-    if ((st = modattn_store_open_vectors(h->store, &h->v))) return st;
+    if ((st = modattn__store_open_vectors(h->store, &h->v))) return st;
     h->have_v = true;
     return 0;
 }
@@ -659,16 +664,16 @@ static int searcher_ann(modattn_searcher *h, const modattn_search_params *p, mod
     int st = ann_slot_current(slot, h->store, &h->v);
     if (!st && p->path_prefix) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            st = modattn_error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
+            st = modattn__error(MODATTN_EINVAL, "the ANN index cannot keep to a path prefix: search it exactly");
         else if (slot->ann && where)
             snprintf(where->index_note, sizeof where->index_note, "a path prefix is searched exactly");
     } else if (!st && !slot->ann) {
         if (p->index == MODATTN_SEARCH_INDEX_ANN)
-            st = modattn_error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
+            st = modattn__error(MODATTN_ENOTFOUND, "no usable ANN index: %s",
                                slot->note[0] ? slot->note : "the store has none (`modattn index --ann hnsw` builds one)");
         else if (where) snprintf(where->index_note, sizeof where->index_note, "%s", slot->note);
     } else if (!st) {
-        if (where) snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn_ann_get_kind(slot->ann)));
+        if (where) snprintf(where->index, sizeof where->index, "%s", modattn_ann_kind_name(modattn__ann_get_kind(slot->ann)));
         *a = slot->ann;
         return 0; /* (locked while it is searched) */
     }
@@ -676,21 +681,21 @@ static int searcher_ann(modattn_searcher *h, const modattn_search_params *p, mod
     return st;
 }
 
-/* modattn_search_batch; with h, on its held vectors and ANN index (refreshed first). */
+/* modattn__search_batch; with h, on its held vectors and ANN index (refreshed first). */
 static int search_batch_core(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
                              const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                              size_t *nout, modattn_search_info *where, modattn_search_notes *notes,
                              modattn_searcher *h) {
     if (where) memset(where, 0, sizeof *where);
-    if (!out || !nout || (nq && !queries)) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
+    if (!out || !nout || (nq && !queries)) return modattn__error(MODATTN_EINVAL, "modattn__search_batch: NULL argument");
     for (size_t i = 0; i < nq; i++) {
         out[i] = NULL;
         nout[i] = 0;
         if (notes) memset(&notes[i], 0, sizeof notes[i]);
     }
-    if (!store || !model || !p) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: NULL argument");
+    if (!store || !model || !p) return modattn__error(MODATTN_EINVAL, "modattn__search_batch: NULL argument");
     for (size_t i = 0; i < nq; i++)
-        if (!queries[i]) return modattn_error(MODATTN_EINVAL, "modattn_search_batch: query %zu is NULL", i);
+        if (!queries[i]) return modattn__error(MODATTN_EINVAL, "modattn__search_batch: query %zu is NULL", i);
     modattn_store_model sm;
     modattn_embed_options eo;
     int st = modattn_store_embed_options(store, model, p->embed, true, &eo, &sm);
@@ -698,25 +703,25 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     const size_t dim = sm.dim, cand = candidates_for(p);
     const bool vectors = p->mode != MODATTN_SEARCH_KEYWORD;
     if (nq > SIZE_MAX / sizeof(float) / dim || cand > SIZE_MAX / 16 / nq)
-        return modattn_error(MODATTN_ERANGE, "modattn_search_batch: %zu queries x %zu candidates is too large", nq, cand);
-    /* keyword mode embeds nothing: zero vectors, as modattn_search_with passes */
-    float *q = modattn_calloc(nq * dim, sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *ids = vectors && !p->path_prefix ? modattn_malloc(nq * cand * sizeof *ids, MODATTN_MEM_OTHER) : NULL;
-    float *sc = ids ? modattn_malloc(nq * cand * sizeof *sc, MODATTN_MEM_OTHER) : NULL;
-    size_t *nc = ids ? modattn_calloc(nq, sizeof *nc, MODATTN_MEM_OTHER) : NULL;
+        return modattn__error(MODATTN_ERANGE, "modattn__search_batch: %zu queries x %zu candidates is too large", nq, cand);
+    /* keyword mode embeds nothing: zero vectors, as modattn__search_with passes */
+    float *q = modattn__calloc(nq * dim, sizeof(float), MODATTN_MEM_OTHER);
+    int64_t *ids = vectors && !p->path_prefix ? modattn__malloc(nq * cand * sizeof *ids, MODATTN_MEM_OTHER) : NULL;
+    float *sc = ids ? modattn__malloc(nq * cand * sizeof *sc, MODATTN_MEM_OTHER) : NULL;
+    size_t *nc = ids ? modattn__calloc(nq, sizeof *nc, MODATTN_MEM_OTHER) : NULL;
     modattn_store_vectors own;
     memset(&own, 0, sizeof own);
     modattn_store_vectors *vp = h && vectors ? &h->v : &own; /* keywords alone: no vectors, as ever */
     if (!q || (ids && (!sc || !nc)) || (vectors && !p->path_prefix && !ids)) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     /* every query embedded in one call (a query's vector does not depend on the others) */
     if (vectors && (st = modattn_model_embed_opt(model, NULL, &eo, queries, NULL, nq, q, NULL))) {
-        st = modattn_error_prefix(st, "embedding the queries");
+        st = modattn__error_prefix(st, "embedding the queries");
         goto done;
     }
-    if (vectors && (st = h ? searcher_refresh(h) : modattn_store_open_vectors(store, vp))) goto done;
+    if (vectors && (st = h ? searcher_refresh(h) : modattn__store_open_vectors(store, vp))) goto done;
     vp->dim = dim;
     tell_where(where, vp);
     if (vectors && p->path_prefix) { /* scanned exactly per query: says so, or refuses a forced ANN */
@@ -728,29 +733,29 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     if (ids) {
         /* the vector ranking of every query in one pass over the vectors */
         /* normalised as search_run normalises its copy (which gets the raw vector, as one query would) */
-        float *qn = modattn_malloc(nq * dim * sizeof(float), MODATTN_MEM_OTHER);
+        float *qn = modattn__malloc(nq * dim * sizeof(float), MODATTN_MEM_OTHER);
         if (!qn) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto done;
         }
         memcpy(qn, q, nq * dim * sizeof(float));
-        for (size_t i = 0; i < nq; i++) modattn_vec_normalize(qn + i * dim, dim);
+        for (size_t i = 0; i < nq; i++) modattn__vec_normalize(qn + i * dim, dim);
         modattn_ann *ann = NULL;
         if ((st = h ? searcher_ann(h, p, &ann, where) : open_ann_for(store, vp, p, nq, &ann, where))) {
             modattn_free(qn);
             goto done;
         }
-        uint64_t tr = ann ? 0 : modattn_trace_begin();
-        st = ann ? modattn_ann_topk_batch(ann, vp, qn, nq, cand, p->ann, exec, ids, sc, nc)
-                 : modattn_store_vectors_topk_batch(vp, qn, nq, cand, exec, ids, sc, nc);
+        uint64_t tr = ann ? 0 : modattn__trace_begin();
+        st = ann ? modattn__ann_topk_batch(ann, vp, qn, nq, cand, p->ann, exec, ids, sc, nc)
+                 : modattn__store_vectors_topk_batch(vp, qn, nq, cand, exec, ids, sc, nc);
         if (h) searcher_ann_done(h);
-        else modattn_ann_close(ann);
+        else modattn__ann_close(ann);
         modattn_free(qn);
         if (st) goto done;
         if (tr) {
             char shape[80];
             snprintf(shape, sizeof shape, "n=%zu dim=%zu queries=%zu k=%zu", vp->n, dim, nq, cand);
-            modattn_trace_end(tr, "search.scan_batch", "topk_batch", shape, (double)vp->n * (double)dim * 4.0,
+            modattn__trace_end(tr, "search.scan_batch", "topk_batch", shape, (double)vp->n * (double)dim * 4.0,
                               2.0 * (double)vp->n * (double)dim * (double)nq);
         }
     }
@@ -758,7 +763,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
         st = search_run(store, vp, q + i * dim, queries[i], strlen(queries[i]), p, exec,
                         ids ? ids + i * cand : NULL, sc ? sc + i * cand : NULL, nc ? nc[i] : 0, &out[i], &nout[i],
                         notes ? &notes[i] : NULL);
-        if (st) st = modattn_error_prefix(st, "query %zu", i + 1);
+        if (st) st = modattn__error_prefix(st, "query %zu", i + 1);
     }
     if (st)
         for (size_t i = 0; i < nq; i++) {
@@ -767,7 +772,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
             nout[i] = 0;
         }
 done:
-    modattn_store_vectors_free(&own);
+    modattn__store_vectors_free(&own);
     modattn_free(q);
     modattn_free(ids);
     modattn_free(sc);
@@ -775,23 +780,23 @@ done:
     return st;
 }
 
-int modattn_search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
+int modattn__search_batch(modattn_store *store, modattn_model *model, const char *const *queries, size_t nq,
                          const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                          size_t *nout, modattn_search_info *where, modattn_search_notes *notes) {
     return search_batch_core(store, model, queries, nq, p, exec, out, nout, where, notes, NULL);
 }
 
 int modattn_searcher_create(modattn_store *store, modattn_model *model, modattn_searcher **out) {
-    return modattn_searcher_create_shared(store, model, NULL, out);
+    return modattn__searcher_create_shared(store, model, NULL, out);
 }
 
-int modattn_searcher_create_shared(modattn_store *store, modattn_model *model, modattn_searcher_share *share,
+int modattn__searcher_create_shared(modattn_store *store, modattn_model *model, modattn_searcher_share *share,
                                    modattn_searcher **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
     *out = NULL;
-    if (!store || !model) return modattn_error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
-    modattn_searcher *h = modattn_calloc(1, sizeof *h, MODATTN_MEM_INDEX);
-    if (!h) return modattn_mem_last_status();
+    if (!store || !model) return modattn__error(MODATTN_EINVAL, "modattn_searcher_create: NULL argument");
+    modattn_searcher *h = modattn__calloc(1, sizeof *h, MODATTN_MEM_INDEX);
+    if (!h) return modattn__mem_last_status();
     h->store = store;
     h->model = model;
     h->share = share;
@@ -802,34 +807,34 @@ int modattn_searcher_create_shared(modattn_store *store, modattn_model *model, m
 void modattn_searcher_free(modattn_searcher *h) {
     if (!h) return;
     ann_slot_clear(&h->own);
-    if (h->have_v) modattn_store_vectors_free(&h->v);
+    if (h->have_v) modattn__store_vectors_free(&h->v);
     modattn_free(h);
 }
 
-int modattn_searcher_share_create(modattn_searcher_share **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_searcher_share_create: NULL argument");
-    *out = modattn_calloc(1, sizeof **out, MODATTN_MEM_INDEX);
-    if (!*out) return modattn_mem_last_status();
+int modattn__searcher_share_create(modattn_searcher_share **out) {
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn__searcher_share_create: NULL argument");
+    *out = modattn__calloc(1, sizeof **out, MODATTN_MEM_INDEX);
+    if (!*out) return modattn__mem_last_status();
     pthread_mutex_init(&(*out)->mu, NULL);
     return 0;
 }
 
-void modattn_searcher_share_free(modattn_searcher_share *sh) {
+void modattn__searcher_share_free(modattn_searcher_share *sh) {
     if (!sh) return;
     ann_slot_clear(&sh->slot);
     pthread_mutex_destroy(&sh->mu);
     modattn_free(sh);
 }
 
-int modattn_searcher_vectors(modattn_searcher *h, const modattn_store_vectors **v) {
-    if (!h || !v) return modattn_error(MODATTN_EINVAL, "modattn_searcher_vectors: NULL argument");
+int modattn__searcher_vectors(modattn_searcher *h, const modattn_store_vectors **v) {
+    if (!h || !v) return modattn__error(MODATTN_EINVAL, "modattn__searcher_vectors: NULL argument");
     *v = NULL;
     int st = searcher_refresh(h);
     if (!st) *v = &h->v;
     return st;
 }
 
-int modattn_searcher_search_vector(modattn_searcher *h, const float *query_vec, const char *query, size_t query_len,
+int modattn__searcher_search_vector(modattn_searcher *h, const float *query_vec, const char *query, size_t query_len,
                                    const modattn_search_params *p, const modattn_exec *exec,
                                    modattn_search_result **out, size_t *nout, modattn_search_info *info,
                                    modattn_search_notes *notes) {
@@ -837,30 +842,30 @@ int modattn_searcher_search_vector(modattn_searcher *h, const float *query_vec, 
     if (out) *out = NULL;
     if (nout) *nout = 0;
     if (!h || !query_vec || !p || !out || !nout || (!query && query_len))
-        return modattn_error(MODATTN_EINVAL, "modattn_searcher_search_vector: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn__searcher_search_vector: NULL argument");
     if (!query) query = "";
     int st = searcher_refresh(h);
     if (st) return st;
     tell_where(info, &h->v);
     modattn_ann *ann = NULL;
     if ((st = searcher_ann(h, p, &ann, info))) return st;
-    if (ann) st = modattn_search_run_ann(h->store, &h->v, ann, query_vec, query, query_len, p, exec, out, nout, notes);
+    if (ann) st = modattn__search_run_ann(h->store, &h->v, ann, query_vec, query, query_len, p, exec, out, nout, notes);
     searcher_ann_done(h);
-    if (!ann) st = modattn_search_run(h->store, &h->v, query_vec, query, query_len, p, exec, out, nout, notes);
+    if (!ann) st = modattn__search_run(h->store, &h->v, query_vec, query, query_len, p, exec, out, nout, notes);
     return st;
 }
 
 int modattn_searcher_search(modattn_searcher *h, const char *const *queries, size_t nq, const modattn_search_params *p,
                             const modattn_exec *exec, modattn_search_result **out, size_t *nout,
                             modattn_search_info *info, modattn_search_notes *notes) {
-    if (!h) return modattn_error(MODATTN_EINVAL, "modattn_searcher_search: NULL searcher");
+    if (!h) return modattn__error(MODATTN_EINVAL, "modattn_searcher_search: NULL searcher");
     return search_batch_core(h->store, h->model, queries, nq, p, exec, out, nout, info, notes, h);
 }
 
 void modattn_search_results_free(modattn_search_result *r, size_t n) {
     if (!r) return;
     for (size_t i = 0; i < n; i++) {
-        modattn_store_chunk_clear(&r[i].chunk);
+        modattn__store_chunk_clear(&r[i].chunk);
         modattn_free(r[i].spans);
     }
     modattn_free(r);

@@ -1,7 +1,7 @@
 /* pipeline/store.c — the document store on SQLite (schema and guarantees in modattn/store.h).
  *
- * SQLite's own memory goes through modattn_malloc (category "other"), so that --stats and
- * --mem-budget see it, only when the program asks (modattn_store_account_sqlite_memory: it is
+ * SQLite's own memory goes through modattn__malloc (category "other"), so that --stats and
+ * --mem-budget see it, only when the program asks (modattn__store_account_sqlite_memory: it is
  * process-wide, and a library must not change the allocator of an SQLite that others in the
  * process use, e.g. Python's sqlite3 module). Statements
  * are prepared once per store and reset after each use. */
@@ -21,23 +21,27 @@
 #include "modattn/ingest.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/store_ext.h"
 
 /* ------------------------------------------------------------------ SQLite memory */
 
-static void *sq_malloc(int n) { return modattn_malloc((size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER); }
+static void *sq_malloc(int n) { return modattn__malloc((size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER); }
 static void sq_free(void *p) { modattn_free(p); }
 static void *sq_realloc(void *p, int n) {
-    return modattn_realloc(p, (size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER);
+    return modattn__realloc(p, (size_t)(n > 0 ? n : 1), MODATTN_MEM_OTHER);
 }
-static int sq_size(void *p) { return (int)modattn_mem_block_size(p); }
+static int sq_size(void *p) { return (int)modattn__mem_block_size(p); }
 static int sq_roundup(int n) { return (n + 7) & ~7; }
 static int sq_init(void *ud) { (void)ud; return SQLITE_OK; }
 static void sq_shutdown(void *ud) { (void)ud; }
 
 static pthread_once_t g_sqlite_once = PTHREAD_ONCE_INIT;
-static int g_sqlite_status; /* what the first modattn_store_account_sqlite_memory() found */
+static int g_sqlite_status; /* what the first modattn__store_account_sqlite_memory() found */
 static void sqlite_setup(void) {
     static const sqlite3_mem_methods mm = {sq_malloc, sq_free, sq_realloc, sq_size,
                                            sq_roundup, sq_init, sq_shutdown, NULL};
@@ -46,12 +50,12 @@ static void sqlite_setup(void) {
     else if (sqlite3_initialize() != SQLITE_OK) g_sqlite_status = MODATTN_EIO;
 }
 
-int modattn_store_account_sqlite_memory(void) {
+int modattn__store_account_sqlite_memory(void) {
     pthread_once(&g_sqlite_once, sqlite_setup);
     if (g_sqlite_status == MODATTN_EUNSUPPORTED)
-        return modattn_error(g_sqlite_status, "SQLite's memory cannot be counted: SQLite was initialised "
-                             "in this process before modattn_store_account_sqlite_memory()");
-    if (g_sqlite_status) return modattn_error(g_sqlite_status, "SQLite failed to initialise");
+        return modattn__error(g_sqlite_status, "SQLite's memory cannot be counted: SQLite was initialised "
+                             "in this process before modattn__store_account_sqlite_memory()");
+    if (g_sqlite_status) return modattn__error(g_sqlite_status, "SQLite failed to initialise");
     return 0;
 }
 
@@ -190,10 +194,10 @@ static int map_rc(int rc) {
 static int sq_err(modattn_store *s, int rc, const char *what) {
     const char *msg = s && s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc);
     if ((rc & 0xff) == SQLITE_BUSY && s && s->path)
-        return modattn_error(MODATTN_EIO, "%s: %s: another process held the store's write lock for "
+        return modattn__error(MODATTN_EIO, "%s: %s: another process held the store's write lock for "
                              "more than %g s (another `modattn index`?); run again when it is done, "
                              "or wait longer with --wait SECONDS", s->path, what, s->wait_s);
-    return modattn_error(map_rc(rc), "%s: %s: %s", s && s->path ? s->path : "store", what, msg);
+    return modattn__error(map_rc(rc), "%s: %s: %s", s && s->path ? s->path : "store", what, msg);
 }
 
 /* SQLite's busy handler: the lock is another connection's (in WAL mode only writers and
@@ -201,7 +205,7 @@ static int sq_err(modattn_store *s, int rc, const char *what) {
  * at most 50 ms, telling on_wait once when the wait passes half a second. */
 static int busy_wait(void *p, int count) {
     modattn_store *s = p;
-    uint64_t now = modattn_now_ns();
+    uint64_t now = modattn__now_ns();
     if (count == 0) {
         s->busy_t0 = now;
         s->busy_told = false;
@@ -238,7 +242,7 @@ static int exec_sql(modattn_store *s, const char *sql, const char *what) {
             sqlite3_free(msg);
             return sq_err(s, rc, what);
         }
-        int st = modattn_error(map_rc(rc), "%s: %s: %s", s->path, what,
+        int st = modattn__error(map_rc(rc), "%s: %s: %s", s->path, what,
                                msg ? msg : sqlite3_errstr(rc));
         sqlite3_free(msg);
         return st;
@@ -254,7 +258,7 @@ static int end_read_tx(modattn_store *s) {
     if (sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK) return 0;
     sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     if (sqlite3_get_autocommit(s->db)) return 0;
-    return modattn_error(MODATTN_EIO, "%s: cannot end a read transaction: %s", s->path,
+    return modattn__error(MODATTN_EIO, "%s: cannot end a read transaction: %s", s->path,
                          sqlite3_errmsg(s->db));
 }
 
@@ -314,7 +318,7 @@ static int check_schema(modattn_store *s) {
     int st = query_int(s, "PRAGMA user_version", &version);
     if (st) return st;
     if (version > MODATTN_STORE_SCHEMA_VERSION)
-        return modattn_error(MODATTN_EVERSION,
+        return modattn__error(MODATTN_EVERSION,
                              "%s: store schema version %" PRId64 " is newer than this modattn "
                              "knows (%d): use a newer modattn",
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
@@ -335,16 +339,16 @@ static int check_schema(modattn_store *s) {
         return 0;
     }
     if (version != 0)
-        return modattn_error(MODATTN_EVERSION, "%s: store schema version %" PRId64 " is not %d",
+        return modattn__error(MODATTN_EVERSION, "%s: store schema version %" PRId64 " is not %d",
                              s->path, version, MODATTN_STORE_SCHEMA_VERSION);
     if (s->readonly) {
         /* a store never written has no tables; one with tables is somebody else's database */
         if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", &tables))) return st;
         if (tables > 0)
-            return modattn_error(MODATTN_EFORMAT,
+            return modattn__error(MODATTN_EFORMAT,
                                  "%s: an SQLite database that is not a modattn store (it has %" PRId64
                                  " objects and no modattn schema version)", s->path, tables);
-        return modattn_error(MODATTN_ENOTFOUND, "%s: empty store (nothing indexed)", s->path);
+        return modattn__error(MODATTN_ENOTFOUND, "%s: empty store (nothing indexed)", s->path);
     }
     /* version 0: a new file, or somebody else's database */
     if ((st = exec_sql(s, "BEGIN IMMEDIATE", "starting the schema transaction"))) return st;
@@ -355,7 +359,7 @@ static int check_schema(modattn_store *s) {
     }
     if ((st = query_int(s, "SELECT count(*) FROM sqlite_master", &tables))) goto fail;
     if (tables > 0) {
-        st = modattn_error(MODATTN_EFORMAT,
+        st = modattn__error(MODATTN_EFORMAT,
                            "%s: an SQLite database that is not a modattn store (it has %" PRId64
                            " objects and no modattn schema version)",
                            s->path, tables);
@@ -374,17 +378,17 @@ fail:
 }
 
 int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
-    if (!out) return modattn_error(MODATTN_EINVAL, "modattn_store_open: out is NULL");
+    if (!out) return modattn__error(MODATTN_EINVAL, "modattn_store_open: out is NULL");
     *out = NULL;
-    if (!path || !*path) return modattn_error(MODATTN_EINVAL, "modattn_store_open: no path");
+    if (!path || !*path) return modattn__error(MODATTN_EINVAL, "modattn_store_open: no path");
     bool readonly = (flags & MODATTN_STORE_READONLY) != 0;
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT && !(flags & MODATTN_STORE_CREATE) )
-            return modattn_error(MODATTN_ENOTFOUND, "%s: no such store (run `modattn index` first)",
+            return modattn__error(MODATTN_ENOTFOUND, "%s: no such store (run `modattn index` first)",
                                  path);
         if (errno != ENOENT)
-            return modattn_error(MODATTN_EIO, "%s: %s", path, strerror(errno));
+            return modattn__error(MODATTN_EIO, "%s: %s", path, strerror(errno));
         /* to be created: its folder must be there (else SQLite's "unable to open database file") */
         char dir[4096];
         snprintf(dir, sizeof dir, "%s", path);
@@ -393,28 +397,28 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
         else snprintf(dir, sizeof dir, ".");
         struct stat db;
         if (stat(dir, &db) != 0 || !S_ISDIR(db.st_mode))
-            return modattn_error(MODATTN_ENOTFOUND, "%s: the folder '%s' %s", path, dir,
+            return modattn__error(MODATTN_ENOTFOUND, "%s: the folder '%s' %s", path, dir,
                                  stat(dir, &db) != 0 ? "does not exist" : "is not a folder");
         if (access(dir, W_OK) != 0)
-            return modattn_error(MODATTN_EIO, "%s: cannot create the store in the folder '%s': %s", path, dir,
+            return modattn__error(MODATTN_EIO, "%s: cannot create the store in the folder '%s': %s", path, dir,
                                  strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
-        return modattn_error(MODATTN_EINVAL, "%s: not a regular file", path);
+        return modattn__error(MODATTN_EINVAL, "%s: not a regular file", path);
     } else if (!readonly && access(path, W_OK) != 0 && (errno == EROFS || errno == EACCES)) {
         /* said as what it is, before SQLite's "unable to open database file" or "attempt to write
          * a readonly database" on the first change */
-        return modattn_error(MODATTN_EIO, errno == EROFS ? "%s: the store is on a read-only file system: it can be "
+        return modattn__error(MODATTN_EIO, errno == EROFS ? "%s: the store is on a read-only file system: it can be "
                                                            "searched, not changed"
                                                          : "%s: this user may not write the store (permission "
                                                            "denied): it can be searched, not changed", path);
     }
-    modattn_store *s = modattn_calloc(1, sizeof *s, MODATTN_MEM_OTHER);
-    if (!s) return modattn_mem_last_status();
+    modattn_store *s = modattn__calloc(1, sizeof *s, MODATTN_MEM_OTHER);
+    if (!s) return modattn__mem_last_status();
     s->readonly = readonly;
-    s->path = modattn_strdup(path, MODATTN_MEM_OTHER);
+    s->path = modattn__strdup(path, MODATTN_MEM_OTHER);
     if (!s->path) {
         modattn_free(s);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     int oflags = readonly ? SQLITE_OPEN_READONLY
                           : SQLITE_OPEN_READWRITE | ((flags & MODATTN_STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
@@ -435,7 +439,7 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
         if (rc == SQLITE_ROW) {
             const char *mode = (const char *)sqlite3_column_text(q, 0);
             if (!mode || strcmp(mode, "wal") != 0) {
-                st = modattn_error(MODATTN_EIO, "%s: cannot switch to WAL mode (journal mode is "
+                st = modattn__error(MODATTN_EIO, "%s: cannot switch to WAL mode (journal mode is "
                                    "'%s'; is the file on a network file system?)",
                                    path, mode ? mode : "?");
                 sqlite3_finalize(q);
@@ -483,7 +487,7 @@ int modattn_store_open(const char *path, unsigned flags, modattn_store **out) {
             sqlite3_finalize(q);
             if (rc != SQLITE_OK) {
                 st = rc == SQLITE_CORRUPT
-                         ? modattn_error(MODATTN_EFORMAT, "%s: the recorded model is missing from "
+                         ? modattn__error(MODATTN_EFORMAT, "%s: the recorded model is missing from "
                                          "the models table", path)
                          : sq_err(s, rc, "reading the model");
                 goto fail;
@@ -517,7 +521,7 @@ static int reopen_readonly_folder(modattn_store *s, int st) {
     struct stat wb;
     bool has_wal = stat(wal, &wb) == 0;
     if (has_wal && wb.st_size > 0)
-        return modattn_error(MODATTN_EIO,
+        return modattn__error(MODATTN_EIO,
                              "%s: cannot read the store: its write-ahead log (%s, %lld bytes) holds "
                              "changes, reading them needs %s-shm, and this user cannot create it in "
                              "the folder '%s'; run `modattn index` on the store once as a user who may "
@@ -525,8 +529,8 @@ static int reopen_readonly_folder(modattn_store *s, int st) {
                              "the folder", s->path, wal, (long long)wb.st_size, s->path, dir);
     /* file:PATH?immutable=1, the path percent-encoded */
     size_t n = strlen(s->path);
-    char *uri = modattn_malloc(n * 3 + 32, MODATTN_MEM_OTHER);
-    if (!uri) return modattn_mem_last_status();
+    char *uri = modattn__malloc(n * 3 + 32, MODATTN_MEM_OTHER);
+    if (!uri) return modattn__mem_last_status();
     size_t o = (size_t)sprintf(uri, "file:");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s->path[i];
@@ -555,7 +559,7 @@ const char *modattn_store_note(const modattn_store *s) { return s && s->note[0] 
 
 void modattn_store_close(modattn_store *s) {
     if (!s) return;
-    if (s->in_tx) modattn_store_rollback(s);
+    if (s->in_tx) modattn__store_rollback(s);
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     if (s->db) sqlite3_close_v2(s->db);
     release_extensions(s);
@@ -589,7 +593,7 @@ static int meta_get(modattn_store *s, const char *key, char *buf, size_t len, bo
 int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char hash[17],
                             size_t *dim) {
     if (!s || !name || !name_len || !hash || !dim)
-        return modattn_error(MODATTN_EINVAL, "modattn_store_get_model: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_store_get_model: NULL argument");
     char dbuf[32];
     bool f1, f2, f3;
     int st;
@@ -597,33 +601,33 @@ int modattn_store_get_model(modattn_store *s, char *name, size_t name_len, char 
     if ((st = meta_get(s, "model_weights_hash", hash, 17, &f2))) return st;
     if ((st = meta_get(s, "model_dim", dbuf, sizeof dbuf, &f3))) return st;
     if (!f1 && !f2 && !f3)
-        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+        return modattn__error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
     char *end;
     unsigned long long d = f3 ? strtoull(dbuf, &end, 10) : 0;
     if (!f1 || !f2 || !f3 || *end || d == 0 || d > (1u << 20))
-        return modattn_error(MODATTN_EFORMAT, "%s: the model record in table meta is incomplete",
+        return modattn__error(MODATTN_EFORMAT, "%s: the model record in table meta is incomplete",
                              s->path);
     *dim = (size_t)d;
     return 0;
 }
 
-int modattn_store_get_model_dir(modattn_store *s, char *buf, size_t len) {
-    if (!s || !buf || !len) return modattn_error(MODATTN_EINVAL, "modattn_store_get_model_dir: bad argument");
+int modattn__store_get_model_dir(modattn_store *s, char *buf, size_t len) {
+    if (!s || !buf || !len) return modattn__error(MODATTN_EINVAL, "modattn__store_get_model_dir: bad argument");
     char tmp[4200];
     bool found = false;
     int st = meta_get(s, "model_dir", tmp, sizeof tmp, &found);
     if (st) return st;
-    if (!found || !tmp[0]) return modattn_error(MODATTN_ENOTFOUND, "%s: no model folder recorded", s->path);
-    if (strlen(tmp) >= len) return modattn_error(MODATTN_ERANGE, "%s: the recorded model folder is too long", s->path);
+    if (!found || !tmp[0]) return modattn__error(MODATTN_ENOTFOUND, "%s: no model folder recorded", s->path);
+    if (strlen(tmp) >= len) return modattn__error(MODATTN_ERANGE, "%s: the recorded model folder is too long", s->path);
     snprintf(buf, len, "%s", tmp);
     return 0;
 }
 
-int modattn_store_set_model_dir(modattn_store *s, const char *dir) {
+int modattn__store_set_model_dir(modattn_store *s, const char *dir) {
     if (!s || !dir || !*dir || strlen(dir) >= 4096)
-        return modattn_error(MODATTN_EINVAL, "modattn_store_set_model_dir: bad argument");
-    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
+        return modattn__error(MODATTN_EINVAL, "modattn__store_set_model_dir: bad argument");
+    if (s->readonly) return modattn__error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(s->db, "INSERT INTO meta(key, value) VALUES ('model_dir', ?1) "
                                        "ON CONFLICT(key) DO UPDATE SET value = excluded.value", -1, &q, NULL);
@@ -637,7 +641,7 @@ int modattn_store_set_model_dir(modattn_store *s, const char *dir) {
 
 /* the roots as one meta value: paths separated by '\n' (a path holding a newline is not kept) */
 int modattn_store_get_roots(modattn_store *s, char ***out, size_t *n) {
-    if (!s || !out || !n) return modattn_error(MODATTN_EINVAL, "modattn_store_get_roots: NULL argument");
+    if (!s || !out || !n) return modattn__error(MODATTN_EINVAL, "modattn_store_get_roots: NULL argument");
     *out = NULL, *n = 0;
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = 'index_roots'", -1, &q, NULL);
@@ -651,11 +655,11 @@ int modattn_store_get_roots(modattn_store *s, char ***out, size_t *n) {
             if (len) {
                 if (*n == cap) {
                     size_t nc = cap ? 2 * cap : 8;
-                    char **nv = modattn_realloc(*out, nc * sizeof *nv, MODATTN_MEM_OTHER);
-                    if (!nv) st = modattn_mem_last_status();
+                    char **nv = modattn__realloc(*out, nc * sizeof *nv, MODATTN_MEM_OTHER);
+                    if (!nv) st = modattn__mem_last_status();
                     else *out = nv, cap = nc;
                 }
-                if (!st && !((*out)[*n] = modattn_strndup(p, len, MODATTN_MEM_OTHER))) st = modattn_mem_last_status();
+                if (!st && !((*out)[*n] = modattn__strndup(p, len, MODATTN_MEM_OTHER))) st = modattn__mem_last_status();
                 if (!st) (*n)++;
             }
             p += len + (p[len] == '\n');
@@ -678,9 +682,9 @@ static bool under(const char *path, const char *root) {
     return strncmp(path, root, k) == 0 && (path[k] == '\0' || path[k] == '/' || (k == 1 && root[0] == '/'));
 }
 
-int modattn_store_add_roots(modattn_store *s, const char *const *paths, size_t n) {
-    if (!s || (n && !paths)) return modattn_error(MODATTN_EINVAL, "modattn_store_add_roots: NULL argument");
-    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
+int modattn__store_add_roots(modattn_store *s, const char *const *paths, size_t n) {
+    if (!s || (n && !paths)) return modattn__error(MODATTN_EINVAL, "modattn__store_add_roots: NULL argument");
+    if (s->readonly) return modattn__error(MODATTN_EINVAL, "%s: the store is open read-only", s->path);
     char **have = NULL;
     size_t nh = 0;
     int st = modattn_store_get_roots(s, &have, &nh);
@@ -688,8 +692,8 @@ int modattn_store_add_roots(modattn_store *s, const char *const *paths, size_t n
     size_t total = 1;
     for (size_t i = 0; i < nh; i++) total += strlen(have[i]) + 1;
     for (size_t i = 0; i < n; i++) total += strlen(paths[i]) + 1;
-    char *v = modattn_malloc(total, MODATTN_MEM_OTHER);
-    if (!v) st = modattn_mem_last_status();
+    char *v = modattn__malloc(total, MODATTN_MEM_OTHER);
+    if (!v) st = modattn__mem_last_status();
     size_t o = 0;
     bool changed = false;
     for (size_t i = 0; v && i < nh; i++) { /* a held root under a new one goes */
@@ -729,7 +733,7 @@ int modattn_store_add_roots(modattn_store *s, const char *const *paths, size_t n
 }
 
 int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
-    if (!s || !buf || len < 8) return modattn_error(MODATTN_EINVAL, "modattn_store_get_precision: bad argument");
+    if (!s || !buf || len < 8) return modattn__error(MODATTN_EINVAL, "modattn_store_get_precision: bad argument");
     bool found = false;
     int st = meta_get(s, "model_precision", buf, len, &found);
     if (st) return st;
@@ -738,7 +742,7 @@ int modattn_store_get_precision(modattn_store *s, char *buf, size_t len) {
 }
 
 int modattn_store_get_prompt(modattn_store *s, bool query, char *buf, size_t len) {
-    if (!s || !buf || !len) return modattn_error(MODATTN_EINVAL, "modattn_store_get_prompt: bad argument");
+    if (!s || !buf || !len) return modattn__error(MODATTN_EINVAL, "modattn_store_get_prompt: bad argument");
     sqlite3_stmt *q = NULL;
     buf[0] = '\0';
     int rc = sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key = ?1", -1, &q, NULL);
@@ -749,7 +753,7 @@ int modattn_store_get_prompt(modattn_store *s, bool query, char *buf, size_t len
     if (rc == SQLITE_ROW) {
         const char *v = (const char *)sqlite3_column_text(q, 0);
         size_t n = (size_t)sqlite3_column_bytes(q, 0);
-        if (n >= len) st = modattn_error(MODATTN_ERANGE, "%s: the %s prompt is %zu bytes", s->path,
+        if (n >= len) st = modattn__error(MODATTN_ERANGE, "%s: the %s prompt is %zu bytes", s->path,
                                          query ? "query" : "document", n);
         else if (v) memcpy(buf, v, n + 1);
         rc = SQLITE_OK;
@@ -793,7 +797,7 @@ static int prompt_mismatch(modattn_store *s, const modattn_store_model *m, const
     prompt_shown(sq, b, sizeof b);
     prompt_shown(m->document_prompt, c, sizeof c);
     prompt_shown(m->query_prompt, d, sizeof d);
-    return modattn_error(MODATTN_EVERSION,
+    return modattn__error(MODATTN_EVERSION,
                          "%s holds embeddings of model %s made with the document prompt %s, for queries with the "
                          "prompt %s; here the document prompt is %s and the query prompt %s: vectors embedded "
                          "with other prompts are not compared. Use the store's prompts (--prompt TEXT or "
@@ -807,7 +811,7 @@ static int model_mismatch(modattn_store *s, const modattn_store_model *m, const 
     const bool same_model = strcmp(hash, m->weights_hash) == 0 && (!m->identity || !ident[0] ||
                                                                    strcmp(ident, m->identity) == 0);
     if (same_model && dim != m->dim)
-        return modattn_error(MODATTN_EVERSION,
+        return modattn__error(MODATTN_EVERSION,
                              "%s holds %zu-dimension embeddings of model %s, and %zu dimensions are asked for "
                              "here: vectors cut to other sizes are not compared. Use --dimensions %zu (as when "
                              "it was indexed), or another --db for these",
@@ -817,12 +821,12 @@ static int model_mismatch(modattn_store *s, const modattn_store_model *m, const 
     const char *mine = m->precision ? m->precision : "fp32";
     if (meta_get(s, "model_precision", prec, sizeof prec, &found) != 0 || !found) snprintf(prec, sizeof prec, "fp32");
     if (same_weights && strcmp(prec, mine) != 0)
-        return modattn_error(MODATTN_EVERSION,
+        return modattn__error(MODATTN_EVERSION,
                              "%s holds %s embeddings of model %s, and the model in use runs in %s: vectors of "
                              "different precisions are not compared. Use --precision %s (as when it was indexed), "
                              "or another --db for this one",
                              s->path, prec, name, mine, prec);
-    return modattn_error(MODATTN_EVERSION,
+    return modattn__error(MODATTN_EVERSION,
                          "%s holds embeddings of model %s (weights %s, identity %s, %zu dimensions), not of "
                          "the model in use, %s (weights %s, identity %s, %zu dimensions)%s: vectors of different "
                          "models cannot be compared. Use --model with the store's model, or "
@@ -837,7 +841,7 @@ static int model_mismatch(modattn_store *s, const modattn_store_model *m, const 
  * name never counts. *recorded: the store has an identity. */
 static int check_model(modattn_store *s, const modattn_store_model *m, bool *recorded) {
     if (!s || !m || !m->name || !m->weights_hash || !m->dim)
-        return modattn_error(MODATTN_EINVAL, "modattn_store_check_model: NULL argument");
+        return modattn__error(MODATTN_EINVAL, "modattn_store_check_model: NULL argument");
     char name[256], hash[17], ident[32] = "";
     size_t dim = 0;
     int st = modattn_store_get_model(s, name, sizeof name, hash, &dim);
@@ -873,7 +877,7 @@ int modattn_store_check_model(modattn_store *s, const modattn_store_model *m) {
     return check_model(s, m, &recorded);
 }
 
-int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
+int modattn__store_bind_model(modattn_store *s, const modattn_store_model *m) {
     bool recorded = false;
     int st = check_model(s, m, &recorded);
     if (st == 0 && !recorded && m->identity && !s->readonly) {
@@ -897,7 +901,7 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
         return exec_sql(s, "COMMIT", "recording the model's identity");
     }
     if (st != MODATTN_ENOTFOUND) return st;
-    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: opened read-only", s->path);
+    if (s->readonly) return modattn__error(MODATTN_EINVAL, "%s: opened read-only", s->path);
     if ((st = exec_sql(s, "BEGIN IMMEDIATE", "recording the model"))) return st;
     /* somebody may have bound it meanwhile */
     st = check_model(s, m, &recorded);
@@ -964,8 +968,8 @@ int modattn_store_bind_model(modattn_store *s, const modattn_store_model *m) {
 
 /* ------------------------------------------------------------------ documents */
 
-int modattn_store_find_document(modattn_store *s, const char *path, modattn_store_doc *out) {
-    if (!s || !path || !out) return modattn_error(MODATTN_EINVAL, "find_document: NULL argument");
+int modattn__store_find_document(modattn_store *s, const char *path, modattn_store_doc *out) {
+    if (!s || !path || !out) return modattn__error(MODATTN_EINVAL, "find_document: NULL argument");
     memset(out, 0, sizeof *out);
     sqlite3_stmt *q;
     int st = stmt(s, ST_FIND_DOC, &q);
@@ -1000,7 +1004,7 @@ static int step_done(modattn_store *s, sqlite3_stmt *q, const char *what) {
     return 0;
 }
 
-int modattn_store_touch_document(modattn_store *s, int64_t id, int64_t mtime_ns, int64_t size) {
+int modattn__store_touch_document(modattn_store *s, int64_t id, int64_t mtime_ns, int64_t size) {
     sqlite3_stmt *q;
     int st = stmt(s, ST_TOUCH_DOC, &q);
     if (st) return st;
@@ -1010,8 +1014,8 @@ int modattn_store_touch_document(modattn_store *s, int64_t id, int64_t mtime_ns,
     return step_done(s, q, "updating a document's mtime");
 }
 
-int modattn_store_begin(modattn_store *s) {
-    if (s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
+int modattn__store_begin(modattn_store *s) {
+    if (s->in_tx) return modattn__error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
     int st = exec_sql(s, "BEGIN IMMEDIATE", "starting a transaction");
     if (!st) s->in_tx = true, s->gen_bumped = false;
     return st;
@@ -1029,10 +1033,10 @@ static int bump_generation(modattn_store *s) {
     return st;
 }
 
-int modattn_store_read_begin(modattn_store *s) {
-    if (!s) return modattn_error(MODATTN_EINVAL, "read_begin: NULL store");
+int modattn__store_read_begin(modattn_store *s) {
+    if (!s) return modattn__error(MODATTN_EINVAL, "read_begin: NULL store");
     if (!sqlite3_get_autocommit(s->db))
-        return modattn_error(MODATTN_EINTERNAL, "%s: a read snapshot inside another transaction", s->path);
+        return modattn__error(MODATTN_EINTERNAL, "%s: a read snapshot inside another transaction", s->path);
     int st = exec_sql(s, "BEGIN", "starting a read snapshot");
     if (st) return st;
     int64_t v = 0; /* a deferred transaction takes its snapshot at its first read: now */
@@ -1040,7 +1044,7 @@ int modattn_store_read_begin(modattn_store *s) {
     return st;
 }
 
-void modattn_store_read_end(modattn_store *s) {
+void modattn__store_read_end(modattn_store *s) {
     if (s) end_read_tx(s);
 }
 
@@ -1054,15 +1058,15 @@ int modattn_store_generation(modattn_store *s, uint64_t *out) {
     return 0;
 }
 
-int modattn_store_commit(modattn_store *s) {
-    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: no transaction to commit", s->path);
+int modattn__store_commit(modattn_store *s) {
+    if (!s->in_tx) return modattn__error(MODATTN_EINTERNAL, "%s: no transaction to commit", s->path);
     int st = exec_sql(s, "COMMIT", "committing");
-    if (st) modattn_store_rollback(s);
+    if (st) modattn__store_rollback(s);
     s->in_tx = false;
     return st;
 }
 
-void modattn_store_rollback(modattn_store *s) {
+void modattn__store_rollback(modattn_store *s) {
     if (!s || !s->in_tx) return;
     for (int i = 0; i < ST_COUNT; i++)
         if (s->st[i]) sqlite3_reset(s->st[i]);
@@ -1084,11 +1088,11 @@ static int delete_by_id(modattn_store *s, int64_t id) {
     return 0;
 }
 
-int modattn_store_put_document(modattn_store *s, modattn_store_doc *d) {
-    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "put_document outside a transaction");
-    if (!s->model_id) return modattn_error(MODATTN_EINTERNAL, "put_document before bind_model");
+int modattn__store_put_document(modattn_store *s, modattn_store_doc *d) {
+    if (!s->in_tx) return modattn__error(MODATTN_EINTERNAL, "put_document outside a transaction");
+    if (!s->model_id) return modattn__error(MODATTN_EINTERNAL, "put_document before bind_model");
     modattn_store_doc old;
-    int f = modattn_store_find_document(s, d->path, &old);
+    int f = modattn__store_find_document(s, d->path, &old);
     if (f < 0) return f;
     int st;
     if (f == 1 && (st = delete_by_id(s, old.id))) return st;
@@ -1111,20 +1115,20 @@ int modattn_store_put_document(modattn_store *s, modattn_store_doc *d) {
     return 0;
 }
 
-int modattn_store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_store_chunk_in *c,
+int modattn__store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_store_chunk_in *c,
                             const float *vec, size_t dim) {
-    if (!s->in_tx) return modattn_error(MODATTN_EINTERNAL, "put_chunk outside a transaction");
+    if (!s->in_tx) return modattn__error(MODATTN_EINTERNAL, "put_chunk outside a transaction");
     if (dim != s->dim)
-        return modattn_error(MODATTN_EINVAL, "%s: vector of %zu dimensions, the store's model has "
+        return modattn__error(MODATTN_EINVAL, "%s: vector of %zu dimensions, the store's model has "
                              "%zu", s->path, dim, s->dim);
     if (c->len > (size_t)INT32_MAX / 2)
-        return modattn_error(MODATTN_ERANGE, "%s: chunk text of %zu bytes", s->path, c->len);
+        return modattn__error(MODATTN_ERANGE, "%s: chunk text of %zu bytes", s->path, c->len);
     char *clean = NULL;
     size_t clen = c->len;
     const char *text = c->text;
-    if (!modattn_utf8_valid(c->text, c->len)) {
-        clean = modattn_utf8_sanitize(c->text, c->len, &clen);
-        if (!clean) return modattn_mem_last_status();
+    if (!modattn__utf8_valid(c->text, c->len)) {
+        clean = modattn__utf8_sanitize(c->text, c->len, &clen);
+        if (!clean) return modattn__mem_last_status();
         text = clean;
     }
     sqlite3_stmt *q;
@@ -1154,20 +1158,20 @@ int modattn_store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_stor
 
 int modattn_store_delete_document(modattn_store *s, const char *path) {
     modattn_store_doc d;
-    int f = modattn_store_find_document(s, path, &d);
+    int f = modattn__store_find_document(s, path, &d);
     if (f <= 0) return f;
     bool own_tx = !s->in_tx;
     int st;
-    if (own_tx && (st = modattn_store_begin(s))) return st;
+    if (own_tx && (st = modattn__store_begin(s))) return st;
     st = delete_by_id(s, d.id);
     if (own_tx) {
-        if (st) modattn_store_rollback(s);
-        else st = modattn_store_commit(s);
+        if (st) modattn__store_rollback(s);
+        else st = modattn__store_commit(s);
     }
     return st ? st : 1;
 }
 
-int modattn_store_each_path(modattn_store *s, int (*fn)(void *ud, const char *path), void *ud) {
+int modattn__store_each_path(modattn_store *s, int (*fn)(void *ud, const char *path), void *ud) {
     sqlite3_stmt *q = NULL;
     int rc = sqlite3_prepare_v2(s->db, "SELECT path FROM documents ORDER BY path", -1, &q, NULL);
     if (rc != SQLITE_OK) return sq_err(s, rc, "listing documents");
@@ -1218,10 +1222,10 @@ int modattn_store_get_counts(modattn_store *s, modattn_store_counts *out) {
 int modattn__store_scan_vectors(modattn_store *s, int64_t after, modattn__vector_fn fn, void *ctx, size_t *n) {
     *n = 0;
     if (!s->model_id)
-        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+        return modattn__error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
     if (after >= 0 && s->schema < 2)
-        return modattn_error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
+        return modattn__error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
     const size_t dim = s->dim;
     sqlite3_stmt *q = NULL;
     int st = 0;
@@ -1237,7 +1241,7 @@ int modattn__store_scan_vectors(modattn_store *s, int64_t after, modattn__vector
         int bytes = sqlite3_column_bytes(q, 1);
         const int64_t chunk = sqlite3_column_int64(q, 0);
         if (!blob || (size_t)bytes != dim * sizeof(float)) {
-            st = modattn_error(MODATTN_EFORMAT, "%s: embedding of chunk %" PRId64 " has %d bytes, "
+            st = modattn__error(MODATTN_EFORMAT, "%s: embedding of chunk %" PRId64 " has %d bytes, "
                                "expected %zu", s->path, chunk, bytes, dim * sizeof(float));
             break;
         }
@@ -1272,7 +1276,7 @@ typedef struct block_sink {
 
 static int to_block(void *ctx, int64_t chunk, const void *v, size_t dim) {
     block_sink *b = ctx;
-    if (b->n >= b->cap) return modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", b->path);
+    if (b->n >= b->cap) return modattn__error(MODATTN_EFORMAT, "%s: more vectors than counted", b->path);
     b->ids[b->n] = chunk;
     memcpy(b->data + b->n * b->ld, v, dim * sizeof(float));
     b->n++;
@@ -1280,11 +1284,11 @@ static int to_block(void *ctx, int64_t chunk, const void *v, size_t dim) {
 }
 
 /* The same rows into one block (rows of ld floats, the tail of each zero), as
- * modattn_store_load_vectors gives them. */
+ * modattn__store_load_vectors gives them. */
 int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_vectors *out) {
     memset(out, 0, sizeof *out);
     if (!s->model_id)
-        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+        return modattn__error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
     size_t n = 0;
     int st = modattn__store_count_vectors(s, after, &n);
@@ -1292,19 +1296,19 @@ int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_v
     const size_t dim = s->dim;
     const size_t ld = (dim + 15) & ~(size_t)15; /* whole 64-byte lines per row */
     if (n > SIZE_MAX / sizeof(float) / ld)
-        return modattn_error(MODATTN_ERANGE, "%s: %zu vectors do not fit in memory", s->path, n);
+        return modattn__error(MODATTN_ERANGE, "%s: %zu vectors do not fit in memory", s->path, n);
     block_sink b = {.cap = n, .ld = ld, .path = s->path};
     out->dim = dim;
     out->ld = ld;
     if (n > 0) {
-        b.data = modattn_calloc(n * ld, sizeof(float), MODATTN_MEM_INDEX);
-        b.ids = modattn_malloc(n * sizeof(int64_t), MODATTN_MEM_INDEX);
-        if (!b.data || !b.ids) st = modattn_mem_last_status();
+        b.data = modattn__calloc(n * ld, sizeof(float), MODATTN_MEM_INDEX);
+        b.ids = modattn__malloc(n * sizeof(int64_t), MODATTN_MEM_INDEX);
+        if (!b.data || !b.ids) st = modattn__mem_last_status();
     }
     size_t got = 0;
     if (!st) st = modattn__store_scan_vectors(s, after, to_block, &b, &got);
     if (!st && got != n)
-        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", s->path, got, n);
+        st = modattn__error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", s->path, got, n);
     if (!st) st = modattn_store_generation(s, &out->generation);
     if (st) { /* (the vector file's free, vecfile.c, handles both forms; this one is ours) */
         modattn_free(b.data);
@@ -1319,11 +1323,11 @@ int modattn__store_read_vectors(modattn_store *s, int64_t after, modattn_store_v
     return 0;
 }
 
-int modattn_store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
-    if (!s || !out) return modattn_error(MODATTN_EINVAL, "load_vectors: NULL argument");
+int modattn__store_load_vectors(modattn_store *s, modattn_store_vectors *out) {
+    if (!s || !out) return modattn__error(MODATTN_EINVAL, "load_vectors: NULL argument");
     memset(out, 0, sizeof *out);
     if (!s->model_id)
-        return modattn_error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
+        return modattn__error(MODATTN_ENOTFOUND, "%s: the store has no model yet (nothing indexed)",
                              s->path);
     const bool own_tx = sqlite3_get_autocommit(s->db) != 0; /* else inside the caller's snapshot */
     int st = own_tx ? exec_sql(s, "BEGIN", "starting a read transaction") : 0;
@@ -1344,14 +1348,14 @@ int modattn__store_ids_upto(modattn_store *s, uint64_t upto, int64_t **ids, size
     *ids = NULL;
     *n = 0;
     if (s->schema < 2 || upto > INT64_MAX)
-        return modattn_error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
+        return modattn__error(MODATTN_EINTERNAL, "%s: schema %d has no generations", s->path, s->schema);
     int64_t count = 0;
     char sql[128];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM embeddings WHERE generation <= %" PRIu64, upto);
     int st = query_int(s, sql, &count);
     if (st) return st;
-    int64_t *out = modattn_malloc(((size_t)count + 1) * sizeof *out, MODATTN_MEM_INDEX);
-    if (!out) return modattn_mem_last_status();
+    int64_t *out = modattn__malloc(((size_t)count + 1) * sizeof *out, MODATTN_MEM_INDEX);
+    if (!out) return modattn__mem_last_status();
     sqlite3_stmt *q = NULL;
     /* from the (generation, chunk) index alone; the caller sorts */
     int rc = sqlite3_prepare_v2(s->db, "SELECT chunk FROM embeddings WHERE generation <= ?1", -1, &q, NULL);
@@ -1364,7 +1368,7 @@ int modattn__store_ids_upto(modattn_store *s, uint64_t upto, int64_t **ids, size
     sqlite3_finalize(q);
     if (rc != SQLITE_DONE) {
         modattn_free(out);
-        return rc == SQLITE_CORRUPT ? modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", s->path)
+        return rc == SQLITE_CORRUPT ? modattn__error(MODATTN_EFORMAT, "%s: more vectors than counted", s->path)
                                     : sq_err(s, rc, "reading chunk ids");
     }
     *ids = out;
@@ -1373,8 +1377,8 @@ int modattn__store_ids_upto(modattn_store *s, uint64_t upto, int64_t **ids, size
 }
 
 int modattn__store_lock(modattn_store *s) {
-    if (s->readonly) return modattn_error(MODATTN_EINVAL, "%s: opened read-only", s->path);
-    if (s->in_tx) return modattn_error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
+    if (s->readonly) return modattn__error(MODATTN_EINVAL, "%s: opened read-only", s->path);
+    if (s->in_tx) return modattn__error(MODATTN_EINTERNAL, "%s: transaction already open", s->path);
     return exec_sql(s, "BEGIN IMMEDIATE", "taking the store's write lock");
 }
 
@@ -1396,11 +1400,11 @@ void **modattn__store_ext_slot(modattn_store *s, const modattn__store_ext *ext) 
 static char *col_dup(sqlite3_stmt *q, int i) {
     const char *t = (const char *)sqlite3_column_text(q, i);
     int n = sqlite3_column_bytes(q, i);
-    return modattn_strndup(t ? t : "", (size_t)n, MODATTN_MEM_OTHER);
+    return modattn__strndup(t ? t : "", (size_t)n, MODATTN_MEM_OTHER);
 }
 
-int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_chunk *out) {
-    if (!s || !out) return modattn_error(MODATTN_EINVAL, "get_chunk: NULL argument");
+int modattn__store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_chunk *out) {
+    if (!s || !out) return modattn__error(MODATTN_EINVAL, "get_chunk: NULL argument");
     memset(out, 0, sizeof *out);
     sqlite3_stmt *q;
     int st = stmt(s, ST_GET_CHUNK, &q);
@@ -1420,26 +1424,26 @@ int modattn_store_get_chunk(modattn_store *s, int64_t chunk_id, modattn_store_ch
         out->ntokens = sqlite3_column_int64(q, 9);
         out->text = col_dup(q, 10);
         /* stored texts are valid UTF-8 (ingest.h); a damaged file's are made so, never passed on */
-        if (out->text && !modattn_utf8_valid(out->text, strlen(out->text))) {
+        if (out->text && !modattn__utf8_valid(out->text, strlen(out->text))) {
             size_t n = 0;
-            char *clean = modattn_utf8_sanitize(out->text, strlen(out->text), &n);
+            char *clean = modattn__utf8_sanitize(out->text, strlen(out->text), &n);
             modattn_free(out->text);
             out->text = clean;
         }
-        if (!out->path || !out->kind || !out->text) st = modattn_mem_last_status();
+        if (!out->path || !out->kind || !out->text) st = modattn__mem_last_status();
     } else if (rc == SQLITE_DONE) {
-        st = modattn_error(MODATTN_ENOTFOUND, "%s: no chunk %" PRId64, s->path, chunk_id);
+        st = modattn__error(MODATTN_ENOTFOUND, "%s: no chunk %" PRId64, s->path, chunk_id);
     } else {
         st = sq_err(s, rc, "reading a chunk");
     }
     sqlite3_reset(q);
     sqlite3_clear_bindings(q);
-    if (st) modattn_store_chunk_clear(out);
+    if (st) modattn__store_chunk_clear(out);
     return st;
 }
 
-int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t **ids, size_t *n) {
-    if (!s || !prefix || !ids || !n) return modattn_error(MODATTN_EINVAL, "chunk_ids_under: NULL argument");
+int modattn__store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t **ids, size_t *n) {
+    if (!s || !prefix || !ids || !n) return modattn__error(MODATTN_EINVAL, "chunk_ids_under: NULL argument");
     *ids = NULL;
     *n = 0;
     sqlite3_stmt *q = NULL;
@@ -1457,9 +1461,9 @@ int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t 
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         if (*n == cap) {
             size_t nc = cap ? cap * 2 : 1024;
-            int64_t *nv = modattn_realloc(*ids, nc * sizeof *nv, MODATTN_MEM_WORKSPACE);
+            int64_t *nv = modattn__realloc(*ids, nc * sizeof *nv, MODATTN_MEM_WORKSPACE);
             if (!nv) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 break;
             }
             *ids = nv;
@@ -1477,7 +1481,7 @@ int modattn_store_chunk_ids_under(modattn_store *s, const char *prefix, int64_t 
     return st;
 }
 
-void modattn_store_chunk_clear(modattn_store_chunk *c) {
+void modattn__store_chunk_clear(modattn_store_chunk *c) {
     if (!c) return;
     modattn_free(c->path);
     modattn_free(c->kind);
@@ -1494,7 +1498,7 @@ int modattn_store_integrity_check(modattn_store *s) {
     if (rc == SQLITE_ROW) {
         const char *r = (const char *)sqlite3_column_text(q, 0);
         if (!r || strcmp(r, "ok") != 0)
-            st = modattn_error(MODATTN_EFORMAT, "%s: integrity_check: %s", s->path, r ? r : "?");
+            st = modattn__error(MODATTN_EFORMAT, "%s: integrity_check: %s", s->path, r ? r : "?");
     } else {
         st = sq_err(s, rc, "integrity_check");
     }

@@ -6,10 +6,11 @@
 #include "modattn/model.h"
 #include "modattn/status.h"
 #include "modattn/store.h"
+#include "core/internal_status.h"
 
 int modattn_store_embed_options(modattn_store *s, const modattn_model *m, const modattn_embed_options *asked,
                                 bool query, modattn_embed_options *eo, modattn_store_model *sm) {
-    if (!m || !eo || !sm) return modattn_error(MODATTN_EINVAL, "modattn_store_embed_options: NULL argument");
+    if (!m || !eo || !sm) return modattn__error(MODATTN_EINVAL, "modattn_store_embed_options: NULL argument");
     const modattn_model_info *info = modattn_model_get_info(m);
     *eo = asked ? *asked : (modattn_embed_options){0};
     eo->task = query ? MODATTN_EMBED_QUERY : MODATTN_EMBED_DOCUMENT;

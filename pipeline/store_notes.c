@@ -7,6 +7,8 @@
 
 #include "modattn/core.h"
 #include "modattn/store.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/store_notes.h"
 
@@ -16,7 +18,7 @@ static const char k_table[] =
 
 static int sq_fail(struct modattn_store *s, const char *what) {
     sqlite3 *db = modattn__store_db(s);
-    return modattn_error(sqlite3_errcode(db) == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s",
+    return modattn__error(sqlite3_errcode(db) == SQLITE_NOMEM ? MODATTN_ENOMEM : MODATTN_EIO, "%s: %s: %s",
                          modattn_store_path(s), what, sqlite3_errmsg(db));
 }
 
@@ -64,12 +66,12 @@ int modattn__note_get(struct modattn_store *s, const char *path, modattn__note *
 static int in_tx(struct modattn_store *s, int (*fn)(struct modattn_store *, const void *), const void *arg) {
     bool own = sqlite3_get_autocommit(modattn__store_db(s)) != 0;
     int st;
-    if (own && (st = modattn_store_begin(s))) return st;
+    if (own && (st = modattn__store_begin(s))) return st;
     st = fn(s, arg);
     if (own) {
-        if (st < 0) modattn_store_rollback(s);
+        if (st < 0) modattn__store_rollback(s);
         else {
-            int c = modattn_store_commit(s);
+            int c = modattn__store_commit(s);
             if (c) st = c;
         }
     }

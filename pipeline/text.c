@@ -6,6 +6,9 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
 #include "pipeline/pipeline_internal.h"
 
 const char *modattn_doc_kind_name(modattn_doc_kind k) {
@@ -166,7 +169,7 @@ static bool starts_like_rtf(const unsigned char *h, size_t len) {
     return len - i >= 5 && memcmp(h + i, "{\\rtf", 5) == 0;
 }
 
-const char *modattn_sniff_unsupported(const char *name, const unsigned char *h, size_t len) {
+const char *modattn__sniff_unsupported(const char *name, const unsigned char *h, size_t len) {
     const char *base = name ? strrchr(name, '/') : NULL;
     base = base ? base + 1 : (name ? name : "");
     if (!h) return "binary file";
@@ -233,7 +236,7 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
                   {"ods", MODATTN_DOC_ODS},   {"epub", MODATTN_DOC_EPUB}};
         for (size_t i = 0; i < sizeof zx / sizeof *zx; i++)
             if (strcasecmp(ext, zx[i].ext) == 0) return zx[i].kind;
-        return MODATTN_DOC_BINARY; /* a ZIP archive (modattn_sniff_unsupported says so) */
+        return MODATTN_DOC_BINARY; /* a ZIP archive (modattn__sniff_unsupported says so) */
     }
     if (compression(head, len)) return tar_name(base) ? MODATTN_DOC_BINARY : MODATTN_DOC_COMPRESSED;
     static const char *const pdf[] = {"pdf", NULL};
@@ -243,7 +246,7 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
         return MODATTN_DOC_PDF;
     /* UTF-16 with a byte order mark: judge the decoded start of the text */
     char u8[8192 / 2 * 3 + 4];
-    int bom = modattn_utf16_bom(head, len);
+    int bom = modattn__utf16_bom(head, len);
     if (bom) {
         size_t n = len - 2 > 8192 ? 8192 : len - 2;
         n = modattn__utf16_decode(head + 2, n, bom == 2, u8);
@@ -307,14 +310,14 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem, int *err) {
     size_t nc = *cap ? *cap : 256;
     while (nc < need) {
         if (nc > SIZE_MAX / 2 / elem) {
-            *err = modattn_error(MODATTN_ENOMEM, "extracted text too large");
+            *err = modattn__error(MODATTN_ENOMEM, "extracted text too large");
             return false;
         }
         nc *= 2;
     }
-    void *n = modattn_realloc(*p, nc * elem, MODATTN_MEM_OTHER);
+    void *n = modattn__realloc(*p, nc * elem, MODATTN_MEM_OTHER);
     if (!n) {
-        *err = modattn_mem_last_status();
+        *err = modattn__mem_last_status();
         return false;
     }
     *p = n;
@@ -325,7 +328,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem, int *err) {
 void modattn__tbuf_put(modattn__tbuf *b, const char *s, size_t len) {
     if (b->err || len == 0) return;
     if (b->n + len + 1 < b->n) {
-        b->err = modattn_error(MODATTN_ENOMEM, "extracted text too large");
+        b->err = modattn__error(MODATTN_ENOMEM, "extracted text too large");
         return;
     }
     if (!grow((void **)&b->p, &b->cap, b->n + len + 1, 1, &b->err)) return;
@@ -367,12 +370,12 @@ int modattn__tbuf_finish(modattn__tbuf *b, modattn_doc_text *d, bool pages) {
     d->pages = pages;
     if (!d->marks) {
         /* an empty mark table still means "not a text file": give it one entry */
-        d->marks = modattn_malloc(sizeof *d->marks, MODATTN_MEM_OTHER);
+        d->marks = modattn__malloc(sizeof *d->marks, MODATTN_MEM_OTHER);
         if (!d->marks) {
             modattn_free(d->text);
             memset(d, 0, sizeof *d);
             memset(b, 0, sizeof *b);
-            return modattn_mem_last_status();
+            return modattn__mem_last_status();
         }
         d->marks[0] = (modattn_text_mark){0, 1}; /* line 1 or page 1 */
         d->nmarks = 1;

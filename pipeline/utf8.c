@@ -5,6 +5,9 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
 #include "pipeline/pipeline_internal.h"
 
 size_t modattn__utf8_next(const unsigned char *s, size_t len, bool *valid) {
@@ -36,7 +39,7 @@ size_t modattn__utf8_next(const unsigned char *s, size_t len, bool *valid) {
     return i;
 }
 
-bool modattn_utf8_valid(const char *s, size_t len) {
+bool modattn__utf8_valid(const char *s, size_t len) {
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < len) {
@@ -55,10 +58,10 @@ bool modattn_utf8_valid(const char *s, size_t len) {
     return true;
 }
 
-char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len) {
+char *modattn__utf8_sanitize(const char *s, size_t len, size_t *out_len) {
     /* each replaced byte becomes at most 3 bytes */
     if (len > (SIZE_MAX - 1) / 3) {
-        modattn_error(MODATTN_ENOMEM, "utf8_sanitize: %zu bytes is too long", len);
+        modattn__error(MODATTN_ENOMEM, "utf8_sanitize: %zu bytes is too long", len);
         return NULL;
     }
     const unsigned char *p = (const unsigned char *)s;
@@ -69,7 +72,7 @@ char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len) {
         if (!ok) bad += 3;
         i += k;
     }
-    char *out = modattn_malloc(len + bad + 1, MODATTN_MEM_OTHER);
+    char *out = modattn__malloc(len + bad + 1, MODATTN_MEM_OTHER);
     if (!out) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
@@ -92,7 +95,7 @@ char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len) {
 
 /* ------------------------------------------------------------------ UTF-16 with a BOM */
 
-int modattn_utf16_bom(const void *s, size_t len) {
+int modattn__utf16_bom(const void *s, size_t len) {
     const unsigned char *p = s;
     if (!p || len < 2) return 0;
     if (p[0] == 0xff && p[1] == 0xfe) return 1;
@@ -149,19 +152,19 @@ size_t modattn__utf16_decode(const unsigned char *p, size_t len, bool big_endian
     return o;
 }
 
-char *modattn_utf16_to_utf8(const char *s, size_t len, size_t *out_len) {
-    int bom = modattn_utf16_bom(s, len);
+char *modattn__utf16_to_utf8(const char *s, size_t len, size_t *out_len) {
+    int bom = modattn__utf16_bom(s, len);
     if (!bom) {
-        modattn_error(MODATTN_EINVAL, "utf16_to_utf8: no UTF-16 byte order mark");
+        modattn__error(MODATTN_EINVAL, "utf16_to_utf8: no UTF-16 byte order mark");
         return NULL;
     }
     len -= 2;
     /* a 2-byte unit becomes at most 3 bytes, a 4-byte pair 4, an odd last byte 3 */
     if (len / 2 > (SIZE_MAX - 8) / 3) {
-        modattn_error(MODATTN_ENOMEM, "utf16_to_utf8: %zu bytes is too long", len);
+        modattn__error(MODATTN_ENOMEM, "utf16_to_utf8: %zu bytes is too long", len);
         return NULL;
     }
-    char *out = modattn_malloc(len / 2 * 3 + 4, MODATTN_MEM_OTHER);
+    char *out = modattn__malloc(len / 2 * 3 + 4, MODATTN_MEM_OTHER);
     if (!out) return NULL;
     size_t o = modattn__utf16_decode((const unsigned char *)s + 2, len, bom == 2, out);
     out[o] = '\0';

@@ -14,6 +14,9 @@
 
 #include "modattn/core.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
 #include "pipeline/sidecar.h"
 #include "core/env.h"
@@ -189,13 +192,13 @@ int modattn__vecfile_view(const void *file, size_t size, modattn_store_vectors *
     return 1;
 }
 
-int modattn_store_vector_file_path(const modattn_store *s, char *buf, size_t len) {
+int modattn__store_vector_file_path(const modattn_store *s, char *buf, size_t len) {
     int w = snprintf(buf, len, "%s.vec", modattn_store_path(s));
-    if (w < 0 || (size_t)w >= len) return modattn_error(MODATTN_EINVAL, "vector file path too long");
+    if (w < 0 || (size_t)w >= len) return modattn__error(MODATTN_EINVAL, "vector file path too long");
     return 0;
 }
 
-void modattn_store_vectors_free(modattn_store_vectors *v) {
+void modattn__store_vectors_free(modattn_store_vectors *v) {
     if (!v) return;
     if (v->map) {
         munmap(v->map, v->map_bytes);
@@ -240,7 +243,7 @@ typedef struct seg_writer {
 
 static int seg_flush(seg_writer *w) {
     if (w->used && modattn__sidecar_write_all(w->fd, w->buf, w->used, w->at) != 0)
-        return modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", w->path, strerror(errno));
+        return modattn__error(MODATTN_EIO, "cannot write the vector file %s: write: %s", w->path, strerror(errno));
     w->at += w->used;
     w->used = 0;
     return 0;
@@ -249,7 +252,7 @@ static int seg_flush(seg_writer *w) {
 static int seg_row(void *ctx, int64_t chunk, const void *v, size_t dim) {
     seg_writer *w = ctx;
     const size_t rb = w->ld * 4;
-    if (w->n >= w->cap) return modattn_error(MODATTN_EFORMAT, "%s: more vectors than counted", w->path);
+    if (w->n >= w->cap) return modattn__error(MODATTN_EFORMAT, "%s: more vectors than counted", w->path);
     if (w->used + rb > w->bufcap) {
         int st = seg_flush(w);
         if (st) return st;
@@ -267,17 +270,17 @@ static int write_segment(modattn_store *s, int fd, const char *path, uint64_t of
                          size_t ld, vec_seg *g) {
     seg_writer w = {.fd = fd, .at = off, .ld = ld, .cap = n, .path = path};
     w.bufcap = ld * 4 > (1u << 20) ? ld * 4 : (1u << 20);
-    w.buf = modattn_malloc(w.bufcap, MODATTN_MEM_INDEX);
-    w.ids = modattn_malloc((n ? n : 1) * sizeof(int64_t), MODATTN_MEM_INDEX);
-    int st = (!w.buf || !w.ids) ? modattn_mem_last_status() : 0;
+    w.buf = modattn__malloc(w.bufcap, MODATTN_MEM_INDEX);
+    w.ids = modattn__malloc((n ? n : 1) * sizeof(int64_t), MODATTN_MEM_INDEX);
+    int st = (!w.buf || !w.ids) ? modattn__mem_last_status() : 0;
     size_t got = 0;
     if (!st) st = modattn__store_scan_vectors(s, after, seg_row, &w, &got);
     if (!st) st = seg_flush(&w);
     if (!st && got != n)
-        st = modattn_error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", path, got, n);
+        st = modattn__error(MODATTN_EFORMAT, "%s: %zu of %zu embeddings belong to the store's model", path, got, n);
     const uint64_t rb = (uint64_t)n * ld * 4;
     if (!st && modattn__sidecar_write_all(fd, w.ids, n * 8, off + rb) != 0)
-        st = modattn_error(MODATTN_EIO, "cannot write the vector file %s: write: %s", path, strerror(errno));
+        st = modattn__error(MODATTN_EIO, "cannot write the vector file %s: write: %s", path, strerror(errno));
     if (!st) *g = (vec_seg){off, n, off + rb, XXH3_64bits(w.ids, n * 8)};
     modattn_free(w.buf);
     modattn_free(w.ids);
@@ -292,12 +295,12 @@ static int rewrite_locked(modattn_store *s, const char *path) {
     uint64_t gen = 0;
     int st = store_identity(s, name, hash, &dim, &gen);
     if (!st) st = modattn__store_count_vectors(s, -1, &n);
-    if (st) return modattn_error_prefix(st, "writing %s", path);
+    if (st) return modattn__error_prefix(st, "writing %s", path);
     const size_t ld = (dim + 15) & ~(size_t)15;
     if (n > (UINT64_MAX / 2) / (ld * 4 + 8))
-        return modattn_error(MODATTN_ERANGE, "%s: %zu vectors are too many for one file", path, n);
+        return modattn__error(MODATTN_ERANGE, "%s: %zu vectors are too many for one file", path, n);
     unsigned char *page = calloc(1, VEC_HEADER);
-    if (!page) return modattn_error(MODATTN_ENOMEM, "%s: header", path);
+    if (!page) return modattn__error(MODATTN_ENOMEM, "%s: header", path);
     vec_header h;
     fill_identity(&h, name, hash, dim, ld);
     h.generation = gen;
@@ -322,16 +325,16 @@ static int rewrite_locked(modattn_store *s, const char *path) {
     free(page);
     if (!ok) {
         if (st) return st;
-        return modattn_error(MODATTN_EIO, "cannot write the vector file %s: %s: %s", path, t.what, strerror(t.err));
+        return modattn__error(MODATTN_EIO, "cannot write the vector file %s: %s: %s", path, t.what, strerror(t.err));
     }
     return 0;
 }
 
-int modattn_store_write_vector_file(modattn_store *s) {
+int modattn__store_write_vector_file(modattn_store *s) {
     char path[4200];
-    int st = modattn_store_vector_file_path(s, path, sizeof path);
+    int st = modattn__store_vector_file_path(s, path, sizeof path);
     if (st) return st;
-    if ((st = modattn__store_lock(s))) return modattn_error_prefix(st, "writing %s", path);
+    if ((st = modattn__store_lock(s))) return modattn__error_prefix(st, "writing %s", path);
     st = rewrite_locked(s, path);
     modattn__store_unlock(s);
     return st;
@@ -392,7 +395,7 @@ static void *map_checked(int fd, const vec_header *h, uint64_t size, char *why, 
 static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *h, char *why, size_t len) {
     *map = NULL;
     char path[4200];
-    int pst = modattn_store_vector_file_path(s, path, sizeof path);
+    int pst = modattn__store_vector_file_path(s, path, sizeof path);
     if (pst) return pst;
     char name[128] = "", hash[17] = "", bad[256] = "";
     size_t dim = 0;
@@ -420,7 +423,7 @@ static int map_current(modattn_store *s, void **map, size_t *bytes, vec_header *
     return 1;
 }
 
-int modattn_store_vector_file_current(modattn_store *s, char *why, size_t len) {
+int modattn__store_vector_file_current(modattn_store *s, char *why, size_t len) {
     void *m;
     size_t bytes;
     vec_header h;
@@ -459,18 +462,18 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     qsort(keep, nkeep, sizeof *keep, cmp_i64);
     const unsigned char *omask = old->masked ? file + old->mask_offset : NULL;
     /* which live rows are of chunks no longer there: the rest must be exactly `keep` */
-    seen = modattn_calloc(nkeep / 8 + 1, 1, MODATTN_MEM_INDEX);
+    seen = modattn__calloc(nkeep / 8 + 1, 1, MODATTN_MEM_INDEX);
     size_t ngone = 0, live = 0; /* rows newly masked; rows still live */
     if (!seen) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     size_t nnew = 0; /* rows written since the file's generation */
     if ((st = modattn__store_count_vectors(s, (int64_t)old->generation, &nnew))) goto done;
     const uint64_t rows = old->count + nnew;
-    mask = modattn_calloc((size_t)rows / 8 + 1, 1, MODATTN_MEM_INDEX);
+    mask = modattn__calloc((size_t)rows / 8 + 1, 1, MODATTN_MEM_INDEX);
     if (!mask) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     uint64_t base = 0; /* the segment's first row among all rows */
@@ -520,7 +523,7 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     bool ok = true;
     if (nnew) {
         char path[4200];
-        if ((st = modattn_store_vector_file_path(s, path, sizeof path))) goto done;
+        if ((st = modattn__store_vector_file_path(s, path, sizeof path))) goto done;
         vec_seg *g = &h.seg[h.nseg++];
         if ((st = write_segment(s, fd, path, align64(end), (int64_t)old->generation, nnew, old->ld, g))) goto done;
         end = g->ids_offset + (uint64_t)nnew * 8;
@@ -537,7 +540,7 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     const char *what = "write";
     if (ok) what = "fsync", ok = fsync(fd) == 0; /* the new regions first, then the header naming them */
     if (ok && !(page = calloc(1, VEC_HEADER))) {
-        st = modattn_error(MODATTN_ENOMEM, "vector file header");
+        st = modattn__error(MODATTN_ENOMEM, "vector file header");
         goto done;
     }
     if (ok) modattn__sidecar_crash_point("vecfile.mask");
@@ -553,7 +556,7 @@ static int append_locked(modattn_store *s, int fd, const vec_header *old, uint64
     }
     if (ok) what = "fsync", ok = fsync(fd) == 0;
     if (!ok) {
-        st = modattn_error(MODATTN_EIO, "cannot append to the vector file: %s: %s", what, strerror(errno));
+        st = modattn__error(MODATTN_EIO, "cannot append to the vector file: %s: %s", what, strerror(errno));
         goto done;
     }
     u->rows_added = nnew, u->rows_masked = ngone;
@@ -568,12 +571,12 @@ done:
 }
 
 int modattn_store_update_vector_file(modattn_store *s, modattn_vecfile_update *u) {
-    if (!s || !u) return modattn_error(MODATTN_EINVAL, "update_vector_file: NULL argument");
+    if (!s || !u) return modattn__error(MODATTN_EINVAL, "update_vector_file: NULL argument");
     memset(u, 0, sizeof *u);
     char path[4200];
-    int st = modattn_store_vector_file_path(s, path, sizeof path);
+    int st = modattn__store_vector_file_path(s, path, sizeof path);
     if (st) return st;
-    if ((st = modattn__store_lock(s))) return modattn_error_prefix(st, "updating %s", path);
+    if ((st = modattn__store_lock(s))) return modattn__error_prefix(st, "updating %s", path);
     char name[128] = "", hash[17] = "";
     size_t dim = 0;
     uint64_t gen = 0, size = 0;
@@ -624,8 +627,8 @@ out:
     return st;
 }
 
-int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
-    if (!s || !out) return modattn_error(MODATTN_EINVAL, "open_vectors: NULL argument");
+int modattn__store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
+    if (!s || !out) return modattn__error(MODATTN_EINVAL, "open_vectors: NULL argument");
     memset(out, 0, sizeof *out);
     char why[320] = "";
     if (modattn__env_has("MODATTN_VECTOR_FILE", "off")) {
@@ -642,7 +645,7 @@ int modattn_store_open_vectors(modattn_store *s, modattn_store_vectors *out) {
             return 0;
         }
     }
-    int st = modattn_store_load_vectors(s, out);
+    int st = modattn__store_load_vectors(s, out);
     if (!st) snprintf(out->note, sizeof out->note, "%s", why);
     return st;
 }

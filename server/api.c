@@ -22,6 +22,9 @@
 #include "modattn/store.h"
 #include "modattn/search.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
 #include "server/server.h"
 
 /* ---- errors */
@@ -40,20 +43,20 @@ static const char *error_type(int status) {
 
 char *srv_error_body(int status, const char *message, const char *param, const char *code) {
     /* messages may quote user input: ill-formed UTF-8 becomes U+FFFD so the JSON stays valid */
-    char *clean = modattn_utf8_valid(message, strlen(message)) ? NULL : modattn_utf8_sanitize(message, strlen(message), NULL);
+    char *clean = modattn__utf8_valid(message, strlen(message)) ? NULL : modattn__utf8_sanitize(message, strlen(message), NULL);
     json_t *e = json_pack("{s:{s:s, s:s, s:o, s:o}}", "error", "message", clean ? clean : message, "type",
                           error_type(status), "param", param && *param ? json_string(param) : json_null(), "code",
                           code ? json_string(code) : json_null());
     modattn_free(clean);
     char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
-    if (modattn_json_take_failure()) { /* over the budget: the text may be wrong, so none */
-        modattn_json_free(s);
+    if (modattn__json_take_failure()) { /* over the budget: the text may be wrong, so none */
+        modattn__json_free(s);
         return NULL;
     }
     if (!s) return NULL;
     char *out = strdup(s); /* callers free() */
-    modattn_json_free(s);
+    modattn__json_free(s);
     return out;
 }
 
@@ -120,18 +123,18 @@ static json_t *parse_body(const char *body, size_t len, srv_bad *bad) {
     json_t *root = NULL;
     json_error_t err;
     const size_t flags = JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL; /* a text may hold U+0000 */
-    int st = modattn_json_loadb(body, len, flags, &root, &err);
+    int st = modattn__json_loadb(body, len, flags, &root, &err);
     if (st == MODATTN_EFORMAT && strstr(err.text, "NUL byte in object key")) {
         char *mended = mend_nul_keys(body, len);
         if (mended) {
-            st = modattn_json_loadb(mended, len, flags, &root, &err);
+            st = modattn__json_loadb(mended, len, flags, &root, &err);
             free(mended);
         }
     }
     if (st == MODATTN_EFORMAT && strstr(err.text, "too big")) {
         /* valid JSON with an integer past 64 bits (in a field we may not even read): parse the
          * numbers as reals; integer fields then take integral reals (get_int) */
-        st = modattn_json_loadb(body, len, flags | JSON_DECODE_INT_AS_REAL, &root, &err);
+        st = modattn__json_loadb(body, len, flags | JSON_DECODE_INT_AS_REAL, &root, &err);
     }
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory (or over its --mem-budget) reading the body");
@@ -200,7 +203,7 @@ static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_inpu
                        "%s has %zu tokens; with [CLS] and [SEP] that is more than the model's %zu, and truncation is off",
                        param, m, api->max_tokens);
     size_t keep = m > room ? room : m;
-    int32_t *ids = modattn_malloc((keep + 2) * sizeof *ids, MODATTN_MEM_OTHER);
+    int32_t *ids = modattn__malloc((keep + 2) * sizeof *ids, MODATTN_MEM_OTHER);
     if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     ids[0] = api->cls_id;
     for (size_t k = 0; k < m; k++) {
@@ -227,7 +230,7 @@ static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_inpu
 /* prompt + text into a new string (NULL: out of memory) */
 static char *prompted(const char *prompt, const char *text, size_t len, size_t *out_len) {
     const size_t pl = strlen(prompt);
-    char *t = modattn_malloc(pl + len + 1, MODATTN_MEM_OTHER);
+    char *t = modattn__malloc(pl + len + 1, MODATTN_MEM_OTHER);
     if (!t) return NULL;
     memcpy(t, prompt, pl);
     memcpy(t + pl, text, len);
@@ -258,7 +261,7 @@ static int take_prompt(const srv_api *api, json_t *root, modattn_embed_task task
     const char *t = NULL;
     if (modattn_model_resolve_prompt(api->model, &eo, &t, NULL))
         return bad_req(bad, 400, "prompt_name", "invalid_value", "%s", modattn_last_error());
-    if (!(*out = modattn_strdup(t ? t : "", MODATTN_MEM_OTHER)))
+    if (!(*out = modattn__strdup(t ? t : "", MODATTN_MEM_OTHER)))
         return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     return 0;
 }
@@ -268,7 +271,7 @@ static int take_text(const srv_api *api, json_t *s, size_t idx, bool whole_input
     char param[48];
     if (whole_input) snprintf(param, sizeof param, "input");
     else snprintf(param, sizeof param, "input[%zu]", idx);
-    int32_t *ids = modattn_malloc(api->max_tokens * sizeof *ids, MODATTN_MEM_OTHER);
+    int32_t *ids = modattn__malloc(api->max_tokens * sizeof *ids, MODATTN_MEM_OTHER);
     if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     size_t n = 0, tl = json_string_length(s);
     bool cut = false;
@@ -387,8 +390,8 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
         goto done;
     }
     out->n = n;
-    out->ids = modattn_calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
-    out->counts = modattn_calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
+    out->ids = modattn__calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
+    out->counts = modattn__calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
     if (!out->ids || !out->counts) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
@@ -424,7 +427,7 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
 done:
     modattn_free(prompt);
     json_decref(root);
-    modattn_json_take_failure(); /* a refusal while parsing shows as a parse error above */
+    modattn__json_take_failure(); /* a refusal while parsing shows as a parse error above */
     if (rc) srv_embed_req_free(out);
     return rc;
 }
@@ -483,14 +486,14 @@ char *srv_buf_take(srv_buf *b) {
 
 /* A JSON string (quotes and escapes by jansson), ill-formed UTF-8 replaced by U+FFFD. */
 static void tb_json_string(srv_buf *b, const char *s) {
-    char *clean = modattn_utf8_valid(s, strlen(s)) ? NULL : modattn_utf8_sanitize(s, strlen(s), NULL);
+    char *clean = modattn__utf8_valid(s, strlen(s)) ? NULL : modattn__utf8_sanitize(s, strlen(s), NULL);
     json_t *j = json_string(clean ? clean : s);
     modattn_free(clean);
     char *d = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
     json_decref(j);
-    if (!d || modattn_json_take_failure()) b->failed = true;
+    if (!d || modattn__json_take_failure()) b->failed = true;
     else srv_buf_put(b, d, strlen(d));
-    modattn_json_free(d);
+    modattn__json_free(d);
 }
 
 char *srv_embeddings_body(const srv_api *api, const srv_embed_req *r, const float *vec) {
@@ -614,14 +617,14 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
             bad_req(bad, 400, "path_prefix", "invalid_value", "'path_prefix' holds U+0000, which no stored path does");
             goto done;
         }
-        if (!(out->path_prefix = modattn_strdup(json_string_value(p), MODATTN_MEM_OTHER))) {
+        if (!(out->path_prefix = modattn__strdup(json_string_value(p), MODATTN_MEM_OTHER))) {
             bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;
         }
     }
-    out->query = modattn_strndup(json_string_value(q), json_string_length(q), MODATTN_MEM_OTHER);
+    out->query = modattn__strndup(json_string_value(q), json_string_length(q), MODATTN_MEM_OTHER);
     out->query_len = json_string_length(q);
-    out->ids = modattn_malloc(api->max_tokens * sizeof *out->ids, MODATTN_MEM_OTHER);
+    out->ids = modattn__malloc(api->max_tokens * sizeof *out->ids, MODATTN_MEM_OTHER);
     if (!out->query || !out->ids) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
@@ -649,7 +652,7 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     rc = 0;
 done:
     json_decref(root);
-    modattn_json_take_failure();
+    modattn__json_take_failure();
     if (rc) srv_search_req_free(out);
     return rc;
 }
@@ -657,7 +660,7 @@ done:
 static void tb_path(srv_buf *b, const char *path) {
     srv_buf_put(b, "\"path\":", 7);
     tb_json_string(b, path);
-    if (!modattn_utf8_valid(path, strlen(path))) { /* the name's bytes, losslessly, as the CLI does */
+    if (!modattn__utf8_valid(path, strlen(path))) { /* the name's bytes, losslessly, as the CLI does */
         srv_buf_put(b, ",\"path_bytes\":\"", 15);
         for (const unsigned char *p = (const unsigned char *)path; *p; p++) srv_buf_printf(b, "%02x", *p);
         srv_buf_put(b, "\"", 1);
@@ -732,13 +735,13 @@ int srv_openapi_for(const srv_api *api, char **doc) {
     *doc = NULL;
     json_t *d = NULL;
     json_error_t err;
-    const int st = modattn_json_loadb(srv_openapi_json, srv_openapi_json_len, 0, &d, &err);
+    const int st = modattn__json_loadb(srv_openapi_json, srv_openapi_json_len, 0, &d, &err);
     if (st) { /* a build that embedded a broken server/openapi.json is a bug of ours, not a lack of memory */
         if (st != MODATTN_ENOMEM)
-            return modattn_error(MODATTN_EINTERNAL,
+            return modattn__error(MODATTN_EINTERNAL,
                                  "the built-in OpenAPI document (server/openapi.json) is not valid JSON: line %d: %s",
                                  err.line, err.text);
-        return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+        return modattn__error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
     }
     json_t *S = at(d, "components.schemas");
     const char *models[] = {"EmbeddingsRequest.properties.model", "SearchRequest.properties.model"};
@@ -775,13 +778,13 @@ int srv_openapi_for(const srv_api *api, char **doc) {
     }
     char *txt = json_dumps(d, JSON_INDENT(2));
     json_decref(d);
-    if (modattn_json_take_failure() || !txt) {
-        modattn_json_free(txt);
-        return modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+    if (modattn__json_take_failure() || !txt) {
+        modattn__json_free(txt);
+        return modattn__error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
     }
     *doc = strdup(txt);
-    modattn_json_free(txt);
-    return *doc ? 0 : modattn_error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
+    modattn__json_free(txt);
+    return *doc ? 0 : modattn__error(MODATTN_ENOMEM, "making the OpenAPI document: out of memory");
 }
 
 /* ---- GET /v1/models/{id}, GET /info */
@@ -925,8 +928,8 @@ char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_ba
         const size_t cap = tl + 2;
         modattn_free(ids);
         modattn_free(offs);
-        ids = modattn_malloc(cap * sizeof *ids, MODATTN_MEM_OTHER);
-        offs = modattn_malloc(cap * sizeof *offs, MODATTN_MEM_OTHER);
+        ids = modattn__malloc(cap * sizeof *ids, MODATTN_MEM_OTHER);
+        offs = modattn__malloc(cap * sizeof *offs, MODATTN_MEM_OTHER);
         if (!ids || !offs) {
             bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
             free(srv_buf_take(&b));
@@ -950,7 +953,7 @@ char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_ba
                 tb_json_string(&b, piece ? piece : "");
             } else {
                 /* the text's bytes the piece came from (a JSON string: ill-formed UTF-8 as U+FFFD) */
-                char *cut = modattn_strndup(text + offs[k].start, offs[k].end - offs[k].start, MODATTN_MEM_OTHER);
+                char *cut = modattn__strndup(text + offs[k].start, offs[k].end - offs[k].start, MODATTN_MEM_OTHER);
                 if (!cut) b.failed = true;
                 else if (memchr(cut, '\0', offs[k].end - offs[k].start)) tb_json_string(&b, piece ? piece : "");
                 else tb_json_string(&b, cut);
@@ -969,7 +972,7 @@ done:
     modattn_free(offs);
     json_decref(items);
     json_decref(root);
-    modattn_json_take_failure();
+    modattn__json_take_failure();
     return out;
 }
 
@@ -1029,7 +1032,7 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
         json_t *list = json_array_get(items, i);
         const size_t n = json_array_size(list);
         modattn_free(ids);
-        ids = modattn_malloc((n ? n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
+        ids = modattn__malloc((n ? n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
         if (!ids) {
             bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto fail;
@@ -1070,7 +1073,7 @@ done:
     modattn_free(ids);
     json_decref(items);
     json_decref(root);
-    modattn_json_take_failure();
+    modattn__json_take_failure();
     return out;
 }
 

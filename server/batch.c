@@ -18,8 +18,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 #include "modattn/rerank.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "server/server.h"
 
 typedef struct executor {
@@ -112,7 +117,7 @@ static void run_search(executor *x, srv_job *job) {
             return;
         }
         x->store_st = sb;
-        if ((st = modattn_searcher_create_shared(x->store, b->cfg.model, b->share, &x->searcher))) {
+        if ((st = modattn__searcher_create_shared(x->store, b->cfg.model, b->share, &x->searcher))) {
             set_error(job, 503, "search: %s", modattn_last_error());
             modattn_store_close(x->store);
             x->store = NULL;
@@ -121,12 +126,12 @@ static void run_search(executor *x, srv_job *job) {
     }
     /* one snapshot for the check, the vectors, the chunk ids and the chunks: a document that an
      * `index` run replaces meanwhile is seen whole, before or after */
-    if ((st = modattn_store_read_begin(x->store))) {
+    if ((st = modattn__store_read_begin(x->store))) {
         set_error(job, 503, "the store cannot be read: %s", modattn_last_error());
         return;
     }
     search_in_snapshot(x, job);
-    modattn_store_read_end(x->store);
+    modattn__store_read_end(x->store);
 }
 
 static void search_in_snapshot(executor *x, srv_job *job) {
@@ -152,7 +157,7 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     /* new documents: visible without a restart (the searcher opens the vectors again when the
      * generation has moved) */
     const modattn_store_vectors *vec = NULL;
-    if ((st = modattn_searcher_vectors(x->searcher, &vec))) {
+    if ((st = modattn__searcher_vectors(x->searcher, &vec))) {
         set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "reading the store's vectors: %s",
                   modattn_last_error());
         return;
@@ -166,9 +171,9 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     if (!vec->map || sp.path_prefix) sp.index = MODATTN_SEARCH_INDEX_EXACT;
     const char *qt = job->query ? job->query : "";
     const size_t ql = job->query ? job->query_len : 0;
-    const modattn_exec *exec = modattn_session_exec(x->cur);
+    const modattn_exec *exec = modattn__session_exec(x->cur);
     modattn_search_info where;
-    st = modattn_searcher_search_vector(x->searcher, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, &where,
+    st = modattn__searcher_search_vector(x->searcher, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, &where,
                                         NULL);
     modattn_ann_kind kind = MODATTN_ANN_NONE;
     if (!st && strcmp(where.index, "exact") != 0 && modattn_ann_kind_parse(where.index, &kind) == 0)
@@ -240,7 +245,7 @@ static void expire_queued(srv_batcher *b, uint64_t now, srv_job **dropped) {
  * are listed in *dropped (linked by qnext). */
 static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_t *tokens, srv_job **dropped) {
     size_t n = 0, tok = 0;
-    expire_queued(b, modattn_now_ns(), dropped);
+    expire_queued(b, modattn__now_ns(), dropped);
     while (b->head && n < cap) {
         srv_job *j = b->head;
         /* pairs for the reranker and texts for the embedding model never share a batch */
@@ -338,7 +343,7 @@ static void *executor_main(void *arg) {
         pthread_mutex_unlock(&b->mu);
         srv_metrics_queue(-(int64_t)n);
         finish_dropped(dropped);
-        const int nthreads = modattn_pool_threads(modattn_session_pool(x->cur));
+        const int nthreads = modattn__pool_threads(modattn__session_pool(x->cur));
         srv_metrics_executors(nthreads, wide);
         int st = 0;
         const bool rerank = slots[0].job->kind == SRV_JOB_RERANK;
@@ -352,7 +357,7 @@ static void *executor_main(void *arg) {
             ids[i] = slots[i].job->ids[slots[i].i];
             counts[i] = slots[i].job->counts[slots[i].i];
         }
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         if (!st && rerank) {
             const int32_t **types = malloc(n * sizeof *types);
             if (!types) st = MODATTN_ENOMEM;
@@ -363,7 +368,7 @@ static void *executor_main(void *arg) {
         } else if (!st) {
             st = modattn_model_embed_ids_with(b->cfg.model, x->cur, ids, counts, n, out);
         }
-        double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        double secs = (double)(modattn__now_ns() - t0) * 1e-9;
         if (st == 0) {
             srv_metrics_batch(n, tokens, secs);
             for (size_t i = 0; i < n; i++)
@@ -409,7 +414,7 @@ void srv_batcher_submit(srv_batcher *b, srv_job *job) {
     job->http_status = 0;
     job->message[0] = '\0';
     job->abandoned = job->expired = false;
-    job->t_queued = modattn_now_ns();
+    job->t_queued = modattn__now_ns();
     if (job->n == 0) { /* nothing to embed */
         job->done(job, job->done_ud);
         return;
@@ -471,7 +476,7 @@ void srv_batcher_free(srv_batcher *b) {
     }
     modattn_session_free(b->wide);
     free(b->ex);
-    modattn_searcher_share_free(b->share);
+    modattn__searcher_share_free(b->share);
     pthread_mutex_destroy(&b->mu);
     pthread_cond_destroy(&b->cv);
     free(b);
@@ -480,7 +485,7 @@ void srv_batcher_free(srv_batcher *b) {
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     *out = NULL;
     srv_batcher *b = calloc(1, sizeof *b);
-    if (!b) return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
+    if (!b) return modattn__error(MODATTN_ENOMEM, "starting the executors: out of memory");
     b->cfg = *cfg;
     snprintf(b->max_queue_text, sizeof b->max_queue_text, "%g s (--max-queue-time)", cfg->max_queue_s);
     b->dim = modattn_model_dim(cfg->model);
@@ -502,9 +507,9 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
     b->elastic = cfg->workers <= 0 && host;
     const int nex = b->elastic ? total : cfg->workers > 0 ? cfg->workers : 1;
     b->ex = calloc((size_t)nex, sizeof *b->ex);
-    if (!b->ex || modattn_searcher_share_create(&b->share) != 0) {
+    if (!b->ex || modattn__searcher_share_create(&b->share) != 0) {
         srv_batcher_free(b);
-        return modattn_error(MODATTN_ENOMEM, "starting the executors: out of memory");
+        return modattn__error(MODATTN_ENOMEM, "starting the executors: out of memory");
     }
     b->nex = nex;
     b->slots_total = b->slots_free = nex;
@@ -535,7 +540,7 @@ int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out) {
         }
         if (pthread_create(&x->thread, NULL, executor_main, x) != 0) {
             srv_batcher_free(b);
-            return modattn_error(MODATTN_ERUNTIME, "could not start executor %d", i);
+            return modattn__error(MODATTN_ERUNTIME, "could not start executor %d", i);
         }
         x->started = true;
     }

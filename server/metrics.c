@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
+#include "attn/internal_dispatch.h"
+#include "device/internal_device.h"
 #include "server/server.h"
 
 #define MAX_STATUSES 24
@@ -228,9 +230,9 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
     for (size_t i = 0; ctx && i < modattn_ctx_impl_count(ctx); i++) {
         /* the table's name, not modattn_ctx_impl_info: asking for that starts another device's
          * driver (OpenCL) whose implementations the server never ran */
-        const modattn_attn_impl *impl = modattn_ctx_impl(ctx, i);
+        const modattn_attn_impl *impl = modattn__ctx_impl(ctx, i);
         modattn_impl_stats s;
-        if (!impl || modattn_ctx_impl_stats(ctx, i, &s)) continue;
+        if (!impl || modattn__ctx_impl_stats(ctx, i, &s)) continue;
         put(&b, "modattn_attention_calls_total{implementation=\"%s\"} %llu\n", impl->name, (unsigned long long)s.calls);
         put(&b, "modattn_attention_seconds_total{implementation=\"%s\"} %.6f\n", impl->name, s.total_ms / 1e3);
     }
@@ -249,7 +251,7 @@ char *srv_metrics_render(modattn_ctx *ctx, bool ready, const modattn_device_ifac
     if (device && device->id.kind != MODATTN_DEVICE_CPU) {
         const modattn_device_iface *dev = device;
         modattn_device_mem_stats ds;
-        modattn_device_mem_get_stats(dev, &ds);
+        modattn__device_mem_get_stats(dev, &ds);
         char name[32];
         modattn_device_format(dev->id, name, sizeof name);
         for (int c = 0; c < MODATTN_MEM_CATEGORY_COUNT; c++) {

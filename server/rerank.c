@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "modattn/rerank.h"
+#include "core/internal_core.h"
 #include "server/server.h"
 
 static int bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...)
@@ -92,9 +93,9 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
     }
     const modattn_reranker_info *in = modattn_reranker_get_info(api->reranker);
     const size_t T = in->max_tokens;
-    out->ids = modattn_calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
-    out->types = modattn_calloc(n, sizeof *out->types, MODATTN_MEM_OTHER);
-    out->counts = modattn_calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
+    out->ids = modattn__calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
+    out->types = modattn__calloc(n, sizeof *out->types, MODATTN_MEM_OTHER);
+    out->counts = modattn__calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
     if (!out->ids || !out->types || !out->counts) {
         bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
@@ -102,8 +103,8 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
     out->n = n;
     for (size_t i = 0; i < n; i++) {
         json_t *s = json_array_get(t, i);
-        out->ids[i] = modattn_malloc(T * sizeof **out->ids, MODATTN_MEM_OTHER);
-        out->types[i] = modattn_malloc(T * sizeof **out->types, MODATTN_MEM_OTHER);
+        out->ids[i] = modattn__malloc(T * sizeof **out->ids, MODATTN_MEM_OTHER);
+        out->types[i] = modattn__malloc(T * sizeof **out->types, MODATTN_MEM_OTHER);
         if (!out->ids[i] || !out->types[i]) {
             bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;
@@ -163,12 +164,12 @@ char *srv_rerank_body(const srv_api *api, const srv_rerank_req *r, const float *
     free(v);
     char *d = bad ? NULL : json_dumps(arr, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(arr);
-    if (!d || modattn_json_take_failure()) {
-        modattn_json_free(d);
+    if (!d || modattn__json_take_failure()) {
+        modattn__json_free(d);
         return NULL;
     }
     /* plain malloc: libmicrohttpd frees what it sends */
     char *out = strdup(d);
-    modattn_json_free(d);
+    modattn__json_free(d);
     return out;
 }

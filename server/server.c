@@ -45,9 +45,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 #include "modattn/ingest.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
+#include "pipeline/internal_ingest.h"
 #include "server/server.h"
 
 #define SRV_CB_BUCKETS 1024
@@ -115,7 +118,7 @@ typedef struct req {
     size_t inputs, tokens;
 } req;
 
-static double secs_since(uint64_t t0) { return (double)(modattn_now_ns() - t0) * 1e-9; }
+static double secs_since(uint64_t t0) { return (double)(modattn__now_ns() - t0) * 1e-9; }
 
 /* ---- responses */
 
@@ -275,7 +278,7 @@ static int client_body_acquire(server *s, req *r) {
     cb_node *n = s->cb[h];
     while (n && !(n->fam == r->cfam && memcmp(n->addr, r->caddr, 16) == 0)) n = n->next;
     if (!n) {
-        n = modattn_malloc(sizeof *n, MODATTN_MEM_OTHER);
+        n = modattn__malloc(sizeof *n, MODATTN_MEM_OTHER);
         if (!n) rc = -1;
         else {
             n->fam = r->cfam;
@@ -387,7 +390,7 @@ static void job_done(srv_job *job, void *ud) {
 static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids, size_t *counts) {
     server *s = r->s;
     const size_t per = kind == SRV_JOB_RERANK ? modattn_reranker_get_info(s->api.reranker)->num_labels : s->api.dim;
-    r->vectors = modattn_malloc(n * per * sizeof(float), MODATTN_MEM_OTHER);
+    r->vectors = modattn__malloc(n * per * sizeof(float), MODATTN_MEM_OTHER);
     if (!r->vectors) return respond_error(r, 503, "the server is out of memory (or over its --mem-budget)", NULL,
                                           "out_of_memory", NULL, NULL, false);
     memset(&r->job, 0, sizeof r->job);
@@ -623,7 +626,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *req_cls = r;
         r->s = s;
         r->conn = c;
-        r->t0 = modattn_now_ns();
+        r->t0 = modattn__now_ns();
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->path, sizeof r->path, "%s", url);
         client_name(r, r->client, sizeof r->client);
@@ -758,7 +761,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             size_t nc = r->cap ? r->cap : 4096;
             while (nc < r->len + n + 1) nc *= 2;
             if (nc > s->cfg.max_body + 1) nc = s->cfg.max_body + 1;
-            char *nb = modattn_realloc(r->body, nc, MODATTN_MEM_OTHER);
+            char *nb = modattn__realloc(r->body, nc, MODATTN_MEM_OTHER);
             if (!nb) { /* answered when the body ends (libmicrohttpd cannot answer before) */
                 r->reject = 503;
                 r->dropped += n;
@@ -814,8 +817,8 @@ static void log_line(server *s, const char *client, const char *method, const ch
     if (s->cfg.log_json) {
         /* (the method and path are the client's: not UTF-8, they are not logged as they are) */
         const size_t ml = strlen(method), pl = strlen(path);
-        char *cm = modattn_utf8_valid(method, ml) ? NULL : modattn_utf8_sanitize(method, ml, NULL);
-        char *cp = modattn_utf8_valid(path, pl) ? NULL : modattn_utf8_sanitize(path, pl, NULL);
+        char *cm = modattn__utf8_valid(method, ml) ? NULL : modattn__utf8_sanitize(method, ml, NULL);
+        char *cp = modattn__utf8_valid(path, pl) ? NULL : modattn__utf8_sanitize(path, pl, NULL);
         json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:I, s:I, s:s}", "time", when, "client", client,
                               "method", cm ? cm : method, "path", cp ? cp : path, "status", status, "bytes",
                               (json_int_t)bytes, "ms", ms, "inputs", (json_int_t)inputs, "tokens", (json_int_t)tokens,
@@ -824,9 +827,9 @@ static void log_line(server *s, const char *client, const char *method, const ch
         modattn_free(cp);
         char *line = j ? json_dumps(j, JSON_COMPACT) : NULL;
         if (line) fprintf(stderr, "%s\n", line);
-        modattn_json_free(line);
+        modattn__json_free(line);
         json_decref(j);
-        modattn_json_take_failure();
+        modattn__json_take_failure();
     } else {
         /* the path is the client's: shown with anything unprintable as \xHH */
         char safe[4 * sizeof ((req *)0)->path];
@@ -852,7 +855,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     req *r = *req_cls;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     conn_info *cn = ci ? ci->socket_context : NULL;
-    if (cn) cn->t_ready = modattn_now_ns(); /* the next request's headers are awaited from now */
+    if (cn) cn->t_ready = modattn__now_ns(); /* the next request's headers are awaited from now */
     if (!r) return;
     client_body_release(s, r);
     const char *outcome = r->abandoned                                  ? "client-closed"
@@ -883,7 +886,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     (void)c;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_info *cn = malloc(sizeof *cn);
-        if (cn) cn->t_ready = modattn_now_ns();
+        if (cn) cn->t_ready = modattn__now_ns();
         *socket_context = cn;
     } else {
         free(*socket_context);
@@ -959,7 +962,7 @@ static int make_api(server *s) {
     a->sep_id = modattn_tokenizer_sep_id(tok);
     const size_t nspec = modattn_tokenizer_num_specials(tok);
     if (a->cls_id < 0 || a->sep_id < 0 || nspec != 2)
-        return modattn_error(MODATTN_EUNSUPPORTED, "the model's tokenizer does not put one token before and one after a "
+        return modattn__error(MODATTN_EUNSUPPORTED, "the model's tokenizer does not put one token before and one after a "
                                                    "text ([CLS] ... [SEP]): token-id inputs cannot be framed");
     if ((st = srv_openapi_for(a, &a->openapi))) return st;
     return 0;
@@ -1077,7 +1080,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     }
 
     /* the model, while /health says 503 (tests stretch the wait: MODATTN_TEST_SERVE_LOAD_DELAY_MS) */
-    uint64_t t_load = modattn_now_ns();
+    uint64_t t_load = modattn__now_ns();
     const char *delay = getenv("MODATTN_TEST_SERVE_LOAD_DELAY_MS");
     if (delay && atoi(delay) > 0) {
         struct timespec ts = {atoi(delay) / 1000, (long)(atoi(delay) % 1000) * 1000000L};
@@ -1126,7 +1129,7 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
             srv_metrics_inflight_now() == 1 ? "" : "s", cfg->drain_s);
     atomic_store(&s.draining, true);
     srv_gate_stop_accepting(s.gate);
-    uint64_t t_drain = modattn_now_ns();
+    uint64_t t_drain = modattn__now_ns();
     while (atomic_load(&s.admitted) > 0 && secs_since(t_drain) < cfg->drain_s) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);

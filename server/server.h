@@ -34,6 +34,7 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
 
 struct json_t;
 
@@ -237,7 +238,7 @@ struct srv_job {
     srv_job_done done;
     void *done_ud;
     srv_job_gone gone;        /* NULL: never asked (ud: done_ud) */
-    uint64_t t_queued;        /* modattn_now_ns() when submitted */
+    uint64_t t_queued;        /* modattn__now_ns() when submitted */
     bool abandoned;           /* dropped: gone() said the client went away */
     bool expired;             /* dropped: it waited past max_queue_s (http_status 503) */
 };

@@ -4,6 +4,7 @@
 #ifndef MODATTN_TEST_SWEEP_H
 #define MODATTN_TEST_SWEEP_H
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 /* op returns 0 on success or a negative status, and must free everything it made either way. */
@@ -21,7 +22,7 @@ static uint64_t sweep_current_n;
 
 static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n) {
     modattn_mem_stats before, after;
-    const uint64_t t0 = modattn_now_ns();
+    const uint64_t t0 = modattn__now_ns();
     sweep_current_n = 0; /* the first run: nothing fails */
     if (op(arg) != 0) {
         t_fail++;
@@ -32,10 +33,10 @@ static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n
         modattn_mem_get_stats(&before);
         sweep_attempts_hint = 0;
         sweep_current_n = (uint64_t)n;
-        modattn_mem_fail_nth((uint64_t)n);
+        modattn__mem_fail_nth((uint64_t)n);
         int st = op(arg);
-        uint64_t attempts = sweep_attempts_hint ? sweep_attempts_hint : modattn_mem_fail_counter();
-        modattn_mem_fail_nth(0);
+        uint64_t attempts = sweep_attempts_hint ? sweep_attempts_hint : modattn__mem_fail_counter();
+        modattn__mem_fail_nth(0);
         modattn_mem_get_stats(&after);
         if (after.current_total != before.current_total) {
             t_fail++;
@@ -49,7 +50,7 @@ static int sweep_allocations(const char *name, sweep_op op, void *arg, int max_n
                 continue;
             }
             t_pass++;
-            printf("%s: %d allocation points, each failure clean (%.1f s)\n", name, n - 1, 1e-9 * (double)(modattn_now_ns() - t0));
+            printf("%s: %d allocation points, each failure clean (%.1f s)\n", name, n - 1, 1e-9 * (double)(modattn__now_ns() - t0));
             fflush(stdout);
             return n - 1;
         }

@@ -3,17 +3,18 @@
  * (cpu_encoder.c), in blocks of MODATTN__GEMM_BLOCK rows. */
 #include "backends/cpu/cpu_internal.h"
 #include "device/builtins.h" /* modattn__devices_cpu's type */
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
+#include "core/internal_core.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static void cpu_info(void *ctx, modattn_device_info *out) {
     (void)ctx;
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     snprintf(out->vendor, sizeof out->vendor, "%s", "host");
     snprintf(out->model, sizeof out->model, "%s", f->model_name);
-    modattn_cpu_describe(out->driver, sizeof out->driver);
+    modattn__cpu_describe(out->driver, sizeof out->driver);
     out->compute_units = f->logical_cpus;
     out->fp64 = true;
     out->fp16 = f->f16c;
@@ -32,10 +33,10 @@ static void cpu_info(void *ctx, modattn_device_info *out) {
 static int cpu_alloc(void *ctx, size_t bytes, modattn_mem_category cat, void **handle, void **host, char *reason,
                      size_t len) {
     (void)ctx;
-    void *p = modattn_malloc(bytes, cat);
+    void *p = modattn__malloc(bytes, cat);
     if (!p) {
         snprintf(reason, len, "%s", modattn_last_error());
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     *handle = *host = p;
     return 0;

@@ -11,7 +11,8 @@
 
 #include "backends/cpu/cpu_internal.h"
 #include "modattn/core.h"
-#include "modattn/device.h" /* MODATTN_POOL_* */
+#include "modattn/backend/device.h" /* MODATTN_POOL_* */
+#include "core/internal_core.h"
 
 /* Rows of every GEMM call without a plan (see row_task). */
 #define GEMM_MIN_ROWS 16
@@ -199,11 +200,11 @@ static int row_pass(row_job *j, modattn_pool *pool, char *reason, size_t len) {
 
 static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     j->err = 0;
-    const int nth = pool && modattn_pool_threads(pool) > 1 ? modattn_pool_threads(pool) : 1;
+    const int nth = pool && modattn__pool_threads(pool) > 1 ? modattn__pool_threads(pool) : 1;
     if (j->A && j->direct && nth > 1 && j->rows <= MODATTN__GEMM_BLOCK && j->width >= 8 * nth) {
         /* the GEMM by columns on every thread, then the row pass (post-ops) alone */
         j->chunk = ((j->width + nth - 1) / nth + 3) / 4 * 4;
-        modattn_pool_run(pool, (j->width + j->chunk - 1) / j->chunk, direct_cols_task, j);
+        modattn__pool_run(pool, (j->width + j->chunk - 1) / j->chunk, direct_cols_task, j);
         return row_pass(j, pool, reason, len);
     }
     const bool panels = use_panels(j, nth);
@@ -212,16 +213,16 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     char *scratch = NULL;
     if (j->plan && (j->scratch_each = modattn__gemm_plan_scratch(j->plan)) > 0) {
         j->scratch_each = (j->scratch_each + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
-        scratch = modattn_malloc((size_t)nth * j->scratch_each, MODATTN_MEM_WORKSPACE);
+        scratch = modattn__malloc((size_t)nth * j->scratch_each, MODATTN_MEM_WORKSPACE);
         if (!scratch) {
             snprintf(reason, len, "GEMM scratch: %s", modattn_last_error());
-            return modattn_mem_last_status();
+            return modattn__mem_last_status();
         }
     }
     j->scratch = scratch;
     if (panels) {
         /* the GEMM by columns on every thread, then the row pass (post-ops) */
-        modattn_pool_run(pool, ntasks, panel_task, j);
+        modattn__pool_run(pool, ntasks, panel_task, j);
         modattn_free(scratch);
         j->scratch = NULL;
         int st = __atomic_load_n(&j->err, __ATOMIC_ACQUIRE);
@@ -232,7 +233,7 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         return row_pass(j, pool, reason, len);
     }
     if (nth > 1 && ntasks > 1)
-        modattn_pool_run(pool, ntasks, row_task, j);
+        modattn__pool_run(pool, ntasks, row_task, j);
     else
         for (int64_t t = 0; t < ntasks; t++) row_task(j, t, 0);
     modattn_free(scratch);

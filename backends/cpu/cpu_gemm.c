@@ -14,6 +14,8 @@
 #include "core/blas.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #if defined(MODATTN_GEMM_ONEDNN)
 #include "core/signals.h"
@@ -85,7 +87,7 @@ struct modattn__gemm_plan {
 
 bool modattn__gemm_int8_available(char *reason, size_t len) {
 #if defined(__x86_64__)
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     if (f->avx512_vnni && f->avx512bw && f->avx512vl) return true;
     const char *off = getenv("MODATTN_CPU_DISABLE");
     if (len)
@@ -100,7 +102,7 @@ bool modattn__gemm_int8_available(char *reason, size_t len) {
 
 #if defined(__x86_64__)
 bool modattn__gemm_bf16_available(char *reason, size_t len) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     if (f->avx512_bf16 && f->avx512bw && f->avx512vl) return true;
     const char *off = getenv("MODATTN_CPU_DISABLE");
     if (len)
@@ -113,7 +115,7 @@ bool modattn__gemm_bf16_available(char *reason, size_t len) {
 /* Three bf16 products cost three times one: only AMX makes that faster than fp32's FMAs
  * (AVX512_BF16's dot products alone would not: 2x fp32's rate for 3x the work). */
 bool modattn__gemm_bf16x3_available(char *reason, size_t len) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     if (f->amx_bf16 && f->avx512_bf16 && f->avx512bw && f->avx512vl) {
         /* and oneDNN allowed to use it (ONEDNN_MAX_CPU_ISA below AVX512_CORE_AMX would give its
          * AVX-512 bf16 kernels: slower than fp32, so refused rather than run) */
@@ -274,14 +276,14 @@ static void from_int32(int64_t rows, const int32_t *acc, int64_t N, const float 
 #endif
 
 static int dnnl_fail(dnnl_status_t s, const char *what) {
-    if (s == dnnl_out_of_memory) return modattn_error(MODATTN_ENOMEM, "oneDNN: out of memory in %s", what);
+    if (s == dnnl_out_of_memory) return modattn__error(MODATTN_ENOMEM, "oneDNN: out of memory in %s", what);
     if (s == dnnl_unimplemented) { /* e.g. bf16 with ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 */
         const char *isa = getenv("ONEDNN_MAX_CPU_ISA");
-        return modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no %s for this CPU%s%s", DNNL_VERSION_MAJOR,
+        return modattn__error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no %s for this CPU%s%s", DNNL_VERSION_MAJOR,
                              DNNL_VERSION_MINOR, what, isa && *isa ? " as limited by ONEDNN_MAX_CPU_ISA=" : "",
                              isa && *isa ? isa : "");
     }
-    return modattn_error(MODATTN_EINTERNAL, "oneDNN: %s failed (status %d)", what, (int)s);
+    return modattn__error(MODATTN_EINTERNAL, "oneDNN: %s failed (status %d)", what, (int)s);
 }
 
 static void panel_layout(modattn__gemm_plan *p);
@@ -319,18 +321,18 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     const int64_t Kd = x3 ? 3 * K : K; /* the product's terms */
     float *wx = NULL;                  /* bf16x3: W as [hi | lo | hi], before oneDNN's reorder */
     char why[256];
-    if (bf16 && !modattn__gemm_bf16_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
-    if (x3 && !modattn__gemm_bf16x3_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
-    if (int8 && !modattn__gemm_int8_available(why, sizeof why)) return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (bf16 && !modattn__gemm_bf16_available(why, sizeof why)) return modattn__error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (x3 && !modattn__gemm_bf16x3_available(why, sizeof why)) return modattn__error(MODATTN_EUNSUPPORTED, "%s", why);
+    if (int8 && !modattn__gemm_int8_available(why, sizeof why)) return modattn__error(MODATTN_EUNSUPPORTED, "%s", why);
     if (!bf16 && !int8) {
         if (prec != MODATTN_PRECISION_FP32)
-            return modattn_error(MODATTN_EINVAL, "GEMM plan: unknown precision %d", (int)prec);
+            return modattn__error(MODATTN_EINVAL, "GEMM plan: unknown precision %d", (int)prec);
         /* MODATTN_GEMM_PLANS=0: no plans, dnnl_sgemm on 1024-row blocks as before (for comparison;
          * never for bf16 or int8, which have no other path) */
         if (!modattn__env_bool("MODATTN_GEMM_PLANS", true)) return 0;
     }
-    modattn__gemm_plan *p = modattn_calloc(1, sizeof *p, MODATTN_MEM_OTHER);
-    if (!p) return modattn_mem_last_status();
+    modattn__gemm_plan *p = modattn__calloc(1, sizeof *p, MODATTN_MEM_OTHER);
+    if (!p) return modattn__mem_last_status();
     int8_t *wq = NULL; /* int8: the quantised weights, before oneDNN's reorder */
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
@@ -410,7 +412,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     if (bf16 || int8) {
         /* a reference loop would be slower than fp32: never taken for a faster mode silently */
         if (strncmp(p->impl, "ref", 3) == 0) {
-            st = modattn_error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no optimised %s matmul for this CPU (it "
+            st = modattn__error(MODATTN_EUNSUPPORTED, "oneDNN %d.%d has no optimised %s matmul for this CPU (it "
                                "offered '%s')", DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, modattn_precision_name(prec),
                                p->impl);
             goto done;
@@ -418,7 +420,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         /* int8 only on VNNI or AMX kernels: the older ones (gemm:jit under ONEDNN_MAX_CPU_ISA=AVX512_CORE
          * or AVX2) add pairs of products in int16 and saturate, which s8 x s8 codes of 127 overflow */
         if (int8 && !strstr(p->impl, "vnni") && !strstr(p->impl, "amx")) {
-            st = modattn_error(MODATTN_EUNSUPPORTED, "int8 GEMMs need oneDNN's VNNI or AMX kernels; it offered '%s' "
+            st = modattn__error(MODATTN_EUNSUPPORTED, "int8 GEMMs need oneDNN's VNNI or AMX kernels; it offered '%s' "
                                "(is ONEDNN_MAX_CPU_ISA set below AVX512_CORE_VNNI?)", p->impl);
             goto done;
         }
@@ -436,10 +438,10 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     panel_layout(p);
     if (int8) {
         /* one scale per output channel (a row of W): q = round(w * 127 / max|w|), nearest even */
-        p->wscale = modattn_malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
-        wq = modattn_malloc((size_t)N * (size_t)K, MODATTN_MEM_WORKSPACE);
+        p->wscale = modattn__malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
+        wq = modattn__malloc((size_t)N * (size_t)K, MODATTN_MEM_WORKSPACE);
         if (!p->wscale || !wq) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto done;
         }
         /* The LayerNorm that made A, folded in (a = n * gamma + beta): W a = (W diag(gamma)) n + W beta.
@@ -448,11 +450,11 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
          * with |gamma| < 1e-3 stay as they are. */
         const bool fold = in_gamma && in_beta;
         if (fold) {
-            p->shift = modattn_malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
-            p->inv_g = modattn_malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
-            p->corr = modattn_malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
+            p->shift = modattn__malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
+            p->inv_g = modattn__malloc((size_t)K * sizeof(float), MODATTN_MEM_WEIGHTS);
+            p->corr = modattn__malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
             if (!p->shift || !p->inv_g || !p->corr) {
-                st = modattn_mem_last_status();
+                st = modattn__mem_last_status();
                 goto done;
             }
             for (int64_t k = 0; k < K; k++) {
@@ -485,9 +487,9 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     if (x3) {
         /* W's rows as [hi | lo | hi]: fp32 values that bf16 holds exactly (the reorder's rounding
          * keeps them) */
-        wx = modattn_malloc((size_t)N * (size_t)Kd * sizeof(float), MODATTN_MEM_WORKSPACE);
+        wx = modattn__malloc((size_t)N * (size_t)Kd * sizeof(float), MODATTN_MEM_WORKSPACE);
         if (!wx) {
-            st = modattn_mem_last_status();
+            st = modattn__mem_last_status();
             goto done;
         }
         for (int64_t n = 0; n < N; n++)
@@ -498,9 +500,9 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         W = wx;
     }
     if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
-    p->packed = modattn_malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
+    p->packed = modattn__malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
     if (!p->packed) {
-        st = modattn_mem_last_status();
+        st = modattn__mem_last_status();
         goto done;
     }
     what = "weight reorder";
@@ -690,11 +692,11 @@ typedef enum { PROBE_EQUAL, PROBE_DIFFER, PROBE_FAILED } probe_result;
 static probe_result panel_probe(const modattn__gemm_plan *p, const struct gemm_panel *e) {
     const int64_t rows = MODATTN__GEMM_SMALL;
     const size_t cbytes = (size_t)(rows * p->ldc) * sizeof(float);
-    float *A = modattn_malloc((size_t)(rows * p->lda) * sizeof(float), MODATTN_MEM_WORKSPACE);
-    float *C0 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
-    float *C1 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
-    float *C2 = modattn_malloc(cbytes, MODATTN_MEM_WORKSPACE);
-    void *scr = modattn_malloc(p->scratch_bytes ? p->scratch_bytes : 1, MODATTN_MEM_WORKSPACE);
+    float *A = modattn__malloc((size_t)(rows * p->lda) * sizeof(float), MODATTN_MEM_WORKSPACE);
+    float *C0 = modattn__malloc(cbytes, MODATTN_MEM_WORKSPACE);
+    float *C1 = modattn__malloc(cbytes, MODATTN_MEM_WORKSPACE);
+    float *C2 = modattn__malloc(cbytes, MODATTN_MEM_WORKSPACE);
+    void *scr = modattn__malloc(p->scratch_bytes ? p->scratch_bytes : 1, MODATTN_MEM_WORKSPACE);
     probe_result res = A && C0 && C1 && C2 && scr ? PROBE_EQUAL : PROBE_FAILED;
     if (res == PROBE_EQUAL) {
         probe_fill(A, rows * p->lda, 2463534242u, 5e-10f);
@@ -784,7 +786,7 @@ int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, flo
                                 void *scratch) {
     const struct gemm_panel *e = n0 >= 0 && n1 > n0 && n1 <= p->N ? panel_find(p, n1 - n0) : NULL;
     if (!e || !e->ok || n0 % p->panel_unit)
-        return modattn_error(MODATTN_EINTERNAL, "GEMM plan: no panel of %lld columns (modattn__gemm_plan_panel_ready)",
+        return modattn__error(MODATTN_EINTERNAL, "GEMM plan: no panel of %lld columns (modattn__gemm_plan_panel_ready)",
                              (long long)(n1 - n0));
     return run_panel(p, e, A, C, n0, scratch);
 }
@@ -805,7 +807,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
     if (prec != MODATTN_PRECISION_FP32) {
         char why[256];
         modattn__gemm_bf16_available(why, sizeof why);
-        return modattn_error(MODATTN_EUNSUPPORTED, "%s", why);
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s", why);
     }
     return 0;
 }
@@ -820,7 +822,7 @@ size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { (void)p; return
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) { (void)p; return 0; }
 int modattn__gemm_plan_run(const modattn__gemm_plan *p, const float *A, float *C, void *scratch) {
     (void)p, (void)A, (void)C, (void)scratch;
-    return modattn_error(MODATTN_EINTERNAL, "GEMM plans are not available with OpenBLAS");
+    return modattn__error(MODATTN_EINTERNAL, "GEMM plans are not available with OpenBLAS");
 }
 int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
     (void)rows;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 
 /* ---- the encoder's ops on host memory (cpu_encoder.c): slots of the CPU device's table */
 int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, size_t len);

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "backends/cpu/cpu_internal.h"
+#include "core/internal_core.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MODATTN_NO_CLONES)
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -81,7 +82,7 @@ __attribute__((target("avx512f"))) static void gelu_erf_bias_avx512(float *restr
 
 void modattn__gelu_erf_bias(float *restrict y, const float *restrict bias, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (modattn_cpu_get()->avx512f) {
+    if (modattn__cpu_get()->avx512f) {
         gelu_erf_bias_avx512(y, bias, n);
         return;
     }

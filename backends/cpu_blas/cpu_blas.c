@@ -34,7 +34,7 @@
  * one B=1 H=12 S=1024 D=64 attention), bounded by its blocking and never kept; OpenBLAS allocates
  * nothing per call (it works in buffers mapped once). Neither grows with the number of calls
  * (tests/kernels/test_kernel_memory.c checks the process RSS). */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 
 #include <float.h>
 #include <math.h>

@@ -17,6 +17,7 @@
 #include "backends/cpu_flash/flash.h"
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -32,7 +33,7 @@
 static _Thread_local const flash_isa *g_forced_isa;
 
 static const flash_isa *isa_auto(void) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     (void)f;
 #if defined(__x86_64__) || defined(__i386__)
     if (f->avx512f && f->fma) return modattn__flash_isa_avx512();
@@ -50,7 +51,7 @@ const flash_isa *modattn__flash_isa_select(void) {
 }
 
 const flash_isa *modattn__flash_isa_by_name(const char *name) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     (void)f;
     if (!name) return NULL;
     if (strcmp(name, "scalar") == 0) return modattn__flash_isa_scalar();

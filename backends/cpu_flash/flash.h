@@ -16,7 +16,8 @@
 #ifndef MODATTN_CPU_FLASH_H
 #define MODATTN_CPU_FLASH_H
 
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
+#include "core/internal_core.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -104,7 +105,7 @@ const flash_isa *modattn__flash_isa_avx512(void);
 const flash_isa *modattn__flash_isa_neon(void);
 #endif
 
-/* The ISA chosen for this machine (modattn_cpu_get(), MODATTN_CPU_DISABLE respected). */
+/* The ISA chosen for this machine (modattn__cpu_get(), MODATTN_CPU_DISABLE respected). */
 const flash_isa *modattn__flash_isa_select(void);
 /* An ISA by name ("avx512", "avx2", "neon", "scalar") if compiled in and supported here, else NULL. */
 const flash_isa *modattn__flash_isa_by_name(const char *name);

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <CL/cl.h>
 
-#include "modattn/device.h"
-#include "modattn/impl.h"
+#include "modattn/backend/device.h"
+#include "modattn/backend/impl.h"
 
 #define OCL_MAX_DEVICES 16
 

@@ -2,6 +2,8 @@
  * the program cache (compiled once per device, on disk per device, driver and source), and
  * kernel completion with its trace span on the device's track. The bottom of the folder. */
 #include "backends/opencl/ocl.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -174,7 +176,7 @@ int modattn__ocl_program(ocl_dev *d, const char *options, cl_program *out, char 
              * own message, which replaces this thread's */
             size_t k = strlen(reason);
             if (k + 16 < len) snprintf(reason + k, len - k, "; compiler log: %s", log);
-            modattn_error(st, "opencl:%d: building the kernels (%s) failed: %d %s; compiler log:\n%s",
+            modattn__error(st, "opencl:%d: building the kernels (%s) failed: %d %s; compiler log:\n%s",
                           d->iface.id.index, opts, (int)err, modattn__ocl_errname(err), log);
             return st;
         }
@@ -196,9 +198,9 @@ int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *i
     cl_int status = CL_COMPLETE;
     if (err == CL_SUCCESS) clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
     if (err == CL_SUCCESS && status < 0) err = status; /* the command itself failed */
-    if (err == CL_SUCCESS && modattn_trace_enabled()) {
+    if (err == CL_SUCCESS && modattn__trace_enabled()) {
         cl_ulong t0 = 0, t1 = 0;
-        uint64_t host_now = modattn_now_ns();
+        uint64_t host_now = modattn__now_ns();
         if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
             clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 >= t0) {
             /* the device clock's origin is its own: place the end of the command at (about) now */
@@ -207,7 +209,7 @@ int modattn__ocl_finish(ocl_dev *d, cl_event ev, const char *name, const char *i
             if (!d->clock_known || off < d->clock_offset_ns) d->clock_offset_ns = off, d->clock_known = true;
             off = d->clock_offset_ns;
             pthread_mutex_unlock(&d->mu);
-            modattn_trace_record(name, impl, shape, bytes, flops, MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, d->iface.id.index),
+            modattn__trace_record(name, impl, shape, bytes, flops, MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, d->iface.id.index),
                                  (uint64_t)((int64_t)t0 + off), (uint64_t)((int64_t)t1 + off));
         }
     }

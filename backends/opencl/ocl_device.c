@@ -2,6 +2,7 @@
  * one context and one in-order queue with profiling; buffers are cl_mem; the encoder's ops come
  * from ocl_encoder.c, programs and errors from ocl_common.c. */
 #include "backends/opencl/ocl.h"
+#include "core/internal_status.h"
 #include "core/env.h"
 
 #include <errno.h>
@@ -117,7 +118,7 @@ static int ocl_control(void *ctx, int op, void *arg) {
     ocl_dev *d = ctx;
     if (op == MODATTN_DEVICE_CONTROL_DISABLE_OP && arg) {
         int o = *(const int *)arg;
-        if (o < 0 || o >= MODATTN_OP_COUNT) return modattn_error(MODATTN_EINVAL, "unknown op %d", o);
+        if (o < 0 || o >= MODATTN_OP_COUNT) return modattn__error(MODATTN_EINVAL, "unknown op %d", o);
         atomic_fetch_or(&d->disabled_ops, 1u << o);
         return 0;
     }

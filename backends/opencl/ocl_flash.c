@@ -5,6 +5,7 @@
  * softcapping, kv_lens, broadcast masks, GQA/MQA, LSE, any strides. The workspace holds kv_lens and
  * the ALiBi slopes on the device. */
 #include "backends/opencl/ocl.h"
+#include "device/internal_device.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -179,7 +180,7 @@ static int flash_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_c
 
 int modattn__ocl_impl_init(void *ctx, char *reason, size_t len) {
     (void)ctx;
-    modattn_devices_init();
+    modattn__devices_init();
     if (modattn__ocl_count() == 0) {
         snprintf(reason, len, "no OpenCL device: %s", modattn_device_absent_reasons());
         return MODATTN_EUNSUPPORTED;

@@ -5,9 +5,9 @@
  * measures every other implementation against. Written for clarity, not speed: every feature of
  * the contract (windows, ALiBi, softcapping included), each key's visibility tested on its own.
  *
- * It depends only on modattn/impl.h and libm, so the very same file also builds as a plugin
+ * It depends only on modattn/backend/impl.h and libm, so the very same file also builds as a plugin
  * (-DMODATTN_REFERENCE_PLUGIN: exports modattn_plugin_entry, named "reference_plugin"). */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 
 #include <math.h>
 #include <stdio.h>

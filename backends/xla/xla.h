@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <pthread.h>
 
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 
 /* ---- one PJRT plugin (xla_pjrt.c) */
 typedef struct xla_plugin xla_plugin;

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 
 #define XLA_ATTN_CACHE 64
 
@@ -115,9 +117,9 @@ static int program(xla_plugin *p, int device, const xla_attn_shape *s, xla_exe *
         snprintf(reason, len, "out of memory writing the program");
         return st;
     }
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     st = xla_compile(p, t.s, t.n, out, reason, len);
-    modattn_trace_end(t0, "xla.compile", "xla", "attention", 0, 0);
+    modattn__trace_end(t0, "xla.compile", "xla", "attention", 0, 0);
     xla_text_free(&t);
     if (st) return st;
     if (g_ncache[device] == XLA_ATTN_CACHE) { /* the oldest goes */
@@ -168,17 +170,17 @@ static int xla_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_cal
     int st = program(p, d->device.index, &s, &e, reason, len);
     const int64_t dq[4] = {d->B, d->Hq, d->Sq, d->D}, dk[4] = {d->B, d->Hkv, d->Sk, d->D},
                   dv[4] = {d->B, d->Hkv, d->Sk, d->Dv}, dm[4] = {s.mask_b, s.mask_h, d->Sq, d->Sk}, dl[1] = {d->B};
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     if (!st) st = xla_buf_upload(p, part[0], XLA_F32, dq, 4, &in[0], reason, len);
     if (!st) st = xla_buf_upload(p, part[1], XLA_F32, dk, 4, &in[1], reason, len);
     if (!st) st = xla_buf_upload(p, part[2], XLA_F32, dv, 4, &in[2], reason, len);
     if (!st) st = xla_buf_upload(p, lens, XLA_I32, dl, 1, &in[3], reason, len);
     if (!st && d->has_mask) st = xla_buf_upload(p, part[4], XLA_F32, dm, 4, &in[4], reason, len);
-    modattn_trace_end(t0, "xla.upload", "xla", "attention", 0, 0);
+    modattn__trace_end(t0, "xla.upload", "xla", "attention", 0, 0);
     if (!st) {
-        t0 = modattn_trace_begin();
+        t0 = modattn__trace_begin();
         st = xla_execute(p, e, in, d->has_mask ? 5 : 4, out, d->has_lse ? 2 : 1, reason, len);
-        modattn_trace_end(t0, "xla.execute", "xla", "attention", 0, modattn_attn_desc_flops(d));
+        modattn__trace_end(t0, "xla.execute", "xla", "attention", 0, modattn_attn_desc_flops(d));
     }
     if (!st) st = xla_buf_download(p, out[0], part[3], elems(d, 3) * 4, reason, len);
     if (!st && d->has_lse) st = xla_buf_download(p, out[1], part[5], elems(d, 5) * 4, reason, len);
@@ -193,7 +195,7 @@ static int xla_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_cal
 
 static int xla_init(void *ctx, char *reason, size_t len) {
     (void)ctx;
-    modattn_devices_init();
+    modattn__devices_init();
     for (int i = 0; i < modattn_device_count(); i++)
         if (modattn_device_get(i)->id.kind == MODATTN_DEVICE_XLA) return 0;
     snprintf(reason, len, "no xla device: %s", modattn_device_absent_reasons());

@@ -9,7 +9,7 @@
  * kept in memory and on disk (PJRT_Executable_Serialize under the cache folder; the file names its
  * key, and a file whose key, length or checksum does not match is recompiled, never trusted).
  * Weights are uploaded once at load; per batch only ids and lengths go up and pooled vectors come
- * down. Its buffers (modattn_buffer_alloc) are host arrays that attention alone (xla_attn.c)
+ * down. Its buffers (modattn__buffer_alloc) are host arrays that attention alone (xla_attn.c)
  * uploads per call, since a PJRT buffer cannot be written in part. */
 #define _GNU_SOURCE
 #include "backends/xla/xla.h"
@@ -25,7 +25,9 @@
 #include <xxhash.h>
 
 #include "modattn/core.h"
-#include "modattn/device.h" /* MODATTN_POOL_* */
+#include "modattn/backend/device.h" /* MODATTN_POOL_* */
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 
 #define XLA_MAX_BUCKETS 48
 
@@ -49,9 +51,9 @@ static int g_n;
 static xla_plugin *plugin(xla_dev *d, char *why, size_t len) {
     if (!d->tried) {
         d->tried = true;
-        uint64_t t0 = modattn_trace_begin();
+        uint64_t t0 = modattn__trace_begin();
         if (xla_plugin_open(d->path, &d->p, d->why, sizeof d->why)) d->p = NULL;
-        modattn_trace_end(t0, "xla.plugin_open", "xla", "", 0, 0);
+        modattn__trace_end(t0, "xla.plugin_open", "xla", "", 0, 0);
     }
     if (!d->p) snprintf(why, len, "%s", d->why);
     return d->p;
@@ -86,10 +88,10 @@ static int buffer_alloc(void *ctx, size_t bytes, modattn_mem_category cat, void 
                         size_t len) {
     (void)ctx;
     *host = NULL;
-    *handle = modattn_malloc(bytes, cat);
+    *handle = modattn__malloc(bytes, cat);
     if (!*handle) {
         snprintf(reason, len, "%s", modattn_last_error());
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     return 0;
 }
@@ -252,7 +254,7 @@ static void model_free(xla_model *m) {
     for (int i = 0; i < m->nbucket; i++) xla_exe_free(d->p, m->bucket[i].e);
     for (size_t i = 0; i < m->nw; i++)
         if (m->w[i]) {
-            modattn_device_mem_release(&d->iface, MODATTN_MEM_WEIGHTS, (size_t)xla_buf_bytes(m->w[i]));
+            modattn__device_mem_release(&d->iface, MODATTN_MEM_WEIGHTS, (size_t)xla_buf_bytes(m->w[i]));
             xla_buf_free(d->p, m->w[i]);
         }
     free(m->w);
@@ -284,7 +286,7 @@ static int graph_load(void *ctx, const modattn_encoder_graph *g, void **out, cha
     int st = 0;
     pthread_mutex_lock(&d->mu);
     if (!plugin(d, reason, len)) st = MODATTN_EDEVICE;
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     for (size_t i = 0; i < m->nw && !st; i++) {
         const float *src;
         int64_t dims[2];
@@ -313,7 +315,7 @@ static int graph_load(void *ctx, const modattn_encoder_graph *g, void **out, cha
         }
         if ((st = xla_buf_upload(d->p, src, XLA_F32, dims, nd, &m->w[i], reason, len))) break;
         const size_t b = (size_t)xla_buf_bytes(m->w[i]);
-        if ((st = modattn_device_mem_reserve(&d->iface, MODATTN_MEM_WEIGHTS, b, "the encoder's weights"))) {
+        if ((st = modattn__device_mem_reserve(&d->iface, MODATTN_MEM_WEIGHTS, b, "the encoder's weights"))) {
             snprintf(reason, len, "%s", modattn_last_error());
             xla_buf_free(d->p, m->w[i]);
             m->w[i] = NULL;
@@ -321,7 +323,7 @@ static int graph_load(void *ctx, const modattn_encoder_graph *g, void **out, cha
         }
         m->wbytes += (int64_t)b;
     }
-    modattn_trace_end(t0, "xla.upload_weights", "xla", "", 0, 0);
+    modattn__trace_end(t0, "xla.upload_weights", "xla", "", 0, 0);
     if (st) {
         model_free(m);
         pthread_mutex_unlock(&d->mu);
@@ -354,7 +356,7 @@ static int bucket_exe(xla_model *m, int64_t B, int64_t S, xla_exe **out, char *r
     /* the key: the program's text (shapes, arithmetic, this emitter's version), the plugin, the CPU,
      * the model: a cached executable is used only for exactly this */
     char key[2048];
-    const modattn_cpu_features *cf = modattn_cpu_get();
+    const modattn_cpu_features *cf = modattn__cpu_get();
     snprintf(key, sizeof key, "modattn-xla-1|%s|%s|%s|%s avx2=%d avx512f=%d amx=%d|%s|%s|B%lld|S%lld|hlo%016llx",
              xla_plugin_path(d->p), xla_plugin_platform(d->p), xla_plugin_version(d->p), cf->model_name, cf->avx2,
              cf->avx512f, cf->amx_bf16, m->identity, m->shape.bf16 ? "bf16" : "fp32", (long long)B, (long long)S,
@@ -363,17 +365,17 @@ static int bucket_exe(xla_model *m, int64_t B, int64_t S, xla_exe **out, char *r
     bool disk = cache_dir(dir, sizeof dir);
     if (disk) snprintf(file, sizeof file, "%s/%016llx.xlaexe", dir, (unsigned long long)XXH64(key, strlen(key), 0));
     xla_exe *e = NULL;
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     if (disk && (e = cache_load(d, file, key))) d->cache_loads++;
     char shape[48];
     snprintf(shape, sizeof shape, "B=%lld S=%lld", (long long)B, (long long)S);
-    modattn_trace_end(t0, "xla.cache_load", "xla", shape, 0, 0);
+    modattn__trace_end(t0, "xla.cache_load", "xla", shape, 0, 0);
     if (!e) {
-        t0 = modattn_trace_begin();
-        const uint64_t c0 = modattn_now_ns();
+        t0 = modattn__trace_begin();
+        const uint64_t c0 = modattn__now_ns();
         st = xla_compile(d->p, t.s, t.n, &e, reason, len);
-        d->compile_s += (double)(modattn_now_ns() - c0) * 1e-9;
-        modattn_trace_end(t0, "xla.compile", "xla", shape, 0, 0);
+        d->compile_s += (double)(modattn__now_ns() - c0) * 1e-9;
+        modattn__trace_end(t0, "xla.compile", "xla", shape, 0, 0);
         if (st) {
             xla_text_free(&t);
             return st;
@@ -425,10 +427,10 @@ static int graph_forward(void *ctx, void *model, int64_t B, int64_t S, const int
     if (!plugin(d, reason, len)) st = MODATTN_EDEVICE;
     if (!st) st = bucket_exe(m, Bb, Sb, &e, reason, len);
     int64_t di[2] = {Bb, Sb}, dl[1] = {Bb};
-    uint64_t t0 = modattn_trace_begin();
+    uint64_t t0 = modattn__trace_begin();
     if (!st) st = xla_buf_upload(d->p, pids, XLA_I32, di, 2, &bi, reason, len);
     if (!st) st = xla_buf_upload(d->p, plens, XLA_I32, dl, 1, &bl, reason, len);
-    modattn_trace_end(t0, "xla.upload", "xla", "", 0, 0);
+    modattn__trace_end(t0, "xla.upload", "xla", "", 0, 0);
     if (!st) {
         xla_buf **args = malloc((m->nw + 2) * sizeof *args);
         if (!args) {
@@ -437,16 +439,16 @@ static int graph_forward(void *ctx, void *model, int64_t B, int64_t S, const int
         } else {
             memcpy(args, m->w, m->nw * sizeof *args);
             args[m->nw] = bi, args[m->nw + 1] = bl;
-            t0 = modattn_trace_begin();
+            t0 = modattn__trace_begin();
             st = xla_execute(d->p, e, args, m->nw + 2, &bo, 1, reason, len);
-            modattn_trace_end(t0, "xla.execute", "xla", "", 0, 0);
+            modattn__trace_end(t0, "xla.execute", "xla", "", 0, 0);
             free(args);
         }
     }
     if (!st) {
-        t0 = modattn_trace_begin();
+        t0 = modattn__trace_begin();
         st = xla_buf_download(d->p, bo, pout, (size_t)(Bb * dim) * sizeof *pout, reason, len);
-        modattn_trace_end(t0, "xla.download", "xla", "", 0, 0);
+        modattn__trace_end(t0, "xla.download", "xla", "", 0, 0);
     }
     if (!st) d->runs++;
     xla_buf_free(d->p, bo);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "modattn/device.h" /* MODATTN_POOL_* */
+#include "modattn/backend/device.h" /* MODATTN_POOL_* */
 
 void xla_text_free(xla_text *t) {
     free(t->s);

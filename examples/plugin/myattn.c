@@ -2,7 +2,7 @@
  *
  * What a plugin is: a shared object exporting one function,
  *     const modattn_attn_impl *modattn_plugin_entry(void);
- * that returns a table (modattn/impl.h). modattn finds it on MODATTN_PLUGIN_PATH (files or folders of
+ * that returns a table (modattn/backend/impl.h). modattn finds it on MODATTN_PLUGIN_PATH (files or folders of
  * *.so, colon-separated), in ~/.local/lib/modattn/plugins/ and /usr/local/lib/modattn/plugins/, and in
  * Python packages that declare it (an entry point in the group "modattn.plugins", see README.md).
  *
@@ -10,11 +10,11 @@
  * `modattn` program, where no libmodattn symbol is visible to a plugin, or a program with its own copy
  * of the library; linking -lmodattn would load a second copy. Everything a plugin needs arrives in its
  * calls: the shape (desc), the tensors (call), threads (exec->parallel_for), memory (the workspace it
- * asked for). The headers' types and the static inline helpers in modattn/impl.h
+ * asked for). The headers' types and the static inline helpers in modattn/backend/impl.h
  * (modattn_plugin_dtype_size, modattn_plugin_offset) are all it may use. pkg-config gives the include
  * path: cc -shared -fPIC $(pkg-config --cflags modattn) myattn.c -o libmyattn.so -lm
  *
- * The lifecycle and workspace contract (modattn/impl.h says the same):
+ * The lifecycle and workspace contract (modattn/backend/impl.h says the same):
  *   - init() once per context that loads the plugin (may refuse: the reason is shown), shutdown() once;
  *   - supports() and workspace_bytes() are pure functions of desc (and nthreads): called often;
  *   - run() may be called from several threads at once, each with its own workspace: keep no
@@ -40,7 +40,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 
 typedef struct job {
     const modattn_attn_desc *d;

@@ -55,8 +55,6 @@ typedef enum modattn_ann_kind {
 const char *modattn_ann_kind_name(modattn_ann_kind k);
 /* MODATTN_EINVAL with a message listing the kinds for anything else. */
 int modattn_ann_kind_parse(const char *name, modattn_ann_kind *out);
-/* Whether the kind is built and searched by FAISS (hnsw, ivf-sq8, ivf-pq). */
-bool modattn_ann_kind_needs_faiss(modattn_ann_kind k);
 /* 0 when this build can build and search an index of kind k; MODATTN_EUNSUPPORTED with a message
  * saying how to get it (a FAISS kind in a build without FAISS). */
 int modattn_ann_kind_available(modattn_ann_kind k);
@@ -67,7 +65,7 @@ int modattn_ann_available(void);
 const char *modattn_ann_faiss_version(void);
 
 /* Parameters, named as FAISS names them; 0 means the default (resolved for the store's rows when
- * the index is built: modattn_ann_resolve). */
+ * the index is built: modattn__ann_resolve). */
 typedef struct modattn_ann_params {
     /* building */
     int M;               /* hnsw: links per node, 4..128 (32) */
@@ -91,14 +89,7 @@ typedef struct modattn_ann_params {
 int modattn_ann_params_parse(const char *text, modattn_ann_params *p);
 /* "M=32,efConstruction=40,efSearch=64" for the parameters that apply to kind (0s left out). */
 void modattn_ann_params_format(modattn_ann_kind kind, const modattn_ann_params *p, char *buf, size_t len);
-/* The parameters an index of kind over rows vectors of dimension dim is built with: p's, with
- * each 0 replaced by its default. MODATTN_EINVAL when one does not fit (nlist above rows / 39,
- * pq_m not dividing dim, 2^pq_nbits above rows / 39), naming it. */
-int modattn_ann_resolve(modattn_ann_kind kind, size_t rows, size_t dim, const modattn_ann_params *p,
-                        modattn_ann_params *out);
 
-/* "PATH.ann" into buf. */
-int modattn_store_ann_file_path(const modattn_store *s, char *buf, size_t len);
 
 typedef enum modattn_ann_action {
     MODATTN_ANN_ACTION_NONE,    /* there is no index, and none was asked for */
@@ -131,31 +122,7 @@ int modattn_store_update_ann(modattn_store *s, modattn_ann_kind kind, const moda
 /* An ANN index open for searching, by one thread at a time (FAISS's search parameters are set on
  * the index for each call). */
 typedef struct modattn_ann modattn_ann;
-/* The store's ANN index for the vectors v (modattn_store_open_vectors): 1 with *out when its file
- * is there and current for exactly v; 0 with *out NULL when there is none (why "") or it cannot
- * be used (why says why: stale, damaged, other model, a build without FAISS); < 0 on an error of
- * the store or of memory (a memory budget counts the index's bytes, category INDEX). */
-int modattn_ann_open(modattn_store *s, const modattn_store_vectors *v, modattn_ann **out, char *why, size_t len);
-void modattn_ann_close(modattn_ann *a); /* NULL is fine */
-/* What modattn_ann_open would find, from the file's header alone (4096 bytes read): 1 there and
- * for exactly v (*file_bytes: its size, what opening it reads); 0 missing (why "") or not usable
- * (why: truncated, damaged header, stale, another model); < 0 an error of the store. The payload's
- * checksum is checked only by modattn_ann_open. */
-int modattn_ann_peek(modattn_store *s, const modattn_store_vectors *v, uint64_t *file_bytes, char *why, size_t len);
-modattn_ann_kind modattn_ann_get_kind(const modattn_ann *a);
-/* The parameters it was built with (search ones as stored). */
-void modattn_ann_get_params(const modattn_ann *a, modattn_ann_params *out);
-size_t modattn_ann_rows(const modattn_ann *a);
-uint64_t modattn_ann_file_bytes(const modattn_ann *a);
 
-/* The k best rows for each of nq normalised queries ([nq, v->dim]) through the index: each
- * query's rescore candidates (search: efSearch, nprobe and rescore for this call; NULL or 0s: the
- * index's) are scored again exactly, masked rows left out, best first (ties: lower chunk id), as
- * modattn_store_vectors_topk_batch returns them: ids and scores [nq, k], nout [nq]. v must be the
- * vectors the index was opened for. exec: threads for FAISS across queries (NULL: 1). */
-int modattn_ann_topk_batch(const modattn_ann *a, const modattn_store_vectors *v, const float *queries, size_t nq,
-                           size_t k, const modattn_ann_params *search, const modattn_exec *exec, int64_t *ids,
-                           float *scores, size_t *nout);
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,7 @@
  *   - finite inputs never produce NaN.
  * Outputs must not overlap the inputs or themselves. Inputs are never written.
  * fp32 today; the dtype field is there so fp16/bf16 follow without an API change.
- * Tensors may live on a device (modattn/device.h): all of a call's tensors on the same one.
+ * Tensors may live on a device (modattn/backend/device.h): all of a call's tensors on the same one.
  * The tensor, dtype and device types are in modattn/types.h (core: the device layer uses them too). */
 #ifndef MODATTN_ATTENTION_H
 #define MODATTN_ATTENTION_H

@@ -17,7 +17,7 @@
 #define MODATTN_DISPATCH_H
 
 #include "modattn/attention.h"
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 #include "modattn/core.h"
 
 #ifdef __cplusplus
@@ -64,7 +64,6 @@ typedef struct modattn_impl_info {
 } modattn_impl_info;
 size_t modattn_ctx_impl_count(const modattn_ctx *ctx);
 int modattn_ctx_impl_info(const modattn_ctx *ctx, size_t i, modattn_impl_info *out);
-const modattn_attn_impl *modattn_ctx_impl(const modattn_ctx *ctx, size_t i);
 /* Index of an implementation by name, or -1. */
 long modattn_ctx_find(const modattn_ctx *ctx, const char *name);
 
@@ -96,10 +95,6 @@ typedef struct modattn_explain_entry {
 int modattn_explain(modattn_ctx *ctx, const modattn_attn_desc *desc, modattn_explain_entry *out,
                     size_t max, size_t *count);
 
-/* Why entries of the tune cache file were ignored: negative, non-finite or absurd times, or a
- * winner without a time ("" when none was). Such entries never steer a choice; `explain` and
- * `tune` print this as a warning. */
-const char *modattn_tune_note(modattn_ctx *ctx);
 
 /* ---- run */
 /* Validates the call, picks an implementation by the policy, runs it (falling back on run-time
@@ -116,7 +111,7 @@ int modattn_attention_with(modattn_ctx *ctx, size_t impl_index, const modattn_at
  * its thread pool, its workspaces (grown on demand, kept between calls) and its exec. What the
  * sessions of one context share is read-only (the registry, the policy: set them up before
  * creating sessions) or guarded by the context's mutex, held for a few instructions per call and
- * never while a kernel runs (the counters behind modattn_ctx_impl_stats, the tuning cache). A
+ * never while a kernel runs (the counters behind modattn__ctx_impl_stats, the tuning cache). A
  * session is used by one thread at a time; free every session before its context. */
 typedef struct modattn_session modattn_session;
 typedef struct modattn_session_options {
@@ -128,9 +123,6 @@ int modattn_session_create(modattn_ctx *ctx, const modattn_session_options *opt,
 void modattn_session_free(modattn_session *s); /* NULL is fine */
 /* modattn_attention, in the session: its workspace and threads, the context's policy. */
 int modattn_session_attention(modattn_session *s, const modattn_attn_call *call);
-modattn_ctx *modattn_session_ctx(const modattn_session *s);
-modattn_pool *modattn_session_pool(modattn_session *s);
-const modattn_exec *modattn_session_exec(modattn_session *s);
 
 /* ---- counters */
 typedef struct modattn_impl_stats {
@@ -142,10 +134,9 @@ typedef struct modattn_impl_stats {
     double flops;        /* summed over successful calls */
     char last_failure[200]; /* the reason of the last failed run ("" if none) */
 } modattn_impl_stats;
-int modattn_ctx_impl_stats(const modattn_ctx *ctx, size_t i, modattn_impl_stats *out);
-uint64_t modattn_ctx_fallbacks(const modattn_ctx *ctx);
 
-/* The host services (thread pool) as handed to implementations. */
+/* The host services (the context's thread pool) as handed to implementations; also what the
+ * searcher (modattn_searcher_search, modattn/search.h) takes to spread its scan over threads. */
 const modattn_exec *modattn_ctx_exec(modattn_ctx *ctx);
 
 #ifdef __cplusplus

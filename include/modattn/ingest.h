@@ -78,7 +78,7 @@ const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... 
  * anything else (".txt" included) that sniffs as text: TEXT. Text means: no NUL byte, and
  * control characters plus bytes of ill-formed UTF-8 are at most 10% of the head (Latin-1 prose
  * passes; executables, images and archives do not). Text that starts with a UTF-16 byte order
- * mark is judged, and its HTML start looked for, after decoding (modattn_utf16_to_utf8). Named
+ * mark is judged, and its HTML start looked for, after decoding (modattn__utf16_to_utf8). Named
  * HTML and Markdown files must pass the same test. */
 modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head, size_t len);
 /* The formats of issue 40 are sniffed by magic bytes and name together: a zip ("PK\3\4") named
@@ -87,11 +87,6 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
  * file or text that starts with mail headers; a .mbox file or text that starts with a "From "
  * line followed by headers; gzip/bzip2/xz/zstd magic (not a .tar.*: that is an archive). */
 
-/* For a file sniffed as MODATTN_DOC_BINARY: why it is not read, naming its format when it is
- * known ("a ZIP archive (not read)": the indexer walks the archives it can read as folders;
- * "a PNG image (unsupported
- * format)"), else "binary file". Never NULL; a static string. */
-const char *modattn_sniff_unsupported(const char *name, const unsigned char *head, size_t len);
 
 /* ---- text */
 /* A document's text and where its bytes came from. */
@@ -117,20 +112,6 @@ int modattn_extract_pdf(const char *pdf, size_t len, modattn_doc_text *out);
 /* The source line (text files and HTML) or page (PDF) of byte `offset` of the text. */
 int64_t modattn_doc_text_locate(const modattn_doc_text *d, size_t offset);
 
-/* Copy of s[0..len) with every ill-formed UTF-8 sequence replaced by U+FFFD (EF BF BD), one per
- * maximal subpart (Unicode 15 section 3.9, as Python's errors="replace"). Ownership: modattn_free;
- * *out_len gets its length (NUL-terminated too). NULL on allocation failure. */
-char *modattn_utf8_sanitize(const char *s, size_t len, size_t *out_len);
-/* 1 if s starts with a UTF-16 little-endian byte order mark (FF FE), 2 for big-endian (FE FF),
- * else 0. */
-int modattn_utf16_bom(const void *s, size_t len);
-/* UTF-16 text that starts with a byte order mark, as UTF-8 without the mark: an unpaired
- * surrogate or an odd last byte becomes U+FFFD (Python's decode("utf-16", errors="replace")).
- * Ownership: modattn_free; *out_len gets its length (NUL-terminated too). NULL with
- * MODATTN_EINVAL when there is no mark, or on allocation failure. */
-char *modattn_utf16_to_utf8(const char *s, size_t len, size_t *out_len);
-/* true if s[0..len) is well-formed UTF-8. */
-bool modattn_utf8_valid(const char *s, size_t len);
 
 /* ---- chunking */
 typedef struct modattn_chunk {
@@ -248,9 +229,6 @@ int modattn_index_paths(modattn_store *store, modattn_model *model, const char *
                         size_t npaths, const modattn_index_options *opt,
                         modattn_index_stats *stats);
 
-/* Stored paths are absolute and lexically normalised ("a/./b/../c" -> "/cwd/a/c"; symbolic
- * links kept as named). Ownership: modattn_free. NULL on allocation failure or no cwd. */
-char *modattn_path_absolute(const char *path);
 
 #ifdef __cplusplus
 }

@@ -4,10 +4,10 @@
 #include "modattn/status.h"
 #include "modattn/core.h"
 #include "modattn/attention.h"
-#include "modattn/device.h"
-#include "modattn/impl.h"
+#include "modattn/backend/device.h"
+#include "modattn/backend/impl.h"
 #include "modattn/dispatch.h"
-#include "modattn/conformance.h"
+#include "modattn/backend/conformance.h"
 #include "modattn/model.h"
 #include "modattn/tokenizer.h"
 #include "modattn/rerank.h"
@@ -17,7 +17,7 @@
 #include "modattn/ann.h"
 
 /* The version of these headers; CMake checks it equals project()'s VERSION. */
-#define MODATTN_VERSION_STRING "0.2.0"
+#define MODATTN_VERSION_STRING "0.3.0"
 
 #ifdef __cplusplus
 extern "C" {

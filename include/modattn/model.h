@@ -31,7 +31,7 @@
 #include "modattn/status.h"
 #include "modattn/dispatch.h"
 #include "modattn/core.h"
-#include "modattn/device.h" /* modattn_pooling */
+#include "modattn/backend/device.h" /* modattn_pooling */
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,7 +39,7 @@ extern "C" {
 
 typedef struct modattn_model modattn_model;
 
-/* Pooling modes (modattn_pooling, MODATTN_POOL_*): in modattn/device.h, whose pool op takes them. */
+/* Pooling modes (modattn_pooling, MODATTN_POOL_*): in modattn/backend/device.h, whose pool op takes them. */
 
 /* "mean", "cls", "max", "mean_sqrt_len", "weightedmean", "lasttoken" or "mean+max" ... into buf. */
 void modattn_pooling_format(unsigned pooling, char *buf, size_t len);
@@ -113,7 +113,7 @@ typedef struct modattn_model_options {
     /* An op the device does not run (other than attention) runs on the host instead of refusing
      * the load: its inputs are read back, the CPU computes it, its outputs go back up, on every
      * call. Each such op is in info.host_fallback_ops with its reason
-     * (modattn_model_fallback_reason), each call is counted (modattn_device_fallback_count) and
+     * (modattn_model_fallback_reason), each call is counted (modattn__device_fallback_count) and
      * traced ("fallback.<op>"). Off by default. */
     bool host_fallback;
     /* The model will embed a few short inputs (a search's query) and then be freed: the device
@@ -136,7 +136,7 @@ typedef struct modattn_model_options {
 } modattn_model_options;
 
 /* Why op runs on the host for this model (the device's reason), or NULL if it runs on the
- * model's device. op is a modattn_op (modattn/device.h). */
+ * model's device. op is a modattn_op (modattn/backend/device.h). */
 const char *modattn_model_fallback_reason(const modattn_model *model, int op);
 
 /* modattn_model_load with options (NULL: the defaults). Errors of modattn_model_load, and

@@ -42,19 +42,7 @@ const char *modattn_status_name(int status);
  * The pointer stays valid until the next modattn call on this thread. */
 const char *modattn_last_error(void);
 
-/* Record an error message for this thread and return `status` (for `return modattn_error(...)`). */
-int modattn_error(int status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
-/* Prefix the current message with more context: "loading model.safetensors: <old message>". */
-int modattn_error_prefix(int status, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 void modattn_clear_error(void);
 

@@ -39,7 +39,7 @@ const char *modattn_device_kind_name(modattn_device_kind kind);
 const char *modattn_dtype_name(modattn_dtype dtype);
 size_t modattn_dtype_size(modattn_dtype dtype); /* 0 for an unknown dtype */
 
-/* Memory on a device (see modattn/device.h, which allocates them). Readable by implementations:
+/* Memory on a device (see modattn/backend/device.h, which allocates them). Readable by implementations:
  * `handle` is the device's own handle (an OpenCL cl_mem, a CUDA device pointer; on the CPU the
  * host pointer), `host` the host address of byte 0 or NULL when the memory is no host pointer. */
 typedef struct modattn_buffer {
@@ -50,7 +50,7 @@ typedef struct modattn_buffer {
     const struct modattn_device_iface *iface; /* the owning device (opaque to implementations) */
     int category;                             /* modattn_mem_category */
     bool borrowed;                            /* host memory the buffer wraps and does not own
-                                               * (modattn_buffer_from_host on a host device) */
+                                               * (modattn__buffer_from_host on a host device) */
 } modattn_buffer;
 
 /* A strided view of a 4-D tensor, in one of two forms:

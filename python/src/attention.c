@@ -1,6 +1,7 @@
 /* python/src/attention.c — modattn.attention, explain, check and backends: the attention contract
  * (modattn/attention.h) on numpy arrays, read in place through the buffer protocol. */
 #include "pymodattn.h"
+#include "attn/internal_dispatch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -403,7 +404,7 @@ PyObject *pm_explain(PyObject *self, PyObject *args, PyObject *kw) {
         fprintf(f, "\n");
     }
     if (st) fprintf(f, "\nno implementation can run it: %s\n", e.msg);
-    const char *tnote = modattn_tune_note(pol->ctx);
+    const char *tnote = modattn__tune_note(pol->ctx);
     if (tnote && tnote[0]) fprintf(f, "\nwarning: %s\n", tnote);
     if (fclose(f) != 0) {
         f = NULL;

@@ -7,6 +7,8 @@
  * own threads and workspace (modattn_model_embed_with), with the GIL released. What uses the
  * model's own pool (modattn_model_embed: a store's indexing and searching) holds `own`. */
 #include "pymodattn.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_search.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -49,7 +51,7 @@ static void model_release(pm_model *self) {
     pm_sessions_clear(&self->sessions); /* sessions before their context */
     modattn_model_free(self->model);     /* the model before its context and pool */
     modattn_ctx_free(self->ctx);
-    modattn_pool_free(self->pool);
+    modattn__pool_free(self->pool);
     self->model = NULL;
     self->ctx = NULL;
     self->pool = NULL;
@@ -125,7 +127,7 @@ static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
     int st = 0;
     const char *stage = NULL;
     PM_BEGIN_CALL
-    if ((st = modattn_pool_create(threads, &pool))) {
+    if ((st = modattn__pool_create(threads, &pool))) {
         pm_capture(&e, st);
         stage = "creating the thread pool";
     } else {
@@ -151,7 +153,7 @@ static int model_init(pm_model *self, PyObject *args, PyObject *kw) {
     if (st) {
         modattn_model_free(model);
         modattn_ctx_free(ctx);
-        modattn_pool_free(pool);
+        modattn__pool_free(pool);
     }
     PM_END_CALL
     if (st) {
@@ -379,7 +381,7 @@ static PyObject *encode_task(pm_model *self, PyObject *args, PyObject *kw, modat
             for (size_t j = 0; j < cnt; j++) {
                 float *row = out + order[first + (Py_ssize_t)j] * dim;
                 memcpy(row, cout + j * dim, dim * sizeof *row);
-                if (normalize) modattn_vec_normalize(row, dim);
+                if (normalize) modattn__vec_normalize(row, dim);
             }
         }
         PM_END_CALL
@@ -526,7 +528,7 @@ MODEL_GET(device_name)
     return PyUnicode_FromString(buf);
 }
 MODEL_GET(precision) return PyUnicode_FromString(modattn_precision_name(self->info->precision)); }
-MODEL_GET(threads) return PyLong_FromLong(modattn_pool_threads(self->pool)); }
+MODEL_GET(threads) return PyLong_FromLong(modattn__pool_threads(self->pool)); }
 MODEL_GET(backend) Py_INCREF(self->backend); return self->backend; }
 MODEL_GET(path) Py_INCREF(self->path); return self->path; }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "modattn/rerank.h"
+#include "core/internal_core.h"
 
 typedef struct pm_cross {
     PyObject_HEAD
@@ -27,7 +28,7 @@ static void cross_dealloc(pm_cross *self) {
     if (!self->pid || self->pid == getpid()) {
         modattn_reranker_free(self->r);
         modattn_ctx_free(self->ctx);
-        modattn_pool_free(self->pool);
+        modattn__pool_free(self->pool);
     }
     if (self->lock) PyThread_free_lock(self->lock);
     Py_CLEAR(self->path);
@@ -71,7 +72,7 @@ static int cross_init(pm_cross *self, PyObject *args, PyObject *kw) {
     pm_error e;
     int st = 0;
     PM_BEGIN_CALL
-    if ((st = modattn_pool_create(threads, &self->pool))) pm_capture(&e, st);
+    if ((st = modattn__pool_create(threads, &self->pool))) pm_capture(&e, st);
     else {
         modattn_ctx_options co;
         memset(&co, 0, sizeof co);

@@ -7,6 +7,7 @@
  * taken with the GIL released, store first. Nothing here changes process-wide state: SQLite's
  * allocator is left as it is (Python's own sqlite3 module shares libsqlite3). */
 #include "pymodattn.h"
+#include "core/internal_core.h"
 
 #include <math.h>
 #include <string.h>
@@ -302,9 +303,9 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     if (!self->store) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         st = modattn_index_paths(self->store, self->model->model, pv, (size_t)n, &o, &s);
-        secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        secs = (double)(modattn__now_ns() - t0) * 1e-9;
         if (st) pm_capture(&e, st);
     }
     pm_unlock(self->model->own);

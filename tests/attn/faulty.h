@@ -4,6 +4,7 @@
 #ifndef MODATTN_TEST_FAULTY_H
 #define MODATTN_TEST_FAULTY_H
 #include "modattn/modattn.h"
+#include "attn/internal_dispatch.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -86,7 +87,7 @@ static modattn_attn_impl g_faulty[FAULT_COUNT];
 
 /* Fills the tables; priority 100000 so that `auto` prefers them over the built-ins. */
 static void faulty_setup(modattn_ctx *ctx) {
-    g_faulty_ref = modattn_ctx_impl(ctx, (size_t)modattn_ctx_find(ctx, "reference"));
+    g_faulty_ref = modattn__ctx_impl(ctx, (size_t)modattn_ctx_find(ctx, "reference"));
     for (int k = 0; k < FAULT_COUNT; k++) {
         modattn_attn_impl t = {
             /* .api_version = */ MODATTN_IMPL_API_VERSION,

@@ -2,6 +2,7 @@
  * deliberately faulty implementations; registration checks. */
 #include "attn/faulty.h"
 #include "modattn/modattn.h"
+#include "attn/internal_dispatch.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -86,11 +87,11 @@ int main(void) {
     float maxerr = 0;
     for (int i = 0; i < B * H * S * D; i++) maxerr = fmaxf(maxerr, fabsf(o[i] - o_ref[i]));
     CHECK_MSG(maxerr < 1e-5f, "fallback result differs from the reference by %g", (double)maxerr);
-    CHECK(modattn_ctx_fallbacks(ctx) == 1);
+    CHECK(modattn__ctx_fallbacks(ctx) == 1);
     modattn_impl_stats st;
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "faulty_fails"), &st) == 0 && st.calls == 1 &&
+    CHECK(modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "faulty_fails"), &st) == 0 && st.calls == 1 &&
           st.failures == 1);
-    CHECK(second && modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, second), &st) == 0 && st.fallbacks == 1);
+    CHECK(second && modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, second), &st) == 0 && st.fallbacks == 1);
 
     /* an explicit name that refuses: the call fails with its reason */
     CHECK(modattn_ctx_set_policy(ctx, "faulty_refuses") == 0);

@@ -3,12 +3,14 @@
  * the measured times, and a corrupt file, an unwritable directory and two processes writing at
  * once are all survived.
  *
- * Time is a fake clock: the test links with -Wl,--wrap=modattn_now_ns (tests/attn/CMakeLists.txt),
+ * Time is a fake clock: the test links with -Wl,--wrap=modattn__now_ns (tests/attn/CMakeLists.txt),
  * so the tuner's stopwatch (attn/tune.c, attn/run.c) reads the clock below, which only the test
  * implementations move: slow_impl's run takes 3 ms of it, fast_impl's 1 us, whatever the machine's
  * load or the sanitizers. The winner is decided by what the tuner measured, and the test says
  * exactly what that was; reversing the costs reverses the winner. */
 #include "modattn/modattn.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -18,11 +20,11 @@
 
 const modattn_attn_impl *modattn__backend_reference(void);
 
-/* the fake clock: modattn_now_ns() as the library sees it */
-uint64_t __wrap_modattn_now_ns(void);
+/* the fake clock: modattn__now_ns() as the library sees it */
+uint64_t __wrap_modattn__now_ns(void);
 static _Atomic uint64_t g_fake_ns = 1000000000ull;
 static _Atomic int g_wrapped_calls;
-uint64_t __wrap_modattn_now_ns(void) {
+uint64_t __wrap_modattn__now_ns(void) {
     atomic_fetch_add(&g_wrapped_calls, 1);
     return atomic_load(&g_fake_ns);
 }
@@ -104,8 +106,8 @@ int main(void) {
     ctx = open_ctx("tune");
     CHECK(run_shape(ctx, 16) == 0);
     modattn_impl_stats st;
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "reference"), &st) == 0 && st.calls == 0);
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
+    CHECK(modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "reference"), &st) == 0 && st.calls == 0);
+    CHECK(modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
     CHECK(modattn_explain(ctx, &d, e, 8, &n) == 0);
     CHECK(g_wrapped_calls > 0); /* the tuner read the fake clock */
     /* exactly what the fake clock says each took (the file keeps 4 decimals) */
@@ -118,7 +120,7 @@ int main(void) {
               find(e, n, "reference")->measured_ms);
     /* a second call of the same class does not measure again */
     CHECK(run_shape(ctx, 13) == 0); /* 13 rounds up to the same bucket as 16 */
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
+    CHECK(modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "slow_impl"), &st) == 0 && st.calls == 4);
     modattn_ctx_free(ctx);
     char *txt = slurp(path);
     CHECK(strncmp(txt, "# modattn tune cache v1\n", 24) == 0 && strstr(txt, "\tfast_impl\t"));
@@ -144,7 +146,7 @@ int main(void) {
     ctx = open_ctx("auto");
     CHECK(modattn_explain(ctx, &d, e, 8, &n) == 0 && find(e, n, "fast_impl")->verdict == MODATTN_VERDICT_CHOSEN);
     CHECK(run_shape(ctx, 16) == 0);
-    CHECK(modattn_ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "fast_impl"), &st) == 0 && st.calls == 1);
+    CHECK(modattn__ctx_impl_stats(ctx, (size_t)modattn_ctx_find(ctx, "fast_impl"), &st) == 0 && st.calls == 1);
     modattn_ctx_free(ctx);
 
     /* a corrupt file is ignored, then rewritten whole */

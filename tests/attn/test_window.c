@@ -6,7 +6,7 @@
  * FLOP count with a window, invalid windows / slopes / softcaps refused by name, and an
  * implementation table of api_version 2 (which cannot see these fields) loaded but refused every
  * call that uses them, never run on one. */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 #include "modattn/modattn.h"
 #include "test_util.h"
 

@@ -1,7 +1,7 @@
 /* tests/core/test_json_alloc.c — jansson through modattn's allocator: opting in (refused when
  * other code already gave jansson its functions), counting in "other", the matching free,
  * json_dumps with every allocation failing in turn, and the guarded parser
- * (modattn_json_loadb / modattn_json_load_file) under fault injection and a budget: every failure
+ * (modattn__json_loadb / modattn__json_load_file) under fault injection and a budget: every failure
  * is a clean error with no leak and never a wrong value, on input built to hit jansson's unsafe
  * spot (a failed growth of its token buffer at a string's closing quote, inside a number, inside
  * an escape). */
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 static int64_t total_now(void) {
@@ -60,33 +61,33 @@ static char *build_text(void) {
 }
 
 static void test_unrouted(void) {
-    CHECK(!modattn_json_allocations_counted());
+    CHECK(!modattn__json_allocations_counted());
     int64_t other0 = other_now();
     json_t *j = NULL;
-    CHECK(modattn_json_loadb("{\"a\": [1, 2, 3]}", 16, 0, &j, NULL) == 0 && j);
+    CHECK(modattn__json_loadb("{\"a\": [1, 2, 3]}", 16, 0, &j, NULL) == 0 && j);
     CHECK(other_now() == other0); /* jansson is not counted until asked */
     json_decref(j);
 }
 
 static void test_opt_in(void) {
-    CHECK(modattn_json_count_allocations() == 0);
-    CHECK(modattn_json_allocations_counted());
-    CHECK(modattn_json_count_allocations() == 0); /* again: nothing changes */
-    CHECK(modattn_json_allocations_counted());
+    CHECK(modattn__json_count_allocations() == 0);
+    CHECK(modattn__json_allocations_counted());
+    CHECK(modattn__json_count_allocations() == 0); /* again: nothing changes */
+    CHECK(modattn__json_allocations_counted());
 
     /* another party's functions are left alone */
     json_set_alloc_funcs(foreign_malloc, foreign_free);
-    CHECK_ERR(modattn_json_count_allocations(), MODATTN_EINVAL, "json_set_alloc_funcs");
-    CHECK(!modattn_json_allocations_counted());
+    CHECK_ERR(modattn__json_count_allocations(), MODATTN_EINVAL, "json_set_alloc_funcs");
+    CHECK(!modattn__json_allocations_counted());
     json_t *o = json_pack("{s:i}", "x", 1);
     char *s = json_dumps(o, 0);
     json_decref(o);
     int frees = foreign_frees;
-    modattn_json_free(s); /* the free jansson uses now: the foreign one */
+    modattn__json_free(s); /* the free jansson uses now: the foreign one */
     CHECK(s && foreign_frees == frees + 1 && foreign_mallocs > 0);
     json_set_alloc_funcs(malloc, free);
-    CHECK(modattn_json_count_allocations() == 0);
-    CHECK(modattn_json_allocations_counted());
+    CHECK(modattn__json_count_allocations() == 0);
+    CHECK(modattn__json_allocations_counted());
 }
 
 static void test_counting(void) {
@@ -99,31 +100,31 @@ static void test_counting(void) {
     json_decref(o);
     CHECK(other_now() - other0 >= (int64_t)strlen(s) + 1); /* the string is counted ... */
     CHECK(other_now() < with_string);
-    modattn_json_free(s);
+    modattn__json_free(s);
     CHECK(other_now() == other0 && total_now() == total0); /* ... and un-counted by the free */
-    modattn_json_free(NULL);
+    modattn__json_free(NULL);
     CHECK(total_now() == total0);
 }
 
 /* json_dumps with the Nth allocation failing: jansson is not refused (it would drop bytes), the
- * text is exact, the failure is reported by modattn_json_take_failure(), and nothing leaks. */
+ * text is exact, the failure is reported by modattn__json_take_failure(), and nothing leaks. */
 static void test_dumps_sweep(const json_t *doc) {
     char *want = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-    CHECK(want != NULL && modattn_json_take_failure() == 0);
+    CHECK(want != NULL && modattn__json_take_failure() == 0);
     int64_t base = total_now();
     int points = 0, done = 0;
     for (uint64_t n = 1; n < 5000 && !done; n++) {
         modattn_mem_stats before, after;
         modattn_mem_get_stats(&before);
-        modattn_mem_fail_nth(n);
+        modattn__mem_fail_nth(n);
         char *s = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-        uint64_t attempts = modattn_mem_fail_counter();
-        modattn_mem_fail_nth(0);
-        int st = modattn_json_take_failure();
+        uint64_t attempts = modattn__mem_fail_counter();
+        modattn__mem_fail_nth(0);
+        int st = modattn__json_take_failure();
         modattn_mem_get_stats(&after);
         CHECK_MSG(s && strcmp(s, want) == 0, "allocation #%llu failing: json_dumps gave %s", (unsigned long long)n,
                   s ? "other text" : "NULL");
-        modattn_json_free(s);
+        modattn__json_free(s);
         if (attempts < n) {
             CHECK(st == 0 && after.failures == before.failures);
             done = 1;
@@ -138,7 +139,7 @@ static void test_dumps_sweep(const json_t *doc) {
     }
     CHECK(done && points > 5);
     printf("json_dumps: %d allocation points, each failure reported, the text always exact\n", points);
-    modattn_json_free(want);
+    modattn__json_free(want);
 
     /* over the budget: served, counted, reported */
     base = total_now();
@@ -149,8 +150,8 @@ static void test_dumps_sweep(const json_t *doc) {
     char need[64];
     snprintf(need, sizeof need, "memory budget of %lld bytes", (long long)budget);
     CHECK(o && json_object_size(o) == 1);
-    CHECK_ERR(modattn_json_take_failure(), MODATTN_EBUDGET, need);
-    CHECK(modattn_json_take_failure() == 0); /* taken */
+    CHECK_ERR(modattn__json_take_failure(), MODATTN_EBUDGET, need);
+    CHECK(modattn__json_take_failure() == 0); /* taken */
     json_decref(o);
     CHECK(total_now() == base);
 }
@@ -163,10 +164,10 @@ static void test_parse_sweep(const char *text, const json_t *ref) {
     for (uint64_t n = 1; n < 20000 && !done; n++) {
         json_t *j = (json_t *)1;
         json_error_t err;
-        modattn_mem_fail_nth(n);
-        int st = modattn_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &j, &err);
-        uint64_t attempts = modattn_mem_fail_counter();
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(n);
+        int st = modattn__json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &j, &err);
+        uint64_t attempts = modattn__mem_fail_counter();
+        modattn__mem_fail_nth(0);
         if (st == 0) {
             CHECK_MSG(attempts < n, "allocation #%llu failed but the parse succeeded", (unsigned long long)n);
             CHECK_MSG(json_equal(j, ref), "allocation #%llu: the parse gave another document", (unsigned long long)n);
@@ -191,7 +192,7 @@ static void test_parse_budget(const char *text) {
     modattn_mem_set_budget(budget);
     json_t *j = NULL;
     json_error_t err;
-    int st = modattn_json_loadb(text, strlen(text), 0, &j, &err);
+    int st = modattn__json_loadb(text, strlen(text), 0, &j, &err);
     modattn_mem_set_budget(0);
     char want[64];
     snprintf(want, sizeof want, "memory budget of %lld bytes", (long long)budget);
@@ -211,8 +212,8 @@ static void test_parse_budget(const char *text) {
     k += 2;
     budget = base + 16384;
     modattn_mem_set_budget(budget);
-    modattn_mem_reset_peak();
-    st = modattn_json_loadb(doc, k, 0, &j, NULL);
+    modattn__mem_reset_peak();
+    st = modattn__json_loadb(doc, k, 0, &j, NULL);
     modattn_mem_set_budget(0);
     modattn_mem_stats s;
     modattn_mem_get_stats(&s);
@@ -223,7 +224,7 @@ static void test_parse_budget(const char *text) {
            (long long)(s.peak_total - budget));
     CHECK(total_now() == base);
     /* without the budget it parses */
-    CHECK(modattn_json_loadb(doc, k, 0, &j, NULL) == 0 && json_array_size(j) > 10000);
+    CHECK(modattn__json_loadb(doc, k, 0, &j, NULL) == 0 && json_array_size(j) > 10000);
     json_decref(j);
     free(doc);
 }
@@ -232,24 +233,24 @@ static void test_files(void) {
     int64_t base = total_now();
     json_t *j = NULL;
     json_error_t err;
-    CHECK_ERR(modattn_json_load_file("/nonexistent/x.json", 0, &j, &err), MODATTN_EIO, "/nonexistent/x.json");
+    CHECK_ERR(modattn__json_load_file("/nonexistent/x.json", 0, &j, &err), MODATTN_EIO, "/nonexistent/x.json");
     CHECK(j == NULL && json_error_code(&err) == json_error_cannot_open_file);
     char path[] = "/tmp/modattn_json_XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     CHECK(write(fd, "{\"a\": [1,\n 2,]}", 15) == 15);
     close(fd);
-    CHECK_ERR(modattn_json_load_file(path, 0, &j, &err), MODATTN_EFORMAT, "line 2");
+    CHECK_ERR(modattn__json_load_file(path, 0, &j, &err), MODATTN_EFORMAT, "line 2");
     CHECK(j == NULL && err.line == 2 && strstr(err.text, "unexpected token"));
     fd = open(path, O_WRONLY | O_TRUNC);
     CHECK(write(fd, "{\"a\": [1, 2]}", 13) == 13);
     close(fd);
-    CHECK(modattn_json_load_file(path, 0, &j, &err) == 0 && json_array_size(json_object_get(j, "a")) == 2);
+    CHECK(modattn__json_load_file(path, 0, &j, &err) == 0 && json_array_size(json_object_get(j, "a")) == 2);
     json_decref(j);
-    CHECK_ERR(modattn_json_loadb("{\"a\":1,\"a\":2}", 13, JSON_REJECT_DUPLICATES, &j, &err), MODATTN_EFORMAT,
+    CHECK_ERR(modattn__json_loadb("{\"a\":1,\"a\":2}", 13, JSON_REJECT_DUPLICATES, &j, &err), MODATTN_EFORMAT,
               "duplicate");
-    CHECK(modattn_json_loadb("\"x\"", 3, 0, &j, NULL) == MODATTN_EFORMAT); /* flags pass through ... */
-    CHECK(modattn_json_loadb("\"x\"", 3, JSON_DECODE_ANY, &j, NULL) == 0 && json_is_string(j)); /* ... */
+    CHECK(modattn__json_loadb("\"x\"", 3, 0, &j, NULL) == MODATTN_EFORMAT); /* flags pass through ... */
+    CHECK(modattn__json_loadb("\"x\"", 3, JSON_DECODE_ANY, &j, NULL) == 0 && json_is_string(j)); /* ... */
     json_decref(j);
     unlink(path);
     CHECK(total_now() == base);
@@ -261,7 +262,7 @@ int main(void) {
     test_counting();
     char *text = build_text();
     json_t *ref = NULL;
-    CHECK(modattn_json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &ref, NULL) == 0);
+    CHECK(modattn__json_loadb(text, strlen(text), JSON_REJECT_DUPLICATES, &ref, NULL) == 0);
     CHECK(ref && json_object_size(ref) == 7 && json_string_length(json_object_get(ref, "s")) == 62);
     if (ref) {
         test_dumps_sweep(ref);

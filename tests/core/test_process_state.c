@@ -2,7 +2,7 @@
  * program that embeds modattn next to other users of SQLite and OpenMP (Python with its sqlite3
  * module and numpy) must not find their settings changed behind its back.
  *
- *  - SQLite's global allocator is only replaced on request (modattn_store_account_sqlite_memory),
+ *  - SQLite's global allocator is only replaced on request (modattn__store_account_sqlite_memory),
  *    and the request fails with a message, changing nothing, once SQLite is in use;
  *  - the oneDNN GEMMs set OpenMP's thread count of the calling thread to 1 while they run and put
  *    the caller's own setting back;
@@ -11,6 +11,8 @@
 #include "backends/cpu_flash/flash.h"
 #include "modattn/modattn.h"
 #include "modattn/store.h"
+#include "attn/internal_dispatch.h"
+#include "pipeline/internal_store.h"
 #include "test_util.h"
 
 #include <pthread.h>
@@ -37,7 +39,7 @@ static int64_t other_bytes(void) {
 static int child_sqlite(int opt_in) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s.db", g_dir, opt_in ? "counted" : "not-counted");
-    if (opt_in && modattn_store_account_sqlite_memory() != 0) {
+    if (opt_in && modattn__store_account_sqlite_memory() != 0) {
         fprintf(stderr, "opt-in failed: %s\n", modattn_last_error());
         return 10;
     }
@@ -65,12 +67,12 @@ static int child_sqlite(int opt_in) {
             bad = 13;
         }
         /* too late now: SQLite is initialised; the call says so and changes nothing */
-        int st = modattn_store_account_sqlite_memory();
+        int st = modattn__store_account_sqlite_memory();
         if (st != MODATTN_EUNSUPPORTED || !strstr(modattn_last_error(), "initialised")) {
             fprintf(stderr, "late opt-in: status %d, message '%s'\n", st, modattn_last_error());
             bad = 14;
         }
-        if (modattn_store_account_sqlite_memory() != MODATTN_EUNSUPPORTED) bad = 15; /* and again */
+        if (modattn__store_account_sqlite_memory() != MODATTN_EUNSUPPORTED) bad = 15; /* and again */
     }
     modattn_store_close(s);
     return bad;
@@ -141,7 +143,7 @@ static void test_forced_isa(void) {
         modattn_ctx_free(ctx);
         return;
     }
-    isa_probe p = {modattn_ctx_impl(ctx, (size_t)idx), NULL};
+    isa_probe p = {modattn__ctx_impl(ctx, (size_t)idx), NULL};
     probe_isa(&p);
     const char *auto_isa = p.seen;
     CHECK(auto_isa != NULL);

@@ -1,9 +1,9 @@
 /* tests/core/test_search_api.c — the public C search API as a C program uses it (modattn/search.h),
  * on a small store built here with the library's own indexer (modattn_index_paths) and the model
  * of `make model` (all-MiniLM-L6-v2; fails, does not skip, without it):
- *   - modattn_search: the k best chunks, ranked 1..k by descending cosine, the document about the
+ *   - modattn__search: the k best chunks, ranked 1..k by descending cosine, the document about the
  *     query's topic first for each of four topics; k larger than the store gives every chunk;
- *   - modattn_search_with / modattn_search_batch: a batch of queries gives each query exactly the
+ *   - modattn__search_with / modattn__search_batch: a batch of queries gives each query exactly the
  *     results (chunks, ranks, scores, bit for bit) of that query searched alone, in vector,
  *     keyword and hybrid mode; a path prefix keeps only the documents under it;
  *   - the searcher (modattn_searcher_*): the same results as the batch, and a search after an
@@ -22,6 +22,7 @@
 #include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_search.h"
 #include "test_util.h"
 
 #define MINILM ".models/all-MiniLM-L6-v2"
@@ -85,7 +86,7 @@ static void test_search(modattn_store *s, modattn_model *m) {
     for (size_t d = 0; d < NDOCS; d++) {
         modattn_search_result *r = NULL;
         size_t n = 0;
-        int st = modattn_search(s, m, k_docs[d].query, 3, NULL, &r, &n);
+        int st = modattn__search(s, m, k_docs[d].query, 3, NULL, &r, &n);
         CHECK_MSG(st == 0 && n == 3, "search '%s': status %d, %zu results: %s", k_docs[d].query, st, n,
                   modattn_last_error());
         if (st == 0 && n > 0) {
@@ -107,11 +108,11 @@ static void test_search(modattn_store *s, modattn_model *m) {
     /* k larger than the store: every chunk (one a document here), once each */
     modattn_search_result *r = NULL;
     size_t n = 0;
-    CHECK(modattn_search(s, m, "anything", 50, NULL, &r, &n) == 0 && n == NDOCS);
+    CHECK(modattn__search(s, m, "anything", 50, NULL, &r, &n) == 0 && n == NDOCS);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++) CHECK_MSG(r[i].chunk.id != r[j].chunk.id, "chunk %lld twice", (long long)r[i].chunk.id);
     modattn_search_results_free(r, n);
-    CHECK_ERR(modattn_search(s, m, NULL, 3, NULL, &r, &n), MODATTN_EINVAL, "");
+    CHECK_ERR(modattn__search(s, m, NULL, 3, NULL, &r, &n), MODATTN_EINVAL, "");
 }
 
 static void test_batch_and_searcher(modattn_store *s, modattn_model *m) {
@@ -127,7 +128,7 @@ static void test_batch_and_searcher(modattn_store *s, modattn_model *m) {
         p.k = 2;
         modattn_search_result *out[NDOCS] = {0}, *hout[NDOCS] = {0};
         size_t nout[NDOCS] = {0}, hn[NDOCS] = {0};
-        int st = modattn_search_batch(s, m, queries, NDOCS, &p, NULL, out, nout, NULL, NULL);
+        int st = modattn__search_batch(s, m, queries, NDOCS, &p, NULL, out, nout, NULL, NULL);
         CHECK_MSG(st == 0, "%s batch: %s", modattn_search_mode_name(modes[mi]), modattn_last_error());
         int hst = h ? modattn_searcher_search(h, queries, NDOCS, &p, NULL, hout, hn, NULL, NULL) : -1;
         CHECK_MSG(hst == 0, "%s searcher: %s", modattn_search_mode_name(modes[mi]), modattn_last_error());
@@ -135,7 +136,7 @@ static void test_batch_and_searcher(modattn_store *s, modattn_model *m) {
         for (size_t q = 0; st == 0 && q < NDOCS; q++) {
             modattn_search_result *one = NULL;
             size_t n1 = 0;
-            CHECK(modattn_search_with(s, m, queries[q], &p, NULL, &one, &n1, NULL, NULL) == 0);
+            CHECK(modattn__search_with(s, m, queries[q], &p, NULL, &one, &n1, NULL, NULL) == 0);
             same += same_results(out[q], nout[q], one, n1);
             same_h += hst == 0 && same_results(hout[q], hn[q], one, n1);
             found += nout[q] > 0 && !strcmp(doc_of(&out[q][0]), k_docs[q].file);
@@ -164,7 +165,7 @@ static void test_batch_and_searcher(modattn_store *s, modattn_model *m) {
     p.path_prefix = prefix;
     modattn_search_result *r = NULL;
     size_t n = 0;
-    CHECK(modattn_search_with(s, m, "a kitten playing with yarn", &p, NULL, &r, &n, NULL, NULL) == 0);
+    CHECK(modattn__search_with(s, m, "a kitten playing with yarn", &p, NULL, &r, &n, NULL, NULL) == 0);
     CHECK_MSG(n == 1 && !strcmp(doc_of(&r[0]), "bread.txt"), "prefix %s: %zu results, first %s", prefix, n,
               n ? doc_of(&r[0]) : "-");
     modattn_search_results_free(r, n);
@@ -218,7 +219,7 @@ int main(void) {
     modattn_search_result *r = NULL;
     size_t n = 0;
     CHECK(modattn_store_open(empty, MODATTN_STORE_CREATE, &s) == 0);
-    CHECK_ERR(modattn_search(s, m, "cat", 3, NULL, &r, &n), MODATTN_ENOTFOUND, "");
+    CHECK_ERR(modattn__search(s, m, "cat", 3, NULL, &r, &n), MODATTN_ENOTFOUND, "");
     modattn_store_close(s);
     unlink(empty);
 
@@ -226,7 +227,7 @@ int main(void) {
     s = NULL;
     CHECK(modattn_store_open(db2, MODATTN_STORE_CREATE, &s) == 0);
     if (s && index_dir(s, tiny, g_docs) == 0)
-        CHECK_ERR(modattn_search(s, m, "cat", 3, NULL, &r, &n), MODATTN_EVERSION, "");
+        CHECK_ERR(modattn__search(s, m, "cat", 3, NULL, &r, &n), MODATTN_EVERSION, "");
     modattn_store_close(s);
     unlink(db2);
 

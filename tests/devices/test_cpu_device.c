@@ -6,8 +6,10 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu_internal.h"
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 #include "test_util.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -18,7 +20,7 @@ static float rnd(void) {
 
 static modattn_buffer *buf(const modattn_device_iface *cpu, size_t floats, bool random) {
     modattn_buffer *b = NULL;
-    CHECK(modattn_buffer_alloc(cpu, floats * 4, MODATTN_MEM_ACTIVATIONS, "test", &b) == 0);
+    CHECK(modattn__buffer_alloc(cpu, floats * 4, MODATTN_MEM_ACTIVATIONS, "test", &b) == 0);
     if (!b) return NULL;
     float *p = b->host;
     for (size_t i = 0; i < floats; i++) p[i] = random ? rnd() : 0.0f;
@@ -28,12 +30,12 @@ static modattn_buffer *buf(const modattn_device_iface *cpu, size_t floats, bool 
 /* y = (acc ? y0 : 0) + a w^T + bias, act, LN; padding rows zero */
 static double linear_err(const modattn_device_iface *cpu, int64_t rows, int64_t S, int64_t N, int64_t K, bool acc,
                          modattn_act act, bool ln, bool prepared) {
-    const int64_t rb = modattn_device_row_block(cpu), cap = (rows + rb - 1) / rb * rb;
+    const int64_t rb = modattn__device_row_block(cpu), cap = (rows + rb - 1) / rb * rb;
     modattn_buffer *a = buf(cpu, (size_t)(cap * K), true), *w = buf(cpu, (size_t)(N * K), true);
     modattn_buffer *bias = buf(cpu, (size_t)N, true), *y = buf(cpu, (size_t)(cap * N), true);
     modattn_buffer *g = buf(cpu, (size_t)N, true), *be = buf(cpu, (size_t)N, true), *lens = NULL;
     const int64_t B = (rows + S - 1) / S;
-    CHECK(modattn_buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
+    CHECK(modattn__buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
     for (int64_t b = 0; b < B; b++) ((int32_t *)lens->host)[b] = (int32_t)(S - 1 - b % 3); /* some padding */
     float *A = a->host, *Y = y->host;
     for (int64_t r = rows; r < cap; r++) memset(A + r * K, 0, (size_t)K * 4); /* the zero rows past `rows` */
@@ -64,20 +66,20 @@ static double linear_err(const modattn_device_iface *cpu, int64_t rows, int64_t 
                                 .eps = 1e-12, .lens = lens, .S = S};
     modattn_linear_plan *plan = NULL;
     if (prepared) {
-        CHECK(modattn_device_linear_prepare(cpu, &l, &plan) == 0);
+        CHECK(modattn__device_linear_prepare(cpu, &l, &plan) == 0);
         l.plan = plan;
     }
-    int st = modattn_device_linear(cpu, &l);
+    int st = modattn__device_linear(cpu, &l);
     CHECK_MSG(st == 0, "linear: %s", modattn_last_error());
     double err = 0;
     for (int64_t i = 0; i < rows * N; i++) {
         double e = fabs(Y[i] - ref[i]) / (1.0 + fabs(ref[i]));
         if (e > err || isnan(Y[i])) err = isnan(Y[i]) ? INFINITY : e;
     }
-    modattn_linear_plan_free(plan);
+    modattn__linear_plan_free(plan);
     free(ref);
     modattn_buffer *all[] = {a, w, bias, y, g, be, lens};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn_buffer_free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn__buffer_free(all[i]);
     return err;
 }
 
@@ -114,13 +116,13 @@ int main(void) {
     if (!cpu) return test_finish("test_cpu_device");
     /* the CPU device computes the encoder's ops itself, in 64-row blocks */
     CHECK(cpu->ops && cpu->ops->embed && cpu->ops->linear && cpu->ops->pool && cpu->ops->linear_prepare);
-    CHECK(modattn_device_row_block(cpu) == 64);
+    CHECK(modattn__device_row_block(cpu) == 64);
     for (int op = 0; op < MODATTN_OP_COUNT; op++) {
         char why[256];
         const bool ok = modattn_device_supports_op(cpu, (modattn_op)op, why, sizeof why);
         if (op == MODATTN_OP_LINEAR_BF16 || op == MODATTN_OP_LINEAR_INT8 || op == MODATTN_OP_LINEAR_BF16X3) {
             /* only where the CPU has bf16 (int8) dot products (bf16x3: AMX tiles too), else why */
-            const modattn_cpu_features *f = modattn_cpu_get();
+            const modattn_cpu_features *f = modattn__cpu_get();
             const bool bf = op == MODATTN_OP_LINEAR_BF16, x3 = op == MODATTN_OP_LINEAR_BF16X3;
             const bool has = (bf ? f->avx512_bf16 : x3 ? f->avx512_bf16 && f->amx_bf16 : f->avx512_vnni) &&
                              f->avx512bw && f->avx512vl;
@@ -141,13 +143,13 @@ int main(void) {
     modattn_mem_stats m0, m1;
     modattn_mem_get_stats(&m0);
     modattn_buffer *hb = NULL;
-    CHECK(modattn_buffer_from_host(cpu, host, sizeof host, MODATTN_MEM_WEIGHTS, "borrowed", &hb) == 0);
+    CHECK(modattn__buffer_from_host(cpu, host, sizeof host, MODATTN_MEM_WEIGHTS, "borrowed", &hb) == 0);
     modattn_mem_get_stats(&m1);
     CHECK(hb && hb->host == (void *)host && hb->borrowed && hb->bytes == sizeof host);
     CHECK(m1.current[MODATTN_MEM_WEIGHTS] == m0.current[MODATTN_MEM_WEIGHTS]);
     float back[64];
-    CHECK(modattn_buffer_read(hb, 0, back, sizeof back) == 0 && back[63] == 63.0f);
-    modattn_buffer_free(hb);
+    CHECK(modattn__buffer_read(hb, 0, back, sizeof back) == 0 && back[63] == 63.0f);
+    modattn__buffer_free(hb);
     CHECK(host[63] == 63.0f); /* still ours */
 
     /* linear, every epilogue, with and without the prepared (packed) weight */
@@ -168,23 +170,23 @@ int main(void) {
         modattn_buffer *w = buf(cpu, 64 * 32, true);
         modattn_op_linear_args shape = {.w = w, .lda = 32, .ldy = 64, .N = 64, .K = 32};
         modattn_linear_plan *plan = NULL;
-        CHECK(modattn_device_linear_prepare(cpu, &shape, &plan) == 0);
+        CHECK(modattn__device_linear_prepare(cpu, &shape, &plan) == 0);
         if (plan) CHECK(plan->owns_weight && plan->iface == cpu);
-        modattn_linear_plan_free(plan);
-        modattn_buffer_free(w);
+        modattn__linear_plan_free(plan);
+        modattn__buffer_free(w);
     }
 
     /* pooling: mean, cls, max, normalised, against loops */
     {
         const int64_t B = 3, S = 5, H = 8, dim = 3 * H;
         modattn_buffer *x = buf(cpu, (size_t)(B * S * H), true), *out = buf(cpu, (size_t)(B * dim), false), *lens = NULL;
-        CHECK(modattn_buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
+        CHECK(modattn__buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
         int32_t L[3] = {5, 1, 3};
         memcpy(lens->host, L, sizeof L);
         modattn_op_pool_args pa = {.x = x, .lens = lens, .B = B, .S = S, .H = H,
                                    .modes = MODATTN_POOL_CLS | MODATTN_POOL_MAX | MODATTN_POOL_MEAN, .normalize = true,
                                    .out = out, .dim = dim};
-        CHECK(modattn_device_pool(cpu, &pa) == 0);
+        CHECK(modattn__device_pool(cpu, &pa) == 0);
         const float *X = x->host, *O = out->host;
         double worst = 0;
         for (int64_t b = 0; b < B; b++) {
@@ -201,14 +203,14 @@ int main(void) {
             for (int k = 0; k < dim; k++) worst = fmax(worst, fabs(O[b * dim + k] - r[k] / sqrt(ss)));
         }
         CHECK_MSG(worst < 1e-6, "pool: max abs error %.3g", worst);
-        modattn_buffer_free(x), modattn_buffer_free(out), modattn_buffer_free(lens);
+        modattn__buffer_free(x), modattn__buffer_free(out), modattn__buffer_free(lens);
     }
 
     /* the host fallback is for other devices: on the host itself it is refused */
     {
         modattn_op_pool_args pa;
         memset(&pa, 0, sizeof pa);
-        CHECK_ERR(modattn_device_host_pool(cpu, &pa), MODATTN_EINVAL, "the device is the host");
+        CHECK_ERR(modattn__device_host_pool(cpu, &pa), MODATTN_EINVAL, "the device is the host");
     }
     return test_finish("test_cpu_device");
 }

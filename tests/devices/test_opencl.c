@@ -14,6 +14,8 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
+#include "device/internal_device.h"
 #include "backends/opencl/ocl.h" /* the program builder, for the build-failure case */
 #include "embed_golden.h"
 #include "test_util.h"
@@ -26,7 +28,7 @@ static const modattn_device_iface *g_dev;
  * calls: it is not a model's to give back). */
 static int64_t dev_total(void) {
     modattn_device_mem_stats s;
-    modattn_device_mem_get_stats(g_dev, &s);
+    modattn__device_mem_get_stats(g_dev, &s);
     return s.current_total - s.current[MODATTN_MEM_WORKSPACE];
 }
 
@@ -50,33 +52,33 @@ static void test_lookup(void) {
 static void test_buffers(void) {
     int64_t t0 = dev_total();
     modattn_buffer *a = NULL, *b = NULL;
-    CHECK(modattn_buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test a", &a) == 0);
-    CHECK(modattn_buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test b", &b) == 0);
+    CHECK(modattn__buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test a", &a) == 0);
+    CHECK(modattn__buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test b", &b) == 0);
     CHECK(a && a->host == NULL && a->handle != NULL && a->bytes == 4096);
     CHECK(dev_total() == t0 + 8192);
     float src[1024], dst[1024];
     for (int i = 0; i < 1024; i++) src[i] = (float)i * 0.5f;
-    CHECK(modattn_buffer_write(a, 0, src, sizeof src) == 0);
-    CHECK(modattn_buffer_copy(b, 0, a, 0, sizeof src) == 0);
+    CHECK(modattn__buffer_write(a, 0, src, sizeof src) == 0);
+    CHECK(modattn__buffer_copy(b, 0, a, 0, sizeof src) == 0);
     memset(dst, 0, sizeof dst);
-    CHECK(modattn_buffer_read(b, 0, dst, sizeof dst) == 0 && memcmp(src, dst, sizeof src) == 0);
+    CHECK(modattn__buffer_read(b, 0, dst, sizeof dst) == 0 && memcmp(src, dst, sizeof src) == 0);
     /* a copy inside one buffer whose ranges overlap: as memmove (drivers refuse it natively) */
-    CHECK(modattn_buffer_write(b, 0, src, sizeof src) == 0);
-    CHECK_MSG(modattn_buffer_copy(b, 16, b, 0, 64) == 0, "%s", modattn_last_error());
-    CHECK(modattn_buffer_read(b, 0, dst, sizeof dst) == 0 && dst[4] == src[0] && dst[19] == src[15] && dst[3] == src[3]);
-    CHECK(modattn_buffer_write(b, 0, src, sizeof src) == 0);
-    CHECK(modattn_buffer_fill(b, 16, 0, 32) == 0);
-    CHECK(modattn_buffer_read(b, 0, dst, sizeof dst) == 0 && dst[3] == 1.5f && dst[4] == 0.0f && dst[11] == 0.0f &&
+    CHECK(modattn__buffer_write(b, 0, src, sizeof src) == 0);
+    CHECK_MSG(modattn__buffer_copy(b, 16, b, 0, 64) == 0, "%s", modattn_last_error());
+    CHECK(modattn__buffer_read(b, 0, dst, sizeof dst) == 0 && dst[4] == src[0] && dst[19] == src[15] && dst[3] == src[3]);
+    CHECK(modattn__buffer_write(b, 0, src, sizeof src) == 0);
+    CHECK(modattn__buffer_fill(b, 16, 0, 32) == 0);
+    CHECK(modattn__buffer_read(b, 0, dst, sizeof dst) == 0 && dst[3] == 1.5f && dst[4] == 0.0f && dst[11] == 0.0f &&
           dst[12] == 6.0f);
-    CHECK_ERR(modattn_buffer_write(a, 4000, src, 100), MODATTN_ERANGE, "outside the 4096-byte buffer");
-    CHECK_ERR(modattn_buffer_read(a, 5000, dst, 1), MODATTN_ERANGE, "outside");
+    CHECK_ERR(modattn__buffer_write(a, 4000, src, 100), MODATTN_ERANGE, "outside the 4096-byte buffer");
+    CHECK_ERR(modattn__buffer_read(a, 5000, dst, 1), MODATTN_ERANGE, "outside");
     /* a tensor view checked against its buffer, not a capacity */
-    modattn_tensor t = modattn_tensor_on_buffer(a, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+    modattn_tensor t = modattn__tensor_on_buffer(a, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
     CHECK(t.buffer == a && t.data == NULL && t.device.kind == MODATTN_DEVICE_OPENCL);
     modattn_attn_call c;
     memset(&c, 0, sizeof c);
     c.q = c.k = c.v = t;
-    c.o = modattn_tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+    c.o = modattn__tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
     modattn_attn_desc d;
     CHECK(modattn_attn_describe(&c, &d) == 0 && d.device.kind == MODATTN_DEVICE_OPENCL);
     c.o.offset = 4; /* one element in: the last row runs past the end */
@@ -85,40 +87,40 @@ static void test_buffers(void) {
     CHECK_ERR(modattn_attn_describe(&c, &d), MODATTN_EINVAL, "not a multiple");
     { /* lse inside the mask's device buffer */
         modattn_attn_call m = c;
-        m.mask = modattn_tensor_on_buffer(a, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
-        m.q = m.k = m.v = modattn_tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+        m.mask = modattn__tensor_on_buffer(a, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+        m.q = m.k = m.v = modattn__tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
         modattn_buffer *bo2 = NULL;
-        CHECK(modattn_buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test o", &bo2) == 0);
-        m.o = modattn_tensor_on_buffer(bo2, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
-        m.lse = modattn_tensor_on_buffer(a, 64, MODATTN_DTYPE_F32, 1, 1, 32, 1);
+        CHECK(modattn__buffer_alloc(g_dev, 4096, MODATTN_MEM_ACTIVATIONS, "test o", &bo2) == 0);
+        m.o = modattn__tensor_on_buffer(bo2, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+        m.lse = modattn__tensor_on_buffer(a, 64, MODATTN_DTYPE_F32, 1, 1, 32, 1);
         CHECK_ERR(modattn_attn_describe(&m, &d), MODATTN_EINVAL, "lse overlaps mask");
-        modattn_buffer_free(bo2);
+        modattn__buffer_free(bo2);
     }
     c.o = c.q; /* o aliasing q in the same device buffer */
     CHECK_ERR(modattn_attn_describe(&c, &d), MODATTN_EINVAL, "o overlaps q");
-    c.o = modattn_tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
+    c.o = modattn__tensor_on_buffer(b, 0, MODATTN_DTYPE_F32, 1, 1, 32, 32);
     c.k = modattn_tensor_contiguous(src, MODATTN_DTYPE_F32, 1, 1, 32, 32); /* a host tensor among device ones */
     CHECK_ERR(modattn_attn_describe(&c, &d), MODATTN_EINVAL, "different devices");
-    modattn_buffer_free(a);
-    modattn_buffer_free(b);
+    modattn__buffer_free(a);
+    modattn__buffer_free(b);
     CHECK(dev_total() == t0);
 
     /* the budget counts this device's bytes; the message names the device, the buffer and the size */
     modattn_mem_set_budget(1 << 20);
-    CHECK_ERR(modattn_buffer_alloc(g_dev, 2u << 20, MODATTN_MEM_WEIGHTS, "big weight", &a), MODATTN_EBUDGET,
+    CHECK_ERR(modattn__buffer_alloc(g_dev, 2u << 20, MODATTN_MEM_WEIGHTS, "big weight", &a), MODATTN_EBUDGET,
               "exceeded on opencl:0: big weight asked for 2097152 bytes");
     CHECK(a == NULL && dev_total() == t0);
     modattn_mem_set_budget(0);
     /* larger than the device can hold in one buffer: a status, not a crash */
     modattn_device_info in;
     modattn_device_info_get(g_dev, &in);
-    CHECK_ERR(modattn_buffer_alloc(g_dev, (size_t)in.max_alloc_bytes + 4096, MODATTN_MEM_WEIGHTS, "huge", &a),
+    CHECK_ERR(modattn__buffer_alloc(g_dev, (size_t)in.max_alloc_bytes + 4096, MODATTN_MEM_WEIGHTS, "huge", &a),
               MODATTN_ENOMEM, "huge of");
     CHECK(dev_total() == t0);
     /* injected failure: clean, nothing counted */
-    modattn_mem_fail_nth(2); /* 1: the handle's host struct, 2: the device bytes */
-    CHECK_ERR(modattn_buffer_alloc(g_dev, 4096, MODATTN_MEM_WEIGHTS, "injected", &a), MODATTN_ENOMEM, "injected failure");
-    modattn_mem_fail_nth(0);
+    modattn__mem_fail_nth(2); /* 1: the handle's host struct, 2: the device bytes */
+    CHECK_ERR(modattn__buffer_alloc(g_dev, 4096, MODATTN_MEM_WEIGHTS, "injected", &a), MODATTN_ENOMEM, "injected failure");
+    modattn__mem_fail_nth(0);
     CHECK(a == NULL && dev_total() == t0);
 }
 
@@ -135,18 +137,18 @@ static void test_dispatch(modattn_ctx *ctx) {
         v[i] = -q[i];
     }
     modattn_buffer *bq, *bk, *bv, *bo;
-    CHECK(modattn_buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "q", &bq) == 0);
-    CHECK(modattn_buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "k", &bk) == 0);
-    CHECK(modattn_buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "v", &bv) == 0);
-    CHECK(modattn_buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "o", &bo) == 0);
-    modattn_buffer_write(bq, 0, q, n * 4), modattn_buffer_write(bk, 0, k, n * 4), modattn_buffer_write(bv, 0, v, n * 4);
+    CHECK(modattn__buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "q", &bq) == 0);
+    CHECK(modattn__buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "k", &bk) == 0);
+    CHECK(modattn__buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "v", &bv) == 0);
+    CHECK(modattn__buffer_alloc(g_dev, n * 4, MODATTN_MEM_ACTIVATIONS, "o", &bo) == 0);
+    modattn__buffer_write(bq, 0, q, n * 4), modattn__buffer_write(bk, 0, k, n * 4), modattn__buffer_write(bv, 0, v, n * 4);
     int32_t lens[2] = {37, 20};
     modattn_attn_call c;
     memset(&c, 0, sizeof c);
-    c.q = modattn_tensor_on_buffer(bq, 0, MODATTN_DTYPE_F32, B, H, S, D);
-    c.k = modattn_tensor_on_buffer(bk, 0, MODATTN_DTYPE_F32, B, H, S, D);
-    c.v = modattn_tensor_on_buffer(bv, 0, MODATTN_DTYPE_F32, B, H, S, D);
-    c.o = modattn_tensor_on_buffer(bo, 0, MODATTN_DTYPE_F32, B, H, S, D);
+    c.q = modattn__tensor_on_buffer(bq, 0, MODATTN_DTYPE_F32, B, H, S, D);
+    c.k = modattn__tensor_on_buffer(bk, 0, MODATTN_DTYPE_F32, B, H, S, D);
+    c.v = modattn__tensor_on_buffer(bv, 0, MODATTN_DTYPE_F32, B, H, S, D);
+    c.o = modattn__tensor_on_buffer(bo, 0, MODATTN_DTYPE_F32, B, H, S, D);
     c.kv_lens = lens;
     c.causal = true;
 
@@ -164,21 +166,21 @@ static void test_dispatch(modattn_ctx *ctx) {
             CHECK(e[i].verdict == MODATTN_VERDICT_REFUSED && strstr(e[i].reason, "the tensors are on opencl:0"));
     }
     /* auto runs it on the device, and the result equals cpu_flash's on the host (within fp32) */
-    modattn_trace_clear();
-    modattn_trace_enable(true);
+    modattn__trace_clear();
+    modattn__trace_enable(true);
     CHECK_MSG(modattn_attention(ctx, &c) == 0, "%s", modattn_last_error());
-    modattn_trace_enable(false);
-    CHECK(modattn_buffer_read(bo, 0, o, n * 4) == 0);
+    modattn__trace_enable(false);
+    CHECK(modattn__buffer_read(bo, 0, o, n * 4) == 0);
     bool device_span = false;
-    for (size_t i = 0; i < modattn_trace_count(); i++) {
+    for (size_t i = 0; i < modattn__trace_count(); i++) {
         modattn_trace_span s;
-        modattn_trace_get(i, &s);
+        modattn__trace_get(i, &s);
         if (s.thread == MODATTN_TRACE_DEVICE_TRACK(MODATTN_DEVICE_OPENCL, 0) && strncmp(s.name, "opencl.flash_fwd", 16) == 0 &&
             s.t1_ns >= s.t0_ns && s.flops > 0)
             device_span = true;
     }
     CHECK_MSG(device_span, "no opencl.flash_fwd span on the device's track");
-    modattn_trace_clear();
+    modattn__trace_clear();
     modattn_attn_call h = c;
     h.q = modattn_tensor_contiguous(q, MODATTN_DTYPE_F32, B, H, S, D);
     h.k = modattn_tensor_contiguous(k, MODATTN_DTYPE_F32, B, H, S, D);
@@ -193,7 +195,7 @@ static void test_dispatch(modattn_ctx *ctx) {
     CHECK_ERR(modattn_attention(ctx, &c), MODATTN_EUNSUPPORTED, "the tensors are on opencl:0");
     /* each OpenCL implementation by name; tune chooses among the device's only */
     CHECK(modattn_ctx_set_policy(ctx, "opencl_blas") == 0);
-    CHECK(modattn_attention(ctx, &c) == 0 && modattn_buffer_read(bo, 0, o2, n * 4) == 0);
+    CHECK(modattn_attention(ctx, &c) == 0 && modattn__buffer_read(bo, 0, o2, n * 4) == 0);
     worst = 0;
     for (size_t i = 0; i < n; i++) worst = fmaxf(worst, fabsf(o[i] - o2[i]));
     CHECK_MSG(worst < 1e-5f, "opencl_blas vs opencl_flash differ by %g", (double)worst);
@@ -206,7 +208,7 @@ static void test_dispatch(modattn_ctx *ctx) {
         if (strcmp(e[i].name, "cpu_flash") == 0) CHECK(e[i].verdict == MODATTN_VERDICT_REFUSED);
     }
     CHECK(modattn_ctx_set_policy(ctx, "auto") == 0);
-    modattn_buffer_free(bq), modattn_buffer_free(bk), modattn_buffer_free(bv), modattn_buffer_free(bo);
+    modattn__buffer_free(bq), modattn__buffer_free(bk), modattn__buffer_free(bv), modattn__buffer_free(bo);
     free(q), free(k), free(v), free(o), free(o2);
 }
 
@@ -258,9 +260,9 @@ static void golden_on_device(modattn_ctx *ctx, const char *label, const char *di
     float *out = malloc(n * dim * sizeof *out);
     int32_t *ntok = malloc(n * sizeof *ntok);
     for (size_t i = 0; i < n; i++) texts[i] = g[i].text, lens[i] = g[i].len;
-    uint64_t c0 = modattn_now_ns();
+    uint64_t c0 = modattn__now_ns();
     st = modattn_model_embed(m, texts, lens, n, out, ntok);
-    double secs = (double)(modattn_now_ns() - c0) * 1e-9;
+    double secs = (double)(modattn__now_ns() - c0) * 1e-9;
     CHECK_MSG(st == 0, "%s: embed on opencl:0: %s", label, modattn_last_error());
     double mn = 2;
     size_t below = 0, tok_bad = 0, tokens = 0;
@@ -311,12 +313,12 @@ static void sweep(modattn_ctx *ctx) {
     }
     for (uint64_t nth = 1; nth < 100000; nth++) {
         modattn_mem_get_stats(&h0);
-        modattn_mem_fail_nth(nth);
+        modattn__mem_fail_nth(nth);
         modattn_model *m = NULL;
         int st = modattn_model_load_ex(ctx, dir, &mo, &m);
         if (st == 0) st = modattn_model_embed(m, texts, NULL, 3, out, NULL);
-        uint64_t attempts = modattn_mem_fail_counter();
-        modattn_mem_fail_nth(0);
+        uint64_t attempts = modattn__mem_fail_counter();
+        modattn__mem_fail_nth(0);
         modattn_model_free(m);
         modattn_mem_get_stats(&h1);
         if (st == 0 && attempts < nth) break; /* nothing failed: the sweep is complete */
@@ -354,7 +356,7 @@ static void build_failure(void) {
 /* An op the device refuses: the model does not load there, and the message names the op. */
 static void refusal(modattn_ctx *ctx) {
     int op = MODATTN_OP_LAYERNORM;
-    CHECK(modattn_device_control(g_dev, MODATTN_DEVICE_CONTROL_DISABLE_OP, &op) == 0);
+    CHECK(modattn__device_control(g_dev, MODATTN_DEVICE_CONTROL_DISABLE_OP, &op) == 0);
     char why[256];
     CHECK(!modattn_device_supports_op(g_dev, MODATTN_OP_LAYERNORM, why, sizeof why) && strstr(why, "disabled"));
     modattn_model_options mo = {.device = "opencl"};
@@ -389,13 +391,13 @@ static void host_fallback(modattn_ctx *ctx) {
     const char *texts[] = {"host fallback", "a longer text that runs through the same layers on the device"};
     const size_t dim = in->dim;
     float *a = calloc(2 * dim, sizeof *a), *b = calloc(2 * dim, sizeof *b);
-    const uint64_t before = modattn_device_fallback_count(g_dev, MODATTN_OP_LAYERNORM);
+    const uint64_t before = modattn__device_fallback_count(g_dev, MODATTN_OP_LAYERNORM);
     CHECK(modattn_model_embed(m, texts, NULL, 2, a, NULL) == 0);
     CHECK(modattn_model_embed(mc, texts, NULL, 2, b, NULL) == 0);
-    const uint64_t calls = modattn_device_fallback_count(g_dev, MODATTN_OP_LAYERNORM) - before;
+    const uint64_t calls = modattn__device_fallback_count(g_dev, MODATTN_OP_LAYERNORM) - before;
     /* the embedding's and two residual linears' per layer, per batch (one or two batches) */
     CHECK_MSG(calls > 0 && calls % (2u * (unsigned)in->layers + 1u) == 0, "%llu fallback calls", (unsigned long long)calls);
-    CHECK(modattn_device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL) == 0);
+    CHECK(modattn__device_fallback_count(g_dev, MODATTN_OP_LINEAR_RESIDUAL) == 0);
     for (int t = 0; t < 2; t++) {
         double d = 0, na = 0, nb = 0;
         for (size_t k = 0; k < dim; k++) d += (double)a[t * dim + k] * b[t * dim + k], na += (double)a[t * dim + k] * a[t * dim + k], nb += (double)b[t * dim + k] * b[t * dim + k];
@@ -407,7 +409,7 @@ static void host_fallback(modattn_ctx *ctx) {
 }
 
 int main(void) {
-    modattn_devices_init();
+    modattn__devices_init();
     modattn_device id = {MODATTN_DEVICE_OPENCL, 0};
     g_dev = modattn_device_find(id);
     if (!g_dev) {

@@ -31,7 +31,7 @@ ver=$(sed -n 's/.*MODATTN_VERSION_STRING "\([0-9]*\)\.\([0-9]*\)\..*"/\1.\2/p' "
 # exactly the public API is exported
 nm -D --defined-only "$lib" | awk '$2 ~ /[TDBRVW]/ {print $3}' | sed 's/@.*//' | sort -u > "$T/exports"
 n=$(wc -l < "$T/exports")
-[ "$n" -gt 150 ] && ok "$n functions exported" || bad "only $n exported symbols"
+[ "$n" -gt 100 ] && ok "$n functions exported" || bad "only $n exported symbols"
 if grep -v '^modattn_[a-z0-9]' "$T/exports" | grep -v '^MODATTN_' > "$T/foreign"; then
   bad "exported beyond the public API: $(head -5 "$T/foreign" | tr '\n' ' ')"
 else
@@ -45,6 +45,7 @@ else
   bad "the exports differ from tests/install/exports.txt (< listed, not exported; > exported, not listed): $(grep '^[<>]' "$T/exports.diff" | head -10 | tr '\n' ' ')"
 fi
 
+CC_ALONE=${CC:-cc}
 # the umbrella header declares every exported function (implicit declarations are errors)
 {
   echo '#include <modattn/modattn.h>'
@@ -63,6 +64,26 @@ if $CC -std=c11 -Wall -Wextra -Werror -Wno-cast-function-type "$T/umbrella.c" $f
 else
   bad "the umbrella header misses declarations: $(grep -m3 error "$T/umbrella.err" | tr '\n' ' ')"
 fi
+
+# the installed headers are the two public tiers (docs/API.md) and nothing else: modattn/*.h (the
+# user's API) and modattn/backend/*.h (the implementer's); each compiles alone, first in its file
+(cd "$P/include" && find modattn -name '*.h' | sort) > "$T/headers"
+(cd "$REPO/include" && find modattn -name '*.h' | sort) > "$T/headers.src"
+if diff "$T/headers.src" "$T/headers" > /dev/null && ! grep -v '^modattn/\(backend/\)\?[a-z_]*\.h$' "$T/headers" > /dev/null; then
+  ok "installed headers: $(grep -c -v / <<<"$(sed 's|^modattn/||' "$T/headers")") in modattn/, $(grep -c '^modattn/backend/' "$T/headers") in modattn/backend/"
+else
+  bad "installed headers differ from include/modattn's two tiers: $(diff "$T/headers.src" "$T/headers" | head -5 | tr '\n' ' ')"
+fi
+alone_bad=""
+while read -r h; do
+  printf '#include <%s>\nint modattn_header_alone_check;\n' "$h" > "$T/alone.c"
+  $CC_ALONE -std=c11 -Wall -Wextra -Werror -I"$P/include" -c "$T/alone.c" -o "$T/alone.o" 2> "$T/alone.err" || alone_bad="$alone_bad $h"
+  if grep -n 'modattn__[a-z0-9_]*[ \t]*(' "$P/include/$h" | grep -v '^[0-9]*:[ \t]*\(/\*\|\*\)' > "$T/internal.txt"; then
+    alone_bad="$alone_bad $h(declares internal: $(head -1 "$T/internal.txt"))"
+  fi
+done < "$T/headers"
+[ -z "$alone_bad" ] && ok "each of the $(wc -l < "$T/headers") installed headers compiles alone and declares no modattn__ function" \
+  || bad "installed headers that do not compile alone or declare internals:$alone_bad $(head -c 300 "$T/alone.err")"
 
 # the examples, built with pkg-config alone against the installed copy, and run
 for ex in attention embed; do

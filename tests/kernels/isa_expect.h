@@ -1,7 +1,7 @@
 /* tests/kernels/isa_expect.h — which cpu_flash ISA must run on this CPU, decided by the test and not
  * taken from the library's own choice: the CPU's instructions as the compiler's runtime check sees
  * them (__builtin_cpu_supports, which also asks the OS for the registers), less what
- * MODATTN_CPU_DISABLE masks off. The same must come out of core/cpu.c (modattn_cpu_get()): a
+ * MODATTN_CPU_DISABLE masks off. The same must come out of core/cpu.c (modattn__cpu_get()): a
  * detection that lost AVX-512 would otherwise make the kernel tests pass on the AVX2 path. */
 #ifndef MODATTN_TEST_ISA_EXPECT_H
 #define MODATTN_TEST_ISA_EXPECT_H
@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "modattn/core.h"
+#include "core/internal_core.h"
 
 /* `name` is one of the comma-separated entries of MODATTN_CPU_DISABLE (any case, as core/cpu.c). */
 static inline bool isa_masked(const char *name) {
@@ -50,7 +51,7 @@ static inline isa_expect isa_expected(void) {
 
 /* The same from core/cpu.c's features (cpu_flash's rule: AVX-512F or AVX2, each with FMA). */
 static inline const char *isa_from_modattn(void) {
-    const modattn_cpu_features *f = modattn_cpu_get();
+    const modattn_cpu_features *f = modattn__cpu_get();
     return f->avx512f && f->fma ? "avx512" : f->avx2 && f->fma ? "avx2" : f->neon ? "neon" : "scalar";
 }
 #endif

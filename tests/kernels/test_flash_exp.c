@@ -5,6 +5,7 @@
  * results within a few ulps on the scalar one. */
 #include "backends/cpu_flash/flash.h"
 #include "modattn/modattn.h"
+#include "attn/internal_dispatch.h"
 #include "kernels/isa_expect.h"
 #include "test_util.h"
 
@@ -53,7 +54,7 @@ static void check_same_bits(void) {
     if (!ctx) return;
     long idx = modattn_ctx_find(ctx, "cpu_flash");
     CHECK(idx >= 0);
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
     const int64_t B = 2, H = 3, Hkv = 1, Sq = 77, Sk = 201, D = 72, Dv = 40;
     size_t nq = (size_t)(B * H * Sq * D), nk = (size_t)(B * Hkv * Sk * D), nv = (size_t)(B * Hkv * Sk * Dv);
     size_t no = (size_t)(B * H * Sq * Dv);

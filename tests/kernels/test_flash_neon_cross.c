@@ -22,6 +22,7 @@
  * Exit status 0 when every check passed, 1 otherwise. */
 #include "backends/cpu_flash/flash.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #include <float.h>
@@ -447,7 +448,7 @@ int main(void) {
 #endif
     g_impl = modattn__backend_cpu_flash();
     const flash_isa *neon = modattn__flash_isa_by_name("neon"), *scalar = modattn__flash_isa_by_name("scalar");
-    CHECK_MSG(neon != NULL, "the neon ISA is not compiled in or not detected (modattn_cpu_get()->neon)");
+    CHECK_MSG(neon != NULL, "the neon ISA is not compiled in or not detected (modattn__cpu_get()->neon)");
     CHECK(scalar != NULL);
     const flash_isa *sel = modattn__flash_isa_select();
     printf("selected ISA: %s (lanes %d, key tile %d)\n", sel->name, sel->lanes, sel->bk);

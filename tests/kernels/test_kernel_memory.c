@@ -7,6 +7,7 @@
  * AddressSanitizer freed blocks sit in its quarantine, so the RSS says nothing: the calls still run
  * (for ASan's own checks) but the growth is not judged. */
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #include <unistd.h>
@@ -40,8 +41,8 @@ int main(void) {
     if (!ctx) return test_finish("test_kernel_memory");
     const int64_t B = 2, H = 4, S = 384, D = 64;
     size_t n = (size_t)(B * H * S * D);
-    float *q = modattn_malloc(n * 4, MODATTN_MEM_OTHER), *k = modattn_malloc(n * 4, MODATTN_MEM_OTHER);
-    float *v = modattn_malloc(n * 4, MODATTN_MEM_OTHER), *out = modattn_malloc(n * 4, MODATTN_MEM_OTHER);
+    float *q = modattn__malloc(n * 4, MODATTN_MEM_OTHER), *k = modattn__malloc(n * 4, MODATTN_MEM_OTHER);
+    float *v = modattn__malloc(n * 4, MODATTN_MEM_OTHER), *out = modattn__malloc(n * 4, MODATTN_MEM_OTHER);
     CHECK(q && k && v && out);
     for (size_t i = 0; i < n; i++) q[i] = k[i] = v[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     modattn_attn_call c;

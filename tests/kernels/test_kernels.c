@@ -10,6 +10,8 @@
  *   test_kernels [NAME...]    (default: every built-in implementation except `reference`)
  * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
 #include "modattn/modattn.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
 #include "backends/cpu_flash/flash.h" /* MODATTN_CPU_FLASH_CTL_ISA_NAME */
 #include "kernels/isa_expect.h"
 #include "test_util.h"
@@ -37,7 +39,7 @@ typedef struct tbuf {
 
 static float *tb_alloc(tbuf *b, int64_t cap) {
     b->cap = cap;
-    b->base = modattn_malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
+    b->base = modattn__malloc((size_t)(cap + 2 * GUARD) * sizeof(float), MODATTN_MEM_OTHER);
     if (!b->base) abort();
     for (int64_t i = 0; i < cap + 2 * GUARD; i++) b->base[i] = SENT;
     return b->base + GUARD;
@@ -292,7 +294,7 @@ static int test_impl(modattn_ctx *ctx2, modattn_ctx *ctx1, const char *name, int
     modattn_ctx_impl_info(ctx2, (size_t)i2, &info);
     CHECK_MSG(info.available, "%s: unavailable here (%s)", name, info.reason);
     if (!info.available) return 0;
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx2, (size_t)i2);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx2, (size_t)i2);
     g_rng = 42;
     double worst = 0;
     int ran = 0, refused = 0;
@@ -363,7 +365,7 @@ static void test_isa_choice(modattn_ctx *ctx) {
     long idx = modattn_ctx_find(ctx, "cpu_flash");
     CHECK_MSG(idx >= 0, "cpu_flash is not built in");
     if (idx < 0) return;
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
     const char *isa = NULL;
     CHECK(impl->control(impl->ctx, MODATTN_CPU_FLASH_CTL_ISA_NAME, &isa) == 0 && isa);
     CHECK_MSG(!strcmp(isa_from_modattn(), want.widest), "core/cpu.c's features give %s, the CPU has %s",
@@ -384,7 +386,7 @@ static void test_isa_choice(modattn_ctx *ctx) {
 static void test_run_contract(modattn_ctx *ctx, const char *name) {
     long idx = modattn_ctx_find(ctx, name);
     if (idx < 0) return;
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
     const modattn_exec *exec = modattn_ctx_exec(ctx);
     g_rng = 7;
     tcase tc;
@@ -397,7 +399,7 @@ static void test_run_contract(modattn_ctx *ctx, const char *name) {
         return;
     }
     size_t ws = impl->workspace_bytes ? impl->workspace_bytes(impl->ctx, &desc, exec->nthreads) : 0;
-    void *w = modattn_malloc(ws ? ws : 1, MODATTN_MEM_WORKSPACE);
+    void *w = modattn__malloc(ws ? ws : 1, MODATTN_MEM_WORKSPACE);
     modattn_mem_stats before, after;
     modattn_mem_get_stats(&before);
     int st = impl->run(impl->ctx, &desc, &tc.call, w, ws, exec, why, sizeof why);
@@ -483,7 +485,7 @@ static void test_alone_vs_padded(modattn_ctx *ctx, const char *name) {
 static void test_kernel_names(modattn_ctx *ctx) {
     long idx = modattn_ctx_find(ctx, "cpu_flash");
     if (idx < 0) return;
-    const modattn_attn_impl *impl = modattn_ctx_impl(ctx, (size_t)idx);
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
     const char *isa = NULL;
     CHECK(impl->control(impl->ctx, MODATTN_CPU_FLASH_CTL_ISA_NAME, &isa) == 0 && isa);
     char buf[160];

@@ -7,6 +7,7 @@
 #include "modattn/model.h"
 #include "modattn/modattn.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #include <jansson.h>
@@ -23,7 +24,7 @@ static modattn_mem_stats now(void) {
 
 /* Loads and frees the model; returns the status, and the peaks (total, other) above `base`. */
 static int load_peaks(modattn_ctx *ctx, const modattn_mem_stats *base, int64_t *peak_total, int64_t *peak_other) {
-    modattn_mem_reset_peak();
+    modattn__mem_reset_peak();
     modattn_model *m = NULL;
     int st = modattn_model_load(ctx, MODEL, &m);
     modattn_mem_stats s = now();
@@ -48,7 +49,7 @@ int main(void) {
     modattn_model_free(warm);
 
     /* not routed: jansson is invisible */
-    CHECK(!modattn_json_allocations_counted());
+    CHECK(!modattn__json_allocations_counted());
     modattn_mem_stats base = now();
     int64_t plain_total = 0, plain_other = 0;
     CHECK(load_peaks(ctx, &base, &plain_total, &plain_other) == 0);
@@ -61,12 +62,12 @@ int main(void) {
     CHECK_MSG(st == 0, "unrouted load under %lld bytes: %s", (long long)budget, modattn_last_error());
 
     /* routed */
-    CHECK(modattn_json_count_allocations() == 0);
+    CHECK(modattn__json_count_allocations() == 0);
     base = now();
 
     /* the parsed tokenizer.json alone: counted in "other", un-counted by json_decref */
     json_t *tree = NULL;
-    CHECK(modattn_json_load_file(TOKJSON, 0, &tree, NULL) == 0);
+    CHECK(modattn__json_load_file(TOKJSON, 0, &tree, NULL) == 0);
     int64_t tree_bytes = now().current[MODATTN_MEM_OTHER] - base.current[MODATTN_MEM_OTHER];
     json_decref(tree);
     printf("tokenizer.json: %lld bytes of file, %lld bytes held by the parsed tree\n", (long long)file_size,
@@ -114,7 +115,7 @@ int main(void) {
     int64_t tok_budget = base.current_total + tree_bytes / 2;
     snprintf(want, sizeof want, "memory budget of %lld bytes", (long long)tok_budget);
     modattn_mem_set_budget(tok_budget);
-    modattn_mem_reset_peak();
+    modattn__mem_reset_peak();
     modattn_tokenizer *t = NULL;
     st = modattn_tokenizer_load(TOKJSON, &t);
     modattn_mem_set_budget(0);
@@ -126,7 +127,7 @@ int main(void) {
               "status %d, message '%s'", st, modattn_last_error());
     CHECK(s.peak_total - tok_budget < 64 * 1024); /* the parse stopped within a block of input */
     CHECK(s.current_total == base.current_total);
-    CHECK(modattn_json_take_failure() == 0); /* the parse reported it: nothing left pending */
+    CHECK(modattn__json_take_failure() == 0); /* the parse reported it: nothing left pending */
 
     modattn_ctx_free(ctx);
     return test_finish("test_json_model");

@@ -7,6 +7,8 @@
 #include "modattn/model.h"
 #include "modattn/modattn.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_store.h"
 #include "test_util.h"
 
 #include <fcntl.h>
@@ -119,7 +121,7 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
     snprintf(path, sizeof path, "%s/%s", g_model, name);
     unsigned char *buf = malloc(n);
     int before_l = g_loaded, before_r = g_rejected;
-    const uint64_t t0 = modattn_now_ns();
+    const uint64_t t0 = modattn__now_ns();
     for (size_t len = 0; len < region; len += stride) {
         unlink(path);
         write_file(path, orig, len, 0);
@@ -134,7 +136,7 @@ static void mutate_file(const char *name, const unsigned char *orig, size_t n, s
         try_load(name, (size_t)k);
     }
     printf("%s: %d mutants loaded, %d rejected (%.1f s)\n", name, g_loaded - before_l, g_rejected - before_r,
-           1e-9 * (double)(modattn_now_ns() - t0));
+           1e-9 * (double)(modattn__now_ns() - t0));
     fflush(stdout);
     free(buf);
     make_model_dir(); /* restore the link */
@@ -146,21 +148,21 @@ static void store_mutants(void) {
     modattn_store *s;
     CHECK(modattn_store_open(db, MODATTN_STORE_CREATE, &s) == 0);
     modattn_store_model sm = {"test-model", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &sm) == 0);
-    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn__store_bind_model(s, &sm) == 0);
+    CHECK(modattn__store_begin(s) == 0);
     for (int d = 0; d < 3; d++) {
         char p[64];
         snprintf(p, sizeof p, "/docs/doc%d.txt", d);
         modattn_store_doc doc = {.path = p, .hash = 42u + (unsigned)d, .mtime_ns = 1, .size = 10, .kind = "text",
                                  .chunk_tokens = 256, .overlap = 32, .nchunks = 2};
-        CHECK(modattn_store_put_document(s, &doc) == 0);
+        CHECK(modattn__store_put_document(s, &doc) == 0);
         for (int c = 0; c < 2; c++) {
             float v[4] = {0.5f, 0.5f, (float)d, (float)c};
             modattn_store_chunk_in ci = {.seq = c, .start = 0, .end = 5, .line = 1, .ntokens = 3, .text = "hello", .len = 5};
-            CHECK(modattn_store_put_chunk(s, doc.id, &ci, v, 4) == 0);
+            CHECK(modattn__store_put_chunk(s, doc.id, &ci, v, 4) == 0);
         }
     }
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_commit(s) == 0);
     modattn_store_close(s);
     size_t n;
     unsigned char *orig = slurp(db, &n);
@@ -169,7 +171,7 @@ static void store_mutants(void) {
     snprintf(mut, sizeof mut, "%s/mutant.db", g_tmp);
     unsigned char *buf = malloc(n);
     int opened = 0, refused = 0;
-    const uint64_t t0 = modattn_now_ns();
+    const uint64_t t0 = modattn__now_ns();
     for (size_t k = 0; k < n / 512 + FLIPS; k++) {
         size_t len = n;
         memcpy(buf, orig, n);
@@ -195,12 +197,12 @@ static void store_mutants(void) {
             (void)modattn_store_get_counts(m, &cnt);
             (void)modattn_store_integrity_check(m);
             modattn_store_vectors v;
-            if (modattn_store_load_vectors(m, &v) == 0) {
+            if (modattn__store_load_vectors(m, &v) == 0) {
                 for (size_t i = 0; i < v.n; i++) {
                     modattn_store_chunk ch;
-                    if (modattn_store_get_chunk(m, v.chunk_ids[i], &ch) == 0) modattn_store_chunk_clear(&ch);
+                    if (modattn__store_get_chunk(m, v.chunk_ids[i], &ch) == 0) modattn__store_chunk_clear(&ch);
                 }
-                modattn_store_vectors_free(&v);
+                modattn__store_vectors_free(&v);
             }
             modattn_store_close(m);
         } else {
@@ -210,7 +212,7 @@ static void store_mutants(void) {
         CHECK_MSG(b.current_total == a.current_total, "store mutant %zu leaked %lld bytes", k,
                   (long long)(b.current_total - a.current_total));
     }
-    printf("store: %d mutants opened, %d refused (%.1f s)\n", opened, refused, 1e-9 * (double)(modattn_now_ns() - t0));
+    printf("store: %d mutants opened, %d refused (%.1f s)\n", opened, refused, 1e-9 * (double)(modattn__now_ns() - t0));
     free(buf);
     free(orig);
 }
@@ -225,7 +227,7 @@ static void nonfinite_weights(void) {
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | w[i];
     json_t *h = NULL;
-    CHECK(modattn_json_loadb((const char *)w + 8, (size_t)hlen, 0, &h, NULL) == 0);
+    CHECK(modattn__json_loadb((const char *)w + 8, (size_t)hlen, 0, &h, NULL) == 0);
     static const struct { const char *tensor; size_t row, col, cols; uint32_t bits; const char *want; } cases[] = {
         {"encoder.layer.3.intermediate.dense.weight", 5, 7, 384, 0x7fc00000u, "element [5, 7] is NaN"},
         {"encoder.layer.0.attention.output.LayerNorm.bias", 0, 100, 1, 0x7f800000u, "element [100] is +inf"},

@@ -8,6 +8,10 @@
 #include "modattn/modattn.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "sweep.h"
 
 #include <sys/stat.h>
@@ -49,9 +53,9 @@ static void check_store(const char *db) {
         return;
     }
     CHECK_MSG(modattn_store_integrity_check(s) == 0, "%s: %s", db, modattn_last_error());
-    char *abs = modattn_path_absolute(g_doc);
+    char *abs = modattn__path_absolute(g_doc);
     modattn_store_doc d;
-    int found = abs ? modattn_store_find_document(s, abs, &d) : -1;
+    int found = abs ? modattn__store_find_document(s, abs, &d) : -1;
     modattn_free(abs);
     modattn_store_counts c;
     CHECK(modattn_store_get_counts(s, &c) == 0);
@@ -74,8 +78,8 @@ static int op_create(void *arg) {
     modattn_store *s;
     int st = modattn_store_open(db, MODATTN_STORE_CREATE, &s);
     if (st == 0) modattn_store_close(s);
-    sweep_attempts_hint = modattn_mem_fail_counter();
-    modattn_mem_fail_nth(0); /* the check itself must not be failed */
+    sweep_attempts_hint = modattn__mem_fail_counter();
+    modattn__mem_fail_nth(0); /* the check itself must not be failed */
     check_store(db);
     return st;
 }
@@ -87,10 +91,10 @@ static int op_index(void *arg) {
     (void)arg;
     char db[700];
     snprintf(db, sizeof db, "%s/store-%d.db", g_dir, g_round++);
-    modattn_mem_fail_nth(0);
+    modattn__mem_fail_nth(0);
     modattn_store *s;
     int st = modattn_store_open(db, MODATTN_STORE_CREATE, &s);
-    modattn_mem_fail_nth(sweep_current_n);
+    modattn__mem_fail_nth(sweep_current_n);
     if (st == 0) {
         const char *paths[1] = {g_doc};
         /* ~4 chunks of 64 tokens in 2 model calls: a document committed over several batches,
@@ -103,8 +107,8 @@ static int op_index(void *arg) {
         if (st == 0 && stats.files_indexed != 1) st = MODATTN_ENOMEM;
         modattn_store_close(s);
     }
-    sweep_attempts_hint = modattn_mem_fail_counter();
-    modattn_mem_fail_nth(0); /* the check itself must not be failed */
+    sweep_attempts_hint = modattn__mem_fail_counter();
+    modattn__mem_fail_nth(0); /* the check itself must not be failed */
     check_store(db);
     return st;
 }
@@ -118,12 +122,12 @@ static char g_db[700];
  * took 20+ minutes under ASan here), then the Nth allocation of the search fails. */
 static int op_search(void *arg) {
     (void)arg;
-    modattn_mem_fail_nth(0);
+    modattn__mem_fail_nth(0);
     modattn_store *s = NULL;
     int st = modattn_store_open(g_db, MODATTN_STORE_READONLY, &s);
     modattn_store_counts c; /* a first statement: the schema is read now, unfailed */
     if (!st) st = modattn_store_get_counts(s, &c);
-    modattn_mem_fail_nth(sweep_current_n);
+    modattn__mem_fail_nth(sweep_current_n);
     if (st) {
         modattn_store_close(s);
         return st;
@@ -131,10 +135,10 @@ static int op_search(void *arg) {
     modattn_search_result *r = NULL;
     size_t n = 0;
     modattn_search_params p = {.mode = MODATTN_SEARCH_HYBRID, .k = 3};
-    st = modattn_search_with(s, g_model, "who keeps the bees and their honey", &p, modattn_ctx_exec(g_ctx), &r, &n, NULL, NULL);
+    st = modattn__search_with(s, g_model, "who keeps the bees and their honey", &p, modattn_ctx_exec(g_ctx), &r, &n, NULL, NULL);
     if (st == 0) modattn_search_results_free(r, n);
-    sweep_attempts_hint = modattn_mem_fail_counter();
-    modattn_mem_fail_nth(0);
+    sweep_attempts_hint = modattn__mem_fail_counter();
+    modattn__mem_fail_nth(0);
     modattn_store_close(s);
     return st;
 }
@@ -146,7 +150,7 @@ int main(void) {
         return 1;
     }
     /* SQLite's allocations go through modattn's (opt-in, as in the CLI): the sweeps reach them */
-    if (modattn_store_account_sqlite_memory() != 0) {
+    if (modattn__store_account_sqlite_memory() != 0) {
         fprintf(stderr, "test_sweep_pipeline: %s\n", modattn_last_error());
         return 1;
     }

@@ -10,6 +10,7 @@
 #include "model/model_internal.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
 #include "sweep.h"
 #include "test_util.h"
 
@@ -267,10 +268,10 @@ static int op_config(void *dir) {
 
 /* Allocations a load attempts (none fail). */
 static uint64_t count_allocations(const char *dir) {
-    modattn_mem_fail_nth(UINT64_MAX);
+    modattn__mem_fail_nth(UINT64_MAX);
     int st = op_config((void *)dir);
-    uint64_t n = modattn_mem_fail_counter();
-    modattn_mem_fail_nth(0);
+    uint64_t n = modattn__mem_fail_counter();
+    modattn__mem_fail_nth(0);
     CHECK_MSG(st == 0, "%s: %s", dir, modattn_last_error());
     return n;
 }
@@ -296,7 +297,7 @@ int main(void) {
     struct stat sb;
     bool have_real = stat(real, &sb) == 0;
     uint64_t plain = count_allocations(g_dir), plain_real = have_real ? count_allocations(real) : 0;
-    CHECK(modattn_json_count_allocations() == 0);
+    CHECK(modattn__json_count_allocations() == 0);
     modattn_mem_stats m0;
     modattn_mem_get_stats(&m0);
     test_valid();

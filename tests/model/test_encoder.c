@@ -15,6 +15,7 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 enum { H = 32, NH = 4, DH = H / NH, I = 64, L = 2, P = 24, TV = 2, V = 20, MAXSEQ = 16 };
@@ -173,7 +174,7 @@ static void write_safetensors(const weights *w, const spec *s) {
     for (size_t i = hl; i < want; i++) fputc(' ', f);
     for (int k = 0; k < n; k++) fwrite(t[k].data, 1, t[k].bytes, f);
     fclose(f);
-    modattn_json_free(text); /* from json_dumps */
+    modattn__json_free(text); /* from json_dumps */
 }
 
 static const char *k_vocab[V] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "the",
@@ -626,9 +627,9 @@ static void test_alloc_failures(modattn_ctx *ctx, const weights *w) {
     int ok_at = 0;
     for (int n = 1; n < 2000 && !ok_at; n++) {
         modattn_model *m = NULL;
-        modattn_mem_fail_nth((uint64_t)n);
+        modattn__mem_fail_nth((uint64_t)n);
         int st = modattn_model_load(ctx, g_dir, &m);
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(0);
         if (st == 0) ok_at = n;
         else CHECK_MSG(m == NULL && (st == MODATTN_ENOMEM), "load n=%d: %d %s", n, st,
                        modattn_last_error());
@@ -649,9 +650,9 @@ static void test_alloc_failures(modattn_ctx *ctx, const weights *w) {
     modattn_mem_get_stats(&s0);
     ok_at = 0;
     for (int n = 1; n < 2000 && !ok_at; n++) {
-        modattn_mem_fail_nth((uint64_t)n);
+        modattn__mem_fail_nth((uint64_t)n);
         int st = modattn_model_embed(m, texts, NULL, 3, out, NULL);
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(0);
         if (st == 0) ok_at = n;
         else CHECK_MSG(st == MODATTN_ENOMEM || st == MODATTN_ERUNTIME,
                        "embed n=%d: %d %s", n, st, modattn_last_error());

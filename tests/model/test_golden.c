@@ -18,6 +18,7 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
 #include "embed_golden.h"
 #include "test_util.h"
 
@@ -102,9 +103,9 @@ static void run_fixture(modattn_ctx *ctx, const char *label, const char *dir, co
             continue;
         }
         impls++;
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         st = modattn_model_embed(m, texts, lens, n, out, ntok);
-        double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        double secs = (double)(modattn__now_ns() - t0) * 1e-9;
         CHECK_MSG(st == 0, "%s/%s: embed: %s", label, ii.name, modattn_last_error());
         if (st) continue;
         double mn = 2.0;

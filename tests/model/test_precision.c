@@ -22,7 +22,7 @@
 #include <strings.h>
 
 #include "embed_golden.h"
-#include "modattn/device.h"
+#include "modattn/backend/device.h"
 #include "modattn/modattn.h"
 #include "modattn/model.h"
 #include "test_util.h"

@@ -17,6 +17,7 @@
 #include "modattn/core.h"
 #include "modattn/model.h"
 #include "modattn/store.h"
+#include "pipeline/internal_store.h"
 #include "test_util.h"
 
 static char g_tmp[512];
@@ -279,7 +280,7 @@ static void store_identity(modattn_ctx *ctx) {
     CHECK(modattn_store_embed_options(s, m, &asked, false, &eo, &sm) == 0);
     CHECK(eo.task == MODATTN_EMBED_DOCUMENT && sm.dim == 64 && strcmp(sm.document_prompt, "passage: ") == 0 &&
           strcmp(sm.query_prompt, "query: ") == 0);
-    CHECK_MSG(modattn_store_bind_model(s, &sm) == 0, "%s", modattn_last_error());
+    CHECK_MSG(modattn__store_bind_model(s, &sm) == 0, "%s", modattn_last_error());
     char buf[64];
     CHECK(modattn_store_get_prompt(s, false, buf, sizeof buf) == 0 && strcmp(buf, "passage: ") == 0);
     CHECK(modattn_store_get_prompt(s, true, buf, sizeof buf) == 0 && strcmp(buf, "query: ") == 0);
@@ -299,7 +300,7 @@ static void store_identity(modattn_ctx *ctx) {
     /* another document prompt when indexing: refused */
     modattn_embed_options doc = {.prompt = "doc: ", .dimensions = 64};
     CHECK(modattn_store_embed_options(s, m, &doc, false, &eo, &sm) == 0);
-    CHECK_ERR(modattn_store_bind_model(s, &sm), MODATTN_EVERSION, "made with the document prompt \"passage: \"");
+    CHECK_ERR(modattn__store_bind_model(s, &sm), MODATTN_EVERSION, "made with the document prompt \"passage: \"");
     /* other dimensions: refused with --dimensions 64 */
     modattn_embed_options d128 = {.dimensions = 128};
     CHECK(modattn_store_embed_options(s, m, &d128, true, &eo, &sm) == 0);

@@ -12,6 +12,7 @@
 #include "model/safetensors.h"
 #include "modattn/core.h"
 #include "modattn/status.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 /* A file image: u64 LE header length, the header text, then `data_len` data bytes (0..255). */
@@ -284,9 +285,9 @@ static void test_file(void) {
         alarm(20);
         CHECK_ERR(modattn__st_open(fifo, &f), MODATTN_EIO, "not a regular file");
         json_t *j = NULL;
-        CHECK_ERR(modattn_json_load_file(fifo, 0, &j, NULL), MODATTN_EIO, "not a regular file");
+        CHECK_ERR(modattn__json_load_file(fifo, 0, &j, NULL), MODATTN_EIO, "not a regular file");
         CHECK(j == NULL);
-        CHECK_ERR(modattn_json_load_file(dir, 0, &j, NULL), MODATTN_EIO, "not a regular file");
+        CHECK_ERR(modattn__json_load_file(dir, 0, &j, NULL), MODATTN_EIO, "not a regular file");
         alarm(0);
         unlink(fifo);
     }
@@ -313,10 +314,10 @@ static int sweep_parse(img m) {
     modattn_mem_get_stats(&s0);
     int ok_at = 0;
     for (int n = 1; n < 5000 && !ok_at; n++) {
-        modattn_mem_fail_nth((uint64_t)n);
+        modattn__mem_fail_nth((uint64_t)n);
         modattn_st_file *f = NULL;
         int st = parse(m, &f);
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(0);
         if (st == 0) ok_at = n;
         else CHECK_MSG(st == MODATTN_ENOMEM && f == NULL && strstr(modattn_last_error(), "injected"),
                        "n=%d: status %d: %s", n, st, modattn_last_error());
@@ -350,7 +351,7 @@ int main(void) {
     img m = sweep_image();
     int plain = sweep_parse(m);
     free(m.b);
-    CHECK(modattn_json_count_allocations() == 0);
+    CHECK(modattn__json_count_allocations() == 0);
     modattn_mem_stats s0;
     modattn_mem_get_stats(&s0);
     test_valid();

@@ -12,6 +12,8 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "attn/internal_dispatch.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #define MODEL_DIR ".models/all-MiniLM-L6-v2"
@@ -215,7 +217,7 @@ static void test_attention_sessions(void) {
     CHECK_MSG(worst == 0.0f, "max |o - o_alone| = %g", (double)worst);
     modattn_impl_stats s;
     long i = modattn_ctx_find(ctx, "cpu_flash");
-    CHECK(i >= 0 && modattn_ctx_impl_stats(ctx, (size_t)i, &s) == 0);
+    CHECK(i >= 0 && modattn__ctx_impl_stats(ctx, (size_t)i, &s) == 0);
     CHECK_MSG(s.calls == (uint64_t)total && s.failures == 0 && s.median_ms > 0, "calls %llu, want %d",
               (unsigned long long)s.calls, total);
     modattn_ctx_free(ctx);
@@ -242,7 +244,7 @@ static void outer_task(void *ctx, int64_t i, int thread) {
     atomic_fetch_add(&j->cells[i], 1);
     if (j->nested && i % 16 == 0) {
         pool_job inner = {j->pool, j->cells, j->n, false};
-        modattn_pool_run(j->pool, j->n, nested_task, &inner); /* from inside: serial, no deadlock */
+        modattn__pool_run(j->pool, j->n, nested_task, &inner); /* from inside: serial, no deadlock */
     }
 }
 
@@ -260,7 +262,7 @@ static void *pool_call(void *arg) {
     for (int r = 0; r < c->rounds; r++) {
         for (int64_t i = 0; i < c->n; i++) atomic_store(&cells[i], 0);
         pool_job j = {c->pool, cells, c->n, r % 2 == 1};
-        modattn_pool_run(c->pool, c->n, outer_task, &j);
+        modattn__pool_run(c->pool, c->n, outer_task, &j);
         const int64_t want_extra = j.nested ? (c->n + 15) / 16 : 0; /* nested runs add 1 to every cell each */
         for (int64_t i = 0; i < c->n; i++) c->ok &= atomic_load(&cells[i]) == 1 + want_extra;
     }
@@ -270,7 +272,7 @@ static void *pool_call(void *arg) {
 
 static void test_pool_callers(void) {
     modattn_pool *pool = NULL;
-    CHECK(modattn_pool_create(3, &pool) == 0);
+    CHECK(modattn__pool_create(3, &pool) == 0);
     pool_caller c[NTHREADS];
     pthread_t th[NTHREADS];
     for (int t = 0; t < NTHREADS; t++) {
@@ -279,7 +281,7 @@ static void test_pool_callers(void) {
     }
     for (int t = 0; t < NTHREADS; t++) pthread_join(th[t], NULL);
     for (int t = 0; t < NTHREADS; t++) CHECK_MSG(c[t].ok, "caller %d saw a job not run whole", t);
-    modattn_pool_free(pool);
+    modattn__pool_free(pool);
 }
 
 int main(void) {

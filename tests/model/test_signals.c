@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "modattn/modattn.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #define MODEL ".models/all-MiniLM-L6-v2"
@@ -99,7 +100,7 @@ int main(void) {
         atomic_store(&g_stop, 0);
         pthread_t th;
         CHECK(pthread_create(&th, NULL, pester, NULL) == 0);
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         int st = embed_all(m, texts, n, noisy);
         atomic_store(&g_stop, 1);
         pthread_join(th, NULL);
@@ -112,7 +113,7 @@ int main(void) {
         for (int s = 1; s < 32; s++) same_mask &= sigismember(&before, s) == sigismember(&after, s);
         CHECK_MSG(same_mask, "the calling thread's signal mask changed");
         printf("test_signals: %d thread(s): %zu texts in %.1f s with %d SIGUSR1 handled, same vectors\n", threads, n,
-               (double)(modattn_now_ns() - t0) * 1e-9, atomic_load(&g_handled));
+               (double)(modattn__now_ns() - t0) * 1e-9, atomic_load(&g_handled));
         modattn_model_free(m);
         modattn_ctx_free(ctx);
     }

@@ -20,6 +20,9 @@
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_ann.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/ann_flat.h"
 #include "test_util.h"
 
@@ -38,22 +41,22 @@ static float rnd(void) {
 static void point(float *v) {
     const int c = (int)((rnd() + 1.0f) * 0.5f * CLUSTERS) % CLUSTERS;
     for (int k = 0; k < DIM; k++) v[k] = g_centre[c][k] + 0.35f * rnd();
-    modattn_vec_normalize(v, DIM);
+    modattn__vec_normalize(v, DIM);
 }
 
 static void add_doc(modattn_store *s, const char *path, int nchunks) {
     modattn_store_doc d;
     memset(&d, 0, sizeof d);
     d.path = path, d.kind = "text", d.nchunks = nchunks, d.chunk_tokens = 64, d.overlap = 8;
-    CHECK(modattn_store_begin(s) == 0);
-    CHECK(modattn_store_put_document(s, &d) == 0);
+    CHECK(modattn__store_begin(s) == 0);
+    CHECK(modattn__store_put_document(s, &d) == 0);
     for (int c = 0; c < nchunks; c++) {
         float v[DIM];
         point(v);
         modattn_store_chunk_in ci = {c, c * 10, c * 10 + 10, c + 1, 0, 5, "chunk", 5};
-        CHECK(modattn_store_put_chunk(s, d.id, &ci, v, DIM) == 0);
+        CHECK(modattn__store_put_chunk(s, d.id, &ci, v, DIM) == 0);
     }
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_commit(s) == 0);
 }
 
 static void vecfile_update(modattn_store *s) {
@@ -74,10 +77,10 @@ static double recall_of(const modattn_ann *a, const modattn_store_vectors *v, co
     float as[NQ * K], es[NQ * K];
     size_t an[NQ], en[NQ];
     if (one_per_call)
-        for (int q = 0; q < NQ; q++) CHECK(modattn_ann_topk_batch(a, v, g_q[q], 1, K, sp, exec, ai + q * K, as + q * K, an + q) == 0);
+        for (int q = 0; q < NQ; q++) CHECK(modattn__ann_topk_batch(a, v, g_q[q], 1, K, sp, exec, ai + q * K, as + q * K, an + q) == 0);
     else
-        CHECK(modattn_ann_topk_batch(a, v, &g_q[0][0], NQ, K, sp, exec, ai, as, an) == 0);
-    CHECK(modattn_store_vectors_topk_batch(v, &g_q[0][0], NQ, K, NULL, ei, es, en) == 0);
+        CHECK(modattn__ann_topk_batch(a, v, &g_q[0][0], NQ, K, sp, exec, ai, as, an) == 0);
+    CHECK(modattn__store_vectors_topk_batch(v, &g_q[0][0], NQ, K, NULL, ei, es, en) == 0);
     size_t hit = 0, tot = 0;
     *scores_exact = true;
     for (int q = 0; q < NQ; q++) {
@@ -116,17 +119,17 @@ static void check_params(void) {
     CHECK_ERR(modattn_ann_kind_parse("lsh", &k), MODATTN_EINVAL, "hnsw, ivf-sq8, ivf-pq, f16, int8, binary or none");
     modattn_ann_params r, in;
     memset(&in, 0, sizeof in);
-    CHECK(modattn_ann_resolve(MODATTN_ANN_HNSW, 1000, DIM, &in, &r) == 0 && r.M == 32 && r.ef_search == 64);
-    CHECK(modattn_ann_resolve(MODATTN_ANN_IVF_PQ, 100000, 384, &in, &r) == 0 && r.nlist == 316 && r.pq_m == 48 &&
+    CHECK(modattn__ann_resolve(MODATTN_ANN_HNSW, 1000, DIM, &in, &r) == 0 && r.M == 32 && r.ef_search == 64);
+    CHECK(modattn__ann_resolve(MODATTN_ANN_IVF_PQ, 100000, 384, &in, &r) == 0 && r.nlist == 316 && r.pq_m == 48 &&
           r.pq_nbits == 8 && r.nprobe == 19);
-    CHECK(modattn_ann_resolve(MODATTN_ANN_IVF_PQ, 500, 384, &in, &r) == 0 && r.pq_nbits == 3 && r.nlist == 12);
+    CHECK(modattn__ann_resolve(MODATTN_ANN_IVF_PQ, 500, 384, &in, &r) == 0 && r.pq_nbits == 3 && r.nlist == 12);
     in.nlist = 100;
-    CHECK_ERR(modattn_ann_resolve(MODATTN_ANN_IVF_SQ8, 1000, DIM, &in, &r), MODATTN_EINVAL, "nlist=100 needs 39 x 100");
+    CHECK_ERR(modattn__ann_resolve(MODATTN_ANN_IVF_SQ8, 1000, DIM, &in, &r), MODATTN_EINVAL, "nlist=100 needs 39 x 100");
     in.nlist = 0, in.pq_m = 5;
-    CHECK_ERR(modattn_ann_resolve(MODATTN_ANN_IVF_PQ, 100000, DIM, &in, &r), MODATTN_EINVAL, "m=5 does not divide");
+    CHECK_ERR(modattn__ann_resolve(MODATTN_ANN_IVF_PQ, 100000, DIM, &in, &r), MODATTN_EINVAL, "m=5 does not divide");
     char buf[200];
     memset(&in, 0, sizeof in);
-    CHECK(modattn_ann_resolve(MODATTN_ANN_HNSW, 1000, DIM, &in, &r) == 0);
+    CHECK(modattn__ann_resolve(MODATTN_ANN_HNSW, 1000, DIM, &in, &r) == 0);
     modattn_ann_params_format(MODATTN_ANN_HNSW, &r, buf, sizeof buf);
     CHECK_MSG(strcmp(buf, "M=32,efConstruction=40,efSearch=64") == 0, "%s", buf);
     modattn_ann_params back;
@@ -137,8 +140,8 @@ static void check_params(void) {
 /* opens the index for the store's current vectors: 1 usable, 0 not (why) */
 static int open_ann(modattn_store *s, modattn_store_vectors *v, modattn_ann **a, char *why, size_t len) {
     memset(v, 0, sizeof *v);
-    CHECK(modattn_store_open_vectors(s, v) == 0);
-    return modattn_ann_open(s, v, a, why, len);
+    CHECK(modattn__store_open_vectors(s, v) == 0);
+    return modattn__ann_open(s, v, a, why, len);
 }
 
 static void flip_byte(const char *path, off_t off) {
@@ -167,7 +170,7 @@ static modattn_store *make_store(const char *path, int ndocs) {
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return NULL;
     modattn_store_model m = {"ann-model", "0123456789abcdef", DIM, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     char docpath[64];
     for (int d = 0; d < ndocs; d++) {
         snprintf(docpath, sizeof docpath, "/doc/%02d.txt", d);
@@ -186,10 +189,10 @@ static void check_deletion(modattn_store *s, double floor) {
     char why[512];
     float gone[DIM];
     int64_t gone_id = 0;
-    CHECK(modattn_store_open_vectors(s, &v) == 0);
+    CHECK(modattn__store_open_vectors(s, &v) == 0);
     memcpy(gone, v.seg[0].data, DIM * sizeof(float)); /* the first chunk of /doc/00.txt */
     gone_id = v.seg[0].chunk_ids[0];
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     CHECK(modattn_store_delete_document(s, "/doc/00.txt") == 1);
     vecfile_update(s);
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
@@ -199,13 +202,13 @@ static void check_deletion(modattn_store *s, double floor) {
         int64_t ids[K];
         float sc[K];
         size_t n = 0;
-        CHECK(modattn_ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
+        CHECK(modattn__ann_topk_batch(a, &v, gone, 1, K, NULL, NULL, ids, sc, &n) == 0 && n == K);
         for (size_t i = 0; i < n; i++) CHECK_MSG(ids[i] != gone_id && ids[i] > 100, "a deleted chunk came back: %lld", (long long)ids[i]);
         bool exact;
         CHECK(recall(a, &v, NULL, &exact) >= floor && exact);
     }
-    modattn_ann_close(a);
-    modattn_store_vectors_free(&v);
+    modattn__ann_close(a);
+    modattn__store_vectors_free(&v);
 }
 
 /* float16 conversions: IEEE round to nearest even, subnormals, overflow; every half value back */
@@ -255,15 +258,15 @@ static void check_compact(const char *dir) {
     char why[512];
     for (size_t i = 0; i < 3; i++) {
         const modattn_ann_kind kind = kinds[i];
-        CHECK(modattn_ann_kind_available(kind) == 0 && !modattn_ann_kind_needs_faiss(kind));
+        CHECK(modattn_ann_kind_available(kind) == 0 && !modattn__ann_kind_needs_faiss(kind));
         CHECK_MSG(modattn_store_update_ann(s, kind, NULL, false, NULL, NULL, NULL, &u) == 0 &&
                       u.action == MODATTN_ANN_ACTION_BUILT && u.rows == 2000 && u.kind == kind &&
                       u.file_bytes == 4096 + 2000 * row_bytes[i],
                   "%s: %s (%llu bytes)", modattn_ann_kind_name(kind), modattn_last_error(),
                   (unsigned long long)u.file_bytes);
-        CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a && modattn_ann_get_kind(a) == kind);
+        CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a && modattn__ann_get_kind(a) == kind);
         uint64_t fb = 0;
-        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == 4096); /* searched in place */
+        CHECK(modattn__ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == 4096); /* searched in place */
         if (a) {
             bool e1 = false, e2 = false, e3 = false;
             const double r1 = recall_of(a, &v, NULL, &e1, false, NULL), r2 = recall_of(a, &v, NULL, &e2, true, NULL),
@@ -299,15 +302,15 @@ static void check_compact(const char *dir) {
             bool ea = false;
             CHECK(recall_of(a, &v, &all, &ea, false, NULL) == 1.0 && ea);
         }
-        modattn_ann_close(a);
+        modattn__ann_close(a);
         a = NULL;
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
     }
     /* binary now: rows added are added; then current */
     add_doc(s, "/doc/new.txt", 30);
     vecfile_update(s);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "generation"));
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
           u.action == MODATTN_ANN_ACTION_ADDED && u.rows_added == 30 && u.rows == 2030 && u.kind == MODATTN_ANN_BINARY);
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
@@ -325,11 +328,11 @@ static void check_compact(const char *dir) {
     copy_file(ann, keep);
     flip_byte(ann, 100);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "damaged"));
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     copy_file(keep, ann);
     CHECK(truncate(ann, sb.st_size - 1) == 0);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "truncated"));
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     copy_file(keep, ann);
     flip_byte(ann, 4096 + 5);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a);
@@ -337,8 +340,8 @@ static void check_compact(const char *dir) {
         bool e;
         CHECK(recall(a, &v, NULL, &e) >= 0.9 && e);
     }
-    modattn_ann_close(a);
-    modattn_store_vectors_free(&v);
+    modattn__ann_close(a);
+    modattn__store_vectors_free(&v);
     /* the damaged code is found by the next update (which checks every byte): refused without a
      * kind, built again with one */
     CHECK_ERR(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u), MODATTN_EFORMAT,
@@ -375,7 +378,7 @@ int main(void) {
 
     /* no index: nothing to use, nothing to update */
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && why[0] == '\0');
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
           u.action == MODATTN_ANN_ACTION_NONE);
 
@@ -401,8 +404,8 @@ int main(void) {
         CHECK_MSG(modattn_store_update_ann(s, kind, NULL, false, NULL, NULL, NULL, &u) == 0 &&
                       u.action == MODATTN_ANN_ACTION_BUILT && u.rows == 3000 && u.kind == kind,
                   "%s: %s", modattn_ann_kind_name(kind), modattn_last_error());
-        CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a && modattn_ann_get_kind(a) == kind &&
-              modattn_ann_rows(a) == 3000);
+        CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && a && modattn__ann_get_kind(a) == kind &&
+              modattn__ann_rows(a) == 3000);
         if (a) {
             bool exact = false;
             const double r = recall(a, &v, NULL, &exact);
@@ -417,11 +420,11 @@ int main(void) {
             int64_t ids[40];
             float sc[40];
             size_t n = 0;
-            CHECK(modattn_ann_topk_batch(a, &v, g_q[0], 1, 40, &all, NULL, ids, sc, &n) == 0 && n == 40);
+            CHECK(modattn__ann_topk_batch(a, &v, g_q[0], 1, 40, &all, NULL, ids, sc, &n) == 0 && n == 40);
         }
-        modattn_ann_close(a);
+        modattn__ann_close(a);
         a = NULL;
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
     }
     /* the same kind and parameters again: current */
     CHECK(modattn_store_update_ann(s, MODATTN_ANN_HNSW, NULL, false, NULL, NULL, NULL, &u) == 0 &&
@@ -442,8 +445,8 @@ int main(void) {
     add_doc(s, "/doc/new.txt", 50);
     vecfile_update(s);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "generation"));
-    CHECK(modattn_ann_peek(s, &v, NULL, why, sizeof why) == 0 && strstr(why, "generation"));
-    modattn_store_vectors_free(&v);
+    CHECK(modattn__ann_peek(s, &v, NULL, why, sizeof why) == 0 && strstr(why, "generation"));
+    modattn__store_vectors_free(&v);
     CHECK_MSG(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u) == 0 &&
                   u.action == MODATTN_ANN_ACTION_ADDED && u.rows_added == 50 && u.rows == 3050 && u.params.M == 16 &&
                   u.params.ef_search == 200,
@@ -457,12 +460,12 @@ int main(void) {
         int64_t id = 0;
         float sc = 0;
         size_t n = 0;
-        CHECK(modattn_ann_topk_batch(a, &v, sg->data + (sg->n - 1) * v.ld, 1, 1, NULL, NULL, &id, &sc, &n) == 0 &&
+        CHECK(modattn__ann_topk_batch(a, &v, sg->data + (sg->n - 1) * v.ld, 1, 1, NULL, NULL, &id, &sc, &n) == 0 &&
               n == 1 && id == sg->chunk_ids[sg->n - 1]);
     }
-    modattn_ann_close(a);
+    modattn__ann_close(a);
     a = NULL;
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
 
     /* a deletion: rows masked, the index's header follows the generation, deleted chunks never come
      * back even when the query is their own vector */
@@ -476,39 +479,39 @@ int main(void) {
     copy_file(g_ann, keep);
     {
         uint64_t fb = 0;
-        CHECK(modattn_store_open_vectors(s, &v) == 0);
-        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == (uint64_t)sb.st_size && !why[0]);
-        modattn_store_vectors_free(&v);
+        CHECK(modattn__store_open_vectors(s, &v) == 0);
+        CHECK(modattn__ann_peek(s, &v, &fb, why, sizeof why) == 1 && fb == (uint64_t)sb.st_size && !why[0]);
+        modattn__store_vectors_free(&v);
     }
     CHECK(truncate(g_ann, sb.st_size - 100) == 0);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "truncated"));
     {
         uint64_t fb = 1;
-        CHECK(modattn_ann_peek(s, &v, &fb, why, sizeof why) == 0 && fb == 0 && strstr(why, "truncated"));
+        CHECK(modattn__ann_peek(s, &v, &fb, why, sizeof why) == 0 && fb == 0 && strstr(why, "truncated"));
     }
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     CHECK_ERR(modattn_store_update_ann(s, MODATTN_ANN_NONE, NULL, false, NULL, NULL, NULL, &u), MODATTN_EFORMAT,
               "--ann KIND");
     copy_file(keep, g_ann);
     flip_byte(g_ann, sb.st_size / 2);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "checksum"));
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     copy_file(keep, g_ann);
     flip_byte(g_ann, 100);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "damaged"));
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     {
         FILE *f = fopen(g_ann, "wb");
         CHECK(f && fputs("not an index", f) >= 0);
         if (f) fclose(f);
         CHECK(open_ann(s, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "shorter than its header"));
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
     }
     copy_file(keep, g_ann);
     CHECK(open_ann(s, &v, &a, why, sizeof why) == 1); /* whole again */
-    modattn_ann_close(a);
+    modattn__ann_close(a);
     a = NULL;
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     {
         /* the same rows in a store of another model: the file is not used there */
         char db2[600], ann2[700];
@@ -517,11 +520,11 @@ int main(void) {
         modattn_store *s2 = NULL;
         CHECK(modattn_store_open(db2, MODATTN_STORE_CREATE, &s2) == 0);
         modattn_store_model m2 = {"other-model", "fedcba9876543210", DIM, NULL, NULL, NULL, NULL};
-        CHECK(s2 && modattn_store_bind_model(s2, &m2) == 0);
+        CHECK(s2 && modattn__store_bind_model(s2, &m2) == 0);
         if (s2) {
             copy_file(keep, ann2);
             CHECK(open_ann(s2, &v, &a, why, sizeof why) == 0 && !a && strstr(why, "other-model"));
-            modattn_store_vectors_free(&v);
+            modattn__store_vectors_free(&v);
             modattn_store_close(s2);
         }
     }
@@ -546,10 +549,10 @@ int main(void) {
     char tmp[700];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", g_ann, (long)pid);
     CHECK(access(tmp, F_OK) == 0);
-    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && modattn_ann_rows(a) == 3050);
-    modattn_ann_close(a);
+    CHECK(open_ann(s, &v, &a, why, sizeof why) == 1 && modattn__ann_rows(a) == 3050);
+    modattn__ann_close(a);
     a = NULL;
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
 
     /* a compaction (a quarter removed): the vector file is rewritten, the index built again */
     for (int d = 1; d < 12; d++) {
@@ -577,16 +580,16 @@ int main(void) {
         const double r1 = recall(a, &v, &narrow, &e1), r2 = recall(a, &v, &wide, &e2);
         CHECK_MSG(r2 >= r1 && r2 >= 0.99 && e1 && e2, "narrow %.3f wide %.3f", r1, r2);
     }
-    modattn_ann_close(a);
+    modattn__ann_close(a);
     a = NULL;
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
 
     /* a memory budget counts the index */
     modattn_mem_set_budget(4096);
-    CHECK(modattn_store_open_vectors(s, &v) == 0);
-    CHECK_ERR(modattn_ann_open(s, &v, &a, why, sizeof why), MODATTN_EBUDGET, "memory budget");
+    CHECK(modattn__store_open_vectors(s, &v) == 0);
+    CHECK_ERR(modattn__ann_open(s, &v, &a, why, sizeof why), MODATTN_EBUDGET, "memory budget");
     CHECK(a == NULL);
-    modattn_store_vectors_free(&v);
+    modattn__store_vectors_free(&v);
     modattn_mem_set_budget(0);
 
     /* removed when asked */

@@ -15,6 +15,7 @@
 
 #include "modattn/core.h"
 #include "modattn/ingest.h"
+#include "pipeline/internal_ingest.h"
 #include "pipeline/fmt_internal.h"
 #include "test_util.h"
 
@@ -252,18 +253,18 @@ static void test_sniff(void) {
     }
     size_t len;
     char *buf = slurp("bundle.zip", &len);
-    CHECK(strcmp(modattn_sniff_unsupported("bundle.zip", (const unsigned char *)buf, len),
+    CHECK(strcmp(modattn__sniff_unsupported("bundle.zip", (const unsigned char *)buf, len),
                  "a ZIP archive (not read)") == 0);
     CHECK(modattn_archive_sniff("bundle.zip", (const unsigned char *)buf, len));
     free(buf);
     buf = slurp("bundle.tar.gz", &len);
-    CHECK(strstr(modattn_sniff_unsupported("x/bundle.tar.gz", (const unsigned char *)buf, len), "compressed TAR"));
+    CHECK(strstr(modattn__sniff_unsupported("x/bundle.tar.gz", (const unsigned char *)buf, len), "compressed TAR"));
     CHECK(modattn_archive_sniff("bundle.tar.gz", (const unsigned char *)buf, len));
     free(buf);
-    CHECK(strstr(modattn_sniff_unsupported("a.png", (const unsigned char *)"\x89PNG\r\n\x1a\n....", 12), "PNG image"));
-    CHECK(strstr(modattn_sniff_unsupported("a.doc", (const unsigned char *)"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8),
+    CHECK(strstr(modattn__sniff_unsupported("a.png", (const unsigned char *)"\x89PNG\r\n\x1a\n....", 12), "PNG image"));
+    CHECK(strstr(modattn__sniff_unsupported("a.doc", (const unsigned char *)"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8),
                  "legacy Microsoft Office"));
-    CHECK(strcmp(modattn_sniff_unsupported("r.bin", (const unsigned char *)"\x01\x02\x03\x04", 4), "binary file") == 0);
+    CHECK(strcmp(modattn__sniff_unsupported("r.bin", (const unsigned char *)"\x01\x02\x03\x04", 4), "binary file") == 0);
     /* plain text stays text: prose that starts with "From " and no headers after it, a .txt of headers */
     const char *prose = "From the start, this was a plain note.\nNothing else.\n";
     CHECK(modattn_sniff_kind("notes", (const unsigned char *)prose, strlen(prose)) == MODATTN_DOC_TEXT);

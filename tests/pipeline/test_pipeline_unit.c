@@ -17,6 +17,10 @@
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "pipeline/internal_ingest.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
 #include "kernels/isa_expect.h"
 #include "test_util.h"
@@ -46,12 +50,12 @@ static void test_utf8(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         size_t n = 0;
-        char *s = modattn_utf8_sanitize(cases[i].in, strlen(cases[i].in), &n);
+        char *s = modattn__utf8_sanitize(cases[i].in, strlen(cases[i].in), &n);
         CHECK_MSG(s && n == strlen(cases[i].out) && memcmp(s, cases[i].out, n) == 0,
                   "utf8 case %zu", i);
-        CHECK(modattn_utf8_valid(cases[i].in, strlen(cases[i].in)) ==
+        CHECK(modattn__utf8_valid(cases[i].in, strlen(cases[i].in)) ==
               (strcmp(cases[i].in, cases[i].out) == 0));
-        CHECK(s && modattn_utf8_valid(s, n));
+        CHECK(s && modattn__utf8_valid(s, n));
         modattn_free(s);
     }
     /* UTF-16 with a BOM: bytes.decode("utf-16", "replace").encode() in Python 3.11 */
@@ -75,16 +79,16 @@ static void test_utf8(void) {
     };
     for (size_t i = 0; i < sizeof u16 / sizeof *u16; i++) {
         size_t n = 99, want = strlen(u16[i].out) + (i == 11);
-        CHECK(modattn_utf16_bom(u16[i].in, u16[i].len) == (u16[i].in[0] == '\xff' ? 1 : 2));
-        char *s = modattn_utf16_to_utf8(u16[i].in, u16[i].len, &n);
+        CHECK(modattn__utf16_bom(u16[i].in, u16[i].len) == (u16[i].in[0] == '\xff' ? 1 : 2));
+        char *s = modattn__utf16_to_utf8(u16[i].in, u16[i].len, &n);
         CHECK_MSG(s && n == want && memcmp(s, u16[i].out, n) == 0 && s[n] == 0, "utf16 case %zu", i);
         modattn_free(s);
     }
-    CHECK(modattn_utf16_bom("ab", 2) == 0 && modattn_utf16_bom("\xff", 1) == 0);
-    CHECK(modattn_utf16_to_utf8("abcd", 4, NULL) == NULL && strstr(modattn_last_error(), "byte order mark"));
-    CHECK(modattn_utf8_valid("", 0));
+    CHECK(modattn__utf16_bom("ab", 2) == 0 && modattn__utf16_bom("\xff", 1) == 0);
+    CHECK(modattn__utf16_to_utf8("abcd", 4, NULL) == NULL && strstr(modattn_last_error(), "byte order mark"));
+    CHECK(modattn__utf8_valid("", 0));
     /* a NUL inside is valid UTF-8 */
-    CHECK(modattn_utf8_valid("a\0b", 3));
+    CHECK(modattn__utf8_valid("a\0b", 3));
 }
 
 /* ------------------------------------------------------------------ sniffing */
@@ -327,10 +331,10 @@ static void test_extract_isolated(void) {
     o += (size_t)snprintf(big + o, cap - o, ">text</div>");
     modattn__extract_limits quick = lim;
     quick.timeout_s = 0.5;
-    uint64_t t0 = modattn_now_ns();
+    uint64_t t0 = modattn__now_ns();
     CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, big, o, &quick, &b, &stopped), MODATTN_ERANGE,
               "took longer than --file-timeout 0.5 s");
-    double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+    double secs = (double)(modattn__now_ns() - t0) * 1e-9;
     CHECK_MSG(secs < 5, "the time limit of 0.5 s took %.1f s", secs);
     /* and a cancel hook stops it at once */
     int asked = 0;
@@ -390,7 +394,7 @@ static void test_chunk_cap(const modattn_tokenizer *tok) {
     for (size_t i = 0; i + 2 <= big; i += 2) memcpy(t + i, "\xc3\xa9", 2);
     st = modattn_chunk_text(tok, t, big, 254, 32, &c, &n);
     CHECK_MSG(st == 0 && n >= 1 && c[0].end - c[0].start <= MODATTN_CHUNK_MAX_BYTES &&
-              modattn_utf8_valid(t + c[0].start, c[0].end - c[0].start), "a word of e-acutes: %d, %zu chunks", st, n);
+              modattn__utf8_valid(t + c[0].start, c[0].end - c[0].start), "a word of e-acutes: %d, %zu chunks", st, n);
     modattn_free(c);
     /* blank space: two words 2 MB apart are two chunks, not one of 2 MB */
     memset(t, ' ', big);
@@ -585,8 +589,8 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
     const isa_expect want = isa_expected(); /* the test's own reading of the CPU, not the library's */
     static bool said[4];
     for (size_t a = 0; a < sizeof isas / sizeof *isas; a++) {
-        const char *nm = modattn_scan_isa_name(isas[a]);
-        if (modattn_scan_isa_available(isas[a]) != 0) {
+        const char *nm = modattn__scan_isa_name(isas[a]);
+        if (modattn__scan_isa_available(isas[a]) != 0) {
             const bool has = (isas[a] == MODATTN_SCAN_AVX2 && want.avx2) || (isas[a] == MODATTN_SCAN_AVX512 && want.avx512);
             CHECK_MSG(!has, "scan %s refused on a CPU that has it: %s", nm, modattn_last_error());
             if (!has && !said[a]) printf("  not run here: scan %s (this CPU, or MODATTN_CPU_DISABLE, lacks it)\n", nm);
@@ -594,7 +598,7 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
             continue;
         }
         /* scores within float rounding of the fp64 dot products (a scan that fails is a failure) */
-        const int sst = n ? modattn_scan_scores(m, n, dim, ld, q, isas[a], sc) : 0;
+        const int sst = n ? modattn__scan_scores(m, n, dim, ld, q, isas[a], sc) : 0;
         CHECK_MSG(sst == 0, "%s n=%zu dim=%zu: scan_scores failed: %s", nm, n, dim, modattn_last_error());
         if (n && sst == 0) {
             double worst = 0;
@@ -610,7 +614,7 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
             CHECK_MSG(worst < 1e-5, "%s n=%zu dim=%zu: relative score error %g", nm, n, dim, worst);
         }
         size_t got = 99;
-        int st = modattn_topk(m, n, dim, ld, q, k, exec, isas[a], hits, &got);
+        int st = modattn__topk(m, n, dim, ld, q, k, exec, isas[a], hits, &got);
         CHECK_MSG(st == 0, "%s: topk: %s", nm, modattn_last_error());
         size_t want = k < n ? k : n;
         CHECK_MSG(got == want, "%s n=%zu k=%zu: %zu hits", nm, n, k, got);
@@ -633,7 +637,7 @@ static void test_topk_case(size_t n, size_t dim, size_t k, const modattn_exec *e
     free(hits);
 }
 
-/* modattn_topk_batch against modattn_topk query by query: the same rows and the same scores, bit
+/* modattn__topk_batch against modattn__topk query by query: the same rows and the same scores, bit
  * for bit (candidates are re-scored with the single-query kernel), serial and threaded, with a
  * mask, more queries than one GEMM takes, k larger than n, and errors. */
 static void test_topk_batch_case(size_t n, size_t dim, size_t nq, size_t k, const modattn_exec *exec,
@@ -647,18 +651,18 @@ static void test_topk_batch_case(size_t n, size_t dim, size_t nq, size_t k, cons
         for (size_t r = 0; r < n; r += 3) skip[(r + 5) / 8] |= (uint8_t)(1u << ((r + 5) % 8));
     modattn_hit *hb = malloc(nq * k * sizeof *hb), *h1 = malloc(k * sizeof *h1);
     size_t *nb = malloc(nq * sizeof *nb);
-    int st = modattn_topk_batch(m, n, dim, ld, qs, nq, qld, k, exec, skip, 5, hb, nb);
+    int st = modattn__topk_batch(m, n, dim, ld, qs, nq, qld, k, exec, skip, 5, hb, nb);
     CHECK_MSG(st == 0, "batch n=%zu dim=%zu nq=%zu k=%zu: %s", n, dim, nq, k, modattn_last_error());
     size_t bad = 0;
     for (size_t q = 0; st == 0 && q < nq; q++) {
         size_t n1 = 0;
-        CHECK(modattn_topk_masked(m, n, dim, ld, qs + q * qld, k, NULL, MODATTN_SCAN_AUTO, skip, 5, h1, &n1) == 0);
+        CHECK(modattn__topk_masked(m, n, dim, ld, qs + q * qld, k, NULL, MODATTN_SCAN_AUTO, skip, 5, h1, &n1) == 0);
         if (n1 != nb[q]) bad++;
         for (size_t i = 0; i < n1 && i < nb[q]; i++)
             if (h1[i].row != hb[q * k + i].row || memcmp(&h1[i].score, &hb[q * k + i].score, sizeof(float)))
                 bad++;
     }
-    CHECK_MSG(bad == 0, "batch n=%zu dim=%zu nq=%zu k=%zu%s: %zu differences from modattn_topk", n, dim, nq,
+    CHECK_MSG(bad == 0, "batch n=%zu dim=%zu nq=%zu k=%zu%s: %zu differences from modattn__topk", n, dim, nq,
               k, masked ? " masked" : "", bad);
     free(m), free(qs), free(skip), free(hb), free(h1), free(nb);
 }
@@ -677,22 +681,22 @@ static void test_topk_batch(void) {
     test_topk_batch_case(1000, 17, 3, 5, NULL, true);
     test_topk_batch_case(5000, 384, 300, 10, ex, false); /* two GEMMs of queries, 5 blocks of rows */
     test_topk_batch_case(4097, 33, 20, 50, ex, true);
-    /* ties go to the lower row; NaN ranks last, as modattn_topk */
+    /* ties go to the lower row; NaN ranks last, as modattn__topk */
     {
         float m[5 * 4] = {1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0, NAN, 0, 0, 0, 1, 0, 0, 0};
         float q[8] = {1, 0, 0, 0, 0, 1, 0, 0};
         modattn_hit h[10];
         size_t n[2] = {0, 0};
-        CHECK(modattn_topk_batch(m, 5, 4, 4, q, 2, 4, 5, NULL, NULL, 0, h, n) == 0 && n[0] == 5 && n[1] == 5);
+        CHECK(modattn__topk_batch(m, 5, 4, 4, q, 2, 4, 5, NULL, NULL, 0, h, n) == 0 && n[0] == 5 && n[1] == 5);
         CHECK(h[0].row == 0 && h[1].row == 2 && h[2].row == 4 && h[3].row == 1 && h[4].row == 3);
         CHECK(h[4].score == -INFINITY && h[5].row == 1 && h[5].score == 1.0f);
     }
     modattn_hit h[2];
     size_t n[2] = {7, 7};
     float v[8] = {0};
-    CHECK_ERR(modattn_topk_batch(v, 1, 4, 2, v, 1, 4, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "ld");
-    CHECK_ERR(modattn_topk_batch(v, 1, 4, 4, v, 1, 2, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "qld");
-    CHECK(modattn_topk_batch(v, 1, 4, 4, v, 2, 4, 0, NULL, NULL, 0, h, n) == 0 && n[0] == 0 && n[1] == 0);
+    CHECK_ERR(modattn__topk_batch(v, 1, 4, 2, v, 1, 4, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "ld");
+    CHECK_ERR(modattn__topk_batch(v, 1, 4, 4, v, 1, 2, 1, NULL, NULL, 0, h, n), MODATTN_EINVAL, "qld");
+    CHECK(modattn__topk_batch(v, 1, 4, 4, v, 2, 4, 0, NULL, NULL, 0, h, n) == 0 && n[0] == 0 && n[1] == 0);
     modattn_ctx_free(ctx);
 }
 
@@ -722,8 +726,8 @@ static void test_topk(void) {
         for (size_t j = 0; j < dim; j++) q[j] = frand();
         modattn_hit a[50], b[50];
         size_t na = 0, nb = 0;
-        CHECK(modattn_topk(m, n, dim, dim, q, 50, NULL, MODATTN_SCAN_AUTO, a, &na) == 0);
-        CHECK(modattn_topk(m, n, dim, dim, q, 50, ex, MODATTN_SCAN_AUTO, b, &nb) == 0);
+        CHECK(modattn__topk(m, n, dim, dim, q, 50, NULL, MODATTN_SCAN_AUTO, a, &na) == 0);
+        CHECK(modattn__topk(m, n, dim, dim, q, 50, ex, MODATTN_SCAN_AUTO, b, &nb) == 0);
         CHECK(na == 50 && nb == 50);
         for (size_t i = 0; i < 50; i++) CHECK(a[i].row == b[i].row && a[i].score == b[i].score);
         free(m);
@@ -734,7 +738,7 @@ static void test_topk(void) {
         float q[4] = {1, 0, 0, 0};
         modattn_hit h[5];
         size_t n = 0;
-        CHECK(modattn_topk(m, 5, 4, 4, q, 5, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 5);
+        CHECK(modattn__topk(m, 5, 4, 4, q, 5, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 5);
         CHECK(h[0].row == 0 && h[1].row == 2 && h[2].row == 4 && h[3].row == 1 && h[4].row == 3);
         CHECK(h[4].score == -INFINITY);
     }
@@ -742,12 +746,12 @@ static void test_topk(void) {
     modattn_hit h[1];
     size_t n = 0;
     float v[4] = {0};
-    CHECK_ERR(modattn_topk(v, 1, 4, 2, v, 1, NULL, MODATTN_SCAN_AUTO, h, &n), MODATTN_EINVAL, "ld");
-    CHECK(modattn_topk(v, 1, 4, 4, v, 0, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 0);
+    CHECK_ERR(modattn__topk(v, 1, 4, 2, v, 1, NULL, MODATTN_SCAN_AUTO, h, &n), MODATTN_EINVAL, "ld");
+    CHECK(modattn__topk(v, 1, 4, 4, v, 0, NULL, MODATTN_SCAN_AUTO, h, &n) == 0 && n == 0);
     float z[3] = {0, 0, 0}, u[2] = {3, 4};
-    modattn_vec_normalize(z, 3);
+    modattn__vec_normalize(z, 3);
     CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0);
-    modattn_vec_normalize(u, 2);
+    modattn__vec_normalize(u, 2);
     CHECK(fabsf(u[0] - 0.6f) < 1e-6f && fabsf(u[1] - 0.8f) < 1e-6f);
     modattn_ctx_free(ctx);
 }
@@ -767,7 +771,7 @@ static void raw_sql(const char *path, const char *sql) {
 
 static void expect_query(const char *in, size_t len, const char *want) {
     char *q = NULL;
-    int st = modattn_keyword_query(in, len, &q);
+    int st = modattn__keyword_query(in, len, &q);
     CHECK_MSG(st == 0 && q && strcmp(q, want) == 0, "keyword_query(%.60s) = [%s], want [%s]", in, q ? q : "(null)", want);
     modattn_free(q);
 }
@@ -775,15 +779,15 @@ static void expect_query(const char *in, size_t len, const char *want) {
 /* The user's text as FTS5 sees it: quoted phrases joined by OR; operators, quotes and syntax are
  * text; no run without a word; NUL and invalid UTF-8 handled; bounded whatever the length. Then a
  * store: BM25 top-k, spans, prefix filter, and every hostile query accepted by SQLite itself. */
-/* modattn_store_keyword_topk's scores (modattn_bm25, chunk sizes cached) against FTS5's own
+/* modattn__store_keyword_topk's scores (modattn_bm25, chunk sizes cached) against FTS5's own
  * bm25() through a second connection: the same chunks in the same order, scores bit for bit. */
 static void check_bm25_equal(modattn_store *s, const char *path, const char *text) {
     char *fts = NULL;
     int64_t ids[16];
     double sc[16];
     size_t n = 0;
-    CHECK(modattn_keyword_query(text, strlen(text), &fts) == 0 && fts);
-    CHECK(modattn_store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0);
+    CHECK(modattn__keyword_query(text, strlen(text), &fts) == 0 && fts);
+    CHECK(modattn__store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0);
     sqlite3 *db = NULL;
     sqlite3_stmt *q = NULL;
     CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
@@ -813,15 +817,15 @@ static void test_keywords_pruned(const char *dir) {
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
     modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     float vec[4] = {1, 0, 0, 0};
     uint64_t x = 88172645463325252ull;
-    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn__store_begin(s) == 0);
     for (int d = 0; d < 40; d++) {
         char p[64];
         snprintf(p, sizeof p, "/p/doc%02d.txt", d);
         modattn_store_doc doc = {.path = p, .hash = (uint64_t)d, .kind = "text", .nchunks = 100};
-        CHECK(modattn_store_put_document(s, &doc) == 0);
+        CHECK(modattn__store_put_document(s, &doc) == 0);
         for (int c = 0; c < 100; c++) {
             char text[1024];
             size_t o = 0;
@@ -834,10 +838,10 @@ static void test_keywords_pruned(const char *dir) {
                 else o += (size_t)snprintf(text + o, sizeof text - o, "rare%u ", (unsigned)(x >> 20) % 700);
             }
             modattn_store_chunk_in ch = {c, 0, (int64_t)o, 1, 0, words, text, o};
-            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+            CHECK(modattn__store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
         }
     }
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_commit(s) == 0);
     const size_t before = modattn__store_kw_pruned(s);
     check_bm25_equal(s, path, "rare5 rare17 mid3 mid8 common1 common2 common3 common4");
     check_bm25_equal(s, path, "rare99 mid1 mid2 mid3 mid4 mid5 common0 common5 common6 common7");
@@ -847,21 +851,21 @@ static void test_keywords_pruned(const char *dir) {
     check_bm25_equal(s, path, "common1 common2 common3"); /* nothing rare: the whole query */
     /* inside a write transaction (rows and generation not final): equal to bm25() on the same
      * connection, after each of two writes, with no cached size or pruning used */
-    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn__store_begin(s) == 0);
     {
         modattn_store_doc doc = {.path = "/p/new.txt", .hash = 77, .kind = "text", .nchunks = 2};
-        CHECK(modattn_store_put_document(s, &doc) == 0);
+        CHECK(modattn__store_put_document(s, &doc) == 0);
         static const char *const more[] = {"rare5 rare5 mid3", "rare5 rare17 rare17 common1 mid8 mid8 mid8 mid8"};
         for (int i = 0; i < 2; i++) {
             modattn_store_chunk_in ch = {i, 0, (int64_t)strlen(more[i]), 1, 0, 8, more[i], strlen(more[i])};
-            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+            CHECK(modattn__store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
             char *fts = NULL;
             int64_t ids[8];
             double sc[8];
             size_t n = 0;
             const size_t pruned = modattn__store_kw_pruned(s);
-            CHECK(modattn_keyword_query("rare5 rare17 mid3 mid8 common1 common2", 38, &fts) == 0 &&
-                  modattn_store_keyword_topk(s, fts, 8, NULL, ids, sc, &n) == 0 && n == 8);
+            CHECK(modattn__keyword_query("rare5 rare17 mid3 mid8 common1 common2", 38, &fts) == 0 &&
+                  modattn__store_keyword_topk(s, fts, 8, NULL, ids, sc, &n) == 0 && n == 8);
             CHECK(modattn__store_kw_pruned(s) == pruned);
             sqlite3_stmt *q = NULL;
             CHECK(sqlite3_prepare_v2(modattn__store_db(s), "SELECT rowid, -bm25(chunks_fts, 1.0, 0.5) AS sc FROM chunks_fts "
@@ -874,7 +878,7 @@ static void test_keywords_pruned(const char *dir) {
             modattn_free(fts);
         }
     }
-    modattn_store_rollback(s);
+    modattn__store_rollback(s);
     modattn_store_close(s);
 }
 
@@ -895,7 +899,7 @@ static void test_keywords(const char *dir) {
     char *t = malloc(big);
     for (size_t i = 0; i < big; i++) t[i] = (i % 300 == 299) ? ' ' : (char)('a' + i % 26);
     char *q = NULL;
-    CHECK(modattn_keyword_query(t, big, &q) == 0 && q);
+    CHECK(modattn__keyword_query(t, big, &q) == 0 && q);
     size_t ors = 0;
     for (const char *p = q; p && (p = strstr(p, " OR ")); p += 4) ors++;
     CHECK_MSG(q && ors == MODATTN_KEYWORD_MAX_TERMS - 1 && strlen(q) <= (size_t)MODATTN_KEYWORD_MAX_TERMS * (256 + 6),
@@ -908,39 +912,39 @@ static void test_keywords(const char *dir) {
     modattn_store *s = NULL;
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
-    CHECK(modattn_store_has_keywords(s));
+    CHECK(modattn__store_has_keywords(s));
     modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     static const char *const texts[] = {"The lighthouse keeper lit the lamp.", "Error E4021: the pool is exhausted.",
                                         "Café au lait and croissants.", "Nothing in common here at all."};
     static const char *const paths[] = {"/k/sea/light.txt", "/k/err/codes.md", "/k/food/cafe.txt", "/k/misc/none.txt"};
     float vec[4] = {1, 0, 0, 0};
     for (int i = 0; i < 4; i++) {
         modattn_store_doc d = {.path = paths[i], .hash = (uint64_t)i, .kind = "text", .nchunks = 1};
-        CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0);
+        CHECK(modattn__store_begin(s) == 0 && modattn__store_put_document(s, &d) == 0);
         modattn_store_chunk_in c = {0, 0, (int64_t)strlen(texts[i]), 1, 0, 5, texts[i], strlen(texts[i])};
-        CHECK(modattn_store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn_store_commit(s) == 0);
+        CHECK(modattn__store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn__store_commit(s) == 0);
     }
     int64_t ids[4];
     double sc[4];
     size_t n = 0;
     char *fts = NULL;
-    CHECK(modattn_keyword_query("e4021 exhausted", 15, &fts) == 0);
-    CHECK(modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1 && sc[0] > 0);
+    CHECK(modattn__keyword_query("e4021 exhausted", 15, &fts) == 0);
+    CHECK(modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1 && sc[0] > 0);
     modattn_store_chunk ch;
-    CHECK(n == 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[1]) == 0);
-    modattn_store_chunk_clear(&ch);
+    CHECK(n == 1 && modattn__store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[1]) == 0);
+    modattn__store_chunk_clear(&ch);
     modattn_text_span *sp = NULL;
     size_t nsp = 0;
-    CHECK(n == 1 && modattn_store_keyword_spans(s, fts, ids[0], &sp, &nsp) == 0 && nsp == 2 &&
+    CHECK(n == 1 && modattn__store_keyword_spans(s, fts, ids[0], &sp, &nsp) == 0 && nsp == 2 &&
           sp[0].start == 6 && sp[0].end == 11 && sp[1].start == 25 && sp[1].end == 34); /* E4021, exhausted */
     modattn_free(sp);
     modattn_free(fts);
     /* diacritics folded; a file's name is matched too; the prefix keeps only its folder */
-    CHECK(modattn_keyword_query("cafe", 4, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1);
-    CHECK(modattn_store_keyword_topk(s, fts, 4, "/k/err/", ids, sc, &n) == 0 && n == 0);
+    CHECK(modattn__keyword_query("cafe", 4, &fts) == 0 && modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 1);
+    CHECK(modattn__store_keyword_topk(s, fts, 4, "/k/err/", ids, sc, &n) == 0 && n == 0);
     modattn_free(fts);
-    CHECK(modattn_keyword_query("codes", 5, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
+    CHECK(modattn__keyword_query("codes", 5, &fts) == 0 && modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
           n == 1); /* only in the name codes.md */
     modattn_free(fts);
     /* every hostile query is accepted by FTS5 as made safe, and finds nothing it should not */
@@ -949,15 +953,15 @@ static void test_keywords(const char *dir) {
                                           "NEAR/2", "lamp*", "-lamp", "+lamp"};
     for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
         fts = NULL;
-        int st = modattn_keyword_query(hostile[i], strlen(hostile[i]), &fts);
-        st = st ? st : modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n);
+        int st = modattn__keyword_query(hostile[i], strlen(hostile[i]), &fts);
+        st = st ? st : modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n);
         CHECK_MSG(st == 0, "hostile query [%s] -> [%s]: %s", hostile[i], fts ? fts : "", modattn_last_error());
         modattn_free(fts);
     }
     /* "lamp NOT keeper" is three words, not an exclusion: the lighthouse chunk, with all of them */
-    CHECK(modattn_keyword_query("lamp NOT keeper", 15, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
-          n >= 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[0]) == 0);
-    modattn_store_chunk_clear(&ch);
+    CHECK(modattn__keyword_query("lamp NOT keeper", 15, &fts) == 0 && modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 &&
+          n >= 1 && modattn__store_get_chunk(s, ids[0], &ch) == 0 && strcmp(ch.path, paths[0]) == 0);
+    modattn__store_chunk_clear(&ch);
     modattn_free(fts);
     /* our BM25 (sizes read once per generation) equals FTS5's, before and after the store changes */
     check_bm25_equal(s, path, "the lamp pool exhausted cafe codes");
@@ -966,13 +970,13 @@ static void test_keywords(const char *dir) {
         static const char more[] = "the lamp the lamp the keeper and the pool and the sea";
         modattn_store_doc d = {.path = "/k/sea/more.txt", .hash = 9, .kind = "text", .nchunks = 1};
         modattn_store_chunk_in c = {0, 0, (int64_t)strlen(more), 1, 0, 12, more, strlen(more)};
-        CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0);
-        CHECK(modattn_store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn_store_commit(s) == 0);
+        CHECK(modattn__store_begin(s) == 0 && modattn__store_put_document(s, &d) == 0);
+        CHECK(modattn__store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn__store_commit(s) == 0);
     }
     check_bm25_equal(s, path, "the lamp pool exhausted cafe codes");
     /* a deleted document's chunks leave the keyword index in the same transaction */
     CHECK(modattn_store_delete_document(s, paths[0]) == 1);
-    CHECK(modattn_keyword_query("lighthouse", 10, &fts) == 0 && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 0);
+    CHECK(modattn__keyword_query("lighthouse", 10, &fts) == 0 && modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 0);
     modattn_free(fts);
     modattn_store_close(s);
 }
@@ -987,9 +991,9 @@ static void test_store(const char *dir) {
     modattn_store_model a = {"model-a", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
     modattn_store_model b = {"model-b", "fedcba9876543210", 8, NULL, NULL, NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &a), MODATTN_ENOTFOUND, "no model");
-    CHECK(modattn_store_bind_model(s, &a) == 0);
-    CHECK(modattn_store_bind_model(s, &a) == 0);
-    CHECK_ERR(modattn_store_bind_model(s, &b), MODATTN_EVERSION, "holds embeddings of model model-a");
+    CHECK(modattn__store_bind_model(s, &a) == 0);
+    CHECK(modattn__store_bind_model(s, &a) == 0);
+    CHECK_ERR(modattn__store_bind_model(s, &b), MODATTN_EVERSION, "holds embeddings of model model-a");
     CHECK_ERR(modattn_store_check_model(s, &b), MODATTN_EVERSION, "model-b");
     modattn_store_model a2 = {"model-a", "0123456789abcdee", 4, NULL, NULL, NULL, NULL}; /* same name, other weights */
     CHECK_ERR(modattn_store_check_model(s, &a2), MODATTN_EVERSION, "0123456789abcdee");
@@ -1002,15 +1006,15 @@ static void test_store(const char *dir) {
      * weights is refused by its precision, not accepted by the weights it shares */
     modattn_store_model a_bf16 = {"model-a", "0123456789abcdef", 4, NULL, "bf16", NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &a_bf16), MODATTN_EVERSION, "holds fp32 embeddings");
-    CHECK_ERR(modattn_store_bind_model(s, &a_bf16), MODATTN_EVERSION, "--precision fp32");
+    CHECK_ERR(modattn__store_bind_model(s, &a_bf16), MODATTN_EVERSION, "--precision fp32");
     char prec[16] = "";
     CHECK(modattn_store_get_precision(s, prec, sizeof prec) == 0 && strcmp(prec, "fp32") == 0);
     modattn_store_model ia = {"via-a-link", "0123456789abcdef", 4, "1111222233334444", NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &ia) == 0); /* records the identity */
+    CHECK(modattn__store_bind_model(s, &ia) == 0); /* records the identity */
     CHECK(modattn_store_check_model(s, &ia) == 0);
     modattn_store_model ib = {"model-a", "0123456789abcdef", 4, "9999222233334444", NULL, NULL, NULL};
     CHECK_ERR(modattn_store_check_model(s, &ib), MODATTN_EVERSION, "the same weights, but a configuration");
-    CHECK_ERR(modattn_store_bind_model(s, &ib), MODATTN_EVERSION, "identity 1111222233334444");
+    CHECK_ERR(modattn__store_bind_model(s, &ib), MODATTN_EVERSION, "identity 1111222233334444");
 
     /* a document in a transaction; a rolled back one leaves nothing */
     float v1[4] = {1, 0, 0, 0}, v2[4] = {0, 1, 0, 0};
@@ -1024,56 +1028,56 @@ static void test_store(const char *dir) {
     d.chunk_tokens = 256;
     d.overlap = 32;
     d.nchunks = 2;
-    CHECK(modattn_store_begin(s) == 0);
-    CHECK(modattn_store_put_document(s, &d) == 0 && d.id > 0);
+    CHECK(modattn__store_begin(s) == 0);
+    CHECK(modattn__store_put_document(s, &d) == 0 && d.id > 0);
     modattn_store_chunk_in c1 = {0, 0, 10, 1, 0, 5, "hello \xff world", 13};
     modattn_store_chunk_in c2 = {1, 8, 20, 2, 0, 6, "second", 6};
-    CHECK(modattn_store_put_chunk(s, d.id, &c1, v1, 4) == 0);
-    CHECK_ERR(modattn_store_put_chunk(s, d.id, &c2, v2, 3), MODATTN_EINVAL, "dimensions");
-    CHECK(modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0);
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_put_chunk(s, d.id, &c1, v1, 4) == 0);
+    CHECK_ERR(modattn__store_put_chunk(s, d.id, &c2, v2, 3), MODATTN_EINVAL, "dimensions");
+    CHECK(modattn__store_put_chunk(s, d.id, &c2, v2, 4) == 0);
+    CHECK(modattn__store_commit(s) == 0);
     modattn_store_doc e;
     memset(&d, 0, sizeof d);
     d.path = "/x/gone.txt";
     d.kind = "text";
     d.nchunks = 1;
-    CHECK(modattn_store_begin(s) == 0);
-    CHECK(modattn_store_put_document(s, &d) == 0);
-    CHECK(modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0);
-    modattn_store_rollback(s);
-    CHECK(modattn_store_find_document(s, "/x/gone.txt", &e) == 0);
-    CHECK(modattn_store_find_document(s, "/x/doc.txt", &e) == 1);
+    CHECK(modattn__store_begin(s) == 0);
+    CHECK(modattn__store_put_document(s, &d) == 0);
+    CHECK(modattn__store_put_chunk(s, d.id, &c2, v2, 4) == 0);
+    modattn__store_rollback(s);
+    CHECK(modattn__store_find_document(s, "/x/gone.txt", &e) == 0);
+    CHECK(modattn__store_find_document(s, "/x/doc.txt", &e) == 1);
     CHECK(e.hash == 0x1234abcdull && e.mtime_ns == 42 && e.size == 100 && e.nchunks == 2 &&
           e.chunk_tokens == 256 && e.overlap == 32);
-    CHECK(modattn_store_touch_document(s, e.id, 43, 101) == 0);
-    CHECK(modattn_store_find_document(s, "/x/doc.txt", &e) == 1 && e.mtime_ns == 43 && e.size == 101);
+    CHECK(modattn__store_touch_document(s, e.id, 43, 101) == 0);
+    CHECK(modattn__store_find_document(s, "/x/doc.txt", &e) == 1 && e.mtime_ns == 43 && e.size == 101);
     modattn_store_counts cnt;
     CHECK(modattn_store_get_counts(s, &cnt) == 0 && cnt.documents == 1 && cnt.chunks == 2 &&
           cnt.embeddings == 2);
 
     /* vectors: contiguous, aligned, in chunk order */
     modattn_store_vectors vec;
-    CHECK(modattn_store_load_vectors(s, &vec) == 0);
+    CHECK(modattn__store_load_vectors(s, &vec) == 0);
     CHECK(vec.n == 2 && vec.dim == 4 && vec.ld >= 4 && ((uintptr_t)vec.data % 64) == 0);
     if (vec.n == 2) {
         CHECK(memcmp(vec.data, v1, sizeof v1) == 0 && memcmp(vec.data + vec.ld, v2, sizeof v2) == 0);
         modattn_store_chunk ch;
-        CHECK(modattn_store_get_chunk(s, vec.chunk_ids[0], &ch) == 0);
+        CHECK(modattn__store_get_chunk(s, vec.chunk_ids[0], &ch) == 0);
         CHECK(ch.path && strcmp(ch.path, "/x/doc.txt") == 0 && ch.start == 0 && ch.end == 10 &&
               ch.line == 1 && ch.ntokens == 5 && strcmp(ch.kind, "text") == 0);
         /* stored text is valid UTF-8 */
         CHECK(ch.text && strcmp(ch.text, "hello \xef\xbf\xbd world") == 0);
-        modattn_store_chunk_clear(&ch);
-        CHECK_ERR(modattn_store_get_chunk(s, 987654, &ch), MODATTN_ENOTFOUND, "no chunk");
+        modattn__store_chunk_clear(&ch);
+        CHECK_ERR(modattn__store_get_chunk(s, 987654, &ch), MODATTN_ENOTFOUND, "no chunk");
     }
-    modattn_store_vectors_free(&vec);
+    modattn__store_vectors_free(&vec);
     /* replacing a document replaces its chunks */
     memset(&d, 0, sizeof d);
     d.path = "/x/doc.txt";
     d.kind = "markdown";
     d.nchunks = 1;
-    CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0 &&
-          modattn_store_put_chunk(s, d.id, &c2, v2, 4) == 0 && modattn_store_commit(s) == 0);
+    CHECK(modattn__store_begin(s) == 0 && modattn__store_put_document(s, &d) == 0 &&
+          modattn__store_put_chunk(s, d.id, &c2, v2, 4) == 0 && modattn__store_commit(s) == 0);
     CHECK(modattn_store_get_counts(s, &cnt) == 0 && cnt.documents == 1 && cnt.chunks == 1 &&
           cnt.embeddings == 1);
     CHECK(modattn_store_integrity_check(s) == 0);
@@ -1113,13 +1117,13 @@ static void test_store(const char *dir) {
 static void test_paths(void) {
     char cwd[1024];
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
-    char *p = modattn_path_absolute("/a/./b//c/../d/");
+    char *p = modattn__path_absolute("/a/./b//c/../d/");
     CHECK(p && strcmp(p, "/a/b/d") == 0);
     modattn_free(p);
-    p = modattn_path_absolute("/../..");
+    p = modattn__path_absolute("/../..");
     CHECK(p && strcmp(p, "/") == 0);
     modattn_free(p);
-    p = modattn_path_absolute("x/y");
+    p = modattn__path_absolute("x/y");
     char want[1100];
     snprintf(want, sizeof want, "%s/x/y", strcmp(cwd, "/") ? cwd : "");
     CHECK_MSG(p && strcmp(p, want) == 0, "%s vs %s", p ? p : "(null)", want);
@@ -1136,7 +1140,7 @@ typedef struct sweep_ctx {
     size_t len;
 } sweep_ctx;
 
-/* the whole life of a store: every SQLite allocation goes through modattn_malloc too */
+/* the whole life of a store: every SQLite allocation goes through modattn__malloc too */
 static int sweep_store(void *arg) {
     sweep_ctx *c = arg;
     char path[512];
@@ -1155,23 +1159,23 @@ static int sweep_store(void *arg) {
     modattn_store_chunk ch;
     memset(&ch, 0, sizeof ch);
     int st = modattn_store_open(path, MODATTN_STORE_CREATE, &s);
-    if (!st) st = modattn_store_bind_model(s, &m);
-    if (!st) st = modattn_store_begin(s);
-    if (!st) st = modattn_store_put_document(s, &d);
-    if (!st) st = modattn_store_put_chunk(s, d.id, &ci, v, 4);
+    if (!st) st = modattn__store_bind_model(s, &m);
+    if (!st) st = modattn__store_begin(s);
+    if (!st) st = modattn__store_put_document(s, &d);
+    if (!st) st = modattn__store_put_chunk(s, d.id, &ci, v, 4);
     ci.seq = 1;
     ci.text = "bad \xff";
     ci.len = 5;
-    if (!st) st = modattn_store_put_chunk(s, d.id, &ci, v, 4);
-    if (!st) st = modattn_store_commit(s);
-    if (!st) st = modattn_store_load_vectors(s, &vec);
-    if (!st) st = modattn_store_get_chunk(s, vec.chunk_ids[1], &ch);
+    if (!st) st = modattn__store_put_chunk(s, d.id, &ci, v, 4);
+    if (!st) st = modattn__store_commit(s);
+    if (!st) st = modattn__store_load_vectors(s, &vec);
+    if (!st) st = modattn__store_get_chunk(s, vec.chunk_ids[1], &ch);
     if (!st) {
         int k = modattn_store_delete_document(s, "/x/a.txt");
         st = k == 1 ? 0 : k < 0 ? k : MODATTN_EINTERNAL;
     }
-    modattn_store_chunk_clear(&ch);
-    modattn_store_vectors_free(&vec);
+    modattn__store_chunk_clear(&ch);
+    modattn__store_vectors_free(&vec);
     modattn_store_close(s);
     unlink(path);
     char side[600];
@@ -1210,7 +1214,7 @@ static int sweep_topk(void *arg) {
     for (size_t i = 0; i < n * dim; i++) m[i] = (float)((i * 7919) % 101) / 101.0f;
     modattn_hit h[5];
     size_t nh = 0;
-    return modattn_topk(m, n, dim, dim, q, 5, ex, MODATTN_SCAN_AUTO, h, &nh);
+    return modattn__topk(m, n, dim, dim, q, 5, ex, MODATTN_SCAN_AUTO, h, &nh);
 }
 
 static int sweep_topk_batch(void *arg) {
@@ -1222,14 +1226,14 @@ static int sweep_topk_batch(void *arg) {
     for (size_t i = 0; i < 3 * dim; i++) q[i] = (float)i;
     modattn_hit h[3 * 5];
     size_t nh[3];
-    return modattn_topk_batch(m, n, dim, dim, q, 3, dim, 5, ex, NULL, 0, h, nh);
+    return modattn__topk_batch(m, n, dim, dim, q, 3, dim, 5, ex, NULL, 0, h, nh);
 }
 
 static int sweep_sanitize(void *arg) {
     (void)arg;
     size_t n = 0;
-    char *s = modattn_utf8_sanitize("a\xff" "b", 3, &n);
-    if (!s) return modattn_mem_last_status();
+    char *s = modattn__utf8_sanitize("a\xff" "b", 3, &n);
+    if (!s) return modattn__mem_last_status();
     modattn_free(s);
     return 0;
 }

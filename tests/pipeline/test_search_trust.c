@@ -12,6 +12,7 @@
 
 #include "modattn/core.h"
 #include "modattn/store.h"
+#include "pipeline/internal_store.h"
 #include "pipeline/keywords_internal.h"
 #include "pipeline/pipeline_internal.h"
 #include <sqlite3.h>
@@ -51,7 +52,7 @@ static modattn_store *make_store(const char *dir) {
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return NULL;
     modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     static const char *const texts[] = {
         "This licence applies on the day when it is granted, and on every day after that when the work is used, "
         "as it does on the days before.",
@@ -70,9 +71,9 @@ static modattn_store *make_store(const char *dir) {
         char p[64];
         snprintf(p, sizeof p, "/t/doc%d.txt", i);
         modattn_store_doc d = {.path = p, .hash = (uint64_t)i, .kind = "text", .nchunks = 1};
-        CHECK(modattn_store_begin(s) == 0 && modattn_store_put_document(s, &d) == 0);
+        CHECK(modattn__store_begin(s) == 0 && modattn__store_put_document(s, &d) == 0);
         modattn_store_chunk_in c = {0, 0, (int64_t)strlen(texts[i]), 1, 0, 5, texts[i], strlen(texts[i])};
-        CHECK(modattn_store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn_store_commit(s) == 0);
+        CHECK(modattn__store_put_chunk(s, d.id, &c, vec, 4) == 0 && modattn__store_commit(s) == 0);
     }
     return s;
 }
@@ -91,11 +92,11 @@ static void best(modattn_store *s, const char *fts, char *out, size_t cap) {
     double sc[4];
     size_t n = 0;
     out[0] = '\0';
-    CHECK(modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0);
+    CHECK(modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0);
     modattn_store_chunk ch;
-    if (n && modattn_store_get_chunk(s, ids[0], &ch) == 0) {
+    if (n && modattn__store_get_chunk(s, ids[0], &ch) == 0) {
         snprintf(out, cap, "%s", ch.text);
-        modattn_store_chunk_clear(&ch);
+        modattn__store_chunk_clear(&ch);
     }
 }
 
@@ -120,15 +121,15 @@ static void test_queries(const char *dir) {
         int64_t ids[16];
         double sc[16];
         size_t n = 0;
-        CHECK(fts && modattn_store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0 && n == 1); /* the café alone */
+        CHECK(fts && modattn__store_keyword_topk(s, fts, 16, NULL, ids, sc, &n) == 0 && n == 1); /* the café alone */
         modattn_store_chunk ch;
-        CHECK(n == 1 && modattn_store_get_chunk(s, ids[0], &ch) == 0 && strstr(ch.text, "café") != NULL);
-        if (n == 1) modattn_store_chunk_clear(&ch);
+        CHECK(n == 1 && modattn__store_get_chunk(s, ids[0], &ch) == 0 && strstr(ch.text, "café") != NULL);
+        if (n == 1) modattn__store_chunk_clear(&ch);
         /* the stop words count in its score: above the same query without them */
         char *bare = query(s, "coffee shop close Sunday", &info);
         double sc2[16];
         size_t n2 = 0;
-        CHECK(bare && modattn_store_keyword_topk(s, bare, 16, NULL, ids, sc2, &n2) == 0 && n2 == 1 && sc[0] > sc2[0]);
+        CHECK(bare && modattn__store_keyword_topk(s, bare, 16, NULL, ids, sc2, &n2) == 0 && n2 == 1 && sc[0] > sc2[0]);
         modattn_free(bare);
     }
     CHECK_MSG(strcmp(info.fixes, "close \xe2\x86\x92 close*, Sunday \xe2\x86\x92 sunday*") == 0, "[%s]", info.fixes);
@@ -156,7 +157,7 @@ static void test_queries(const char *dir) {
     int64_t ids[4];
     double sc[4];
     size_t n = 0;
-    CHECK(fts && modattn_store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 2); /* recursively, recursion */
+    CHECK(fts && modattn__store_keyword_topk(s, fts, 4, NULL, ids, sc, &n) == 0 && n == 2); /* recursively, recursion */
     modattn_free(fts);
     fts = query(s, "recurs* depth", &info);
     CHECK_MSG(fts && strcmp(fts, "\"recurs\"* OR \"depth\"") == 0, "[%s]", fts ? fts : "");
@@ -193,14 +194,14 @@ static void test_queries(const char *dir) {
             double hsc[4];
             size_t hn = 0;
             int st = modattn__store_keyword_query(s, h, strlen(h), &f, NULL, &info);
-            if (!st) st = modattn_store_keyword_topk(s, f, 4, NULL, hid, hsc, &hn);
+            if (!st) st = modattn__store_keyword_topk(s, f, 4, NULL, hid, hsc, &hn);
             CHECK_MSG(st == 0, "hostile [%.40s] -> [%.80s]: %s", h, f ? f : "", modattn_last_error());
             modattn_free(f);
         }
     }
     /* the public form counts what was left out */
     size_t dropped = 0;
-    CHECK(modattn_store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &dropped) == 0 && dropped == 1);
+    CHECK(modattn__store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &dropped) == 0 && dropped == 1);
     modattn_free(fts);
     modattn_store_close(s);
 }
@@ -215,16 +216,16 @@ static void test_required_pruned(const char *dir) {
     CHECK(modattn_store_open(path, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return;
     modattn_store_model m = {"m", "0123456789abcdef", 4, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     float vec[4] = {1, 0, 0, 0};
     uint64_t x = 88172645463325252ull;
     static const char *const stop[] = {"the", "on", "when"};
-    CHECK(modattn_store_begin(s) == 0);
+    CHECK(modattn__store_begin(s) == 0);
     for (int d = 0; d < 40; d++) {
         char p[64];
         snprintf(p, sizeof p, "/r/doc%02d.txt", d);
         modattn_store_doc doc = {.path = p, .hash = (uint64_t)d, .kind = "text", .nchunks = 100};
-        CHECK(modattn_store_put_document(s, &doc) == 0);
+        CHECK(modattn__store_put_document(s, &doc) == 0);
         for (int c = 0; c < 100; c++) {
             char text[1024];
             size_t o = 0;
@@ -238,10 +239,10 @@ static void test_required_pruned(const char *dir) {
                 else o += (size_t)snprintf(text + o, sizeof text - o, "rare%u ", (unsigned)(x >> 20) % 700);
             }
             modattn_store_chunk_in ch = {c, 0, (int64_t)o, 1, 0, words, text, o};
-            CHECK(modattn_store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
+            CHECK(modattn__store_put_chunk(s, doc.id, &ch, vec, 4) == 0);
         }
     }
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_commit(s) == 0);
     static const char *const qs[] = {"rare5 the mid3 on common1 when", "when rare17 mid8 mid9 the"};
     for (size_t qi = 0; qi < 2; qi++) {
         char *fts = NULL, *all = NULL;
@@ -254,11 +255,11 @@ static void test_required_pruned(const char *dir) {
         int64_t ids[10], ids2[10];
         double sc[10], sc2[10];
         size_t n = 0, n2 = 0;
-        CHECK(modattn_store_keyword_topk(s, fts, 10, NULL, ids, sc, &n) == 0 && n == 10);
+        CHECK(modattn__store_keyword_topk(s, fts, 10, NULL, ids, sc, &n) == 0 && n == 10);
         CHECK_MSG(modattn__store_kw_pruned(s) > pruned, "query %zu was not pruned", qi);
-        CHECK(modattn_store_begin(s) == 0);
-        CHECK(modattn_store_keyword_topk(s, fts, 10, NULL, ids2, sc2, &n2) == 0 && n2 == n);
-        modattn_store_rollback(s);
+        CHECK(modattn__store_begin(s) == 0);
+        CHECK(modattn__store_keyword_topk(s, fts, 10, NULL, ids2, sc2, &n2) == 0 && n2 == n);
+        modattn__store_rollback(s);
         sqlite3_stmt *q = NULL;
         CHECK(sqlite3_prepare_v2(modattn__store_db(s), "SELECT -bm25(chunks_fts, 1.0, 0.5) FROM chunks_fts WHERE chunks_fts "
                                  "MATCH ?1 AND rowid = ?2", -1, &q, NULL) == SQLITE_OK);

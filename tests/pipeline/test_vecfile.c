@@ -17,6 +17,8 @@
 #include "modattn/core.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_search.h"
+#include "pipeline/internal_store.h"
 #include "test_util.h"
 
 #define DIM 24
@@ -32,16 +34,16 @@ static void add_doc(modattn_store *s, const char *path, int nchunks) {
     modattn_store_doc d;
     memset(&d, 0, sizeof d);
     d.path = path, d.kind = "text", d.nchunks = nchunks, d.chunk_tokens = 64, d.overlap = 8;
-    CHECK(modattn_store_begin(s) == 0);
-    CHECK(modattn_store_put_document(s, &d) == 0);
+    CHECK(modattn__store_begin(s) == 0);
+    CHECK(modattn__store_put_document(s, &d) == 0);
     for (int c = 0; c < nchunks; c++) {
         float v[DIM];
         for (int k = 0; k < DIM; k++) v[k] = rnd();
-        modattn_vec_normalize(v, DIM);
+        modattn__vec_normalize(v, DIM);
         modattn_store_chunk_in ci = {c, c * 10, c * 10 + 10, c + 1, 0, 5, "chunk", 5};
-        CHECK(modattn_store_put_chunk(s, d.id, &ci, v, DIM) == 0);
+        CHECK(modattn__store_put_chunk(s, d.id, &ci, v, DIM) == 0);
     }
-    CHECK(modattn_store_commit(s) == 0);
+    CHECK(modattn__store_commit(s) == 0);
 }
 
 static float g_q[DIM]; /* the query of top5 */
@@ -50,22 +52,22 @@ static float g_q[DIM]; /* the query of top5 */
 static void top5(modattn_store *s, int64_t ids[5], float sc[5], bool *mapped, char *note, size_t nlen) {
     modattn_store_vectors v;
     memset(ids, 0, 5 * sizeof *ids);
-    CHECK(modattn_store_open_vectors(s, &v) == 0);
+    CHECK(modattn__store_open_vectors(s, &v) == 0);
     *mapped = v.map != NULL;
     snprintf(note, nlen, "%s", v.note);
     size_t n = 0;
-    CHECK(modattn_store_vectors_topk(&v, g_q, 5, NULL, ids, sc, &n) == 0 && n == 5);
-    modattn_store_vectors_free(&v);
+    CHECK(modattn__store_vectors_topk(&v, g_q, 5, NULL, ids, sc, &n) == 0 && n == 5);
+    modattn__store_vectors_free(&v);
 }
 
 /* The same from the store itself (the source of truth). */
 static void top5_store(modattn_store *s, int64_t ids[5], float sc[5]) {
     modattn_store_vectors v;
     memset(ids, 0, 5 * sizeof *ids);
-    CHECK(modattn_store_load_vectors(s, &v) == 0);
+    CHECK(modattn__store_load_vectors(s, &v) == 0);
     size_t n = 0;
-    CHECK(modattn_store_vectors_topk(&v, g_q, 5, NULL, ids, sc, &n) == 0 && n == 5);
-    modattn_store_vectors_free(&v);
+    CHECK(modattn__store_vectors_topk(&v, g_q, 5, NULL, ids, sc, &n) == 0 && n == 5);
+    modattn__store_vectors_free(&v);
 }
 
 static void fixed_query(void) {
@@ -149,15 +151,15 @@ int main(void) {
     CHECK(modattn_store_open(g_db, MODATTN_STORE_CREATE, &s) == 0);
     if (!s) return test_finish("test_vecfile");
     modattn_store_model m = {"vec-model", "00112233445566aa", DIM, NULL, NULL, NULL, NULL};
-    CHECK(modattn_store_bind_model(s, &m) == 0);
+    CHECK(modattn__store_bind_model(s, &m) == 0);
     uint64_t g0 = 99, g1 = 0;
     CHECK(modattn_store_generation(s, &g0) == 0 && g0 == 0);
     /* an empty store's file: current, no rows */
-    CHECK(modattn_store_write_vector_file(s) == 0);
+    CHECK(modattn__store_write_vector_file(s) == 0);
     {
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.map && v.n == 0 && v.nseg == 0);
-        modattn_store_vectors_free(&v);
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.map && v.n == 0 && v.nseg == 0);
+        modattn__store_vectors_free(&v);
     }
     seed("empty");
     CHECK(unlink(g_vec) == 0);
@@ -170,7 +172,7 @@ int main(void) {
 
     /* no file yet: the store, and why */
     char why[320];
-    CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 0 && strstr(why, "No such file"));
+    CHECK(modattn__store_vector_file_current(s, why, sizeof why) == 0 && strstr(why, "No such file"));
     int64_t ref_ids[5], ids[5];
     float ref_sc[5], sc[5];
     bool mapped;
@@ -180,17 +182,17 @@ int main(void) {
     CHECK(!mapped && strstr(note, "No such file"));
 
     /* written: mapped, the same rows as the store's, the same top 5 */
-    CHECK(modattn_store_write_vector_file(s) == 0);
-    CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 1);
+    CHECK(modattn__store_write_vector_file(s) == 0);
+    CHECK(modattn__store_vector_file_current(s, why, sizeof why) == 1);
     seed("one_segment");
     {
         modattn_store_vectors a, b;
-        CHECK(modattn_store_open_vectors(s, &a) == 0 && a.map && !a.note[0]);
-        CHECK(modattn_store_load_vectors(s, &b) == 0 && !b.map);
+        CHECK(modattn__store_open_vectors(s, &a) == 0 && a.map && !a.note[0]);
+        CHECK(modattn__store_load_vectors(s, &b) == 0 && !b.map);
         CHECK(a.n == b.n && a.n == 155 && a.dim == DIM && a.ld == b.ld && ((uintptr_t)a.data % 64) == 0);
         CHECK(memcmp(a.chunk_ids, b.chunk_ids, a.n * 8) == 0 && memcmp(a.data, b.data, a.n * a.ld * 4) == 0);
-        modattn_store_vectors_free(&a);
-        modattn_store_vectors_free(&b);
+        modattn__store_vectors_free(&a);
+        modattn__store_vectors_free(&b);
     }
     top5(s, ids, sc, &mapped, note, sizeof note);
     CHECK(mapped && memcmp(ids, ref_ids, sizeof ids) == 0 && memcmp(sc, ref_sc, sizeof sc) == 0);
@@ -221,7 +223,7 @@ int main(void) {
                   cases[c].what);
     }
     random_header_bytes(s, good, len, 511, 300, ref_ids, ref_sc, "whole file");
-    CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 1);
+    CHECK(modattn__store_vector_file_current(s, why, sizeof why) == 1);
 
     /* the store changes: the file is stale until brought up to date; by an append that masks a
      * deleted document's rows, which never show */
@@ -230,20 +232,20 @@ int main(void) {
     CHECK(!mapped && strstr(note, "stale"));
     {
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.n == 154); /* d00 had 1 chunk */
-        modattn_store_vectors_free(&v);
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.n == 154); /* d00 had 1 chunk */
+        modattn__store_vectors_free(&v);
     }
     modattn_vecfile_update u;
     CHECK(modattn_store_update_vector_file(s, &u) == 0 && u.action == MODATTN_VECFILE_APPENDED &&
           u.rows_added == 0 && u.rows_masked == 1);
     {
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.map && v.n == 154 && v.rows == 155 && v.masked == 1 &&
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.map && v.n == 154 && v.rows == 155 && v.masked == 1 &&
               v.mask && v.nseg == 1);
         /* the deleted chunk's own vector as the query: the store no longer has it, nor does the file */
         for (size_t r = 0; r < v.rows; r++)
             if (v.mask[r >> 3] >> (r & 7) & 1) memcpy(g_q, v.data + r * v.ld, sizeof g_q);
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
     }
     check_agrees(s, "after a deletion");
     seed("masked");
@@ -269,14 +271,14 @@ int main(void) {
         check_agrees(s, when);
         /* query with each new row's own vector: it is found first */
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.nseg == (size_t)round + 2);
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.nseg == (size_t)round + 2);
         const modattn_store_vector_segment *g = &v.seg[v.nseg - 1];
         memcpy(g_q, g->data, sizeof g_q);
         int64_t top[5];
         float tsc[5];
         size_t n = 0;
-        CHECK(modattn_store_vectors_topk(&v, g_q, 5, NULL, top, tsc, &n) == 0 && n == 5 && top[0] == g->chunk_ids[0]);
-        modattn_store_vectors_free(&v);
+        CHECK(modattn__store_vectors_topk(&v, g_q, 5, NULL, top, tsc, &n) == 0 && n == 5 && top[0] == g->chunk_ids[0]);
+        modattn__store_vectors_free(&v);
         check_agrees(s, "own-vector query");
         fixed_query();
     }
@@ -286,10 +288,10 @@ int main(void) {
         char *app = slurp(&alen);
         seed("seven_segments");
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.map && v.masked > 0);
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.map && v.masked > 0);
         const uint64_t mask_off = (uint64_t)((const unsigned char *)v.mask - (const unsigned char *)v.map);
         const uint64_t ids2 = (uint64_t)((const char *)(const void *)v.seg[2].chunk_ids - (const char *)v.map);
-        modattn_store_vectors_free(&v);
+        modattn__store_vectors_free(&v);
         struct { const char *what, *needle; uint64_t off; } dmg[] = {
             {"mask byte", "mask is damaged", mask_off},
             {"segment 2 id", "chunk ids are damaged", ids2 + 3},
@@ -339,8 +341,8 @@ int main(void) {
         CHECK(modattn_store_update_vector_file(s, &u) == 0 && u.action == MODATTN_VECFILE_REWRITTEN &&
               strstr(u.reason, "compacting") && strstr(u.reason, "removed"));
         modattn_store_vectors v;
-        CHECK(modattn_store_open_vectors(s, &v) == 0 && v.map && v.nseg == 1 && v.masked == 0 && !v.mask);
-        modattn_store_vectors_free(&v);
+        CHECK(modattn__store_open_vectors(s, &v) == 0 && v.map && v.nseg == 1 && v.masked == 0 && !v.mask);
+        modattn__store_vectors_free(&v);
         check_agrees(s, "after compaction");
         int rewrites = 0, appends = 0;
         for (int i = 0; i < MODATTN_VEC_MAX_SEGMENTS + 2; i++) {
@@ -367,15 +369,15 @@ int main(void) {
         CHECK(modattn_store_open(other, MODATTN_STORE_CREATE, &o) == 0);
         modattn_store_model om = {"other-model", "ffeeddccbbaa9988", DIM, NULL, NULL, NULL, NULL};
         if (o) {
-            CHECK(modattn_store_bind_model(o, &om) == 0);
+            CHECK(modattn__store_bind_model(o, &om) == 0);
             add_doc(o, "/o.txt", 2);
-            CHECK(modattn_store_write_vector_file(o) == 0);
+            CHECK(modattn__store_write_vector_file(o) == 0);
             modattn_store_close(o);
         }
         char ov[600];
         snprintf(ov, sizeof ov, "%s.vec", other);
         CHECK(rename(ov, g_vec) == 0);
-        CHECK(modattn_store_vector_file_current(s, why, sizeof why) == 0 && strstr(why, "other-model"));
+        CHECK(modattn__store_vector_file_current(s, why, sizeof why) == 0 && strstr(why, "other-model"));
     }
 
     /* a schema-1 store (before embeddings carried their generation, before the keyword index): read
@@ -387,7 +389,7 @@ int main(void) {
         modattn_store *o = NULL;
         CHECK(modattn_store_open(old, MODATTN_STORE_CREATE, &o) == 0);
         if (o) {
-            CHECK(modattn_store_bind_model(o, &m) == 0);
+            CHECK(modattn__store_bind_model(o, &m) == 0);
             add_doc(o, "/old/a.txt", 3);
             add_doc(o, "/old/b.txt", 4);
             add_doc(o, "/old/b2.txt", 5);
@@ -404,8 +406,8 @@ int main(void) {
         CHECK(modattn_store_open(old, MODATTN_STORE_READONLY, &o) == 0);
         if (o) {
             modattn_store_vectors v;
-            CHECK(modattn_store_load_vectors(o, &v) == 0 && v.n == 18);
-            modattn_store_vectors_free(&v);
+            CHECK(modattn__store_load_vectors(o, &v) == 0 && v.n == 18);
+            modattn__store_vectors_free(&v);
             modattn_store_close(o);
         }
         o = NULL;
@@ -442,7 +444,7 @@ int main(void) {
 
     /* a read-only folder: the write fails and says why; the search reads the store. As root,
      * permissions do not apply: the checks run in a child that drops to user nobody. */
-    CHECK(modattn_store_write_vector_file(s) == 0);
+    CHECK(modattn__store_write_vector_file(s) == 0);
     add_doc(s, "/docs/ro.txt", 2); /* the file is now stale */
     top5_store(s, ref_ids, ref_sc);
     {
@@ -459,7 +461,7 @@ int main(void) {
             modattn_store *r = NULL;
             CHECK(modattn_store_open(g_db, 0, &r) == 0);
             if (r) {
-                CHECK_ERR(modattn_store_write_vector_file(r), MODATTN_EIO, "cannot write the vector file");
+                CHECK_ERR(modattn__store_write_vector_file(r), MODATTN_EIO, "cannot write the vector file");
                 CHECK(strstr(modattn_last_error(), "Permission denied") != NULL);
                 modattn_vecfile_update ru;
                 CHECK_ERR(modattn_store_update_vector_file(r, &ru), MODATTN_EIO, "Permission denied");

@@ -1,5 +1,5 @@
 /* A plugin whose init fails (say, its device is missing): must be refused, with its reason. */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 #include <stdio.h>
 static int init(void *c, char *r, size_t n) {
     (void)c;

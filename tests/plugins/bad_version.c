@@ -1,5 +1,5 @@
 /* A plugin built against another api_version: must be refused, never loaded. */
-#include "modattn/impl.h"
+#include "modattn/backend/impl.h"
 static bool sup(void *c, const modattn_attn_desc *d, char *r, size_t n) { (void)c, (void)d, (void)r, (void)n; return true; }
 static int run(void *c, const modattn_attn_desc *d, const modattn_attn_call *k, void *w, size_t wb,
                const modattn_exec *e, char *r, size_t n) {

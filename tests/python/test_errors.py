@@ -100,7 +100,7 @@ def test_exception_hierarchy(modattn):
     for cls in (modattn.InvalidArgumentError, modattn.FormatError, modattn.NotFoundError, modattn.OutOfMemoryError,
                 modattn.UnsupportedError, modattn.ModelMismatchError, modattn.InputOutputError):
         assert issubclass(cls, modattn.Error) and cls.__module__ == "modattn"
-    assert modattn.__version__ == "0.2.0"
+    assert modattn.__version__ == "0.3.0"
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")

@@ -24,6 +24,7 @@
 
 #include "modattn/modattn.h"
 #include "modattn/model.h"
+#include "core/internal_core.h"
 #include "embed_golden.h"
 #include "test_util.h"
 
@@ -176,9 +177,9 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
             continue;
         }
         impls++;
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         st = modattn_model_embed(m, texts, lens, n, out, ntok);
-        double secs = (double)(modattn_now_ns() - t0) * 1e-9;
+        double secs = (double)(modattn__now_ns() - t0) * 1e-9;
         CHECK_MSG(st == 0, "%s/%s: embed: %s", x->label, ii.name, modattn_last_error());
         if (st) continue;
         double mn = 2.0, worst_norm = 0;

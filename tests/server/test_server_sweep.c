@@ -11,6 +11,8 @@
 #include "modattn/modattn.h"
 #include "modattn/model.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
+#include "core/internal_status.h"
 #include "server/server.h"
 #include "sweep.h"
 #include "test_util.h"
@@ -46,8 +48,8 @@ typedef struct fixture {
 /* An HTTP outcome as the sweep's status: 503 is out of memory (the message must say so). */
 static int as_status(int http, const char *msg, const char *where) {
     if (http == 0) return 0;
-    if (http == 503) return modattn_error(MODATTN_ENOMEM, "%s: 503 %s", where, msg);
-    return modattn_error(MODATTN_EINTERNAL, "%s: %d %s (expected 503 for a failed allocation)", where, http, msg);
+    if (http == 503) return modattn__error(MODATTN_ENOMEM, "%s: 503 %s", where, msg);
+    return modattn__error(MODATTN_EINTERNAL, "%s: %d %s (expected 503 for a failed allocation)", where, http, msg);
 }
 
 static int run_job(fixture *f, srv_job *job) {
@@ -69,10 +71,10 @@ static int one_embeddings_request(void *arg) {
     srv_bad bad;
     memset(&bad, 0, sizeof bad);
     if (srv_parse_embeddings(&f->api, body, strlen(body), &er, &bad)) return as_status(bad.status, bad.message, "parse");
-    float *out = modattn_malloc(er.n * f->api.dim * sizeof(float), MODATTN_MEM_OTHER);
+    float *out = modattn__malloc(er.n * f->api.dim * sizeof(float), MODATTN_MEM_OTHER);
     if (!out) {
         srv_embed_req_free(&er);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     srv_job job;
     memset(&job, 0, sizeof job);
@@ -84,10 +86,10 @@ static int one_embeddings_request(void *arg) {
     run_job(f, &job);
     int st = as_status(job.http_status, job.message, "embed");
     if (!st) {
-        if (memcmp(out, f->ref, sizeof f->ref) != 0) st = modattn_error(MODATTN_EINTERNAL, "vectors differ from the model's");
+        if (memcmp(out, f->ref, sizeof f->ref) != 0) st = modattn__error(MODATTN_EINTERNAL, "vectors differ from the model's");
         char *resp = srv_embeddings_body(&f->api, &er, out);
-        if (!resp) st = modattn_error(MODATTN_ENOMEM, "writing the response: out of memory (503)");
-        else if (!strstr(resp, "\"prompt_tokens\"")) st = modattn_error(MODATTN_EINTERNAL, "a response without usage");
+        if (!resp) st = modattn__error(MODATTN_ENOMEM, "writing the response: out of memory (503)");
+        else if (!strstr(resp, "\"prompt_tokens\"")) st = modattn__error(MODATTN_EINTERNAL, "a response without usage");
         free(resp);
         if (!st) f->runs_ok++;
     }
@@ -103,10 +105,10 @@ static int one_search_request(void *arg) {
     srv_bad bad;
     memset(&bad, 0, sizeof bad);
     if (srv_parse_search(&f->api, body, strlen(body), &sr, &bad)) return as_status(bad.status, bad.message, "parse");
-    float *q = modattn_malloc(f->api.dim * sizeof(float), MODATTN_MEM_OTHER);
+    float *q = modattn__malloc(f->api.dim * sizeof(float), MODATTN_MEM_OTHER);
     if (!q) {
         srv_search_req_free(&sr);
-        return modattn_mem_last_status();
+        return modattn__mem_last_status();
     }
     int32_t *ids[1] = {sr.ids};
     size_t counts[1] = {sr.count};
@@ -122,8 +124,8 @@ static int one_search_request(void *arg) {
     int st = as_status(job.http_status, job.message, "search");
     if (!st) {
         char *resp = srv_search_body(&f->api, &job);
-        if (!resp) st = modattn_error(MODATTN_ENOMEM, "writing the response: out of memory (503)");
-        else if (job.nresults != 3 || !strstr(resp, "\"rank\":3")) st = modattn_error(MODATTN_EINTERNAL, "not 3 results");
+        if (!resp) st = modattn__error(MODATTN_ENOMEM, "writing the response: out of memory (503)");
+        else if (job.nresults != 3 || !strstr(resp, "\"rank\":3")) st = modattn__error(MODATTN_EINTERNAL, "not 3 results");
         free(resp);
     }
     modattn_search_results_free(job.results, job.nresults);
@@ -137,7 +139,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: test_server_sweep STORE.db (indexed from demo/corpus with the model)\n");
         return 2;
     }
-    modattn_json_count_allocations(); /* as the server: jansson's allocations counted and failed too */
+    modattn__json_count_allocations(); /* as the server: jansson's allocations counted and failed too */
     modattn_ctx_options co = {.threads = 1};
     modattn_ctx *ctx = NULL;
     CHECK(modattn_ctx_create(&co, &ctx) == 0);

@@ -11,6 +11,7 @@
 
 #include "modattn/core.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -33,12 +34,12 @@ int main(int argc, char **argv) {
     const char *tj = argc > 1 ? argv[1] : ".models/all-MiniLM-L6-v2/tokenizer.json";
     const char *tf = argc > 2 ? argv[2] : ".models/all-MiniLM-L6-v2/README.md";
     modattn_tokenizer *t = NULL;
-    uint64_t t0 = modattn_now_ns();
+    uint64_t t0 = modattn__now_ns();
     if (modattn_tokenizer_load(tj, &t)) {
         fprintf(stderr, "%s\n(run `make model` for the default files)\n", modattn_last_error());
         return 1;
     }
-    double load_ms = (double)(modattn_now_ns() - t0) / 1e6;
+    double load_ms = (double)(modattn__now_ns() - t0) / 1e6;
     size_t slen = 0;
     char *seed = read_file(tf, &slen);
     if (!seed || slen == 0) {
@@ -79,10 +80,10 @@ int main(int argc, char **argv) {
     int reps = 3;
     double best = 1e30;
     for (int r = 0; r < reps; r++) {
-        t0 = modattn_now_ns();
+        t0 = modattn__now_ns();
         size_t n = 0;
         modattn_tokenize_ex(t, text, len, MODATTN_TOKENIZE_NO_SPECIALS, all, NULL, cap, &n);
-        double s = (double)(modattn_now_ns() - t0) / 1e9;
+        double s = (double)(modattn__now_ns() - t0) / 1e9;
         if (s < best) best = s;
     }
     printf("load %s: %.1f ms, vocab %zu\n", tj, load_ms, modattn_tokenizer_vocab_size(t));
@@ -94,7 +95,7 @@ int main(int argc, char **argv) {
     size_t total = 0, calls = 0;
     for (int r = 0; r < reps; r++) {
         total = calls = 0;
-        t0 = modattn_now_ns();
+        t0 = modattn__now_ns();
         pos = 0;
         while (pos < len) {
             size_t end = pos + 300 < len ? pos + 300 : len;
@@ -105,7 +106,7 @@ int main(int argc, char **argv) {
             calls++;
             pos = end;
         }
-        double s = (double)(modattn_now_ns() - t0) / 1e9;
+        double s = (double)(modattn__now_ns() - t0) / 1e9;
         if (s < best) best = s;
     }
     printf("%zu calls of ~300 bytes (256-id budget): %.2f M ids/s, %.1f MB/s, %.2f us/call\n", calls,

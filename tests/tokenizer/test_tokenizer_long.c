@@ -19,6 +19,7 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 
 #define SCRATCH_MAX ((int64_t)8 << 20)
@@ -81,7 +82,7 @@ int main(void) {
         char label[80];
         snprintf(label, sizeof label, "%s '%.24s' x%zu%s", name, seed, reps, tl ? " + tail" : "");
         int64_t base = mem_now();
-        modattn_mem_reset_peak();
+        modattn__mem_reset_peak();
         int rc = modattn_tokenize_offsets(t, text, len, ids, off, cap_ids, &n);
         int64_t scratch = peak_beyond(base);
         CHECK_MSG(rc == 0, "%s: %s", label, modattn_last_error());
@@ -112,7 +113,7 @@ int main(void) {
         modattn_chunk *ch = NULL;
         size_t nch = 0;
         base = mem_now();
-        modattn_mem_reset_peak();
+        modattn__mem_reset_peak();
         rc = modattn_chunk_text(t, text, len, 254, 32, &ch, &nch);
         int64_t chunk_scratch = peak_beyond(base) - (int64_t)(nch * sizeof *ch) * 2;
         CHECK_MSG(rc == 0, "%s: chunking: %s", label, modattn_last_error());

@@ -16,6 +16,7 @@
 
 #include "modattn/core.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 #include "tokenizer/golden_util.h"
 
@@ -73,7 +74,7 @@ static void check_load_error(const char *field, const char *value, int want, con
     CHECK_MSG(rc == want && strstr(msg, needle) && strstr(msg, path),
               "%s=%s: status %d (want %d), message '%s' (want '%s' and the file name)", field, value,
               rc, want, msg, needle);
-    modattn_json_free(text); /* from json_dumps */
+    modattn__json_free(text); /* from json_dumps */
 }
 
 static void test_errors(void) {
@@ -167,9 +168,9 @@ static int sweep_load(void) {
     int loaded = 0, points = 0;
     for (uint64_t k = 1; k < 20000 && !loaded; k++) {
         modattn_tokenizer *t = NULL;
-        modattn_mem_fail_nth(k);
+        modattn__mem_fail_nth(k);
         int rc = modattn_tokenizer_load(TINY, &t);
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(0);
         if (rc == 0) {
             loaded = 1;
             modattn_tokenizer_free(t);
@@ -202,9 +203,9 @@ static void test_fault_injection(int points_plain) {
     int ok = 0;
     for (uint64_t k = 1; k < 100 && !ok; k++) {
         size_t n = 0;
-        modattn_mem_fail_nth(k);
+        modattn__mem_fail_nth(k);
         int rc = modattn_tokenize(t, text, len, ids, 20000, &n);
-        modattn_mem_fail_nth(0);
+        modattn__mem_fail_nth(0);
         if (rc == 0) ok = 1;
         else CHECK_MSG(rc == MODATTN_ENOMEM, "tokenize with allocation %llu failing: %d", (unsigned long long)k, rc);
         CHECK(mem_now() == after_load);
@@ -276,13 +277,13 @@ static void test_long_inputs(const modattn_tokenizer *t) {
             memcpy(s + len, cases[c].unit, ul);
             len += ul;
         }
-        uint64_t t0 = modattn_now_ns();
+        uint64_t t0 = modattn__now_ns();
         size_t n = 0;
         /* full budget: every word of the text is looked at */
         size_t cap = 1u << 23;
         int32_t *all = malloc(cap * sizeof(int32_t));
         int rc = modattn_tokenize_ex(t, s, len, MODATTN_TOKENIZE_NO_SPECIALS, all, NULL, cap, &n);
-        double ms = (double)(modattn_now_ns() - t0) / 1e6;
+        double ms = (double)(modattn__now_ns() - t0) / 1e6;
         CHECK_MSG(rc == 0 && n <= cap, "%s: rc %d", cases[c].name, rc);
         CHECK_MSG(ms < 5000, "%s: %.0f ms for %zu bytes", cases[c].name, ms, len);
         printf("  %-30s %7zu KiB -> %8zu ids in %7.1f ms", cases[c].name, len >> 10, n, ms);
@@ -367,7 +368,7 @@ int main(void) {
     /* the load sweep before jansson is routed, for comparison; then route it, with no jansson
      * memory live, so that everything below counts jansson too (and must leave nothing) */
     int points_plain = sweep_load();
-    CHECK(modattn_json_count_allocations() == 0);
+    CHECK(modattn__json_count_allocations() == 0);
     modattn_tokenizer *t = NULL;
     int rc = modattn_tokenizer_load(TINY, &t);
     CHECK_MSG(rc == 0, "load %s: %s", TINY, modattn_last_error());

@@ -3,9 +3,10 @@
  * + 6 block partial sums + 2 loads + 1 broadcast of the 16 ymm registers; O^T blocks of 6 value
  * columns x 16 lanes: 12 accumulators.
  * Decode: an 8-lane kernel and sliced ones (several lanes per query row), see below.
- * Compiled with -mavx2 -mfma (CMake sets it on this file only); only called after modattn_cpu_get()
+ * Compiled with -mavx2 -mfma (CMake sets it on this file only); only called after modattn__cpu_get()
  * reported avx2 and fma. */
 #include "backends/cpu_flash/flash.h"
+#include "core/internal_core.h"
 
 #include <immintrin.h>
 

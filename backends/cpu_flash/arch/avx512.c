@@ -8,8 +8,9 @@
  * Decode (few query rows per kv head): a 16-lane kernel, and sliced ones that give each of 8,
  * 4, 2 or 1 rows 2, 4, 8 or 16 lanes (see below and flash_kernel.inc.h).
  * Compiled with -mavx512f -mfma (CMake sets it on this file only); only called after
- * modattn_cpu_get() reported avx512f. */
+ * modattn__cpu_get() reported avx512f. */
 #include "backends/cpu_flash/flash.h"
+#include "core/internal_core.h"
 
 #include <immintrin.h>
 

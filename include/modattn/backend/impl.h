@@ -1,4 +1,4 @@
-/* modattn/impl.h — the interface an attention implementation fills in (built in or plugin).
+/* modattn/backend/impl.h — the interface an attention implementation fills in (built in or plugin).
  *
  * This header is all a kernel author needs. An implementation calls no function of libmodattn (the
  * host may be the statically linked CLI, where none is visible to a plugin; linking -lmodattn would

@@ -1,4 +1,4 @@
-/* modattn/device.h — the device layer: where tensors live and who computes on them.
+/* modattn/backend/device.h — the device layer: where tensors live and who computes on them.
  *
  * A device is one table of function pointers (modattn_device_iface) plus a context pointer, in
  * the manner of SQLite's sqlite3_io_methods and ggml's backend interface: versioned, slots only
@@ -6,7 +6,7 @@
  * a slot directly; they call the modattn_device_* / modattn_buffer_* wrappers below, which add
  * the defaults, the memory accounting, tracing and argument checks.
  *
- * Devices are found once per process (modattn_devices_init): the CPU always, then every device
+ * Devices are found once per process (modattn__devices_init): the CPU always, then every device
  * of every backend built in (OpenCL: each platform's devices, in platform order). A device is
  * named "KIND" or "KIND:N" ("cpu", "opencl:0", "cuda:1"); "KIND" alone is "KIND:0".
  *
@@ -95,7 +95,7 @@ typedef enum modattn_act {
     MODATTN_ACT_RELU,
 } modattn_act;
 
-/* A weight prepared once for repeated linear calls (modattn_device_linear_prepare): the device's
+/* A weight prepared once for repeated linear calls (modattn__device_linear_prepare): the device's
  * own layout of it (the CPU device: oneDNN's blocked copy), and whether that copy replaces the
  * weight buffer (then linear calls with the plan never read `w`). */
 typedef struct modattn_linear_plan {
@@ -186,7 +186,7 @@ typedef struct modattn_encoder_ops {
  * cost, so op by op does not fit). The model hands over its configuration and host weights once
  * (load: the device copies what it keeps; the host arrays may go after), then per batch only ids
  * and lengths go in and the pooled vectors come out. A device without the slot (the CPU, OpenCL)
- * runs the encoder op by op through modattn_encoder_ops: modattn_device_has_graph() is the one
+ * runs the encoder op by op through modattn_encoder_ops: modattn__device_has_graph() is the one
  * place that decides. */
 typedef struct modattn_graph_layer {
     const float *wqkv, *bqkv;   /* [3H, H], [3H] */
@@ -235,7 +235,7 @@ typedef struct modattn_device_iface {
     /* Required. Allocates `bytes` (> 0) of device memory: *handle is the device's own handle
      * (cl_mem, device pointer; the host pointer on the CPU), *host the host address or NULL.
      * The device layer has already counted the bytes against the device's budget (except on the
-     * CPU device, whose buffers come from modattn_malloc in category `cat`). */
+     * CPU device, whose buffers come from modattn__malloc in category `cat`). */
     int (*buffer_alloc)(void *ctx, size_t bytes, modattn_mem_category cat, void **handle, void **host, char *reason,
                         size_t len);
     /* Required. Releases what buffer_alloc returned. */
@@ -283,9 +283,6 @@ typedef struct modattn_device_stats_text {
 
 /* ---- finding devices */
 
-/* Finds the devices once (thread-safe, idempotent). Never fails: a backend that finds nothing
- * records why (modattn_device_absent_reasons). */
-void modattn_devices_init(void);
 /* Releases every device (their queues and contexts). Buffers must all have been freed. */
 void modattn_devices_shutdown(void);
 int modattn_device_count(void);
@@ -304,71 +301,13 @@ void modattn_device_format(modattn_device id, char *buf, size_t len);
 int modattn_device_info_get(const modattn_device_iface *dev, modattn_device_info *out);
 /* Does the device run op? false with the reason (the default for an op it does not list). */
 bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, char *reason, size_t len);
-int modattn_device_synchronize(const modattn_device_iface *dev);
-int modattn_device_control(const modattn_device_iface *dev, int op, void *arg);
 
-/* The encoder's ops (wrappers: argument checks, the op's trace span named "device.<op>" on the
- * calling thread; the device's own spans go on its track). MODATTN_EUNSUPPORTED, naming the op
- * and the device, when the device does not run it. */
-int modattn_device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
-int modattn_device_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
-int modattn_device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
-/* The same ops run on the host (the CPU device) for a device that does not run them: inputs read
- * from the device, the CPU's op, outputs written back; counted per device and op and traced as
- * "fallback.<op>". Only for callers that were asked to (modattn_model_options.host_fallback):
- * nothing in modattn falls back on its own. A linear whose weight only a plan holds cannot. */
-int modattn_device_host_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a);
-int modattn_device_host_linear(const modattn_device_iface *dev, const modattn_op_linear_args *a);
-int modattn_device_host_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
-/* Calls that ran on the host for dev because it refuses op, since the process started (a call
- * is counted under each op of it the device refuses: a residual linear without the device's
- * LayerNorm counts as layernorm). */
-uint64_t modattn_device_fallback_count(const modattn_device_iface *dev, modattn_op op);
 
-/* The graph slot (wrappers: the device's name and the step in every error, trace spans
- * "device.graph_load" / "device.graph_forward"). Without the slot: false, and the model runs op
- * by op. */
-bool modattn_device_has_graph(const modattn_device_iface *dev);
-bool modattn_device_graph_supports(const modattn_device_iface *dev, const modattn_encoder_graph *g, char *reason,
-                                   size_t len);
-int modattn_device_graph_load(const modattn_device_iface *dev, const modattn_encoder_graph *g, void **model);
-int modattn_device_graph_forward(const modattn_device_iface *dev, void *model, int64_t B, int64_t S,
-                                 const int32_t *ids, const int32_t *lens, float *out);
-void modattn_device_graph_unload(const modattn_device_iface *dev, void *model);
 
-/* Prepares a weight for linear calls of shape's N, K, lda, ldy, accumulate (see linear_prepare).
- * *out = NULL (status 0) when the device prepares nothing: pass plan = NULL then. Ownership:
- * modattn_linear_plan_free. */
-int modattn_device_linear_prepare(const modattn_device_iface *dev, const modattn_op_linear_args *shape,
-                                  modattn_linear_plan **out);
-void modattn_linear_plan_free(modattn_linear_plan *p); /* NULL is fine */
-/* Rows the device's linear op works in (>= 1); see modattn_encoder_ops.row_block. */
-int64_t modattn_device_row_block(const modattn_device_iface *dev);
 
 /* ---- buffers */
 
-/* Allocates `bytes` on `dev` in category `cat`, counted for that device (and against the budget,
- * per device). Errors: MODATTN_EBUDGET / MODATTN_ENOMEM with a message naming the device, the
- * buffer (`what`, a short label such as "attention workspace") and the bytes asked.
- * Ownership: release with modattn_buffer_free(). bytes == 0 gives a valid empty buffer. */
-int modattn_buffer_alloc(const modattn_device_iface *dev, size_t bytes, modattn_mem_category cat, const char *what,
-                         modattn_buffer **out);
-void modattn_buffer_free(modattn_buffer *buf); /* NULL is fine */
-/* `bytes` of host data as a buffer on `dev`: on a device with host memory the buffer is `src`
- * itself (no copy, nothing counted: the caller owns src and keeps it alive and unchanged until
- * the buffer is freed); elsewhere a new buffer (counted as modattn_buffer_alloc) holding a copy. */
-int modattn_buffer_from_host(const modattn_device_iface *dev, const void *src, size_t bytes, modattn_mem_category cat,
-                             const char *what, modattn_buffer **out);
-/* Blocking transfers; offsets and sizes are checked against the buffer (MODATTN_ERANGE). */
-int modattn_buffer_write(modattn_buffer *buf, size_t offset, const void *src, size_t bytes);
-int modattn_buffer_read(const modattn_buffer *buf, size_t offset, void *dst, size_t bytes);
-int modattn_buffer_copy(modattn_buffer *dst, size_t dst_offset, const modattn_buffer *src, size_t src_offset,
-                        size_t bytes);
-int modattn_buffer_fill(modattn_buffer *buf, size_t offset, uint8_t byte, size_t bytes);
 
-/* A contiguous row-major view of [d0, d1, d2, d3] starting `offset` bytes into `buf`. */
-modattn_tensor modattn_tensor_on_buffer(modattn_buffer *buf, size_t offset, modattn_dtype dtype, int64_t d0,
-                                        int64_t d1, int64_t d2, int64_t d3);
 
 /* Memory held on each device, per category, like modattn_mem_get_stats() for the host. */
 typedef struct modattn_device_mem_stats {
@@ -377,13 +316,6 @@ typedef struct modattn_device_mem_stats {
     int64_t current_total, peak_total;
     uint64_t allocations, failures;
 } modattn_device_mem_stats;
-int modattn_device_mem_get_stats(const modattn_device_iface *dev, modattn_device_mem_stats *out);
-/* For a device that holds memory outside modattn_buffer_alloc (the XLA device's PJRT buffers, at
- * their on-device sizes): counted as a buffer would be, the budget applied (MODATTN_EBUDGET naming
- * `what`); every reserve is released with the same bytes. */
-int modattn_device_mem_reserve(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes,
-                               const char *what);
-void modattn_device_mem_release(const modattn_device_iface *dev, modattn_mem_category cat, size_t bytes);
 
 #ifdef __cplusplus
 }

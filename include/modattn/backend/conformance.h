@@ -1,4 +1,4 @@
-/* modattn/conformance.h — the conformance suite: every registered implementation against the
+/* modattn/backend/conformance.h — the conformance suite: every registered implementation against the
  * fp64 oracle (the `reference` implementation run on f64 copies of the inputs) over a generated
  * grid of configurations. The same suite is a CTest and `modattn check`.
  *
