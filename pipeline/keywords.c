@@ -692,7 +692,7 @@ static void add_fix(modattn__kw_query_info *info, const char *from, size_t fl, c
              to, star ? "*" : "");
 }
 
-int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, char **marks,
+int modattn__store_keyword_query_info(modattn_store *s, const char *text, size_t len, char **out, char **marks,
                                  modattn__kw_query_info *info) {
     if (info) memset(info, 0, sizeof *info), info->lang = -1;
     if (marks) *marks = NULL;
@@ -852,7 +852,7 @@ int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len,
 int modattn__store_keyword_query(modattn_store *s, const char *text, size_t len, char **out, size_t *dropped) {
     modattn__kw_query_info info;
     if (dropped) *dropped = 0;
-    int st = modattn__store_keyword_query(s, text, len, out, NULL, &info);
+    int st = modattn__store_keyword_query_info(s, text, len, out, NULL, &info);
     if (!st && dropped) *dropped = info.words - info.kept;
     return st;
 }

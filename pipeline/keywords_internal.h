@@ -44,10 +44,10 @@ typedef struct modattn__kw_query_info {
  * subject it drops the subject's own words, "tea" and "party" in a store of the tea-party chapter.) */
 #define MODATTN__KW_COMMON_SHARE 0.5
 
-/* modattn__store_keyword_query with what it did in *info (may be NULL), and in *marks (may be NULL;
+/* modattn__store_keyword_query_info: modattn__store_keyword_query with what it did in *info (may be NULL), and in *marks (may be NULL;
  * modattn_free) the query of the words that matter alone, for the spans to mark (stop words never
  * marked). */
-int modattn__store_keyword_query(struct modattn_store *s, const char *text, size_t len, char **out, char **marks,
+int modattn__store_keyword_query_info(struct modattn_store *s, const char *text, size_t len, char **out, char **marks,
                                  modattn__kw_query_info *info);
 
 #endif

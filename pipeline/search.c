@@ -270,7 +270,7 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     modattn__vec_normalize(q, dim);
     modattn__kw_query_info kwi;
     memset(&kwi, 0, sizeof kwi);
-    if (keywords && query_text && (st = modattn__store_keyword_query(store, query_text, query_len, &fts, &marks, &kwi)))
+    if (keywords && query_text && (st = modattn__store_keyword_query_info(store, query_text, query_len, &fts, &marks, &kwi)))
         goto done;
     if (notes && kwi.fixes[0] && mode != MODATTN_SEARCH_VECTOR)
         snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);

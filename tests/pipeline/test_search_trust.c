@@ -81,7 +81,7 @@ static modattn_store *make_store(const char *dir) {
 /* The query fts for text, with what was made of it. */
 static char *query(modattn_store *s, const char *text, modattn__kw_query_info *info) {
     char *fts = NULL;
-    int st = modattn__store_keyword_query(s, text, strlen(text), &fts, NULL, info);
+    int st = modattn__store_keyword_query_info(s, text, strlen(text), &fts, NULL, info);
     CHECK_MSG(st == 0 && fts, "keyword query [%s]: %s", text, modattn_last_error());
     return fts;
 }
@@ -111,7 +111,7 @@ static void test_queries(const char *dir) {
      * ("close" and "Sunday" are not held as such: found as prefixes, of "closes" and "sundays") */
     char *marks = NULL;
     char *fts = NULL;
-    CHECK(modattn__store_keyword_query(s, "when does the coffee shop close on Sunday", 41, &fts, &marks, &info) == 0);
+    CHECK(modattn__store_keyword_query_info(s, "when does the coffee shop close on Sunday", 41, &fts, &marks, &info) == 0);
     CHECK_MSG(fts && strcmp(fts, "(\"coffee\" OR \"shop\" OR \"close\"* OR \"sunday\"*) AND (\"when\" OR \"does\" OR "
                                  "\"coffee\" OR \"shop\" OR \"close\"* OR \"on\" OR \"sunday\"*)") == 0,
               "[%s]", fts ? fts : "");
@@ -193,7 +193,7 @@ static void test_queries(const char *dir) {
             int64_t hid[4];
             double hsc[4];
             size_t hn = 0;
-            int st = modattn__store_keyword_query(s, h, strlen(h), &f, NULL, &info);
+            int st = modattn__store_keyword_query_info(s, h, strlen(h), &f, NULL, &info);
             if (!st) st = modattn__store_keyword_topk(s, f, 4, NULL, hid, hsc, &hn);
             CHECK_MSG(st == 0, "hostile [%.40s] -> [%.80s]: %s", h, f ? f : "", modattn_last_error());
             modattn_free(f);
@@ -247,7 +247,7 @@ static void test_required_pruned(const char *dir) {
     for (size_t qi = 0; qi < 2; qi++) {
         char *fts = NULL, *all = NULL;
         modattn__kw_query_info info;
-        CHECK(modattn__store_keyword_query(s, qs[qi], strlen(qs[qi]), &fts, NULL, &info) == 0 && fts);
+        CHECK(modattn__store_keyword_query_info(s, qs[qi], strlen(qs[qi]), &fts, NULL, &info) == 0 && fts);
         CHECK_MSG(fts && fts[0] == '(' && info.stop == (qi == 0 ? 3u : 2u), "[%s] stop %zu", fts ? fts : "", info.stop);
         if (!fts || fts[0] != '(') continue;
         all = strstr(fts, ") AND (") + 7; /* ALL, with its closing parenthesis */
