@@ -60,7 +60,7 @@ char *srv_error_body(int status, const char *message, const char *param, const c
     return out;
 }
 
-static int bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...) {
+int srv_bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(bad->message, sizeof bad->message, fmt, ap);
@@ -137,15 +137,15 @@ static json_t *parse_body(const char *body, size_t len, srv_bad *bad) {
         st = modattn__json_loadb(body, len, flags | JSON_DECODE_INT_AS_REAL, &root, &err);
     }
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory (or over its --mem-budget) reading the body");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory (or over its --mem-budget) reading the body");
         return NULL;
     }
     if (st) {
-        bad_req(bad, 400, NULL, "invalid_json", "the body is not valid JSON: %s", modattn_last_error());
+        srv_bad_req(bad, 400, NULL, "invalid_json", "the body is not valid JSON: %s", modattn_last_error());
         return NULL;
     }
     if (!json_is_object(root)) {
-        bad_req(bad, 400, NULL, "invalid_json", "the body must be a JSON object, not %s", json_kind(root));
+        srv_bad_req(bad, 400, NULL, "invalid_json", "the body must be a JSON object, not %s", json_kind(root));
         json_decref(root);
         return NULL;
     }
@@ -172,9 +172,9 @@ static bool get_int(const json_t *v, long long *out) {
 static int check_model(const srv_api *api, json_t *root, srv_bad *bad) {
     json_t *m = json_object_get(root, "model");
     if (!m || json_is_null(m)) return 0;
-    if (!json_is_string(m)) return bad_req(bad, 400, "model", "invalid_type", "'model' must be a string, not %s", json_kind(m));
+    if (!json_is_string(m)) return srv_bad_req(bad, 400, "model", "invalid_type", "'model' must be a string, not %s", json_kind(m));
     if (strcmp(json_string_value(m), api->model_id) != 0)
-        return bad_req(bad, 404, "model", "model_not_found", "the model '%.200s' is not served here; this server serves '%s'",
+        return srv_bad_req(bad, 404, "model", "model_not_found", "the model '%.200s' is not served here; this server serves '%s'",
                        json_string_value(m), api->model_id);
     return 0;
 }
@@ -196,15 +196,15 @@ static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_inpu
     if (whole_input) snprintf(param, sizeof param, "input");
     else snprintf(param, sizeof param, "input[%zu]", idx);
     size_t m = json_array_size(arr);
-    if (m == 0) return bad_req(bad, 400, param, "invalid_value", "%s: a list of token ids must not be empty", param);
+    if (m == 0) return srv_bad_req(bad, 400, param, "invalid_value", "%s: a list of token ids must not be empty", param);
     const size_t room = api->max_tokens - 2; /* [CLS] and [SEP] */
     if (m > room && !truncate)
-        return bad_req(bad, 422, param, "context_length_exceeded",
+        return srv_bad_req(bad, 422, param, "context_length_exceeded",
                        "%s has %zu tokens; with [CLS] and [SEP] that is more than the model's %zu, and truncation is off",
                        param, m, api->max_tokens);
     size_t keep = m > room ? room : m;
     int32_t *ids = modattn__malloc((keep + 2) * sizeof *ids, MODATTN_MEM_OTHER);
-    if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    if (!ids) return srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     ids[0] = api->cls_id;
     for (size_t k = 0; k < m; k++) {
         json_t *v = json_array_get(arr, k);
@@ -213,9 +213,9 @@ static int take_ids(const srv_api *api, json_t *arr, size_t idx, bool whole_inpu
         if (!is_int || id < 0 || id >= (long long)api->vocab) {
             modattn_free(ids);
             if (!is_int)
-                return bad_req(bad, 400, param, "invalid_type", "%s[%zu]: a token id must be an integer, not %s", param, k,
+                return srv_bad_req(bad, 400, param, "invalid_type", "%s[%zu]: a token id must be an integer, not %s", param, k,
                                json_kind(v));
-            return bad_req(bad, 400, param, "invalid_value", "%s[%zu]: token id %lld is outside the vocabulary [0, %zu)",
+            return srv_bad_req(bad, 400, param, "invalid_value", "%s[%zu]: token id %lld is outside the vocabulary [0, %zu)",
                            param, k, id, api->vocab);
         }
         if (k < keep) ids[1 + k] = (int32_t)id;
@@ -250,19 +250,19 @@ static int take_prompt(const srv_api *api, json_t *root, modattn_embed_task task
         json_t *v = json_object_get(root, keys[i]);
         if (!v || json_is_null(v)) continue;
         if (!json_is_string(v))
-            return bad_req(bad, 400, keys[i], "invalid_type", "'%s' must be a string, not %s", keys[i], json_kind(v));
+            return srv_bad_req(bad, 400, keys[i], "invalid_type", "'%s' must be a string, not %s", keys[i], json_kind(v));
         if (memchr(json_string_value(v), '\0', json_string_length(v)))
-            return bad_req(bad, 400, keys[i], "invalid_value", "'%s' holds U+0000", keys[i]);
-        if (*given) return bad_req(bad, 400, "prompt", "invalid_value", "give 'prompt' or 'prompt_name', not both");
+            return srv_bad_req(bad, 400, keys[i], "invalid_value", "'%s' holds U+0000", keys[i]);
+        if (*given) return srv_bad_req(bad, 400, "prompt", "invalid_value", "give 'prompt' or 'prompt_name', not both");
         *given = true;
         if (i == 0) eo.prompt = json_string_value(v);
         else eo.prompt_name = json_string_value(v);
     }
     const char *t = NULL;
     if (modattn_model_resolve_prompt(api->model, &eo, &t, NULL))
-        return bad_req(bad, 400, "prompt_name", "invalid_value", "%s", modattn_last_error());
+        return srv_bad_req(bad, 400, "prompt_name", "invalid_value", "%s", modattn_last_error());
     if (!(*out = modattn__strdup(t ? t : "", MODATTN_MEM_OTHER)))
-        return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        return srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     return 0;
 }
 
@@ -272,26 +272,26 @@ static int take_text(const srv_api *api, json_t *s, size_t idx, bool whole_input
     if (whole_input) snprintf(param, sizeof param, "input");
     else snprintf(param, sizeof param, "input[%zu]", idx);
     int32_t *ids = modattn__malloc(api->max_tokens * sizeof *ids, MODATTN_MEM_OTHER);
-    if (!ids) return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    if (!ids) return srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     size_t n = 0, tl = json_string_length(s);
     bool cut = false;
     char *pt = NULL;
     const char *text = json_string_value(s);
     if (prompt && *prompt && !(text = pt = prompted(prompt, text, tl, &tl))) {
         modattn_free(ids);
-        return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        return srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     }
     int st = modattn_model_tokenize_ex(api->model, text, tl, ids, api->max_tokens, &n, &cut);
     modattn_free(pt);
     if (st) {
         modattn_free(ids);
         if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
-            return bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing %s", param);
-        return bad_req(bad, 400, param, "invalid_value", "%s: %s", param, modattn_last_error());
+            return srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing %s", param);
+        return srv_bad_req(bad, 400, param, "invalid_value", "%s: %s", param, modattn_last_error());
     }
     if (cut && !truncate) {
         modattn_free(ids);
-        return bad_req(bad, 422, param, "context_length_exceeded",
+        return srv_bad_req(bad, 422, param, "context_length_exceeded",
                        "%s is longer than the model's %zu tokens ([CLS] and [SEP] included) and truncation is off "
                        "(send \"truncate\": true, or start the server with --truncate)", param, api->max_tokens);
     }
@@ -312,7 +312,7 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     json_t *t = json_object_get(root, "truncate");
     if (t && !json_is_null(t)) {
         if (!json_is_boolean(t)) {
-            bad_req(bad, 400, "truncate", "invalid_type", "'truncate' must be true or false, not %s", json_kind(t));
+            srv_bad_req(bad, 400, "truncate", "invalid_type", "'truncate' must be true or false, not %s", json_kind(t));
             goto done;
         }
         truncate = json_is_true(t);
@@ -321,7 +321,7 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     if (fmt && !json_is_null(fmt)) {
         if (!json_is_string(fmt) ||
             (strcmp(json_string_value(fmt), "float") != 0 && strcmp(json_string_value(fmt), "base64") != 0)) {
-            bad_req(bad, 400, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"%s%.100s%s",
+            srv_bad_req(bad, 400, "encoding_format", "invalid_value", "'encoding_format' must be \"float\" or \"base64\"%s%.100s%s",
                     json_is_string(fmt) ? ", not \"" : "", json_is_string(fmt) ? json_string_value(fmt) : "",
                     json_is_string(fmt) ? "\"" : "");
             goto done;
@@ -332,11 +332,11 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     if (dims && !json_is_null(dims)) {
         long long dv = 0;
         if (!get_int(dims, &dv)) {
-            bad_req(bad, 400, "dimensions", "invalid_type", "'dimensions' must be an integer, not %s", json_kind(dims));
+            srv_bad_req(bad, 400, "dimensions", "invalid_type", "'dimensions' must be an integer, not %s", json_kind(dims));
             goto done;
         }
         if (dv < 1 || dv > (long long)api->dim) {
-            bad_req(bad, 400, "dimensions", "invalid_value",
+            srv_bad_req(bad, 400, "dimensions", "invalid_value",
                     "'dimensions' is %lld, but %s gives vectors of %zu dimensions: ask for 1 to %zu (the first ones, "
                     "normalised again)", dv, api->model_id, api->dim, api->dim);
             goto done;
@@ -349,12 +349,12 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     if (take_prompt(api, root, MODATTN_EMBED_PLAIN, &prompt, &prompt_given, bad)) goto done;
     json_t *user = json_object_get(root, "user");
     if (user && !json_is_null(user) && !json_is_string(user)) {
-        bad_req(bad, 400, "user", "invalid_type", "'user' must be a string, not %s", json_kind(user));
+        srv_bad_req(bad, 400, "user", "invalid_type", "'user' must be a string, not %s", json_kind(user));
         goto done;
     }
     json_t *in = json_object_get(root, "input");
     if (!in || json_is_null(in)) {
-        bad_req(bad, 400, "input", "missing_field", "'input' is required: a string, an array of strings, an array of "
+        srv_bad_req(bad, 400, "input", "missing_field", "'input' is required: a string, an array of strings, an array of "
                                                   "token ids or an array of arrays of token ids");
         goto done;
     }
@@ -367,7 +367,7 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     } else if (json_is_array(in)) {
         n = json_array_size(in);
         if (n == 0) {
-            bad_req(bad, 400, "input", "invalid_value", "'input' must not be an empty array");
+            srv_bad_req(bad, 400, "input", "invalid_value", "'input' must not be an empty array");
             goto done;
         }
         json_t *first = json_array_get(in, 0);
@@ -375,17 +375,17 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
         else if (json_is_integer(first) || json_is_real(first)) shape = ONE_IDS; /* a real: refused as an id below */
         else if (json_is_array(first)) shape = IDS_LISTS;
         else {
-            bad_req(bad, 400, "input[0]", "invalid_type",
+            srv_bad_req(bad, 400, "input[0]", "invalid_type",
                     "input[0]: expected a string, a token id or an array of token ids, not %s", json_kind(first));
             goto done;
         }
         if (shape == ONE_IDS) n = 1;
     } else {
-        bad_req(bad, 400, "input", "invalid_type", "'input' must be a string or an array, not %s", json_kind(in));
+        srv_bad_req(bad, 400, "input", "invalid_type", "'input' must be a string or an array, not %s", json_kind(in));
         goto done;
     }
     if (n > api->max_inputs) {
-        bad_req(bad, 413, "input", "too_many_inputs", "'input' has %zu inputs; this server takes at most %zu per request "
+        srv_bad_req(bad, 413, "input", "too_many_inputs", "'input' has %zu inputs; this server takes at most %zu per request "
                                                      "(--max-inputs)", n, api->max_inputs);
         goto done;
     }
@@ -393,11 +393,11 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
     out->ids = modattn__calloc(n, sizeof *out->ids, MODATTN_MEM_OTHER);
     out->counts = modattn__calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
     if (!out->ids || !out->counts) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
     if (prompt_given && shape != TEXTS) {
-        bad_req(bad, 400, "prompt", "invalid_value", "a prompt applies to texts: 'input' holds token ids");
+        srv_bad_req(bad, 400, "prompt", "invalid_value", "a prompt applies to texts: 'input' holds token ids");
         goto done;
     }
     if (json_is_string(in)) {
@@ -410,11 +410,11 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
             char param[48];
             snprintf(param, sizeof param, "input[%zu]", i);
             if (shape == TEXTS && !json_is_string(v)) {
-                bad_req(bad, 400, param, "invalid_type", "%s: expected a string like input[0], not %s", param, json_kind(v));
+                srv_bad_req(bad, 400, param, "invalid_type", "%s: expected a string like input[0], not %s", param, json_kind(v));
                 goto done;
             }
             if (shape == IDS_LISTS && !json_is_array(v)) {
-                bad_req(bad, 400, param, "invalid_type", "%s: expected an array of token ids like input[0], not %s", param,
+                srv_bad_req(bad, 400, param, "invalid_type", "%s: expected an array of token ids like input[0], not %s", param,
                         json_kind(v));
                 goto done;
             }
@@ -550,12 +550,12 @@ static int fusion_param(json_t *root, const char *name, const char *why, double 
     json_t *v = json_object_get(root, name);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) {
-        bad_req(bad, 400, name, "invalid_type", "'%s' must be a number, not %s", name, json_kind(v));
+        srv_bad_req(bad, 400, name, "invalid_type", "'%s' must be a number, not %s", name, json_kind(v));
         return -1;
     }
     const double x = json_number_value(v);
     if (!(x > 0 && x <= 1e6)) {
-        bad_req(bad, 400, name, "invalid_value", "'%s' must be above 0 and at most 1e6%s", name, why);
+        srv_bad_req(bad, 400, name, "invalid_value", "'%s' must be above 0 and at most 1e6%s", name, why);
         return -1;
     }
     *out = x;
@@ -571,22 +571,22 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     if (check_model(api, root, bad)) goto done;
     json_t *q = json_object_get(root, "query");
     if (!q || json_is_null(q)) {
-        bad_req(bad, 400, "query", "missing_field", "'query' is required: the text to search for");
+        srv_bad_req(bad, 400, "query", "missing_field", "'query' is required: the text to search for");
         goto done;
     }
     if (!json_is_string(q)) {
-        bad_req(bad, 400, "query", "invalid_type", "'query' must be a string, not %s", json_kind(q));
+        srv_bad_req(bad, 400, "query", "invalid_type", "'query' must be a string, not %s", json_kind(q));
         goto done;
     }
     json_t *k = json_object_get(root, "k");
     if (k && !json_is_null(k)) {
         long long kv = 0;
         if (!get_int(k, &kv)) {
-            bad_req(bad, 400, "k", "invalid_type", "'k' must be an integer, not %s", json_kind(k));
+            srv_bad_req(bad, 400, "k", "invalid_type", "'k' must be an integer, not %s", json_kind(k));
             goto done;
         }
         if (kv < 1 || kv > 10000) {
-            bad_req(bad, 400, "k", "invalid_value", "'k' must be from 1 to 10000, not %lld", kv);
+            srv_bad_req(bad, 400, "k", "invalid_value", "'k' must be from 1 to 10000, not %lld", kv);
             goto done;
         }
         out->k = (size_t)kv;
@@ -599,7 +599,7 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         else if (strcmp(m, "vector") == 0) out->mode = MODATTN_SEARCH_VECTOR;
         else if (strcmp(m, "keyword") == 0) out->mode = MODATTN_SEARCH_KEYWORD;
         else {
-            bad_req(bad, 400, "mode", json_is_string(md) ? "invalid_value" : "invalid_type",
+            srv_bad_req(bad, 400, "mode", json_is_string(md) ? "invalid_value" : "invalid_type",
                     "'mode' must be \"hybrid\", \"vector\" or \"keyword\"");
             goto done;
         }
@@ -610,15 +610,15 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     json_t *p = json_object_get(root, "path_prefix");
     if (p && !json_is_null(p)) {
         if (!json_is_string(p)) {
-            bad_req(bad, 400, "path_prefix", "invalid_type", "'path_prefix' must be a string, not %s", json_kind(p));
+            srv_bad_req(bad, 400, "path_prefix", "invalid_type", "'path_prefix' must be a string, not %s", json_kind(p));
             goto done;
         }
         if (memchr(json_string_value(p), '\0', json_string_length(p))) {
-            bad_req(bad, 400, "path_prefix", "invalid_value", "'path_prefix' holds U+0000, which no stored path does");
+            srv_bad_req(bad, 400, "path_prefix", "invalid_value", "'path_prefix' holds U+0000, which no stored path does");
             goto done;
         }
         if (!(out->path_prefix = modattn__strdup(json_string_value(p), MODATTN_MEM_OTHER))) {
-            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;
         }
     }
@@ -626,7 +626,7 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     out->query_len = json_string_length(q);
     out->ids = modattn__malloc(api->max_tokens * sizeof *out->ids, MODATTN_MEM_OTHER);
     if (!out->query || !out->ids) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
     /* the query's prompt (the model's query prompt unless the request names one) */
@@ -635,18 +635,18 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     char *pq = NULL;
     const char *qtext = json_string_value(q);
     if (*out->prompt && !(qtext = pq = prompted(out->prompt, qtext, ql, &ql))) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
     /* a query longer than the model's length is cut, as `modattn search` does */
     int st = modattn_model_tokenize(api->model, qtext, ql, out->ids, api->max_tokens, &out->count);
     modattn_free(pq);
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing the query");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing the query");
         goto done;
     }
     if (st) {
-        bad_req(bad, 400, "query", "invalid_value", "query: %s", modattn_last_error());
+        srv_bad_req(bad, 400, "query", "invalid_value", "query: %s", modattn_last_error());
         goto done;
     }
     rc = 0;
@@ -864,7 +864,7 @@ static int get_flag(json_t *root, const char *name, bool dflt, bool *out, srv_ba
     json_t *v = json_object_get(root, name);
     *out = dflt;
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return bad_req(bad, 400, name, "invalid_type", "'%s' must be a boolean, not %s", name, json_kind(v));
+    if (!json_is_boolean(v)) return srv_bad_req(bad, 400, name, "invalid_type", "'%s' must be a boolean, not %s", name, json_kind(v));
     *out = json_is_true(v);
     return 0;
 }
@@ -873,21 +873,21 @@ static int get_flag(json_t *root, const char *name, bool dflt, bool *out, srv_ba
 static int get_list(const srv_api *api, json_t *root, const char *name, bool (*is_item)(const json_t *), const char *what,
                     json_t **items, bool *single, srv_bad *bad) {
     json_t *v = json_object_get(root, name);
-    if (!v || json_is_null(v)) return bad_req(bad, 400, name, "missing_field", "'%s' is required: %s", name, what);
+    if (!v || json_is_null(v)) return srv_bad_req(bad, 400, name, "missing_field", "'%s' is required: %s", name, what);
     *single = is_item(v);
     if (*single) {
         *items = json_pack("[O]", v);
-        return *items ? 0 : bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        return *items ? 0 : srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     }
-    if (!json_is_array(v)) return bad_req(bad, 400, name, "invalid_type", "'%s' must be %s, not %s", name, what, json_kind(v));
+    if (!json_is_array(v)) return srv_bad_req(bad, 400, name, "invalid_type", "'%s' must be %s, not %s", name, what, json_kind(v));
     size_t n = json_array_size(v);
-    if (n == 0) return bad_req(bad, 400, name, "invalid_value", "'%s' must not be an empty list", name);
+    if (n == 0) return srv_bad_req(bad, 400, name, "invalid_value", "'%s' must not be an empty list", name);
     if (n > api->max_inputs)
-        return bad_req(bad, 413, name, "too_many_inputs", "'%s' has %zu items; this server takes at most %zu (--max-inputs)",
+        return srv_bad_req(bad, 413, name, "too_many_inputs", "'%s' has %zu items; this server takes at most %zu (--max-inputs)",
                        name, n, api->max_inputs);
     for (size_t i = 0; i < n; i++)
         if (!is_item(json_array_get(v, i)))
-            return bad_req(bad, 400, name, "invalid_type", "%s[%zu] must be %s, not %s", name, i,
+            return srv_bad_req(bad, 400, name, "invalid_type", "%s[%zu] must be %s, not %s", name, i,
                            strcmp(name, "ids") == 0 ? "a list of token ids" : "a string", json_kind(json_array_get(v, i)));
     *items = json_incref(v);
     return 0;
@@ -931,15 +931,15 @@ char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_ba
         ids = modattn__malloc(cap * sizeof *ids, MODATTN_MEM_OTHER);
         offs = modattn__malloc(cap * sizeof *offs, MODATTN_MEM_OTHER);
         if (!ids || !offs) {
-            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
             free(srv_buf_take(&b));
             goto done;
         }
         size_t n = 0;
         int st = modattn_tokenize_ex(tok, text, tl, add_special ? 0u : MODATTN_TOKENIZE_NO_SPECIALS, ids, offs, cap, &n);
         if (st) {
-            if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
-            else bad_req(bad, 400, "inputs", "invalid_value", "inputs[%zu]: %s", i, modattn_last_error());
+            if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing inputs[%zu]", i);
+            else srv_bad_req(bad, 400, "inputs", "invalid_value", "inputs[%zu]: %s", i, modattn_last_error());
             free(srv_buf_take(&b));
             goto done;
         }
@@ -966,7 +966,7 @@ char *srv_tokenize_body(const srv_api *api, const char *body, size_t len, srv_ba
     }
     srv_buf_put(&b, "]", 1);
     out = srv_buf_take(&b);
-    if (!out) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    if (!out) srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
 done:
     modattn_free(ids);
     modattn_free(offs);
@@ -1020,7 +1020,7 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
         single = true; /* one list of ids */
         items = json_pack("[O]", v);
         if (!items) {
-            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;
         }
     } else if (get_list(api, root, "ids", is_id_list, "a list of token ids or a list of such lists", &items, &single, bad))
@@ -1034,7 +1034,7 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
         modattn_free(ids);
         ids = modattn__malloc((n ? n : 1) * sizeof *ids, MODATTN_MEM_OTHER);
         if (!ids) {
-            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto fail;
         }
         for (size_t k = 0; k < n; k++) {
@@ -1044,11 +1044,11 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
             if (single) snprintf(param, sizeof param, "ids[%zu]", k);
             else snprintf(param, sizeof param, "ids[%zu][%zu]", i, k);
             if (!get_int(x, &id)) {
-                bad_req(bad, 400, "ids", "invalid_type", "%s: a token id must be an integer, not %s", param, json_kind(x));
+                srv_bad_req(bad, 400, "ids", "invalid_type", "%s: a token id must be an integer, not %s", param, json_kind(x));
                 goto fail;
             }
             if (id < 0 || id >= (long long)api->vocab) {
-                bad_req(bad, 400, "ids", "invalid_value", "%s: token id %lld is outside the vocabulary [0, %zu)", param,
+                srv_bad_req(bad, 400, "ids", "invalid_value", "%s: token id %lld is outside the vocabulary [0, %zu)", param,
                         id, api->vocab);
                 goto fail;
             }
@@ -1064,7 +1064,7 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
     free(srv_buf_take(&t));
     srv_buf_put(&b, "]", 1);
     out = srv_buf_take(&b);
-    if (!out) bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+    if (!out) srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     goto done;
 fail:
     free(srv_buf_take(&t));

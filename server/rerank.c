@@ -13,18 +13,6 @@
 #include "core/internal_core.h"
 #include "server/server.h"
 
-static int bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static int bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(bad->message, sizeof bad->message, fmt, ap);
-    va_end(ap);
-    bad->status = status;
-    snprintf(bad->param, sizeof bad->param, "%s", param ? param : "");
-    bad->code = code;
-    return -1;
-}
 
 void srv_rerank_req_free(srv_rerank_req *r) {
     if (!r) return;
@@ -39,7 +27,7 @@ static int get_bool(json_t *root, const char *name, bool dflt, bool *out, srv_ba
     json_t *v = json_object_get(root, name);
     *out = dflt;
     if (!v || json_is_null(v)) return 0;
-    if (!json_is_boolean(v)) return bad_req(bad, 422, name, "invalid_type", "'%s' must be a boolean", name);
+    if (!json_is_boolean(v)) return srv_bad_req(bad, 422, name, "invalid_type", "'%s' must be a boolean", name);
     *out = json_is_true(v);
     return 0;
 }
@@ -47,7 +35,7 @@ static int get_bool(json_t *root, const char *name, bool dflt, bool *out, srv_ba
 int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_rerank_req *out, srv_bad *bad) {
     memset(out, 0, sizeof *out);
     if (!api->reranker)
-        return bad_req(bad, 404, NULL, "no_reranker", "this server has no reranker: start it with --rerank-model DIR "
+        return srv_bad_req(bad, 404, NULL, "no_reranker", "this server has no reranker: start it with --rerank-model DIR "
                                                       "(a cross-encoder's directory)");
     json_t *root = srv_json_body(body, len, bad);
     if (!root) return -1;
@@ -55,31 +43,31 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
     json_t *q = json_object_get(root, "query"), *t = json_object_get(root, "texts");
     bool truncate;
     if (!q || !json_is_string(q)) {
-        bad_req(bad, 422, "query", q ? "invalid_type" : "missing_field", "'query' is required: a string");
+        srv_bad_req(bad, 422, "query", q ? "invalid_type" : "missing_field", "'query' is required: a string");
         goto done;
     }
     if (json_string_length(q) == 0) {
-        bad_req(bad, 422, "query", "invalid_value", "'query' must not be empty");
+        srv_bad_req(bad, 422, "query", "invalid_value", "'query' must not be empty");
         goto done;
     }
     if (!t || !json_is_array(t)) {
-        bad_req(bad, 422, "texts", t ? "invalid_type" : "missing_field", "'texts' is required: a list of strings");
+        srv_bad_req(bad, 422, "texts", t ? "invalid_type" : "missing_field", "'texts' is required: a list of strings");
         goto done;
     }
     const size_t n = json_array_size(t);
     if (n == 0) {
-        bad_req(bad, 422, "texts", "invalid_value", "'texts' must not be an empty list");
+        srv_bad_req(bad, 422, "texts", "invalid_value", "'texts' must not be an empty list");
         goto done;
     }
     const size_t most = api->max_inputs < SRV_RERANK_MAX_TEXTS ? api->max_inputs : SRV_RERANK_MAX_TEXTS;
     if (n > most) {
-        bad_req(bad, 413, "texts", "too_many_inputs", "'texts' has %zu items; this server reranks at most %zu a request", n,
+        srv_bad_req(bad, 413, "texts", "too_many_inputs", "'texts' has %zu items; this server reranks at most %zu a request", n,
                 most);
         goto done;
     }
     for (size_t i = 0; i < n; i++)
         if (!json_is_string(json_array_get(t, i))) {
-            bad_req(bad, 422, "texts", "invalid_type", "texts[%zu] must be a string", i);
+            srv_bad_req(bad, 422, "texts", "invalid_type", "texts[%zu] must be a string", i);
             goto done;
         }
     if (get_bool(root, "raw_scores", false, &out->raw, bad) || get_bool(root, "return_text", false, &out->return_text, bad) ||
@@ -87,7 +75,7 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
         goto done;
     json_t *dir = json_object_get(root, "truncation_direction");
     if (dir && !json_is_null(dir) && !(json_is_string(dir) && strcasecmp(json_string_value(dir), "right") == 0)) {
-        bad_req(bad, 422, "truncation_direction", "invalid_value", "'truncation_direction' must be \"Right\" (the longer side "
+        srv_bad_req(bad, 422, "truncation_direction", "invalid_value", "'truncation_direction' must be \"Right\" (the longer side "
                                                                    "of a pair is cut at its end)");
         goto done;
     }
@@ -97,7 +85,7 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
     out->types = modattn__calloc(n, sizeof *out->types, MODATTN_MEM_OTHER);
     out->counts = modattn__calloc(n, sizeof *out->counts, MODATTN_MEM_OTHER);
     if (!out->ids || !out->types || !out->counts) {
-        bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+        srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
     out->n = n;
@@ -106,7 +94,7 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
         out->ids[i] = modattn__malloc(T * sizeof **out->ids, MODATTN_MEM_OTHER);
         out->types[i] = modattn__malloc(T * sizeof **out->types, MODATTN_MEM_OTHER);
         if (!out->ids[i] || !out->types[i]) {
-            bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
             goto done;
         }
         bool cut = false;
@@ -114,12 +102,12 @@ int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_reran
                                            json_string_length(s), out->ids[i], out->types[i], T, &out->counts[i], &cut);
         if (st) {
             if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET)
-                bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing texts[%zu]", i);
-            else bad_req(bad, 400, "texts", "invalid_value", "texts[%zu]: %s", i, modattn_last_error());
+                srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory tokenizing texts[%zu]", i);
+            else srv_bad_req(bad, 400, "texts", "invalid_value", "texts[%zu]: %s", i, modattn_last_error());
             goto done;
         }
         if (cut && !truncate) {
-            bad_req(bad, 413, "texts", "context_length_exceeded",
+            srv_bad_req(bad, 413, "texts", "context_length_exceeded",
                     "the query with texts[%zu] is longer than the reranker's %zu tokens and truncation is off (send "
                     "\"truncate\": true, or start the server with --truncate)", i, T);
             goto done;

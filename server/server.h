@@ -319,6 +319,9 @@ typedef struct srv_bad {
     char param[64];
     const char *code;
 } srv_bad;
+/* Fill *bad (status, the offending parameter or NULL, an error code, a printf message); returns -1. */
+int srv_bad_req(srv_bad *bad, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_embed_req *out, srv_bad *bad);
 void srv_embed_req_free(srv_embed_req *r);
 /* The response body for a finished job. malloc'ed, NULL on allocation failure. */

@@ -289,6 +289,7 @@ static PyObject *encode_task(pm_model *self, PyObject *args, PyObject *kw, modat
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OnOppOzz#O:encode", kwlist, &obj, &batch_size, &norm_obj, &show,
                                      &to_numpy, &sentences, &prompt_name, &prompt, &prompt_len, &tdim_obj))
         return NULL;
+    if (!pm_model_check_run((PyObject *)self)) return NULL; /* before self->info and self->model are read */
     if (prompt && strlen(prompt) != (size_t)prompt_len) {
         pm_invalid("prompt holds U+0000");
         return NULL;
@@ -312,7 +313,6 @@ static PyObject *encode_task(pm_model *self, PyObject *args, PyObject *kw, modat
             return NULL;
         }
     }
-    if (!pm_model_check_run((PyObject *)self)) return NULL;
     if (obj && sentences) {
         PyErr_SetString(PyExc_TypeError, "encode() got both texts and sentences");
         return NULL;

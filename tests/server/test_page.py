@@ -46,6 +46,10 @@ DOCS = {
                 "<b onmouseover=alert(3)>bold</b> honey & \"quotes\" 'single'\n",
     "rust.txt": "Iron left in wet air turns to rust over the years.\n",
     "chess.txt": "The knight moves in an L shape across the board.\n",
+    # two more without the word, so that "honey" is in under half the chunks: a word in more than
+    # half of them carries no information and is neither searched for nor marked (issue 40)
+    "tides.txt": "The moon's pull raises the tides twice a day.\n",
+    "violin.txt": "A violin has four strings tuned in fifths.\n",
 }
 for name, text in DOCS.items():
     open(os.path.join(corpus, name), "w").write(text)
@@ -262,7 +266,7 @@ try:
     b.goto(base + "/")
     bg = b.js("getComputedStyle(document.body).backgroundColor")
     check(bg == "rgb(255, 255, 255)", f"light background otherwise: {bg}")
-    check(b.wait("/29 documents|5 documents/.test(document.getElementById('store').textContent)") and
+    check(b.wait(f"/29 documents|{len(DOCS)} documents/.test(document.getElementById('store').textContent)") and
           b.js("/all-MiniLM-L6-v2/.test(document.getElementById('store').textContent) && "
                "/last indexed/.test(document.getElementById('store').textContent)"),
           "the store's size, model and freshness: " + str(b.js("document.getElementById('store').textContent")))
