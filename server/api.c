@@ -396,8 +396,10 @@ int srv_parse_embeddings(const srv_api *api, const char *body, size_t len, srv_e
         srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
         goto done;
     }
-    if (prompt_given && shape != TEXTS) {
-        srv_bad_req(bad, 400, "prompt", "invalid_value", "a prompt applies to texts: 'input' holds token ids");
+    if (prompt_given && prompt && prompt[0] && shape != TEXTS) { /* an empty prompt applies nothing */
+        /* 422: the body is schema-valid (openapi.json cannot say "no prompt with token ids") but
+         * cannot be processed as asked */
+        srv_bad_req(bad, 422, "prompt", "invalid_value", "a prompt applies to texts: 'input' holds token ids");
         goto done;
     }
     if (json_is_string(in)) {

@@ -84,16 +84,16 @@ st, _, j = s.post("/v1/embeddings", {"input": ["a", "b"], "dimensions": 7, "enco
 check(st == 200 and len(j["data"]) == 2 and len(j["data"][1]["embedding"]) > 0, f"base64, dimensions 7: {st}")
 
 
-def refused(body, param, what, needle=""):
+def refused(body, param, what, needle="", status=400):
     st, _, j = s.post("/v1/embeddings", body)
-    check(st == 400 and error_shape(j) and j["error"]["param"] == param and needle in j["error"]["message"],
+    check(st == status and error_shape(j) and j["error"]["param"] == param and needle in j["error"]["message"],
           f"{what}: {st} {j}")
 
 
 refused({"input": "a", "prompt_name": "nope"}, "prompt_name", "unknown prompt name", '"instruct"')
 refused({"input": "a", "prompt_name": "query", "prompt": "x"}, "prompt", "both prompt fields", "not both")
 refused({"input": "a", "prompt": 3}, "prompt", "prompt a number")
-refused({"input": [[1000, 1001]], "prompt": "query: "}, "prompt", "a prompt with token ids", "token ids")
+refused({"input": [[1000, 1001]], "prompt": "query: "}, "prompt", "a prompt with token ids", "token ids", 422)
 refused({"input": "a", "dimensions": 0}, "dimensions", "dimensions 0", "1 to 384")
 refused({"input": "a", "dimensions": 385}, "dimensions", "dimensions 385", "1 to 384")
 refused({"input": "a", "dimensions": "64"}, "dimensions", "dimensions a string")
