@@ -154,6 +154,9 @@ static const modattn_encoder_ops k_ops = {
     /* .pool           = */ op_pool,
     /* .linear_prepare = */ NULL, /* CLBlast takes the weights as they are */
     /* .linear_release = */ NULL,
+    /* .norm           = */ NULL, /* pre-LN, rotary and gated encoders: not written for OpenCL yet */
+    /* .rotary         = */ NULL,
+    /* .glu            = */ NULL,
 };
 
 const modattn_encoder_ops *modattn__ocl_encoder_ops(void) { return &k_ops; }
