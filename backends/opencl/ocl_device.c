@@ -105,11 +105,6 @@ static bool ocl_supports_op(void *ctx, modattn_op op, char *reason, size_t len) 
                  op == MODATTN_OP_LINEAR_BF16 ? "bf16" : op == MODATTN_OP_LINEAR_INT8 ? "int8" : "bf16x3");
         return false;
     }
-    if (op == MODATTN_OP_NORM || op == MODATTN_OP_ROTARY || op == MODATTN_OP_GLU) {
-        snprintf(reason, len, "'%s' (pre-LN, rotary and gated encoders) is not written for OpenCL devices yet",
-                 modattn_op_name(op));
-        return false;
-    }
 #ifndef MODATTN_HAVE_CLBLAST
     if (op == MODATTN_OP_LINEAR || op == MODATTN_OP_LINEAR_GELU || op == MODATTN_OP_LINEAR_RESIDUAL) {
         snprintf(reason, len, "'%s' needs CLBlast (libclblast-dev), which this build lacks", modattn_op_name(op));
