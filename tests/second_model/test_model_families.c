@@ -243,6 +243,28 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
         free(idp), free(cnt);
     }
 
+    /* few_inputs (a query's path: weights not packed, the direct GEMM kernel) gives the same
+     * vectors, on the first 16 inputs */
+    {
+        modattn_model_options fo = {.few_inputs = true};
+        modattn_model *fm = NULL;
+        const size_t nf = n < 16 ? n : 16;
+        st = modattn_model_load_ex(ctx, x->dir, &fo, &fm);
+        CHECK_MSG(st == 0, "%s: load with few_inputs: %s", x->label, modattn_last_error());
+        if (st == 0) {
+            st = modattn_model_embed(fm, texts, lens, nf, out, NULL);
+            CHECK_MSG(st == 0, "%s: few_inputs embed: %s", x->label, modattn_last_error());
+            double mn_f = 2.0;
+            for (size_t i = 0; st == 0 && i < nf; i++) {
+                const double c = eg_cosine(out + i * dim, g[i].emb, dim);
+                if (c < mn_f) mn_f = c;
+            }
+            CHECK_MSG(st == 0 && mn_f >= MIN_COSINE, "%s: few_inputs: min cosine %.9f", x->label, mn_f);
+            printf("%s: few_inputs on %zu inputs: min cosine %.9f\n", x->label, nf, mn_f);
+        }
+        modattn_model_free(fm);
+    }
+
     /* without a Normalize module the output is the raw pooled vector: not unit length */
     if (!x->normalize) {
         double no = sqrt(eg_dot(out, out, dim));
