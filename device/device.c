@@ -225,6 +225,11 @@ bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, 
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;
     }
+    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || (op == MODATTN_OP_ROTARY && (!dev->ops || !dev->ops->rotary)) ||
+        (op == MODATTN_OP_GLU && (!dev->ops || !dev->ops->glu))) {
+        snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
+        return false;
+    }
     bool ok = dev->supports_op(dev->ctx, op, reason, len);
     if (!ok && len && !reason[0]) snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
     return ok;
@@ -300,6 +305,24 @@ int modattn__device_pool(const modattn_device_iface *dev, const modattn_op_pool_
     }
     RUN_OP(dev, pool, a->modes & 2u ? MODATTN_OP_POOL_MAX : a->modes & 1u ? MODATTN_OP_POOL_CLS : MODATTN_OP_POOL_MEAN, a,
            "encoder.pool");
+}
+
+int modattn__device_norm(const modattn_device_iface *dev, const modattn_op_norm_args *a) {
+    if (!a->x || !a->y || !a->gamma || !a->beta || a->H <= 0 || a->ldx < a->H || a->ldy < a->H)
+        return modattn__error(MODATTN_EINVAL, "norm: x, y, gamma and beta are required, H >= 1, ldx and ldy >= H");
+    RUN_OP(dev, norm, MODATTN_OP_NORM, a, "encoder.norm");
+}
+
+int modattn__device_rotary(const modattn_device_iface *dev, const modattn_op_rotary_args *a) {
+    if (!a->x || !a->cos || !a->sin || a->D <= 0 || a->D % 2 || a->ldx < a->heads * a->D)
+        return modattn__error(MODATTN_EINVAL, "rotary: x, cos and sin are required, D even, ldx >= heads * D");
+    RUN_OP(dev, rotary, MODATTN_OP_ROTARY, a, "encoder.rotary");
+}
+
+int modattn__device_glu(const modattn_device_iface *dev, const modattn_op_glu_args *a) {
+    if (!a->x || a->N <= 0 || a->ldx < 2 * a->N || a->act == MODATTN_ACT_NONE)
+        return modattn__error(MODATTN_EINVAL, "glu: x is required, ldx >= 2N, an activation");
+    RUN_OP(dev, glu, MODATTN_OP_GLU, a, "encoder.glu");
 }
 
 /* ---- the graph slot: a device has it or runs op by op (this is the one place that says which) */

@@ -28,6 +28,14 @@ int modattn__device_linear(const modattn_device_iface *dev, const modattn_op_lin
 
 int modattn__device_pool(const modattn_device_iface *dev, const modattn_op_pool_args *a);
 
+/* norm, rotary, glu: the pre-LN / rotary / gated encoders' ops (no host fallback: a device
+ * without them refuses such a model at load). */
+int modattn__device_norm(const modattn_device_iface *dev, const modattn_op_norm_args *a);
+
+int modattn__device_rotary(const modattn_device_iface *dev, const modattn_op_rotary_args *a);
+
+int modattn__device_glu(const modattn_device_iface *dev, const modattn_op_glu_args *a);
+
 /* The same ops run on the host (the CPU device) for a device that does not run them: inputs read
  * from the device, the CPU's op, outputs written back; counted per device and op and traced as
  * "fallback.<op>". Only for callers that were asked to (modattn_model_options.host_fallback):

@@ -147,6 +147,151 @@ static int get_str(const char *file, const json_t *obj, const char *field, bool 
     return 0;
 }
 
+static int parse_act(const char *F, const char *field, const char *act, modattn__model_config *c) {
+    if (strcmp(act, "gelu") == 0) c->act = MODATTN__ACT_GELU_ERF;
+    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 || strcmp(act, "gelu_fast") == 0)
+        c->act = MODATTN__ACT_GELU_TANH;
+    else if (strcmp(act, "relu") == 0) c->act = MODATTN__ACT_RELU;
+    else
+        return modattn__error(MODATTN_EUNSUPPORTED,
+                             "%s: field \"%s\" = \"%.40s\" is not supported (gelu, gelu_new, "
+                             "gelu_pytorch_tanh, gelu_fast, relu)", F, field, act);
+    return 0;
+}
+
+/* One rope_parameters entry (transformers 5's form): {"rope_type": "default", "rope_theta": x}.
+ * Any other rope_type (linear, dynamic, yarn, ...) or key is a variant this encoder does not run. */
+static int read_rope_entry(const char *F, const json_t *rp, const char *type, double *theta) {
+    json_t *e = json_object_get(rp, type);
+    if (!e || json_is_null(e)) return 0;
+    char field[96];
+    snprintf(field, sizeof field, "rope_parameters.%s", type);
+    if (!json_is_object(e))
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" must be an object, not %s", F, field, json_kind(e));
+    const char *key;
+    json_t *v;
+    json_object_foreach(e, key, v) {
+        if (strcmp(key, "rope_theta") == 0) {
+            if (!json_is_number(v) || !(json_number_value(v) > 1.0) || !(json_number_value(v) < 1e12))
+                return modattn__error(MODATTN_EFORMAT, "%s: field \"%s.rope_theta\" must be a number in (1, 1e12)", F,
+                                     field);
+            *theta = json_number_value(v);
+        } else if (strcmp(key, "rope_type") == 0) {
+            if (!json_is_string(v) || strcmp(json_string_value(v), "default") != 0)
+                return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%s.rope_type\" = \"%.40s\" is not supported "
+                                     "(only \"default\" rotary embeddings: no scaling)", F, field,
+                                     json_is_string(v) ? json_string_value(v) : "(not a string)");
+        } else {
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%s.%.60s\" is not supported (a rotary scaling "
+                                 "parameter: only \"default\" rotary embeddings run)", F, field, key);
+        }
+    }
+    return 0;
+}
+
+/* config.json of a ModernBertModel (transformers' ModernBertConfig: the Hub's keys, and transformers
+ * 5's layer_types / rope_parameters). Keys naming a variant this encoder does not run are refused
+ * by name: a rotary scaling, experts (MoE), remote code, a head size other than hidden / heads. */
+static int read_modernbert(const char *F, json_t *j, modattn__model_config *c) {
+    int st;
+    c->modern = true;
+    if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden)) ||
+        (st = get_int(F, j, "num_hidden_layers", true, 1, MODATTN__MAX_LAYERS, &c->layers)) ||
+        (st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads)) ||
+        (st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate)) ||
+        (st = get_int(F, j, "max_position_embeddings", true, 2, 1 << 20, &c->max_positions)) ||
+        (st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab)))
+        return st;
+    if (c->hidden % c->heads != 0 || (c->hidden / c->heads) % 2 != 0)
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"hidden_size\" = %d is not an even multiple of "
+                             "\"num_attention_heads\" = %d (rotary embeddings rotate pairs)", F, c->hidden, c->heads);
+    int head_dim = c->hidden / c->heads;
+    if ((st = get_int(F, j, "head_dim", false, 1, 65536, &head_dim))) return st;
+    if (head_dim != c->hidden / c->heads)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"head_dim\" = %d is not supported (hidden_size / "
+                             "num_attention_heads = %d)", F, head_dim, c->hidden / c->heads);
+    c->type_vocab = 0;
+    c->pad_id = c->vocab > 50283 ? 50283 : 0; /* ModernBertConfig's default */
+    if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) return st;
+    c->ln_eps = 1e-5;
+    if ((st = get_num(F, j, "norm_eps", false, 0.0, 1.0, &c->ln_eps))) return st;
+    c->norm_bias = c->attn_bias = c->mlp_bias = false;
+    if ((st = get_bool(F, j, "norm_bias", &c->norm_bias)) || (st = get_bool(F, j, "attention_bias", &c->attn_bias)) ||
+        (st = get_bool(F, j, "mlp_bias", &c->mlp_bias)))
+        return st;
+    const char *act = NULL;
+    if ((st = get_str(F, j, "hidden_activation", false, &act))) return st;
+    if ((st = parse_act(F, "hidden_activation", act ? act : "gelu", c))) return st;
+    /* what ModernBERT does not have and a config could still say: refused, never ignored */
+    static const char *const k_refused[] = {"num_experts", "num_local_experts", "moe_every_n_layers",
+                                            "num_experts_per_tok", "auto_map"};
+    for (size_t i = 0; i < sizeof k_refused / sizeof *k_refused; i++) {
+        const json_t *v = json_object_get(j, k_refused[i]);
+        if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%s\" is not supported (%s)", F, k_refused[i],
+                                 strcmp(k_refused[i], "auto_map") == 0 ? "remote code: this encoder runs "
+                                 "ModernBertModel as transformers defines it" : "mixture-of-experts layers");
+    }
+    bool is_decoder = false;
+    if ((st = get_bool(F, j, "is_decoder", &is_decoder))) return st;
+    if (is_decoder)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"is_decoder\" = true is not supported (an encoder only)", F);
+    /* local layers: layer_types (transformers 5), else all but every global_attn_every_n_layers-th */
+    int every = 3, local = 128;
+    if ((st = get_int(F, j, "global_attn_every_n_layers", false, 1, 1 << 20, &every)) ||
+        (st = get_int(F, j, "local_attention", false, 2, 1 << 24, &local)))
+        return st;
+    c->window = local / 2;
+    const json_t *lt = json_object_get(j, "layer_types");
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || json_array_size(lt) != (size_t)c->layers)
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"layer_types\" must be an array of %d strings "
+                                 "(num_hidden_layers)", F, c->layers);
+        for (int l = 0; l < c->layers; l++) {
+            const json_t *v = json_array_get(lt, (size_t)l);
+            const char *t = json_is_string(v) ? json_string_value(v) : "";
+            if (strcmp(t, "sliding_attention") == 0) c->local_layer[l] = true;
+            else if (strcmp(t, "full_attention") == 0) c->local_layer[l] = false;
+            else
+                return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"layer_types\"[%d] = \"%.40s\" is not "
+                                     "supported (full_attention, sliding_attention)", F, l, t);
+        }
+    } else {
+        for (int l = 0; l < c->layers; l++) c->local_layer[l] = l % every != 0;
+    }
+    /* rotary bases: rope_parameters (transformers 5) or global_rope_theta / local_rope_theta */
+    c->rope_global = 160000.0, c->rope_local = 10000.0;
+    if ((st = get_num(F, j, "global_rope_theta", false, 1.0, 1e12, &c->rope_global)) ||
+        (st = get_num(F, j, "local_rope_theta", false, 1.0, 1e12, &c->rope_local)))
+        return st;
+    const json_t *rs = json_object_get(j, "rope_scaling");
+    if (rs && !json_is_null(rs)) {
+        const json_t *ty = json_is_object(rs) ? json_object_get(rs, "rope_type") : NULL;
+        if (!ty && json_is_object(rs)) ty = json_object_get(rs, "type");
+        const char *tn = ty && json_is_string(ty) ? json_string_value(ty) : "(none)";
+        if (strcmp(tn, "default") != 0 || json_object_size(rs) != 1)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rope_scaling\" (type \"%.40s\") is not supported "
+                                 "(only \"default\" rotary embeddings: no scaling)", F, tn);
+    }
+    json_t *rp = json_object_get(j, "rope_parameters");
+    if (rp && !json_is_null(rp)) {
+        if (!json_is_object(rp))
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_parameters\" must be an object, not %s", F,
+                                 json_kind(rp));
+        const char *key;
+        json_t *v;
+        json_object_foreach(rp, key, v) {
+            if (strcmp(key, "full_attention") != 0 && strcmp(key, "sliding_attention") != 0)
+                return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rope_parameters.%.60s\" is not supported "
+                                     "(full_attention, sliding_attention)", F, key);
+        }
+        if ((st = read_rope_entry(F, rp, "full_attention", &c->rope_global)) ||
+            (st = read_rope_entry(F, rp, "sliding_attention", &c->rope_local)))
+            return st;
+    }
+    return 0;
+}
+
 /* config.json of the Transformer module. */
 static int read_config(const char *dir, modattn__model_config *c) {
     char F[MODATTN__PATH_MAX];
@@ -165,13 +310,18 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "xlm-roberta") == 0) c->arch = MODATTN__ARCH_XLM_ROBERTA;
     else if (strcmp(mt, "distilbert") == 0) c->arch = MODATTN__ARCH_DISTILBERT;
     else if (strcmp(mt, "mpnet") == 0) c->arch = MODATTN__ARCH_MPNET;
+    else if (strcmp(mt, "modernbert") == 0) c->arch = MODATTN__ARCH_MODERNBERT;
     else {
         st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
-                           "runs \"bert\", \"xlm-roberta\", \"distilbert\" and \"mpnet\")", F, mt);
+                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\" and \"modernbert\")", F, mt);
         goto out;
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", mt);
+    if (c->arch == MODATTN__ARCH_MODERNBERT) {
+        st = read_modernbert(F, j, c);
+        goto out;
+    }
     const bool distil = c->arch == MODATTN__ARCH_DISTILBERT;
     /* DistilBertConfig's own names for the sizes (its attribute_map: dim = hidden_size, ...) */
     if ((st = get_int(F, j, distil ? "dim" : "hidden_size", true, 1, 65536, &c->hidden))) goto out;
@@ -220,17 +370,7 @@ static int read_config(const char *dir, modattn__model_config *c) {
     } else if ((st = get_str(F, j, "hidden_act", true, &act))) {
         goto out;
     }
-    if (strcmp(act, "gelu") == 0) c->act = MODATTN__ACT_GELU_ERF;
-    else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0 ||
-             strcmp(act, "gelu_fast") == 0)
-        c->act = MODATTN__ACT_GELU_TANH;
-    else if (strcmp(act, "relu") == 0) c->act = MODATTN__ACT_RELU;
-    else {
-        st = modattn__error(MODATTN_EUNSUPPORTED,
-                           "%s: field \"%s\" = \"%.40s\" is not supported (gelu, gelu_new, "
-                           "gelu_pytorch_tanh, gelu_fast, relu)", F, distil ? "activation" : "hidden_act", act);
-        goto out;
-    }
+    if ((st = parse_act(F, distil ? "activation" : "hidden_act", act, c))) goto out;
     if ((st = get_str(F, j, "position_embedding_type", false, &pet))) goto out;
     if (pet && strcmp(pet, "absolute") != 0) {
         st = modattn__error(MODATTN_EUNSUPPORTED,

@@ -33,6 +33,8 @@ struct modattn__dev_model {
     /* xlm-roberta, mpnet: the whole position table (pos starts at the first position id's row):
      * a batch holding the padding token itself numbers its positions per token (pos_ids) */
     modattn_buffer *pos_full;
+    /* modernbert: final_norm, and the rotary tables [max_tokens, D/2] of the global and local bases */
+    modattn_buffer *fin_g, *fin_b, *rope_gc, *rope_gs, *rope_lc, *rope_ls;
     dev_layer *layers;
     unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
 };
@@ -80,6 +82,10 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
     if (modattn__device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+        if (c->modern)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's post-LN "
+                                 "layers (model_type \"%s\" needs ops 'norm', 'rotary', 'glu' and windowed attention)",
+                                 model_name, name, c->model_type);
         if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
@@ -106,6 +112,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pooling & ~(unsigned)(MODATTN_POOL_CLS | MODATTN_POOL_MAX)) need[n++] = MODATTN_OP_POOL_MEAN;
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
     if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
+    if (c->modern) need[n++] = MODATTN_OP_NORM, need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -117,14 +124,17 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     }
     for (int i = 0; i < n; i++) {
         if (modattn_device_supports_op(dev, need[i], reason, sizeof reason)) continue;
-        if (fallback && need[i] != MODATTN_OP_ATTENTION) {
+        /* norm, rotary and glu have no host fallback: the device runs them or refuses the model */
+        const bool no_fallback = need[i] == MODATTN_OP_ATTENTION || need[i] == MODATTN_OP_NORM ||
+                                 need[i] == MODATTN_OP_ROTARY || need[i] == MODATTN_OP_GLU;
+        if (fallback && !no_fallback) {
             *host_ops |= 1u << need[i];
             snprintf(why[need[i]], sizeof why[need[i]], "%s", reason);
             continue;
         }
         return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s%s",
                              model_name, name, modattn_op_name(need[i]), reason,
-                             need[i] == MODATTN_OP_ATTENTION ? "" : " (the host fallback option would run it on the host)");
+                             no_fallback ? "" : " (the host fallback option would run it on the host)");
     }
     /* attention: an implementation on this device must take the model's shape */
     modattn_attn_desc d = modattn_attn_desc_make(1, c->heads, c->heads, (int64_t)c->max_tokens, (int64_t)c->max_tokens,
@@ -143,6 +153,22 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (st)
         return modattn__error_prefix(st, "%s cannot run on %s: op 'attention'%s", model_name, name,
                                     c->rel_buckets > 0 ? " with an additive mask (mpnet's relative position bias)" : "");
+    bool any_local = false;
+    for (int l = 0; c->modern && l < c->layers; l++) any_local |= c->local_layer[l];
+    if (any_local) { /* the local layers: one text per call (B = 1, no padding), a window on both sides */
+        d = modattn_attn_desc_make(1, c->heads, c->heads, (int64_t)c->max_tokens, (int64_t)c->max_tokens,
+                                   c->hidden / c->heads, false);
+        d.device = dev->id;
+        d.inner_contiguous = true;
+        if ((int64_t)c->window < (int64_t)c->max_tokens) {
+            d.has_window = true;
+            d.window_left = d.window_right = c->window;
+        }
+        if ((st = modattn_explain(ctx, &d, e, 64, &cnt)))
+            return modattn__error_prefix(st, "%s cannot run on %s: op 'attention' with a sliding window of %d on "
+                                        "each side (model_type \"%s\", local_attention)", model_name, name, c->window,
+                                        c->model_type);
+    }
     return 0;
 }
 
@@ -213,6 +239,9 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
     modattn__buffer_free(dm->word), modattn__buffer_free(dm->pos), modattn__buffer_free(dm->type0);
     modattn__buffer_free(dm->emb_g), modattn__buffer_free(dm->emb_b), modattn__buffer_free(dm->bias);
     modattn__buffer_free(dm->pos_full);
+    modattn__buffer_free(dm->fin_g), modattn__buffer_free(dm->fin_b);
+    modattn__buffer_free(dm->rope_gc), modattn__buffer_free(dm->rope_gs);
+    modattn__buffer_free(dm->rope_lc), modattn__buffer_free(dm->rope_ls);
     modattn_free(dm);
 }
 
@@ -257,9 +286,34 @@ static int upload_bias(modattn__dev_model *dm, const float *rel_bias) {
     return st;
 }
 
+/* Rotary tables for one base: cos and sin of p * inv_freq[j], [max_tokens, D/2], as transformers'
+ * ModernBertRotaryEmbedding computes them in float32: inv_freq = 1 / base^(2j / D), then the
+ * product with the position and cos / sin of it. A copy on the device. */
+static int upload_rope(modattn__dev_model *dm, double base, modattn_buffer **cs, modattn_buffer **sn) {
+    const modattn__model_config *c = &dm->cfg;
+    const int64_t P = (int64_t)c->max_tokens, D = c->hidden / c->heads, half = D / 2;
+    const size_t bytes = (size_t)(P * half) * sizeof(float);
+    float *tc = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS), *ts = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS);
+    int st = tc && ts ? 0 : modattn__mem_last_status();
+    for (int64_t j = 0; !st && j < half; j++) {
+        const float inv = 1.0f / powf((float)base, (float)(2 * j) / (float)D);
+        for (int64_t p = 0; p < P; p++) {
+            const float f = (float)p * inv;
+            tc[p * half + j] = cosf(f), ts[p * half + j] = sinf(f);
+        }
+    }
+    if (!st) st = modattn__buffer_alloc(dm->dev, bytes, MODATTN_MEM_WEIGHTS, "rotary cos table", cs);
+    if (!st) st = modattn__buffer_write(*cs, 0, tc, bytes);
+    if (!st) st = modattn__buffer_alloc(dm->dev, bytes, MODATTN_MEM_WEIGHTS, "rotary sin table", sn);
+    if (!st) st = modattn__buffer_write(*sn, 0, ts, bytes);
+    modattn_free(tc), modattn_free(ts);
+    return st;
+}
+
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const float *rel_bias, const modattn__layer_weights *lw, unsigned host_ops,
+                              const float *rel_bias, const float *fin_g, const float *fin_b,
+                              const modattn__layer_weights *lw, unsigned host_ops,
                               bool prepare_weights, const char *identity, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn__calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
@@ -283,7 +337,8 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (size_t)(c->max_positions - c->pos_offset) * H, "position embeddings", &dm->pos)) ||
+        (st = upload(dev, pos, (c->modern ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+                     "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
         (st = upload(dev, emb_b, H, "embeddings LayerNorm", &dm->emb_b)))
@@ -292,6 +347,16 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         (st = upload(dev, pos - (size_t)c->pos_offset * H, (size_t)c->max_positions * H, "position embeddings",
                      &dm->pos_full)))
         goto fail;
+    if (c->modern) {
+        if (!fin_g || !fin_b) {
+            st = modattn__error(MODATTN_EINTERNAL, "no final norm for %s", c->model_type);
+            goto fail;
+        }
+        if ((st = upload(dev, fin_g, H, "final norm", &dm->fin_g)) || (st = upload(dev, fin_b, H, "final norm", &dm->fin_b)) ||
+            (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs)) ||
+            (st = upload_rope(dm, c->rope_local, &dm->rope_lc, &dm->rope_ls)))
+            goto fail;
+    }
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -307,6 +372,29 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
+        if (c->modern) { /* pre-LN, GeGLU: Wi is [2I, H]; layer 0 has no attn_norm */
+            const int64_t h = (int64_t)H, i = (int64_t)I;
+            const bool few = !prepare_weights;
+            if ((w->ln1_g && ((st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) ||
+                              (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)))) ||
+                (st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
+                (st = upload(dev, w->bqkv, 3 * H, "QKV bias", &L->bqkv)) ||
+                (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
+                (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
+                (st = upload(dev, w->w1, 2 * I * H, "FFN Wi weight", &L->w1)) ||
+                (st = upload(dev, w->b1, 2 * I, "FFN Wi bias", &L->b1)) ||
+                (st = upload(dev, w->w2, H * I, "FFN Wo weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN Wo bias", &L->b2)) ||
+                (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
+                goto fail;
+            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
+                (st = prepare(dm, &L->wo, h, h, h, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
+                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
+                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
+                goto fail;
+            }
+            continue;
+        }
         if ((st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
             (st = upload(dev, w->bqkv, 3 * H, "QKV bias", &L->bqkv)) ||
             (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
@@ -352,7 +440,8 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, W = 3 * H > (size_t)c->intermediate ? 3 * H : (size_t)c->intermediate;
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern ? 2 : 1); /* modernbert: Wi's 2I */
+    const size_t W = 3 * H > I ? 3 * H : I;
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
     a->max_T = max_T, a->max_B = max_B;
@@ -416,6 +505,83 @@ static modattn_tensor view(modattn_buffer *b, int64_t off_elems, int64_t B, int6
     return t;
 }
 
+/* ModernBERT's layers (transformers' ModernBertEncoderLayer), x the embeddings' output:
+ *   n = attn_norm(x) (layer 0: x itself); qkv = n Wqkv^T; rotary on q, k (the layer's base);
+ *   x += Wo(attention(q, k, v)) (a local layer: within |i - j| <= window);
+ *   n = mlp_norm(x); [u | g] = n Wi^T; x += Wo(act(u) * g);
+ * then att = final_norm(x), which the pooling reads. att holds n between the ops. A local layer's
+ * attention runs one text per call (B = 1, S = its length): the contract aligns a window to the
+ * bottom-right of each row's keys (i' = i + L - Sq), which is position i only without padding; so
+ * a text's call is the same alone or batched, and whole key tiles outside the window are skipped. */
+static int modern_layers(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
+                         int64_t S, const int32_t *lens, const char *model_name) {
+    const modattn__model_config *c = &dm->cfg;
+    const modattn_device_iface *dev = dm->dev;
+    const int64_t H = c->hidden, I = c->intermediate, T = B * S, nh = c->heads, dh = H / nh;
+    modattn_pool *pool = x->pool;
+    const modattn_act act = model_act(c);
+    int st;
+    for (int l = 0; l < c->layers; l++) {
+        const dev_layer *L = &dm->layers[l];
+        const bool local = c->local_layer[l];
+        modattn_buffer *qin = a->x;
+        if (L->ln1_g) {
+            modattn_op_norm_args nr = {.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = L->ln1_g, .beta = L->ln1_b,
+                                       .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool};
+            if ((st = modattn__device_norm(dev, &nr))) return modattn__error_prefix(st, "%s: layer %d attn_norm", model_name, l);
+            qin = a->att;
+        }
+        modattn_op_linear_args g = {.a = qin, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
+                                    .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
+                                    .name = "encoder.qkv", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d Wqkv", model_name, l);
+        modattn_op_rotary_args ro = {.x = a->big, .ldx = 3 * H, .cos = local ? dm->rope_lc : dm->rope_gc,
+                                     .sin = local ? dm->rope_ls : dm->rope_gs, .rows = T, .heads = 2 * nh, .D = dh,
+                                     .lens = a->lens, .S = S, .pool = pool};
+        if ((st = modattn__device_rotary(dev, &ro))) return modattn__error_prefix(st, "%s: layer %d rotary", model_name, l);
+        for (int64_t b = 0; b < (local ? B : 1); b++) {
+            const int64_t Bc = local ? 1 : B, Sc = local ? lens[b] : S, q0 = local ? b * S * 3 * H : 0;
+            if (Sc <= 0) continue;
+            modattn_attn_call call;
+            memset(&call, 0, sizeof call);
+            call.q = view(a->big, q0, Bc, nh, Sc, dh, 3 * H);
+            call.k = view(a->big, q0 + H, Bc, nh, Sc, dh, 3 * H);
+            call.v = view(a->big, q0 + 2 * H, Bc, nh, Sc, dh, 3 * H);
+            call.o = view(a->att, local ? b * S * H : 0, Bc, nh, Sc, dh, H);
+            if (local) {
+                call.window = true;
+                call.window_left = call.window_right = c->window;
+            } else {
+                call.kv_lens = lens;
+            }
+            if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
+                return modattn__error_prefix(st, "%s: layer %d attention", model_name, l);
+        }
+        g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
+                                     .N = H, .K = H, .accumulate = true, .lens = a->lens, .S = S, .plan = L->po,
+                                     .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention Wo", model_name, l);
+        modattn_op_norm_args nr = {.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = L->ln2_g, .beta = L->ln2_b,
+                                   .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool};
+        if ((st = modattn__device_norm(dev, &nr))) return modattn__error_prefix(st, "%s: layer %d mlp_norm", model_name, l);
+        g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = 2 * I,
+                                     .rows = T, .N = 2 * I, .K = H, .lens = a->lens, .S = S, .plan = L->p1,
+                                     .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d Wi", model_name, l);
+        modattn_op_glu_args gl = {.x = a->big, .ldx = 2 * I, .rows = T, .N = I, .act = act, .lens = a->lens, .S = S,
+                                  .pool = pool};
+        if ((st = modattn__device_glu(dev, &gl))) return modattn__error_prefix(st, "%s: layer %d GLU", model_name, l);
+        g = (modattn_op_linear_args){.a = a->big, .lda = 2 * I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H,
+                                     .rows = T, .N = H, .K = I, .accumulate = true, .lens = a->lens, .S = S,
+                                     .plan = L->p2, .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d mlp Wo", model_name, l);
+    }
+    modattn_op_norm_args nr = {.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = dm->fin_g, .beta = dm->fin_b,
+                               .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool};
+    if ((st = modattn__device_norm(dev, &nr))) return modattn__error_prefix(st, "%s: final_norm", model_name);
+    return 0;
+}
+
 int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
                          int64_t S, const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name) {
     const modattn__model_config *c = &dm->cfg;
@@ -468,7 +634,8 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     if ((st = embed_host ? modattn__device_host_embed(dev, &e) : modattn__device_embed(dev, &e)))
         return st;
     const modattn_act act = model_act(c);
-    for (int l = 0; l < c->layers; l++) {
+    if (c->modern && (st = modern_layers(dm, x, a, B, S, lens, model_name))) return st;
+    for (int l = 0; !c->modern && l < c->layers; l++) {
         const dev_layer *L = &dm->layers[l];
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
@@ -509,7 +676,8 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                      .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
-    modattn_op_pool_args p = {.x = a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
+    /* modernbert: the final norm's output, in att */
+    modattn_op_pool_args p = {.x = c->modern ? a->att : a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
                               .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
     const bool pool_host = HOST_OP(dm, MODATTN_OP_POOL_MEAN) || HOST_OP(dm, MODATTN_OP_POOL_CLS) ||
                            HOST_OP(dm, MODATTN_OP_POOL_MAX) || HOST_OP(dm, MODATTN_OP_L2_NORMALIZE);

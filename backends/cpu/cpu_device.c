@@ -62,6 +62,9 @@ static const modattn_encoder_ops k_cpu_ops = {
     /* .pool           = */ modattn__cpu_pool,
     /* .linear_prepare = */ modattn__cpu_linear_prepare,
     /* .linear_release = */ modattn__cpu_linear_release,
+    /* .norm           = */ modattn__cpu_norm,
+    /* .rotary         = */ modattn__cpu_rotary,
+    /* .glu            = */ modattn__cpu_glu,
 };
 
 static const modattn_device_iface k_cpu = {

@@ -371,3 +371,120 @@ int modattn__cpu_pool(void *ctx, const modattn_op_pool_args *a, char *reason, si
     }
     return 0;
 }
+
+/* ------------------------------------------------ pre-LN, rotary and gated encoders' ops */
+
+typedef struct misc_job {
+    const modattn_op_norm_args *n;
+    const modattn_op_rotary_args *r;
+    const modattn_op_glu_args *g;
+    const int32_t *lens;
+    int64_t S, rows, chunk;
+    const float *zeros; /* [N] (glu: the activations' bias) */
+} misc_job;
+
+static bool is_pad(const misc_job *j, int64_t r) { return j->lens && r % j->S >= j->lens[r / j->S]; }
+
+static void norm_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const misc_job *j = arg;
+    const modattn_op_norm_args *a = j->n;
+    const float *X = HOST(a->x, const float *), *g = HOST(a->gamma, const float *), *b = HOST(a->beta, const float *);
+    float *Y = HOST(a->y, float *);
+    const int64_t r1 = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
+    for (int64_t r = task * j->chunk; r < r1; r++) {
+        float *y = Y + r * a->ldy;
+        if (is_pad(j, r)) {
+            memset(y, 0, (size_t)a->H * sizeof *y);
+            continue;
+        }
+        if (y != X + r * a->ldx) memmove(y, X + r * a->ldx, (size_t)a->H * sizeof *y);
+        modattn__bias_layer_norm(y, NULL, g, b, a->H, a->eps);
+    }
+}
+
+static void rotary_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const misc_job *j = arg;
+    const modattn_op_rotary_args *a = j->r;
+    float *X = HOST(a->x, float *);
+    const float *C = HOST(a->cos, const float *), *Sn = HOST(a->sin, const float *);
+    const int64_t half = a->D / 2, r1 = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
+    for (int64_t r = task * j->chunk; r < r1; r++) {
+        if (is_pad(j, r)) continue;
+        const int64_t p = r % j->S;
+        const float *c = C + p * half, *s = Sn + p * half;
+        for (int64_t h = 0; h < a->heads; h++) {
+            float *x = X + r * a->ldx + h * a->D;
+            for (int64_t k = 0; k < half; k++) {
+                const float x1 = x[k], x2 = x[k + half];
+                x[k] = x1 * c[k] - x2 * s[k];
+                x[k + half] = x2 * c[k] + x1 * s[k];
+            }
+        }
+    }
+}
+
+static void glu_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const misc_job *j = arg;
+    const modattn_op_glu_args *a = j->g;
+    float *X = HOST(a->x, float *);
+    const int64_t r1 = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
+    for (int64_t r = task * j->chunk; r < r1; r++) {
+        float *x = X + r * a->ldx;
+        if (is_pad(j, r)) {
+            memset(x, 0, (size_t)a->N * sizeof *x);
+            continue;
+        }
+        switch (a->act) {
+        case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(x, j->zeros, a->N); break;
+        case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(x, j->zeros, a->N); break;
+        case MODATTN_ACT_RELU: modattn__relu_bias(x, j->zeros, a->N); break;
+        case MODATTN_ACT_NONE: break;
+        }
+        for (int64_t k = 0; k < a->N; k++) x[k] *= x[a->N + k];
+    }
+}
+
+/* Row by row: a row's result depends on that row alone, whatever the split. */
+static void run_misc(misc_job *j, modattn_pool *pool, void (*fn)(void *, int64_t, int)) {
+    const int nth = pool && modattn__pool_threads(pool) > 1 ? modattn__pool_threads(pool) : 1;
+    j->chunk = (j->rows + nth - 1) / nth;
+    if (j->chunk < 16) j->chunk = 16;
+    const int64_t ntasks = (j->rows + j->chunk - 1) / j->chunk;
+    if (nth > 1 && ntasks > 1)
+        modattn__pool_run(pool, ntasks, fn, j);
+    else
+        for (int64_t t = 0; t < ntasks; t++) fn(j, t, 0);
+}
+
+int modattn__cpu_norm(void *ctx, const modattn_op_norm_args *a, char *reason, size_t len) {
+    (void)ctx, (void)reason, (void)len;
+    misc_job j = {.n = a, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL, .S = a->S > 0 ? a->S : a->rows,
+                  .rows = a->rows};
+    run_misc(&j, a->pool, norm_task);
+    return 0;
+}
+
+int modattn__cpu_rotary(void *ctx, const modattn_op_rotary_args *a, char *reason, size_t len) {
+    (void)ctx, (void)reason, (void)len;
+    misc_job j = {.r = a, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL, .S = a->S > 0 ? a->S : a->rows,
+                  .rows = a->rows};
+    run_misc(&j, a->pool, rotary_task);
+    return 0;
+}
+
+int modattn__cpu_glu(void *ctx, const modattn_op_glu_args *a, char *reason, size_t len) {
+    (void)ctx;
+    float *zeros = modattn__calloc((size_t)a->N, sizeof *zeros, MODATTN_MEM_WORKSPACE);
+    if (!zeros) {
+        snprintf(reason, len, "glu: %s", modattn_last_error());
+        return modattn__mem_last_status();
+    }
+    misc_job j = {.g = a, .lens = a->lens ? HOST(a->lens, const int32_t *) : NULL, .S = a->S > 0 ? a->S : a->rows,
+                  .rows = a->rows, .zeros = zeros};
+    run_misc(&j, a->pool, glu_task);
+    modattn_free(zeros);
+    return 0;
+}

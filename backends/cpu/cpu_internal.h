@@ -17,6 +17,9 @@ int modattn__cpu_pool(void *ctx, const modattn_op_pool_args *a, char *reason, si
 int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void **plan, bool *owns_weight, char *reason,
                                 size_t len);
 void modattn__cpu_linear_release(void *ctx, void *plan);
+int modattn__cpu_norm(void *ctx, const modattn_op_norm_args *a, char *reason, size_t len);
+int modattn__cpu_rotary(void *ctx, const modattn_op_rotary_args *a, char *reason, size_t len);
+int modattn__cpu_glu(void *ctx, const modattn_op_glu_args *a, char *reason, size_t len);
 
 /* ---- GEMM on the CPU: modattn__sgemm_nt and modattn__gemm_name are core's (core/blas.h: search
  * uses the same GEMM without going through this device). */

@@ -127,6 +127,59 @@ static int op_pool(void *ctx, const modattn_op_pool_args *p, char *reason, size_
     return launch(d, "l2_normalize", &a, (size_t)p->B * WG, WG, "opencl.l2_normalize", 0, reason, len);
 }
 
+/* The pre-LN, rotary and gated encoders' ops (kernels/encoder.cl: norm_rows, rotary_rows,
+ * glu_rows); the encoder always passes the batch's lengths. */
+static int op_norm(void *ctx, const modattn_op_norm_args *n, char *reason, size_t len) {
+    ocl_dev *d = ctx;
+    if (!n->lens || n->S <= 0) {
+        snprintf(reason, len, "norm needs the batch's lengths (lens, S) on OpenCL");
+        return MODATTN_EUNSUPPORTED;
+    }
+    kargs a;
+    int st = kernel(d, "norm_rows", &a, reason, len);
+    if (st) return st;
+    cl_mem x = mem(n->x), y = mem(n->y), lens = mem(n->lens), g = mem(n->gamma), bt = mem(n->beta);
+    cl_long ldx = n->ldx, ldy = n->ldy;
+    cl_int S = (cl_int)n->S, H = (cl_int)n->H;
+    cl_float eps = n->eps;
+    KARG(a, x), KARG(a, ldx), KARG(a, y), KARG(a, ldy), KARG(a, lens), KARG(a, S), KARG(a, H), KARG(a, g), KARG(a, bt);
+    KARG(a, eps);
+    return launch(d, "norm_rows", &a, (size_t)n->rows * WG, WG, "opencl.norm", 0, reason, len);
+}
+
+static int op_rotary(void *ctx, const modattn_op_rotary_args *r, char *reason, size_t len) {
+    ocl_dev *d = ctx;
+    if (!r->lens || r->S <= 0) {
+        snprintf(reason, len, "rotary needs the batch's lengths (lens, S) on OpenCL");
+        return MODATTN_EUNSUPPORTED;
+    }
+    kargs a;
+    int st = kernel(d, "rotary_rows", &a, reason, len);
+    if (st) return st;
+    cl_mem x = mem(r->x), lens = mem(r->lens), cs = mem(r->cos), sn = mem(r->sin);
+    cl_long ldx = r->ldx;
+    cl_int S = (cl_int)r->S, rows = (cl_int)r->rows, heads = (cl_int)r->heads, D = (cl_int)r->D;
+    KARG(a, x), KARG(a, ldx), KARG(a, lens), KARG(a, S), KARG(a, rows), KARG(a, heads), KARG(a, D), KARG(a, cs), KARG(a, sn);
+    const size_t items = (size_t)(r->rows * r->heads * (r->D / 2)), global = (items + WG - 1) / WG * WG;
+    return launch(d, "rotary_rows", &a, global ? global : WG, WG, "opencl.rotary", 0, reason, len);
+}
+
+static int op_glu(void *ctx, const modattn_op_glu_args *g, char *reason, size_t len) {
+    ocl_dev *d = ctx;
+    if (!g->lens || g->S <= 0) {
+        snprintf(reason, len, "glu needs the batch's lengths (lens, S) on OpenCL");
+        return MODATTN_EUNSUPPORTED;
+    }
+    kargs a;
+    int st = kernel(d, "glu_rows", &a, reason, len);
+    if (st) return st;
+    cl_mem x = mem(g->x), lens = mem(g->lens);
+    cl_long ldx = g->ldx;
+    cl_int S = (cl_int)g->S, N = (cl_int)g->N, act = (cl_int)g->act;
+    KARG(a, x), KARG(a, ldx), KARG(a, lens), KARG(a, S), KARG(a, N), KARG(a, act);
+    return launch(d, "glu_rows", &a, (size_t)g->rows * WG, WG, "opencl.glu", 0, reason, len);
+}
+
 /* CLBlast's defaults for a CPU device it has no tuning entry for (PoCL on this machine's AMD
  * EPYC) ran [2048 x 384] x [384 x 1152]^T at 18 GFLOP/s; of 16 parameter sets tried by hand
  * (MWG/NWG 32-256, KWG 16-64, thread tiles 8-16, vector widths 4-16, local-memory staging on/off,
@@ -154,6 +207,9 @@ static const modattn_encoder_ops k_ops = {
     /* .pool           = */ op_pool,
     /* .linear_prepare = */ NULL, /* CLBlast takes the weights as they are */
     /* .linear_release = */ NULL,
+    /* .norm           = */ op_norm,
+    /* .rotary         = */ op_rotary,
+    /* .glu            = */ op_glu,
 };
 
 const modattn_encoder_ops *modattn__ocl_encoder_ops(void) { return &k_ops; }

@@ -1,6 +1,6 @@
 /* tests/devices/test_cpu_device.c — the CPU device behind the same table as every other device:
  * its encoder ops (linear with each epilogue, with and without a prepared weight, padding rows;
- * embed; pooling) against plain fp64 loops, the row block, borrowed host buffers, and the host
+ * embed; pooling; norm, rotary and glu) against plain fp64 loops, the row block, borrowed host buffers, and the host
  * fallback's refusal on the host itself. */
 #include <math.h>
 #include <stdint.h>
@@ -174,6 +174,84 @@ int main(void) {
         if (plan) CHECK(plan->owns_weight && plan->iface == cpu);
         modattn__linear_plan_free(plan);
         modattn__buffer_free(w);
+    }
+
+    /* norm, rotary, glu (pre-LN, rotary and gated encoders) against fp64 loops; padding rows:
+     * norm and glu write zeros, rotary leaves them */
+    {
+        const int64_t B = 2, S = 6, T = B * S, H = 24, heads = 3, D = 8, half = D / 2, ld = 40, N = 12;
+        int32_t L[2] = {6, 4};
+        modattn_buffer *lens = NULL;
+        CHECK(modattn__buffer_alloc(cpu, (size_t)B * 4, MODATTN_MEM_ACTIVATIONS, "lens", &lens) == 0);
+        if (lens) memcpy(lens->host, L, sizeof L);
+        modattn_buffer *x = buf(cpu, (size_t)(T * ld), true), *y = buf(cpu, (size_t)(T * H), true);
+        modattn_buffer *g = buf(cpu, (size_t)H, true), *bt = buf(cpu, (size_t)H, true);
+        modattn_buffer *cs = buf(cpu, (size_t)(S * half), true), *sn = buf(cpu, (size_t)(S * half), true);
+        modattn_buffer *x0 = buf(cpu, (size_t)(T * ld), false);
+        double e_norm = 0, e_rot = 0, e_glu = 0;
+        size_t pad_bad = 0;
+        if (lens && x && y && g && bt && cs && sn && x0) {
+            memcpy(x0->host, x->host, (size_t)(T * ld) * 4);
+            const float *X = x0->host, *G = g->host, *Bt = bt->host, *C = cs->host, *Sn = sn->host;
+            modattn_op_norm_args na = {.x = x, .ldx = ld, .y = y, .ldy = H, .gamma = g, .beta = bt, .rows = T, .H = H,
+                                       .eps = 1e-5, .lens = lens, .S = S};
+            CHECK(modattn__device_norm(cpu, &na) == 0);
+            const float *Y = y->host;
+            for (int64_t r = 0; r < T; r++) {
+                const bool pad = r % S >= L[r / S];
+                double m = 0, v = 0;
+                for (int64_t k = 0; k < H; k++) m += X[r * ld + k];
+                m /= (double)H;
+                for (int64_t k = 0; k < H; k++) v += (X[r * ld + k] - m) * (X[r * ld + k] - m);
+                const double inv = 1.0 / sqrt(v / (double)H + 1e-5);
+                for (int64_t k = 0; k < H; k++) {
+                    const double want = pad ? 0.0 : (X[r * ld + k] - m) * inv * G[k] + Bt[k];
+                    if (pad) pad_bad += Y[r * H + k] != 0.0f;
+                    else if (fabs(Y[r * H + k] - want) > e_norm) e_norm = fabs(Y[r * H + k] - want);
+                }
+            }
+            modattn_op_rotary_args ra = {.x = x, .ldx = ld, .cos = cs, .sin = sn, .rows = T, .heads = heads, .D = D,
+                                         .lens = lens, .S = S};
+            CHECK(modattn__device_rotary(cpu, &ra) == 0);
+            const float *R = x->host;
+            for (int64_t r = 0; r < T; r++) {
+                const bool pad = r % S >= L[r / S];
+                const int64_t p = r % S;
+                for (int64_t h = 0; h < heads; h++)
+                    for (int64_t j = 0; j < half; j++) {
+                        const int64_t o = r * ld + h * D + j;
+                        const double a = X[o], b = X[o + half], c = C[p * half + j], s_ = Sn[p * half + j];
+                        const double w1 = pad ? a : a * c - b * s_, w2 = pad ? b : b * c + a * s_;
+                        const double d = fmax(fabs(R[o] - w1), fabs(R[o + half] - w2));
+                        if (pad) pad_bad += d != 0.0;
+                        else if (d > e_rot) e_rot = d;
+                    }
+                for (int64_t k = heads * D; k < ld; k++) pad_bad += R[r * ld + k] != X[r * ld + k]; /* V: untouched */
+            }
+            memcpy(x->host, x0->host, (size_t)(T * ld) * 4);
+            modattn_op_glu_args ga = {.x = x, .ldx = ld, .rows = T, .N = N, .act = MODATTN_ACT_GELU_ERF, .lens = lens, .S = S};
+            CHECK(modattn__device_glu(cpu, &ga) == 0);
+            for (int64_t r = 0; r < T; r++) {
+                const bool pad = r % S >= L[r / S];
+                for (int64_t k = 0; k < N; k++) {
+                    const double u = X[r * ld + k], want = pad ? 0.0 : 0.5 * u * (1.0 + erf(u / sqrt(2.0))) * X[r * ld + N + k];
+                    const double d = fabs(R[r * ld + k] - want);
+                    if (pad) pad_bad += d != 0.0;
+                    else if (d > e_glu) e_glu = d;
+                }
+            }
+            /* arguments the op cannot take: refused before the device sees them */
+            modattn_op_rotary_args odd = ra;
+            odd.D = 7;
+            CHECK(modattn__device_rotary(cpu, &odd) == MODATTN_EINVAL);
+            modattn_op_glu_args narrow = ga;
+            narrow.ldx = N;
+            CHECK(modattn__device_glu(cpu, &narrow) == MODATTN_EINVAL);
+        }
+        CHECK_MSG(e_norm < 2e-5 && e_rot < 1e-6 && e_glu < 2e-6 && pad_bad == 0,
+                  "norm %.3g, rotary %.3g, glu %.3g max error; %zu padding values changed", e_norm, e_rot, e_glu, pad_bad);
+        modattn_buffer *all[] = {lens, x, y, g, bt, cs, sn, x0};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn__buffer_free(all[i]);
     }
 
     /* pooling: mean, cls, max, normalised, against loops */

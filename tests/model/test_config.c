@@ -170,6 +170,61 @@ static void test_families(void) {
     reset();
 }
 
+/* modernbert: the Hub's keys (global_rope_theta, local_attention, global_attn_every_n_layers) and
+ * transformers 5's (layer_types, rope_parameters); what it does not run is refused by name. */
+static const char k_modern[] =
+    "{\"model_type\":\"modernbert\",\"hidden_size\":64,\"num_hidden_layers\":5,\"num_attention_heads\":4,"
+    "\"intermediate_size\":96,\"hidden_activation\":\"gelu\",\"norm_eps\":1e-05,\"norm_bias\":false,"
+    "\"max_position_embeddings\":64,\"vocab_size\":100,\"pad_token_id\":0,\"global_attn_every_n_layers\":2,"
+    "\"local_attention\":16,\"global_rope_theta\":160000.0,\"local_rope_theta\":10000.0,"
+    "\"attention_bias\":false,\"mlp_bias\":false}";
+
+static void test_modernbert(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    expect("config.json", k_modern, "\"modernbert\"", "\"modernbert\"", 0, "", NULL);
+    put("sentence_bert_config.json", "{\"max_seq_length\":8192}");
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "modernbert: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_MODERNBERT && c.modern && c.hidden == 64 && c.layers == 5 && c.heads == 4 &&
+          c.intermediate == 96 && c.act == MODATTN__ACT_GELU_ERF && c.ln_eps == 1e-05 && c.type_vocab == 0 &&
+          c.pos_offset == 0 && c.max_tokens == 64 && c.window == 8 && c.rope_global == 160000.0 &&
+          c.rope_local == 10000.0 && !c.norm_bias && !c.attn_bias && !c.mlp_bias);
+    /* every 2nd layer global: layers 0, 2, 4 */
+    CHECK(!c.local_layer[0] && c.local_layer[1] && !c.local_layer[2] && c.local_layer[3] && !c.local_layer[4]);
+    /* transformers 5's layer_types and rope_parameters win over the older keys */
+    expect("config.json", k_modern, "\"mlp_bias\":false}",
+           "\"mlp_bias\":true,\"layer_types\":[\"sliding_attention\",\"full_attention\",\"full_attention\","
+           "\"full_attention\",\"sliding_attention\"],\"rope_parameters\":{\"full_attention\":{\"rope_type\":"
+           "\"default\",\"rope_theta\":5000.0},\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":"
+           "500.0}}}", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "modernbert (transformers 5 keys): %s", modattn_last_error());
+    CHECK(c.local_layer[0] && !c.local_layer[1] && !c.local_layer[3] && c.local_layer[4] && c.mlp_bias);
+    CHECK(c.rope_global == 5000.0 && c.rope_local == 500.0);
+    /* refused, naming the key */
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"rope_scaling\":{\"type\":\"yarn\","
+           "\"factor\":4.0}}", U, "config.json", "\"rope_scaling\" (type \"yarn\")");
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"rope_parameters\":{"
+           "\"full_attention\":{\"rope_type\":\"dynamic\",\"rope_theta\":5000.0,\"factor\":2.0}}}", U,
+           "config.json", "\"rope_parameters.full_attention.rope_type\" = \"dynamic\"");
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"num_experts\":8}", U,
+           "config.json", "\"num_experts\" is not supported (mixture-of-experts layers)");
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"head_dim\":32}", U,
+           "config.json", "\"head_dim\" = 32");
+    expect("config.json", k_modern, "\"gelu\"", "\"silu\"", U, "config.json", "\"hidden_activation\" = \"silu\"");
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"layer_types\":[\"full_attention\"]}",
+           F, "config.json", "\"layer_types\" must be an array of 5");
+    expect("config.json", k_modern, "\"mlp_bias\":false}", "\"mlp_bias\":false,\"layer_types\":[\"full_attention\","
+           "\"chunked_attention\",\"full_attention\",\"full_attention\",\"full_attention\"]}", U, "config.json",
+           "\"layer_types\"[1] = \"chunked_attention\"");
+    expect("config.json", k_modern, "\"num_attention_heads\":4", "\"num_attention_heads\":64", F, "config.json",
+           "rotary embeddings rotate pairs");
+    expect("config.json", k_modern, "\"local_attention\":16", "\"local_attention\":1", F, "config.json",
+           "\"local_attention\" = 1");
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -214,7 +269,7 @@ static void test_errors(void) {
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
            "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
-           "\"distilbert\" and \"mpnet\")");
+           "\"distilbert\", \"mpnet\" and \"modernbert\")");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
@@ -303,6 +358,7 @@ int main(void) {
     test_valid();
     test_errors();
     test_families();
+    test_modernbert();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

@@ -7,6 +7,10 @@
  *   tiny-distilbert    distilbert: no token types, its own weight and config names; mean, Normalize
  *   tiny-mpnet         mpnet: relative position buckets added to the scores through attention's
  *                      mask, positions from pad + 1; mean+max pooling, no Normalize
+ *   tiny-modernbert    modernbert: pre-LN without biases, rotary positions (two bases), GeGLU,
+ *                      local layers with a 16-token window (texts up to 128 tokens); mean, Normalize;
+ *                      also through the token-id entry (modattn_model_embed_ids); on OpenCL too, and
+ *                      refused there at load once its 'rotary' op is disabled
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
  *
  * The tiny ones come from tools/make_tiny_models.py, all four from `make model`. For every input:
@@ -25,6 +29,7 @@
 #include "modattn/modattn.h"
 #include "modattn/model.h"
 #include "core/internal_core.h"
+#include "device/internal_device.h"
 #include "embed_golden.h"
 #include "test_util.h"
 
@@ -47,6 +52,8 @@ static const expect TINY[] = {
      96, 3, 3, 256, 30522, 100, 96, MODATTN_POOL_MEAN, true, true, 10},
     {"tiny_mpnet", ".models/tiny-mpnet", "tests/fixtures/golden_tiny_mpnet.jsonl", "mpnet",
      64, 2, 4, 160, 30522, 128, 128, MODATTN_POOL_MEAN | MODATTN_POOL_MAX, false, true, 10},
+    {"tiny_modern", ".models/tiny-modernbert", "tests/fixtures/golden_tiny_modernbert.jsonl", "modernbert",
+     64, 4, 4, 96, 30522, 128, 64, MODATTN_POOL_MEAN, true, true, 10},
 };
 static const expect MPNET = {"mpnet", ".models/all-mpnet-base-v2", "tests/fixtures/golden_all_mpnet_base_v2.jsonl",
                              "mpnet", 768, 12, 12, 3072, 30527, 384, 768, MODATTN_POOL_MEAN, true, false, 10};
@@ -209,6 +216,55 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
     CHECK_MSG(impls > 0, "%s: no available CPU attention implementation", x->label);
     CHECK(modattn_ctx_set_policy(ctx, saved_policy) == 0);
 
+    /* the token-id entry (modattn_model_embed_ids) on the goldens' own ids: the same vectors */
+    {
+        const int32_t **idp = malloc(n * sizeof *idp);
+        size_t *cnt = malloc(n * sizeof *cnt), k = 0, bad_ids = 0;
+        double mn_ids = 2.0;
+        if (idp && cnt) {
+            for (size_t i = 0; i < n; i++)
+                if (g[i].nids > 0) idp[k] = g[i].ids, cnt[k] = g[i].nids, k++;
+            st = modattn_model_embed_ids(m, idp, cnt, k, out);
+            CHECK_MSG(st == 0, "%s: embed_ids: %s", x->label, modattn_last_error());
+            for (size_t i = 0, q = 0; st == 0 && i < n; i++) {
+                if (g[i].nids == 0) continue;
+                const double c = eg_cosine(out + q * dim, g[i].emb, dim);
+                if (c < mn_ids) mn_ids = c;
+                if (c < MIN_COSINE) {
+                    bad_ids++;
+                    CHECK_MSG(0, "%s: embed_ids: input %zu: cosine %.9f", x->label, i, c);
+                }
+                q++;
+            }
+            printf("%s: embed_ids on %zu id lists: min cosine %.9f, %zu bad\n", x->label, k, mn_ids, bad_ids);
+        } else {
+            CHECK_MSG(0, "%s: out of memory", x->label);
+        }
+        free(idp), free(cnt);
+    }
+
+    /* few_inputs (a query's path: weights not packed, the direct GEMM kernel) gives the same
+     * vectors, on the first 16 inputs */
+    {
+        modattn_model_options fo = {.few_inputs = true};
+        modattn_model *fm = NULL;
+        const size_t nf = n < 16 ? n : 16;
+        st = modattn_model_load_ex(ctx, x->dir, &fo, &fm);
+        CHECK_MSG(st == 0, "%s: load with few_inputs: %s", x->label, modattn_last_error());
+        if (st == 0) {
+            st = modattn_model_embed(fm, texts, lens, nf, out, NULL);
+            CHECK_MSG(st == 0, "%s: few_inputs embed: %s", x->label, modattn_last_error());
+            double mn_f = 2.0;
+            for (size_t i = 0; st == 0 && i < nf; i++) {
+                const double c = eg_cosine(out + i * dim, g[i].emb, dim);
+                if (c < mn_f) mn_f = c;
+            }
+            CHECK_MSG(st == 0 && mn_f >= MIN_COSINE, "%s: few_inputs: min cosine %.9f", x->label, mn_f);
+            printf("%s: few_inputs on %zu inputs: min cosine %.9f\n", x->label, nf, mn_f);
+        }
+        modattn_model_free(fm);
+    }
+
     /* without a Normalize module the output is the raw pooled vector: not unit length */
     if (!x->normalize) {
         double no = sqrt(eg_dot(out, out, dim));
@@ -298,6 +354,19 @@ static void run_opencl(modattn_ctx *ctx, const expect *x) {
     free(texts), free(lens), free(out);
     modattn_model_free(m);
     eg_free(g, n_all);
+    if (strcmp(x->model_type, "modernbert") == 0) {
+        /* a device without one of its ops refuses it at load, naming the op (no host fallback for
+         * rotary); the op stays disabled on this device for the rest of the process: last model */
+        const int op = MODATTN_OP_ROTARY;
+        CHECK(modattn__device_control(dev, MODATTN_DEVICE_CONTROL_DISABLE_OP, (void *)&op) == 0);
+        mo.host_fallback = true;
+        st = modattn_model_load_ex(ctx, x->dir, &mo, &m);
+        CHECK_MSG(st == MODATTN_EUNSUPPORTED && strstr(modattn_last_error(), "'rotary'"),
+                  "%s/opencl without rotary: load gave %d (%s), want a refusal naming the op", x->label, st,
+                  st ? modattn_last_error() : "loaded");
+        printf("%s/opencl without 'rotary': %s\n", x->label, st ? modattn_last_error() : "(loaded)");
+        if (st == 0) modattn_model_free(m);
+    }
 }
 
 int main(int argc, char **argv) {

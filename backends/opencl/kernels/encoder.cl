@@ -122,3 +122,57 @@ void l2_normalize(__global float *out, int dim) {
     const float inv = 1.0f / (norm > 1e-12f ? norm : 1e-12f);
     for (int k = l; k < dim; k += WG) o[k] *= inv;
 }
+
+/* The pre-LN, rotary and gated encoders' ops (ModernBERT). y = LayerNorm(x) * g + b, one row per
+ * work-group; padding rows zero. Each work-item copies and then normalises the same elements. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void norm_rows(__global const float *x, long ldx, __global float *y, long ldy, __global const int *lens, int S, int H,
+               __global const float *g, __global const float *bt, float eps) {
+    __local float tmp[WG];
+    const int r = get_group_id(0), l = get_local_id(0);
+    const int b = r / S, i = r - b * S;
+    __global float *row = y + (long)r * ldy;
+    if (i >= lens[b]) {
+        for (int k = l; k < H; k += WG) row[k] = 0.0f;
+        return;
+    }
+    __global const float *in = x + (long)r * ldx;
+    for (int k = l; k < H; k += WG) row[k] = in[k];
+    row_layer_norm(row, H, g, bt, eps, tmp);
+}
+
+/* Rotary embedding, NeoX layout, in place on the first `heads` heads of D columns of each row:
+ * one work-item per (row, head, j < D/2); position r % S; padding rows left as they are. */
+__kernel void rotary_rows(__global float *x, long ldx, __global const int *lens, int S, int rows, int heads, int D,
+                          __global const float *cs, __global const float *sn) {
+    const long gid = get_global_id(0);
+    const int hd = D / 2;
+    if (gid >= (long)rows * heads * hd) return;
+    const int j = (int)(gid % hd), h = (int)(gid / hd % heads), r = (int)(gid / ((long)hd * heads));
+    const int b = r / S, i = r - b * S;
+    if (i >= lens[b]) return;
+    __global float *p = x + (long)r * ldx + (long)h * D;
+    const float c = cs[(long)i * hd + j], s = sn[(long)i * hd + j];
+    const float x1 = p[j], x2 = p[j + hd];
+    p[j] = x1 * c - x2 * s;
+    p[j + hd] = x2 * c + x1 * s;
+}
+
+/* Gated FFN in place: x[r, k] = act(x[r, k]) * x[r, N + k], k < N (act as row_epilogue's). */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void glu_rows(__global float *x, long ldx, __global const int *lens, int S, int N, int act) {
+    const int r = get_group_id(0), l = get_local_id(0);
+    const int b = r / S, i = r - b * S;
+    __global float *row = x + (long)r * ldx;
+    if (i >= lens[b]) {
+        for (int k = l; k < N; k += WG) row[k] = 0.0f;
+        return;
+    }
+    for (int k = l; k < N; k += WG) {
+        float v = row[k];
+        if (act == 1) v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
+        else if (act == 2) v = 0.5f * v * (1.0f + tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        else if (act == 3) v = v > 0.0f ? v : 0.0f;
+        row[k] = v * row[N + k];
+    }
+}

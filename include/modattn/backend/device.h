@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_DEVICE_API_VERSION 3u /* 3: the graph slot */
+#define MODATTN_DEVICE_API_VERSION 4u /* 3: the graph slot; 4: the norm, rotary and glu ops and slots */
 
 /* The encoder's coarse operations. A device says which it runs (supports_op) and why not. */
 #define MODATTN_OP_MAP(X)                                                   \
@@ -48,7 +48,10 @@ extern "C" {
     X(LINEAR_BF16, "linear_bf16")     /* the linear ops in bf16 (fp32 sums) */ \
     X(LINEAR_INT8, "linear_int8")     /* the linear ops in int8 (int32 sums)  */ \
     X(LINEAR_BF16X3, "linear_bf16x3") /* the linear ops as 3 bf16 products (fp32 sums) */ \
-    X(EMBED_POSITIONS, "embed_positions") /* embed_gather with a position id per token (pos_ids) */
+    X(EMBED_POSITIONS, "embed_positions") /* embed_gather with a position id per token (pos_ids) */ \
+    X(NORM, "norm")                   /* LayerNorm of rows into another buffer (pre-LN layers) */ \
+    X(ROTARY, "rotary")               /* rotary position embedding of Q and K, in place (NeoX) */ \
+    X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -163,6 +166,45 @@ typedef struct modattn_op_pool_args {
     modattn_pool *pool;
 } modattn_op_pool_args;
 
+/* y[r] = LayerNorm(x[r]) * gamma + beta over H columns (x and y may be the same rows): the
+ * pre-LN layers' norms (ModernBERT's attn_norm, mlp_norm, final_norm); padding rows zero. A
+ * LayerNorm without a bias passes beta = zeros. Op MODATTN_OP_NORM. */
+typedef struct modattn_op_norm_args {
+    const modattn_buffer *x; int64_t ldx;   /* [rows, ldx] */
+    modattn_buffer *y; int64_t ldy;         /* [rows, ldy] */
+    const modattn_buffer *gamma, *beta;     /* [H], [H] */
+    int64_t rows, H;
+    double eps;
+    const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
+    modattn_pool *pool;
+} modattn_op_norm_args;
+
+/* Rotary position embedding, GPT-NeoX's layout (transformers' rotate_half), in place on the
+ * `heads` heads of D columns that start each row of x (Q then K of a fused QKV row: 2 x the
+ * attention heads): for the token at position p = r % S and j < D/2,
+ *   x'[j]       = x[j] * cos[p, j] - x[j + D/2] * sin[p, j]
+ *   x'[j + D/2] = x[j + D/2] * cos[p, j] + x[j] * sin[p, j]
+ * cos, sin: [P, D/2] tables (P >= S) of cos(p * inv_freq[j]), sin(...), the caller's (a per-layer
+ * base is a per-layer table). Padding rows are left as they are. Op MODATTN_OP_ROTARY. */
+typedef struct modattn_op_rotary_args {
+    modattn_buffer *x; int64_t ldx;         /* [rows, ldx], ldx >= heads * D */
+    const modattn_buffer *cos, *sin;        /* [P, D/2] */
+    int64_t rows, heads, D;
+    const modattn_buffer *lens; int64_t S;
+    modattn_pool *pool;
+} modattn_op_rotary_args;
+
+/* Gated FFN (GeGLU, SwiGLU): x[r, j] = act(x[r, j]) * x[r, N + j] for j < N, in place: the one
+ * GEMM's [rows, 2N] output becomes the down projection's input in its first N columns (read with
+ * lda = ldx). Padding rows zero (their first N columns). Op MODATTN_OP_GLU. */
+typedef struct modattn_op_glu_args {
+    modattn_buffer *x; int64_t ldx;         /* [rows, ldx], ldx >= 2N */
+    int64_t rows, N;
+    modattn_act act;                        /* not NONE */
+    const modattn_buffer *lens; int64_t S;
+    modattn_pool *pool;
+} modattn_op_glu_args;
+
 /* A device that computes the encoder's ops fills these in (the CPU device too: backends/cpu).
  * Attention is never here: it goes through the dispatcher. */
 typedef struct modattn_encoder_ops {
@@ -179,6 +221,10 @@ typedef struct modattn_encoder_ops {
     int (*linear_prepare)(void *ctx, const modattn_op_linear_args *shape, void **plan, bool *owns_weight,
                           char *reason, size_t len);
     void (*linear_release)(void *ctx, void *plan);
+    /* Optional (appended for pre-LN, rotary, gated encoders; NULL: the device refuses the op). */
+    int (*norm)(void *ctx, const modattn_op_norm_args *a, char *reason, size_t len);
+    int (*rotary)(void *ctx, const modattn_op_rotary_args *a, char *reason, size_t len);
+    int (*glu)(void *ctx, const modattn_op_glu_args *a, char *reason, size_t len);
 } modattn_encoder_ops;
 
 /* ---- the coarse slot: the whole encoder as one program, for a device whose compiler wants the
