@@ -826,6 +826,13 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
         if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
             (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
             break;
+        if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
+            /* byte-level BPE: after a "\n" before an ASCII letter (modattn__tk_bpe_can_block) */
+            size_t q = pos + TK_BLOCK_BYTES;
+            const uint8_t *x = r.text;
+            while (q < len && !(x[q - 1] == '\n' && (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z')))) q++;
+            end = q;
+        }
         if (end - pos > UINT32_MAX - 8) {
             rc = modattn__error(MODATTN_ERANGE,
                                "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");

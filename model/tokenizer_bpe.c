@@ -496,6 +496,33 @@ int modattn__tk_bpe_load(tk_load *L) {
     return 0;
 }
 
+/* A cut after "\n" and before an ASCII letter is a split boundary of every known pattern (the
+ * matches holding the "\n" are whitespace runs, or Qwen2's [\r\n]* tails, that end at the letter,
+ * and a letter after "\n" starts a match), so blocks cut there give the same tokens when: the
+ * first pre-tokenizer splits (Split, or ByteLevel with use_regex), none adds a prefix space (it
+ * would be added to each block), the normalizers work character by character (NFC/NFD/NFKC/NFKD,
+ * Lowercase: the letter is a starter that composes with nothing before it), and no added token
+ * holds a "\n" or a space, strips on its right, or strips on its left and begins with a letter. */
+bool modattn__tk_bpe_can_block(const modattn_tokenizer *t) {
+    if (!t->bpe || t->nbsteps == 0) return false;
+    const tk_bstep *f = &t->bsteps[0];
+    if (!(f->kind == BK_SPLIT || f->use_regex)) return false;
+    for (uint32_t k = 0; k < t->nbsteps; k++)
+        if (t->bsteps[k].kind == BK_BYTELEVEL && t->bsteps[k].prefix_space) return false;
+    for (uint32_t k = 0; k < t->nnsteps; k++) {
+        tk_nkind n = t->nsteps[k].kind;
+        if (n != NK_NFC && n != NK_NFD && n != NK_NFKC && n != NK_NFKD && n != NK_LOWERCASE) return false;
+    }
+    for (uint32_t i = 0; i < t->nadded; i++) {
+        const tk_added *a = &t->added[i];
+        if (a->rstrip) return false;
+        if (a->lstrip && a->ncps && a->cps[0] < 128 && is_l(a->cps[0])) return false;
+        for (uint32_t k = 0; k < a->ncps; k++)
+            if (a->cps[k] == '\n' || a->cps[k] == ' ') return false;
+    }
+    return true;
+}
+
 void modattn__tk_bpe_free(modattn_tokenizer *t) {
     modattn_free(t->bsteps);
     modattn_free(t->mkey);

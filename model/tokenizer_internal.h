@@ -133,6 +133,7 @@ struct modattn_tokenizer {
     char *bpe_prefix, *bpe_suffix; /* continuing_subword_prefix / end_of_word_suffix, NULL if none */
     /* offsets trimmed as ByteLevel / RobertaProcessing trim_offsets do */
     bool trim_offsets, trim_prefix_space, trim_after_template;
+    bool bpe_block; /* long texts may be cut after a "\n" before an ASCII letter (tokenizer_bpe.c) */
 };
 
 
@@ -218,6 +219,9 @@ void modattn__tk_bpe_free(modattn_tokenizer *t);
 int modattn__tk_bpe_run(const modattn_tokenizer *t, tk_bscratch **bs, const tk_char *c, size_t a, size_t b,
                         tk_emit_fn emit, void *ctx, const bool *stop);
 void modattn__tk_bscratch_free(tk_bscratch *bs);
+/* whether cutting a text after "\n" before an ASCII letter gives the same tokens (once the
+ * added tokens are loaded) */
+bool modattn__tk_bpe_can_block(const modattn_tokenizer *t);
 /* White_Space, as Rust's char::is_whitespace and the regex engine's \s (tokenizer_bpe.c) */
 bool modattn__tk_bpe_is_space(uint32_t cp);
 

@@ -523,6 +523,7 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!rc) rc = load_post(&L);
     if (!rc) {
         t->can_block = t->has_pretok;
+        t->bpe_block = modattn__tk_bpe_can_block(t);
         for (uint32_t c = 0; c < 128; c++)
             t->ascii_cut[c] = (t->ascii_cls[c] & (C_WS | C_PUNCT)) && !(t->ascii_cls[c] & C_DROP);
         for (uint32_t i = 0; i < t->nadded; i++) {

@@ -15,6 +15,9 @@ Writes (tests/fixtures/)
                              normalizer, TemplateProcessing [CLS] $A [SEP], [MASK] with lstrip
   tokenizer_bpe_suffix.json  a BPE without ByteLevel: Split(GPT-2's regex), continuing_subword_prefix
                              "##", end_of_word_suffix "</w>", unk_token "<unk>"
+  tokens_bpe_long.jsonl      long texts (LONG_TEXTS: a recipe the C test repeats) through gpt2, qwen2
+                             and modernbert, whole and cut at 3000 ids: the count and an FNV-1a hash
+                             of the ids and offsets (the C side works on them in 8 KiB blocks)
   tokens_bpe.jsonl           ids and byte offsets from `tokenizers` for every fixture and the
                              variants below (VARIANTS: edits of the file that the C test,
                              tests/tokenizer/test_tokenizer_bpe.c, makes the same way)
@@ -243,6 +246,37 @@ SPECIFIC = [
 ]
 
 
+def long_texts():
+    """Two texts of about 100 KB with lines (tests/tokenizer/test_tokenizer_bpe.c builds the same)."""
+    a = "".join("line %d: value=%d, naïve café 中文 😀 don't\n" % (i, i * i) for i in range(2500))
+    b = "".join("Word%d  and\tmore \r\n%s" % (i, "" if i % 3 else "\n") for i in range(4000))
+    return {"lines": a, "crlf": b}
+
+
+def fnv(recs_ids, recs_offs):
+    h = 0xCBF29CE484222325
+    for i, (s, e) in zip(recs_ids, recs_offs):
+        for byte in i.to_bytes(4, "little", signed=True) + s.to_bytes(8, "little") + e.to_bytes(8, "little"):
+            h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
+def write_long(fixtures):
+    out = []
+    for name in ("gpt2", "qwen2", "modernbert"):
+        tok = g.make_tokenizer(fixtures[name])
+        for tname, text in long_texts().items():
+            for m in (None, 3000):
+                r = g.record(tok, text, m)
+                out.append({"fixture": name, "text": tname, "max": r["max"], "n": len(r["ids"]),
+                            "fnv": fnv(r["ids"], r["offsets"])})
+    path = os.path.join(OUT, "tokens_bpe_long.jsonl")
+    with open(path, "w") as f:
+        for r in out:
+            f.write(json.dumps(r) + "\n")
+    print("wrote %s (%d texts)" % (os.path.relpath(path, g.ROOT), len(out)))
+
+
 def main():
     rng = random.Random(20261206)
     fixtures = {"gpt2": train_gpt2(), "qwen2": train_qwen2(), "modernbert": train_modernbert(),
@@ -278,6 +312,7 @@ def main():
             r["fixture"] = fx
             recs.append(r)
     g.write(os.path.join(OUT, "tokens_bpe.jsonl"), {"tokenizers": tokenizers.__version__, "max": MAX}, recs)
+    write_long(fixtures)
 
 
 if __name__ == "__main__":

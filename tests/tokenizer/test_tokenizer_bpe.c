@@ -256,6 +256,69 @@ static void long_word(void) {
     modattn_tokenizer_free(t);
 }
 
+/* tools/make_bpe_goldens.py's long_texts(), byte for byte */
+static char *long_text(const char *name, size_t *len) {
+    size_t cap = 1 << 20, n = 0;
+    char *s = malloc(cap);
+    if (!strcmp(name, "lines")) {
+        for (int i = 0; i < 2500; i++)
+            n += (size_t)snprintf(s + n, cap - n, "line %d: value=%d, na\xc3\xafve caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87 "
+                                                  "\xf0\x9f\x98\x80 don't\n", i, i * i);
+    } else {
+        for (int i = 0; i < 4000; i++) n += (size_t)snprintf(s + n, cap - n, "Word%d  and\tmore \r\n%s", i, i % 3 ? "" : "\n");
+    }
+    *len = n;
+    return s;
+}
+
+/* Long texts (about 100 KB, so several 8 KiB blocks cut after "\n"): count and FNV-1a of the
+ * ids and offsets equal to HF's, whole and cut at 3000 ids */
+static void long_goldens(void) {
+    FILE *f = fopen("tests/fixtures/tokens_bpe_long.jsonl", "r");
+    CHECK_MSG(f != NULL, "cannot open tests/fixtures/tokens_bpe_long.jsonl");
+    if (!f) return;
+    char line[512];
+    int checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        json_t *r = json_loads(line, 0, NULL);
+        if (!r) continue;
+        const char *fx = json_string_value(json_object_get(r, "fixture"));
+        const char *tn = json_string_value(json_object_get(r, "text"));
+        size_t max = (size_t)json_integer_value(json_object_get(r, "max"));
+        size_t want = (size_t)json_integer_value(json_object_get(r, "n"));
+        const char *fnv = json_string_value(json_object_get(r, "fnv"));
+        modattn_tokenizer *t = load_named(fx, NULL);
+        size_t len = 0;
+        char *text = long_text(tn, &len);
+        size_t cap = want + 8 < max ? want + 8 : max, n = 0;
+        int32_t *ids = malloc(cap * sizeof(int32_t));
+        modattn_token_offset *offs = malloc(cap * sizeof(modattn_token_offset));
+        int rc = t ? modattn_tokenize_offsets(t, text, len, ids, offs, cap, &n) : -1;
+        uint64_t h = 0xCBF29CE484222325ull;
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            unsigned char b[20];
+            uint32_t id = (uint32_t)ids[i];
+            uint64_t st = offs[i].start, en = offs[i].end;
+            for (int k = 0; k < 4; k++) b[k] = (unsigned char)(id >> (8 * k));
+            for (int k = 0; k < 8; k++) b[4 + k] = (unsigned char)(st >> (8 * k)), b[12 + k] = (unsigned char)(en >> (8 * k));
+            for (int k = 0; k < 20; k++) h = (h ^ b[k]) * 0x100000001B3ull;
+        }
+        char got[17];
+        snprintf(got, sizeof got, "%016llx", (unsigned long long)h);
+        CHECK_MSG(rc == 0 && n == want && !strcmp(got, fnv), "long %s/%s max %zu: %zu tokens (HF %zu), hash %s (HF %s)",
+                  fx, tn, max, n, want, got, fnv);
+        checked++;
+        free(ids);
+        free(offs);
+        free(text);
+        modattn_tokenizer_free(t);
+        json_decref(r);
+    }
+    fclose(f);
+    printf("long texts: %d checked against HF's counts and hashes\n", checked);
+    CHECK(checked == 12);
+}
+
 /* truncation keeps a prefix, and the budget stops early */
 static void truncation(void) {
     modattn_tokenizer *t = load_named("modernbert", NULL);
@@ -292,6 +355,7 @@ int main(void) {
     refused("gpt2", "vocab not an object", e_vocab, "model.vocab");
     refused("gpt2", "unknown post-processor in a Sequence", e_post, "Nonsense");
     truncation();
+    long_goldens();
     long_word();
     return test_finish("test_tokenizer_bpe");
 }
