@@ -263,8 +263,10 @@ static int opt_string(const tk_load *L, json_t *m, const char *key, const char *
     if (!s) return berr(L, MODATTN_EFORMAT, field, "expected a string or null");
     if (!*s) return 0; /* "" adds nothing (Qwen2 writes "") */
     if (strlen(s) > TK_MAX_PREFIX) return berr(L, MODATTN_ERANGE, field, "longer than 64 bytes");
-    *out = strdup(s);
-    if (!*out) return modattn__error(MODATTN_ENOMEM, "loading %s", L->path);
+    size_t n = strlen(s);
+    *out = modattn__malloc(n + 1, MODATTN_MEM_WEIGHTS);
+    if (!*out) return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
+    memcpy(*out, s, n + 1);
     return 0;
 }
 
@@ -365,9 +367,9 @@ static int load_merges(tk_load *L, json_t *merges) {
         size_t ml = al + bl - plen;
         if (ml + 1 > cap) {
             cap = (ml + 1) * 2;
-            char *nb = realloc(buf, cap);
+            char *nb = modattn__realloc(buf, cap, MODATTN_MEM_OTHER);
             if (!nb) {
-                rc = modattn__error(MODATTN_ENOMEM, "loading %s", L->path);
+                rc = modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
                 break;
             }
             buf = nb;
@@ -383,7 +385,7 @@ static int load_merges(tk_load *L, json_t *merges) {
         merge_insert(t, (uint32_t)ia, (uint32_t)ib, (uint32_t)rank, (uint32_t)nid);
         rank++;
     }
-    free(buf);
+    modattn_free(buf);
     return rc;
 }
 
@@ -528,8 +530,8 @@ void modattn__tk_bpe_free(modattn_tokenizer *t) {
     modattn_free(t->mkey);
     modattn_free(t->mrank);
     modattn_free(t->mnew);
-    free(t->bpe_prefix);
-    free(t->bpe_suffix);
+    modattn_free(t->bpe_prefix);
+    modattn_free(t->bpe_suffix);
 }
 
 /* ------------------------------------------------------------------ run time */

@@ -20,6 +20,7 @@
 
 #include "modattn/core.h"
 #include "modattn/tokenizer.h"
+#include "core/internal_core.h"
 #include "test_util.h"
 #include "tokenizer/golden_util.h"
 
@@ -336,6 +337,60 @@ static void truncation(void) {
     modattn_tokenizer_free(t);
 }
 
+static int64_t mem_now(void) {
+    modattn_mem_stats s;
+    modattn_mem_get_stats(&s);
+    return s.current_total;
+}
+
+/* Loading, then tokenizing, with the Nth allocation failing, N = 1, 2, ... until it succeeds: a
+ * clean out-of-memory error each time and nothing leaked (Qwen2's: NFC, Split, ByteLevel, merges;
+ * the text long enough to take several blocks). */
+static void fault_injection(void) {
+    const char *path = "tests/fixtures/tokenizer_bpe_qwen2.json";
+    int64_t base = mem_now();
+    int points = 0;
+    modattn_tokenizer *t = NULL;
+    for (uint64_t k = 1; k < 20000 && !t; k++) {
+        modattn__mem_fail_nth(k);
+        int rc = modattn_tokenizer_load(path, &t);
+        modattn__mem_fail_nth(0);
+        if (rc) {
+            points++;
+            CHECK_MSG(rc == MODATTN_ENOMEM && t == NULL && strstr(modattn_last_error(), "injected"),
+                      "load, allocation %llu failed: status %d: %s", (unsigned long long)k, rc, modattn_last_error());
+            CHECK_MSG(mem_now() == base, "load, allocation %llu failed: %lld bytes leaked", (unsigned long long)k,
+                      (long long)(mem_now() - base));
+        }
+    }
+    CHECK(t != NULL);
+    if (!t) return;
+    size_t len = 0;
+    char *text = long_text("lines", &len);
+    len = 30000; /* four blocks */
+    int64_t loaded = mem_now();
+    static int32_t ids[20000];
+    static modattn_token_offset offs[20000];
+    int tpoints = 0;
+    size_t n = 0;
+    for (uint64_t k = 1; k < 20000; k++) {
+        modattn__mem_fail_nth(k);
+        int rc = modattn_tokenize_offsets(t, text, len, ids, offs, 20000, &n);
+        modattn__mem_fail_nth(0);
+        if (rc == 0) break;
+        tpoints++;
+        CHECK_MSG(rc == MODATTN_ENOMEM && strstr(modattn_last_error(), "injected"), "tokenize, allocation %llu: %s",
+                  (unsigned long long)k, modattn_last_error());
+        CHECK(mem_now() == loaded);
+    }
+    printf("fault injection: %d allocation points in loading, %d in tokenizing %zu bytes (%zu tokens)\n", points,
+           tpoints, len, n);
+    CHECK(points > 10 && tpoints > 3 && n > 1000);
+    free(text);
+    modattn_tokenizer_free(t);
+    CHECK(mem_now() == base);
+}
+
 int main(void) {
     (void)run_fixture; /* golden_util.h's: the lines here name their fixture */
     goldens();
@@ -356,6 +411,7 @@ int main(void) {
     refused("gpt2", "unknown post-processor in a Sequence", e_post, "Nonsense");
     truncation();
     long_goldens();
+    fault_injection();
     long_word();
     return test_finish("test_tokenizer_bpe");
 }
