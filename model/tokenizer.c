@@ -827,10 +827,14 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
             (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
             break;
         if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
-            /* byte-level BPE: after a "\n" before an ASCII letter (modattn__tk_bpe_can_block) */
+            /* byte-level BPE: after a lone "\n" (behind a visible ASCII character) before an
+             * ASCII letter (modattn__tk_bpe_can_block); a longer whitespace run would be split
+             * differently at a block's end, where \s+(?!\S) takes all of it */
             size_t q = pos + TK_BLOCK_BYTES;
             const uint8_t *x = r.text;
-            while (q < len && !(x[q - 1] == '\n' && (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z')))) q++;
+            while (q < len && !(x[q - 1] == '\n' && x[q - 2] > ' ' && x[q - 2] < 0x7F &&
+                                (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z'))))
+                q++;
             end = q;
         }
         if (end - pos > UINT32_MAX - 8) {

@@ -498,9 +498,11 @@ int modattn__tk_bpe_load(tk_load *L) {
     return 0;
 }
 
-/* A cut after "\n" and before an ASCII letter is a split boundary of every known pattern (the
- * matches holding the "\n" are whitespace runs, or Qwen2's [\r\n]* tails, that end at the letter,
- * and a letter after "\n" starts a match), so blocks cut there give the same tokens when: the
+/* A cut after a lone "\n" (behind a visible ASCII character) and before an ASCII letter is a split
+ * boundary of every known pattern, at a block's end too (the match holding the "\n" is that
+ * "\n" alone, or Qwen2's [\r\n]* tail, and ends at the letter; a letter after "\n" starts a
+ * match; a longer whitespace run would not do: \s+(?!\S) takes all of it at the end of a text
+ * and all but its last character elsewhere), so blocks cut there give the same tokens when: the
  * first pre-tokenizer splits (Split, or ByteLevel with use_regex), none adds a prefix space (it
  * would be added to each block), the normalizers work character by character (NFC/NFD/NFKC/NFKD,
  * Lowercase: the letter is a starter that composes with nothing before it), and no added token

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train small byte-level BPE tokenizers with Hugging Face `tokenizers` and write their goldens.
 
-    python3 tools/make_bpe_goldens.py
+    python3 tools/make_bpe_goldens.py [--retrain]
 
 Writes (tests/fixtures/)
   tokenizer_bpe_gpt2.json    GPT-2 / RoBERTa layout: ByteLevel pre-tokenizer (GPT-2's regex),
@@ -15,8 +15,9 @@ Writes (tests/fixtures/)
                              normalizer, TemplateProcessing [CLS] $A [SEP], [MASK] with lstrip
   tokenizer_bpe_suffix.json  a BPE without ByteLevel: Split(GPT-2's regex), continuing_subword_prefix
                              "##", end_of_word_suffix "</w>", unk_token "<unk>"
-  tokens_bpe_long.jsonl      long texts (LONG_TEXTS: a recipe the C test repeats) through gpt2, qwen2
-                             and modernbert, whole and cut at 3000 ids: the count and an FNV-1a hash
+  tokens_bpe_long.jsonl      long texts (long_texts(): a recipe the C test repeats) through gpt2,
+                             qwen2, modernbert and suffix (whose end_of_word_suffix shows where a
+                             word ends), whole and cut at 3000 ids: the count and an FNV-1a hash
                              of the ids and offsets (the C side works on them in 8 KiB blocks)
   tokens_bpe.jsonl           ids and byte offsets from `tokenizers` for every fixture and the
                              variants below (VARIANTS: edits of the file that the C test,
@@ -263,7 +264,7 @@ def fnv(recs_ids, recs_offs):
 
 def write_long(fixtures):
     out = []
-    for name in ("gpt2", "qwen2", "modernbert"):
+    for name in ("gpt2", "qwen2", "modernbert", "suffix"):
         tok = g.make_tokenizer(fixtures[name])
         for tname, text in long_texts().items():
             for m in (None, 3000):
@@ -279,10 +280,16 @@ def write_long(fixtures):
 
 def main():
     rng = random.Random(20261206)
-    fixtures = {"gpt2": train_gpt2(), "qwen2": train_qwen2(), "modernbert": train_modernbert(),
-                "suffix": train_suffix()}
-    for name, j in fixtures.items():
-        write_json(os.path.join(OUT, "tokenizer_bpe_%s.json" % name), j)
+    # training is not deterministic (ties between equal counts): committed fixtures are kept unless
+    # --retrain is given, so that the goldens can be rewritten for the same files
+    trainers_ = {"gpt2": train_gpt2, "qwen2": train_qwen2, "modernbert": train_modernbert, "suffix": train_suffix}
+    fixtures = {}
+    for name, train in trainers_.items():
+        path = os.path.join(OUT, "tokenizer_bpe_%s.json" % name)
+        if "--retrain" in sys.argv or not os.path.exists(path):
+            write_json(path, train())
+        with open(path, encoding="utf-8") as f:
+            fixtures[name] = json.load(f)
     base_inputs = (SPECIFIC + MULTI + g.HAND[9:60] + g.generated(rng, 8) + g.random_unicode(rng, 8)
                    + g.invalid_utf8(rng)[:36])
     recs = []
