@@ -295,22 +295,112 @@ typedef struct tk_run {
     size_t pcap;
     tk_vec cn, cm, ct; /* scratch for classifying single characters (find_cut) */
     tk_uscratch *us;   /* the Unigram path's scratch (tokenizer_unigram.c) */
+    tk_bscratch *bs;   /* the BPE path's (tokenizer_bpe.c) */
+    size_t len;        /* the text's length (trim_offsets steps over its characters) */
+    size_t index0;     /* index of the first token in the encoding trim_offsets sees */
     size_t seg_orig;   /* first byte of the current raw segment in the text (Metaspace "first") */
     uint32_t seg_start; /* the same, in the block */
 } tk_run;
 
-static void emit(tk_run *r, int32_t id, uint32_t s, uint32_t e) {
+/* ByteLevel's (and RobertaProcessing's) trim_offsets, as HF's process_offsets: a token's leading
+ * and trailing spaces ("\u0120", the byte-level space, or White_Space) are taken off its offsets,
+ * counted in characters of the text (the offsets HF trims are character offsets); the first
+ * token (index 0 or offset 0) keeps one leading space that add_prefix_space put there. The
+ * index is the token's in the encoding HF trims (after a template's specials when the template
+ * ran first). The spaces are counted in the token's string, which for an added token is the
+ * text it matched (lstrip/rstrip whitespace included), as HF's token value. */
+static bool tk_trim_space(uint32_t cp) { return cp == 0x120 || modattn__tk_bpe_is_space(cp); }
+
+static size_t edge_spaces(const char *s, bool rev) {
+    size_t n = strlen(s), count = 0;
+    utf8proc_ssize_t pos = 0;
+    if (!rev) {
+        while ((size_t)pos < n) {
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s + pos, (utf8proc_ssize_t)n - pos, &cp);
+            if (m <= 0 || !(cp == 0x120 || modattn__tk_bpe_is_space((uint32_t)cp))) break;
+            count++;
+            pos += m;
+        }
+        return count;
+    }
+    /* from the end: the run of spaces the token ends with */
+    while ((size_t)pos < n) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)s + pos, (utf8proc_ssize_t)n - pos, &cp);
+        if (m <= 0) break;
+        count = cp == 0x120 || modattn__tk_bpe_is_space((uint32_t)cp) ? count + 1 : 0;
+        pos += m;
+    }
+    return count;
+}
+
+static void trim_one(const modattn_tokenizer *t, const uint8_t *text, size_t len, size_t index, size_t lead,
+                     size_t trail, size_t *sp, size_t *ep) {
+    size_t s = *sp, e = *ep;
+    if (lead) {
+        bool first = index == 0 || s == 0;
+        if (first && t->trim_prefix_space && lead == 1) lead = 0;
+        for (size_t k = 0; k < lead && s < e; k++) {
+            uint32_t cp;
+            s += utf8_one(text, s, len, &cp);
+        }
+        if (s > e) s = e;
+    }
+    if (trail) {
+        size_t cnt = 0;
+        for (size_t q = s; q < e; cnt++) {
+            uint32_t cp;
+            q += utf8_one(text, q, len, &cp);
+        }
+        if (cnt >= trail) {
+            size_t q = s;
+            for (size_t k = 0; k < cnt - trail; k++) {
+                uint32_t cp;
+                q += utf8_one(text, q, len, &cp);
+            }
+            e = q;
+        } else {
+            /* fewer characters than trailing spaces after s: HF's end - trail, if the text
+             * has that many characters before e, is at or before s */
+            size_t before = 0;
+            for (size_t z = 0; z < e && before < trail; before++) {
+                uint32_t cp;
+                z += utf8_one(text, z, len, &cp);
+            }
+            if (before >= trail) e = s;
+        }
+    }
+    *sp = s;
+    *ep = e;
+}
+
+/* lead, trail: the token's leading and trailing spaces for trim_offsets (SIZE_MAX: count them in
+ * the id's string) */
+static void emit_ex(tk_run *r, int32_t id, uint32_t s, uint32_t e, size_t lead, size_t trail) {
     if (r->n >= r->cap) {
         r->full = true;
         return;
     }
     r->ids[r->n] = id;
     if (r->offs) {
-        r->offs[r->n].start = r->base + s;
-        r->offs[r->n].end = r->base + e;
+        size_t as = r->base + s, ae = r->base + e;
+        if (r->t->trim_offsets) {
+            const char *tok = lead == SIZE_MAX ? modattn_tokenizer_token(r->t, id) : NULL;
+            if (lead == SIZE_MAX) {
+                lead = tok ? edge_spaces(tok, false) : 0;
+                trail = tok ? edge_spaces(tok, true) : 0;
+            }
+            if (lead || trail) trim_one(r->t, r->text, r->len, r->n + r->index0, lead, trail, &as, &ae);
+        }
+        r->offs[r->n].start = as;
+        r->offs[r->n].end = ae;
     }
     if (++r->n >= r->cap) r->full = true;
 }
+
+static void emit(tk_run *r, int32_t id, uint32_t s, uint32_t e) { emit_ex(r, id, s, e, SIZE_MAX, SIZE_MAX); }
+
 
 static int grow_word(tk_run *r, size_t nchars, size_t nbytes) {
     size_t need = nbytes + 1;
@@ -405,6 +495,7 @@ static int pretok_and_model(tk_run *r, const tk_char *c, size_t a, size_t b) {
         size_t orig = a == 0 ? r->seg_orig : r->base + CH_S(c[a]);
         return modattn__tk_unigram_run(t, &r->us, c, a, b, orig, r->base, emit_cb, r, &r->full);
     }
+    if (t->bpe) return modattn__tk_bpe_run(t, &r->bs, c, a, b, emit_cb, r, &r->full);
     if (!t->has_pretok) return a < b ? wordpiece(r, c + a, b - a) : 0;
     size_t i = a;
     while (i < b && !r->full) {
@@ -491,7 +582,10 @@ static int split_added(tk_run *r, const tk_match_set *m, const tk_char *c, size_
             if (rc) return rc;
             if (r->full) return 0;
         }
-        emit(r, at->id, CH_S(c[start]), CH_E(c[stop - 1]));
+        size_t lead = 0, trail = 0;
+        while (start + lead < stop && tk_trim_space(c[start + lead].cp)) lead++;
+        while (trail < stop - start && tk_trim_space(c[stop - 1 - trail].cp)) trail++;
+        emit_ex(r, at->id, CH_S(c[start]), CH_E(c[stop - 1]), lead, trail);
         start_offset = stop;
     }
     if (start_offset < b && !r->full) return gap(r, c, start_offset, b);
@@ -507,7 +601,7 @@ static int normalized_gap(tk_run *r, const tk_char *c, size_t a, size_t b) {
 static int raw_gap(tk_run *r, const tk_char *c, size_t a, size_t b) {
     if (a >= b) return 0;
     int rc;
-    if (r->t->unigram) {
+    if (r->t->unigram || r->t->bpe) {
         r->seg_start = CH_S(c[a]);
         r->seg_orig = r->base + r->seg_start;
         rc = modattn__tk_unorm(r->t, &r->us, c, a, b, r->seg_start, &r->norm);
@@ -717,6 +811,8 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     memset(&r, 0, sizeof r);
     r.t = t;
     r.text = (const uint8_t *)text;
+    r.len = len;
+    r.index0 = specials && t->trim_after_template ? t->npre : 0;
     r.cap = max_tokens - nspec;
     size_t base = specials ? t->npre : 0;
     r.ids = ids + base;
@@ -730,6 +826,17 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
         if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
             (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
             break;
+        if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
+            /* byte-level BPE: after a lone "\n" (behind a visible ASCII character) before an
+             * ASCII letter (modattn__tk_bpe_can_block); a longer whitespace run would be split
+             * differently at a block's end, where \s+(?!\S) takes all of it */
+            size_t q = pos + TK_BLOCK_BYTES;
+            const uint8_t *x = r.text;
+            while (q < len && !(x[q - 1] == '\n' && x[q - 2] > ' ' && x[q - 2] < 0x7F &&
+                                (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z'))))
+                q++;
+            end = q;
+        }
         if (end - pos > UINT32_MAX - 8) {
             rc = modattn__error(MODATTN_ERANGE,
                                "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");
@@ -761,6 +868,7 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     modattn_free(r.bpos);
     modattn_free(r.pieces);
     modattn__tk_uscratch_free(r.us);
+    modattn__tk_bscratch_free(r.bs);
     if (rc) return rc;
 
     size_t total = r.n;
@@ -832,6 +940,7 @@ void modattn_tokenizer_free(modattn_tokenizer *t) {
     modattn_free(t->raw.order);
     modattn_free(t->norm.order);
     modattn__tk_unigram_free(t);
+    modattn__tk_bpe_free(t);
     modattn_free(t);
 }
 

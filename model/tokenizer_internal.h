@@ -121,6 +121,19 @@ struct modattn_tokenizer {
     size_t cm_nunits;
     char *cm_pool;      /* its replacement strings, NUL-terminated */
     size_t cm_pool_len;
+    /* BPE (model.type "BPE", tokenizer_bpe.c): the same slab and hash; merges as a hash of id
+     * pairs; pre-tokenizers as a sequence (Split with a known pattern, ByteLevel); the Unigram
+     * normalizer sequence (nsteps) */
+    bool bpe, ignore_merges, fuse_unk, has_unk_token;
+    struct tk_bstep *bsteps;
+    uint32_t nbsteps;
+    uint64_t *mkey;     /* merges: (left id << 32 | right id) + 1, 0 = empty */
+    uint32_t *mrank, *mnew;
+    size_t mmask;
+    char *bpe_prefix, *bpe_suffix; /* continuing_subword_prefix / end_of_word_suffix, NULL if none */
+    /* offsets trimmed as ByteLevel / RobertaProcessing trim_offsets do */
+    bool trim_offsets, trim_prefix_space, trim_after_template;
+    bool bpe_block; /* long texts may be cut after a "\n" before an ASCII letter (tokenizer_bpe.c) */
 };
 
 
@@ -196,5 +209,20 @@ int modattn__tk_unigram_run(const modattn_tokenizer *t, tk_uscratch **us, const 
                             size_t orig, size_t base, tk_emit_fn emit, void *ctx, const bool *stop);
 void modattn__tk_uscratch_free(tk_uscratch *us);
 int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]);
+/* tokenizer_unigram.c: the `normalizer` (a sequence of NFC, Lowercase, ...) into t->nsteps, for BPE */
+int modattn__tk_load_norm_seq(struct tk_load *L);
+/* tokenizer_bpe.c */
+typedef struct tk_bscratch tk_bscratch;
+int modattn__tk_bpe_load(struct tk_load *L);
+void modattn__tk_bpe_free(modattn_tokenizer *t);
+/* pre-tokenizers + BPE over normalised c[a, b) */
+int modattn__tk_bpe_run(const modattn_tokenizer *t, tk_bscratch **bs, const tk_char *c, size_t a, size_t b,
+                        tk_emit_fn emit, void *ctx, const bool *stop);
+void modattn__tk_bscratch_free(tk_bscratch *bs);
+/* whether cutting a text after "\n" before an ASCII letter gives the same tokens (once the
+ * added tokens are loaded) */
+bool modattn__tk_bpe_can_block(const modattn_tokenizer *t);
+/* White_Space, as Rust's char::is_whitespace and the regex engine's \s (tokenizer_bpe.c) */
+bool modattn__tk_bpe_is_space(uint32_t cp);
 
 #endif

@@ -285,7 +285,7 @@ static int normalize_added(tk_load *L) {
         in.n = 0;
         for (uint32_t k = 0; k < a->ncps && !rc; k++) rc = modattn__tk_vec_push(&in, a->cps[k], k, k + 1);
         if (rc) break;
-        if (t->unigram) {
+        if (t->unigram || t->bpe) {
             tk_uscratch *us = NULL;
             rc = modattn__tk_unorm(t, &us, in.v, 0, in.n, 0, &out);
             modattn__tk_uscratch_free(us);
@@ -366,14 +366,64 @@ static int special_ids(tk_load *L, json_t *special_tokens, const char *name, int
     return 0;
 }
 
+/* ByteLevel's and RobertaProcessing's trim_offsets and add_prefix_space */
+static int load_trim(tk_load *L, json_t *p, bool after_template) {
+    modattn_tokenizer *t = L->t;
+    int rc;
+    bool trim = true, prefix = true;
+    if ((rc = get_bool(L, p, "trim_offsets", "post_processor.trim_offsets", true, &trim)) ||
+        (rc = get_bool(L, p, "add_prefix_space", "post_processor.add_prefix_space", true, &prefix)))
+        return rc;
+    if (t->trim_offsets && trim)
+        return ferr(L, MODATTN_EUNSUPPORTED, "post_processor", "two processors that trim offsets");
+    if (trim) {
+        t->trim_offsets = true;
+        t->trim_prefix_space = prefix;
+        t->trim_after_template = after_template;
+    }
+    return 0;
+}
+
+static int load_post_one(tk_load *L, json_t *p, bool *template_seen);
+
 static int load_post(tk_load *L) {
     modattn_tokenizer *t = L->t;
     json_t *p = json_object_get(L->root, "post_processor");
     if (!p || json_is_null(p)) return 0;
+    bool template_seen = false;
+    int rc;
+    const char *type = json_string_value(json_object_get(p, "type"));
+    if (type && strcmp(type, "Sequence") == 0) {
+        json_t *arr = json_object_get(p, "processors");
+        if (!json_is_array(arr)) return ferr(L, MODATTN_EFORMAT, "post_processor.processors", "expected an array");
+        for (size_t i = 0; i < json_array_size(arr); i++)
+            if ((rc = load_post_one(L, json_array_get(arr, i), &template_seen))) return rc;
+    } else if ((rc = load_post_one(L, p, &template_seen))) {
+        return rc;
+    }
+    for (size_t i = 0; i < t->npre + t->npost; i++) {
+        int32_t id = i < t->npre ? t->pre_ids[i] : t->post_ids[i - t->npre];
+        if ((size_t)id >= t->nids) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "special id %d is outside the vocabulary (%zu ids)", (int)id, t->nids);
+            return ferr(L, MODATTN_ERANGE, "post_processor", msg);
+        }
+    }
+    return 0;
+}
+
+static int load_post_one(tk_load *L, json_t *p, bool *template_seen) {
+    modattn_tokenizer *t = L->t;
+    if (!json_is_object(p)) return ferr(L, MODATTN_EFORMAT, "post_processor", "expected an object");
     const char *type = json_string_value(json_object_get(p, "type"));
     if (!type) return ferr(L, MODATTN_EFORMAT, "post_processor.type", "missing");
     int rc;
-    if (strcmp(type, "TemplateProcessing") == 0) {
+    if (t->npre + t->npost && strcmp(type, "ByteLevel") != 0)
+        return ferr(L, MODATTN_EUNSUPPORTED, "post_processor", "two processors that add special tokens");
+    if (strcmp(type, "ByteLevel") == 0) {
+        return load_trim(L, p, *template_seen);
+    } else if (strcmp(type, "TemplateProcessing") == 0) {
+        *template_seen = true;
         json_t *single = json_object_get(p, "single");
         json_t *sp = json_object_get(p, "special_tokens");
         if (!json_is_array(single))
@@ -409,19 +459,13 @@ static int load_post(tk_load *L) {
             (rc = id_from_json(L, json_array_get(sep, 1), "post_processor.sep", &t->post_ids[0])))
             return rc;
         t->npre = t->npost = 1;
+        if (strcmp(type, "RobertaProcessing") == 0 && (rc = load_trim(L, p, false))) return rc;
     } else {
         return modattn__error(MODATTN_EUNSUPPORTED,
                              "tokenizer %s: field \"post_processor.type\": \"%s\" is not supported "
-                             "(TemplateProcessing, BertProcessing, RobertaProcessing or null)",
+                             "(TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, a Sequence of "
+                             "them, or null)",
                              L->path, type);
-    }
-    for (size_t i = 0; i < t->npre + t->npost; i++) {
-        int32_t id = i < t->npre ? t->pre_ids[i] : t->post_ids[i - t->npre];
-        if ((size_t)id >= t->nids) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "special id %d is outside the vocabulary (%zu ids)", (int)id, t->nids);
-            return ferr(L, MODATTN_ERANGE, "post_processor", msg);
-        }
     }
     return 0;
 }
@@ -457,10 +501,14 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     int rc = 0;
     if (!json_is_object(root)) rc = ferr(&L, MODATTN_EFORMAT, "(root)", "expected a JSON object");
     const char *mtype = json_string_value(json_object_get(json_object_get(root, "model"), "type"));
-    if (!rc && mtype && strcmp(mtype, "Unigram") != 0 && strcmp(mtype, "WordPiece") != 0) {
+    if (!rc && mtype && strcmp(mtype, "Unigram") != 0 && strcmp(mtype, "WordPiece") != 0 &&
+        strcmp(mtype, "BPE") != 0) {
         rc = modattn__error(MODATTN_EUNSUPPORTED,
-                           "tokenizer %s: field \"model.type\": \"%s\" is not supported (WordPiece or Unigram)",
+                           "tokenizer %s: field \"model.type\": \"%s\" is not supported (WordPiece, Unigram or BPE)",
                            path, mtype);
+    } else if (!rc && mtype && strcmp(mtype, "BPE") == 0) {
+        rc = modattn__tk_bpe_load(&L);
+        if (!rc) rc = load_added(&L, 0);
     } else if (!rc && mtype && strcmp(mtype, "Unigram") == 0) {
         rc = modattn__tk_unigram_load(&L, mtype);
         if (!rc) rc = load_added(&L, 0);
@@ -475,6 +523,7 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!rc) rc = load_post(&L);
     if (!rc) {
         t->can_block = t->has_pretok;
+        t->bpe_block = modattn__tk_bpe_can_block(t);
         for (uint32_t c = 0; c < 128; c++)
             t->ascii_cut[c] = (t->ascii_cls[c] & (C_WS | C_PUNCT)) && !(t->ascii_cls[c] & C_DROP);
         for (uint32_t i = 0; i < t->nadded; i++) {

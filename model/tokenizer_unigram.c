@@ -40,8 +40,8 @@ static int uerr(const tk_load *L, int status, const char *field, const char *wha
 
 static int unsupported(const tk_load *L, const char *field, const char *type, const char *supported) {
     return modattn__error(MODATTN_EUNSUPPORTED,
-                         "tokenizer %s: field \"%s\": \"%s\" is not supported (with a Unigram model: %s)",
-                         L->path, field, type, supported);
+                         "tokenizer %s: field \"%s\": \"%s\" is not supported (with a %s model: %s)",
+                         L->path, field, type, L->t->bpe ? "BPE" : "Unigram", supported);
 }
 
 /* Decode valid UTF-8 (a JSON string) to code points; *n set. NULL on failure. */
@@ -468,6 +468,16 @@ static int load_vocab(tk_load *L, json_t *m) {
         t->tok_len[id] = (uint32_t)cl;
         off += cl + 1;
     }
+    return 0;
+}
+
+/* The normalizer of a BPE tokenizer.json (NFC for Qwen2, none for GPT-2): the same sequence. */
+int modattn__tk_load_norm_seq(tk_load *L) {
+    modattn_tokenizer *t = L->t;
+    t->nsteps = modattn__calloc(32, sizeof(tk_nstep), MODATTN_MEM_WEIGHTS);
+    if (!t->nsteps) return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
+    json_t *n = json_object_get(L->root, "normalizer");
+    if (n && !json_is_null(n)) return load_nstep(L, n, "normalizer");
     return 0;
 }
 

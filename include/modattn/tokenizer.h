@@ -1,4 +1,6 @@
-/* modattn/tokenizer.h — the Hugging Face BERT tokenizer (tokenizer.json), token for token.
+/* modattn/tokenizer.h — Hugging Face tokenizers (tokenizer.json), token for token: WordPiece
+ * (BERT, described below), SentencePiece Unigram (XLM-RoBERTa) and byte-level BPE (GPT-2,
+ * RoBERTa, ModernBERT, Qwen2/Qwen3, Llama 3); README's "Tokenizers" lists the components read.
  *
  * Reads the `normalizer` (BertNormalizer), `pre_tokenizer` (BertPreTokenizer), `model`
  * (WordPiece), `added_tokens` and `post_processor` (TemplateProcessing, BertProcessing or null)
@@ -10,7 +12,8 @@
  *
  * A loaded tokenizer is read-only: any number of threads may tokenize with it at once.
  * Tokenizing never reads past `len`, never needs a NUL terminator, and costs time linear in the
- * text it looks at; it stops reading once max_tokens ids are produced. */
+ * text it looks at (n log n in a word's length for BPE merges); WordPiece stops reading once
+ * max_tokens ids are produced (Unigram and BPE normalise the whole text first). */
 #ifndef MODATTN_TOKENIZER_H
 #define MODATTN_TOKENIZER_H
 
@@ -24,7 +27,7 @@ extern "C" {
 
 typedef struct modattn_tokenizer modattn_tokenizer;
 
-/* Load tokenizer.json (BertNormalizer + BertPreTokenizer + WordPiece). Errors name the file and
+/* Load tokenizer.json (WordPiece, Unigram or BPE with their components). Errors name the file and
  * field (MODATTN_EIO, MODATTN_EFORMAT, MODATTN_EUNSUPPORTED for an unknown normalizer,
  * pre-tokenizer, model or post-processor type). The vocabulary is counted as
  * MODATTN_MEM_WEIGHTS. Ownership: *out is freed with modattn_tokenizer_free. */

@@ -333,6 +333,14 @@ int main(void) {
     CHECK(uni != NULL);
     mutate_file("tokenizer.json", uni, n, n, 4093, 0);
     free(uni);
+    /* the byte-level BPE tokenizers (Qwen2's Split + NFC, GPT-2's "a b" merges): prefixes, flips */
+    const char *bpe[] = {"tests/fixtures/tokenizer_bpe_qwen2.json", "tests/fixtures/tokenizer_bpe_gpt2.json"};
+    for (int k = 0; k < 2; k++) {
+        unsigned char *b = slurp(bpe[k], &n);
+        CHECK(b != NULL);
+        if (b) mutate_file("tokenizer.json", b, n, n, 17, 0);
+        free(b);
+    }
 
     store_mutants();
     nonfinite_weights();

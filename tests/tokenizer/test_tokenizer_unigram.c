@@ -113,8 +113,10 @@ static void e_regex(json_t *j) {
     json_object_set_new(json_object_get(norm_step(j, 2), "pattern"), "Regex", json_string("[ab]+"));
 }
 static void e_pretok(json_t *j) { json_object_set_new(j, "pre_tokenizer", json_pack("{s:s}", "type", "ByteLevel")); }
-static void e_model(json_t *j) { json_object_set_new(json_object_get(j, "model"), "type", json_string("BPE")); }
-static void e_post(json_t *j) { json_object_set_new(j, "post_processor", json_pack("{s:s}", "type", "ByteLevel")); }
+static void e_model(json_t *j) { json_object_set_new(json_object_get(j, "model"), "type", json_string("WordLevel")); }
+static void e_post(json_t *j) {
+    json_object_set_new(j, "post_processor", json_pack("{s:s, s:[{s:s}]}", "type", "Sequence", "processors", "type", "Nonsense"));
+}
 static void e_unk(json_t *j) { json_object_set_new(json_object_get(j, "model"), "unk_id", json_integer(100000)); }
 static void e_vocab(json_t *j) {
     json_array_append_new(json_object_get(json_object_get(j, "model"), "vocab"), json_pack("[s,s]", "x", "y"));
@@ -235,8 +237,8 @@ int main(void) {
     refused("Nmt normalizer", e_nfkc, "NmtNormalizer");
     refused("Regex other than X{n,}", e_regex, "[ab]+");
     refused("ByteLevel pre-tokenizer", e_pretok, "ByteLevel");
-    refused("BPE model", e_model, "BPE");
-    refused("ByteLevel post-processor", e_post, "ByteLevel");
+    refused("WordLevel model", e_model, "WordLevel");
+    refused("unknown post-processor", e_post, "Nonsense");
     refused("unk_id out of range", e_unk, "unk_id");
     refused("vocab entry not [piece, score]", e_vocab, "model.vocab");
     /* damaged charsmaps */

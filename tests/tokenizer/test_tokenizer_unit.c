@@ -89,7 +89,7 @@ static void test_errors(void) {
     check_load_error("normalizer.strip_accents", "\"yes\"", MODATTN_EFORMAT, "normalizer.strip_accents");
     check_load_error("normalizer.lowercase", "1", MODATTN_EFORMAT, "normalizer.lowercase");
     check_load_error("pre_tokenizer", "{\"type\": \"Whitespace\"}", MODATTN_EUNSUPPORTED, "pre_tokenizer.type");
-    check_load_error("model.type", "\"BPE\"", MODATTN_EUNSUPPORTED, "model.type");
+    check_load_error("model.type", "\"WordLevel\"", MODATTN_EUNSUPPORTED, "model.type");
     check_load_error("model.vocab", "[]", MODATTN_EFORMAT, "model.vocab");
     check_load_error("model.vocab", "{}", MODATTN_EFORMAT, "model.vocab");
     check_load_error("model.vocab", "{\"a\": -1}", MODATTN_ERANGE, "model.vocab");
@@ -98,7 +98,8 @@ static void test_errors(void) {
     check_load_error("model.vocab", "{\"a\": 0, \"b\": 0}", MODATTN_EFORMAT, "model.vocab");
     check_load_error("model.max_input_chars_per_word", "-3", MODATTN_EFORMAT, "max_input_chars_per_word");
     check_load_error("model.continuing_subword_prefix", "7", MODATTN_EFORMAT, "continuing_subword_prefix");
-    check_load_error("post_processor", "{\"type\": \"ByteLevel\"}", MODATTN_EUNSUPPORTED, "post_processor.type");
+    check_load_error("post_processor", "{\"type\": \"Sequence\", \"processors\": [{\"type\": \"Nonsense\"}]}",
+                     MODATTN_EUNSUPPORTED, "post_processor.type");
     check_load_error("post_processor", "{\"type\": \"BertProcessing\", \"cls\": [\"[CLS]\", 2], \"sep\": [\"[SEP]\", 99999]}",
                      MODATTN_ERANGE, "post_processor");
     check_load_error("added_tokens", "[{\"id\": 1}]", MODATTN_EFORMAT, "added_tokens");
