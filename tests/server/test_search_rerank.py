@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from srvtest import Server, check, error_shape, finish  # noqa: E402
@@ -110,6 +111,29 @@ try:
     st, _, j = s.post("/search", {"query": Q, "k": 2, "rerank": True})
     check(st == 200 and len(j["results"]) == 2 and max(x["first_stage_rank"] for x in j["results"]) <= 12,
           f"default rerank_top: {st} {j}")
+    # concurrent reranked searches (several executors, beside embeddings): each as alone, bit for bit
+    alone = {q: s.post("/search", {"query": q, "k": 4, "rerank": True, "rerank_top": 8})[2]["results"]
+             for q in (Q, "how does the store survive a crash", "tea")}
+    got, errors = [], []
+
+    def worker(i):
+        try:
+            q = list(alone)[i % 3]
+            if i % 4 == 3:
+                s.post("/v1/embeddings", {"input": [q] * 5})
+            st_, _, jj = s.post("/search", {"query": q, "k": 4, "rerank": True, "rerank_top": 8})
+            got.append((q, st_, jj.get("results")))
+        except Exception as ex:  # noqa: BLE001
+            errors.append(repr(ex))
+
+    th = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    check(not errors and len(got) == 12 and all(st_ == 200 and res == alone[q] for q, st_, res in got),
+          f"12 concurrent reranked searches equal their answers alone: {errors} "
+          f"{[(q, st_) for q, st_, res in got if res != alone[q]]}")
     st, _, j = s.post("/search", {"query": Q, "rerank": False})
     check(st == 200 and "rerank" not in j, f"rerank false: a plain search: {st}")
 
