@@ -11,7 +11,14 @@ documents among the first 1, 3, 10 documents, averaged over queries) and MRR (me
 the first expected document, 0 when it is not in the first 50 chunks). Writes
 bench/results/search_quality.md (and .json).
 
+With --rerank DIR (a cross-encoder), the server also runs with --rerank-model DIR and every query is
+asked once more in hybrid mode with "rerank": true (its --rerank-top first candidates re-scored, as
+`modattn search --rerank`): a quality row for it, and its added latency per query (each query's
+plain hybrid search and reranked one timed back to back, --rerank-reps times, the median of each;
+p50 and p90 over the queries), with the host's load average at the start and the end.
+
   python3 bench/search_quality.py --bin build/modattn --model .models/all-MiniLM-L6-v2 [--work DIR]
+      [--rerank .models/tiny-cross-encoder [--rerank-top 50] [--rerank-reps 3]]
 """
 import argparse
 import http.client
@@ -32,12 +39,12 @@ DEFAULT_K = 10.0  # and the fusion's K: MODATTN_SEARCH_RRF_K
 
 
 class Server:
-    def __init__(self, binary, model, db, workdir):
+    def __init__(self, binary, model, db, workdir, extra=()):
         pf = os.path.join(workdir, f"port-{os.path.basename(db)}")
         if os.path.exists(pf):
             os.remove(pf)
         self.proc = subprocess.Popen([binary, "serve", "--model", model, "--db", db, "--quiet", "--port", "0",
-                                      "--port-file", pf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      "--port-file", pf, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not os.path.exists(pf):
             if self.proc.poll() is not None:
                 sys.exit("search_quality: the server did not start")
@@ -55,8 +62,11 @@ class Server:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
             time.sleep(0.1)
 
-    def search(self, query, mode, k=50, weight=None, rrf_k=None):
+    def search(self, query, mode, k=50, weight=None, rrf_k=None, rerank_top=None):
         req = {"query": query, "k": k, "mode": mode}
+        if rerank_top is not None:
+            req["rerank"] = True
+            req["rerank_top"] = rerank_top
         if weight is not None:
             req["keyword_weight"] = weight
         if rrf_k is not None:
@@ -67,7 +77,10 @@ class Server:
         data = r.read()
         if r.status != 200:
             raise RuntimeError(f"search {mode} {query!r}: {r.status} {data[:300]!r}")
-        return json.loads(data)["results"]
+        j = json.loads(data)
+        if rerank_top is not None and j.get("rerank") is None:
+            raise RuntimeError(f"search {query!r}: the server did not rerank: {data[:300]!r}")
+        return j["results"]
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -97,6 +110,22 @@ def metrics(rows):
     return {"r1": rec(1), "r3": rec(3), "r10": rec(10), "mrr": sum(rr(r) for r in rows) / len(rows), "n": len(rows)}
 
 
+def pct(xs, q):
+    """The q-quantile of xs (nearest rank)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, int(round(q * (len(xs) - 1)))))]
+
+
+def timed(f, reps):
+    """f()'s result and the median of reps wall times (ms)."""
+    ts, out = [], None
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = f()
+        ts.append((time.perf_counter() - t0) * 1e3)
+    return out, pct(ts, 0.5)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(REPO, "build/modattn"))
@@ -107,7 +136,12 @@ def main():
     ap.add_argument("--before-label", default="before", help="what the earlier run was")
     ap.add_argument("--weights", default="60:0.3,60:0.5,60:0.6,60:0.7,60:1,20:0.5,20:0.7,20:1,10:0.5,10:0.7,10:1",
                     help="K:weight pairs of the hybrid sweep (comma-separated; empty: no sweep)")
+    ap.add_argument("--rerank", help="a cross-encoder's directory: a hybrid + rerank row and its added latency")
+    ap.add_argument("--rerank-top", type=int, default=50, help="candidates the cross-encoder re-scores (default 50)")
+    ap.add_argument("--rerank-reps", type=int, default=3, help="timings of each query, the median kept (default 3)")
     a = ap.parse_args()
+    command = "python3 bench/search_quality.py " + " ".join(
+        os.path.relpath(x, REPO) if os.path.isabs(x) and x.startswith(REPO) else x for x in sys.argv[1:])
     work = a.work or tempfile.mkdtemp(prefix="search-quality-")
     os.makedirs(work, exist_ok=True)
     evals = [json.loads(l) for l in open(os.path.join(HERE, "search_eval.jsonl")) if l.strip()]
@@ -122,14 +156,22 @@ def main():
     rows = {m: [] for m in MODES}
     weights = [tuple(float(x) for x in w.split(":")) for w in a.weights.split(",") if w.strip()]
     sweep = {w: [] for w in weights}
+    rr_rows, lat_plain, lat_rr = [], [], []
+    load0 = os.getloadavg()
     for name, db in stores.items():
-        srv = Server(a.bin, a.model, db, work)
+        srv = Server(a.bin, a.model, db, work, ("--rerank-model", a.rerank) if a.rerank else ())
         for e in evals:
             if e["corpus"] != name:
                 continue
             for m in MODES:
                 docs = documents(srv.search(e["query"], m))
                 rows[m].append(dict(e, docs=docs))
+            if a.rerank:  # the plain hybrid search and the reranked one, back to back
+                _, tp = timed(lambda: srv.search(e["query"], "hybrid"), a.rerank_reps)
+                res, tr = timed(lambda: srv.search(e["query"], "hybrid", rerank_top=a.rerank_top), a.rerank_reps)
+                rr_rows.append(dict(e, docs=documents(res)))
+                lat_plain.append(tp)
+                lat_rr.append(tr)
             for w in weights:
                 sweep[w].append(dict(e, docs=documents(srv.search(e["query"], "hybrid", weight=w[1], rrf_k=w[0]))))
         srv.stop()
@@ -201,6 +243,37 @@ def main():
                     for t, sel in sels for k in ("r1", "r3", "r10", "mrr"))
         lines += ["", f"Hybrid minus vector, the worst of every table and metric of this run: {worst[0]:+.3f} ({worst[1]}): "
                   f"hybrid is {'no worse than' if worst[0] >= 0 else 'WORSE than'} meaning alone on every metric.", ""]
+    if a.rerank:
+        load1 = os.getloadavg()
+        h, x = all_r["hybrid"], metrics(rr_rows)
+        added = [r - p for p, r in zip(lat_plain, lat_rr)]
+        name = os.path.basename(os.path.normpath(a.rerank))
+        shown = os.path.relpath(a.rerank, REPO) if os.path.abspath(a.rerank).startswith(REPO) else a.rerank
+        lines += [f"### Second stage: hybrid + `--rerank` ({name})", "",
+                  f"Every query once more through POST /search with `\"rerank\": true, \"rerank_top\": {a.rerank_top}` "
+                  f"on a server started with `--rerank-model {shown}` "
+                  f"(what `modattn search --rerank DIR --rerank-top {a.rerank_top}` does): the first "
+                  f"{a.rerank_top} candidates of the hybrid search re-scored by the cross-encoder and re-ordered.", "",
+                  "| mode | recall@1 | recall@3 | recall@10 | MRR | queries |", "|---|---:|---:|---:|---:|---:|",
+                  f"| hybrid | {h['r1']:.3f} | {h['r3']:.3f} | {h['r10']:.3f} | {h['mrr']:.3f} | {h['n']} |",
+                  f"| hybrid + rerank | {x['r1']:.3f} | {x['r3']:.3f} | {x['r10']:.3f} | {x['mrr']:.3f} | {x['n']} |", ""]
+        if name.startswith("tiny-cross-encoder"):
+            lines += [f"{name} is the test suite's cross-encoder with **random, untrained weights** (`make model`): its "
+                      "scores mean nothing, so the row above is what a random re-ordering of the first "
+                      f"{a.rerank_top} candidates does to quality, not what reranking is worth. No trained cross-encoder "
+                      "is available offline here; the figure to read is the latency below (a trained model of the "
+                      "same shape costs the same).", ""]
+        lines += ["| latency per query (server, ms) | p50 | p90 |", "|---|---:|---:|",
+                  f"| hybrid | {pct(lat_plain, 0.5):.1f} | {pct(lat_plain, 0.9):.1f} |",
+                  f"| hybrid + rerank | {pct(lat_rr, 0.5):.1f} | {pct(lat_rr, 0.9):.1f} |",
+                  f"| **added by the rerank** (per query, reranked minus plain) | **{pct(added, 0.5):.1f}** | "
+                  f"{pct(added, 0.9):.1f} |", "",
+                  f"Each query's two searches timed back to back, {a.rerank_reps} times each, the median kept; "
+                  f"{len(added)} queries (both corpora); wall time of the HTTP request from this script (one client, "
+                  f"so one executor runs each on every thread). Host: {os.cpu_count()} CPUs shared with other work: "
+                  f"load average {load0[0]:.1f} when the searches started, {load1[0]:.1f} when they ended, so the "
+                  "absolute figures are inflated by that load; the difference is the cross-encoder's "
+                  f"{a.rerank_top} pairs. Command: `{command}`.", ""]
     misses = [r for r in rows["hybrid"] if not set(r["expect"]) & set(r["docs"][:3])]
     if misses:
         lines += ["Hybrid's misses at 3 (expected: first three documents found):", ""]
@@ -210,7 +283,12 @@ def main():
         lines.append("")
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     open(a.out, "w").write("\n".join(lines))
-    json.dump({m: rows[m] for m in MODES}, open(a.out.replace(".md", ".json"), "w"), indent=1)
+    out_json = {m: rows[m] for m in MODES}
+    if a.rerank:
+        out_json["hybrid+rerank"] = rr_rows
+        out_json["rerank_latency_ms"] = {"plain": lat_plain, "reranked": lat_rr, "reps": a.rerank_reps,
+                                         "rerank_top": a.rerank_top, "model": os.path.basename(os.path.normpath(a.rerank))}
+    json.dump(out_json, open(a.out.replace(".md", ".json"), "w"), indent=1)
     print("\n".join(lines[:12]))
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)

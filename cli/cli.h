@@ -180,7 +180,7 @@ int cli_search_print(const struct modattn_search_params *sp, const struct modatt
 typedef struct cli_search_args {
     const char *db, *model_dir, *queries_file; /* --db (default MODATTN_STORE_DEFAULT_PATH), --model, --queries */
     bool json;
-    long long k;                              /* -k (5) */
+    long long k;                              /* -k (MODATTN_SEARCH_DEFAULT_K, 10) */
     char *query;                              /* the QUERY words joined by spaces (NULL with --queries) */
     modattn_search_params sp;                 /* --mode, --rrf-k, --keyword-weight, --exact, --ann; k */
     modattn_ann_params annp;                  /* --ann-params */

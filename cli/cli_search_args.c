@@ -12,7 +12,7 @@
 int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
     memset(a, 0, sizeof *a);
     a->db = MODATTN_STORE_DEFAULT_PATH;
-    a->k = 5;
+    a->k = MODATTN_SEARCH_DEFAULT_K; /* as the server's "k" and Python's Store.search(k=) */
     a->sp.mode = MODATTN_SEARCH_HYBRID;
     bool dashdash = false;
     size_t qlen = 0;

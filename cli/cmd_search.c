@@ -49,7 +49,7 @@ static void search_usage(FILE *f) {
             "                       else all-MiniLM-L6-v2 in <executable dir>/../.models, ../share/\n"
             "                       modattn/models (make install), ~/.local/share/modattn/models,\n"
             "                       ./.models); it must be the store's model\n"
-            "  -k N                 number of results (default 5)\n"
+            "  -k N                 number of results (default 10, as the server and Python)\n"
             "  --prompt-name NAME   embed the query with the model's prompt NAME; default: its\n"
             "                       \"query\" prompt (as sentence-transformers' encode_query),\n"
             "                       said when used. It must be the prompt the store was indexed\n"

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "modattn/ingest.h"
+#include "modattn/rerank.h"
 #include "modattn/store.h"
 #include "modattn/search.h"
 #include "modattn/tokenizer.h"
@@ -566,7 +567,8 @@ static int fusion_param(json_t *root, const char *name, const char *why, double 
 
 int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad) {
     memset(out, 0, sizeof *out);
-    out->k = 10;
+    out->k = MODATTN_SEARCH_DEFAULT_K; /* as `modattn search` and Python's Store.search */
+    out->rerank_top = SRV_SEARCH_RERANK_TOP;
     json_t *root = parse_body(body, len, bad);
     if (!root) return -1;
     int rc = -1;
@@ -609,6 +611,47 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
     if (fusion_param(root, "keyword_weight", " (the vector ranking's weight is 1)", &out->keyword_weight, bad) ||
         fusion_param(root, "rrf_k", "", &out->rrf_k, bad))
         goto done;
+    /* second stage: the candidates re-scored by the cross-encoder of --rerank-model */
+    json_t *rr = json_object_get(root, "rerank"), *rt = json_object_get(root, "rerank_top");
+    if (rr && !json_is_null(rr)) {
+        if (!json_is_boolean(rr)) {
+            srv_bad_req(bad, 400, "rerank", "invalid_type", "'rerank' must be a boolean, not %s", json_kind(rr));
+            goto done;
+        }
+        out->rerank = json_is_true(rr);
+    }
+    if (rt && !json_is_null(rt)) {
+        long long tv = 0;
+        if (!get_int(rt, &tv)) {
+            srv_bad_req(bad, 400, "rerank_top", "invalid_type", "'rerank_top' must be an integer, not %s", json_kind(rt));
+            goto done;
+        }
+        const size_t most = api->max_inputs < SRV_RERANK_MAX_TEXTS ? api->max_inputs : SRV_RERANK_MAX_TEXTS;
+        if (tv < 1) {
+            srv_bad_req(bad, 400, "rerank_top", "invalid_value", "'rerank_top' must be from 1 to %zu, not %lld", most, tv);
+            goto done;
+        }
+        if ((unsigned long long)tv > most) {
+            srv_bad_req(bad, 413, "rerank_top", "too_many_inputs",
+                        "'rerank_top' is %lld; this server reranks at most %zu candidates a request (--max-inputs, "
+                        "at most %d)", tv, most, SRV_RERANK_MAX_TEXTS);
+            goto done;
+        }
+        out->rerank_top = (size_t)tv;
+    }
+    if (out->rerank && !api->reranker) {
+        srv_bad_req(bad, 422, "rerank", "no_reranker",
+                    "'rerank' needs a cross-encoder and this server has none: start it with --rerank-model DIR (a "
+                    "cross-encoder's directory)");
+        goto done;
+    }
+    if (out->rerank && modattn_reranker_get_info(api->reranker)->num_labels != 1) {
+        srv_bad_req(bad, 422, "rerank", "invalid_value",
+                    "'rerank' orders results by a relevance score: the cross-encoder of --rerank-model (%s) gives %zu "
+                    "label scores a pair, not one",
+                    modattn_reranker_get_info(api->reranker)->name, modattn_reranker_get_info(api->reranker)->num_labels);
+        goto done;
+    }
     json_t *p = json_object_get(root, "path_prefix");
     if (p && !json_is_null(p)) {
         if (!json_is_string(p)) {
@@ -677,14 +720,22 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
                    modattn_search_mode_name((modattn_search_mode)job->mode), job->vectors_mapped ? "vector_file" : "store",
                    job->mode == MODATTN_SEARCH_KEYWORD ? "none"
                    : job->ann_kind ? modattn_ann_kind_name((modattn_ann_kind)job->ann_kind) : "exact");
-    for (size_t i = 0; i < job->nresults && !b.failed; i++) {
+    /* the k asked for (a reranked search fetched rerank_top candidates) */
+    const size_t shown = job->k_show && job->k_show < job->nresults ? job->k_show : job->nresults;
+    for (size_t i = 0; i < shown && !b.failed; i++) {
         const modattn_search_result *r = &job->results[i];
         const modattn_store_chunk *c = &r->chunk;
         srv_buf_printf(&b, "%s{\"rank\":%d,\"score\":%.9g,", i ? "," : "", r->rank, (double)r->score);
+        if (job->rerank && i < job->nreranked) /* the first stage's, as `modattn search --rerank --json` */
+            srv_buf_printf(&b, "\"first_stage_rank\":%d,\"first_stage_score\":%.9g,", job->first_rank[i],
+                           (double)job->first_score[i]);
         if (r->vector_rank) srv_buf_printf(&b, "\"vector_rank\":%d,", r->vector_rank);
         else srv_buf_printf(&b, "\"vector_rank\":null,");
         if (r->keyword_rank) srv_buf_printf(&b, "\"keyword_rank\":%d,", r->keyword_rank);
         else srv_buf_printf(&b, "\"keyword_rank\":null,");
+        /* which rankings found it, as the CLI's "found_by" (docs/FIELDS.md) */
+        srv_buf_printf(&b, "\"found_by\":\"%s\",",
+                       r->vector_rank && r->keyword_rank ? "both" : r->keyword_rank ? "words" : "meaning");
         srv_buf_printf(&b, "\"highlights\":[");
         for (size_t h = 0; h < r->nspans; h++)
             srv_buf_printf(&b, "%s[%zu,%zu]", h ? "," : "", r->spans[h].start, r->spans[h].end);
@@ -704,7 +755,12 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
         tb_json_string(&b, c->text);
         srv_buf_put(&b, "}", 1);
     }
-    srv_buf_put(&b, "]}", 2);
+    srv_buf_put(&b, "]", 1);
+    if (job->rerank && api->reranker) { /* the cross-encoder that ordered them, as the CLI's "rerank" */
+        srv_buf_put(&b, ",\"rerank\":", 10);
+        tb_json_string(&b, modattn_reranker_get_info(api->reranker)->name);
+    }
+    srv_buf_put(&b, "}", 1);
     return srv_buf_take(&b);
 }
 
@@ -766,6 +822,11 @@ int srv_openapi_for(const srv_api *api, char **doc) {
         json_object_set_new(dims, "minimum", json_integer(1));
         json_object_set_new(dims, "maximum", json_integer((json_int_t)api->dim));
     }
+    json_t *rtop = at(S, "SearchRequest.properties.rerank_top");
+    if (rtop)
+        json_object_set_new(rtop, "maximum", json_integer((json_int_t)(api->max_inputs < SRV_RERANK_MAX_TEXTS
+                                                                           ? api->max_inputs
+                                                                           : SRV_RERANK_MAX_TEXTS)));
     json_t *ids = at(S, "TokenIds.items");
     if (ids) json_object_set_new(ids, "maximum", json_integer((json_int_t)api->vocab - 1));
     const char *lists[] = {"EmbeddingsRequest.properties.input", "TokenizeRequest.properties.inputs",

@@ -13,6 +13,7 @@
  * A text's vector does not depend on what it is batched with (bit for bit: modattn/model.h), so
  * the server's vectors equal `modattn embed`'s. Never blocks a caller: submit only appends. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,7 @@ static void set_error(srv_job *job, int http, const char *fmt, const char *detai
 }
 
 static void search_in_snapshot(executor *x, srv_job *job);
+static void rerank_results(executor *x, srv_job *job);
 
 /* The search of a job whose query is embedded (job->out): on this executor's store. */
 static void run_search(executor *x, srv_job *job) {
@@ -132,6 +134,65 @@ static void run_search(executor *x, srv_job *job) {
     }
     search_in_snapshot(x, job);
     modattn__store_read_end(x->store);
+    if (job->rerank && !job->http_status) rerank_results(x, job);
+}
+
+/* Ties of the cross-encoder's score keep the first stage's order. */
+typedef struct scored {
+    size_t index;
+    float score;
+} scored;
+static int by_score(const void *pa, const void *pb) {
+    const scored *a = pa, *b = pb;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* "rerank": the first rerank_top results re-scored by the cross-encoder (query and chunk read
+ * together) on this executor's slot, re-ordered by its score (ties: first-stage order), rank and
+ * score replaced, the first stage's kept in first_rank / first_score; as `modattn search --rerank`. */
+static void rerank_results(executor *x, srv_job *job) {
+    srv_batcher *b = x->b;
+    const size_t n = job->nresults < job->rerank_top ? job->nresults : job->rerank_top;
+    if (!b->cfg.reranker || n == 0) return;
+    const char **q = malloc(n * sizeof *q), **p = malloc(n * sizeof *p);
+    float *sc = malloc(n * sizeof *sc);
+    scored *order = malloc(n * sizeof *order);
+    modattn_search_result *tmp = malloc(n * sizeof *tmp);
+    job->first_rank = malloc(n * sizeof *job->first_rank);
+    job->first_score = malloc(n * sizeof *job->first_score);
+    if (!q || !p || !sc || !order || !tmp || !job->first_rank || !job->first_score) {
+        set_error(job, 503, "%s", "reranking: the server is out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        q[i] = job->query ? job->query : "";
+        p[i] = job->results[i].chunk.text ? job->results[i].chunk.text : "";
+    }
+    int st = modattn_reranker_score(b->cfg.reranker, x->cur, q, NULL, p, NULL, n, 0, sc, NULL, NULL);
+    if (st) {
+        set_error(job, st == MODATTN_ENOMEM || st == MODATTN_EBUDGET ? 503 : 500, "reranking: %s", modattn_last_error());
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(sc[i])) { /* JSON has no NaN */
+            set_error(job, 500, "%s", "reranking: the cross-encoder gave a value that is not a finite number");
+            goto out;
+        }
+        order[i] = (scored){i, sc[i]};
+    }
+    qsort(order, n, sizeof *order, by_score);
+    for (size_t i = 0; i < n; i++) tmp[i] = job->results[order[i].index];
+    for (size_t i = 0; i < n; i++) {
+        job->first_rank[i] = tmp[i].rank;
+        job->first_score[i] = tmp[i].score;
+        job->results[i] = tmp[i];
+        job->results[i].rank = (int)i + 1;
+        job->results[i].score = order[i].score;
+    }
+    job->nreranked = n;
+out:
+    free(q), free(p), free(sc), free(order), free(tmp);
 }
 
 static void search_in_snapshot(executor *x, srv_job *job) {

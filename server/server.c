@@ -416,6 +416,11 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
         r->job.query_len = r->sr.query_len;
         r->job.prompt = r->sr.prompt;
         r->job.prompt_given = r->sr.prompt_given;
+        /* "rerank": the first stage fetches rerank_top candidates; k of them are answered */
+        r->job.rerank = r->sr.rerank;
+        r->job.rerank_top = r->sr.rerank_top;
+        r->job.k_show = r->sr.k;
+        if (r->sr.rerank && r->job.k < r->sr.rerank_top) r->job.k = r->sr.rerank_top;
     }
     r->state = ST_QUEUED;
     MHD_suspend_connection(r->conn); /* before submitting: the job may finish at once */
@@ -875,6 +880,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     srv_search_req_free(&r->sr);
     srv_rerank_req_free(&r->rr);
     modattn_search_results_free(r->job.results, r->job.nresults);
+    free(r->job.first_rank);
+    free(r->job.first_score);
     modattn_free(r->vectors);
     modattn_free(r->body);
     free(r);

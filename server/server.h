@@ -226,6 +226,13 @@ struct srv_job {
     bool prompt_given;
     modattn_search_result *results;
     size_t nresults;
+    /* "rerank": true (--rerank-model): the first rerank_top candidates re-scored by the
+     * cross-encoder on the executor after the search (k is then max(k, rerank_top), k_show the k
+     * asked for); first_rank / first_score [nreranked] keep the first stage's, in the new order */
+    bool rerank;
+    size_t rerank_top, k_show, nreranked;
+    int *first_rank;
+    float *first_score;
     bool vectors_mapped;
     int ann_kind;             /* modattn_ann_kind that found the candidates by meaning (0: the exact scan) */
     /* the outcome: status 0, else an HTTP status and message */
@@ -340,7 +347,11 @@ typedef struct srv_search_req {
     char *prompt;             /* the query's prompt (resolved: "prompt", "prompt_name" or the model's
                                * query prompt; "" none), prepended before tokenising */
     bool prompt_given;        /* the request named one */
+    bool rerank;              /* "rerank": true (needs --rerank-model: else 422) */
+    size_t rerank_top;        /* "rerank_top": candidates re-scored (default 50, at most
+                               * min(--max-inputs, SRV_RERANK_MAX_TEXTS): else 413) */
 } srv_search_req;
+#define SRV_SEARCH_RERANK_TOP 50     /* "rerank_top" when absent: as `modattn search --rerank-top` */
 int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_search_req *out, srv_bad *bad);
 void srv_search_req_free(srv_search_req *r);
 char *srv_search_body(const srv_api *api, const srv_job *job);

@@ -77,6 +77,10 @@ const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vecto
  * by words alone behind all 50 candidates found by meaning. */
 #define MODATTN_SEARCH_RRF_K 10.0
 #define MODATTN_SEARCH_KEYWORD_WEIGHT 0.7
+/* Results when the caller gives no k: the same on every surface (`modattn search -k`, the server's
+ * "k", Python's Store.search(k=)): 10, the usual first page of a search engine (Elasticsearch's size,
+ * sentence-transformers' semantic_search top_k) and two screens of the CLI's text output. */
+#define MODATTN_SEARCH_DEFAULT_K 10
 
 /* What finds the vector ranking's candidates (modattn/ann.h). */
 typedef enum modattn_search_index {

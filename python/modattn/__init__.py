@@ -105,6 +105,7 @@ class SearchHit(TypedDict):
     cosine: Optional[float]
     bm25: Optional[float]
     highlights: List[Tuple[int, int]]  # byte ranges of text that the query's words match
+    found_by: str  # "meaning", "words" or "both": which rankings brought it (as the CLI and server)
 
 
 class CrossEncoder(_CrossEncoder):

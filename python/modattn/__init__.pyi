@@ -211,6 +211,7 @@ class SearchHit(TypedDict):
     cosine: Optional[float]
     bm25: Optional[float]
     highlights: List[Tuple[int, int]]
+    found_by: str  # "meaning", "words" or "both": which rankings brought it
 
 @final
 class Store:

@@ -406,7 +406,11 @@ static PyObject *hit_dict(const modattn_search_result *r) {
         set_obj(d, "keyword_rank", r->keyword_rank ? PyLong_FromLong(r->keyword_rank) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "cosine", isfinite(r->cosine) ? PyFloat_FromDouble(r->cosine) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "bm25", isfinite(r->bm25) ? PyFloat_FromDouble(r->bm25) : (Py_INCREF(Py_None), Py_None)) < 0 ||
-        set_obj(d, "highlights", hl) < 0) {
+        set_obj(d, "highlights", hl) < 0 ||
+        /* which rankings brought it, as the CLI's and the server's "found_by" (docs/FIELDS.md) */
+        set_obj(d, "found_by", PyUnicode_FromString(r->vector_rank && r->keyword_rank ? "both"
+                                                    : r->keyword_rank                 ? "words"
+                                                                                      : "meaning")) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -416,7 +420,7 @@ static PyObject *hit_dict(const modattn_search_result *r) {
 static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"query", "k", "mode", "path_prefix", NULL};
     PyObject *query_obj;
-    Py_ssize_t k = 10;
+    Py_ssize_t k = MODATTN_SEARCH_DEFAULT_K; /* as `modattn search` and the server's "k" */
     const char *mode = "hybrid";
     PyObject *prefix_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|nsO:search", kwlist, &query_obj, &k, &mode, &prefix_obj))

@@ -30,6 +30,18 @@ def corpus(tmp_path):
     return root
 
 
+def test_default_k(modattn, model, tmp_path):
+    """k's default is 10 on every surface (`modattn search`, the server's "k", here): 12 chunks, 10 back."""
+    root = tmp_path / "twelve"
+    root.mkdir()
+    for i in range(12):
+        (root / f"note{i:02d}.txt").write_text(f"Note {i}: bees and honey, item number {i}.\n", encoding="utf-8")
+    with modattn.Store(tmp_path / "twelve.db", model) as s:
+        assert s.index([root], progress=False)["chunks"] == 12
+        assert len(s.search("honey")) == 10
+        assert len(s.search("honey", k=12)) == 12
+
+
 def test_index_and_search(modattn, model, corpus, tmp_path):
     db = tmp_path / "store.db"
     with modattn.Store(db, model) as s:
@@ -46,6 +58,9 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
         assert h["start"] >= 0 and h["end"] > h["start"] and "Honey bees" in h["text"]
         assert (h["start_byte"], h["end_byte"]) == (h["start"], h["end"])  # the older names, kept
         assert h["cosine"] is not None and 0 < h["cosine"] <= 1.0001
+        # one name on every surface (docs/FIELDS.md): found_by, as the CLI's and the server's
+        assert all(x["found_by"] == ("both" if x["vector_rank"] and x["keyword_rank"] else
+                                     "words" if x["keyword_rank"] else "meaning") for x in hits), hits
 
         by_meaning = s.search("an eruption of lava", k=2, mode="vector")
         assert os.path.basename(by_meaning[0]["path"]) == "volcano.md" and by_meaning[0]["keyword_rank"] is None
@@ -53,6 +68,7 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
         assert len(by_words) == 1 and os.path.basename(by_words[0]["path"]) == "compiler.txt"
         t = by_words[0]["text"]
         assert any(t.encode()[a:b] == b"E4021" for a, b in by_words[0]["highlights"])
+        assert by_words[0]["found_by"] == "words" and by_meaning[0]["found_by"] == "meaning"
         under = s.search("baking", k=5, path_prefix=str(corpus / "sub"))
         assert [os.path.basename(x["path"]) for x in under] == ["bread.txt"]
         with pytest.raises(ValueError, match="mode="):
