@@ -229,6 +229,14 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
             rc = cli_fail("loading the reranker (--rerank)", st);
             goto out;
         }
+        if (modattn_reranker_get_info(reranker)->num_labels != 1) { /* an order needs one relevance score */
+            fprintf(stderr,
+                    "modattn: search: --rerank needs a cross-encoder with one label (a relevance score); %s "
+                    "has %zu labels: see its label scores with `modattn rerank --model %s QUERY PASSAGE...`\n",
+                    rerank_dir, modattn_reranker_get_info(reranker)->num_labels, rerank_dir);
+            rc = 2;
+            goto out;
+        }
         first_rank = malloc((size_t)rerank_top * sizeof *first_rank);
         first_score = malloc((size_t)rerank_top * sizeof *first_score);
         if (!first_rank || !first_score) {

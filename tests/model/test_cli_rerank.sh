@@ -145,6 +145,9 @@ for x in r:
 PY
 "$BIN" search --db "$TMP/s.db" --model "$EMB" --rerank "$EMB" q > /dev/null 2> "$TMP/err"; rc=$?
 check "search --rerank with no cross-encoder is refused" '[ $rc -eq 1 ] && grep -q "ForSequenceClassification" "$TMP/err"'
+# several labels give no order (their scores are per label, not per pair): refused, not misread
+"$BIN" search --db "$TMP/s.db" --model "$EMB" --rerank "$CE3" q > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "search --rerank with a 3-label cross-encoder is refused ($rc: $(cat "$TMP/err"))" '[ $rc -eq 2 ] && grep -q "has 3 labels" "$TMP/err" && [ ! -s "$TMP/out" ]'
 "$BIN" search --db "$TMP/s.db" --model "$EMB" --rerank "$CE" --rerank-top 1001 q > /dev/null 2>&1; rc=$?
 check "--rerank-top over the limit exits 2" '[ $rc -eq 2 ]'
 
