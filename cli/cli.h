@@ -95,6 +95,10 @@ struct modattn_reranker;
 #define CLI_RERANK_MAX_BYTES (1 << 20)
 int cli_cmd_rerank(cli_globals *g, int argc, char **argv);
 int cli_load_reranker(cli_globals *g, modattn_ctx *ctx, const char *dir, struct modattn_reranker **out);
+/* The SPLADE model in dir (a path, or a name `modattn models` finds) with the global device options
+ * (cli/cmd_embed.c; `embed --sparse` and `serve --sparse-model`). */
+struct modattn_sparse_encoder;
+int cli_load_sparse(cli_globals *g, modattn_ctx *ctx, const char *dir, struct modattn_sparse_encoder **out);
 int cli_rerank_order(const float *scores, size_t n, size_t *order);
 /* `search --rerank`: what cli_search_print adds to the next results it prints (NULL: nothing) —
  * the reranker's name, and for the first n results their first-stage rank and score. */

@@ -35,6 +35,9 @@ static void serve_usage(FILE *f) {
             "  POST /rerank          {\"query\": ..., \"texts\": [...]} -> [{\"index\", \"score\"}] best first,\n"
             "                        by the cross-encoder of --rerank-model (text-embeddings-\n"
             "                        inference's /rerank; 404 without one)\n"
+            "  POST /embed_sparse    {\"inputs\": \"text\" or [...]} -> [[{\"index\", \"value\"}, ...]] per\n"
+            "                        input, the SPLADE weights of --sparse-model (text-embeddings-\n"
+            "                        inference's /embed_sparse; 404 without one)\n"
             "  GET  /                a search page; GET /docs: these routes as a page, to try them\n"
             "  GET  /openapi.json    the OpenAPI 3 description of all of these\n"
             "Texts from concurrent requests are embedded together in token-budget batches; a text's\n"
@@ -44,6 +47,7 @@ static void serve_usage(FILE *f) {
             "  --model DIR                  model directory [MODATTN_MODEL] (default as `modattn embed`)\n"
             "  --rerank-model DIR           a cross-encoder for POST /rerank and /search's \"rerank\"\n"
             "                               (see `modattn rerank`)\n"
+            "  --sparse-model DIR           a SPLADE model for POST /embed_sparse (see `modattn embed --sparse`)\n"
             "                               [MODATTN_RERANK_MODEL]; at most %d texts a request (413)\n"
             "  --db FILE                    the store /search reads, made by `modattn index` [MODATTN_DB]\n"
             "                               (none: /search answers 503; it may be made later, and\n"
@@ -223,7 +227,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
         bool known = false;
-        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file", "--cors", "--rerank-model"};
+        static const char *const strs[] = {"--model", "--db", "--host", "--api-key-file", "--port-file", "--cors", "--rerank-model", "--sparse-model"};
         for (size_t k = 0; k < sizeof strs / sizeof *strs && !known; k++)
             known = strlen(strs[k]) == nlen && strncmp(a, strs[k], nlen) == 0;
         for (size_t k = 0; k < nnums && !known; k++)
@@ -248,6 +252,7 @@ int cli_cmd_serve(cli_globals *g, int argc, char **argv) {
         else if (strncmp(a, "--port-file", nlen) == 0 && nlen == 11) c.port_file = val;
         else if (strncmp(a, "--cors", nlen) == 0 && nlen == 6) c.cors_origin = val;
         else if (strncmp(a, "--rerank-model", nlen) == 0 && nlen == 14) c.rerank_model_dir = val;
+        else if (strncmp(a, "--sparse-model", nlen) == 0 && nlen == 14) c.sparse_model_dir = val;
         else
             for (size_t k = 0; k < nnums; k++)
                 if (strlen(nums[k].opt) == nlen && strncmp(a, nums[k].opt, nlen) == 0) {

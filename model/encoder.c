@@ -164,7 +164,10 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
     int32_t *bids = modattn__calloc(max_T, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     int32_t *blens = modattn__calloc(max_B, sizeof(int32_t), MODATTN_MEM_ACTIVATIONS);
     float **outs = modattn__calloc(max_B, sizeof(float *), MODATTN_MEM_ACTIVATIONS);
-    if (!bids || !blens || !outs) {
+    size_t *inputs = modattn__calloc(max_B, sizeof(size_t), MODATTN_MEM_ACTIVATIONS);
+    modattn__fwd_exec xb = *x; /* with a token head: which input each batch row is */
+    xb.inputs = inputs;
+    if (!bids || !blens || !outs || !inputs) {
         st = modattn__mem_last_status();
         goto done;
     }
@@ -178,11 +181,12 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
             memcpy(bids + b * S, ids + off[i], len * sizeof(int32_t));
             for (size_t k = len; k < S; k++) bids[b * S + k] = c->pad_id;
             blens[b] = (int32_t)len;
-            outs[b] = out + i * c->dim;
+            outs[b] = out ? out + i * c->dim : NULL;
+            inputs[b] = i;
         }
         uint64_t tb = modattn__trace_begin(); /* span: one batch, padded to its longest text */
         if (m->device_serial) pthread_mutex_lock(&m->device_mu);
-        st = modattn__dev_forward(m->dm, x, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
+        st = modattn__dev_forward(m->dm, &xb, da, (int64_t)B, (int64_t)S, bids, blens, outs, m->name);
         if (m->device_serial) pthread_mutex_unlock(&m->device_mu);
         if (tb) {
             char shape[64];
@@ -194,6 +198,7 @@ static int embed_packed(modattn_model *m, const modattn__fwd_exec *x, const int3
 done:
     modattn__dev_arena_free(da);
     modattn_free(next);
+    modattn_free(inputs);
     modattn_free(outs);
     modattn_free(blens);
     modattn_free(bids);
@@ -219,6 +224,8 @@ static int fwd_exec(modattn_model *m, modattn_session *s, modattn__fwd_exec *x) 
     x->ctx = m->ctx;
     x->session = s;
     x->pool = s ? modattn__session_pool(s) : m->pool;
+    x->head = NULL;
+    x->inputs = NULL;
     return 0;
 }
 
@@ -250,6 +257,37 @@ static int embed_ids(modattn_model *m, modattn_session *sess, const int32_t *con
             off[i + 1] = off[i] + counts[i];
         }
         st = embed_packed(m, &x, flat, off, n, out);
+    }
+    modattn_free(off);
+    modattn_free(flat);
+    return st;
+}
+
+int modattn__model_embed_tokens(modattn_model *m, modattn_session *s, const int32_t *const *ids, const size_t *counts,
+                                size_t n, const modattn__token_head *head) {
+    if (n == 0) return 0;
+    if (!m || !ids || !counts || !head || !head->row)
+        return modattn__error(MODATTN_EINVAL, "modattn__model_embed_tokens: NULL argument");
+    modattn__fwd_exec x;
+    int st = fwd_exec(m, s, &x);
+    if (st) return st;
+    x.head = head;
+    if (n > SIZE_MAX / 64) return modattn__error(MODATTN_EINVAL, "modattn__model_embed_tokens: n = %zu", n);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((st = check_ids(m, ids[i], counts[i], i))) return st;
+        total += counts[i];
+    }
+    int32_t *flat = modattn__calloc(total, sizeof(int32_t), MODATTN_MEM_OTHER);
+    size_t *off = modattn__calloc(n + 1, sizeof(size_t), MODATTN_MEM_OTHER);
+    if (!flat || !off) {
+        st = modattn__mem_last_status();
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            memcpy(flat + off[i], ids[i], counts[i] * sizeof(int32_t));
+            off[i + 1] = off[i] + counts[i];
+        }
+        st = embed_packed(m, &x, flat, off, n, NULL);
     }
     modattn_free(off);
     modattn_free(flat);

@@ -56,6 +56,7 @@ struct modattn__dev_arena {
     int32_t *host_pos_ids;
     int64_t max_T, max_B, cap_rows; /* cap_rows: max_T rounded up to the row block */
     float *host_out; /* [max_B, dim] */
+    float *host_x;   /* [cap_rows, H]: the hidden states read back for a token head (a device with its own memory) */
 };
 
 static modattn_act model_act(const modattn__model_config *c);
@@ -434,6 +435,7 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
     modattn__buffer_free(a->pos_ids);
     modattn_free(a->host_pos_ids);
     modattn_free(a->host_out);
+    modattn_free(a->host_x);
     modattn_free(a);
 }
 
@@ -582,6 +584,27 @@ static int modern_layers(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     return 0;
 }
 
+/* The last hidden states of each row to the token head (host memory: in place; else read back once). */
+static int token_head(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, modattn_buffer *src,
+                      int64_t B, int64_t S, const int32_t *lens) {
+    const size_t H = (size_t)dm->cfg.hidden, T = (size_t)(B * S);
+    const float *h = src->host;
+    if (!h) {
+        if (!a->host_x) {
+            a->host_x = modattn__malloc((size_t)a->cap_rows * H * sizeof(float), MODATTN_MEM_ACTIVATIONS);
+            if (!a->host_x) return modattn__mem_last_status();
+        }
+        int st = modattn__buffer_read(src, 0, a->host_x, T * H * sizeof(float));
+        if (st) return st;
+        h = a->host_x;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int st = x->head->row(x->head->ud, x->inputs[b], h + (size_t)(b * S) * H, (size_t)lens[b], x->pool);
+        if (st) return st;
+    }
+    return 0;
+}
+
 int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
                          int64_t S, const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name) {
     const modattn__model_config *c = &dm->cfg;
@@ -591,6 +614,9 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     uint64_t t0 = modattn__trace_begin();
     int st;
     if (dm->graph) {
+        if (x->head)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: this device runs the encoder as one graph, which gives "
+                                 "pooled vectors only (a token head needs every token's hidden state)", model_name);
         if ((st = modattn__device_graph_forward(dev, dm->graph, B, S, ids, lens, a->host_out)))
             return modattn__error_prefix(st, "%s", model_name);
         for (int64_t b = 0; b < B; b++) memcpy(outs[b], a->host_out + b * (int64_t)c->dim, c->dim * sizeof(float));
@@ -677,6 +703,7 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     /* modernbert: the final norm's output, in att */
+    if (x->head) return token_head(dm, x, a, c->modern ? a->att : a->x, B, S, lens);
     modattn_op_pool_args p = {.x = c->modern ? a->att : a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
                               .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
     const bool pool_host = HOST_OP(dm, MODATTN_OP_POOL_MEAN) || HOST_OP(dm, MODATTN_OP_POOL_CLS) ||

@@ -37,6 +37,11 @@ int modattn__model_load_on_device(modattn_ctx *ctx, const char *dir, const modat
  * 2 x vocab rows). Device "auto" is refused. */
 int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_model_options *opt, size_t max_tokens,
                              bool pair_types, modattn_model **out);
+/* The encoder's forward pass with a token head instead of the pooling (model/sparse.c): n inputs of
+ * ids (checked as modattn_model_embed_ids), batched and sorted as there; head->row gets each input's
+ * last hidden states once, in batch order. Which inputs share a batch never changes the states. */
+int modattn__model_embed_tokens(modattn_model *m, modattn_session *s, const int32_t *const *ids, const size_t *counts,
+                                size_t n, const modattn__token_head *head);
 /* The fp32 tensor `name` of the model's weights with exactly the shape [d0] (d1 = 0) or [d0, d1],
  * every value finite; errors name the file and the tensor. Valid while the model lives. */
 int modattn__model_tensor(modattn_model *m, const char *name, int64_t d0, int64_t d1, const float **out);

@@ -126,12 +126,26 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
 void modattn__dev_arena_free(modattn__dev_arena *a);
 /* Who runs a batch: attention through `session` (its workspace and threads) when set, else through
  * ctx's own; the device's host passes on `pool` (NULL: the calling thread). */
+/* A head other than the pooling (model/sparse.c): per batch row, the final hidden states of the
+ * row's real tokens instead of a pooled vector. */
+typedef struct modattn__token_head {
+    /* h: [len, hidden] of the batch row's `len` tokens (row-major, padding excluded); input: the
+     * input's index in the call; pool: the batch's host threads (may be NULL). Called once per
+     * row, rows one after another on the calling thread; nonzero stops the batch. */
+    int (*row)(void *ud, size_t input, const float *h, size_t len, modattn_pool *pool);
+    void *ud;
+} modattn__token_head;
 typedef struct modattn__fwd_exec {
     modattn_ctx *ctx;
     modattn_session *session;
     modattn_pool *pool;
+    /* NULL: pooled vectors (outs); else each row's hidden states go to head->row, inputs[b] naming
+     * batch row b's input (the pooling, the pooled vectors and outs are skipped) */
+    const modattn__token_head *head;
+    const size_t *inputs;
 } modattn__fwd_exec;
-/* One batch: B rows padded to S (ids [B*S], lens [B]); pooled vectors to outs[b][0..dim). */
+/* One batch: B rows padded to S (ids [B*S], lens [B]); pooled vectors to outs[b][0..dim), or with
+ * x->head each row's hidden states to the head (a device with the graph slot: MODATTN_EUNSUPPORTED). */
 int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
                          int64_t S, const int32_t *ids, const int32_t *lens, float *const *outs, const char *model_name);
 

@@ -21,6 +21,7 @@
 
 #include "modattn/backend/device.h"
 #include "modattn/rerank.h"
+#include "modattn/sparse.h"
 #include "attn/internal_dispatch.h"
 #include "core/internal_core.h"
 #include "core/internal_status.h"
@@ -309,8 +310,10 @@ static size_t take(srv_batcher *b, slot *slots, size_t cap, size_t budget, size_
     expire_queued(b, modattn__now_ns(), dropped);
     while (b->head && n < cap) {
         srv_job *j = b->head;
-        /* pairs for the reranker and texts for the embedding model never share a batch */
+        /* pairs for the reranker, texts for the SPLADE model and texts for the embedding model
+         * never share a batch */
         if (n > 0 && ((j->kind == SRV_JOB_RERANK) != (slots[0].job->kind == SRV_JOB_RERANK) ||
+                      (j->kind == SRV_JOB_SPARSE) != (slots[0].job->kind == SRV_JOB_SPARSE) ||
                       (j->kind == SRV_JOB_RERANK && j->rerank_flags != slots[0].job->rerank_flags)))
             break;
         if (j->gone && j->gone(j, j->done_ud)) {
@@ -407,7 +410,7 @@ static void *executor_main(void *arg) {
         const int nthreads = modattn__pool_threads(modattn__session_pool(x->cur));
         srv_metrics_executors(nthreads, wide);
         int st = 0;
-        const bool rerank = slots[0].job->kind == SRV_JOB_RERANK;
+        const bool rerank = slots[0].job->kind == SRV_JOB_RERANK, sparse = slots[0].job->kind == SRV_JOB_SPARSE;
         const size_t odim = rerank ? b->rerank_labels : dim;
         if (n > out_cap) {
             float *no = realloc(out, n * (dim > b->rerank_labels ? dim : b->rerank_labels) * sizeof *no);
@@ -419,7 +422,12 @@ static void *executor_main(void *arg) {
             counts[i] = slots[i].job->counts[slots[i].i];
         }
         uint64_t t0 = modattn__now_ns();
-        if (!st && rerank) {
+        modattn_sparse_vec *vecs = NULL;
+        if (!st && sparse) {
+            vecs = calloc(n, sizeof *vecs);
+            if (!vecs) st = MODATTN_ENOMEM;
+            else st = modattn_sparse_encode_ids(b->cfg.sparse, x->cur, ids, counts, n, NULL, vecs);
+        } else if (!st && rerank) {
             const int32_t **types = malloc(n * sizeof *types);
             if (!types) st = MODATTN_ENOMEM;
             for (size_t i = 0; types && i < n; i++) types[i] = slots[i].job->types[slots[i].i];
@@ -432,8 +440,13 @@ static void *executor_main(void *arg) {
         double secs = (double)(modattn__now_ns() - t0) * 1e-9;
         if (st == 0) {
             srv_metrics_batch(n, tokens, secs);
-            for (size_t i = 0; i < n; i++)
+            for (size_t i = 0; i < n; i++) {
+                if (sparse) { /* handed over: the job's creator frees it */
+                    slots[i].job->sparse_out[slots[i].i] = vecs[i];
+                    continue;
+                }
                 memcpy(slots[i].job->out + slots[i].i * odim, out + i * odim, odim * sizeof(float));
+            }
         } else {
             /* the memory budget or a device failure: these requests fail, the server goes on */
             const char *msg = st == MODATTN_ENOMEM && !modattn_last_error()[0] ? "out of memory" : modattn_last_error();
@@ -443,6 +456,7 @@ static void *executor_main(void *arg) {
                           "embedding failed: %s", msg);
             pthread_mutex_unlock(&b->mu);
         }
+        free(vecs); /* (its vectors handed over, or none: a failed call leaves them empty) */
         /* count down each job once per input; the executor that finishes a job completes it */
         for (size_t i = 0; i < n; i++) {
             srv_job *j = slots[i].job;

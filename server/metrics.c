@@ -51,7 +51,8 @@ static int g_nmal;
 const char *srv_route_name(srv_route r) {
     static const char *const names[] = {"/v1/embeddings", "/v1/models", "/search", "/health",
                                         "/metrics", "/openapi.json", "/info", "/tokenize",
-                                        "/detokenize", "/v1/models/{id}", "/docs", "/", "/rerank", "other"};
+                                        "/detokenize", "/v1/models/{id}", "/docs", "/", "/rerank", "/embed_sparse",
+                                        "other"};
     return (unsigned)r < SRV_ROUTE_COUNT ? names[r] : "other";
 }
 

@@ -108,6 +108,7 @@ typedef struct req {
     srv_embed_req er;
     srv_search_req sr;
     srv_rerank_req rr;
+    srv_sparse_req xr; /* POST /embed_sparse */
     int32_t *search_ids[1];
     size_t search_count[1];
     float *vectors;
@@ -203,7 +204,7 @@ static const route_def k_routes[] = {
     {"/info", SRV_ROUTE_INFO, "GET"},                 {"/tokenize", SRV_ROUTE_TOKENIZE, "POST"},
     {"/detokenize", SRV_ROUTE_DETOKENIZE, "POST"},    {"/docs", SRV_ROUTE_DOCS, "GET"},
     {"/", SRV_ROUTE_PAGE, "GET"},                     {"/assets/page.css", SRV_ROUTE_PAGE, "GET"},
-    {"/rerank", SRV_ROUTE_RERANK, "POST"},
+    {"/rerank", SRV_ROUTE_RERANK, "POST"},             {"/embed_sparse", SRV_ROUTE_EMBED_SPARSE, "POST"},
     {"/assets/page.js", SRV_ROUTE_PAGE, "GET"},       {"/assets/docs.js", SRV_ROUTE_PAGE, "GET"},
 };
 static const route_def k_model_route = {"/v1/models/{id}", SRV_ROUTE_MODEL, "GET"};
@@ -224,7 +225,7 @@ static const route_def *find_route(const char *url) {
 
 static bool post_body_route(srv_route r) {
     return r == SRV_ROUTE_EMBEDDINGS || r == SRV_ROUTE_SEARCH || r == SRV_ROUTE_TOKENIZE || r == SRV_ROUTE_DETOKENIZE ||
-           r == SRV_ROUTE_RERANK;
+           r == SRV_ROUTE_RERANK || r == SRV_ROUTE_EMBED_SPARSE;
 }
 
 /* The pages and their assets hold no data (everything they show comes from the API, which asks
@@ -389,8 +390,10 @@ static void job_done(srv_job *job, void *ud) {
  * until job_done resumes it. */
 static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids, size_t *counts) {
     server *s = r->s;
-    const size_t per = kind == SRV_JOB_RERANK ? modattn_reranker_get_info(s->api.reranker)->num_labels : s->api.dim;
-    r->vectors = modattn__malloc(n * per * sizeof(float), MODATTN_MEM_OTHER);
+    const size_t per = kind == SRV_JOB_RERANK ? modattn_reranker_get_info(s->api.reranker)->num_labels
+                       : kind == SRV_JOB_SPARSE ? 0
+                                                : s->api.dim;
+    r->vectors = modattn__malloc((per ? n * per : 1) * sizeof(float), MODATTN_MEM_OTHER);
     if (!r->vectors) return respond_error(r, 503, "the server is out of memory (or over its --mem-budget)", NULL,
                                           "out_of_memory", NULL, NULL, false);
     memset(&r->job, 0, sizeof r->job);
@@ -402,6 +405,7 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
     r->job.done = job_done;
     r->job.done_ud = r;
     r->job.gone = job_gone;
+    if (kind == SRV_JOB_SPARSE) r->job.sparse_out = r->xr.vecs;
     if (kind == SRV_JOB_RERANK) {
         r->job.types = r->rr.types;
         r->job.rerank_flags = r->rr.raw ? MODATTN_RERANK_RAW : 0;
@@ -460,6 +464,16 @@ static enum MHD_Result start_rerank(req *r) {
     return submit(r, SRV_JOB_RERANK, r->rr.n, r->rr.ids, r->rr.counts);
 }
 
+static enum MHD_Result start_embed_sparse(req *r) {
+    srv_bad bad;
+    memset(&bad, 0, sizeof bad);
+    if (srv_parse_embed_sparse(&r->s->api, r->body ? r->body : "", r->len, &r->xr, &bad))
+        return respond_error(r, bad.status, bad.message, bad.param[0] ? bad.param : NULL, bad.code, NULL, NULL, false);
+    r->inputs = r->xr.n;
+    r->tokens = r->xr.tokens;
+    return submit(r, SRV_JOB_SPARSE, r->xr.n, r->xr.ids, r->xr.counts);
+}
+
 static enum MHD_Result finish_job(req *r) {
     server *s = r->s;
     if (r->job.abandoned) { /* nobody to answer: the connection is closed (logged as client-closed) */
@@ -479,6 +493,14 @@ static enum MHD_Result finish_job(req *r) {
                              : r->job.http_status == 400 ? "no_keyword_index"
                                                          : "internal_error",
                              NULL, NULL, false);
+    if (r->route == SRV_ROUTE_EMBED_SPARSE) {
+        for (size_t i = 0; i < r->xr.n; i++)
+            for (size_t k = 0; k < r->xr.vecs[i].n; k++)
+                if (!isfinite(r->xr.vecs[i].weights[k]))
+                    return respond_error(r, 500, "the sparse model gave a value that is not a finite number", NULL,
+                                         "internal_error", NULL, NULL, false);
+        return respond_json(r, 200, srv_sparse_body(&r->xr));
+    }
     if (r->route == SRV_ROUTE_RERANK) {
         const size_t L = modattn_reranker_get_info(s->api.reranker)->num_labels;
         for (size_t i = 0; i < r->rr.n * L; i++)
@@ -595,6 +617,7 @@ static enum MHD_Result start_job(req *r) {
         return respond_json(r, 200, out);
     }
     if (r->route == SRV_ROUTE_RERANK) return start_rerank(r);
+    if (r->route == SRV_ROUTE_EMBED_SPARSE) return start_embed_sparse(r);
     return r->route == SRV_ROUTE_EMBEDDINGS ? start_embeddings(r) : start_search(r);
 }
 
@@ -879,6 +902,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls, en
     srv_embed_req_free(&r->er);
     srv_search_req_free(&r->sr);
     srv_rerank_req_free(&r->rr);
+    srv_sparse_req_free(&r->xr);
     modattn_search_results_free(r->job.results, r->job.nresults);
     free(r->job.first_rank);
     free(r->job.first_score);
@@ -1113,10 +1137,20 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
         }
         modattn_model_set_batch_tokens(modattn_reranker_model(s.api.reranker), cfg->max_batch_tokens);
     }
+    if (cfg->sparse_model_dir) {
+        modattn_model_options so;
+        memset(&so, 0, sizeof so);
+        so.device = "cpu";
+        if ((st = modattn_sparse_load(ctx, cfg->sparse_model_dir, &so, &s.api.sparse))) {
+            fprintf(stderr, "modattn: serve: loading the sparse model (--sparse-model): %s\n", modattn_last_error());
+            goto out;
+        }
+        modattn_model_set_batch_tokens(modattn_sparse_model(s.api.sparse), cfg->max_batch_tokens);
+    }
     modattn_model_set_batch_tokens(s.model, cfg->max_batch_tokens);
     s.dev = modattn_device_find(modattn_model_get_info(s.model)->device);
     srv_batcher_config bc = {ctx, s.model, cfg->workers, cfg->threads, cfg->max_batch_tokens, cfg->db, cfg->max_queue_s,
-                             s.api.reranker};
+                             s.api.reranker, s.api.sparse};
     if ((st = srv_batcher_start(&bc, &s.batcher))) {
         fprintf(stderr, "modattn: serve: %s\n", modattn_last_error());
         goto out;
@@ -1124,10 +1158,11 @@ int srv_run(const srv_config *cfg, modattn_ctx *ctx, srv_load_fn load, void *loa
     atomic_store(&s.ready, true);
     char exd[160];
     srv_batcher_describe(s.batcher, exd, sizeof exd);
-    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %s; store %s%s%s\n",
+    fprintf(stderr, "modattn: serve: ready in %.2f s: %s, %zu dimensions, %s; store %s%s%s%s%s\n",
             secs_since(t_load), s.api.model_id, s.api.dim, exd,
             cfg->db ? cfg->db : "(none: /search answers 503)", s.api.reranker ? "; reranker " : "",
-            s.api.reranker ? modattn_reranker_get_info(s.api.reranker)->name : "");
+            s.api.reranker ? modattn_reranker_get_info(s.api.reranker)->name : "", s.api.sparse ? "; sparse " : "",
+            s.api.sparse ? modattn_sparse_get_info(s.api.sparse)->name : "");
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -1163,6 +1198,7 @@ out:
     if (rc == 0) fprintf(stderr, "modattn: serve: stopped\n");
     modattn_model_free(s.model);
     modattn_reranker_free(s.api.reranker);
+    modattn_sparse_free(s.api.sparse);
     free(s.api.openapi);
     free(s.api_key);
     for (int i = 0; i < SRV_CB_BUCKETS; i++) /* (empty once HTTP has stopped) */

@@ -47,6 +47,7 @@ struct json_t;
 typedef struct srv_config {
     const char *model_dir;
     const char *rerank_model_dir; /* --rerank-model: a cross-encoder for POST /rerank (NULL: 404 there) */
+    const char *sparse_model_dir; /* --sparse-model: a SPLADE model for POST /embed_sparse (NULL: 404 there) */
     const char *db;              /* the store for /search (NULL: /search answers 503) */
     const char *host;            /* "127.0.0.1" */
     int port;                    /* 0: any free port (printed) */
@@ -172,6 +173,7 @@ typedef enum srv_route {
     SRV_ROUTE_DOCS,
     SRV_ROUTE_PAGE,           /* GET / and its assets */
     SRV_ROUTE_RERANK,         /* POST /rerank */
+    SRV_ROUTE_EMBED_SPARSE,   /* POST /embed_sparse */
     SRV_ROUTE_OTHER,
     SRV_ROUTE_COUNT
 } srv_route;
@@ -204,7 +206,9 @@ typedef bool (*srv_job_gone)(srv_job *job, void *ud);
 
 /* SRV_JOB_RERANK: ids are query-passage pairs (types their token types) scored by the batcher's
  * reranker into out [n, num_labels]; a batch never mixes them with embedding inputs */
-typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH, SRV_JOB_RERANK } srv_job_kind;
+/* SRV_JOB_SPARSE: texts' ids for the batcher's SPLADE model, each text's vector into sparse_out[i]
+ * (handed over: the job's creator frees them with modattn_sparse_vec_free) */
+typedef enum srv_job_kind { SRV_JOB_EMBED = 0, SRV_JOB_SEARCH, SRV_JOB_RERANK, SRV_JOB_SPARSE } srv_job_kind;
 
 struct srv_job {
     srv_job_kind kind;
@@ -214,6 +218,7 @@ struct srv_job {
     float *out;               /* [n, dim] (rerank: [n, num_labels]) */
     int32_t **types;          /* rerank: [n] token types */
     unsigned rerank_flags;    /* rerank: MODATTN_RERANK_RAW or 0 */
+    struct modattn_sparse_vec *sparse_out; /* sparse: [n] */
     /* search */
     size_t k;
     const char *path_prefix;  /* NULL: all */
@@ -259,6 +264,7 @@ typedef struct srv_batcher_config {
     const char *db;           /* NULL: searches fail with 503 */
     double max_queue_s;       /* a job not started within it fails with 503 (expired); 0: no bound */
     struct modattn_reranker *reranker; /* NULL: no rerank jobs */
+    struct modattn_sparse_encoder *sparse; /* NULL: no sparse jobs */
 } srv_batcher_config;
 int srv_batcher_start(const srv_batcher_config *cfg, srv_batcher **out);
 /* "2 executors of 1 thread, elastic (one alone with a short queue runs on all 2)" or "1 executor",
@@ -304,6 +310,7 @@ typedef struct srv_api {
     size_t max_batch_tokens, max_concurrent, max_body;
     const char *db;           /* NULL: no store */
     struct modattn_reranker *reranker; /* --rerank-model (NULL: none) */
+    struct modattn_sparse_encoder *sparse; /* --sparse-model (NULL: none) */
 } srv_api;
 
 /* An OpenAI-style error body: {"error": {"message", "type", "param", "code"}}. malloc'ed. */
@@ -381,6 +388,20 @@ typedef struct srv_rerank_req {
     bool raw, return_text;
     struct json_t *texts;     /* the request's list (return_text) */
 } srv_rerank_req;
+/* POST /embed_sparse (server/sparse.c): text-embeddings-inference's body {inputs: string or list of
+ * strings, truncate, truncation_direction}; its texts tokenised for the SPLADE model. Errors: 404
+ * without one, 422 for a missing / empty / wrong-typed field, 413 for more inputs than --max-inputs
+ * or a text over the model's length with truncation off. */
+typedef struct srv_sparse_req {
+    size_t n, tokens;
+    int32_t **ids;
+    size_t *counts;
+    struct modattn_sparse_vec *vecs; /* [n]: the job's results */
+} srv_sparse_req;
+int srv_parse_embed_sparse(const srv_api *api, const char *body, size_t len, srv_sparse_req *out, srv_bad *bad);
+void srv_sparse_req_free(srv_sparse_req *r);
+/* [[{"index": token_id, "value": weight}, ...], ...] in input order, ids ascending. malloc'ed; NULL on memory. */
+char *srv_sparse_body(const srv_sparse_req *r);
 int srv_parse_rerank(const srv_api *api, const char *body, size_t len, srv_rerank_req *out, srv_bad *bad);
 void srv_rerank_req_free(srv_rerank_req *r);
 /* [{"index", "score", "text"?}] best first (ties: input order). malloc'ed; NULL on memory. */

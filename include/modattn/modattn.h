@@ -11,6 +11,7 @@
 #include "modattn/model.h"
 #include "modattn/tokenizer.h"
 #include "modattn/rerank.h"
+#include "modattn/sparse.h"
 #include "modattn/ingest.h"
 #include "modattn/store.h"
 #include "modattn/search.h"

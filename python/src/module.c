@@ -90,8 +90,14 @@ PyMODINIT_FUNC PyInit__modattn(void) {
                                         "Reading or writing failed (MODATTN_EIO); also an OSError.", pm_Error,
                                         PyExc_OSError)))
         goto fail;
-    if (PyType_Ready(&pm_ModelType) < 0 || PyType_Ready(&pm_StoreType) < 0 || PyType_Ready(&pm_CrossEncoderType) < 0)
+    if (PyType_Ready(&pm_ModelType) < 0 || PyType_Ready(&pm_StoreType) < 0 || PyType_Ready(&pm_CrossEncoderType) < 0 ||
+        PyType_Ready(&pm_SparseEncoderType) < 0)
         goto fail;
+    Py_INCREF(&pm_SparseEncoderType);
+    if (PyModule_AddObject(m, "SparseEncoder", (PyObject *)&pm_SparseEncoderType) < 0) {
+        Py_DECREF(&pm_SparseEncoderType);
+        goto fail;
+    }
     Py_INCREF(&pm_CrossEncoderType);
     if (PyModule_AddObject(m, "CrossEncoder", (PyObject *)&pm_CrossEncoderType) < 0) {
         Py_DECREF(&pm_CrossEncoderType);

@@ -232,6 +232,7 @@ typedef struct pm_model {
 extern PyTypeObject pm_ModelType;
 extern PyTypeObject pm_StoreType;
 extern PyTypeObject pm_CrossEncoderType; /* rerank.c */
+extern PyTypeObject pm_SparseEncoderType; /* sparse.c */
 
 /* Checks that o is a loaded Model; NULL with an exception otherwise. */
 pm_model *pm_model_check(PyObject *o);

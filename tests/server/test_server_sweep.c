@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     f.api.sep_id = modattn_tokenizer_sep_id(tok);
     modattn_tokenizer_free(tok);
     CHECK(modattn_model_embed(m, k_texts, NULL, 3, f.ref, NULL) == 0);
-    srv_batcher_config bc = {ctx, m, 1, 1, 8192, argv[1], 0, NULL};
+    srv_batcher_config bc = {ctx, m, 1, 1, 8192, argv[1], 0, NULL, NULL};
     CHECK(srv_batcher_start(&bc, &f.b) == 0);
     int n1 = sweep_allocations("embeddings request", one_embeddings_request, &f, 4000);
     CHECK_MSG(n1 > 0 && f.runs_ok >= 1, "the embeddings sweep: %d points, %d runs through", n1, f.runs_ok);
