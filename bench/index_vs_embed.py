@@ -298,6 +298,12 @@ def write_md(path, meta, rows):
                  "before) %.0f tokens/s, **%.0f%%** of embed's (%.0f%% by CPU s); pipelined %.0f%%." % (
                      d["turns_tokens_per_s"], 100 * d["turns_ratio"],
                      100 * d["turns_tokens_per_cpu_s"] / d["embed_tokens_per_cpu_s"], 100 * d["ratio"]))
+    small = [r["corpus"] for r in rows if r["tokens"] < 10000]
+    if small:
+        L.append("\nThe rows of under 10,000 tokens (%s) take a few seconds a process, the model's load a large "
+                 "share of it, so under this load their wall-clock ratios scatter by tens of percent either "
+                 "way from run to run; their CPU-seconds ratio is the steadier figure (extraction in its child "
+                 "process counted). `--files N` makes them larger on a quieter machine." % ", ".join(small))
     L.append("\nTarget (issue 40 item 6): index >= 90% of embed's tokens/s on the same text. Per-run figures "
              "are in index_vs_embed.json.")
     open(path, "w").write("\n".join(L) + "\n")
