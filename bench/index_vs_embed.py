@@ -250,7 +250,7 @@ def main():
         ours0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         dirs, pick = make_corpora(work, a.files)
         rows = [] if a.no_demo else [row("demo/corpus", binp, a.model, os.path.join(ROOT, "demo/corpus"), work, a.runs, turns=True)]
-        for fmt in a.formats.split(","):
+        for fmt in [f for f in a.formats.split(",") if f]:
             rows.append(row(fmt, binp, a.model, dirs[fmt], work, a.runs))
         t1, busy1, load1 = time.time(), cpu_busy(), os.getloadavg()
         ours1 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -16,8 +16,8 @@
  * (tests/pipeline/test_index_overlap.c); with a memory budget set the run does wait (takes turns),
  * so that what the budget refuses does not depend on timing. A document's vectors are kept until
  * its last chunk is embedded; then the document, its chunks and their vectors are written in one
- * short transaction. So the store's write lock is never held while the model runs (another
- * writer waits milliseconds, not minutes), and a kill leaves every document complete or absent.
+ * short transaction. So no write transaction waits for the model (another writer waits
+ * milliseconds, not minutes), and a kill leaves every document complete or absent.
  * The price is a document's vectors in memory until it is written: dim x 4 bytes per chunk,
  * about 100 MB for a 64 MiB text file of MiniLM chunks. A document whose file became binary,
  * empty or too large has its old entries removed.
