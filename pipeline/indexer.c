@@ -6,10 +6,18 @@
  * then looked up in the store: same size and mtime (and chunking) means unchanged without reading
  * it; otherwise it is read (at most max_file_bytes, checked before reading), hashed with XXH3, and
  * compared by content. New or changed documents join a queue of chunks; whenever the queue holds
- * a batch, the batch is embedded (batches span documents). A document's vectors are kept until
+ * a batch, the batch is embedded (batches span documents) on a thread of its own, while this one
+ * goes on: it writes the documents the batch before completed, then reads, extracts, chunks and
+ * hashes the next files until the next batch is full, and waits for the running one only then
+ * (two batches: one embedding, one filling; the read-ahead is one batch of chunks and the file
+ * that completes it, counted against the memory budget like the rest of the queue). Only that
+ * thread calls the model; the store, events, progress and opt->cancel stay on this one. So the
+ * batches, the order of writes and every vector are those of a run that waited for each batch
+ * (tests/pipeline/test_index_overlap.c); with a memory budget set the run does wait (takes turns),
+ * so that what the budget refuses does not depend on timing. A document's vectors are kept until
  * its last chunk is embedded; then the document, its chunks and their vectors are written in one
- * short transaction. So the store's write lock is never held while the model runs (another
- * writer waits milliseconds, not minutes), and a kill leaves every document complete or absent.
+ * short transaction. So no write transaction waits for the model (another writer waits
+ * milliseconds, not minutes), and a kill leaves every document complete or absent.
  * The price is a document's vectors in memory until it is written: dim x 4 bytes per chunk,
  * about 100 MB for a 64 MiB text file of MiniLM chunks. A document whose file became binary,
  * empty or too large has its old entries removed.
@@ -22,11 +30,14 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -158,6 +169,41 @@ typedef struct pdoc {
     struct pdoc *next;
 } pdoc;
 
+/* A batch of chunks for the model (across documents): their texts, and where each vector goes. */
+typedef struct batch {
+    const char **texts;
+    size_t *lens;
+    char **clean; /* copies of chunks whose UTF-8 was repaired (owned) */
+    pdoc **doc;
+    size_t *idx;
+    float *vec;   /* [n, dim] as the model gives them */
+    int32_t *ntok;
+    size_t n;
+} batch;
+
+/* The embedder: one batch at a time on a thread of its own, while the run's thread reads,
+ * extracts, chunks and hashes the next files and writes the documents the batch before completed.
+ * Only this thread calls the model; everything else (the store, events, progress, opt->cancel,
+ * the queue) stays on the run's thread. */
+typedef struct embedder {
+    pthread_t th;
+    bool running;  /* a batch handed over and not yet taken back */
+    bool threaded; /* ... on th (false: pthread_create failed, it ran in the caller's thread) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;          /* under mu */
+    atomic_bool abort;  /* the run stops: no more slices */
+    /* the job, set before the thread starts and read back after done */
+    batch *b;
+    modattn_model *model;
+    const modattn_embed_options *eo;
+    size_t dim, step;
+    int st;
+    size_t failed_at;   /* the slice that failed */
+    bool aborted;       /* stopped before its last slice: nothing of the batch is used */
+    char msg[512];      /* the model's message (errors are per thread) */
+} embedder;
+
 typedef struct run {
     modattn_store *store;
     modattn_model *model;
@@ -183,14 +229,11 @@ typedef struct run {
     /* queue */
     pdoc *head, *tail;
     size_t unqueued; /* chunks in the queue not yet in a batch */
-    /* batch buffers */
-    const char **btexts;
-    size_t *blens;
-    char **bclean;
-    pdoc **bdoc;
-    size_t *bidx;
-    float *bvec;
-    int32_t *bntok;
+    /* batches: one filled here while the other embeds (bt[fill] is the one to fill) */
+    batch bt[2];
+    int fill;
+    embedder emb;
+    bool emb_sync;    /* take turns: wait for each batch before reading on (a memory budget is set) */
     /* progress */
     uint64_t bytes_total, bytes_done, files_done;
     uint64_t t0_ns, last_progress_ns;
@@ -1287,8 +1330,118 @@ static int write_doc(run *r) {
     return 0;
 }
 
-/* Embeds the next batch of queued chunks (across documents); writes the documents it completes. */
+/* The embedder's thread: the batch in slices (with a cancel hook: CANCEL_SLICE chunks a call, the
+ * abort flag asked between them, so that a stop comes within a fraction of a second, not a whole
+ * batch; the vectors are the same: a text's embedding does not depend on what it is batched with). */
+static void *embed_batch(void *arg) {
+    embedder *e = arg;
+    batch *b = e->b;
+    int st = 0;
+    for (size_t o = 0; o < b->n && !st; o += e->step) {
+        if (o && atomic_load(&e->abort)) {
+            e->aborted = true;
+            break;
+        }
+        size_t k = b->n - o < e->step ? b->n - o : e->step;
+        if ((st = modattn_model_embed_opt(e->model, NULL, e->eo, b->texts + o, b->lens + o, k, b->vec + o * e->dim,
+                                          b->ntok + o))) {
+            e->failed_at = o;
+            snprintf(e->msg, sizeof e->msg, "%s", modattn_last_error());
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    e->st = st;
+    e->done = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* Hands batch b to the embedder (none may be running). */
+static void batch_start(run *r, batch *b) {
+    embedder *e = &r->emb;
+    e->b = b;
+    e->model = r->model;
+    e->eo = &r->eo;
+    e->dim = r->dim;
+    e->step = r->opt->cancel ? CANCEL_SLICE : b->n;
+    e->st = 0;
+    e->failed_at = 0;
+    e->aborted = false;
+    e->msg[0] = '\0';
+    e->done = false;
+    atomic_store(&e->abort, false);
+    e->running = true;
+    e->threaded = pthread_create(&e->th, NULL, embed_batch, e) == 0;
+    if (!e->threaded) embed_batch(e); /* no thread to be had: embedded here, in turn */
+}
+
+static void batch_clear(batch *b) {
+    for (size_t i = 0; i < b->n; i++) {
+        modattn_free(b->clean[i]);
+        b->clean[i] = NULL;
+    }
+    b->n = 0;
+}
+
+/* Takes the running batch back (if any): waits for it, asking opt->cancel meanwhile when poll is
+ * set (a stop aborts it: nothing of it is used), and puts its vectors into their documents. The
+ * status (an embedding error stops the run). */
+static int batch_wait(run *r, bool poll) {
+    embedder *e = &r->emb;
+    if (!e->running) return 0;
+    pthread_mutex_lock(&e->mu);
+    while (!e->done) {
+        if (poll && r->opt->cancel && !atomic_load(&e->abort)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20000000; /* 20 ms */
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            if (e->done) break;
+            pthread_mutex_unlock(&e->mu);
+            if (cancelled(r)) atomic_store(&e->abort, true);
+            pthread_mutex_lock(&e->mu);
+        } else {
+            if (!poll) atomic_store(&e->abort, true);
+            pthread_cond_wait(&e->cv, &e->mu);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (e->threaded) pthread_join(e->th, NULL);
+    e->running = false;
+    batch *b = e->b;
+    int st = 0;
+    if (e->st) {
+        st = modattn__error(e->st, "%s", e->msg);
+        st = modattn__error_prefix(st, "embedding %s", b->doc[e->failed_at]->path);
+    } else if (!e->aborted && poll) {
+        for (size_t i = 0; i < b->n; i++) {
+            pdoc *d = b->doc[i];
+            float *v = d->vecs + b->idx[i] * r->dim;
+            memcpy(v, b->vec + i * r->dim, r->dim * sizeof(float));
+            modattn__vec_normalize(v, r->dim);
+            d->ntok[b->idx[i]] = b->ntok[i];
+            d->embedded++;
+            r->stats->chunks_embedded++;
+            r->stats->tokens_embedded += (uint64_t)b->ntok[i];
+        }
+    }
+    batch_clear(b);
+    return st;
+}
+
+/* Fills the next batch with queued chunks (across documents, in queue order) and starts it; then,
+ * while it embeds, writes the documents the batch before it completed (in queue order, each in
+ * one short transaction). So the batches, and each chunk's vector, are the ones a run that waited
+ * for every batch would make, bit for bit; only the waiting is gone. With a memory budget the run
+ * takes turns (waits for each batch before it reads on), so that what the budget refuses does not
+ * depend on what the two threads hold at the moment. */
 static int flush_batch(run *r) {
+    batch *b = &r->bt[r->fill];
     size_t n = 0;
     int st = 0;
     for (pdoc *d = r->head; d && n < r->batch; d = d->next) {
@@ -1296,48 +1449,34 @@ static int flush_batch(run *r) {
             /* what is embedded is what is stored (chunk_text, again at write_doc) */
             const char *t;
             size_t len;
-            if ((st = chunk_text(d, d->queued, &t, &len, &r->bclean[n]))) goto done;
-            r->btexts[n] = t;
-            r->blens[n] = len;
-            r->bdoc[n] = d;
-            r->bidx[n] = d->queued;
+            if ((st = chunk_text(d, d->queued, &t, &len, &b->clean[n]))) goto fail;
+            b->texts[n] = t;
+            b->lens[n] = len;
+            b->doc[n] = d;
+            b->idx[n] = d->queued;
             d->queued++;
             n++;
+            b->n = n;
         }
     }
     if (n == 0) return 0;
     r->unqueued -= n;
-    /* with a cancel hook, in slices of a few chunks, asking it between them: a stop comes within
-     * a fraction of a second, not a whole batch (the vectors are the same: a text's embedding does
-     * not depend on what it is batched with) */
-    const size_t step = r->opt->cancel ? CANCEL_SLICE : n;
-    for (size_t o = 0; o < n; o += step) {
-        if (o && cancelled(r)) goto done; /* the run stops: nothing of this batch is written */
-        size_t k = n - o < step ? n - o : step;
-        if ((st = modattn_model_embed_opt(r->model, NULL, &r->eo, r->btexts + o, r->blens + o, k, r->bvec + o * r->dim,
-                                          r->bntok + o))) {
-            st = modattn__error_prefix(st, "embedding %s", r->bdoc[o]->path);
-            goto done;
-        }
+    /* the batch before: its vectors into their documents (a stop meanwhile: this one is not started) */
+    if ((st = batch_wait(r, true))) goto fail;
+    if (cancelled(r)) { /* what the batch before completed is written; this one is not started */
+        batch_clear(b);
+        if ((st = write_ready(r, false))) modattn__store_rollback(r->store);
+        return st;
     }
-    for (size_t i = 0; i < n; i++) {
-        pdoc *d = r->bdoc[i];
-        float *v = d->vecs + r->bidx[i] * r->dim;
-        memcpy(v, r->bvec + i * r->dim, r->dim * sizeof(float));
-        modattn__vec_normalize(v, r->dim);
-        d->ntok[r->bidx[i]] = r->bntok[i];
-        d->embedded++;
-        r->stats->chunks_embedded++;
-        r->stats->tokens_embedded += (uint64_t)r->bntok[i];
-    }
-    /* documents complete in queue order: write each in one short transaction */
+    batch_start(r, b);
+    r->fill ^= 1;
+    if (r->emb_sync && (st = batch_wait(r, true))) goto fail;
     st = write_ready(r, false);
     if (!st) progress(r, false);
-done:
-    for (size_t i = 0; i < n; i++) {
-        modattn_free(r->bclean[i]);
-        r->bclean[i] = NULL;
-    }
+    if (st) modattn__store_rollback(r->store);
+    return st;
+fail:
+    batch_clear(b);
     if (st) modattn__store_rollback(r->store);
     return st;
 }
@@ -1583,15 +1722,23 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
         *slash = '/';
     }
 
-    r->btexts = modattn__malloc(r->batch * sizeof *r->btexts, MODATTN_MEM_OTHER);
-    r->blens = modattn__malloc(r->batch * sizeof *r->blens, MODATTN_MEM_OTHER);
-    r->bclean = modattn__calloc(r->batch, sizeof *r->bclean, MODATTN_MEM_OTHER);
-    r->bdoc = modattn__malloc(r->batch * sizeof *r->bdoc, MODATTN_MEM_OTHER);
-    r->bidx = modattn__malloc(r->batch * sizeof *r->bidx, MODATTN_MEM_OTHER);
-    r->bvec = modattn__malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
-    r->bntok = modattn__malloc(r->batch * sizeof *r->bntok, MODATTN_MEM_OTHER);
-    if (!r->btexts || !r->blens || !r->bclean || !r->bdoc || !r->bidx || !r->bvec || !r->bntok)
-        return modattn__mem_last_status();
+    /* two batches: one filled while the other embeds (counted against the memory budget) */
+    for (int i = 0; i < 2; i++) {
+        batch *b = &r->bt[i];
+        b->texts = modattn__malloc(r->batch * sizeof *b->texts, MODATTN_MEM_OTHER);
+        b->lens = modattn__malloc(r->batch * sizeof *b->lens, MODATTN_MEM_OTHER);
+        b->clean = modattn__calloc(r->batch, sizeof *b->clean, MODATTN_MEM_OTHER);
+        b->doc = modattn__malloc(r->batch * sizeof *b->doc, MODATTN_MEM_OTHER);
+        b->idx = modattn__malloc(r->batch * sizeof *b->idx, MODATTN_MEM_OTHER);
+        b->vec = modattn__malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
+        b->ntok = modattn__malloc(r->batch * sizeof *b->ntok, MODATTN_MEM_OTHER);
+        if (!b->texts || !b->lens || !b->clean || !b->doc || !b->idx || !b->vec || !b->ntok)
+            return modattn__mem_last_status();
+    }
+    /* with a memory budget the run takes turns with the model (flush_batch says why) */
+    modattn_mem_stats ms;
+    modattn_mem_get_stats(&ms);
+    r->emb_sync = ms.budget > 0;
     return 0;
 }
 
@@ -1622,7 +1769,9 @@ static int run_files(run *r) {
     }
     while (!st && r->head && !cancelled(r)) {
         if (r->unqueued) st = flush_batch(r);
-        else if (r->head->remote) st = write_ready(r, true);
+        else if (r->emb.running) {
+            if (!(st = batch_wait(r, true)) && (st = write_ready(r, false))) modattn__store_rollback(r->store);
+        } else if (r->head->remote) st = write_ready(r, true);
         else st = modattn__error(MODATTN_EINVAL, "index: %s is queued with nothing to embed", r->head->path);
     }
     if (!st) progress(r, true);
@@ -1667,6 +1816,7 @@ static int run_store_files(run *r) {
 }
 
 static void run_free(run *r) {
+    (void)batch_wait(r, false); /* a batch still embedding (the run stopped): waited for, unused */
     if (r->store) modattn__store_rollback(r->store);
     while (r->head) {
         pdoc *n = r->head->next;
@@ -1676,15 +1826,20 @@ static void run_free(run *r) {
     for (size_t i = 0; i < r->nfiles; i++) modattn_free(r->files[i].path);
     modattn_free(r->files);
     modattn_free(r->dirs);
-    if (r->bclean)
-        for (size_t i = 0; i < r->batch; i++) modattn_free(r->bclean[i]);
-    modattn_free(r->btexts);
-    modattn_free(r->blens);
-    modattn_free(r->bclean);
-    modattn_free(r->bdoc);
-    modattn_free(r->bidx);
-    modattn_free(r->bvec);
-    modattn_free(r->bntok);
+    for (int k = 0; k < 2; k++) {
+        batch *b = &r->bt[k];
+        if (b->clean)
+            for (size_t i = 0; i < r->batch; i++) modattn_free(b->clean[i]);
+        modattn_free(b->texts);
+        modattn_free(b->lens);
+        modattn_free(b->clean);
+        modattn_free(b->doc);
+        modattn_free(b->idx);
+        modattn_free(b->vec);
+        modattn_free(b->ntok);
+    }
+    pthread_cond_destroy(&r->emb.cv);
+    pthread_mutex_destroy(&r->emb.mu);
     for (int i = 0; i < 5; i++) modattn_free(r->own[i]);
 }
 
@@ -1713,6 +1868,8 @@ int modattn__index_run(modattn_store *store, modattn_model *model, const char *c
     modattn_index_options defaults;
     run r;
     memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.emb.mu, NULL);
+    pthread_cond_init(&r.emb.cv, NULL);
     r.stages = stages;
     int st = run_setup(&r, store, model, default_options(opt, &defaults), stats);
     if (st && !r.bound) return st; /* nothing allocated yet */
@@ -1734,6 +1891,8 @@ int modattn__index_plan(modattn_store *store, modattn_model *model, const char *
     modattn_index_options defaults;
     run r;
     memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.emb.mu, NULL);
+    pthread_cond_init(&r.emb.cv, NULL);
     int st = run_setup(&r, store, model, default_options(opt, &defaults), stats);
     if (st && !r.bound) return st;
     if (!st) st = run_walk(&r, paths, npaths);
