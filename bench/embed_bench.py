@@ -6,10 +6,16 @@ in each precision people use (fp32, bf16, int8), with a latency table for small 
     bench/.venv/bin/python bench/embed_bench.py --systems modattn,modattn-bf16   # refresh some rows
     bench/.venv/bin/python bench/embed_bench.py --no-latency    # skip the latency table
     bench/.venv/bin/python bench/embed_bench.py --make-corpus   # (re)write bench/corpus_sentences.txt
+    bench/.venv/bin/python bench/embed_bench.py --model .models/all-mpnet-base-v2 --lines 500 --no-latency
+                                                                # another model: embed_<name>.md/.json/.png
 
-Systems, all on CPU with 2 threads, model all-MiniLM-L6-v2 from .models/ (tools/setup_model.sh):
+Systems, all on CPU with 2 threads, model all-MiniLM-L6-v2 from .models/ (tools/setup_model.sh), or the
+sentence-transformers folder --model names (its results go to embed_<folder name>.*; its
+max_seq_length from sentence_bert_config.json; --lines N times the corpus' first N lines only, for
+models too slow for all of it on a shared machine):
   st            sentence-transformers (PyTorch), encode(batch_size=32) - its own length-sorted batching
-  onnx          ONNX Runtime: the same BertModel exported with torch.onnx.export (cached under
+  onnx          ONNX Runtime: the same transformers model (AutoModel: BertModel, MPNetModel, ...;
+                token_type_ids an input only where its forward takes them) exported with torch.onnx.export (cached under
                 .models/.cache/onnx/), tokenizers (Rust) for the ids, length-sorted batches of 32,
                 mean pooling + L2 normalisation in numpy
   onnx-int8     the same, on the model quantised by onnxruntime.quantization.quantize_dynamic
@@ -37,7 +43,7 @@ the C library in-process), ONNX Runtime through its session, both with the token
 
 Each system runs --runs times (default 3), each run in its own child process, so peak RSS (ru_maxrss
 from wait4 on that child) belongs to that run alone. The medians are reported. Throughput counts
-the corpus' word pieces as all-MiniLM-L6-v2 sees them (incl. [CLS]/[SEP], truncated at 256).
+the corpus' word pieces as the model sees them (incl. its specials, truncated at its max_seq_length).
 The Python workers time encoding only (model load excluded) and also report process wall time;
 for modattn, whose process cannot report that split, the encode time is the process wall time minus
 the median wall time of the same command on a one-line input (load + start-up).
@@ -46,7 +52,8 @@ modattn's and ONNX Runtime's embeddings are checked against sentence-transformer
 max abs difference) in the same invocation.
 
 Writes bench/results/embed.md (table), bench/results/embed.png (bar plot) and
-bench/results/embed.json (raw numbers, reused when only some systems are re-run).
+bench/results/embed.json (raw numbers, reused when only some systems are re-run); for another
+--model, embed_<folder name>.md/.png/.json.
 """
 
 from __future__ import annotations
@@ -70,6 +77,24 @@ BENCH = REPO / "bench"
 CORPUS = BENCH / "corpus_sentences.txt"
 RESULTS = BENCH / "results"
 MODEL_DIR = REPO / ".models" / "all-MiniLM-L6-v2"
+DEFAULT_MODEL = MODEL_DIR
+STEM = "embed"          # results file names: embed.md, or embed_<model folder>.md for another --model
+HIDDEN = [384]          # the model's hidden_size (config.json)
+CORPUS_SHOWN = ["bench/corpus_sentences.txt"]
+
+
+def set_model(path: Path | None, lines: int = 0) -> None:
+    """Point the script at a sentence-transformers folder: its name, hidden size and max_seq_length."""
+    global MODEL_DIR, STEM, MAX_SEQ
+    if path is not None:
+        MODEL_DIR = path.absolute()
+    STEM = "embed" if MODEL_DIR == DEFAULT_MODEL and not lines else f"embed_{MODEL_DIR.name}"
+    cfg = MODEL_DIR / "config.json"
+    if cfg.exists():
+        HIDDEN[0] = int(json.loads(cfg.read_text())["hidden_size"])
+    sb = MODEL_DIR / "sentence_bert_config.json"
+    if sb.exists() and MODEL_DIR != DEFAULT_MODEL:
+        MAX_SEQ = int(json.loads(sb.read_text()).get("max_seq_length", MAX_SEQ))
 CACHE = REPO / ".models" / ".cache" / "bench"
 MODATTN_EXE = [REPO / "build" / "modattn"]  # --modattn overrides
 MAX_SEQ = 256
@@ -209,11 +234,12 @@ def onnx_path() -> Path:
     h = hashlib.sha256()
     h.update((MODEL_DIR / "model.safetensors").read_bytes())
     h.update(torch.__version__.encode())
-    return REPO / ".models" / ".cache" / "onnx" / f"all-MiniLM-L6-v2-{h.hexdigest()[:16]}.onnx"
+    return REPO / ".models" / ".cache" / "onnx" / f"{MODEL_DIR.name}-{h.hexdigest()[:16]}.onnx"
 
 
 def export_onnx() -> Path:
-    """Export the BertModel (last_hidden_state) to ONNX once; later runs reuse the file."""
+    """Export the model (last_hidden_state) to ONNX once; later runs reuse the file. token_type_ids
+    is an input only where the model's forward takes it (BERT does, MPNet does not)."""
     path = onnx_path()
     if path.exists():
         return path
@@ -224,34 +250,36 @@ def export_onnx() -> Path:
     ids = torch.ones(2, 16, dtype=torch.long)
     mask = torch.ones(2, 16, dtype=torch.long)
     tt = torch.zeros(2, 16, dtype=torch.long)
+    import inspect
+    use_tt = "token_type_ids" in inspect.signature(model.forward).parameters
 
     class Wrap(torch.nn.Module):
         def __init__(self, m):
             super().__init__()
             self.m = m
 
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
+        def forward(self, input_ids, attention_mask, token_type_ids=None):
+            kw = {"token_type_ids": token_type_ids} if use_tt else {}
+            return self.m(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
+
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if use_tt else [])
+    args_in = (ids, mask, tt) if use_tt else (ids, mask)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.onnx")
     axes = {0: "batch", 1: "seq"}
     with torch.no_grad():
         try:  # TorchScript-based exporter: one self-contained file, dynamic axes by name
-            torch.onnx.export(Wrap(model), (ids, mask, tt), str(tmp), dynamo=False,
-                              input_names=["input_ids", "attention_mask", "token_type_ids"],
-                              output_names=["last_hidden_state"], opset_version=17,
-                              dynamic_axes={"input_ids": axes, "attention_mask": axes,
-                                            "token_type_ids": axes, "last_hidden_state": axes})
+            torch.onnx.export(Wrap(model), args_in, str(tmp), dynamo=False,
+                              input_names=names, output_names=["last_hidden_state"], opset_version=17,
+                              dynamic_axes={**{n: axes for n in names}, "last_hidden_state": axes})
             exporter = "torchscript"
         except Exception as e:  # torch versions without it: the dynamo exporter
             print(f"embed_bench: torchscript ONNX export failed ({e}); trying dynamo=True", file=sys.stderr)
             b, s = torch.export.Dim("batch"), torch.export.Dim("seq", max=512)
-            prog = torch.onnx.export(Wrap(model), (ids, mask, tt), dynamo=True,
-                                     input_names=["input_ids", "attention_mask", "token_type_ids"],
+            prog = torch.onnx.export(Wrap(model), args_in, dynamo=True, input_names=names,
                                      output_names=["last_hidden_state"],
-                                     dynamic_shapes=({0: b, 1: s}, {0: b, 1: s}, {0: b, 1: s}))
+                                     dynamic_shapes=tuple({0: b, 1: s} for _ in names))
             prog.save(str(tmp), external_data=False)
             exporter = "dynamo"
     os.replace(tmp, path)
@@ -290,7 +318,8 @@ def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> d
     t1, c1 = time.perf_counter(), time.process_time()
     encs = tok.encode_batch(corpus)
     lengths = [len(e.ids) for e in encs]
-    emb = np.zeros((len(corpus), 384), dtype=np.float32)
+    emb = np.zeros((len(corpus), HIDDEN[0]), dtype=np.float32)
+    feeds_tt = any(i.name == "token_type_ids" for i in sess.get_inputs())
     for idx in _sorted_batches(lengths, BATCH):
         L = max(lengths[i] for i in idx)
         ids = np.zeros((len(idx), L), dtype=np.int64)
@@ -298,8 +327,10 @@ def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> d
         for r, i in enumerate(idx):
             ids[r, :lengths[i]] = encs[i].ids
             mask[r, :lengths[i]] = 1
-        (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask,
-                               "token_type_ids": np.zeros_like(ids)})
+        feed = {"input_ids": ids, "attention_mask": mask}
+        if feeds_tt:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        (h,) = sess.run(None, feed)
         m = mask[:, :, None].astype(np.float32)
         pooled = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
         pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
@@ -345,7 +376,10 @@ def worker_latency(corpus: list[str], threads: int, system: str, onnx_file: str)
             for r, e in enumerate(encs):
                 ids[r, :len(e.ids)] = e.ids
                 mask[r, :len(e.ids)] = 1
-            (h,) = sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if any(i.name == "token_type_ids" for i in sess.get_inputs()):
+                feed["token_type_ids"] = np.zeros_like(ids)
+            (h,) = sess.run(None, feed)
             mk = mask[:, :, None].astype(np.float32)
             p = (h * mk).sum(1) / np.maximum(mk.sum(1), 1e-9)
             return p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
@@ -494,7 +528,7 @@ def bench_python(system: str, runs: int, threads: int, tmp: Path, onnx_file: Pat
     for r in range(runs):
         out = tmp / f"{system}_{r}.npy"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", system, "--corpus", str(CORPUS),
-               "--out", str(out), "--threads", str(threads)]
+               "--out", str(out), "--threads", str(threads), "--model", str(MODEL_DIR)]
         if onnx_file:
             cmd += ["--onnx", str(onnx_file)]
         quiet = wait_quiet()
@@ -589,7 +623,7 @@ def bench_modattn(runs: int, threads: int, tmp: Path, n: int, precision: str = "
               f"others' CPU use before {quiet['busy_before']:.0%}", file=sys.stderr)
     shown = [c.replace(str(REPO) + "/", "") for c in cmd[:-1]]
     return {"runs": rows, "embeddings": emb, "tokens": tokens, "kernel": onednn_kernel(exe, precision, env),
-            "cmd": " ".join(shown) + " - < bench/corpus_sentences.txt"}
+            "cmd": " ".join(shown) + f" - < {CORPUS_SHOWN[0]}"}
 
 
 def bench_latency(key: str, threads: int) -> dict:
@@ -605,7 +639,7 @@ def bench_latency(key: str, threads: int) -> dict:
     env = child_env(threads)
     env["PYTHONPATH"] = str(REPO / "build" / "python") + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "latency", "--system", key,
-           "--corpus", str(CORPUS), "--threads", str(threads), "--onnx", onnx_file]
+           "--corpus", str(CORPUS), "--threads", str(threads), "--onnx", onnx_file, "--model", str(MODEL_DIR)]
     quiet = wait_quiet()
     rc, wall, rss, text = Child.run(cmd, env=env)
     line = [l for l in text.splitlines() if l.startswith("RESULT ")]
@@ -695,7 +729,7 @@ PEAK_PROBE = REPO / "build" / "bench" / "peak_flops"
 
 
 def model_flops(counts: list[int]) -> dict:
-    """FLOPs all-MiniLM-L6-v2 must do on the corpus, from its config.json: per token and layer the
+    """FLOPs the model must do on the corpus, from its config.json: per token and layer the
     four dense products 2*(4*H*H + 2*H*I) (QKV, output, FFN up and down), per text and layer
     attention 4*len^2*H (scores and P.V over all heads). Padding, softmax, LayerNorm, GELU and
     pooling not counted: a lower bound on the arithmetic any exact fp32 implementation does."""
@@ -887,15 +921,24 @@ def ceiling_lines(data: dict) -> list[str]:
     return L + rows
 
 
+def _runs_text(data: dict) -> str:
+    """"3 runs per system", or each system's count where invocations with other --runs merged."""
+    counts = {k: len(data["systems"][k]["runs"]) for k in ORDER if "runs" in data["systems"].get(k, {})}
+    if len(set(counts.values())) <= 1:
+        return f"{data['runs']} runs per system"
+    return "runs per system: " + ", ".join(f"{SYSTEM_LABELS[k]} {n}" for k, n in counts.items())
+
+
 def write_report(data: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     env, corpus = data["environment"], data["corpus"]
     quiet = data.get("quiet", QUIET)
-    L = ["# Embedding throughput: all-MiniLM-L6-v2 on CPU", "",
+    L = [f"# Embedding throughput: {data.get('model', 'all-MiniLM-L6-v2')} on CPU", "",
          "Made by `bench/embed_bench.py` (see its docstring for the method). "
-         f"Corpus `bench/corpus_sentences.txt`: {corpus['sentences']} lines, {corpus['tokens']} word pieces "
-         f"(incl. [CLS]/[SEP], truncated at {MAX_SEQ}; {corpus['truncated']} lines truncated), "
-         f"sha256 `{corpus['sha256'][:16]}…`. {data['runs']} runs per system, each in its own process; medians shown. "
+         f"Corpus `{corpus.get('shown', 'bench/corpus_sentences.txt')}`: {corpus['sentences']} lines, "
+         f"{corpus['tokens']} word pieces (incl. the specials, truncated at {corpus.get('max_seq', MAX_SEQ)}; "
+         f"{corpus['truncated']} lines truncated), "
+         f"sha256 `{corpus['sha256'][:16]}…`. {_runs_text(data)}, each in its own process; medians shown. "
          "Throughput counts encoding only (model load excluded); peak RSS is the whole process"
          + (" (its own: measured under GNU time, see `Child`)" if data.get("rss_own") else
             " (wait4's ru_maxrss: at least this script's own RSS when it started the run)") + ". "
@@ -935,7 +978,7 @@ def write_report(data: dict) -> None:
           f"- modattn: {data['systems'].get('modattn', {}).get('cmd', 'n/a')}",
           f"- Repository commit: {env['git_commit']}; measured {env['date_utc']} UTC", ""]
     L[-1:-1] = ceiling_lines(data) + mode_lines(data)
-    (RESULTS / "embed.md").write_text("\n".join(L), encoding="utf-8")
+    (RESULTS / f"{STEM}.md").write_text("\n".join(L), encoding="utf-8")
 
     try:
         import matplotlib
@@ -967,16 +1010,17 @@ def write_report(data: dict) -> None:
             ax.text(b.get_x() + b.get_width() / 2, b.get_height(), f"{v:,.0f}", ha="center", va="bottom", fontsize=8)
         ax.margins(y=0.15)
     missing = [SYSTEM_LABELS[k] for k in ORDER if k not in keys]
-    sub = f"all-MiniLM-L6-v2, {corpus['sentences']} lines / {corpus['tokens']} tokens, {env['threads']} threads, {env['cpu']}"
+    sub = f"{data.get('model', 'all-MiniLM-L6-v2')}, {corpus['sentences']} lines / {corpus['tokens']} tokens, {env['threads']} threads, {env['cpu']}"
     if missing:
         sub += "  |  not measured: " + ", ".join(missing)
     fig.suptitle(sub, fontsize=9)
     fig.tight_layout()
-    fig.savefig(RESULTS / "embed.png", dpi=110)
+    fig.savefig(RESULTS / f"{STEM}.png", dpi=110)
     plt.close(fig)
 
 
 def main() -> int:
+    global CORPUS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--systems", default=",".join(ORDER))
     ap.add_argument("--runs", type=int, default=3)
@@ -994,7 +1038,13 @@ def main() -> int:
     ap.add_argument("--corpus", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--onnx", help=argparse.SUPPRESS)
+    ap.add_argument("--model", type=Path, default=None,
+                    help="a sentence-transformers folder (default .models/all-MiniLM-L6-v2); results in "
+                         "bench/results/embed_<folder name>.*")
+    ap.add_argument("--lines", type=int, default=0,
+                    help="time only the corpus' first N lines (a slow model on a shared machine); 0: all")
     args = ap.parse_args()
+    set_model(args.model, args.lines if not args.worker else 0)
 
     if args.worker:
         return worker_main(args)
@@ -1004,8 +1054,8 @@ def main() -> int:
         print(f"embed_bench: wrote {CORPUS} ({len(lines)} lines, {CORPUS.stat().st_size} bytes)")
         return 0
     if args.report_only:
-        write_report(json.loads((RESULTS / "embed.json").read_text()))
-        print((RESULTS / "embed.md").read_text())
+        write_report(json.loads((RESULTS / f"{STEM}.json").read_text()))
+        print((RESULTS / f"{STEM}.md").read_text())
         return 0
     if not (MODEL_DIR / "model.safetensors").exists():
         raise SystemExit(f"embed_bench: {MODEL_DIR} missing: run tools/setup_model.sh")
@@ -1015,16 +1065,24 @@ def main() -> int:
     MODATTN_EXE[0] = args.modattn.resolve()
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     corpus = load_corpus()
+    if args.lines:
+        corpus = corpus[:args.lines]
+        sub = Path(tempfile.gettempdir()) / f"embed_bench_corpus_{os.getpid()}.txt"
+        sub.write_text("\n".join(corpus) + "\n", encoding="utf-8")
+        CORPUS = sub
+        CORPUS_SHOWN[0] = f"bench/corpus_sentences.txt, its first {args.lines} lines"
     counts = corpus_token_counts(corpus)
     n_sent, n_tok = len(corpus), sum(counts)
     corpus_sha = hashlib.sha256(CORPUS.read_bytes()).hexdigest()
-    prev_path = RESULTS / "embed.json"
+    prev_path = RESULTS / f"{STEM}.json"
     data = json.loads(prev_path.read_text()) if prev_path.exists() else {}
     if data.get("corpus", {}).get("sha256") != corpus_sha:
         data = {}
     data.setdefault("systems", {})
     data["corpus"] = {"sentences": n_sent, "tokens": n_tok, "sha256": corpus_sha,
-                      "truncated": sum(1 for c in counts if c >= MAX_SEQ)}
+                      "truncated": sum(1 for c in counts if c >= MAX_SEQ), "max_seq": MAX_SEQ,
+                      "shown": CORPUS_SHOWN[0]}
+    data["model"] = MODEL_DIR.name
     data["runs"] = args.runs
     data["quiet"] = dict(QUIET)
     data["environment"] = environment(args.threads)
@@ -1036,7 +1094,8 @@ def main() -> int:
         data["gemm_ceiling"] = gemm_ceiling(args.threads)
 
     CACHE.mkdir(parents=True, exist_ok=True)
-    st_ref = CACHE / f"st_embeddings_{corpus_sha[:16]}.npy"
+    st_ref = CACHE / (f"st_embeddings_{corpus_sha[:16]}.npy" if MODEL_DIR == DEFAULT_MODEL
+                      else f"st_embeddings_{MODEL_DIR.name}_{corpus_sha[:16]}.npy")
     with tempfile.TemporaryDirectory(prefix="embed_bench.") as td:
         tmp = Path(td)
         if "st" in systems:
@@ -1084,7 +1143,7 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     prev_path.write_text(json.dumps(data, indent=2) + "\n")
     write_report(data)
-    print((RESULTS / "embed.md").read_text())
+    print((RESULTS / f"{STEM}.md").read_text())
     return 0
 
 

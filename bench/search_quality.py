@@ -19,6 +19,12 @@ p50 and p90 over the queries), with the host's load average at the start and the
 
   python3 bench/search_quality.py --bin build/modattn --model .models/all-MiniLM-L6-v2 [--work DIR]
       [--rerank .models/tiny-cross-encoder [--rerank-top 50] [--rerank-reps 3]]
+
+Another model, side by side: run it alone into its own file, then the main run with --column, which
+adds a "By model" table (one column per model; the same queries, corpora and search settings):
+  python3 bench/search_quality.py --model .models/all-mpnet-base-v2 --weights "" \
+      --out bench/results/search_quality_all-mpnet-base-v2.md
+  python3 bench/search_quality.py --column bench/results/search_quality_all-mpnet-base-v2.json
 """
 import argparse
 import http.client
@@ -125,6 +131,32 @@ def timed(f, reps):
         ts.append((time.perf_counter() - t0) * 1e3)
     return out, pct(ts, 0.5)
 
+def by_model(a, rows):
+    """The By model table: this run's rows and each --column's, over the queries all of them ran."""
+    cols = [(os.path.basename(a.model.rstrip("/")), rows)]
+    for c in a.column:
+        path, _, label = c.partition(":")
+        if not label:
+            label = os.path.basename(path)[len("search_quality_"):-len(".json")] or path
+        cols.append((label, json.load(open(path))))
+    common = set.intersection(*[{r["query"] + "\0" + r["corpus"] for r in cr["vector"]} for _, cr in cols])
+    corp = sorted({q.split("\0")[1] for q in common})
+    out = ["### By model", "",
+           f"The same queries ({len(common)}: those of " + " and ".join(corp) + " that every column ran), corpora and "
+           "search settings, each store indexed with the model of its column (" + ", ".join(f"`{c}`" for c in a.column)
+           + " for the others; keyword search differs only through the chunks, whose lengths follow each model's "
+           "tokenizer).", "",
+           "| queries | mode | metric | " + " | ".join(l for l, _ in cols) + " |",
+           "|---|---|---|" + "---:|" * len(cols)]
+    sels = [("all", lambda r: True), ("plain", lambda r: r["kind"] == "plain"),
+            ("keyword", lambda r: r["kind"] == "keyword")]
+    for title, sel in sels:
+        for m in MODES:
+            ms = [metrics([r for r in cr[m] if sel(r) and r["query"] + "\0" + r["corpus"] in common]) for _, cr in cols]
+            for k, name in (("r1", "recall@1"), ("r10", "recall@10"), ("mrr", "MRR")):
+                out.append(f"| {title} | {m} | {name} | " + " | ".join(f"{x[k]:.3f}" for x in ms) + " |")
+    return out + [""]
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -139,15 +171,33 @@ def main():
     ap.add_argument("--rerank", help="a cross-encoder's directory: a hybrid + rerank row and its added latency")
     ap.add_argument("--rerank-top", type=int, default=50, help="candidates the cross-encoder re-scores (default 50)")
     ap.add_argument("--rerank-reps", type=int, default=3, help="timings of each query, the median kept (default 3)")
+    ap.add_argument("--corpora", default="demo,pydoc",
+                    help="which corpora to evaluate (comma-separated; a slow model on a shared machine: demo)")
+    ap.add_argument("--columns-only", action="store_true",
+                    help="no searches: rewrite --out's By model table from its .json (this --model's rows) and --column")
+    ap.add_argument("--column", action="append", default=[],
+                    help="the .json of a run with another --model (the model named by its file, "
+                         "search_quality_<model>.json, or JSON:LABEL): a column of the By model table")
     a = ap.parse_args()
     command = "python3 bench/search_quality.py " + " ".join(
         os.path.relpath(x, REPO) if os.path.isabs(x) and x.startswith(REPO) else x for x in sys.argv[1:])
     work = a.work or tempfile.mkdtemp(prefix="search-quality-")
     os.makedirs(work, exist_ok=True)
+    if a.columns_only:
+        with open(a.out) as f:
+            old = f.read().split("\n### By model\n")[0].rstrip("\n").split("\n")
+        with open(a.out.replace(".md", ".json")) as f:
+            base = json.load(f)
+        lines = old + [""] + by_model(a, base)
+        open(a.out, "w").write("\n".join(lines))
+        print("\n".join(by_model(a, base)))
+        return
     evals = [json.loads(l) for l in open(os.path.join(HERE, "search_eval.jsonl")) if l.strip()]
-    stores = {"demo": os.path.join(work, "demo.db"), "pydoc": os.path.join(work, "pydoc.db")}
+    chosen = [c.strip() for c in a.corpora.split(",") if c.strip()]
+    evals = [e for e in evals if e["corpus"] in chosen]
+    stores = {c: os.path.join(work, f"{c}.db") for c in ("demo", "pydoc") if c in chosen}
     corpora = {"demo": os.path.join(REPO, "demo/corpus"), "pydoc": os.path.join(work, "pydoc")}
-    if not os.path.isdir(corpora["pydoc"]):
+    if "pydoc" in stores and not os.path.isdir(corpora["pydoc"]):
         subprocess.run([sys.executable, os.path.join(HERE, "make_pydoc_corpus.py"), corpora["pydoc"]], check=True)
     for name, db in stores.items():
         t0 = time.time()
@@ -188,14 +238,17 @@ def main():
 
     lines = ["# Search quality: by meaning, by words, and both", "",
              f"Written by `bench/search_quality.py` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: "
-             f"the {len(evals)} queries of `bench/search_eval.jsonl` over demo/corpus and the pydoc corpus "
+             f"the {len(evals)} queries of `bench/search_eval.jsonl` over "
+             + ("demo/corpus and the pydoc corpus " if len(stores) == 2 else
+                "demo/corpus (only: --corpora demo) " if "demo" in stores else "the pydoc corpus (only: --corpora pydoc) ")
+             + 
              f"(`bench/make_pydoc_corpus.py`, Python {sys.version.split()[0]}), model "
              f"{os.path.basename(a.model)}, k = 50 chunks folded into documents, hybrid with its defaults "
              f"(reciprocal rank fusion, K {DEFAULT_K:g}, the keyword ranking weighted {DEFAULT_WEIGHT:g} against the vector's 1, "
              f"50 candidates each).", ""]
     all_l, all_r = table(lambda r: True, "All queries")
     lines += all_l
-    for corpus in ("demo", "pydoc"):
+    for corpus in stores:
         for kind in ("plain", "keyword"):
             l, _ = table(lambda r, c=corpus, k=kind: r["corpus"] == c and r["kind"] == k, f"{corpus}, {kind}")
             lines += l
@@ -223,7 +276,7 @@ def main():
             km = metrics([r for r in sweep[w] if r["kind"] == "keyword"])["mrr"]
             worst = min((metrics([r for r in sweep[w] if r["corpus"] == c and r["kind"] == k])[x] -
                          metrics([r for r in rows["vector"] if r["corpus"] == c and r["kind"] == k])[x], f"{c}/{k} {x}")
-                        for c in ("demo", "pydoc") for k in ("plain", "keyword") for x in ("r1", "r3", "r10", "mrr"))
+                        for c in stores for k in ("plain", "keyword") for x in ("r1", "r3", "r10", "mrr"))
             mark = " (default)" if w == (DEFAULT_K, DEFAULT_WEIGHT) else ""
             lines.append(f"| {w[0]:g} | {w[1]:g}{mark} | {x['r1']:.3f} | {x['r3']:.3f} | {x['r10']:.3f} | {x['mrr']:.3f} | "
                          f"{pm:.3f} | {km:.3f} | {worst[0]:+.3f} ({worst[1]}) |")
@@ -233,7 +286,7 @@ def main():
         lines += [f"### Before and after ({a.before_label} -> this run)", "",
                   "| queries | mode | recall@1 | recall@3 | recall@10 | MRR |", "|---|---|---:|---:|---:|---:|"]
         sels = [("all", lambda r: True)] + [(f"{c}, {k}", lambda r, c=c, k=k: r["corpus"] == c and r["kind"] == k)
-                                            for c in ("demo", "pydoc") for k in ("plain", "keyword")]
+                                            for c in stores for k in ("plain", "keyword")]
         for title, sel in sels:
             for m in MODES:
                 b = metrics([r for r in before[m] if sel(r)])
@@ -274,6 +327,8 @@ def main():
                   f"load average {load0[0]:.1f} when the searches started, {load1[0]:.1f} when they ended, so the "
                   "absolute figures are inflated by that load; the difference is the cross-encoder's "
                   f"{a.rerank_top} pairs. Command: `{command}`.", ""]
+    if a.column:
+        lines += by_model(a, rows)
     misses = [r for r in rows["hybrid"] if not set(r["expect"]) & set(r["docs"][:3])]
     if misses:
         lines += ["Hybrid's misses at 3 (expected: first three documents found):", ""]

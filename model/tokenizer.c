@@ -15,7 +15,8 @@
  * itself (its Unicode data is older than utf8proc's); NFD and case mapping come from utf8proc.
  *
  * Long texts are processed in blocks of about 8 KiB, cut after ASCII whitespace or before ASCII
- * punctuation (places nothing in the pipeline looks across), so scratch memory stays bounded
+ * punctuation (places nothing in the pipeline looks across; Unigram tokenizers: before a space
+ * after a letter or digit, modattn__tk_unigram_cut), so scratch memory stays bounded
  * and work stops as soon as the id budget is full. The vocabulary is one string slab with a
  * hash table (string -> id) and a byte trie, in which WordPiece finds each longest match in a
  * single forward walk. Time is linear in the text.
@@ -823,9 +824,13 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     size_t pos = 0;
     while (pos < len && !r.full) {
         size_t end = len, head_end = 0, tail_start = 0;
-        if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
-            (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start)))
+        if (t->unigram) {
+            if (len - pos > 2 * TK_BLOCK_BYTES && (rc = modattn__tk_unigram_cut(t, &r.us, r.text, pos, len, &end)))
+                break;
+        } else if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
+                   (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start))) {
             break;
+        }
         if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
             /* byte-level BPE: after a lone "\n" (behind a visible ASCII character) before an
              * ASCII letter (modattn__tk_bpe_can_block); a longer whitespace run would be split

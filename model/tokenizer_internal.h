@@ -208,6 +208,9 @@ int modattn__tk_unorm(const modattn_tokenizer *t, tk_uscratch **us, const tk_cha
 int modattn__tk_unigram_run(const modattn_tokenizer *t, tk_uscratch **us, const tk_char *c, size_t a, size_t b,
                             size_t orig, size_t base, tk_emit_fn emit, void *ctx, const bool *stop);
 void modattn__tk_uscratch_free(tk_uscratch *us);
+/* where the block of a long text that starts at byte pos may end (*end = len: no safe place) */
+int modattn__tk_unigram_cut(const modattn_tokenizer *t, tk_uscratch **us, const uint8_t *x, size_t pos, size_t len,
+                            size_t *end);
 int modattn__tk_lower_cp(uint32_t cp, uint32_t out[2]);
 /* tokenizer_unigram.c: the `normalizer` (a sequence of NFC, Lowercase, ...) into t->nsteps, for BPE */
 int modattn__tk_load_norm_seq(struct tk_load *L);

@@ -554,12 +554,14 @@ struct tk_uscratch {
     size_t cbuf;
     int32_t *out_id;   /* tokens of one word, in order */
     uint32_t *out_s, *out_e;
+    tk_vec cut;        /* modattn__tk_unigram_cut's one-character normalisations */
 };
 
 void modattn__tk_uscratch_free(tk_uscratch *us) {
     if (!us) return;
     modattn__tk_vec_free(&us->v[0]);
     modattn__tk_vec_free(&us->v[1]);
+    modattn__tk_vec_free(&us->cut);
     modattn_free(us->ch);
     modattn_free(us->sp[0]);
     modattn_free(us->sp[1]);
@@ -1133,6 +1135,105 @@ int modattn__tk_unigram_run(const modattn_tokenizer *t, tk_uscratch **usp, const
     for (size_t k = 0; k < us->nsp[cur] && !*stop; k++) {
         tk_split s = us->sp[cur][k];
         if ((rc = unigram_word(t, us, us->v[cur].v + s.a, s.b - s.a, emit, ctx, stop))) return rc;
+    }
+    return 0;
+}
+
+/* ---- where a long text may be cut into blocks (the Unigram path)
+ *
+ * tokenizer.c decodes, normalises and pre-tokenises a text block by block so that its scratch
+ * stays bounded; this says where a block may end. A cut just before an ASCII space that follows
+ * a letter or digit A gives the same ids and offsets as no cut when:
+ *   - the normalizers act on characters or grapheme clusters only (Precompiled, Lowercase, the NF
+ *     forms) or are Replaces that cannot match across the cut (a literal with a space after its
+ *     first character could; a run of one character cannot, since A's normalisation holds no
+ *     whitespace), Strip on the right only (a block ends with A, which it leaves; on the left it
+ *     would strip the next block's space), and a space normalises to itself;
+ *   - grapheme clusters break on both sides of A and after the space (so Precompiled sees the
+ *     same clusters), and A's normalisation is not empty and holds no whitespace;
+ *   - the first pre-tokenizer splits at spaces (WhitespaceSplit, or Metaspace with split): every
+ *     piece then ends at A or begins at the space in both cases, and the space after the cut
+ *     keeps Metaspace from prepending a replacement to the next block (its "first" scheme looks
+ *     at the segment's place in the text, which is unchanged);
+ *   - no added token holds whitespace (none can span the cut) and none strips on its right.
+ * Otherwise (or with no such place after the target end) the block runs to the end of the text.
+ * The Viterbi lattice is per pre-tokenised piece, so scratch is O(block + longest piece). */
+static bool unigram_blockable(const modattn_tokenizer *t, tk_uscratch **usp) {
+    if (t->npsteps == 0) return false;
+    const tk_pstep *p0 = &t->psteps[0];
+    if (!(p0->kind == PK_WHITESPACE_SPLIT || (p0->kind == PK_METASPACE && p0->split))) return false;
+    for (uint32_t k = 0; k < t->nnsteps; k++) {
+        const tk_nstep *st = &t->nsteps[k];
+        if (st->kind == NK_STRIP && st->left) return false; /* it would strip the next block's space */
+        if (st->kind == NK_REPLACE && !st->min_run)
+            for (uint32_t i = 1; i < st->npat; i++)
+                if (is_ws(t, st->pat[i])) return false;
+    }
+    for (uint32_t i = 0; i < t->nadded; i++) {
+        const tk_added *a = &t->added[i];
+        if (a->rstrip) return false;
+        for (uint32_t k = 0; k < a->ncps; k++)
+            if (is_ws(t, a->cps[k])) return false;
+    }
+    /* " a": the space stays one space (a right Strip would drop it alone) */
+    tk_char sp[2] = {{' ', 0, 1, 0}, {'a', 1, 1, 0}};
+    const tk_vec *o = &(*usp)->cut; /* *usp exists: the caller made it */
+    if (modattn__tk_unorm(t, usp, sp, 0, 2, 0, &(*usp)->cut)) return false;
+    return o->n >= 2 && o->v[0].cp == ' ' && CH_S(o->v[0]) == 0 && CH_E(o->v[0]) == 1 && CH_S(o->v[1]) == 1;
+}
+
+/* the character that ends at byte e (> lo) of x, or U+FFFD where those bytes are not one
+ * well-formed character (decode_utf8 reads them as U+FFFD too) */
+static uint32_t char_before(const uint8_t *x, size_t lo, size_t e, size_t *start) {
+    size_t b = e - 1;
+    while (b > lo && e - b < 4 && (x[b] & 0xC0) == 0x80) b--;
+    utf8proc_int32_t cp = -1;
+    utf8proc_ssize_t m = utf8proc_iterate(x + b, (utf8proc_ssize_t)(e - b), &cp);
+    *start = b;
+    return m == (utf8proc_ssize_t)(e - b) && cp >= 0 ? (uint32_t)cp : 0xFFFD;
+}
+
+static bool letter_or_digit(uint32_t cp) {
+    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+    return (c >= UTF8PROC_CATEGORY_LU && c <= UTF8PROC_CATEGORY_LO) || (c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO);
+}
+
+static bool gbreak(uint32_t a, uint32_t b) {
+    utf8proc_int32_t state = 0;
+    return utf8proc_grapheme_break_stateful((utf8proc_int32_t)a, (utf8proc_int32_t)b, &state);
+}
+
+int modattn__tk_unigram_cut(const modattn_tokenizer *t, tk_uscratch **usp, const uint8_t *x, size_t pos, size_t len,
+                            size_t *end) {
+    *end = len;
+    int rc = us_get(usp);
+    if (rc) return rc;
+    if (!unigram_blockable(t, usp)) return 0;
+    tk_uscratch *us = *usp;
+    size_t q = pos + TK_BLOCK_BYTES;
+    while (q + 1 < len) {
+        const uint8_t *hit = memchr(x + q, ' ', len - 1 - q);
+        if (!hit) break;
+        q = (size_t)(hit - x);
+        size_t a0, p0;
+        uint32_t a = char_before(x, pos, q, &a0);
+        if (a0 > pos + 1 && letter_or_digit(a)) {
+            uint32_t p = char_before(x, pos, a0, &p0);
+            utf8proc_int32_t c = -1;
+            utf8proc_ssize_t m = utf8proc_iterate(x + q + 1, (utf8proc_ssize_t)(len - q - 1), &c);
+            uint32_t cc = m > 0 && c >= 0 ? (uint32_t)c : 0xFFFD;
+            if (gbreak(p, a) && gbreak(a, ' ') && gbreak(' ', cc)) {
+                tk_char one = {a, 0, (uint8_t)(q - a0), 0};
+                if ((rc = modattn__tk_unorm(t, usp, &one, 0, 1, 0, &us->cut))) return rc;
+                bool ok = us->cut.n > 0;
+                for (size_t i = 0; i < us->cut.n && ok; i++) ok = !is_ws(t, us->cut.v[i].cp);
+                if (ok) {
+                    *end = q;
+                    return 0;
+                }
+            }
+        }
+        q++;
     }
     return 0;
 }

@@ -5,7 +5,8 @@ tokenizer cuts them into blocks at other places, or drops the unread middle of o
 
     python3 tools/make_long_token_goldens.py      (needs: pip install tokenizers; make model)
 
-Writes tests/fixtures/tokens_long.jsonl. Each line: "tokenizer" ("minilm" or "tiny"), "seed"
+Writes tests/fixtures/tokens_long.jsonl. Each line: "tokenizer" ("minilm", "tiny", "unigram" or
+"unigram_bytes"), "seed"
 (a string), "reps" (the text is seed * reps, then "tail" appended), "n" (ids, [CLS]/[SEP]
 included, no truncation), "head"/"tail_ids" (the first and last 16 ids), "bounded" (whether the
 memory bound is promised), "fnv" (FNV-1a 64 of
@@ -23,7 +24,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOK = {
     "minilm": os.path.join(ROOT, ".models", "all-MiniLM-L6-v2", "tokenizer.json"),
     "tiny": os.path.join(ROOT, "tests", "fixtures", "tokenizer_tiny.json"),
+    "unigram": os.path.join(ROOT, "tests", "fixtures", "tokenizer_unigram.json"),
+    "unigram_bytes": os.path.join(ROOT, "tests", "fixtures", "tokenizer_unigram_bytes.json"),
 }
+# about 1 MB of multilingual text with spaces, for the Unigram path's blocks (tokenizer_unigram.c,
+# modattn__tk_unigram_cut): a cut is made before a space that follows a letter or digit
+MULTI = ("Informação sobre o banco de dados, não é? Die Datenbank ist nach dem Absturz sicher. "
+         "La base de données est sûre à 100 %. База данных в безопасности после сбоя. "
+         "قاعدة البيانات آمنة بعد الانهيار. डेटाबेस क्रैश के बाद सुरक्षित है। 数据库在崩溃后是安全的。"
+         "データベースはクラッシュ後も安全です。 데이터베이스는 충돌 후에도 안전합니다. "
+         "e\u0301t\u00e9 ﬁnance ｶﾀｶﾅ ＡＢＣ 👍🏽 👩‍💻 x\u200by   tabs\tand\nnewlines 2024 ")
 CASES = [
     ("minilm", "a", 3_000_000, ""),                       # one 3 MB word
     ("minilm", "a", 3_000_000, " and then words"),        # ... followed by words
@@ -53,6 +63,13 @@ CASES = [
     ("tiny", "New York ", 20_000, ""),                    # a normalised token with a space
     ("tiny", "b", 1_000_000, ""),                         # one long word, short word cap
     ("tiny", "。", 100_000, ""),
+    ("unigram", MULTI, 2_500, ""),                        # ~1 MB, multilingual, blocks at spaces
+    ("unigram", MULTI, 2_500, " <mask> " + MULTI),        # ... an lstrip added token near the end
+    ("unigram", "word <mask> next ", 60_000, "end"),       # lstrip tokens everywhere
+    ("unigram", "a" * 20_000 + " ", 60, "b"),             # long pieces between the spaces
+    ("unigram_bytes", MULTI, 1_000, ""),                  # byte_fallback
+    ("unigram", "数据库是安全的。", 20_000, ""),             # CJK without spaces: one piece, no cut
+                                                          # (not bounded: HF's Viterbi is over the piece)
 ]
 
 
@@ -85,7 +102,7 @@ def main():
                 vals += [i, starts[s], starts[e]]
             f.write(json.dumps({"tokenizer": name, "seed": seed, "reps": reps, "tail": tail,
                                 "n": len(enc.ids), "head": enc.ids[:16], "tail_ids": enc.ids[-16:],
-                                "fnv": fnv(vals), "bounded": seed != "qqq"}, ensure_ascii=False) + "\n")
+                                "fnv": fnv(vals), "bounded": seed != "qqq" and not seed.startswith("数据库是")}, ensure_ascii=False) + "\n")
             print(f"{name} {seed[:12]!r} x{reps}: {len(enc.ids)} ids", file=sys.stderr)
 
 

@@ -8,7 +8,10 @@
  * ids and an FNV-1a hash of every (id, start, end). The scratch the tokenizer allocates while
  * tokenising a case (peak bytes of the library's accounting, beyond the caller's buffers) must
  * stay under 8 MiB: it was about 56 bytes per input byte (168 MB for the 3 MB word). Then the
- * chunker over the same texts: bounded the same way, and every chunk inside the text. */
+ * chunker over the same texts: bounded the same way, and every chunk inside the text.
+ * The Unigram cases (tests/fixtures/tokenizer_unigram*.json) are about 1 MB of multilingual text
+ * with spaces, which the Unigram path cuts before a space (tokenizer_unigram.c,
+ * modattn__tk_unigram_cut), and one CJK piece without spaces, which it cannot cut (not bounded). */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -46,14 +49,18 @@ static int64_t mem_now(void) {
 }
 
 int main(void) {
-    modattn_tokenizer *mini = NULL, *tiny = NULL;
+    modattn_tokenizer *mini = NULL, *tiny = NULL, *uni = NULL, *uni_bytes = NULL;
     CHECK_MSG(modattn_tokenizer_load(".models/all-MiniLM-L6-v2/tokenizer.json", &mini) == 0,
               "loading MiniLM's tokenizer (run `make model`): %s", modattn_last_error());
     CHECK_MSG(modattn_tokenizer_load("tests/fixtures/tokenizer_tiny.json", &tiny) == 0, "tiny: %s",
               modattn_last_error());
+    CHECK_MSG(modattn_tokenizer_load("tests/fixtures/tokenizer_unigram.json", &uni) == 0, "unigram: %s",
+              modattn_last_error());
+    CHECK_MSG(modattn_tokenizer_load("tests/fixtures/tokenizer_unigram_bytes.json", &uni_bytes) == 0,
+              "unigram_bytes: %s", modattn_last_error());
     FILE *f = fopen("tests/fixtures/tokens_long.jsonl", "r");
     CHECK_MSG(f != NULL, "tests/fixtures/tokens_long.jsonl is missing");
-    if (!mini || !tiny || !f) return test_finish("test_tokenizer_long");
+    if (!mini || !tiny || !uni || !uni_bytes || !f) return test_finish("test_tokenizer_long");
     char *line = NULL;
     size_t cap = 0;
     int cases = 0;
@@ -70,7 +77,10 @@ int main(void) {
         size_t reps = (size_t)json_integer_value(json_object_get(j, "reps"));
         size_t n_want = (size_t)json_integer_value(json_object_get(j, "n"));
         const char *fnv_want = json_string_value(json_object_get(j, "fnv"));
-        const modattn_tokenizer *t = strcmp(name, "tiny") == 0 ? tiny : mini;
+        const modattn_tokenizer *t = !strcmp(name, "tiny")            ? tiny
+                                     : !strcmp(name, "unigram")       ? uni
+                                     : !strcmp(name, "unigram_bytes") ? uni_bytes
+                                                                      : mini;
         size_t sl = strlen(seed), tl = strlen(tail), len = sl * reps + tl;
         char *text = malloc(len + 1);
         for (size_t i = 0; i < reps; i++) memcpy(text + i * sl, seed, sl);
@@ -106,7 +116,7 @@ int main(void) {
         CHECK_MSG(strcmp(got, fnv_want) == 0, "%s: ids or byte offsets differ from HF's (hash %s, HF %s)", label,
                   got, fnv_want);
         bool bounded = json_is_true(json_object_get(j, "bounded"));
-        if (!bounded) printf("%s: memory not bounded (runs of letters that begin a single_word added token): %lld bytes\n", label, (long long)scratch);
+        if (!bounded) printf("%s: memory not bounded (runs of letters that begin a single_word added token, or a Unigram piece without spaces): %lld bytes\n", label, (long long)scratch);
         CHECK_MSG(!bounded || scratch < SCRATCH_MAX, "%s: %lld bytes of scratch for %zu bytes of text", label, (long long)scratch,
                   len);
         /* the chunker: windows of 254 pieces over the same text, in bounded memory */
@@ -131,9 +141,11 @@ int main(void) {
     }
     free(line);
     fclose(f);
-    CHECK_MSG(cases >= 20, "only %d cases in tests/fixtures/tokens_long.jsonl", cases);
+    CHECK_MSG(cases >= 33, "only %d cases in tests/fixtures/tokens_long.jsonl", cases);
     printf("test_tokenizer_long: %d long texts against Hugging Face tokenizers\n", cases);
     modattn_tokenizer_free(mini);
     modattn_tokenizer_free(tiny);
+    modattn_tokenizer_free(uni);
+    modattn_tokenizer_free(uni_bytes);
     return test_finish("test_tokenizer_long");
 }
