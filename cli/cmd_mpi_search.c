@@ -11,7 +11,7 @@
  * the keyword ranking's candidates, and runs the plain search (modattn__search_run) over the
  * vectors of just those chunks. A row's score does not depend on which rows are scanned with it,
  * so the ranks, scores, cosines and fusion are the plain search's bit for bit
- * (tests/mpi/mpi_search.sh checks it). The store must be on every rank's file system (a shared
+ * (tests/cli/mpi_search.sh checks it). The store must be on every rank's file system (a shared
  * one across machines): the shards are slices of one store, and a rank's generation of the
  * store is checked against rank 0's (an index between their opens is an error: run it again).
  *

@@ -21,7 +21,7 @@ Writes (tests/fixtures/)
                              of the ids and offsets (the C side works on them in 8 KiB blocks)
   tokens_bpe.jsonl           ids and byte offsets from `tokenizers` for every fixture and the
                              variants below (VARIANTS: edits of the file that the C test,
-                             tests/tokenizer/test_tokenizer_bpe.c, makes the same way)
+                             tests/model/test_tokenizer_bpe.c, makes the same way)
 Inputs: the existing golden texts (tools/make_token_goldens.py), the multilingual set of the
 Unigram goldens (tools/make_unigram_goldens.py), contractions, whitespace and digit runs, and
 invalid UTF-8. Truncation at 128 ids keeps the file small. The line format is make_token_goldens'.
@@ -248,7 +248,7 @@ SPECIFIC = [
 
 
 def long_texts():
-    """Two texts of about 100 KB with lines (tests/tokenizer/test_tokenizer_bpe.c builds the same)."""
+    """Two texts of about 100 KB with lines (tests/model/test_tokenizer_bpe.c builds the same)."""
     a = "".join("line %d: value=%d, naïve café 中文 😀 don't\n" % (i, i * i) for i in range(2500))
     b = "".join("Word%d  and\tmore \r\n%s" % (i, "" if i % 3 else "\n") for i in range(4000))
     return {"lines": a, "crlf": b}

@@ -349,7 +349,7 @@ def bge_inputs() -> list:
     return out
 
 
-# Second-model fixtures (tests/second_model): a spread across every category, the generated long
+# Second-model fixtures (tests/model): a spread across every category, the generated long
 # inputs, and exact truncation boundaries around the model's own max_seq_length (k single-piece
 # words give k + 2 ids). n_long limits the inputs of over 1500 characters (a 512-token input costs
 # the fp64 reference attention seconds in the C test).
@@ -540,12 +540,12 @@ def main() -> int:
 
     jobs = [("minilm", "all-MiniLM-L6-v2", INPUTS, "golden_minilm.jsonl"),
             ("bge", "bge-small-en-v1.5", bge_inputs(), "golden_bge.jsonl"),
-            # tests/second_model: a real CLS-pooling BERT (12 layers, 512 tokens) and a small random
+            # tests/model: a real CLS-pooling BERT (12 layers, 512 tokens) and a small random
             # one with other sizes and no Normalize (both laid out by tools/setup_model.sh)
             ("bge_int8", "bge-small-en-v1.5-int8", second_model_inputs(512, n_long=2),
              "golden_bge_small_int8.jsonl"),
             ("tiny_cls", "tiny-bert-cls", second_model_inputs(96), "golden_tiny_bert_cls.jsonl"),
-            # tests/second_model/test_model_families.c: the other encoder families
+            # tests/model/test_model_families.c: the other encoder families
             ("tiny_xlmr", "tiny-xlm-roberta", uniq(second_model_inputs(128) + multilingual_inputs()),
              "golden_tiny_xlm_roberta.jsonl"),
             ("tiny_distil", "tiny-distilbert", second_model_inputs(100), "golden_tiny_distilbert.jsonl"),

@@ -11,7 +11,7 @@ Writes tests/fixtures/tokens_long.jsonl. Each line: "tokenizer" ("minilm", "tiny
 included, no truncation), "head"/"tail_ids" (the first and last 16 ids), "bounded" (whether the
 memory bound is promised), "fnv" (FNV-1a 64 of
 every id and byte offset as little-endian int64s, in order: id, start, end), so the C test
-(tests/tokenizer/test_tokenizer_long.c) rebuilds the text and compares everything without
+(tests/model/test_tokenizer_long.c) rebuilds the text and compares everything without
 committing megabytes."""
 import json
 import os

@@ -17,7 +17,7 @@ Writes
 Each line: {"text": str} or {"b64": raw bytes (for invalid UTF-8; HF side decodes them with
 errors="replace")}, "ids": [...], "offsets": [[start, end], ...] in bytes of the input (for invalid
 UTF-8 too: each U+FFFD stands for the bytes Python's decoder replaced), "max": the id budget, and for variants "variant": the name of the edit made to
-tokenizer.json (the C test makes the same edit, see VARIANTS below and tests/tokenizer/).
+tokenizer.json (the C test makes the same edit, see VARIANTS below and tests/model/).
 
 Needs: pip install tokenizers (no torch). The package version is written to the first line.
 """
@@ -235,7 +235,7 @@ def v_nopost(j):
 
 
 # Added token contents are not in the vocabulary (HF gives such a token the vocabulary's id).
-# name -> edit of tokenizer.json. The C test (tests/tokenizer/test_tokenizer_golden.c) makes the
+# name -> edit of tokenizer.json. The C test (tests/model/test_tokenizer_golden.c) makes the
 # same edits; keep both in step.
 VARIANTS = {
     "cased": v_norm(lowercase=False, strip_accents=None),

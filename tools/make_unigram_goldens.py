@@ -12,7 +12,7 @@ tools/make_unigram_tokenizer.py) and writes
   tests/fixtures/tokens_unigram_bytes.jsonl  the byte_fallback tokenizer (no charsmap)
 Inputs: the existing token goldens' texts (tools/make_token_goldens.py: hand-written, generated,
 random Unicode, invalid UTF-8, long) plus a multilingual set. The line format is theirs; the C
-test (tests/tokenizer/test_tokenizer_unigram.c) makes the same variant edits.
+test (tests/model/test_tokenizer_unigram.c) makes the same variant edits.
 """
 import copy
 import json

@@ -33,7 +33,7 @@
  * frees a packing buffer on every call, ~74 KB per call on these shapes (7.1 MB over the 96 calls of
  * one B=1 H=12 S=1024 D=64 attention), bounded by its blocking and never kept; OpenBLAS allocates
  * nothing per call (it works in buffers mapped once). Neither grows with the number of calls
- * (tests/kernels/test_kernel_memory.c checks the process RSS). */
+ * (tests/backends/test_kernel_memory.c checks the process RSS). */
 #include "modattn/backend/impl.h"
 
 #include <float.h>

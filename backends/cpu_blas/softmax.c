@@ -14,7 +14,7 @@
 
 /* (not with clang: clang 14 names the resolver "f.ifunc" and leaves f itself undefined; with GCC
  * also under ASan+UBSan, so that the clone this CPU runs is the one the sanitizers see:
- * tests/kernels/test_softmax_clones.c and the test softmax_clones_built) */
+ * tests/backends/test_softmax_clones.c and the test softmax_clones_built) */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
 #define SOFTMAX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

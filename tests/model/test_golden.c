@@ -8,7 +8,7 @@
  * test fails and says so: a golden test that skips quietly proves nothing. (The fp32
  * bge-small-en-v1.5 has no golden here: no package carries its weights, so its fixture was never
  * generated (tests/fixtures/golden_meta.json); its int8 weights, dequantised, and a generated CLS
- * model are tested by tests/second_model.) */
+ * model are tested by tests/model.) */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>

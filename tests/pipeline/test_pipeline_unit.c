@@ -22,7 +22,7 @@
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"
 #include "pipeline/pipeline_internal.h"
-#include "kernels/isa_expect.h"
+#include "backends/isa_expect.h"
 #include "test_util.h"
 #include "sweep.h"
 

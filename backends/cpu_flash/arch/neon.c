@@ -2,7 +2,7 @@
  * Query tile 16 rows (4 q registers of lanes), key tile 64. S^T blocks of 3 keys: 12 running sums +
  * 12 block partial sums + 4 loads + 1 broadcast of the 32 vector registers; O^T blocks of 6 value
  * columns: 24 accumulators. Compiled into the library on AArch64 only; on x86 machines
- * tests/kernels/test_flash_neon_cross.c cross-compiles it (aarch64-linux-gnu-gcc) and runs it under
+ * tests/backends/test_flash_neon_cross.c cross-compiles it (aarch64-linux-gnu-gcc) and runs it under
  * qemu-aarch64 against a double-precision computation. */
 #include "backends/cpu_flash/flash.h"
 
