@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/internal_core.h"
+
 PyObject *pm_Error, *pm_InvalidArgumentError, *pm_FormatError, *pm_NotFoundError, *pm_OutOfMemoryError,
     *pm_UnsupportedError, *pm_ModelMismatchError, *pm_InputOutputError;
 
@@ -248,3 +250,93 @@ pm_policy *pm_policy_get(const char *name) {
     return p;
 }
 
+
+int pm_head_init(pm_head *h, PyObject *args, PyObject *kw, const char *fmt, int loaded, const char *what,
+                 pm_head_load_fn load, void *out) {
+    static char *kwlist[] = {"model_name_or_path", "device", "threads", NULL};
+    PyObject *path_obj = NULL, *threads_obj = Py_None;
+    const char *device = "cpu";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &path_obj, &device, &threads_obj)) return -1;
+    const char *cls = strchr(fmt, ':') + 1;
+    if (loaded) {
+        PyErr_Format(PyExc_RuntimeError, "%s.__init__ called twice: make a new one instead", cls);
+        return -1;
+    }
+    int threads = 0;
+    if (threads_obj != Py_None) {
+        long t = PyLong_AsLong(threads_obj);
+        if (t == -1 && PyErr_Occurred()) return -1;
+        if (t < 0 || t > 1024) {
+            pm_invalid("threads=%ld: expected None (one per CPU) or 0 to 1024", t);
+            return -1;
+        }
+        threads = (int)t;
+    }
+    PyObject *fs = NULL;
+    if (!PyUnicode_FSConverter(path_obj, &fs)) return -1;
+    PyObject *path_str = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(fs));
+    if (!path_str) {
+        Py_DECREF(fs);
+        return -1;
+    }
+    h->lock = PyThread_allocate_lock();
+    if (!h->lock) {
+        Py_DECREF(fs), Py_DECREF(path_str);
+        PyErr_NoMemory();
+        return -1;
+    }
+    const char *dir = PyBytes_AS_STRING(fs);
+    const char *dev = (!*device || strcmp(device, "auto") == 0) ? "cpu" : device;
+    pm_error e;
+    int st = 0;
+    PM_BEGIN_CALL
+    if ((st = modattn__pool_create(threads, &h->pool))) pm_capture(&e, st);
+    else {
+        modattn_ctx_options co;
+        memset(&co, 0, sizeof co);
+        co.pool = h->pool;
+        if ((st = modattn_ctx_create(&co, &h->ctx))) pm_capture(&e, st);
+        else {
+            modattn_model_options mo;
+            memset(&mo, 0, sizeof mo);
+            mo.device = dev;
+            mo.pool = h->pool;
+            if ((st = load(h->ctx, dir, &mo, out))) pm_capture(&e, st);
+        }
+    }
+    PM_END_CALL
+    Py_DECREF(fs);
+    if (st) {
+        Py_DECREF(path_str);
+        char ctx[96];
+        snprintf(ctx, sizeof ctx, "loading %s", what);
+        pm_raise(&e, ctx);
+        return -1;
+    }
+    h->path = path_str;
+    h->pid = getpid();
+    return 0;
+}
+
+void pm_head_free(pm_head *h, void (*free_model)(void *), void *model) {
+    if (!h->pid || h->pid == getpid()) {
+        free_model(model);
+        modattn_ctx_free(h->ctx);
+        modattn__pool_free(h->pool);
+    }
+    if (h->lock) PyThread_free_lock(h->lock);
+    Py_CLEAR(h->path);
+}
+
+int pm_head_check(const pm_head *h, int loaded, const char *cls) {
+    if (!loaded) {
+        PyErr_Format(PyExc_ValueError, "the %s is not loaded (its __init__ failed or was not called)", cls);
+        return -1;
+    }
+    if (h->pid != getpid()) {
+        PyErr_Format(PyExc_RuntimeError, "this %s was loaded in the parent of this forked process: load it in the child",
+                     cls);
+        return -1;
+    }
+    return 0;
+}

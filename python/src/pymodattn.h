@@ -245,6 +245,28 @@ PyObject *pm_explain(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pm_check(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *pm_backends(PyObject *self, PyObject *args, PyObject *kw);
 
+/* What a CrossEncoder and a SparseEncoder (a second-stage model beside the Model) own besides the
+ * model itself: a thread pool, a context, the lock that lets one call run at a time, the path it
+ * was loaded from and the process that loaded it. */
+typedef struct pm_head {
+    modattn_pool *pool;
+    modattn_ctx *ctx;
+    PyThread_type_lock lock;
+    PyObject *path;
+    pid_t pid;
+} pm_head;
+/* Loads the model of dir into *out on ctx (the GIL released). */
+typedef int (*pm_head_load_fn)(modattn_ctx *ctx, const char *dir, const modattn_model_options *mo, void *out);
+/* __init__(model_name_or_path, device="cpu", threads=None) of such a type: fmt is its
+ * PyArg_ParseTupleAndKeywords format ("O|sO:CrossEncoder"), loaded whether __init__ ran already,
+ * what its name in errors ("the cross-encoder"). 0, or -1 with an exception. */
+int pm_head_init(pm_head *h, PyObject *args, PyObject *kw, const char *fmt, int loaded, const char *what,
+                 pm_head_load_fn load, void *out);
+/* The head's part of a dealloc (free_model(model) first, where this process loaded it). */
+void pm_head_free(pm_head *h, void (*free_model)(void *), void *model);
+/* 0 where the model is loaded and this process loaded it; else -1 with an exception naming cls. */
+int pm_head_check(const pm_head *h, int loaded, const char *cls);
+
 /* A str from bytes that may not be UTF-8 (file names: os.fsdecode's surrogateescape). */
 PyObject *pm_fsdecode(const char *s);
 

@@ -15,102 +15,32 @@
 
 typedef struct pm_cross {
     PyObject_HEAD
-    modattn_pool *pool;
-    modattn_ctx *ctx;
+    pm_head h; /* pool, context, lock, path, pid (common.c) */
     modattn_reranker *r;
     const modattn_reranker_info *info;
-    PyThread_type_lock lock;
-    PyObject *path;
-    pid_t pid;
 } pm_cross;
 
+static void cross_free_model(void *m) { modattn_reranker_free(m); }
+
 static void cross_dealloc(pm_cross *self) {
-    if (!self->pid || self->pid == getpid()) {
-        modattn_reranker_free(self->r);
-        modattn_ctx_free(self->ctx);
-        modattn__pool_free(self->pool);
-    }
-    if (self->lock) PyThread_free_lock(self->lock);
-    Py_CLEAR(self->path);
+    pm_head_free(&self->h, cross_free_model, self->r);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int cross_load(modattn_ctx *ctx, const char *dir, const modattn_model_options *mo, void *out) {
+    return modattn_reranker_load(ctx, dir, mo, (modattn_reranker **)out);
+}
+
 static int cross_init(pm_cross *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"model_name_or_path", "device", "threads", NULL};
-    PyObject *path_obj = NULL, *threads_obj = Py_None;
-    const char *device = "cpu";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sO:CrossEncoder", kwlist, &path_obj, &device, &threads_obj)) return -1;
-    if (self->r) {
-        PyErr_SetString(PyExc_RuntimeError, "CrossEncoder.__init__ called twice: make a new one instead");
+    if (pm_head_init(&self->h, args, kw, "O|sO:CrossEncoder", self->r != NULL, "the cross-encoder", cross_load, &self->r))
         return -1;
-    }
-    int threads = 0;
-    if (threads_obj != Py_None) {
-        long t = PyLong_AsLong(threads_obj);
-        if (t == -1 && PyErr_Occurred()) return -1;
-        if (t < 0 || t > 1024) {
-            pm_invalid("threads=%ld: expected None (one per CPU) or 0 to 1024", t);
-            return -1;
-        }
-        threads = (int)t;
-    }
-    PyObject *fs = NULL;
-    if (!PyUnicode_FSConverter(path_obj, &fs)) return -1;
-    PyObject *path_str = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(fs));
-    if (!path_str) {
-        Py_DECREF(fs);
-        return -1;
-    }
-    self->lock = PyThread_allocate_lock();
-    if (!self->lock) {
-        Py_DECREF(fs), Py_DECREF(path_str);
-        PyErr_NoMemory();
-        return -1;
-    }
-    const char *dir = PyBytes_AS_STRING(fs);
-    const char *dev = (!*device || strcmp(device, "auto") == 0) ? "cpu" : device;
-    pm_error e;
-    int st = 0;
-    PM_BEGIN_CALL
-    if ((st = modattn__pool_create(threads, &self->pool))) pm_capture(&e, st);
-    else {
-        modattn_ctx_options co;
-        memset(&co, 0, sizeof co);
-        co.pool = self->pool;
-        if ((st = modattn_ctx_create(&co, &self->ctx))) pm_capture(&e, st);
-        else {
-            modattn_model_options mo;
-            memset(&mo, 0, sizeof mo);
-            mo.device = dev;
-            mo.pool = self->pool;
-            if ((st = modattn_reranker_load(self->ctx, dir, &mo, &self->r))) pm_capture(&e, st);
-        }
-    }
-    PM_END_CALL
-    Py_DECREF(fs);
-    if (st) {
-        Py_DECREF(path_str);
-        pm_raise(&e, "loading the cross-encoder");
-        return -1;
-    }
     self->info = modattn_reranker_get_info(self->r);
-    self->path = path_str;
-    self->pid = getpid();
     return 0;
 }
 
 static pm_cross *cross_check(PyObject *o) {
     pm_cross *c = (pm_cross *)o;
-    if (!c->r) {
-        PyErr_SetString(PyExc_ValueError, "the CrossEncoder is not loaded (its __init__ failed or was not called)");
-        return NULL;
-    }
-    if (c->pid != getpid()) {
-        PyErr_SetString(PyExc_RuntimeError, "this CrossEncoder was loaded in the parent of this forked process: load it "
-                                            "in the child");
-        return NULL;
-    }
-    return c;
+    return pm_head_check(&c->h, c->r != NULL, "CrossEncoder") ? NULL : c;
 }
 
 /* predict(sentences, batch_size=32, show_progress_bar=None, raw=False, convert_to_numpy=True):
@@ -166,14 +96,14 @@ static PyObject *cross_predict(PyObject *o, PyObject *args, PyObject *kw) {
     pm_error e;
     int st = 0;
     PM_BEGIN_CALL
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    PyThread_acquire_lock(self->h.lock, WAIT_LOCK);
     for (Py_ssize_t i = 0; i < n && !st; i += batch_size) {
         size_t m = (size_t)(n - i < batch_size ? n - i : batch_size);
         if ((st = modattn_reranker_score(self->r, NULL, a + i, al + i, b + i, bl + i, m, raw ? MODATTN_RERANK_RAW : 0,
                                          out + (size_t)i * L, NULL, NULL)))
             pm_capture(&e, st);
     }
-    PyThread_release_lock(self->lock);
+    PyThread_release_lock(self->h.lock);
     PM_END_CALL
     if (st) {
         pm_raise(&e, "predict");
@@ -236,7 +166,7 @@ CROSS_GET(num_labels) return PyLong_FromSize_t(self->info->num_labels); }
 CROSS_GET(max_length) return PyLong_FromSize_t(self->info->max_tokens); }
 CROSS_GET(activation) return PyUnicode_FromString(self->info->activation); }
 CROSS_GET(architecture) return PyUnicode_FromString(self->info->architecture); }
-CROSS_GET(path) Py_INCREF(self->path); return self->path; }
+CROSS_GET(path) Py_INCREF(self->h.path); return self->h.path; }
 CROSS_GET(labels)
     PyObject *l = PyList_New((Py_ssize_t)self->info->num_labels);
     for (size_t i = 0; l && i < self->info->num_labels; i++) {

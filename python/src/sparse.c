@@ -18,103 +18,33 @@
 
 typedef struct pm_sparse {
     PyObject_HEAD
-    modattn_pool *pool;
-    modattn_ctx *ctx;
+    pm_head h; /* pool, context, lock, path, pid (common.c) */
     modattn_sparse_encoder *e;
     const modattn_sparse_info *info;
-    PyThread_type_lock lock;
-    PyObject *path;
-    pid_t pid;
 } pm_sparse;
 
+static void sparse_free_model(void *m) { modattn_sparse_free(m); }
+
 static void sparse_dealloc(pm_sparse *self) {
-    if (!self->pid || self->pid == getpid()) {
-        modattn_sparse_free(self->e);
-        modattn_ctx_free(self->ctx);
-        modattn__pool_free(self->pool);
-    }
-    if (self->lock) PyThread_free_lock(self->lock);
-    Py_CLEAR(self->path);
+    pm_head_free(&self->h, sparse_free_model, self->e);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+static int sparse_load(modattn_ctx *ctx, const char *dir, const modattn_model_options *mo, void *out) {
+    return modattn_sparse_load(ctx, dir, mo, (modattn_sparse_encoder **)out);
+}
+
 static int sparse_init(pm_sparse *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"model_name_or_path", "device", "threads", NULL};
-    PyObject *path_obj = NULL, *threads_obj = Py_None;
-    const char *device = "cpu";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|sO:SparseEncoder", kwlist, &path_obj, &device, &threads_obj))
+    if (pm_head_init(&self->h, args, kw, "O|sO:SparseEncoder", self->e != NULL, "the SPLADE model", sparse_load,
+                     &self->e))
         return -1;
-    if (self->e) {
-        PyErr_SetString(PyExc_RuntimeError, "SparseEncoder.__init__ called twice: make a new one instead");
-        return -1;
-    }
-    int threads = 0;
-    if (threads_obj != Py_None) {
-        long t = PyLong_AsLong(threads_obj);
-        if (t == -1 && PyErr_Occurred()) return -1;
-        if (t < 0 || t > 1024) {
-            pm_invalid("threads=%ld: expected None (one per CPU) or 0 to 1024", t);
-            return -1;
-        }
-        threads = (int)t;
-    }
-    PyObject *fs = NULL;
-    if (!PyUnicode_FSConverter(path_obj, &fs)) return -1;
-    PyObject *path_str = PyUnicode_DecodeFSDefault(PyBytes_AS_STRING(fs));
-    if (!path_str) {
-        Py_DECREF(fs);
-        return -1;
-    }
-    self->lock = PyThread_allocate_lock();
-    if (!self->lock) {
-        Py_DECREF(fs), Py_DECREF(path_str);
-        PyErr_NoMemory();
-        return -1;
-    }
-    const char *dir = PyBytes_AS_STRING(fs);
-    const char *dev = (!*device || strcmp(device, "auto") == 0) ? "cpu" : device;
-    pm_error e;
-    int st = 0;
-    PM_BEGIN_CALL
-    if ((st = modattn__pool_create(threads, &self->pool))) pm_capture(&e, st);
-    else {
-        modattn_ctx_options co;
-        memset(&co, 0, sizeof co);
-        co.pool = self->pool;
-        if ((st = modattn_ctx_create(&co, &self->ctx))) pm_capture(&e, st);
-        else {
-            modattn_model_options mo;
-            memset(&mo, 0, sizeof mo);
-            mo.device = dev;
-            mo.pool = self->pool;
-            if ((st = modattn_sparse_load(self->ctx, dir, &mo, &self->e))) pm_capture(&e, st);
-        }
-    }
-    PM_END_CALL
-    Py_DECREF(fs);
-    if (st) {
-        Py_DECREF(path_str);
-        pm_raise(&e, "loading the SPLADE model");
-        return -1;
-    }
     self->info = modattn_sparse_get_info(self->e);
-    self->path = path_str;
-    self->pid = getpid();
     return 0;
 }
 
 static pm_sparse *sparse_check(PyObject *o) {
     pm_sparse *c = (pm_sparse *)o;
-    if (!c->e) {
-        PyErr_SetString(PyExc_ValueError, "the SparseEncoder is not loaded (its __init__ failed or was not called)");
-        return NULL;
-    }
-    if (c->pid != getpid()) {
-        PyErr_SetString(PyExc_RuntimeError, "this SparseEncoder was loaded in the parent of this forked process: load "
-                                            "it in the child");
-        return NULL;
-    }
-    return c;
+    return pm_head_check(&c->h, c->e != NULL, "SparseEncoder") ? NULL : c;
 }
 
 static PyObject *vec_dict(const modattn_sparse_vec *v) {
@@ -170,12 +100,12 @@ static PyObject *sparse_encode(PyObject *o, PyObject *args, PyObject *kw) {
     pm_error e;
     int st = 0;
     PM_BEGIN_CALL
-    PyThread_acquire_lock(self->lock, WAIT_LOCK);
+    PyThread_acquire_lock(self->h.lock, WAIT_LOCK);
     for (Py_ssize_t i = 0; i < n && !st; i += batch_size) {
         size_t m = (size_t)(n - i < batch_size ? n - i : batch_size);
         if ((st = modattn_sparse_encode(self->e, NULL, t + i, tl + i, m, &opt, out + i, NULL))) pm_capture(&e, st);
     }
-    PyThread_release_lock(self->lock);
+    PyThread_release_lock(self->h.lock);
     PM_END_CALL
     if (st) {
         pm_raise(&e, "encode");
@@ -245,7 +175,7 @@ SPARSE_GET(vocab_size) return PyLong_FromSize_t(self->info->vocab); }
 SPARSE_GET(max_seq_length) return PyLong_FromSize_t(self->info->max_tokens); }
 SPARSE_GET(architecture) return PyUnicode_FromString(self->info->architecture); }
 SPARSE_GET(pooling) return PyUnicode_FromString(self->info->pooling); }
-SPARSE_GET(path) Py_INCREF(self->path); return self->path; }
+SPARSE_GET(path) Py_INCREF(self->h.path); return self->h.path; }
 
 static PyGetSetDef sparse_getset[] = {
     {"vocab_size", (getter)get_vocab_size, NULL, "The vectors' dimension (the MLM decoder's rows).", NULL},
