@@ -40,32 +40,12 @@ static int cfg_err(const char *file, const char *what) {
 /* config.json: architectures, num_labels / id2label, the activation. */
 static int read_head_config(modattn_reranker *r, const char *dir) {
     char F[MODATTN__PATH_MAX];
-    int st = modattn__path_join(F, sizeof F, dir, "config.json");
-    if (st) return st;
     json_t *j = NULL;
-    json_error_t jerr;
-    if ((st = modattn__json_load_file(F, 0, &j, &jerr))) {
-        if (st == MODATTN_EFORMAT) return modattn__error(st, "%s: not valid JSON: %s", F, jerr.text);
-        if (st == MODATTN_EIO)
-            return modattn__error(MODATTN_ENOTFOUND, "%s: cannot read (is the folder a model directory?)", F);
-        return st;
-    }
-    const json_t *arch = json_object_get(j, "architectures");
-    const char *a0 = json_is_array(arch) ? json_string_value(json_array_get(arch, 0)) : NULL;
-    const char *suffix = "ForSequenceClassification";
-    size_t la = a0 ? strlen(a0) : 0, ls = strlen(suffix);
-    if (!a0 || la < ls || strcmp(a0 + la - ls, suffix) != 0) {
-        st = modattn__error(MODATTN_EUNSUPPORTED,
-                           "%s: field \"architectures\" is %s%.80s%s: not a cross-encoder (a "
-                           "*ForSequenceClassification model with a classifier head is needed)",
-                           F, a0 ? "\"" : "", a0 ? a0 : "missing", a0 ? "\"" : "");
-        goto out;
-    }
-    r->architecture = modattn__strdup(a0, MODATTN_MEM_OTHER);
-    if (!r->architecture) {
-        st = modattn__mem_last_status();
-        goto out;
-    }
+    int st = modattn__head_config_load(dir, "ForSequenceClassification",
+                                       "not a cross-encoder (a *ForSequenceClassification model with a classifier "
+                                       "head is needed)",
+                                       F, &j, &r->architecture);
+    if (st) return st;
     /* transformers: num_labels is len(id2label) when id2label is given, else num_labels, else 2 */
     const json_t *id2 = json_object_get(j, "id2label"), *nl = json_object_get(j, "num_labels");
     size_t n = 2;

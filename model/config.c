@@ -564,3 +564,31 @@ void modattn_pooling_format(unsigned pooling, char *buf, size_t len) {
         o += (size_t)n;
     }
 }
+
+int modattn__head_config_load(const char *dir, const char *suffix, const char *needed, char *F, json_t **j,
+                              char **arch) {
+    *j = NULL, *arch = NULL;
+    int st = modattn__path_join(F, MODATTN__PATH_MAX, dir, "config.json");
+    if (st) return st;
+    json_error_t jerr;
+    if ((st = modattn__json_load_file(F, 0, j, &jerr))) {
+        *j = NULL;
+        if (st == MODATTN_EFORMAT) return modattn__error(st, "%s: not valid JSON: %s", F, jerr.text);
+        if (st == MODATTN_EIO)
+            return modattn__error(MODATTN_ENOTFOUND, "%s: cannot read (is the folder a model directory?)", F);
+        return st;
+    }
+    const json_t *a = json_object_get(*j, "architectures");
+    const char *a0 = json_is_array(a) ? json_string_value(json_array_get(a, 0)) : NULL;
+    size_t la = a0 ? strlen(a0) : 0, ls = strlen(suffix);
+    if (!a0 || la < ls || strcmp(a0 + la - ls, suffix) != 0)
+        st = modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"architectures\" is %s%.80s%s: %s", F, a0 ? "\"" : "",
+                           a0 ? a0 : "missing", a0 ? "\"" : "", needed);
+    else if (!(*arch = modattn__strdup(a0, MODATTN_MEM_OTHER)))
+        st = modattn__mem_last_status();
+    if (st) {
+        json_decref(*j);
+        *j = NULL;
+    }
+    return st;
+}

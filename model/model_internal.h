@@ -80,6 +80,13 @@ int modattn__config_load_hf(const char *dir, size_t max_tokens, modattn__model_c
 void modattn__path_shown(const char *path, char *buf, size_t len);
 /* "dir/name" into buf; MODATTN_EINVAL if it does not fit. */
 int modattn__path_join(char *buf, size_t len, const char *dir, const char *name);
+/* A head's config.json (a cross-encoder's, a SPLADE model's): dir/config.json loaded into *j (the
+ * caller's to json_decref; its path into F, of MODATTN__PATH_MAX bytes) whose "architectures"[0]
+ * ends in suffix ("ForMaskedLM"), duplicated into *arch; else an error naming the field and then
+ * `needed` ("not a SPLADE model (a *ForMaskedLM model ... is needed)"), *j NULL. */
+struct json_t;
+int modattn__head_config_load(const char *dir, const char *suffix, const char *needed, char *F, struct json_t **j,
+                              char **arch);
 
 /* ---- the forward pass on a device (encoder_device.c): weights uploaded once at load (borrowed
  * on a device with host memory), activations kept on the device through every layer; per batch

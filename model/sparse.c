@@ -38,28 +38,11 @@ struct modattn_sparse_encoder {
 /* config.json's architectures must name a masked-language model. */
 static int read_arch(modattn_sparse_encoder *e, const char *dir) {
     char F[MODATTN__PATH_MAX];
-    int st = modattn__path_join(F, sizeof F, dir, "config.json");
-    if (st) return st;
     json_t *j = NULL;
-    json_error_t jerr;
-    if ((st = modattn__json_load_file(F, 0, &j, &jerr))) {
-        if (st == MODATTN_EFORMAT) return modattn__error(st, "%s: not valid JSON: %s", F, jerr.text);
-        if (st == MODATTN_EIO)
-            return modattn__error(MODATTN_ENOTFOUND, "%s: cannot read (is the folder a model directory?)", F);
-        return st;
-    }
-    const json_t *arch = json_object_get(j, "architectures");
-    const char *a0 = json_is_array(arch) ? json_string_value(json_array_get(arch, 0)) : NULL;
-    const char *suffix = "ForMaskedLM";
-    size_t la = a0 ? strlen(a0) : 0, ls = strlen(suffix);
-    if (!a0 || la < ls || strcmp(a0 + la - ls, suffix) != 0) {
-        st = modattn__error(MODATTN_EUNSUPPORTED,
-                           "%s: field \"architectures\" is %s%.80s%s: not a SPLADE model (a *ForMaskedLM "
-                           "model with its masked-language-model head is needed)",
-                           F, a0 ? "\"" : "", a0 ? a0 : "missing", a0 ? "\"" : "");
-    } else if (!(e->architecture = modattn__strdup(a0, MODATTN_MEM_OTHER))) {
-        st = modattn__mem_last_status();
-    }
+    int st = modattn__head_config_load(dir, "ForMaskedLM",
+                                       "not a SPLADE model (a *ForMaskedLM model with its masked-language-model head "
+                                       "is needed)",
+                                       F, &j, &e->architecture);
     json_decref(j);
     return st;
 }
