@@ -422,16 +422,8 @@ static int load_vocab(tk_load *L, json_t *m) {
         if (slab_bytes >= TK_NONE) return berr(L, MODATTN_ERANGE, "added_tokens", "strings over 4 GiB");
     }
     t->nids = max_id + 1;
-    t->slab = modattn__malloc(slab_bytes, MODATTN_MEM_WEIGHTS);
-    t->tok_off = modattn__malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->tok_len = modattn__calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    size_t nslots = 16;
-    while (nslots < count * 2) nslots *= 2;
-    t->slots = modattn__calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
-    if (!t->slab || !t->tok_off || !t->tok_len || !t->slots)
-        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
-    t->slot_mask = nslots - 1;
-    memset(t->tok_off, 0xFF, t->nids * sizeof(uint32_t));
+    int vst = modattn__tk_vocab_alloc(L, slab_bytes, count);
+    if (vst) return vst;
     size_t off = 0;
     json_object_foreach(vocab, key, val) {
         int32_t id = (int32_t)json_integer_value(val);
@@ -444,17 +436,7 @@ static int load_vocab(tk_load *L, json_t *m) {
         modattn__tk_vocab_insert(t, id, key, strlen(key), &off);
     }
     /* added tokens past the vocabulary get their strings (id -> token) */
-    for (size_t i = 0; i < nadded; i++) {
-        json_t *a = json_array_get(added, i);
-        const char *content = json_string_value(json_object_get(a, "content"));
-        size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
-        if (t->tok_off[id] != TK_NONE) continue;
-        size_t cl = strlen(content);
-        memcpy(t->slab + off, content, cl + 1);
-        t->tok_off[id] = (uint32_t)off;
-        t->tok_len[id] = (uint32_t)cl;
-        off += cl + 1;
-    }
+    modattn__tk_added_strings(t, added, nadded, &off);
     return 0;
 }
 

@@ -196,6 +196,11 @@ typedef struct tk_load {
     struct json_t *root;
 } tk_load;
 int modattn__tk_build_trie(tk_load *L);
+/* The vocabulary's tables for nids ids (t->nids set first): the string slab (slab_bytes), id ->
+ * string offsets (all TK_NONE) and lengths, and the string -> id hash of count entries. */
+int modattn__tk_vocab_alloc(tk_load *L, size_t slab_bytes, size_t count);
+/* The strings of added tokens past the vocabulary (id -> token), appended to the slab at *off. */
+void modattn__tk_added_strings(modattn_tokenizer *t, struct json_t *added, size_t nadded, size_t *off);
 /* tokenizer_unigram.c */
 int modattn__tk_unigram_load(struct tk_load *L, const char *type);
 void modattn__tk_unigram_free(modattn_tokenizer *t);

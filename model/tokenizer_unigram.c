@@ -425,17 +425,10 @@ static int load_vocab(tk_load *L, json_t *m) {
         slab_bytes += strlen(content) + 1;
     }
     t->nids = max_id + 1;
-    t->slab = modattn__malloc(slab_bytes + 1, MODATTN_MEM_WEIGHTS);
-    t->tok_off = modattn__malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
-    t->tok_len = modattn__calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    int vst = modattn__tk_vocab_alloc(L, slab_bytes + 1, count);
+    if (vst) return vst;
     t->scores = modattn__calloc(t->nids, sizeof(double), MODATTN_MEM_WEIGHTS);
-    size_t nslots = 16;
-    while (nslots < count * 2) nslots *= 2;
-    t->slots = modattn__calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
-    if (!t->slab || !t->tok_off || !t->tok_len || !t->scores || !t->slots)
-        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
-    t->slot_mask = nslots - 1;
-    memset(t->tok_off, 0xFF, t->nids * sizeof(uint32_t));
+    if (!t->scores) return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
     size_t off = 0;
     t->min_score = INFINITY;
     for (size_t id = 0; id < count; id++) {
@@ -457,17 +450,7 @@ static int load_vocab(tk_load *L, json_t *m) {
      * their strings (id -> token) */
     int rc = modattn__tk_build_trie(L);
     if (rc) return rc;
-    for (size_t i = 0; i < nadded; i++) {
-        json_t *a = json_array_get(added, i);
-        const char *content = json_string_value(json_object_get(a, "content"));
-        size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
-        if (t->tok_off[id] != TK_NONE) continue;
-        size_t cl = strlen(content);
-        memcpy(t->slab + off, content, cl + 1);
-        t->tok_off[id] = (uint32_t)off;
-        t->tok_len[id] = (uint32_t)cl;
-        off += cl + 1;
-    }
+    modattn__tk_added_strings(t, added, nadded, &off);
     return 0;
 }
 
