@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <utf8proc.h>
 
 #include "modattn/core.h"
@@ -249,4 +250,35 @@ done:
     modattn_free(keys);
     modattn_free(work);
     return rc;
+}
+
+/* ------------------------------------------------------------------ the vocabulary's tables, loaded */
+
+int modattn__tk_vocab_alloc(tk_load *L, size_t slab_bytes, size_t count) {
+    modattn_tokenizer *t = L->t;
+    t->slab = modattn__malloc(slab_bytes, MODATTN_MEM_WEIGHTS);
+    t->tok_off = modattn__malloc(t->nids * sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    t->tok_len = modattn__calloc(t->nids, sizeof(uint32_t), MODATTN_MEM_WEIGHTS);
+    size_t nslots = 16;
+    while (nslots < count * 2) nslots *= 2;
+    t->slots = modattn__calloc(nslots, sizeof(tk_slot), MODATTN_MEM_WEIGHTS);
+    if (!t->slab || !t->tok_off || !t->tok_len || !t->slots)
+        return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
+    t->slot_mask = nslots - 1;
+    memset(t->tok_off, 0xFF, t->nids * sizeof(uint32_t));
+    return 0;
+}
+
+void modattn__tk_added_strings(modattn_tokenizer *t, struct json_t *added, size_t nadded, size_t *off) {
+    for (size_t i = 0; i < nadded; i++) {
+        json_t *a = json_array_get(added, i);
+        const char *content = json_string_value(json_object_get(a, "content"));
+        size_t id = (size_t)json_integer_value(json_object_get(a, "id"));
+        if (t->tok_off[id] != TK_NONE) continue;
+        size_t cl = strlen(content);
+        memcpy(t->slab + *off, content, cl + 1);
+        t->tok_off[id] = (uint32_t)*off;
+        t->tok_len[id] = (uint32_t)cl;
+        *off += cl + 1;
+    }
 }
