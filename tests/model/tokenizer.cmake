@@ -35,3 +35,6 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/bench_tokenizer.c)
   add_executable(bench_tokenizer bench_tokenizer.c)
   target_link_libraries(bench_tokenizer PRIVATE modattn)
 endif()
+
+# ~1.5 MB multilingual texts against tokenizers' ids and offsets, and the scratch bound: about 20 s here
+modattn_label(slow test_tokenizer_long)
