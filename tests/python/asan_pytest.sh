@@ -36,6 +36,8 @@ export LD_PRELOAD="$LIBASAN${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-}:print_stacktrace=1:halt_on_error=1"
 export PYTHONMALLOC=malloc
+# the tests that bound a latency scale it under the sanitizers (test_interrupt.py)
+export MODATTN_TEST_SANITIZED=1
 # the runtime is live in this interpreter (the preload took): ASan's own entry point is there
 "$PY" -c "import ctypes, sys; ctypes.CDLL(None).__asan_init; import modattn; print('python_asan: ASan live in', sys.executable)" || {
   echo "FAIL: the ASan runtime is not live in the interpreter (LD_PRELOAD=$LIBASAN)" >&2

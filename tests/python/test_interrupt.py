@@ -152,7 +152,10 @@ def test_keyboard_interrupt_during_index(minilm_path, tmp_path):
     assert "interrupted at " in out, out + err[-2000:]
     at = float(out.split("interrupted at ")[1].split()[0])
     print(f"{at - sent:.2f} s from SIGINT to KeyboardInterrupt; {out}")
-    assert at - sent < 1.5, f"{at - sent:.2f} s from SIGINT to KeyboardInterrupt"
+    # the interrupt lands at the embedding's next 8-chunk slice: about a second in a plain build; an
+    # ASan build embeds several times slower (2.1 s seen in CI), so there the bound is 6 s
+    bound = 6.0 if os.environ.get("MODATTN_TEST_SANITIZED") else 1.5
+    assert at - sent < bound, f"{at - sent:.2f} s from SIGINT to KeyboardInterrupt (bound {bound} s)"
     n1, n2, flag = lines["committed"].split()
     stored = int(lines["stored"])
     assert int(n1) == int(n2) == stored and flag == "True", out
