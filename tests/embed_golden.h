@@ -99,6 +99,13 @@ static inline bool eg_in_subset(const embed_golden *g, size_t n, size_t i, size_
         if (g[i].nids == eg_nearest_len(g, n, EG_BOUNDARIES[b])) return true;
     return false;
 }
+/* n, or at most m in a sanitized build (a check whose code path one input already takes). */
+#ifdef EG_SANITIZED
+#define EG_SANITIZED_MAX(n, m) ((n) < (m) ? (n) : (m))
+#else
+#define EG_SANITIZED_MAX(n, m) (n)
+#endif
+
 static inline size_t eg_sanitizer_subset(embed_golden *g, size_t n, const char *label) {
 #ifdef EG_SANITIZED
     size_t longest = 0, m = 0;
