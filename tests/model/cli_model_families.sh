@@ -9,7 +9,7 @@ BIN=$1
 pass=0
 fail=0
 for m in tiny-xlm-roberta:golden_tiny_xlm_roberta tiny-distilbert:golden_tiny_distilbert \
-         tiny-mpnet:golden_tiny_mpnet tiny-modernbert:golden_tiny_modernbert tiny-gte:golden_tiny_gte \
+         tiny-mpnet:golden_tiny_mpnet tiny-modernbert:golden_tiny_modernbert tiny-gte:golden_tiny_gte tiny-gte-hf:golden_tiny_gte_hf \
          all-mpnet-base-v2:golden_all_mpnet_base_v2; do
     dir=.models/${m%%:*}
     gold=tests/fixtures/${m#*:}.jsonl
