@@ -292,6 +292,131 @@ static int read_modernbert(const char *F, json_t *j, modattn__model_config *c) {
     return 0;
 }
 
+/* config.json of a GTE v1.5 encoder: the Hub's NewModel (model_type "new": Alibaba-NLP/new-impl, whose
+ * code is remote; read here from its keys) or transformers' GteModel (model_type "gte"). Both are
+ * BERT's post-LN layers with rotary positions and a gated FFN. What neither runs here is refused by
+ * name: logn attention scaling, an RMSNorm, an unpacked QKV, a rotary scaling other than fixed NTK,
+ * absolute positions, remote code other than NewModel. */
+static int read_gte(const char *F, json_t *j, modattn__model_config *c) {
+    const bool hub = strcmp(c->model_type, "new") == 0;
+    int st;
+    c->gte = true;
+    if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden)) ||
+        (st = get_int(F, j, "num_hidden_layers", true, 1, MODATTN__MAX_LAYERS, &c->layers)) ||
+        (st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads)) ||
+        (st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate)) ||
+        (st = get_int(F, j, "max_position_embeddings", true, 2, 1 << 20, &c->max_positions)) ||
+        (st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab)))
+        return st;
+    if (c->hidden % c->heads != 0 || (c->hidden / c->heads) % 2 != 0)
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"hidden_size\" = %d is not an even multiple of "
+                             "\"num_attention_heads\" = %d (rotary embeddings rotate pairs)", F, c->hidden, c->heads);
+    int head_dim = c->hidden / c->heads;
+    if ((st = get_int(F, j, "head_dim", false, 1, 65536, &head_dim))) return st;
+    if (head_dim != c->hidden / c->heads)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"head_dim\" = %d is not supported (hidden_size / "
+                             "num_attention_heads = %d)", F, head_dim, c->hidden / c->heads);
+    /* NewConfig writes type_vocab_size (0 in gte-base-en-v1.5: no token types); GteConfig's default is 1 */
+    c->type_vocab = 1;
+    if ((st = get_int(F, j, "type_vocab_size", hub, 0, 1 << 16, &c->type_vocab))) return st;
+    c->pad_id = hub ? 0 : 1;
+    if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) return st;
+    c->ln_eps = 1e-12;
+    if ((st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps))) return st;
+    const char *s = NULL;
+    if ((st = get_str(F, j, "hidden_act", false, &s)) || (st = parse_act(F, "hidden_act", s ? s : "gelu", c)))
+        return st;
+    if ((st = get_str(F, j, "layer_norm_type", false, &s))) return st;
+    if (s && strcmp(s, "layer_norm") != 0)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"layer_norm_type\" = \"%.40s\" is not supported "
+                             "(layer_norm)", F, s);
+    if ((st = get_str(F, j, "position_embedding_type", false, &s))) return st;
+    if (s && strcmp(s, "rope") != 0)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"position_embedding_type\" = \"%.40s\" is not "
+                             "supported (rope)", F, s);
+    /* unpad_inputs, use_memory_efficient_attention: how NewModel computes, not what (checked, then
+     * unused); logn_attention_clip1 only acts with logn_attention_scale */
+    bool logn = false, pack = true, unused = false, dec = false;
+    if ((st = get_bool(F, j, "logn_attention_scale", &logn)) || (st = get_bool(F, j, "pack_qkv", &pack)) ||
+        (st = get_bool(F, j, "logn_attention_clip1", &unused)) || (st = get_bool(F, j, "unpad_inputs", &unused)) ||
+        (st = get_bool(F, j, "use_memory_efficient_attention", &unused)) || (st = get_bool(F, j, "is_decoder", &dec)))
+        return st;
+    if (logn)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"logn_attention_scale\" = true is not supported "
+                             "(queries scaled by log(length) / log(max_position_embeddings))", F);
+    if (!pack)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"pack_qkv\" = false is not supported (the packed "
+                             "attention.qkv_proj of every published GTE v1.5)", F);
+    if (dec)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"is_decoder\" = true is not supported (an encoder only)", F);
+    const json_t *am = json_object_get(j, "auto_map");
+    if (am && !json_is_null(am)) {
+        const json_t *v = json_is_object(am) ? json_object_get(am, "AutoModel") : NULL;
+        const char *t = v && json_is_string(v) ? json_string_value(v) : "";
+        const size_t n = strlen(t);
+        if (!hub || (v && (n < 9 || strcmp(t + n - 9, ".NewModel") != 0)))
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"auto_map\" is not supported (remote code%s%.80s: "
+                                 "this encoder runs %s)", F, *t ? " " : "", t, hub ? "the Hub's NewModel as "
+                                 "Alibaba-NLP/new-impl defines it" : "GteModel as transformers defines it");
+    }
+    /* the rotary base: rope_theta (NewConfig, default 10000) or rope_parameters (GteConfig, 160000) */
+    c->rope_global = hub ? 10000.0 : 160000.0;
+    if ((st = get_num(F, j, "rope_theta", false, 1.0, 1e12, &c->rope_global))) return st;
+    json_t *rp = json_object_get(j, "rope_parameters");
+    if (rp && !json_is_null(rp)) {
+        if (!json_is_object(rp))
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_parameters\" must be an object, not %s", F,
+                                 json_kind(rp));
+        const char *key;
+        json_t *v;
+        json_object_foreach(rp, key, v) {
+            if (strcmp(key, "rope_theta") == 0) {
+                if (!json_is_number(v) || !(json_number_value(v) > 1.0) || !(json_number_value(v) < 1e12))
+                    return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_parameters.rope_theta\" must be a number "
+                                         "in (1, 1e12)", F);
+                c->rope_global = json_number_value(v);
+            } else if (strcmp(key, "rope_type") != 0 || !json_is_string(v) ||
+                       strcmp(json_string_value(v), "default") != 0) {
+                return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rope_parameters.%.60s\" is not supported "
+                                     "(rope_type \"default\" and rope_theta only)", F, key);
+            }
+        }
+    }
+    c->rope_local = c->rope_global;
+    /* rope_scaling: null, or NewModel's fixed NTK ({"type": "ntk", "factor": f}, no mixed_b) */
+    json_t *rs = json_object_get(j, "rope_scaling");
+    if (rs && !json_is_null(rs)) {
+        if (!json_is_object(rs))
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_scaling\" must be an object, not %s", F,
+                                 json_kind(rs));
+        const char *key;
+        json_t *v;
+        bool typed = false;
+        c->rope_ntk = 0.0;
+        json_object_foreach(rs, key, v) {
+            if (strcmp(key, "type") == 0 || strcmp(key, "rope_type") == 0) {
+                const char *t = json_is_string(v) ? json_string_value(v) : "(not a string)";
+                if (strcmp(t, "ntk") != 0)
+                    return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rope_scaling.%s\" = \"%.40s\" is not "
+                                         "supported (\"ntk\", NewModel's fixed NTK scaling)", F, key, t);
+                typed = true;
+            } else if (strcmp(key, "factor") == 0) {
+                if (!json_is_number(v) || !(json_number_value(v) >= 1.0) || !(json_number_value(v) <= 1e6))
+                    return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_scaling.factor\" must be a number in "
+                                         "[1, 1e6]", F);
+                c->rope_ntk = json_number_value(v);
+            } else if (!json_is_null(v)) {
+                return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rope_scaling.%.60s\" is not supported (%s)",
+                                     F, key, strcmp(key, "mixed_b") == 0 ? "mixed NTK scaling" : "type and factor only");
+            }
+        }
+        if (!typed || c->rope_ntk == 0.0)
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"rope_scaling\" needs \"type\" and \"factor\"", F);
+    }
+    for (int l = 0; l < c->layers; l++) c->local_layer[l] = false;
+    return 0;
+}
+
 /* config.json of the Transformer module. */
 static int read_config(const char *dir, modattn__model_config *c) {
     char F[MODATTN__PATH_MAX];
@@ -311,15 +436,21 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "distilbert") == 0) c->arch = MODATTN__ARCH_DISTILBERT;
     else if (strcmp(mt, "mpnet") == 0) c->arch = MODATTN__ARCH_MPNET;
     else if (strcmp(mt, "modernbert") == 0) c->arch = MODATTN__ARCH_MODERNBERT;
+    else if (strcmp(mt, "new") == 0 || strcmp(mt, "gte") == 0) c->arch = MODATTN__ARCH_GTE;
     else {
         st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
-                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\" and \"modernbert\")", F, mt);
+                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\", \"modernbert\", \"new\" and \"gte\")",
+                           F, mt);
         goto out;
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", mt);
     if (c->arch == MODATTN__ARCH_MODERNBERT) {
         st = read_modernbert(F, j, c);
+        goto out;
+    }
+    if (c->arch == MODATTN__ARCH_GTE) {
+        st = read_gte(F, j, c);
         goto out;
     }
     const bool distil = c->arch == MODATTN__ARCH_DISTILBERT;

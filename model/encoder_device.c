@@ -87,6 +87,10 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's post-LN "
                                  "layers (model_type \"%s\" needs ops 'norm', 'rotary', 'glu' and windowed attention)",
                                  model_name, name, c->model_type);
+        if (c->gte)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's layers "
+                                 "without rotary positions or a gated FFN (model_type \"%s\" needs ops 'rotary' and "
+                                 "'glu')", model_name, name, c->model_type);
         if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
@@ -114,6 +118,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
     if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
     if (c->modern) need[n++] = MODATTN_OP_NORM, need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
+    if (c->gte) need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -296,8 +301,14 @@ static int upload_rope(modattn__dev_model *dm, double base, modattn_buffer **cs,
     const size_t bytes = (size_t)(P * half) * sizeof(float);
     float *tc = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS), *ts = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS);
     int st = tc && ts ? 0 : modattn__mem_last_status();
+    /* gte's fixed NTK (the Hub's NTKScalingRotaryEmbedding, applied to every position): the base times
+     * the factor, then inv_freq / factor^(2 / D) (a float64 scalar, divided in float32) */
+    const double ntk = c->gte && c->rope_ntk > 0.0 ? c->rope_ntk : 1.0;
+    const float ntk_div = (float)pow(ntk, 2.0 / (double)D);
+    if (ntk != 1.0) base *= ntk;
     for (int64_t j = 0; !st && j < half; j++) {
-        const float inv = 1.0f / powf((float)base, (float)(2 * j) / (float)D);
+        float inv = 1.0f / powf((float)base, (float)(2 * j) / (float)D);
+        if (ntk != 1.0) inv /= ntk_div;
         for (int64_t p = 0; p < P; p++) {
             const float f = (float)p * inv;
             tc[p * half + j] = cosf(f), ts[p * half + j] = sinf(f);
@@ -338,7 +349,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (c->modern ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+        (st = upload(dev, pos, (c->modern || c->gte ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
                      "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
@@ -358,6 +369,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = upload_rope(dm, c->rope_local, &dm->rope_lc, &dm->rope_ls)))
             goto fail;
     }
+    if (c->gte && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -391,6 +403,28 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                 (st = prepare(dm, &L->wo, h, h, h, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
                 (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
                 (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
+                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
+                goto fail;
+            }
+            continue;
+        }
+        if (c->gte) { /* BERT's post-LN layer; w1 is [gate | up], [2I, H], for the glu op */
+            const int64_t h = (int64_t)H, i = (int64_t)I;
+            const bool few = !prepare_weights;
+            if ((st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
+                (st = upload(dev, w->bqkv, 3 * H, "QKV bias", &L->bqkv)) ||
+                (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
+                (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
+                (st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) || (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)) ||
+                (st = upload(dev, w->w1, 2 * I * H, "FFN up_gate weight", &L->w1)) ||
+                (st = upload(dev, w->b1, 2 * I, "FFN up_gate bias", &L->b1)) ||
+                (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
+                (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
+                goto fail;
+            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
+                (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
+                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
                 st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
                 goto fail;
             }
@@ -442,7 +476,7 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern ? 2 : 1); /* modernbert: Wi's 2I */
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte ? 2 : 1); /* modernbert: Wi's 2I */
     const size_t W = 3 * H > I ? 3 * H : I;
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
@@ -667,6 +701,11 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
                                     .name = "encoder.qkv", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d QKV", model_name, l);
+        if (c->gte) { /* rotary positions on q and k (NeoX layout) */
+            modattn_op_rotary_args ro = {.x = a->big, .ldx = 3 * H, .cos = dm->rope_gc, .sin = dm->rope_gs, .rows = T,
+                                         .heads = 2 * nh, .D = dh, .lens = a->lens, .S = S, .pool = pool};
+            if ((st = modattn__device_rotary(dev, &ro))) return modattn__error_prefix(st, "%s: layer %d rotary", model_name, l);
+        }
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
         call.q = view(a->big, 0, B, nh, S, dh, 3 * H);
@@ -692,11 +731,17 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention output", model_name, l);
-        g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
-                                     .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
+        const int64_t I2 = c->gte ? 2 * I : I; /* gte: [gate | up] from one GEMM, then the glu op */
+        g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I2, .rows = T,
+                                     .N = I2, .K = H, .act = c->gte ? MODATTN_ACT_NONE : act, .lens = a->lens, .S = S, .plan = L->p1,
                                      .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN up", model_name, l);
-        g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
+        if (c->gte) {
+            modattn_op_glu_args gl = {.x = a->big, .ldx = 2 * I, .rows = T, .N = I, .act = act, .lens = a->lens, .S = S,
+                                      .pool = pool};
+            if ((st = modattn__device_glu(dev, &gl))) return modattn__error_prefix(st, "%s: layer %d GLU", model_name, l);
+        }
+        g = (modattn_op_linear_args){.a = a->big, .lda = I2, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
                                      .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};

@@ -76,6 +76,12 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
             for (int l = 0; l < c->layers && n + 1 < (int)sizeof rec; l++) rec[n++] = c->local_layer[l] ? 'l' : 'g';
             id = XXH3_64bits(rec, (size_t)n);
         }
+        if (c->gte) { /* gte's rotary positions, which the record above lacks */
+            char rec[96];
+            int n = snprintf(rec, sizeof rec, "%016llx gte rope %.17g ntk %.17g", (unsigned long long)id,
+                             c->rope_global, c->rope_ntk);
+            id = XXH3_64bits(rec, (size_t)n);
+        }
         if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
             char rec[48];
             int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
@@ -278,9 +284,95 @@ static int load_modern_weights(modattn_model *m) {
     return 0;
 }
 
+/* A GTE v1.5 encoder's weights: the Hub's NewModel names (encoder.layer.N.attention.qkv_proj, o_proj,
+ * attn_ln, mlp.up_gate_proj, mlp.down_proj, mlp_ln; bare or under "new.") or transformers' GteModel
+ * names (layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, post_attention_layernorm,
+ * post_mlp_layernorm; bare or under "gte."). up_gate_proj is [up | gate] (transformers'
+ * conversion_mapping chunks it into up_proj, gate_proj; NewGatedMLP: act(gate) * up): w1 is stored
+ * [gate | up] for the glu op, which gates its first half. Neither gated half has a bias. */
+static int load_gte_weights(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    const int64_t H = c->hidden, I = c->intermediate;
+    static const char *const prefixes[] = {"", "new.", "gte."};
+    const char *prefix = NULL;
+    for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes && !prefix; i++) {
+        char nm[64];
+        snprintf(nm, sizeof nm, "%sembeddings.word_embeddings.weight", prefixes[i]);
+        if (modattn__st_find(m->st, nm)) prefix = prefixes[i];
+    }
+    if (!prefix)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor 'embeddings.word_embeddings.weight' is missing (also under "
+                             "'new.' or 'gte.'): not a GTE checkpoint", m->st->path);
+    char nm[160];
+    snprintf(nm, sizeof nm, "%sencoder.layer.0.attention.qkv_proj.weight", prefix);
+    const bool hub = modattn__st_find(m->st, nm) != NULL;
+    const size_t zn = (size_t)(2 * I > 3 * H ? 2 * I : 3 * H);
+    const float *zero = NULL, *pos_zero = NULL;
+    int st;
+    if ((st = zeros(m, zn, &zero))) return st;
+    /* no position table: rotary positions act in attention; the embedding op adds rows of zeros */
+    if ((st = zeros(m, c->max_tokens * (size_t)H, &pos_zero))) return st;
+    m->pos = pos_zero, m->type0 = zero;
+    if ((st = get_f32(m, prefix, "embeddings.word_embeddings.weight", c->vocab, H, &m->word)) ||
+        (st = get_wb(m, prefix, "embeddings.LayerNorm", H, 0, &m->emb_g, &m->emb_b)) ||
+        (c->type_vocab > 0 &&
+         (st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type0))))
+        return st;
+    m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn__mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        layer_w *L = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, hub ? "%sencoder.layer.%d." : "%slayers.%d.", prefix, l);
+        L->wqkv = modattn__malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn__malloc((size_t)(3 * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        float *w1 = modattn__malloc((size_t)(2 * I * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!w1) return modattn__mem_last_status();
+        if ((st = own(m, w1))) return st;
+        if (!L->wqkv || !L->bqkv) return modattn__mem_last_status();
+        const float *up, *gate;
+        if (hub) {
+            const float *wqkv, *bqkv, *ug;
+            if ((st = get_wb(m, p, "attention.qkv_proj", 3 * H, H, &wqkv, &bqkv)) ||
+                (st = get_wb(m, p, "attention.o_proj", H, H, &L->wo, &L->bo)) ||
+                (st = get_wb(m, p, "attn_ln", H, 0, &L->ln1_g, &L->ln1_b)) ||
+                (st = get_f32(m, p, "mlp.up_gate_proj.weight", 2 * I, H, &ug)) ||
+                (st = get_wb(m, p, "mlp.down_proj", H, I, &L->w2, &L->b2)) ||
+                (st = get_wb(m, p, "mlp_ln", H, 0, &L->ln2_g, &L->ln2_b)))
+                return st;
+            memcpy(L->wqkv, wqkv, (size_t)(3 * H * H) * sizeof(float));
+            memcpy(L->bqkv, bqkv, (size_t)(3 * H) * sizeof(float));
+            up = ug, gate = ug + I * H;
+        } else {
+            const float *wq, *wk, *wv, *bq, *bk, *bv;
+            if ((st = get_wb(m, p, "self_attn.q_proj", H, H, &wq, &bq)) ||
+                (st = get_wb(m, p, "self_attn.k_proj", H, H, &wk, &bk)) ||
+                (st = get_wb(m, p, "self_attn.v_proj", H, H, &wv, &bv)) ||
+                (st = get_wb(m, p, "self_attn.o_proj", H, H, &L->wo, &L->bo)) ||
+                (st = get_wb(m, p, "post_attention_layernorm", H, 0, &L->ln1_g, &L->ln1_b)) ||
+                (st = get_f32(m, p, "mlp.up_proj.weight", I, H, &up)) ||
+                (st = get_f32(m, p, "mlp.gate_proj.weight", I, H, &gate)) ||
+                (st = get_wb(m, p, "mlp.down_proj", H, I, &L->w2, &L->b2)) ||
+                (st = get_wb(m, p, "post_mlp_layernorm", H, 0, &L->ln2_g, &L->ln2_b)))
+                return st;
+            memcpy(L->wqkv, wq, (size_t)(H * H) * sizeof(float));
+            memcpy(L->wqkv + H * H, wk, (size_t)(H * H) * sizeof(float));
+            memcpy(L->wqkv + 2 * H * H, wv, (size_t)(H * H) * sizeof(float));
+            memcpy(L->bqkv, bq, (size_t)H * sizeof(float));
+            memcpy(L->bqkv + H, bk, (size_t)H * sizeof(float));
+            memcpy(L->bqkv + 2 * H, bv, (size_t)H * sizeof(float));
+        }
+        memcpy(w1, gate, (size_t)(I * H) * sizeof(float));
+        memcpy(w1 + I * H, up, (size_t)(I * H) * sizeof(float));
+        L->w1 = w1, L->b1 = zero;
+    }
+    return 0;
+}
+
 static int load_weights(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
     if (c->modern) return load_modern_weights(m);
+    if (c->gte) return load_gte_weights(m);
     const int64_t H = c->hidden, I = c->intermediate;
     const char *prefix = NULL;
     /* the bare model's names, or under the task model's base ("bert.", "roberta.", ...) */

@@ -24,6 +24,7 @@ typedef enum modattn__arch {
     MODATTN__ARCH_DISTILBERT,  /* "distilbert": no token types, its own weight names */
     MODATTN__ARCH_MPNET,       /* "mpnet": relative position buckets added to the scores */
     MODATTN__ARCH_MODERNBERT,  /* "modernbert": pre-LN, rotary, GeGLU, sliding-window local layers */
+    MODATTN__ARCH_GTE,         /* "new" (the Hub's GTE v1.5) and "gte" (transformers' GteModel) */
 } modattn__arch;
 
 #define MODATTN__MAX_LAYERS 1024
@@ -63,6 +64,11 @@ typedef struct modattn__model_config {
     size_t dim;         /* hidden x number of pooling modes */
     /* modattn_model_options.precision: the dense layers' arithmetic */
     modattn_precision precision;
+    /* gte (docs/MODELS.md): BERT's post-LN layers (the LayerNorms fused into the residual GEMMs) with
+     * rotary positions (NeoX layout, base rope_global, every layer global) on q and k, a gated FFN
+     * (w1 [2I, H] as [gate | up]: act(gate) * up) and no position table */
+    bool gte;
+    double rope_ntk; /* rope_scaling {"type": "ntk", "factor": f}: f, fixed NTK on every position (0: none) */
 } modattn__model_config;
 
 /* Read and check every configuration file of a model directory. Errors name the file and the

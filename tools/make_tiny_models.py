@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write tiny-xlm-roberta, tiny-distilbert, tiny-mpnet and tiny-modernbert: small random-weight sentence-transformers
+"""Write tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert and tiny-gte: small random-weight sentence-transformers
 models of the other encoder families modattn runs.
 
     python3 tools/make_tiny_models.py [--vocab-from .models/all-MiniLM-L6-v2] [--only NAME] [MODELS_DIR]
@@ -23,6 +23,13 @@ missing or unexpected weight:
   tiny-modernbert   modernbert    tests/fixtures/tokenizer_bpe_     hidden 64, 4x16, 4 layers mean, Normalize
                     (the Hub's    modernbert.json (byte-level BPE,  (global, local, local,
                     config keys)  ModernBERT's layout, 700 ids)     global), window 16, 128 tokens
+  tiny-gte          new (the      all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers CLS, Normalize
+                    Hub's GTE     (as gte-base-en-v1.5's BERT one)  rotary with NTK factor 2,
+                    v1.5 layout)                                    packed QKV, GeGLU, post-LN
+  tiny-gte-hf       gte (what     all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers CLS, Normalize
+                    transformers'                                   rotary theta 20000 (no scaling),
+                    GteModel                                        separate q/k/v, gate/up
+                    writes)
 
 Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
 from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
@@ -294,6 +301,90 @@ def copy_modernbert_bpe(out: Path, c: dict) -> tuple:
     return V, sp
 
 
+# ---------------------------------------------------------------------------- gte (model_type "new")
+
+GTE = dict(name="tiny-gte", seed=20261210, H=64, heads=4, layers=2, I=96, max_pos=512, max_seq=128, types=2,
+           theta=10000.0, ntk=2.0)
+GTE_HF = dict(name="tiny-gte-hf", seed=20261211, H=64, heads=4, layers=2, I=80, max_pos=512, max_seq=128, types=1,
+              theta=20000.0)
+
+
+def gte_hf(out: Path, vocab_from: Path) -> None:
+    """transformers 5's own GteModel layout (model_type "gte", as save_pretrained writes it): rope_parameters,
+    layers.N.self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, post_attention_layernorm, post_mlp_layernorm
+    (GteConfig has no rotary scaling to set)."""
+    c = GTE_HF
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    cfg = {
+        "architectures": ["GteModel"], "attention_probs_dropout_prob": 0.0, "classifier_dropout": None,
+        "dtype": "float32", "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": H,
+        "initializer_range": 0.02, "intermediate_size": I, "layer_norm_eps": 1e-12,
+        "max_position_embeddings": c["max_pos"], "model_type": "gte", "num_attention_heads": c["heads"],
+        "num_hidden_layers": c["layers"], "pad_token_id": 0,
+        "rope_parameters": {"rope_theta": c["theta"], "rope_type": "default"}, "tie_word_embeddings": True,
+        "type_vocab_size": c["types"], "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.token_type_embeddings.weight", (c["types"], H), 0.3)
+    t.ln("embeddings.LayerNorm", H)
+    for i in range(c["layers"]):
+        p = f"layers.{i}."
+        for n in ("q", "k", "v"):
+            t.lin(p + f"self_attn.{n}_proj", H, H, 0.2)
+        t.lin(p + "self_attn.o_proj", H, H, 0.1)
+        t.ln(p + "post_attention_layernorm", H)
+        t.put(p + "mlp.gate_proj.weight", (I, H), 0.15)
+        t.put(p + "mlp.up_proj.weight", (I, H), 0.15)
+        t.lin(p + "mlp.down_proj", H, I, 0.1)
+        t.ln(p + "post_mlp_layernorm", H)
+    write_json(out / "config.json", cfg)
+    pool = pooling(H, mean=False)
+    pool["pooling_mode_cls_token"] = True
+    finish(out, c, t, modules(True), pool, "GTE (transformers' GteModel, model_type \"gte\")",
+           "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
+
+
+def gte(out: Path, vocab_from: Path) -> None:
+    """The Hub's layout of Alibaba-NLP/gte-base-en-v1.5 (model_type "new", its remote NewModel): packed
+    qkv_proj, up_gate_proj ([up | gate]: act(gate) * up), attn_ln / mlp_ln after each residual, rotary
+    positions with rope_scaling {"type": "ntk", "factor": 2.0}, which scales every position."""
+    c = GTE
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    cfg = {
+        "architectures": ["NewModel"], "attention_probs_dropout_prob": 0.0,
+        "auto_map": {"AutoConfig": "Alibaba-NLP/new-impl--configuration.NewConfig",
+                     "AutoModel": "Alibaba-NLP/new-impl--modeling.NewModel"},
+        "classifier_dropout": None, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": H,
+        "initializer_range": 0.02, "intermediate_size": I, "layer_norm_eps": 1e-12, "layer_norm_type": "layer_norm",
+        "logn_attention_clip1": False, "logn_attention_scale": False, "max_position_embeddings": c["max_pos"],
+        "model_type": "new", "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"], "pack_qkv": True,
+        "pad_token_id": 0, "position_embedding_type": "rope", "rope_scaling": {"factor": c["ntk"], "type": "ntk"},
+        "rope_theta": c["theta"], "torch_dtype": "float32", "type_vocab_size": c["types"], "unpad_inputs": False,
+        "use_memory_efficient_attention": False, "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.token_type_embeddings.weight", (c["types"], H), 0.3)
+    t.ln("embeddings.LayerNorm", H)
+    for i in range(c["layers"]):
+        p = f"encoder.layer.{i}."
+        # q and k large enough that the rotation of each position moves the scores
+        t.lin(p + "attention.qkv_proj", 3 * H, H, 0.2)
+        t.lin(p + "attention.o_proj", H, H, 0.1)
+        t.ln(p + "attn_ln", H)
+        t.put(p + "mlp.up_gate_proj.weight", (2 * I, H), 0.15)
+        t.lin(p + "mlp.down_proj", H, I, 0.1)
+        t.ln(p + "mlp_ln", H)
+    write_json(out / "config.json", cfg)
+    pool = pooling(H, mean=False)
+    pool["pooling_mode_cls_token"] = True
+    finish(out, c, t, modules(True), pool, "GTE v1.5 (model_type \"new\")",
+           "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
+
+
 # ---------------------------------------------------------------------------- common
 
 def copy_wordpiece(out: Path, src: Path) -> int:
@@ -322,7 +413,8 @@ def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, 
     print(f"make_tiny_models: wrote {out}", file=sys.stderr)
 
 
-MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert}
+MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert,
+          "tiny-gte": gte, "tiny-gte-hf": gte_hf}
 
 
 def main() -> int:

@@ -225,6 +225,61 @@ static void test_modernbert(void) {
     reset();
 }
 
+/* gte: the Hub's NewModel keys (model_type "new": rope_theta, rope_scaling ntk, pack_qkv, ...) and
+ * transformers' GteModel's ("gte": rope_parameters); what neither runs is refused by name. */
+static const char k_gte[] =
+    "{\"model_type\":\"new\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+    "\"intermediate_size\":96,\"hidden_act\":\"gelu\",\"layer_norm_eps\":1e-12,\"layer_norm_type\":\"layer_norm\","
+    "\"logn_attention_clip1\":false,\"logn_attention_scale\":false,\"max_position_embeddings\":8192,"
+    "\"pack_qkv\":true,\"pad_token_id\":0,\"position_embedding_type\":\"rope\",\"rope_scaling\":{\"factor\":2.0,"
+    "\"type\":\"ntk\"},\"rope_theta\":500000,\"type_vocab_size\":0,\"unpad_inputs\":true,"
+    "\"use_memory_efficient_attention\":true,\"vocab_size\":100,\"auto_map\":{\"AutoConfig\":"
+    "\"Alibaba-NLP/new-impl--configuration.NewConfig\",\"AutoModel\":\"Alibaba-NLP/new-impl--modeling.NewModel\"}}";
+
+static void test_gte(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    expect("config.json", k_gte, "\"new\"", "\"new\"", 0, "", NULL);
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "gte: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_GTE && c.gte && !c.modern && c.hidden == 64 && c.layers == 2 && c.heads == 4 &&
+          c.intermediate == 96 && c.type_vocab == 0 && c.pos_offset == 0 && c.rope_global == 500000.0 &&
+          c.rope_ntk == 2.0 && !c.local_layer[0] && !c.local_layer[1] && c.max_tokens == 16);
+    /* transformers' GteModel: rope_parameters, GteConfig's defaults (1 token type, theta 160000) */
+    expect("config.json", "{\"model_type\":\"gte\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+           "\"num_attention_heads\":4,\"intermediate_size\":96,\"max_position_embeddings\":64,\"vocab_size\":100,"
+           "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":20000.0}}", "\"gte\"", "\"gte\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "gte (transformers): %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_GTE && c.gte && c.type_vocab == 1 && c.pad_id == 1 && c.rope_global == 20000.0 &&
+          c.rope_ntk == 0.0);
+    expect("config.json", "{\"model_type\":\"gte\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+           "\"num_attention_heads\":4,\"intermediate_size\":96,\"max_position_embeddings\":64,\"vocab_size\":100,"
+           "\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4.0}}", "\"gte\"", "\"gte\"", U, "config.json",
+           "\"rope_parameters.rope_type\" is not supported");
+    /* refused, naming the key */
+    expect("config.json", k_gte, "\"logn_attention_scale\":false", "\"logn_attention_scale\":true", U, "config.json",
+           "\"logn_attention_scale\" = true");
+    expect("config.json", k_gte, "\"layer_norm_type\":\"layer_norm\"", "\"layer_norm_type\":\"rms_norm\"", U,
+           "config.json", "\"layer_norm_type\" = \"rms_norm\"");
+    expect("config.json", k_gte, "\"pack_qkv\":true", "\"pack_qkv\":false", U, "config.json", "\"pack_qkv\" = false");
+    expect("config.json", k_gte, "\"type\":\"ntk\"", "\"type\":\"dynamic\"", U, "config.json",
+           "\"rope_scaling.type\" = \"dynamic\"");
+    expect("config.json", k_gte, "\"type\":\"ntk\"", "\"type\":\"ntk\",\"mixed_b\":0.3", U, "config.json",
+           "\"rope_scaling.mixed_b\" is not supported (mixed NTK scaling)");
+    expect("config.json", k_gte, "{\"factor\":2.0,\"type\":\"ntk\"}", "{\"type\":\"ntk\"}", F, "config.json",
+           "\"rope_scaling\" needs");
+    expect("config.json", k_gte, "\"factor\":2.0", "\"factor\":0.5", F, "config.json", "\"rope_scaling.factor\"");
+    expect("config.json", k_gte, "\"rope\"", "\"absolute\"", U, "config.json",
+           "\"position_embedding_type\" = \"absolute\"");
+    expect("config.json", k_gte, "modeling.NewModel", "modeling.OtherModel", U, "config.json", "\"auto_map\"");
+    expect("config.json", k_gte, "\"type_vocab_size\":0,", "", F, "config.json", "\"type_vocab_size\" is missing");
+    expect("config.json", k_gte, "\"unpad_inputs\":true", "\"unpad_inputs\":1", F, "config.json", "\"unpad_inputs\"");
+    expect("config.json", k_gte, "\"num_attention_heads\":4", "\"num_attention_heads\":64", F, "config.json",
+           "rotary embeddings rotate pairs");
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -269,7 +324,7 @@ static void test_errors(void) {
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
            "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
-           "\"distilbert\", \"mpnet\" and \"modernbert\")");
+           "\"distilbert\", \"mpnet\", \"modernbert\", \"new\" and \"gte\")");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
@@ -359,6 +414,7 @@ int main(void) {
     test_errors();
     test_families();
     test_modernbert();
+    test_gte();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

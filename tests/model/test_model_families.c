@@ -13,6 +13,10 @@
  *                      ([CLS] 1, [SEP] 2, [PAD] 3), multilingual texts too; mean, Normalize;
  *                      also through the token-id entry (modattn_model_embed_ids); on OpenCL too, and
  *                      refused there at load once its 'rotary' op is disabled
+ *   tiny-gte           new (the Hub's GTE v1.5): post-LN, rotary positions with fixed NTK scaling
+ *                      (factor 2), packed QKV, GeGLU from up_gate_proj ([up | gate]); CLS, Normalize
+ *   tiny-gte-hf        gte (transformers' GteModel): the same layers under transformers' own names
+ *                      (self_attn.{q,k,v,o}_proj, mlp.{gate,up}_proj), rope_parameters
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
  *
  * The tiny ones come from tools/make_tiny_models.py, all four from `make model`. For every input:
@@ -54,6 +58,11 @@ static const expect TINY[] = {
      96, 3, 3, 256, 30522, 100, 96, MODATTN_POOL_MEAN, true, true, 10},
     {"tiny_mpnet", ".models/tiny-mpnet", "tests/fixtures/golden_tiny_mpnet.jsonl", "mpnet",
      64, 2, 4, 160, 30522, 128, 128, MODATTN_POOL_MEAN | MODATTN_POOL_MAX, false, true, 10},
+    /* before tiny_modern, whose OpenCL check disables 'rotary' for the rest of the process */
+    {"tiny_gte", ".models/tiny-gte", "tests/fixtures/golden_tiny_gte.jsonl", "new",
+     64, 2, 4, 96, 30522, 128, 64, MODATTN_POOL_CLS, true, true, 10},
+    {"tiny_gte_hf", ".models/tiny-gte-hf", "tests/fixtures/golden_tiny_gte_hf.jsonl", "gte",
+     64, 2, 4, 80, 30522, 128, 64, MODATTN_POOL_CLS, true, true, 10},
     {"tiny_modern", ".models/tiny-modernbert", "tests/fixtures/golden_tiny_modernbert.jsonl", "modernbert",
      64, 4, 4, 96, 700, 128, 64, MODATTN_POOL_MEAN, true, true, 100},
 };
