@@ -99,6 +99,14 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
  * message's number in a mailbox ("3/report.pdf"). One over cap comes with data NULL and why. */
 int modattn__mail_each_attachment(const char *buf, size_t len, size_t cap, bool mbox, modattn__archive_member_fn fn,
                                   void *ud);
+/* Called by both walkers above once for every member, before its bytes are decoded (and before fn
+ * sees it): the walk's place, for the extraction child to say which member it was reading when it
+ * died (extract.c sets the hook there; nobody else does). Also the test hook
+ * MODATTN_TEST_WALK_FAULT=1: a member whose name holds "modattn-test-crash" makes the walking
+ * process crash (SIGSEGV), one holding "modattn-test-hang" makes it hang, as a decoder bug on
+ * that member would (tests/pipeline/cli_nested.sh). */
+void modattn__walk_member(const char *name);
+extern void (*modattn__walk_member_hook)(const char *name);
 /* The path of a member as stored and shown: "ARCHIVE!/MEMBER" (modattn_free). */
 char *modattn_archive_join(const char *archive_path, const char *member);
 /* Splits "a.zip!/in/b.zip!/x.txt" at its first "!/": *archive "a.zip", *member "in/b.zip!/x.txt"
