@@ -161,8 +161,10 @@ static bool kind_uses_xml(modattn_doc_kind kind) {
     return kind != MODATTN_DOC_PDF && kind != MODATTN_DOC_RTF && kind != MODATTN_DOC_COMPRESSED;
 }
 
-static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t len, uint64_t mem, size_t cap,
-                                 int out_fd, int err_fd) {
+/* The child's start, for an extractor and for a walker alike: signals as by default (faults keep
+ * their handlers), Ctrl-C left to the parent, killed with it, stderr to err_fd, no core file, and
+ * RLIMIT_DATA at what it inherited plus mem. */
+static void child_setup(uint64_t mem, int err_fd) {
     /* signals: the parent decides (it kills this process); faults keep their handlers (a
      * sanitizer's report); the rest as by default, all unblocked */
     static const int keep[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGKILL, SIGSTOP};
@@ -190,6 +192,11 @@ static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t 
         if (getrlimit(RLIMIT_DATA, &old) == 0 && (old.rlim_max == RLIM_INFINITY || old.rlim_max > rl.rlim_max))
             setrlimit(RLIMIT_DATA, &rl);
     }
+}
+
+static _Noreturn void child_main(modattn_doc_kind kind, const char *buf, size_t len, uint64_t mem, size_t cap,
+                                 int out_fd, int err_fd) {
+    child_setup(mem, err_fd);
     if (kind_uses_xml(kind)) xmlMemSetup(free, xml_malloc_hook, xml_realloc_hook, xml_strdup_hook);
     modattn_doc_text d;
     memset(&d, 0, sizeof d);
@@ -309,6 +316,56 @@ static bool tail_says_oom(const char *tail) {
     return false;
 }
 
+/* The child's stderr, passed on as it comes; its last bytes kept (what an allocator's abort said). */
+typedef struct errtail {
+    char b[512];
+    size_t n;
+} errtail;
+static void relay_stderr(errtail *t, const char *chunk, size_t n) {
+    ssize_t w = write(STDERR_FILENO, chunk, n);
+    (void)w;
+    size_t keep = n < sizeof t->b - 1 ? n : sizeof t->b - 1;
+    if (t->n + keep > sizeof t->b - 1) {
+        size_t drop = t->n + keep - (sizeof t->b - 1);
+        memmove(t->b, t->b + drop, t->n - drop);
+        t->n -= drop;
+    }
+    memcpy(t->b + t->n, chunk + n - keep, keep);
+    t->n += keep;
+    t->b[t->n] = '\0';
+}
+
+static int timeout_error(const char *what, const modattn__extract_limits *lim) {
+    return modattn__error(MODATTN_ERANGE, "took longer than --file-timeout %g s (the %s extraction was stopped)",
+                          lim->timeout_s, what);
+}
+
+static int oom_error(const char *what, const modattn__extract_limits *lim) {
+    /* an allocator refused (the limit set in the child): libxml2 says so, poppler and glib abort,
+     * a sanitizer's allocator reports it and exits */
+    return modattn__error(MODATTN_ERANGE,
+                          "extraction exceeded the memory budget (the %s library may use %llu MiB: what "
+                          "--mem-budget leaves, else 1 GiB)",
+                          what, (unsigned long long)(lim->mem_bytes >> 20));
+}
+
+/* Why a child that gave no complete answer ended (ws from waitpid; killed: by us): an allocator
+ * refused, a signal, an exit status. The error set, MODATTN_ERANGE. */
+static int child_ended(const char *what, int ws, bool killed, const char *tail, double secs,
+                       const modattn__extract_limits *lim) {
+    if (!(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && tail_says_oom(tail)) return oom_error(what, lim);
+    if (WIFSIGNALED(ws)) {
+        int sig = WTERMSIG(ws);
+        if (sig == SIGKILL && !killed)
+            return modattn__error(MODATTN_ERANGE, "the %s extraction process was killed (signal 9: by the system, "
+                                  "out of memory?) after %.1f s", what, secs);
+        return modattn__error(MODATTN_ERANGE, "the %s library crashed (signal %d, %s) after %.1f s", what, sig,
+                              strsignal(sig), secs);
+    }
+    return modattn__error(MODATTN_ERANGE, "the %s extraction process failed (exit status %d)", what,
+                          WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+}
+
 int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
                               modattn_doc_text *out, bool *cancelled) {
     memset(out, 0, sizeof *out);
@@ -344,8 +401,7 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     reader r;
     memset(&r, 0, sizeof r);
     r.max_text = lim->max_text;
-    char tail[512] = "";
-    size_t ntail = 0;
+    errtail tail = {"", 0};
     const uint64_t t0 = now_ns();
     uint64_t last_ask = 0;
     const uint64_t limit_ns = lim->timeout_s > 0 ? (uint64_t)(lim->timeout_s * 1e9) : 0;
@@ -395,18 +451,7 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
                 size_t o = 0;
                 while (o < (size_t)n && !r.st) o += take(&r, chunk + o, (size_t)n - o);
             } else {
-                /* the extractor's own messages, passed on; the last bytes kept */
-                ssize_t w = write(STDERR_FILENO, chunk, (size_t)n);
-                (void)w;
-                size_t keep = (size_t)n < sizeof tail - 1 ? (size_t)n : sizeof tail - 1;
-                if (ntail + keep > sizeof tail - 1) {
-                    size_t drop = ntail + keep - (sizeof tail - 1);
-                    memmove(tail, tail + drop, ntail - drop);
-                    ntail -= drop;
-                }
-                memcpy(tail + ntail, chunk + (size_t)n - keep, keep);
-                ntail += keep;
-                tail[ntail] = '\0';
+                relay_stderr(&tail, chunk, (size_t)n); /* the extractor's own messages */
             }
         }
     }
@@ -420,13 +465,10 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
              (r.h.status || (r.got_text == r.h.len && r.got_marks == r.h.nmarks * sizeof *r.marks));
 
     int st = 0;
-    char mem_text[64];
-    snprintf(mem_text, sizeof mem_text, "%llu MiB", (unsigned long long)(lim->mem_bytes >> 20));
     if (cancelled && *cancelled) {
         st = modattn__error(MODATTN_ERANGE, "interrupted");
     } else if (timed_out) {
-        st = modattn__error(MODATTN_ERANGE, "took longer than --file-timeout %g s (the %s extraction was stopped)",
-                           lim->timeout_s, what);
+        st = timeout_error(what, lim);
     } else if (r.st) { /* the text over the cap or over this process's budget, or a damaged answer */
         st = modattn__error(r.st, "%s", r.why);
     } else if (r.done && r.h.status == 0 && !r.h.xml_oom && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
@@ -437,32 +479,286 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
         out->nmarks = (size_t)r.h.nmarks;
         out->pages = r.h.pages != 0;
         return 0;
-    } else if ((r.done && (r.h.xml_oom || r.h.status == MODATTN_ENOMEM)) ||
-               (!(r.done && r.h.status) && !(WIFEXITED(ws) && WEXITSTATUS(ws) == 0) && tail_says_oom(tail))) {
-        /* an allocator refused (the limit set in the child): libxml2 says so, poppler and glib
-         * abort, a sanitizer's allocator reports it and exits */
-        st = modattn__error(MODATTN_ERANGE,
-                           "extraction exceeded the memory budget (the %s library may use %s: what "
-                           "--mem-budget leaves, else 1 GiB)",
-                           what, mem_text);
+    } else if (r.done && (r.h.xml_oom || r.h.status == MODATTN_ENOMEM)) {
+        st = oom_error(what, lim);
     } else if (r.done && r.h.status == MODATTN_EBUDGET) {
         /* the text itself did not fit the budget: as for any allocation of this file */
         st = modattn__error(MODATTN_EBUDGET, "%s", r.msg);
     } else if (r.done && r.h.status) {
         st = modattn__error(r.h.status, "%s", r.msg);
-    } else if (WIFSIGNALED(ws)) {
-        int sig = WTERMSIG(ws);
-        if (sig == SIGKILL && !killed)
-            st = modattn__error(MODATTN_ERANGE, "the %s extraction process was killed (signal 9: by the system, "
-                               "out of memory?) after %.1f s", what, secs);
-        else
-            st = modattn__error(MODATTN_ERANGE, "the %s library crashed (signal %d, %s) after %.1f s", what, sig,
-                               strsignal(sig), secs);
     } else {
-        st = modattn__error(MODATTN_ERANGE, "the %s extraction process failed (exit status %d)", what,
-                           WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+        st = child_ended(what, ws, killed, tail.b, secs, lim);
     }
     modattn_free(r.text);
     modattn_free(r.marks);
     return st;
+}
+
+/* ------------------------------------------------------------------ containers walked in a child
+ *
+ * An archive's members and an e-mail's attachments are decoded (libarchive, GMime) in a child
+ * like the one above, which streams each member back as it meets it: a NAME record before its
+ * bytes are decoded (modattn__walk_member), then a MEMBER record with its bytes or the reason it
+ * was not read, and an END record with the walker's return. The parent hands each member to fn as
+ * the walkers would in-process, while the child waits on the pipe, so that one member at a time is
+ * in the parent's memory (counted, MODATTN_MEM_OTHER) and each member's own format is extracted,
+ * as any file's, by modattn__extract_isolated. When the child dies (a crash, the memory limit, the
+ * time limit) after a NAME without its MEMBER, that member is given to fn as not read, with the
+ * reason, and a new child walks on past it; after WALK_MAX_FAULTS such members, or a death between
+ * members, the walk ends with the reason. The time limit counts only while the parent waits for
+ * the child, not while it handles a member. */
+
+enum { REC_NAME = 1, REC_MEMBER = 2, REC_END = 3 };
+typedef struct walk_rec {
+    uint32_t type;
+    uint32_t namelen; /* REC_NAME, REC_MEMBER */
+    uint32_t whylen;  /* REC_MEMBER: why it was not read (then no bytes); REC_END: the walker's message */
+    int32_t status;   /* REC_END: the walker's return */
+    uint64_t len;     /* REC_MEMBER: its bytes */
+} walk_rec;
+
+#define WALK_MAX_NAME 65536
+#define WALK_MAX_WHY 1000
+#define WALK_MAX_FAULTS 3
+
+static int g_walk_fd = -1;
+static size_t g_walk_index, g_walk_skip; /* members met in this child; members a child before gave */
+
+static void walk_send(const walk_rec *h, const char *a, size_t na, const char *b, size_t nb, const char *c, size_t nc) {
+    if (!write_all(g_walk_fd, h, sizeof *h) || !write_all(g_walk_fd, a, na) || !write_all(g_walk_fd, b, nb) ||
+        !write_all(g_walk_fd, c, nc))
+        _exit(120);
+}
+
+static bool walk_announce(const char *name) {
+    if (++g_walk_index <= g_walk_skip) return true;
+    size_t nl = strlen(name);
+    if (nl > WALK_MAX_NAME) nl = WALK_MAX_NAME;
+    walk_rec h = {REC_NAME, (uint32_t)nl, 0, 0, 0};
+    walk_send(&h, name, nl, "", 0, "", 0);
+    return false;
+}
+
+static int walk_give(void *ud, const char *name, const char *data, size_t n, const char *why) {
+    (void)ud;
+    size_t nl = strlen(name), wl = why ? strlen(why) : 0;
+    if (nl > WALK_MAX_NAME) nl = WALK_MAX_NAME;
+    if (wl > WALK_MAX_WHY) wl = WALK_MAX_WHY;
+    if (why && !wl) why = "not read", wl = 8;
+    walk_rec h = {REC_MEMBER, (uint32_t)nl, (uint32_t)wl, 0, why ? 0 : (uint64_t)n};
+    walk_send(&h, name, nl, why ? why : "", wl, why ? "" : data, why ? 0 : n);
+    return 0;
+}
+
+static _Noreturn void walk_child(modattn__walk_kind kind, const char *buf, size_t len, uint64_t mem, size_t cap,
+                                 size_t skip, int out_fd, int err_fd) {
+    child_setup(mem, err_fd);
+    g_walk_fd = out_fd;
+    g_walk_skip = skip;
+    modattn__walk_member_hook = walk_announce;
+    int st = kind == MODATTN__WALK_ARCHIVE
+                 ? modattn__archive_each(buf, len, cap, walk_give, NULL)
+                 : modattn__mail_each_attachment(buf, len, cap, kind == MODATTN__WALK_MBOX, walk_give, NULL);
+    const char *msg = st ? modattn_last_error() : "";
+    size_t ml = strlen(msg);
+    if (ml > WALK_MAX_WHY) ml = WALK_MAX_WHY;
+    walk_rec h = {REC_END, 0, (uint32_t)ml, st, 0};
+    walk_send(&h, msg, ml, "", 0, "", 0);
+    _exit(0);
+}
+
+/* the parent's side of one walking child */
+typedef struct walker {
+    pid_t pid;
+    int dp, ep;
+    errtail tail;
+    uint64_t waited_ns, limit_ns, last_ask;
+    bool timed_out, killed, cancelled, err_eof;
+    const modattn__extract_limits *lim;
+} walker;
+
+/* Exactly n bytes from the child, its stderr relayed meanwhile: false at its end, past the time
+ * limit or on the caller's cancel (the child then killed). */
+static bool walker_read(walker *w, void *p, size_t n) {
+    char *c = p;
+    while (n) {
+        if (w->lim->cancel && now_ns() - w->last_ask >= 50000000ull) { /* every 50 ms at most */
+            w->last_ask = now_ns();
+            if (w->lim->cancel(w->lim->cancel_ud)) {
+                w->cancelled = true;
+                return false;
+            }
+        }
+        int wait_ms = 100;
+        if (w->limit_ns) {
+            if (w->waited_ns >= w->limit_ns) {
+                w->timed_out = true;
+                return false;
+            }
+            if ((w->limit_ns - w->waited_ns) / 1000000 < (uint64_t)wait_ms)
+                wait_ms = (int)((w->limit_ns - w->waited_ns) / 1000000) + 1;
+        }
+        struct pollfd pf[2] = {{w->dp, POLLIN, 0}, {w->ep, POLLIN, 0}};
+        uint64_t t = now_ns();
+        int k = poll(pf, w->err_eof ? 1 : 2, wait_ms);
+        w->waited_ns += now_ns() - t;
+        if (k < 0 && errno != EINTR) return false;
+        if (k <= 0) continue;
+        if (!w->err_eof && pf[1].revents) {
+            char chunk[4096];
+            ssize_t e = read(w->ep, chunk, sizeof chunk);
+            if (e > 0) relay_stderr(&w->tail, chunk, (size_t)e);
+            else if (e == 0 || (errno != EINTR && errno != EAGAIN)) w->err_eof = true;
+        }
+        if (pf[0].revents) {
+            ssize_t got = read(w->dp, c, n);
+            if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (got <= 0) return false;
+            c += got;
+            n -= (size_t)got;
+        }
+    }
+    return true;
+}
+
+/* Ends the child (killed unless it ended by itself) and says why it ended as waitpid does. */
+static int walker_end(walker *w, bool kill_it) {
+    if (kill_it && !w->killed) {
+        kill(w->pid, SIGKILL);
+        w->killed = true;
+    }
+    close(w->dp);
+    if (w->ep >= 0) close(w->ep);
+    int ws = 0;
+    while (waitpid(w->pid, &ws, 0) < 0 && errno == EINTR) {
+    }
+    return ws;
+}
+
+static int walker_start(walker *w, modattn__walk_kind kind, const char *buf, size_t len, size_t cap,
+                        const modattn__extract_limits *lim, size_t skip, const char *what) {
+    memset(w, 0, sizeof *w);
+    w->lim = lim;
+    w->limit_ns = lim->timeout_s > 0 ? (uint64_t)(lim->timeout_s * 1e9) : 0;
+    int dp[2], ep[2] = {-1, -1};
+    if (pipe2(dp, O_CLOEXEC) != 0)
+        return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
+    if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1;
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(dp[0]);
+        close(dp[1]);
+        if (ep[0] >= 0) close(ep[0]), close(ep[1]);
+        return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(e));
+    }
+    if (pid == 0) {
+        close(dp[0]);
+        if (ep[0] >= 0) close(ep[0]);
+        walk_child(kind, buf, len, lim->mem_bytes, cap, skip, dp[1], ep[1]);
+    }
+    close(dp[1]);
+    if (ep[1] >= 0) close(ep[1]);
+    w->pid = pid;
+    w->dp = dp[0];
+    w->ep = ep[0];
+    w->err_eof = ep[0] < 0;
+    fcntl(w->dp, F_SETFL, fcntl(w->dp, F_GETFL) | O_NONBLOCK);
+    if (w->ep >= 0) fcntl(w->ep, F_SETFL, fcntl(w->ep, F_GETFL) | O_NONBLOCK);
+    return 0;
+}
+
+/* A string of n bytes from the child (modattn__malloc'd, NUL-terminated; NULL with *st set). */
+static char *walker_string(walker *w, size_t n, int *st) {
+    char *s = modattn__malloc(n + 1, MODATTN_MEM_OTHER);
+    if (!s) {
+        *st = modattn__mem_last_status();
+        return NULL;
+    }
+    if (!walker_read(w, s, n)) {
+        modattn_free(s);
+        *st = 0; /* the child's end says why */
+        return NULL;
+    }
+    s[n] = '\0';
+    return s;
+}
+
+int modattn__walk_isolated(modattn__walk_kind kind, const char *buf, size_t len, size_t cap,
+                           const modattn__extract_limits *lim, modattn__archive_member_fn fn, void *ud,
+                           bool *cancelled) {
+    if (cancelled) *cancelled = false;
+    const char *what = kind == MODATTN__WALK_ARCHIVE ? "archive" : kind == MODATTN__WALK_MAIL ? "e-mail" : "mailbox";
+    size_t skip = 0;
+    for (int faults = 0;; faults++) {
+        walker w;
+        int st = walker_start(&w, kind, buf, len, cap, lim, skip, what);
+        if (st) return st;
+        size_t index = skip;
+        char *pending = NULL; /* the member announced and not yet given */
+        bool ended = false, damaged = false;
+        walk_rec h;
+        int end_status = 0;
+        char end_msg[WALK_MAX_WHY + 1] = "";
+        while (!st && !ended && walker_read(&w, &h, sizeof h)) {
+            if (h.type == REC_NAME && h.namelen <= WALK_MAX_NAME) {
+                modattn_free(pending);
+                if (!(pending = walker_string(&w, h.namelen, &st))) break;
+                index++;
+            } else if (h.type == REC_MEMBER && h.namelen <= WALK_MAX_NAME && h.whylen <= WALK_MAX_WHY &&
+                       h.len <= cap && !(h.whylen && h.len)) {
+                char *name = walker_string(&w, h.namelen, &st);
+                char *why = name && h.whylen ? walker_string(&w, h.whylen, &st) : NULL;
+                char *data = name && !h.whylen ? walker_string(&w, (size_t)h.len, &st) : NULL;
+                if (name && (why || data)) {
+                    modattn_free(pending);
+                    pending = NULL;
+                    st = fn(ud, name, data, data ? (size_t)h.len : 0, why);
+                }
+                bool short_read = !st && !(name && (why || data));
+                modattn_free(name);
+                modattn_free(why);
+                modattn_free(data);
+                if (short_read) break;
+            } else if (h.type == REC_END && h.whylen <= WALK_MAX_WHY) {
+                if (walker_read(&w, end_msg, h.whylen)) {
+                    end_msg[h.whylen] = '\0';
+                    end_status = h.status;
+                    ended = true;
+                }
+            } else {
+                damaged = true;
+                break;
+            }
+        }
+        int ws = walker_end(&w, st || !ended || damaged);
+        const double secs = (double)w.waited_ns * 1e-9;
+        if (st || w.cancelled) { /* fn stopped the walk, or the caller did */
+            modattn_free(pending);
+            if (w.cancelled && cancelled) *cancelled = true;
+            return st ? st : 1;
+        }
+        if (ended && WIFEXITED(ws) && WEXITSTATUS(ws) == 0) {
+            modattn_free(pending);
+            return end_status ? modattn__error(end_status, "%s", end_msg) : 0;
+        }
+        if (damaged) st = modattn__error(MODATTN_EINTERNAL, "the %s extraction process sent a damaged answer", what);
+        else if (w.timed_out) st = timeout_error(what, lim);
+        else st = child_ended(what, ws, w.killed, w.tail.b, secs, lim);
+        if (!pending || damaged) {
+            modattn_free(pending);
+            return st;
+        }
+        /* the member it was reading: not read, with the reason; a new child walks on past it */
+        char why[600];
+        snprintf(why, sizeof why, "%s, reading this member", modattn_last_error());
+        st = fn(ud, pending, NULL, 0, why);
+        modattn_free(pending);
+        if (st) return st;
+        if (faults + 1 >= WALK_MAX_FAULTS)
+            return modattn__error(MODATTN_ERANGE, "the %s extraction process died reading %d of its members: the "
+                                  "rest is not read", what, faults + 1);
+        skip = index;
+    }
 }

@@ -7,9 +7,12 @@
  * modattn_archive_read for each, each member then sniffed and extracted as a file would be). */
 #include <archive.h>
 #include <archive_entry.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "modattn/core.h"
 #include "core/internal_core.h"
@@ -17,6 +20,18 @@
 #include "pipeline/fmt_internal.h"
 
 
+bool (*modattn__walk_member_hook)(const char *name);
+
+bool modattn__walk_member(const char *name) {
+    if (modattn__walk_member_hook && modattn__walk_member_hook(name ? name : "")) return true;
+    const char *e = getenv("MODATTN_TEST_WALK_FAULT");
+    if (e && strcmp(e, "1") == 0 && name) {
+        if (strstr(name, "modattn-test-crash")) raise(SIGSEGV);
+        if (strstr(name, "modattn-test-hang"))
+            for (;;) sleep(1);
+    }
+    return false;
+}
 
 static bool tar_magic(const unsigned char *h, size_t n) { return n >= 262 && memcmp(h + 257, "ustar", 5) == 0; }
 
@@ -213,6 +228,14 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
         }
         if (archive_entry_filetype(e) != AE_IFREG) continue;
         const char *name = archive_entry_pathname(e);
+        if (modattn__walk_member(name)) { /* given before (extract.c): not decoded again */
+            if (archive_read_data_skip(a) < ARCHIVE_WARN) {
+                st = modattn__error(MODATTN_EFORMAT, "a damaged or truncated archive (member %.200s): %s", name,
+                                   archive_error_string(a) ? archive_error_string(a) : "unreadable data");
+                break;
+            }
+            continue;
+        }
         char why[512] = "";
         if (!name || !*name) {
             snprintf(why, sizeof why, "a member without a name: not read");

@@ -99,6 +99,27 @@ int modattn__archive_each(const char *buf, size_t len, size_t cap, modattn__arch
  * message's number in a mailbox ("3/report.pdf"). One over cap comes with data NULL and why. */
 int modattn__mail_each_attachment(const char *buf, size_t len, size_t cap, bool mbox, modattn__archive_member_fn fn,
                                   void *ud);
+/* Called by both walkers above once for every member, before its bytes are decoded (and before fn
+ * sees it): the walk's place, for the extraction child to say which member it was reading when it
+ * died. true: pass this member over (neither decoded nor given to fn): a child that follows one
+ * that died gives only the members after the one it died on. The hook is set in the walking child
+ * alone (extract.c); elsewhere this is false. Also the test hook MODATTN_TEST_WALK_FAULT=1: a
+ * member whose name holds "modattn-test-crash" makes the walking process crash (SIGSEGV), one
+ * holding "modattn-test-hang" makes it hang, as a decoder bug on that member would
+ * (tests/pipeline/cli_nested.sh). */
+bool modattn__walk_member(const char *name);
+extern bool (*modattn__walk_member_hook)(const char *name);
+/* The same walks (modattn__archive_each, modattn__mail_each_attachment) in the extraction child
+ * (pipeline/extract.c), under lim's memory and time limits: each member comes to fn in this
+ * process as it would from the walker itself, its bytes read from the child. A member the child
+ * died reading comes with data NULL and the reason (a crash, the memory or time limit), and a new
+ * child goes on past it. Returns fn's non-zero, 1 when lim->cancel asked to stop (*cancelled set),
+ * the walker's error, or MODATTN_ERANGE with the reason when the child died between members or
+ * died reading more than a few. */
+typedef enum { MODATTN__WALK_ARCHIVE, MODATTN__WALK_MAIL, MODATTN__WALK_MBOX } modattn__walk_kind;
+int modattn__walk_isolated(modattn__walk_kind kind, const char *buf, size_t len, size_t cap,
+                           const modattn__extract_limits *lim, modattn__archive_member_fn fn, void *ud,
+                           bool *cancelled);
 /* The path of a member as stored and shown: "ARCHIVE!/MEMBER" (modattn_free). */
 char *modattn_archive_join(const char *archive_path, const char *member);
 /* Splits "a.zip!/in/b.zip!/x.txt" at its first "!/": *archive "a.zip", *member "in/b.zip!/x.txt"

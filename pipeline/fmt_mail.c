@@ -202,6 +202,7 @@ static int walk_attachments(att_walk *a, GMimeObject *o, int depth) {
     a->count++;
     char name[512];
     member_name(a, g_mime_part_get_filename((GMimePart *)o), name, sizeof name);
+    if (modattn__walk_member(name)) return 0; /* given before (extract.c): not decoded again */
     char **nv = modattn__realloc(a->names, (a->nnames + 1) * sizeof *nv, MODATTN_MEM_OTHER);
     if (!nv) return a->st = modattn__mem_last_status();
     a->names = nv;

@@ -749,6 +749,20 @@ static int classify_content(run *r, file_entry *f, file_ctx *c) {
     return 0;
 }
 
+/* The memory an extraction child may use (its RLIMIT_DATA beyond what it inherits): what the memory
+ * budget leaves now, else MODATTN_INGEST_DEFAULT_EXTRACT_MEM. */
+static void extract_mem(run *r) {
+    if (r->opt->extract_mem_bytes) {
+        r->xlim.mem_bytes = r->opt->extract_mem_bytes;
+    } else {
+        modattn_mem_stats ms;
+        modattn_mem_get_stats(&ms);
+        r->xlim.mem_bytes = ms.budget <= 0                 ? MODATTN_INGEST_DEFAULT_EXTRACT_MEM
+                            : ms.budget > ms.current_total ? (uint64_t)(ms.budget - ms.current_total)
+                                                           : 1;
+    }
+}
+
 /* load the document: its kind (binary: skipped), and its text: the file's bytes (UTF-16 decoded),
  * or what an HTML, PDF, office, EPUB, RTF, e-mail or compressed file holds, extracted in a child
  * process under the memory and time limits (pipeline/extract.c, pipeline/fmt_*.c). */
@@ -788,16 +802,7 @@ static int load_document(run *r, file_entry *f, file_ctx *c) {
         c->buf = NULL;
         return 0;
     }
-    if (r->opt->extract_mem_bytes) {
-        r->xlim.mem_bytes = r->opt->extract_mem_bytes;
-    } else {
-        /* what the memory budget leaves now is the extracting library's */
-        modattn_mem_stats ms;
-        modattn_mem_get_stats(&ms);
-        r->xlim.mem_bytes = ms.budget <= 0                 ? MODATTN_INGEST_DEFAULT_EXTRACT_MEM
-                            : ms.budget > ms.current_total ? (uint64_t)(ms.budget - ms.current_total)
-                                                           : 1;
-    }
+    extract_mem(r);
     int st;
     if (kind == MODATTN_DOC_HTML && c->len <= SMALL_HTML_BYTES) /* see SMALL_HTML_BYTES */
         st = modattn_extract_html(c->buf, c->len, &d->text);
@@ -974,8 +979,9 @@ static int on_member(void *ud, const char *name, const char *data, size_t n, con
  * the archive) and marks the note failed. */
 static int walk_archive(arch_ctx *a, const char *buf, size_t len) {
     run *r = a->r;
-    int st = modattn__archive_each(buf, len, r->max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r->max_bytes,
-                                   on_member, a);
+    extract_mem(r);
+    bool stopped = false;
+    int st = modattn__walk_isolated(MODATTN__WALK_ARCHIVE, buf, len, r->xlim.max_text, &r->xlim, on_member, a, &stopped);
     if (a->st) return a->st;
     if (st == 1) return 0; /* stopped: said */
     if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) return st;
@@ -1136,12 +1142,23 @@ static int index_attachments(run *r, file_entry *f, file_ctx *c) {
     size_t members = 0;
     uint64_t total = 0;
     arch_ctx a = {r, f->path, 1, c->mtime, note, &members, &total, 0};
-    int st = modattn__mail_each_attachment(c->buf, c->len, r->max_bytes > SIZE_MAX / 2 ? SIZE_MAX / 2 : (size_t)r->max_bytes,
-                                           c->d->kind == MODATTN_DOC_MBOX, on_member, &a);
+    extract_mem(r);
+    bool stopped = false;
+    int st = modattn__walk_isolated(c->d->kind == MODATTN_DOC_MBOX ? MODATTN__WALK_MBOX : MODATTN__WALK_MAIL, c->buf,
+                                    c->len, r->xlim.max_text, &r->xlim, on_member, &a, &stopped);
     modattn_free(c->buf);
     c->buf = NULL;
     if (a.st) st = a.st;
-    if (st == 1 || cancelled(r)) st = 0, note->archive_failed = true;
+    if (st == 1 || cancelled(r)) {
+        st = 0;
+        note->archive_failed = true;
+    } else if (st && st != MODATTN_ENOMEM && st != MODATTN_EBUDGET) {
+        /* the attachments could not be walked (the child died between them): said, and what the
+         * store has of them stays */
+        note->archive_failed = true;
+        event(r, MODATTN_INDEX_ERROR, f->path, "cannot read its attachments: %s", modattn_last_error());
+        st = 0;
+    }
     if (st) {
         pdoc_free(note);
         return st;

@@ -345,6 +345,45 @@ static void test_archive_each(void) {
     free(buf);
 }
 
+/* modattn__walk_isolated (the walk in the extraction child) gives exactly what the walkers give in
+ * process: the same members, bytes, reasons, return and message */
+static int walk_same(modattn__walk_kind kind, const char *buf, size_t len, size_t cap, const char *what) {
+    static const modattn__extract_limits lim = {1ull << 30, 30, 1 << 20, NULL, NULL};
+    each_log a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    int sa = kind == MODATTN__WALK_ARCHIVE ? modattn__archive_each(buf, len, cap, on_each, &a)
+                                           : modattn__mail_each_attachment(buf, len, cap, kind == MODATTN__WALK_MBOX,
+                                                                           on_each, &a);
+    char ma[512];
+    snprintf(ma, sizeof ma, "%s", sa ? modattn_last_error() : "");
+    bool stopped = true;
+    int sb = modattn__walk_isolated(kind, buf, len, cap, &lim, on_each, &b, &stopped);
+    const char *mb = sb ? modattn_last_error() : "";
+    CHECK_MSG(sa == sb && strcmp(ma, mb) == 0 && !stopped && memcmp(&a, &b, sizeof a) == 0,
+              "%s: in process %d (%s), %d members; in the child %d (%s), %d members", what, sa, ma, a.n, sb, mb, b.n);
+    return a.n;
+}
+
+static void test_walk_isolated(void) {
+    static const char *const zips[] = {"bundle.zip", "slip.zip", "encrypted.zip", "bundle.tar.gz"};
+    for (size_t i = 0; i < sizeof zips / sizeof *zips; i++) {
+        size_t len;
+        char *buf = slurp(zips[i], &len);
+        CHECK(walk_same(MODATTN__WALK_ARCHIVE, buf, len, 1 << 20, zips[i]) >= 1);
+        walk_same(MODATTN__WALK_ARCHIVE, buf, len, 10, zips[i]);        /* members past the cap */
+        walk_same(MODATTN__WALK_ARCHIVE, buf, len / 2, 1 << 20, zips[i]); /* truncated */
+        free(buf);
+    }
+    size_t len;
+    char *buf = slurp("note.eml", &len);
+    CHECK(walk_same(MODATTN__WALK_MAIL, buf, len, 1 << 20, "note.eml") >= 1); /* report.pdf */
+    free(buf);
+    buf = slurp("inbox.mbox", &len);
+    walk_same(MODATTN__WALK_MBOX, buf, len, 1 << 20, "inbox.mbox");
+    free(buf);
+}
+
 static void test_archive(void) {
     size_t len;
     char *buf = slurp("bundle.zip", &len);
@@ -423,6 +462,7 @@ int main(void) {
     test_hostile();
     test_archive();
     test_archive_each();
+    test_walk_isolated();
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
     return test_finish("test_formats");
