@@ -87,6 +87,9 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's post-LN "
                                  "layers (model_type \"%s\" needs ops 'norm', 'rotary', 'glu' and windowed attention)",
                                  model_name, name, c->model_type);
+        if (c->nomic)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's layers "
+                                 "(model_type \"%s\" needs ops 'rotary' and 'glu')", model_name, name, c->model_type);
         if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
@@ -114,6 +117,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->normalize) need[n++] = MODATTN_OP_L2_NORMALIZE;
     if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
     if (c->modern) need[n++] = MODATTN_OP_NORM, need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
+    if (c->nomic) need[n++] = c->rope_interleaved ? MODATTN_OP_ROTARY_INTERLEAVED : MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -127,7 +131,8 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
         if (modattn_device_supports_op(dev, need[i], reason, sizeof reason)) continue;
         /* norm, rotary and glu have no host fallback: the device runs them or refuses the model */
         const bool no_fallback = need[i] == MODATTN_OP_ATTENTION || need[i] == MODATTN_OP_NORM ||
-                                 need[i] == MODATTN_OP_ROTARY || need[i] == MODATTN_OP_GLU;
+                                 need[i] == MODATTN_OP_ROTARY || need[i] == MODATTN_OP_GLU ||
+                                 need[i] == MODATTN_OP_ROTARY_INTERLEAVED;
         if (fallback && !no_fallback) {
             *host_ops |= 1u << need[i];
             snprintf(why[need[i]], sizeof why[need[i]], "%s", reason);
@@ -176,6 +181,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 static modattn_act model_act(const modattn__model_config *c) {
     return c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
            : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
+           : c->act == MODATTN__ACT_SILU      ? MODATTN_ACT_SILU
                                               : MODATTN_ACT_RELU;
 }
 
@@ -338,7 +344,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (c->modern ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+        (st = upload(dev, pos, (c->modern || c->nomic ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
                      "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
@@ -358,6 +364,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = upload_rope(dm, c->rope_local, &dm->rope_lc, &dm->rope_ls)))
             goto fail;
     }
+    if (c->nomic && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -370,6 +377,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         st = modattn__mem_last_status();
         goto fail;
     }
+    const size_t I1 = c->nomic ? 2 * I : I; /* nomic_bert: [fc12; fc11] */
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
@@ -401,7 +409,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
             (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
             (st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) || (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)) ||
-            (st = upload(dev, w->w1, I * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I, "FFN up bias", &L->b1)) ||
+            (st = upload(dev, w->w1, I1 * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I1, "FFN up bias", &L->b1)) ||
             (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
             (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
             goto fail;
@@ -410,6 +418,16 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         const modattn_act act = model_act(c);
         /* packed for throughput, or (few inputs: a query) for no set-up cost */
         const bool few = !prepare_weights;
+        if (c->nomic) { /* the gated FFN: [2I] out of the up GEMM, the glu op, the down GEMM reads lda 2I */
+            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
+                (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
+                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
+                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
+                goto fail;
+            }
+            continue;
+        }
         /* FFN up reads the output of LayerNorm 1, which int8 folds into the weight (min cosine
          * to fp32 on 400 sentences of bench/corpus_sentences.txt: 0.969 -> 0.977). Folding the
          * previous LayerNorm into QKV the same way measured worse (0.956), so QKV does not. */
@@ -442,7 +460,7 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern ? 2 : 1); /* modernbert: Wi's 2I */
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->nomic ? 2 : 1); /* Wi's 2I */
     const size_t W = 3 * H > I ? 3 * H : I;
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
@@ -667,6 +685,12 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
                                     .name = "encoder.qkv", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d QKV", model_name, l);
+        if (c->nomic) { /* rotary on q and k: the first 2 x heads of each QKV row */
+            modattn_op_rotary_args ro = {.x = a->big, .ldx = 3 * H, .cos = dm->rope_gc, .sin = dm->rope_gs, .rows = T,
+                                         .heads = 2 * nh, .D = dh, .lens = a->lens, .S = S, .pool = pool,
+                                         .interleaved = c->rope_interleaved};
+            if ((st = modattn__device_rotary(dev, &ro))) return modattn__error_prefix(st, "%s: layer %d rotary", model_name, l);
+        }
         modattn_attn_call call;
         memset(&call, 0, sizeof call);
         call.q = view(a->big, 0, B, nh, S, dh, 3 * H);
@@ -692,11 +716,17 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention output", model_name, l);
-        g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I, .rows = T,
-                                     .N = I, .K = H, .act = act, .lens = a->lens, .S = S, .plan = L->p1,
-                                     .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
+        const int64_t I1 = c->nomic ? 2 * I : I; /* nomic_bert: [act(fc12 x) | fc11 x], then the glu op */
+        g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I1, .rows = T,
+                                     .N = I1, .K = H, .act = c->nomic ? MODATTN_ACT_NONE : act, .lens = a->lens, .S = S,
+                                     .plan = L->p1, .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN up", model_name, l);
-        g = (modattn_op_linear_args){.a = a->big, .lda = I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
+        if (c->nomic) {
+            modattn_op_glu_args gl = {.x = a->big, .ldx = 2 * I, .rows = T, .N = I, .act = act, .lens = a->lens, .S = S,
+                                      .pool = pool};
+            if ((st = modattn__device_glu(dev, &gl))) return modattn__error_prefix(st, "%s: layer %d GLU", model_name, l);
+        }
+        g = (modattn_op_linear_args){.a = a->big, .lda = I1, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = I, .accumulate = true, .gamma = L->ln2_g, .beta = L->ln2_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->p2,
                                      .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
