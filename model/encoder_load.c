@@ -298,6 +298,11 @@ static int load_nomic_weights(modattn_model *m) {
     if (!prefix)
         return modattn__error(MODATTN_EFORMAT, "%s: tensor 'embeddings.word_embeddings.weight' is missing (also under "
                              "'bert.'): not a nomic_bert checkpoint", m->st->path);
+    char pn[96];
+    snprintf(pn, sizeof pn, "%sembeddings.position_embeddings.weight", prefix);
+    if (modattn__st_find(m->st, pn)) /* nomic's rotary_emb_fraction 0: absolute positions, not run here */
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: tensor '%s' is present: a nomic_bert with absolute position "
+                             "embeddings is not supported (rotary positions only)", m->st->path, pn);
     const size_t zn = (size_t)(2 * I > 3 * H ? 2 * I : 3 * H);
     const float *zero = NULL, *pos_zero = NULL;
     int st;
