@@ -225,7 +225,8 @@ bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, 
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;
     }
-    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || ((op == MODATTN_OP_ROTARY || op == MODATTN_OP_ROTARY_INTERLEAVED) && (!dev->ops || !dev->ops->rotary)) ||
+    const bool rotary = op == MODATTN_OP_ROTARY || op == MODATTN_OP_ROTARY_INTERLEAVED;
+    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || (rotary && (!dev->ops || !dev->ops->rotary)) ||
         (op == MODATTN_OP_GLU && (!dev->ops || !dev->ops->glu))) {
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;

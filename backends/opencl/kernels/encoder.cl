@@ -143,7 +143,8 @@ void norm_rows(__global const float *x, long ldx, __global float *y, long ldy, _
 }
 
 /* Rotary embedding, NeoX layout (interleaved: GPT-J's adjacent pairs), in place on the first
- * `heads` heads of D columns of each row: one work-item per (row, head, j < D/2); position r % S; padding rows left as they are. */
+ * `heads` heads of D columns of each row: one work-item per (row, head, j < D/2); position r % S;
+ * padding rows left as they are. */
 __kernel void rotary_rows(__global float *x, long ldx, __global const int *lens, int S, int rows, int heads, int D,
                           __global const float *cs, __global const float *sn, int interleaved) {
     const long gid = get_global_id(0);
