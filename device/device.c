@@ -225,7 +225,8 @@ bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, 
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;
     }
-    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || (op == MODATTN_OP_ROTARY && (!dev->ops || !dev->ops->rotary)) ||
+    const bool rotary = op == MODATTN_OP_ROTARY || op == MODATTN_OP_ROTARY_INTERLEAVED;
+    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || (rotary && (!dev->ops || !dev->ops->rotary)) ||
         (op == MODATTN_OP_GLU && (!dev->ops || !dev->ops->glu))) {
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;
@@ -316,6 +317,12 @@ int modattn__device_norm(const modattn_device_iface *dev, const modattn_op_norm_
 int modattn__device_rotary(const modattn_device_iface *dev, const modattn_op_rotary_args *a) {
     if (!a->x || !a->cos || !a->sin || a->D <= 0 || a->D % 2 || a->ldx < a->heads * a->D)
         return modattn__error(MODATTN_EINVAL, "rotary: x, cos and sin are required, D even, ldx >= heads * D");
+    if (a->interleaved) { /* a device that does not say it runs GPT-J's layout would run NeoX's */
+        char r[256];
+        if (!modattn_device_supports_op(dev, MODATTN_OP_ROTARY_INTERLEAVED, r, sizeof r))
+            return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'rotary_interleaved': %s", r);
+        RUN_OP(dev, rotary, MODATTN_OP_ROTARY_INTERLEAVED, a, "encoder.rotary");
+    }
     RUN_OP(dev, rotary, MODATTN_OP_ROTARY, a, "encoder.rotary");
 }
 

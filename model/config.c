@@ -417,6 +417,125 @@ static int read_gte(const char *F, json_t *j, modattn__model_config *c) {
     return 0;
 }
 
+/* One size of a nomic_bert config.json: the Hub's key (n_embd, ...: nomic-ai's own config) or
+ * transformers' (hidden_size, ...); where both are present they must agree. */
+static int nomic_int(const char *F, json_t *j, const char *hub, const char *hf, long long lo, long long hi, int *out) {
+    int a = -1, b = -1, st;
+    if ((st = get_int(F, j, hub, false, lo, hi, &a)) || (st = get_int(F, j, hf, false, lo, hi, &b))) return st;
+    if (a < 0 && b < 0) return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" is missing", F, hub);
+    if (a >= 0 && b >= 0 && a != b)
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"%s\" = %d and field \"%s\" = %d disagree", F, hub, a, hf, b);
+    *out = a >= 0 ? a : b;
+    return 0;
+}
+
+/* config.json of a nomic_bert model (nomic-embed-text-v1 / v1.5: nomic-ai's NomicBertModel keys,
+ * which transformers 5's NomicBertModel runs as BERT post-LN layers with rotary positions and a
+ * SwiGLU FFN). Every key that names a variant this encoder does not run is refused by name. */
+static int read_nomic(const char *F, json_t *j, modattn__model_config *c) {
+    int st;
+    c->nomic = true;
+    if ((st = nomic_int(F, j, "n_embd", "hidden_size", 1, 65536, &c->hidden)) ||
+        (st = nomic_int(F, j, "n_layer", "num_hidden_layers", 1, MODATTN__MAX_LAYERS, &c->layers)) ||
+        (st = nomic_int(F, j, "n_head", "num_attention_heads", 1, 65536, &c->heads)) ||
+        (st = nomic_int(F, j, "n_inner", "intermediate_size", 1, 1 << 20, &c->intermediate)) ||
+        (st = nomic_int(F, j, "n_positions", "max_position_embeddings", 2, 1 << 20, &c->max_positions)) ||
+        (st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab)))
+        return st;
+    if (c->hidden % c->heads != 0 || (c->hidden / c->heads) % 2 != 0)
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"n_embd\" = %d is not an even multiple of \"n_head\" = %d "
+                             "(rotary embeddings rotate pairs)", F, c->hidden, c->heads);
+    int head_dim = c->hidden / c->heads;
+    if ((st = get_int(F, j, "head_dim", false, 1, 65536, &head_dim))) return st;
+    if (head_dim != c->hidden / c->heads)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"head_dim\" = %d is not supported (n_embd / n_head = %d)",
+                             F, head_dim, c->hidden / c->heads);
+    c->type_vocab = 2;
+    if ((st = get_int(F, j, "type_vocab_size", false, 1, 1 << 16, &c->type_vocab))) return st;
+    c->pad_id = 0;
+    if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) return st;
+    c->ln_eps = 1e-12;
+    if ((st = get_num(F, j, "layer_norm_eps", false, 0.0, 1.0, &c->ln_eps)) ||
+        (st = get_num(F, j, "layer_norm_epsilon", false, 0.0, 1.0, &c->ln_eps)))
+        return st;
+    /* the FFN: nomic's gated MLP (fc11, fc12, fc2): y = fc11(x) * act(fc12(x)) */
+    const char *act = NULL, *hact = NULL;
+    if ((st = get_str(F, j, "activation_function", false, &act)) || (st = get_str(F, j, "hidden_act", false, &hact)))
+        return st;
+    if (act && strcmp(act, "swiglu") == 0) c->act = MODATTN__ACT_SILU;
+    else if (act && strcmp(act, "geglu") == 0) c->act = MODATTN__ACT_GELU_ERF;
+    else if (act)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"activation_function\" = \"%.40s\" is not supported "
+                             "(swiglu, geglu: the gated FFN)", F, act);
+    else if (!hact || strcmp(hact, "silu") == 0) c->act = MODATTN__ACT_SILU; /* transformers' NomicBertConfig */
+    else
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"hidden_act\" = \"%.40s\" is not supported (silu)", F,
+                             hact);
+    /* rotary positions on the whole of each head */
+    c->rope_global = 0.0;
+    if ((st = get_num(F, j, "rotary_emb_base", false, 1.0, 1e12, &c->rope_global))) return st;
+    json_t *rp = json_object_get(j, "rope_parameters");
+    if (rp && !json_is_null(rp)) {
+        json_t *wrap = json_object();
+        if (!wrap) return modattn__error(MODATTN_ENOMEM, "%s: reading rope_parameters", F);
+        json_object_set(wrap, "rope_parameters", rp);
+        double theta = 0.0;
+        st = read_rope_entry(F, wrap, "rope_parameters", &theta);
+        json_decref(wrap);
+        if (st) return st;
+        if (theta > 0.0 && c->rope_global > 0.0 && theta != c->rope_global)
+            return modattn__error(MODATTN_EFORMAT, "%s: field \"rotary_emb_base\" = %g and field "
+                                 "\"rope_parameters.rope_theta\" = %g disagree", F, c->rope_global, theta);
+        if (theta > 0.0) c->rope_global = theta;
+    }
+    if (!(c->rope_global > 0.0))
+        return modattn__error(MODATTN_EFORMAT, "%s: field \"rotary_emb_base\" is missing (the rotary base)", F);
+    double fraction = 1.0;
+    if ((st = get_num(F, j, "rotary_emb_fraction", false, 0.0, 1.0, &fraction))) return st;
+    if (fraction != 1.0)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"rotary_emb_fraction\" = %g is not supported (only 1: "
+                             "rotary positions on the whole head)", F, fraction);
+    c->rope_interleaved = false;
+    if ((st = get_bool(F, j, "rotary_emb_interleaved", &c->rope_interleaved))) return st;
+    /* what this encoder does not run: refused by name, never ignored */
+    static const char *const k_null[][2] = {
+        {"rotary_scaling_factor", "dynamic NTK rotary scaling (transformers' NomicBertModel has none either)"},
+        {"rotary_emb_scale_base", "xPos rotary scaling"},
+        {"rope_scaling", "rotary scaling"},
+        {"num_experts", "mixture-of-experts layers"},
+        {"moe_every_n_layers", "mixture-of-experts layers"},
+        {"moe_top_k", "mixture-of-experts layers"},
+        {"num_experts_per_tok", "mixture-of-experts layers"},
+    };
+    for (size_t i = 0; i < sizeof k_null / sizeof *k_null; i++) {
+        const json_t *v = json_object_get(j, k_null[i][0]);
+        if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%s\" is not supported (%s)", F, k_null[i][0],
+                                 k_null[i][1]);
+    }
+    /* booleans whose other value is a layout this encoder does not run */
+    static const struct { const char *key; bool want; const char *what; } k_bool[] = {
+        {"prenorm", false, "pre-LN layers"},
+        {"qkv_proj_bias", false, "biases on Wqkv and out_proj"},
+        {"mlp_fc1_bias", false, "biases on fc11 and fc12"},
+        {"mlp_fc2_bias", false, "a bias on fc2"},
+        {"use_rms_norm", false, "RMSNorm"},
+        {"parallel_block", false, "parallel attention and MLP blocks"},
+        {"causal", false, "causal attention"},
+        {"is_decoder", false, "a decoder"},
+        {"scale_attn_weights", true, "unscaled attention scores"},
+        {"scale_attn_by_inverse_layer_idx", false, "scores scaled by the layer index"},
+    };
+    for (size_t i = 0; i < sizeof k_bool / sizeof *k_bool; i++) {
+        bool v = k_bool[i].want;
+        if ((st = get_bool(F, j, k_bool[i].key, &v))) return st;
+        if (v != k_bool[i].want)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"%s\" = %s is not supported (%s)", F, k_bool[i].key,
+                                 v ? "true" : "false", k_bool[i].what);
+    }
+    return 0;
+}
+
 /* config.json of the Transformer module. */
 static int read_config(const char *dir, modattn__model_config *c) {
     char F[MODATTN__PATH_MAX];
@@ -437,10 +556,11 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "mpnet") == 0) c->arch = MODATTN__ARCH_MPNET;
     else if (strcmp(mt, "modernbert") == 0) c->arch = MODATTN__ARCH_MODERNBERT;
     else if (strcmp(mt, "new") == 0 || strcmp(mt, "gte") == 0) c->arch = MODATTN__ARCH_GTE;
+    else if (strcmp(mt, "nomic_bert") == 0) c->arch = MODATTN__ARCH_NOMIC_BERT;
     else {
         st = modattn__error(MODATTN_EUNSUPPORTED,
-                           "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
-                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\", \"modernbert\", \"new\" and \"gte\")",
+                           "%s: field "model_type" = "%.40s" is not supported (this encoder "
+                           "runs "bert", "xlm-roberta", "distilbert", "mpnet", "modernbert", "new", "gte" and "nomic_bert")",
                            F, mt);
         goto out;
     }
@@ -451,6 +571,10 @@ static int read_config(const char *dir, modattn__model_config *c) {
     }
     if (c->arch == MODATTN__ARCH_GTE) {
         st = read_gte(F, j, c);
+        goto out;
+    }
+    if (c->arch == MODATTN__ARCH_NOMIC_BERT) {
+        st = read_nomic(F, j, c);
         goto out;
     }
     const bool distil = c->arch == MODATTN__ARCH_DISTILBERT;

@@ -91,6 +91,9 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's layers "
                                  "without rotary positions or a gated FFN (model_type \"%s\" needs ops 'rotary' and "
                                  "'glu')", model_name, name, c->model_type);
+        if (c->nomic)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's layers "
+                                 "(model_type \"%s\" needs ops 'rotary' and 'glu')", model_name, name, c->model_type);
         if (c->pos_offset > 0) /* the graph numbers positions by index: no position id per token */
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
@@ -119,6 +122,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->pos_offset > 0) need[n++] = MODATTN_OP_EMBED_POSITIONS;
     if (c->modern) need[n++] = MODATTN_OP_NORM, need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->gte) need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
+    if (c->nomic) need[n++] = c->rope_interleaved ? MODATTN_OP_ROTARY_INTERLEAVED : MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -132,7 +136,8 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
         if (modattn_device_supports_op(dev, need[i], reason, sizeof reason)) continue;
         /* norm, rotary and glu have no host fallback: the device runs them or refuses the model */
         const bool no_fallback = need[i] == MODATTN_OP_ATTENTION || need[i] == MODATTN_OP_NORM ||
-                                 need[i] == MODATTN_OP_ROTARY || need[i] == MODATTN_OP_GLU;
+                                 need[i] == MODATTN_OP_ROTARY || need[i] == MODATTN_OP_GLU ||
+                                 need[i] == MODATTN_OP_ROTARY_INTERLEAVED;
         if (fallback && !no_fallback) {
             *host_ops |= 1u << need[i];
             snprintf(why[need[i]], sizeof why[need[i]], "%s", reason);
@@ -181,6 +186,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 static modattn_act model_act(const modattn__model_config *c) {
     return c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
            : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
+           : c->act == MODATTN__ACT_SILU      ? MODATTN_ACT_SILU
                                               : MODATTN_ACT_RELU;
 }
 
@@ -349,7 +355,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (c->modern || c->gte ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+        (st = upload(dev, pos, (c->modern || c->gte || c->nomic ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
                      "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
@@ -370,6 +376,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             goto fail;
     }
     if (c->gte && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
+    if (c->nomic && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -382,6 +389,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         st = modattn__mem_last_status();
         goto fail;
     }
+    const size_t I1 = c->nomic ? 2 * I : I; /* nomic_bert: [fc12; fc11] */
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
@@ -435,7 +443,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
             (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
             (st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) || (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)) ||
-            (st = upload(dev, w->w1, I * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I, "FFN up bias", &L->b1)) ||
+            (st = upload(dev, w->w1, I1 * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I1, "FFN up bias", &L->b1)) ||
             (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
             (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
             goto fail;
@@ -444,6 +452,16 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         const modattn_act act = model_act(c);
         /* packed for throughput, or (few inputs: a query) for no set-up cost */
         const bool few = !prepare_weights;
+        if (c->nomic) { /* the gated FFN: [2I] out of the up GEMM, the glu op, the down GEMM reads lda 2I */
+            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
+                (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
+                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
+                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
+                goto fail;
+            }
+            continue;
+        }
         /* FFN up reads the output of LayerNorm 1, which int8 folds into the weight (min cosine
          * to fp32 on 400 sentences of bench/corpus_sentences.txt: 0.969 -> 0.977). Folding the
          * previous LayerNorm into QKV the same way measured worse (0.956), so QKV does not. */
@@ -476,7 +494,7 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte ? 2 : 1); /* modernbert: Wi's 2I */
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte || c->nomic ? 2 : 1); /* Wi's 2I */
     const size_t W = 3 * H > I ? 3 * H : I;
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
@@ -701,9 +719,10 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
                                     .name = "encoder.qkv", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d QKV", model_name, l);
-        if (c->gte) { /* rotary positions on q and k (NeoX layout) */
+        if (c->gte || c->nomic) { /* rotary on q and k: the first 2 x heads of each QKV row (NeoX, or GPT-J interleaved) */
             modattn_op_rotary_args ro = {.x = a->big, .ldx = 3 * H, .cos = dm->rope_gc, .sin = dm->rope_gs, .rows = T,
-                                         .heads = 2 * nh, .D = dh, .lens = a->lens, .S = S, .pool = pool};
+                                         .heads = 2 * nh, .D = dh, .lens = a->lens, .S = S, .pool = pool,
+                                         .interleaved = c->rope_interleaved};
             if ((st = modattn__device_rotary(dev, &ro))) return modattn__error_prefix(st, "%s: layer %d rotary", model_name, l);
         }
         modattn_attn_call call;
@@ -731,12 +750,13 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention output", model_name, l);
-        const int64_t I2 = c->gte ? 2 * I : I; /* gte: [gate | up] from one GEMM, then the glu op */
+        const bool gated = c->gte || c->nomic; /* [gate | up] from one GEMM, then the glu op */
+        const int64_t I2 = gated ? 2 * I : I;
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I2, .rows = T,
-                                     .N = I2, .K = H, .act = c->gte ? MODATTN_ACT_NONE : act, .lens = a->lens, .S = S, .plan = L->p1,
+                                     .N = I2, .K = H, .act = gated ? MODATTN_ACT_NONE : act, .lens = a->lens, .S = S, .plan = L->p1,
                                      .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN up", model_name, l);
-        if (c->gte) {
+        if (gated) {
             modattn_op_glu_args gl = {.x = a->big, .ldx = 2 * I, .rows = T, .N = I, .act = act, .lens = a->lens, .S = S,
                                       .pool = pool};
             if ((st = modattn__device_glu(dev, &gl))) return modattn__error_prefix(st, "%s: layer %d GLU", model_name, l);

@@ -82,6 +82,12 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
                              c->rope_global, c->rope_ntk);
             id = XXH3_64bits(rec, (size_t)n);
         }
+        if (c->nomic) { /* what of nomic_bert's config makes its vectors and the record above lacks */
+            char rec[96];
+            int n = snprintf(rec, sizeof rec, "%016llx nomic_bert rope %.17g interleaved %d", (unsigned long long)id,
+                             c->rope_global, (int)c->rope_interleaved);
+            id = XXH3_64bits(rec, (size_t)n);
+        }
         if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
             char rec[48];
             int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
@@ -369,10 +375,73 @@ static int load_gte_weights(modattn_model *m) {
     return 0;
 }
 
+/* nomic-ai's NomicBertModel weights (nomic-embed-text-v1 / v1.5; bare, or under "bert." in a
+ * NomicBertForPreTraining checkpoint): emb_ln, encoder.layers.N.{attn.Wqkv, attn.out_proj,
+ * norm1, mlp.fc11, mlp.fc12, mlp.fc2, norm2}, no biases on the linear layers (the config refuses
+ * them), no position table. The FFN's one weight is [fc12; fc11]: the glu op's act(first half) *
+ * second half is nomic's fc11(x) * act(fc12(x)). */
+static int load_nomic_weights(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    const int64_t H = c->hidden, I = c->intermediate;
+    const char *prefix = modattn__st_find(m->st, "embeddings.word_embeddings.weight")        ? ""
+                         : modattn__st_find(m->st, "bert.embeddings.word_embeddings.weight") ? "bert."
+                                                                                             : NULL;
+    if (!prefix)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor 'embeddings.word_embeddings.weight' is missing (also under "
+                             "'bert.'): not a nomic_bert checkpoint", m->st->path);
+    char pn[96];
+    snprintf(pn, sizeof pn, "%sembeddings.position_embeddings.weight", prefix);
+    if (modattn__st_find(m->st, pn)) /* nomic's rotary_emb_fraction 0: absolute positions, not run here */
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: tensor '%s' is present: a nomic_bert with absolute position "
+                             "embeddings is not supported (rotary positions only)", m->st->path, pn);
+    const size_t zn = (size_t)(2 * I > 3 * H ? 2 * I : 3 * H);
+    const float *zero = NULL, *pos_zero = NULL;
+    int st;
+    if ((st = zeros(m, zn, &zero))) return st;
+    /* no position table: rotary positions act in attention; the embedding op adds rows of zeros */
+    if ((st = zeros(m, c->max_tokens * (size_t)H, &pos_zero))) return st;
+    m->pos = pos_zero, m->type0 = zero;
+    if ((st = get_f32(m, prefix, "embeddings.word_embeddings.weight", c->vocab, H, &m->word)) ||
+        (c->type_vocab > 0 &&
+         (st = get_f32(m, prefix, "embeddings.token_type_embeddings.weight", c->type_vocab, H, &m->type0))) ||
+        (st = get_wb(m, prefix, "emb_ln", H, 0, &m->emb_g, &m->emb_b)))
+        return st;
+    m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn__mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        layer_w *L = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, "%sencoder.layers.%d.", prefix, l);
+        const float *wqkv, *bqkv, *up, *gate, *bup, *bgate;
+        if ((st = get_opt_wb(m, p, "attn.Wqkv", 3 * H, H, false, zero, &wqkv, &bqkv)) ||
+            (st = get_opt_wb(m, p, "attn.out_proj", H, H, false, zero, &L->wo, &L->bo)) ||
+            (st = get_wb(m, p, "norm1", H, 0, &L->ln1_g, &L->ln1_b)) ||
+            (st = get_opt_wb(m, p, "mlp.fc11", I, H, false, zero, &up, &bup)) ||
+            (st = get_opt_wb(m, p, "mlp.fc12", I, H, false, zero, &gate, &bgate)) ||
+            (st = get_opt_wb(m, p, "mlp.fc2", H, I, false, zero, &L->w2, &L->b2)) ||
+            (st = get_wb(m, p, "norm2", H, 0, &L->ln2_g, &L->ln2_b)))
+            return st;
+        L->b1 = zero;
+        float *w1 = modattn__malloc((size_t)(2 * I * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!w1) return modattn__mem_last_status();
+        if ((st = own(m, w1))) return st;
+        memcpy(w1, gate, (size_t)(I * H) * sizeof(float));
+        memcpy(w1 + I * H, up, (size_t)(I * H) * sizeof(float));
+        L->w1 = w1;
+        /* owned copies, as the other families' fused QKV (freed once the device holds its own) */
+        L->wqkv = modattn__malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn__calloc((size_t)(3 * H), sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!L->wqkv || !L->bqkv) return modattn__mem_last_status();
+        memcpy(L->wqkv, wqkv, (size_t)(3 * H * H) * sizeof(float));
+    }
+    return 0;
+}
+
 static int load_weights(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
     if (c->modern) return load_modern_weights(m);
     if (c->gte) return load_gte_weights(m);
+    if (c->nomic) return load_nomic_weights(m);
     const int64_t H = c->hidden, I = c->intermediate;
     const char *prefix = NULL;
     /* the bare model's names, or under the task model's base ("bert.", "roberta.", ...) */

@@ -13,6 +13,7 @@ typedef enum modattn__act {
     MODATTN__ACT_GELU_ERF = 0, /* "gelu": x/2 (1 + erf(x/sqrt 2)) */
     MODATTN__ACT_GELU_TANH,    /* "gelu_new", "gelu_pytorch_tanh", "gelu_fast" */
     MODATTN__ACT_RELU,         /* "relu" */
+    MODATTN__ACT_SILU,         /* "silu" (nomic_bert's "swiglu" gate) */
 } modattn__act;
 
 #define MODATTN__PATH_MAX 4096
@@ -25,6 +26,7 @@ typedef enum modattn__arch {
     MODATTN__ARCH_MPNET,       /* "mpnet": relative position buckets added to the scores */
     MODATTN__ARCH_MODERNBERT,  /* "modernbert": pre-LN, rotary, GeGLU, sliding-window local layers */
     MODATTN__ARCH_GTE,         /* "new" (the Hub's GTE v1.5) and "gte" (transformers' GteModel) */
+    MODATTN__ARCH_NOMIC_BERT,  /* "nomic_bert": post-LN, rotary (NeoX or GPT-J), SwiGLU/GeGLU, no biases */
 } modattn__arch;
 
 #define MODATTN__MAX_LAYERS 1024
@@ -55,6 +57,11 @@ typedef struct modattn__model_config {
     int window;                          /* local_attention / 2 */
     bool local_layer[MODATTN__MAX_LAYERS]; /* layer l is a sliding_attention layer */
     modattn__act act;   /* hidden_act */
+    /* nomic_bert (docs/MODELS.md): BERT's post-LN layers without position table or biases, rotary
+     * positions on all of each head (base rope_global; GPT-J's layout where rope_interleaved), a
+     * gated FFN whose one weight is [fc12; fc11] -> act(fc12 x) * fc11 x */
+    bool nomic;
+    bool rope_interleaved;
     /* modules.json + sentence_bert_config.json + the pooling config */
     char transformer_dir[MODATTN__PATH_MAX]; /* dir + the Transformer module's path */
     size_t max_tokens;  /* max_seq_length, at most max_position_embeddings */

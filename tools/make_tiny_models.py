@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert and tiny-gte: small random-weight sentence-transformers
+"""Write tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-gte, tiny-gte-hf, tiny-nomic and
+tiny-nomic-gptj: small random-weight sentence-transformers
 models of the other encoder families modattn runs.
 
     python3 tools/make_tiny_models.py [--vocab-from .models/all-MiniLM-L6-v2] [--only NAME] [MODELS_DIR]
@@ -10,7 +11,7 @@ directories are the same byte for byte everywhere, so tools/setup_model.sh pins 
 the goldens (tools/make_goldens.py, from transformers + sentence-transformers) are committed.
 
 Each has the tensor names and config.json keys that transformers writes for its family
-(XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel), so transformers loads them with no
+(XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel, NomicBertModel), so transformers loads them with no
 missing or unexpected weight:
 
   name              model_type    tokenizer                         sizes                     pooling
@@ -30,6 +31,11 @@ missing or unexpected weight:
                     transformers'                                   rotary theta 20000 (no scaling),
                     GteModel                                        separate q/k/v, gate/up
                     writes)
+  tiny-nomic        nomic_bert    all-MiniLM-L6-v2's WordPiece      hidden 64, 4x16, 2 layers mean, Normalize
+                    (the Hub's                                      SwiGLU 96, rotary base 1000
+                    keys and transformers')                         vocabulary padded to 30528
+  tiny-nomic-gptj   as tiny-nomic, with rotary_emb_interleaved (GPT-J's layout; transformers runs NeoX's
+                    only: its goldens come from transformers with nomic's interleaved rotation put in)
 
 Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
 from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
@@ -268,6 +274,65 @@ def modernbert(out: Path, vocab_from: Path) -> None:
            "tools/make_bpe_goldens.py), with ModernBERT's tokenizer_config.json and special_tokens_map.json")
 
 
+# ---------------------------------------------------------------------------- nomic_bert
+
+NOMIC = dict(name="tiny-nomic", seed=20261210, H=64, heads=4, layers=2, I=96, max_pos=512, max_seq=128,
+             interleaved=False)
+NOMIC_GPTJ = dict(NOMIC, name="tiny-nomic-gptj", interleaved=True)
+
+
+def nomic(out: Path, vocab_from: Path, c: dict | None = None) -> None:
+    c = c or NOMIC
+    V = copy_wordpiece(out, vocab_from)
+    Vp = (V + 63) // 64 * 64  # nomic pads the vocabulary to a multiple of 64 (pad_vocab_size_multiple)
+    H, I = c["H"], c["I"]
+    # the keys of nomic-ai/nomic-embed-text-v1.5's config.json (n_embd, rotary_emb_*, ...), which
+    # transformers' NomicBertConfig does not read (it would take its defaults, 768 wide): so its own
+    # names (hidden_size, ...) are here too, with the same values; modattn checks that they agree
+    cfg = {
+        "activation_function": "swiglu", "architectures": ["NomicBertModel"], "attn_pdrop": 0.0,
+        "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0, "eos_token_id": None,
+        "fused_bias_fc": True, "fused_dropout_add_ln": True, "initializer_range": 0.02,
+        "layer_norm_epsilon": 1e-12, "max_trained_positions": c["max_pos"], "mlp_fc1_bias": False,
+        "mlp_fc2_bias": False, "model_type": "nomic_bert", "n_embd": H, "n_head": c["heads"], "n_inner": I,
+        "n_layer": c["layers"], "n_positions": c["max_pos"], "pad_vocab_size_multiple": 64,
+        "parallel_block": False, "parallel_block_tied_norm": False, "prenorm": False, "qkv_proj_bias": False,
+        "reorder_and_upcast_attn": False, "resid_pdrop": 0.0, "rotary_emb_base": 1000,
+        "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": c["interleaved"], "rotary_emb_scale_base": None,
+        "rotary_scaling_factor": None, "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True,
+        "summary_activation": None, "summary_first_dropout": 0.0, "summary_proj_to_labels": True,
+        "summary_type": "cls_index", "summary_use_proj": True, "torch_dtype": "float32",
+        "type_vocab_size": 2, "use_cache": True, "use_flash_attn": True, "use_rms_norm": False,
+        "use_xentropy": True, "vocab_size": Vp,
+        # transformers' NomicBertConfig names
+        "hidden_size": H, "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"],
+        "intermediate_size": I, "max_position_embeddings": c["max_pos"], "layer_norm_eps": 1e-12,
+        "hidden_act": "silu", "pad_token_id": 0,
+        "rope_parameters": {"rope_theta": 1000.0, "rope_type": "default"},
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (Vp, H), 0.5)
+    t.put("embeddings.token_type_embeddings.weight", (2, H), 0.3)
+    t.ln("emb_ln", H)
+    for i in range(c["layers"]):
+        p = f"encoder.layers.{i}."
+        # q and k large enough that the rotation of each position moves the scores
+        t.put(p + "attn.Wqkv.weight", (3 * H, H), 0.25)
+        t.put(p + "attn.out_proj.weight", (H, H), 0.1)
+        t.ln(p + "norm1", H)
+        t.put(p + "mlp.fc11.weight", (I, H), 0.15)
+        t.put(p + "mlp.fc12.weight", (I, H), 0.15)
+        t.put(p + "mlp.fc2.weight", (H, I), 0.1)
+        t.ln(p + "norm2", H)
+    write_json(out / "config.json", cfg)
+    finish(out, c, t, modules(True), pooling(H), "NomicBERT" + (" (rotary_emb_interleaved)" if c["interleaved"] else ""),
+           "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
+
+
+def nomic_gptj(out: Path, vocab_from: Path) -> None:
+    nomic(out, vocab_from, NOMIC_GPTJ)
+
+
 MODERN_SPECIAL = ("[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]")
 
 
@@ -414,7 +479,7 @@ def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, 
 
 
 MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert,
-          "tiny-gte": gte, "tiny-gte-hf": gte_hf}
+          "tiny-gte": gte, "tiny-gte-hf": gte_hf, "tiny-nomic": nomic, "tiny-nomic-gptj": nomic_gptj}
 
 
 def main() -> int:

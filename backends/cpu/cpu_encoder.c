@@ -54,6 +54,14 @@ typedef struct row_job {
 } row_job;
 
 /* The elementwise post-op of rows [r0, r1) (a padding row: zeroed instead). */
+/* y = silu(y + bias): y / (1 + exp(-y)), as torch's F.silu in float32 */
+static void silu_bias(float *y, const float *bias, int64_t n) {
+    for (int64_t k = 0; k < n; k++) {
+        const float v = y[k] + bias[k];
+        y[k] = v / (1.0f + expf(-v));
+    }
+}
+
 static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const int64_t b = r / j->S, i = r % j->S;
@@ -84,6 +92,7 @@ static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
             case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_RELU: modattn__relu_bias(y, j->bias, j->width); break;
+            case MODATTN_ACT_SILU: silu_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_NONE: modattn__bias_add(y, j->bias, j->width); break;
             }
             break;
@@ -416,6 +425,14 @@ static void rotary_task(void *arg, int64_t task, int thread) {
         const float *c = C + p * half, *s = Sn + p * half;
         for (int64_t h = 0; h < a->heads; h++) {
             float *x = X + r * a->ldx + h * a->D;
+            if (a->interleaved) { /* GPT-J: the pairs (2k, 2k + 1) */
+                for (int64_t k = 0; k < half; k++) {
+                    const float x1 = x[2 * k], x2 = x[2 * k + 1];
+                    x[2 * k] = x1 * c[k] - x2 * s[k];
+                    x[2 * k + 1] = x2 * c[k] + x1 * s[k];
+                }
+                continue;
+            }
             for (int64_t k = 0; k < half; k++) {
                 const float x1 = x[k], x2 = x[k + half];
                 x[k] = x1 * c[k] - x2 * s[k];
@@ -441,6 +458,7 @@ static void glu_task(void *arg, int64_t task, int thread) {
         case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(x, j->zeros, a->N); break;
         case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(x, j->zeros, a->N); break;
         case MODATTN_ACT_RELU: modattn__relu_bias(x, j->zeros, a->N); break;
+        case MODATTN_ACT_SILU: silu_bias(x, j->zeros, a->N); break;
         case MODATTN_ACT_NONE: break;
         }
         for (int64_t k = 0; k < a->N; k++) x[k] *= x[a->N + k];

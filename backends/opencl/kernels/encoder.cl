@@ -72,6 +72,7 @@ void row_epilogue(__global float *y, long y0, long ldy, __global const float *bi
         if (act == 1) v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
         else if (act == 2) v = 0.5f * v * (1.0f + tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
         else if (act == 3) v = v > 0.0f ? v : 0.0f;
+        else if (act == 4) v = v / (1.0f + exp(-v));
         row[k] = v;
     }
     if (has_ln) row_layer_norm(row, N, g, bt, eps, tmp);
@@ -141,10 +142,11 @@ void norm_rows(__global const float *x, long ldx, __global float *y, long ldy, _
     row_layer_norm(row, H, g, bt, eps, tmp);
 }
 
-/* Rotary embedding, NeoX layout, in place on the first `heads` heads of D columns of each row:
- * one work-item per (row, head, j < D/2); position r % S; padding rows left as they are. */
+/* Rotary embedding, NeoX layout (interleaved: GPT-J's adjacent pairs), in place on the first
+ * `heads` heads of D columns of each row: one work-item per (row, head, j < D/2); position r % S;
+ * padding rows left as they are. */
 __kernel void rotary_rows(__global float *x, long ldx, __global const int *lens, int S, int rows, int heads, int D,
-                          __global const float *cs, __global const float *sn) {
+                          __global const float *cs, __global const float *sn, int interleaved) {
     const long gid = get_global_id(0);
     const int hd = D / 2;
     if (gid >= (long)rows * heads * hd) return;
@@ -153,9 +155,10 @@ __kernel void rotary_rows(__global float *x, long ldx, __global const int *lens,
     if (i >= lens[b]) return;
     __global float *p = x + (long)r * ldx + (long)h * D;
     const float c = cs[(long)i * hd + j], s = sn[(long)i * hd + j];
-    const float x1 = p[j], x2 = p[j + hd];
-    p[j] = x1 * c - x2 * s;
-    p[j + hd] = x2 * c + x1 * s;
+    const int i1 = interleaved ? 2 * j : j, i2 = interleaved ? 2 * j + 1 : j + hd; /* GPT-J: adjacent pairs */
+    const float x1 = p[i1], x2 = p[i2];
+    p[i1] = x1 * c - x2 * s;
+    p[i2] = x2 * c + x1 * s;
 }
 
 /* Gated FFN in place: x[r, k] = act(x[r, k]) * x[r, N + k], k < N (act as row_epilogue's). */
@@ -173,6 +176,7 @@ void glu_rows(__global float *x, long ldx, __global const int *lens, int S, int 
         if (act == 1) v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
         else if (act == 2) v = 0.5f * v * (1.0f + tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
         else if (act == 3) v = v > 0.0f ? v : 0.0f;
+        else if (act == 4) v = v / (1.0f + exp(-v));
         row[k] = v * row[N + k];
     }
 }

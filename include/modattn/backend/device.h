@@ -51,7 +51,8 @@ extern "C" {
     X(EMBED_POSITIONS, "embed_positions") /* embed_gather with a position id per token (pos_ids) */ \
     X(NORM, "norm")                   /* LayerNorm of rows into another buffer (pre-LN layers) */ \
     X(ROTARY, "rotary")               /* rotary position embedding of Q and K, in place (NeoX) */ \
-    X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */
+    X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */ \
+    X(ROTARY_INTERLEAVED, "rotary_interleaved") /* rotary in GPT-J's layout: the op 'rotary' with interleaved */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -96,6 +97,7 @@ typedef enum modattn_act {
     MODATTN_ACT_GELU_ERF,   /* x/2 (1 + erf(x/sqrt 2)) */
     MODATTN_ACT_GELU_TANH,  /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     MODATTN_ACT_RELU,
+    MODATTN_ACT_SILU,       /* x / (1 + exp(-x)) (SwiGLU's gate) */
 } modattn_act;
 
 /* A weight prepared once for repeated linear calls (modattn__device_linear_prepare): the device's
@@ -185,13 +187,18 @@ typedef struct modattn_op_norm_args {
  *   x'[j]       = x[j] * cos[p, j] - x[j + D/2] * sin[p, j]
  *   x'[j + D/2] = x[j + D/2] * cos[p, j] + x[j] * sin[p, j]
  * cos, sin: [P, D/2] tables (P >= S) of cos(p * inv_freq[j]), sin(...), the caller's (a per-layer
- * base is a per-layer table). Padding rows are left as they are. Op MODATTN_OP_ROTARY. */
+ * base is a per-layer table). Padding rows are left as they are. Op MODATTN_OP_ROTARY.
+ * interleaved: GPT-J's layout instead (nomic_bert's rotary_emb_interleaved), the pairs adjacent:
+ *   x'[2j]     = x[2j] * cos[p, j] - x[2j + 1] * sin[p, j]
+ *   x'[2j + 1] = x[2j + 1] * cos[p, j] + x[2j] * sin[p, j]
+ * asked only of a device that says it runs op MODATTN_OP_ROTARY_INTERLEAVED. */
 typedef struct modattn_op_rotary_args {
     modattn_buffer *x; int64_t ldx;         /* [rows, ldx], ldx >= heads * D */
     const modattn_buffer *cos, *sin;        /* [P, D/2] */
     int64_t rows, heads, D;
     const modattn_buffer *lens; int64_t S;
     modattn_pool *pool;
+    bool interleaved;                       /* GPT-J's layout (appended; false: NeoX's) */
 } modattn_op_rotary_args;
 
 /* Gated FFN (GeGLU, SwiGLU): x[r, j] = act(x[r, j]) * x[r, N + j] for j < N, in place: the one
