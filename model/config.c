@@ -559,8 +559,8 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "nomic_bert") == 0) c->arch = MODATTN__ARCH_NOMIC_BERT;
     else {
         st = modattn__error(MODATTN_EUNSUPPORTED,
-                           "%s: field "model_type" = "%.40s" is not supported (this encoder "
-                           "runs "bert", "xlm-roberta", "distilbert", "mpnet", "modernbert", "new", "gte" and "nomic_bert")",
+                           "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
+                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\", \"modernbert\", \"new\", \"gte\" and \"nomic_bert\")",
                            F, mt);
         goto out;
     }

@@ -375,7 +375,7 @@ static void test_errors(void) {
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
            "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
-           ""distilbert", "mpnet", "modernbert", "new", "gte" and "nomic_bert")");
+           "\"distilbert\", \"mpnet\", \"modernbert\", \"new\", \"gte\" and \"nomic_bert\")");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
