@@ -74,64 +74,13 @@ static bool is_word_char(uint32_t cp) {
 
 /* Decode bytes [b, e) of s into out, as Python's bytes.decode("utf-8", errors="replace"):
  * each maximal ill-formed subpart becomes one U+FFFD. Offsets are relative to b. */
-/* One character of s at i (i < e), as decode_utf8 reads it: *cp (U+FFFD for a maximal ill-formed
- * subpart); returns its length in bytes. A byte below 0x80 or from 0xC0 up always starts one. */
-static inline size_t utf8_one(const uint8_t *s, size_t i, size_t e, uint32_t *cp_out) {
-    uint8_t c = s[i];
-    if (c < 0x80) {
-        *cp_out = c;
-        return 1;
-    }
-    uint32_t cp;
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF) {
-        need = 1;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        need = 2;
-        cp = c & 0x0F;
-        if (c == 0xE0) lo = 0xA0;
-        if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        need = 3;
-        cp = c & 0x07;
-        if (c == 0xF0) lo = 0x90;
-        if (c == 0xF4) hi = 0x8F;
-    } else {
-        need = 0;
-        cp = 0xFFFD;
-    }
-    size_t k = 1;
-    bool ok = need > 0;
-    for (; ok && k <= need; k++) {
-        if (i + k >= e) {
-            ok = false;
-            break;
-        }
-        uint8_t cc = s[i + k];
-        uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
-        if (cc < l || cc > h) {
-            ok = false;
-            break;
-        }
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (ok) {
-        *cp_out = cp;
-        return need + 1;
-    }
-    *cp_out = 0xFFFD;
-    return k; /* the lead byte plus the continuation bytes that were valid */
-}
-
 static int decode_utf8(const uint8_t *s, size_t b, size_t e, tk_vec *out) {
     int rc = modattn__tk_vec_reserve(out, out->n + (e - b));
     if (rc) return rc;
     size_t i = b;
     while (i < e) {
         tk_char *d = &out->v[out->n++];
-        size_t k = utf8_one(s, i, e, &d->cp);
+        size_t k = modattn__tk_utf8_one(s, i, e, &d->cp);
         d->ccc = 0;
         d->s = (uint32_t)(i - b);
         d->len = (uint8_t)k;
@@ -344,7 +293,7 @@ static void trim_one(const modattn_tokenizer *t, const uint8_t *text, size_t len
         if (first && t->trim_prefix_space && lead == 1) lead = 0;
         for (size_t k = 0; k < lead && s < e; k++) {
             uint32_t cp;
-            s += utf8_one(text, s, len, &cp);
+            s += modattn__tk_utf8_one(text, s, len, &cp);
         }
         if (s > e) s = e;
     }
@@ -352,13 +301,13 @@ static void trim_one(const modattn_tokenizer *t, const uint8_t *text, size_t len
         size_t cnt = 0;
         for (size_t q = s; q < e; cnt++) {
             uint32_t cp;
-            q += utf8_one(text, q, len, &cp);
+            q += modattn__tk_utf8_one(text, q, len, &cp);
         }
         if (cnt >= trail) {
             size_t q = s;
             for (size_t k = 0; k < cnt - trail; k++) {
                 uint32_t cp;
-                q += utf8_one(text, q, len, &cp);
+                q += modattn__tk_utf8_one(text, q, len, &cp);
             }
             e = q;
         } else {
@@ -367,7 +316,7 @@ static void trim_one(const modattn_tokenizer *t, const uint8_t *text, size_t len
             size_t before = 0;
             for (size_t z = 0; z < e && before < trail; before++) {
                 uint32_t cp;
-                z += utf8_one(text, z, len, &cp);
+                z += modattn__tk_utf8_one(text, z, len, &cp);
             }
             if (before >= trail) e = s;
         }
@@ -752,7 +701,7 @@ static int find_cut(tk_run *r, size_t pos, size_t len, size_t *end, size_t *head
             break;
         }
         uint32_t cp;
-        size_t k = utf8_one(x, q, len, &cp);
+        size_t k = modattn__tk_utf8_one(x, q, len, &cp);
         const tk_cls *c;
         if (cp < 128) {
             if (!have_ascii[cp]) {
@@ -946,6 +895,7 @@ void modattn_tokenizer_free(modattn_tokenizer *t) {
     modattn_free(t->norm.order);
     modattn__tk_unigram_free(t);
     modattn__tk_bpe_free(t);
+    modattn_free(t->special_bits);
     modattn_free(t);
 }
 

@@ -17,6 +17,61 @@
 #define TK_MAX_ID (1 << 24)       /* ids above this are refused (the id table is dense) */
 #define TK_NONE 0xFFFFFFFFu
 
+/* tokenizer.json's decoder types (modattn_tokenizer_decode) */
+enum { TK_DEC_NONE = 0, TK_DEC_WORDPIECE, TK_DEC_BYTELEVEL, TK_DEC_OTHER };
+
+/* One character of s at i (i < e), as Python's bytes.decode("utf-8", errors="replace") reads it:
+ * *cp (U+FFFD for a maximal ill-formed subpart); returns its length in bytes. A byte below 0x80 or
+ * from 0xC0 up always starts one. */
+static inline size_t modattn__tk_utf8_one(const uint8_t *s, size_t i, size_t e, uint32_t *cp_out) {
+    uint8_t c = s[i];
+    if (c < 0x80) {
+        *cp_out = c;
+        return 1;
+    }
+    uint32_t cp;
+    size_t need;
+    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        cp = c & 0x0F;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        cp = c & 0x07;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        need = 0;
+        cp = 0xFFFD;
+    }
+    size_t k = 1;
+    bool ok = need > 0;
+    for (; ok && k <= need; k++) {
+        if (i + k >= e) {
+            ok = false;
+            break;
+        }
+        uint8_t cc = s[i + k];
+        uint8_t l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xBF;
+        if (cc < l || cc > h) {
+            ok = false;
+            break;
+        }
+        cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (ok) {
+        *cp_out = cp;
+        return need + 1;
+    }
+    *cp_out = 0xFFFD;
+    return k; /* the lead byte plus the continuation bytes that were valid */
+}
+
 /* ------------------------------------------------------------------ types */
 
 typedef struct tk_added {
@@ -134,6 +189,12 @@ struct modattn_tokenizer {
     /* offsets trimmed as ByteLevel / RobertaProcessing trim_offsets do */
     bool trim_offsets, trim_prefix_space, trim_after_template;
     bool bpe_block; /* long texts may be cut after a "\n" before an ASCII letter (tokenizer_bpe.c) */
+    /* decoder (tokenizer_decode.c): the tokenizer.json's `decoder` */
+    uint8_t decoder;       /* TK_DEC_* */
+    bool dec_cleanup;      /* WordPiece's cleanup */
+    char dec_prefix[TK_MAX_PREFIX + 1]; /* WordPiece's prefix ("##") */
+    char dec_type[32];     /* the type named, for TK_DEC_OTHER's refusal */
+    uint8_t *special_bits; /* [nids / 8 + 1]: ids of added tokens with "special": true, NULL if none */
 };
 
 

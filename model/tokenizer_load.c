@@ -227,6 +227,13 @@ static int load_added(tk_load *L, size_t off) {
         const char *content = json_string_value(json_object_get(a, "content"));
         int32_t id = (int32_t)json_integer_value(json_object_get(a, "id"));
         size_t cl = strlen(content);
+        bool special = false;
+        if ((rc = get_bool(L, a, "special", "added_tokens[].special", false, &special))) return rc;
+        if (special) { /* skip_special_tokens drops it when decoding */
+            if (!t->special_bits && !(t->special_bits = modattn__calloc(t->nids / 8 + 1, 1, MODATTN_MEM_WEIGHTS)))
+                return modattn__error_prefix(modattn__mem_last_status(), "loading %s", L->path);
+            t->special_bits[(size_t)id / 8] |= (uint8_t)(1u << (id % 8));
+        }
         if (t->tok_off[id] == TK_NONE) {
             memcpy(t->slab + off, content, cl + 1);
             t->tok_off[id] = (uint32_t)off;
@@ -462,6 +469,34 @@ static int load_post_one(tk_load *L, json_t *p, bool *template_seen) {
     return 0;
 }
 
+/* The `decoder` (modattn_tokenizer_decode): ByteLevel, WordPiece or none are decoded; any other
+ * type loads (encoding does not need it) and decoding refuses it, naming the type. */
+static int load_decoder(tk_load *L) {
+    modattn_tokenizer *t = L->t;
+    json_t *d = json_object_get(L->root, "decoder");
+    t->decoder = TK_DEC_NONE;
+    if (!d || json_is_null(d)) return 0;
+    if (!json_is_object(d)) return ferr(L, MODATTN_EFORMAT, "decoder", "expected an object or null");
+    const char *type = json_string_value(json_object_get(d, "type"));
+    if (!type) return ferr(L, MODATTN_EFORMAT, "decoder.type", "missing or not a string");
+    snprintf(t->dec_type, sizeof t->dec_type, "%s", type);
+    if (strcmp(type, "ByteLevel") == 0) {
+        t->decoder = TK_DEC_BYTELEVEL;
+    } else if (strcmp(type, "WordPiece") == 0) {
+        t->decoder = TK_DEC_WORDPIECE;
+        int rc = get_bool(L, d, "cleanup", "decoder.cleanup", true, &t->dec_cleanup);
+        if (rc) return rc;
+        json_t *p = json_object_get(d, "prefix");
+        const char *prefix = p ? json_string_value(p) : "##";
+        if (!prefix) return ferr(L, MODATTN_EFORMAT, "decoder.prefix", "not a string");
+        if (strlen(prefix) > TK_MAX_PREFIX) return ferr(L, MODATTN_EUNSUPPORTED, "decoder.prefix", "longer than 64 bytes");
+        snprintf(t->dec_prefix, sizeof t->dec_prefix, "%s", prefix);
+    } else {
+        t->decoder = TK_DEC_OTHER;
+    }
+    return 0;
+}
+
 int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!path || !out) return modattn__error(MODATTN_EINVAL, "modattn_tokenizer_load: NULL argument");
     *out = NULL;
@@ -513,6 +548,7 @@ int modattn_tokenizer_load(const char *path, modattn_tokenizer **out) {
     if (!rc) rc = build_match_set(&L, &t->raw, false);
     if (!rc) rc = build_match_set(&L, &t->norm, true);
     if (!rc) rc = load_post(&L);
+    if (!rc) rc = load_decoder(&L);
     if (!rc) {
         t->can_block = t->has_pretok;
         t->bpe_block = modattn__tk_bpe_can_block(t);

@@ -1039,38 +1039,6 @@ done:
     return out;
 }
 
-/* Hugging Face's WordPiece decoder with clean-up: pieces joined by spaces, "##" pieces glued to
- * the one before, no space before . , ! ? and the English contractions. */
-static void decode_ids(const srv_api *api, const struct modattn_tokenizer *tok, const int32_t *ids, size_t n, bool skip,
-                       srv_buf *b) {
-    srv_buf_put(b, "", 0);
-    const size_t start = b->n;
-    for (size_t i = 0; i < n; i++) {
-        if (skip && is_special(api, tok, ids[i])) continue;
-        const char *p = modattn_tokenizer_token(tok, ids[i]);
-        if (!p) continue;
-        if (strncmp(p, "##", 2) == 0) p += 2;
-        else if (b->n > start) srv_buf_put(b, " ", 1);
-        srv_buf_put(b, p, strlen(p));
-    }
-    if (b->failed) return;
-    static const char *const glue[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
-    static const char *const with[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
-    for (size_t g = 0; g < sizeof glue / sizeof *glue; g++) {
-        const size_t gl = strlen(glue[g]), wl = strlen(with[g]);
-        size_t r = start, w = start;
-        while (r < b->n) {
-            if (b->n - r >= gl && memcmp(b->p + r, glue[g], gl) == 0) {
-                memmove(b->p + w, with[g], wl);
-                w += wl;
-                r += gl;
-            } else b->p[w++] = b->p[r++];
-        }
-        b->n = w;
-        b->p[w] = '\0';
-    }
-}
-
 char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_bad *bad) {
     json_t *root = parse_body(body, len, bad), *items = NULL;
     if (!root) return NULL;
@@ -1089,7 +1057,7 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
     } else if (get_list(api, root, "ids", is_id_list, "a list of token ids or a list of such lists", &items, &single, bad))
         goto done;
     const struct modattn_tokenizer *tok = modattn_model_tokenizer(api->model);
-    srv_buf b = {0}, t = {0};
+    srv_buf b = {0};
     srv_buf_put(&b, "[", 1);
     for (size_t i = 0; i < json_array_size(items); i++) {
         json_t *list = json_array_get(items, i);
@@ -1117,20 +1085,25 @@ char *srv_detokenize_body(const srv_api *api, const char *body, size_t len, srv_
             }
             ids[k] = (int32_t)id;
         }
-        decode_ids(api, tok, ids, n, skip, &t);
+        char *text = NULL;
+        const int st = modattn_tokenizer_decode(tok, ids, n, skip ? 0u : MODATTN_DECODE_KEEP_SPECIALS, &text, NULL);
+        if (st == MODATTN_ENOMEM || st == MODATTN_EBUDGET) {
+            srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory decoding ids");
+            goto fail;
+        } else if (st) {
+            srv_bad_req(bad, st == MODATTN_EUNSUPPORTED ? 501 : 400, "ids", st == MODATTN_EUNSUPPORTED ? "not_implemented" : "invalid_value",
+                        "%s", modattn_last_error());
+            goto fail;
+        }
         if (i) srv_buf_put(&b, ",", 1);
-        if (t.failed) b.failed = true;
-        else tb_json_string(&b, t.p ? t.p : "");
-        t.n = 0;
-        if (t.p) t.p[0] = '\0';
+        tb_json_string(&b, text);
+        modattn_free(text);
     }
-    free(srv_buf_take(&t));
     srv_buf_put(&b, "]", 1);
     out = srv_buf_take(&b);
     if (!out) srv_bad_req(bad, 503, NULL, "out_of_memory", "the server is out of memory");
     goto done;
 fail:
-    free(srv_buf_take(&t));
     free(srv_buf_take(&b));
 done:
     modattn_free(ids);

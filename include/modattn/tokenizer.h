@@ -84,6 +84,27 @@ const char *modattn_tokenizer_token(const modattn_tokenizer *t, int32_t id);
 /* token string -> id (vocabulary or added token), -1 if absent. */
 int32_t modattn_tokenizer_find(const modattn_tokenizer *t, const char *token, size_t len);
 
+/* Flags for modattn_tokenizer_decode. */
+#define MODATTN_DECODE_KEEP_SPECIALS 1u /* keep special added tokens (skip_special_tokens=False) */
+
+/* ids -> text, as `tokenizers`' Tokenizer.decode(ids, skip_special_tokens) with the
+ * tokenizer.json's `decoder`: special added tokens ("special": true) are dropped unless flags
+ * has MODATTN_DECODE_KEEP_SPECIALS; then
+ *   ByteLevel (GPT-2, RoBERTa, ModernBERT, Qwen, Llama 3): the tokens' characters mapped back to
+ *     bytes (GPT-2's byte-to-character table inverted; a token with a character outside the
+ *     table is kept as its own UTF-8), joined, and read as UTF-8 with each maximal ill-formed
+ *     subpart replaced by U+FFFD (as Rust's from_utf8_lossy: ids that end inside a character
+ *     give U+FFFD);
+ *   WordPiece: tokens joined by spaces, the continuing prefix ("##") glued to the token before,
+ *     and with `cleanup`, no space before . ? ! , and in the English contractions;
+ *   no decoder: tokens joined by single spaces.
+ * Any other decoder type is MODATTN_EUNSUPPORTED naming it; an id outside [0, vocab size) is
+ * MODATTN_EINVAL naming its index (an id with no token is skipped, as in HF). The result is
+ * valid UTF-8, NUL-terminated, *len bytes long (len may be NULL); free it with modattn_free.
+ * Time and memory are linear in the tokens' total length. */
+int modattn_tokenizer_decode(const modattn_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                             char **out, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
  * own threads and workspace (modattn_model_embed_with), with the GIL released. What uses the
  * model's own pool (modattn_model_embed: a store's indexing and searching) holds `own`. */
 #include "pymodattn.h"
+#include "modattn/tokenizer.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_search.h"
 
@@ -426,6 +427,74 @@ static PyObject *model_encode_document(pm_model *self, PyObject *args, PyObject 
     return encode_task(self, args, kw, MODATTN_EMBED_DOCUMENT);
 }
 
+/* ------------------------------------------------------------------ decode */
+
+/* one list of ids -> str; where names it in errors */
+static PyObject *decode_one(pm_model *self, PyObject *seq, bool skip, const char *where) {
+    PyObject *fast = PySequence_Fast(seq, "decode: ids must be a list of int or a list of such lists");
+    if (!fast) return NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int32_t *ids = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *ids);
+    PyObject *result = NULL;
+    if (!ids) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(fast, k);
+        if (!PyLong_Check(x) || PyBool_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "decode: %s[%zd] must be an int, not %.80s", where, k, Py_TYPE(x)->tp_name);
+            goto done;
+        }
+        long long v = PyLong_AsLongLong(x);
+        if (v == -1 && PyErr_Occurred()) PyErr_Clear();
+        if (v < INT32_MIN || v > INT32_MAX) v = -1; /* refused below as outside the vocabulary */
+        ids[k] = (int32_t)v;
+    }
+    const modattn_tokenizer *tok = modattn_model_tokenizer(self->model);
+    char *text = NULL;
+    size_t len = 0;
+    int st = modattn_tokenizer_decode(tok, ids, (size_t)n, skip ? 0u : MODATTN_DECODE_KEEP_SPECIALS, &text, &len);
+    if (st) {
+        pm_error e;
+        pm_capture(&e, st);
+        pm_raise(&e, where);
+        goto done;
+    }
+    result = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
+    modattn_free(text);
+done:
+    PyMem_Free(ids);
+    Py_DECREF(fast);
+    return result;
+}
+
+static PyObject *model_decode(pm_model *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"ids", "skip_special_tokens", NULL};
+    PyObject *obj;
+    int skip = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p:decode", kwlist, &obj, &skip)) return NULL;
+    if (!pm_model_check((PyObject *)self)) return NULL;
+    PyObject *fast = PySequence_Fast(obj, "decode: ids must be a list of int or a list of such lists");
+    if (!fast) return NULL;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject *result = NULL;
+    if (n == 0 || !PySequence_Check(PySequence_Fast_GET_ITEM(fast, 0)) || PyUnicode_Check(PySequence_Fast_GET_ITEM(fast, 0))) {
+        result = decode_one(self, fast, skip != 0, "ids");
+    } else {
+        result = PyList_New(n);
+        for (Py_ssize_t i = 0; result && i < n; i++) {
+            char where[48];
+            snprintf(where, sizeof where, "ids[%zd]", i);
+            PyObject *s = decode_one(self, PySequence_Fast_GET_ITEM(fast, i), skip != 0, where);
+            if (!s) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, i, s);
+        }
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
 /* ------------------------------------------------------------------ tokenize */
 
 #define TOK_CHUNK 256
@@ -590,6 +659,10 @@ static PyMethodDef model_methods[] = {
      "convert_to_numpy=True, prompt_name=None, prompt=None, truncate_dim=None)\n--\n\n"
      "encode with the model's first prompt of \"document\", \"passage\", \"corpus\" unless one is given\n"
      "(sentence-transformers' encode_document; \"document\" is always there, empty unless set)."},
+    {"decode", (PyCFunction)(void (*)(void))model_decode, METH_VARARGS | METH_KEYWORDS,
+     "decode($self, ids, skip_special_tokens=True)\n--\n\n"
+     "Token ids back to text with the tokenizer.json's decoder (ByteLevel, WordPiece or none), as\n"
+     "`tokenizers`' Tokenizer.decode: a str for a list of int, a list of str for a list of such lists."},
     {"tokenize", (PyCFunction)(void (*)(void))model_tokenize, METH_VARARGS | METH_KEYWORDS,
      "tokenize($self, texts)\n--\n\n"
      "Token ids as encode feeds them to the model ([CLS] ... [SEP], truncated to max_seq_length):\n"

@@ -8,6 +8,8 @@ modattn_test(test_tokenizer_unigram test_tokenizer_unigram.c)
 # byte-level BPE (GPT-2, Qwen2/Qwen3, ModernBERT/NeoX layouts): goldens on committed fixtures,
 # refusals of unknown split patterns and damaged merges, a 1 MiB word in bounded time
 modattn_test(test_tokenizer_bpe test_tokenizer_bpe.c)
+# ids back to text (ByteLevel, WordPiece, none) against tokenizers' decode on the BPE goldens' ids
+modattn_test(test_tokenizer_decode test_tokenizer_decode.c)
 # the fuzz target's seed corpus again, through the Unigram tokenizer (invariants: ids in range,
 # offsets inside the text, <s> ... </s>, truncation keeps a prefix)
 if(TARGET replay_tokenizer OR EXISTS ${CMAKE_SOURCE_DIR}/fuzz/fuzz_tokenizer.c)

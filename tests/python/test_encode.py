@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import FIXTURES, TINY
+from conftest import FIXTURES, MODELS, TINY, _need_model
 
 MIN_COSINE = 0.99999
 
@@ -210,6 +210,36 @@ def test_progress_bar(model, capsys):
     model.encode(["one", "two", "three"], batch_size=2, show_progress_bar=True)
     err = capsys.readouterr().err
     assert "encoded 2/3" in err and "encoded 3/3" in err
+
+
+def test_decode_wordpiece(model):
+    ids = model.tokenize("Hello, world! Don't panic.")
+    assert model.decode(ids) == "hello, world! don't panic."
+    assert model.decode(ids, skip_special_tokens=False) == "[CLS] hello, world! don't panic. [SEP]"
+    assert model.decode([ids, [7592]]) == ["hello, world! don't panic.", "hello"]
+    with pytest.raises(Exception, match="outside the vocabulary"):
+        model.decode([7592, 10 ** 9])
+    with pytest.raises(TypeError, match="int"):
+        model.decode([7592, "a"])
+
+
+def test_decode_bytelevel(modattn):
+    """tiny-modernbert's byte-level BPE (the same tokenizer.json as tests/fixtures/tokenizer_bpe_modernbert.json):
+    decode equals tokenizers' decode on decode_bpe.jsonl's ModernBERT lines, U+FFFD for cut characters included."""
+    m = modattn.Model(_need_model(MODELS / "tiny-modernbert"))
+    text = "héllo wörld 日本 — ok"
+    assert m.decode(m.tokenize(text)) == text
+    assert m.decode(m.tokenize(text), skip_special_tokens=False) == "[CLS]" + text + "[SEP]"
+    n = bad = fffd = 0
+    with open(os.path.join(FIXTURES, "decode_bpe.jsonl"), encoding="utf-8") as f:
+        for line in f:
+            j = json.loads(line)
+            if j.get("fixture") != "modernbert":
+                continue
+            n += 1
+            fffd += "\ufffd" in j["text"]
+            bad += m.decode(j["ids"], skip_special_tokens=j["skip"]) != j["text"]
+    assert n > 1500 and fffd > 300 and bad == 0, (n, fffd, bad)
 
 
 def test_tokenize(model):

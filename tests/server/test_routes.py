@@ -252,5 +252,22 @@ st, _, _, data = get(s, "/")
 check(st == 200 and b"<main" in data, f"GET / while loading: {st}")
 s.wait_ready()
 check(s.stop() == 0, "exit 0 (slow load)")
+
+# ---- /detokenize with a byte-level BPE tokenizer (ByteLevel decoder): tiny-modernbert
+s = Server(BIN, os.path.join(REPO, ".models", "tiny-modernbert"))
+text = "héllo wörld 日本 — ok"
+st, _, j = s.post("/tokenize", {"inputs": text})
+ids = [t["id"] for t in j[0]] if st == 200 else []
+st, _, j = s.post("/detokenize", {"ids": ids})
+check(st == 200 and j == [text], f"/detokenize ByteLevel: the text back: {st} {j}")
+st, _, j = s.post("/detokenize", {"ids": ids, "skip_special_tokens": False})
+check(st == 200 and j == ["[CLS]" + text + "[SEP]"], f"/detokenize ByteLevel, specials kept: {st} {j}")
+# "日" is two tokens (bytes E6 97 | A5): each alone is ill-formed UTF-8, U+FFFD as tokenizers gives
+st, _, j = s.post("/tokenize", {"inputs": "日", "add_special_tokens": False})
+ri = [t["id"] for t in j[0]] if st == 200 else []
+st, _, j = s.post("/detokenize", {"ids": [[ri[0]], [ri[1]], ri] if len(ri) == 2 else [[0]]})
+check(st == 200 and j == ["\ufffd", "\ufffd", "日"], f"/detokenize ByteLevel, a character cut in two: {ri} {st} {j}")
+check(s.stop() == 0, "exit 0 (tiny-modernbert)")
+
 subprocess.run(["rm", "-rf", tmp])
 finish("test_routes")
