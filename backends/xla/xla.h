@@ -82,6 +82,7 @@ typedef struct xla_attn_shape {
     int64_t mask_b, mask_h;
     int64_t wl, wr;  /* sliding window sides (-1: unbounded; both -1: none) */
     double softcap;  /* 0: none */
+    bool has_alibi;  /* slopes f32[Hq] the last argument (after the mask when there is one) */
 } xla_attn_shape;
 int xla_hlo_attention(const xla_attn_shape *a, xla_text *out);
 

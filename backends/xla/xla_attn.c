@@ -3,7 +3,8 @@
  * arrays in the workspace, uploaded, run by one compiled program per shape (kept in memory, the
  * last XLA_ATTN_CACHE of them), and the result scattered into o's (and lse's) views. Everything the
  * contract defines runs: GQA, D != Dv, causal, kv_lens, an additive mask with broadcast, lse,
- * strided views; fp32 only. Each call pays an upload and a launch: this is the contract's proof
+ * strided views, sliding windows, ALiBi (the slopes an argument, so one program serves any slopes)
+ * and softcapping; fp32 only. Each call pays an upload and a launch: this is the contract's proof
  * on XLA and the reference for the encoder's program, not a fast path. */
 #define _GNU_SOURCE
 #include "backends/xla/xla.h"
@@ -46,10 +47,6 @@ static bool xla_supports(void *ctx, const modattn_attn_desc *d, char *reason, si
     }
     if (d->device.kind != MODATTN_DEVICE_XLA) {
         snprintf(reason, len, "its tensors must be on an xla device");
-        return false;
-    }
-    if (d->has_alibi) {
-        snprintf(reason, len, "ALiBi: the xla program takes no per-head slopes yet (windows and softcap it has)");
         return false;
     }
     if (d->Hkv < 1 || d->Hq % d->Hkv) {
@@ -104,7 +101,7 @@ static bool same_shape(const xla_attn_shape *a, const xla_attn_shape *b) {
     return a->B == b->B && a->Hq == b->Hq && a->Hkv == b->Hkv && a->Sq == b->Sq && a->Sk == b->Sk && a->D == b->D &&
            a->Dv == b->Dv && a->scale == b->scale && a->causal == b->causal && a->has_mask == b->has_mask &&
            a->has_lse == b->has_lse && a->mask_b == b->mask_b && a->mask_h == b->mask_h && a->wl == b->wl &&
-           a->wr == b->wr && a->softcap == b->softcap;
+           a->wr == b->wr && a->softcap == b->softcap && a->has_alibi == b->has_alibi;
 }
 
 static int program(xla_plugin *p, int device, const xla_attn_shape *s, xla_exe **out, char *reason, size_t len) {
@@ -161,30 +158,33 @@ static int xla_run(void *ctx, const modattn_attn_desc *d, const modattn_attn_cal
     for (int64_t b = 0; b < d->B; b++) lens[b] = c->kv_lens ? c->kv_lens[b] : (int32_t)d->Sk;
     const xla_attn_shape s = {d->B, d->Hq, d->Hkv, d->Sq, d->Sk, d->D, d->Dv, d->scale, d->causal,
                               d->has_mask, d->has_lse, d->has_mask ? d->mask_b : 0, d->has_mask ? d->mask_h : 0,
-                              d->window_left, d->window_right, (double)d->softcap};
+                              d->window_left, d->window_right, (double)d->softcap, d->has_alibi};
     xla_plugin *p = modattn__xla_lock(d->device.index, reason, len);
     if (p) modattn__xla_on_close(attn_drop); /* this device's programs go before its plugin does */
     if (!p) return MODATTN_EDEVICE;
     xla_exe *e = NULL;
-    xla_buf *in[5] = {NULL}, *out[2] = {NULL};
+    xla_buf *in[6] = {NULL}, *out[2] = {NULL};
+    size_t nin = 4;
     int st = program(p, d->device.index, &s, &e, reason, len);
     const int64_t dq[4] = {d->B, d->Hq, d->Sq, d->D}, dk[4] = {d->B, d->Hkv, d->Sk, d->D},
-                  dv[4] = {d->B, d->Hkv, d->Sk, d->Dv}, dm[4] = {s.mask_b, s.mask_h, d->Sq, d->Sk}, dl[1] = {d->B};
+                  dv[4] = {d->B, d->Hkv, d->Sk, d->Dv}, dm[4] = {s.mask_b, s.mask_h, d->Sq, d->Sk}, dl[1] = {d->B},
+                  dh[1] = {d->Hq};
     uint64_t t0 = modattn__trace_begin();
     if (!st) st = xla_buf_upload(p, part[0], XLA_F32, dq, 4, &in[0], reason, len);
     if (!st) st = xla_buf_upload(p, part[1], XLA_F32, dk, 4, &in[1], reason, len);
     if (!st) st = xla_buf_upload(p, part[2], XLA_F32, dv, 4, &in[2], reason, len);
     if (!st) st = xla_buf_upload(p, lens, XLA_I32, dl, 1, &in[3], reason, len);
-    if (!st && d->has_mask) st = xla_buf_upload(p, part[4], XLA_F32, dm, 4, &in[4], reason, len);
+    if (!st && d->has_mask) st = xla_buf_upload(p, part[4], XLA_F32, dm, 4, &in[nin++], reason, len);
+    if (!st && d->has_alibi) st = xla_buf_upload(p, c->alibi_slopes, XLA_F32, dh, 1, &in[nin++], reason, len);
     modattn__trace_end(t0, "xla.upload", "xla", "attention", 0, 0);
     if (!st) {
         t0 = modattn__trace_begin();
-        st = xla_execute(p, e, in, d->has_mask ? 5 : 4, out, d->has_lse ? 2 : 1, reason, len);
+        st = xla_execute(p, e, in, nin, out, d->has_lse ? 2 : 1, reason, len);
         modattn__trace_end(t0, "xla.execute", "xla", "attention", 0, modattn_attn_desc_flops(d));
     }
     if (!st) st = xla_buf_download(p, out[0], part[3], elems(d, 3) * 4, reason, len);
     if (!st && d->has_lse) st = xla_buf_download(p, out[1], part[5], elems(d, 5) * 4, reason, len);
-    for (int i = 0; i < 5; i++) xla_buf_free(p, in[i]);
+    for (int i = 0; i < 6; i++) xla_buf_free(p, in[i]);
     for (int i = 0; i < 2; i++) xla_buf_free(p, out[i]);
     modattn__xla_unlock(d->device.index);
     if (st) return st;

@@ -337,9 +337,11 @@ static val and_(emit *e, val a, val b) {
 }
 
 /* (wl, wr: a sliding window's sides around i' = i + lens[b] - Sq, -1 unbounded; softcap > 0: the
- * scaled scores capped as softcap * tanh(s / softcap) before the mask: attention.h) */
+ * scaled scores capped as softcap * tanh(s / softcap) before the mask; slopes f32[Hq]: the ALiBi
+ * bias -slopes[h] * |i' - j| after the cap (one-sided under causal: every visible j <= i' there):
+ * attention.h) */
 static val attend(emit *e, val q, val k, val v, val lens, const val *mask, double scale, bool causal, int64_t wl,
-                  int64_t wr, double softcap, val *lse) {
+                  int64_t wr, double softcap, const val *slopes, val *lse) {
     const int64_t B = q.d[0], Hq = q.d[1], Sq = q.d[2], Hkv = k.d[1], Sk = k.d[2], D = k.d[3], Dv = v.d[3];
     if (Hkv != Hq) { /* [B,Hkv,Sk,D] -> [B,Hkv,G,Sk,D] -> [B,Hq,Sk,D] (head h uses kv head h / G) */
         const int64_t G = Hq / Hkv;
@@ -358,6 +360,13 @@ static val attend(emit *e, val q, val k, val v, val lens, const val *mask, doubl
     int64_t b0[1] = {0};
     val keyidx = iota(e, s, 3);
     val lensb = bcast(e, lens, keyidx, b0);
+    if (slopes) { /* s -= slopes[h] * |i' - j|, i' = i + lens[b] - Sq */
+        int64_t h1[1] = {1};
+        val qi = iota(e, s, 2);
+        val ip = binary(e, "add", qi, binary(e, "subtract", lensb, bcast(e, constant_i(e, Sq), qi, NULL)));
+        val dist = unary(e, "stablehlo.abs", to_f32(e, binary(e, "subtract", ip, keyidx)));
+        s = binary(e, "subtract", s, binary(e, "multiply", dist, bcast(e, *slopes, s, h1)));
+    }
     val ok = compare(e, keyidx, lensb, "LT");
     if (causal) { /* key j <= query i + lens[b] - Sq */
         val qi = iota(e, s, 2);
@@ -454,7 +463,7 @@ int xla_hlo_encoder(const xla_encoder_shape *c, xla_text *out) {
             int64_t s0[3] = {0, 0, k * H}, s1[3] = {B, S, (k + 1) * H}, perm[4] = {0, 2, 1, 3};
             heads[k] = transpose(e, reshape(e, slice(e, qkv, s0, s1), SHAPE(B, S, nh, dh)), perm);
         }
-        val ctx = attend(e, heads[0], heads[1], heads[2], lens, NULL, scale, false, -1, -1, 0.0, NULL); /* [B,nh,S,dh] */
+        val ctx = attend(e, heads[0], heads[1], heads[2], lens, NULL, scale, false, -1, -1, 0.0, NULL, NULL); /* [B,nh,S,dh] */
         int64_t perm[4] = {0, 2, 1, 3};
         ctx = reshape(e, transpose(e, ctx, perm), SHAPE(B, S, H));
         x = layernorm(e, binary(e, "add", linear(e, ctx, L[2], L[3]), x), L[4], L[5], c->eps);
@@ -516,18 +525,20 @@ int xla_hlo_attention(const xla_attn_shape *a, xla_text *out) {
     val q = fresh(e, SHAPE(a->B, a->Hq, a->Sq, a->D)), k = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->D));
     val v = fresh(e, SHAPE(a->B, a->Hkv, a->Sk, a->Dv)), lens = fresh(e, SHAPE_I(a->B));
     val mask = a->has_mask ? fresh(e, SHAPE(a->mask_b, a->mask_h, a->Sq, a->Sk)) : lens;
+    val slopes = a->has_alibi ? fresh(e, SHAPE(a->Hq)) : lens;
     char t1[96], t2[96], t3[96], t4[96], t5[96];
     put(e->t, "module @modattn_attention attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n");
     put(e->t, "  func.func public @main(%%v%d: %s, %%v%d: %s, %%v%d: %s, %%v%d: %s", q.id, ty(&q, t1, sizeof t1), k.id,
         ty(&k, t2, sizeof t2), v.id, ty(&v, t3, sizeof t3), lens.id, ty(&lens, t4, sizeof t4));
     if (a->has_mask) put(e->t, ", %%v%d: %s", mask.id, ty(&mask, t5, sizeof t5));
+    if (a->has_alibi) put(e->t, ", %%v%d: %s", slopes.id, ty(&slopes, t5, sizeof t5));
     put(e->t, ") -> (tensor<%lldx%lldx%lldx%lldxf32>", (long long)a->B, (long long)a->Hq, (long long)a->Sq,
         (long long)a->Dv);
     if (a->has_lse) put(e->t, ", tensor<%lldx%lldx%lldx1xf32>", (long long)a->B, (long long)a->Hq, (long long)a->Sq);
     put(e->t, ") {\n");
     val lse;
     val o = attend(e, q, k, v, lens, a->has_mask ? &mask : NULL, a->scale, a->causal, a->wl, a->wr, a->softcap,
-                   a->has_lse ? &lse : NULL);
+                   a->has_alibi ? &slopes : NULL, a->has_lse ? &lse : NULL);
     if (a->has_lse)
         put(e->t, "    func.return %%v%d, %%v%d : %s, %s\n  }\n}\n", o.id, lse.id, ty(&o, t1, sizeof t1),
             ty(&lse, t2, sizeof t2));

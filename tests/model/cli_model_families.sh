@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/model/cli_model_families.sh MODATTN — `modattn embed --model DIR` on each model of
-# the other encoder families (xlm-roberta, distilbert, mpnet, modernbert, new, gte, nomic_bert:
+# the other encoder families (xlm-roberta, distilbert, mpnet, modernbert, new, gte, nomic_bert, jina_bert:
 # tiny-xlm-roberta, tiny-distilbert, tiny-mpnet, tiny-modernbert, tiny-gte, tiny-gte-hf, tiny-nomic,
-# tiny-nomic-gptj, all-mpnet-base-v2; `make model` lays them out): exit 0, one JSON line per text with
+# tiny-nomic-gptj, tiny-jina, all-mpnet-base-v2; `make model` lays them out): exit 0, one JSON line per text with
 # the token count and the vector of sentence-transformers' golden (cosine >= 0.99999) for
 # "Hello world" and a Portuguese sentence of the goldens. A missing model FAILS.
 set -u
@@ -11,7 +11,7 @@ pass=0
 fail=0
 for m in tiny-xlm-roberta:golden_tiny_xlm_roberta tiny-distilbert:golden_tiny_distilbert \
          tiny-mpnet:golden_tiny_mpnet tiny-modernbert:golden_tiny_modernbert tiny-gte:golden_tiny_gte tiny-gte-hf:golden_tiny_gte_hf \
-         tiny-nomic:golden_tiny_nomic tiny-nomic-gptj:golden_tiny_nomic_gptj \
+         tiny-nomic:golden_tiny_nomic tiny-nomic-gptj:golden_tiny_nomic_gptj tiny-jina:golden_tiny_jina \
          all-mpnet-base-v2:golden_all_mpnet_base_v2; do
     dir=.models/${m%%:*}
     gold=tests/fixtures/${m#*:}.jsonl

@@ -331,6 +331,44 @@ static void test_nomic(void) {
     reset();
 }
 
+/* jina_bert: model_type "bert" with position_embedding_type "alibi" (jina-embeddings-v2's keys);
+ * the variants jina-bert-implementation does not have, or another remote implementation, are
+ * refused naming the key. */
+static const char k_jina[] =
+    "{\"architectures\":[\"JinaBertForMaskedLM\"],\"model_type\":\"bert\",\"hidden_size\":64,"
+    "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":128,\"hidden_act\":\"gelu\","
+    "\"layer_norm_eps\":1e-12,\"max_position_embeddings\":8192,\"type_vocab_size\":2,\"vocab_size\":100,"
+    "\"pad_token_id\":0,\"position_embedding_type\":\"alibi\",\"feed_forward_type\":\"geglu\","
+    "\"emb_pooler\":\"mean\",\"auto_map\":{\"AutoModel\":"
+    "\"jinaai/jina-bert-implementation--modeling_bert.JinaBertModel\"}}";
+
+static void test_jina(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    expect("config.json", k_jina, "\"geglu\"", "\"geglu\"", 0, "", NULL);
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "jina_bert: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_JINA_BERT && c.alibi && c.jina_glu && !c.modern && c.act == MODATTN__ACT_GELU_ERF &&
+          c.heads == 4 && c.intermediate == 128 && c.max_tokens == 16 && c.pos_offset == 0);
+    expect("config.json", k_jina, "\"geglu\"", "\"reglu\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.alibi && c.jina_glu && c.act == MODATTN__ACT_RELU);
+    expect("config.json", k_jina, "\"geglu\"", "\"original\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK(st == 0 && c.alibi && !c.jina_glu && c.act == MODATTN__ACT_GELU_ERF);
+    expect("config.json", k_jina, "\"geglu\"", "\"swiglu\"", U, "config.json", "\"feed_forward_type\" = \"swiglu\"");
+    expect("config.json", k_jina, "\"geglu\"", "7", F, "config.json", "\"feed_forward_type\" must be a string");
+    expect("config.json", k_jina, "jinaai/jina-bert-implementation--", "jinaai/jina-bert-v2-qk-post-norm--", U,
+           "config.json", "\"auto_map.AutoModel\"");
+    expect("config.json", k_jina, "\"emb_pooler\":\"mean\"", "\"emb_pooler\":\"mean\",\"rope_scaling\":{}", U,
+           "config.json", "\"rope_scaling\" is not supported");
+    expect("config.json", k_jina, "\"emb_pooler\":\"mean\"", "\"emb_pooler\":3", F, "config.json", "\"emb_pooler\"");
+    /* alibi belongs to "bert" (jina's layout) only */
+    expect("config.json", k_jina, "\"model_type\":\"bert\"", "\"model_type\":\"xlm-roberta\"", U, "config.json",
+           "\"position_embedding_type\" = \"alibi\"");
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -467,6 +505,7 @@ int main(void) {
     test_modernbert();
     test_gte();
     test_nomic();
+    test_jina();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

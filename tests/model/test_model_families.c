@@ -22,6 +22,10 @@
  *                      mean, Normalize
  *   tiny-nomic-gptj    the same weights with rotary_emb_interleaved (GPT-J's layout); on OpenCL
  *                      refused at load once its 'rotary_interleaved' op is disabled
+ *   tiny-jina          jina_bert (model_type "bert", position_embedding_type "alibi"): no position
+ *                      table, ALiBi slopes of 6 heads through the contract (one text per call),
+ *                      GEGLU (mlp.gated_layers), post-LN; goldens from tools/make_jina_goldens.py
+ *                      (its torch forward: transformers has no jina_bert class); mean, Normalize
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
  *
  * The tiny ones come from tools/make_tiny_models.py, all four from `make model`. For every input:
@@ -75,6 +79,8 @@ static const expect TINY[] = {
      64, 2, 4, 96, 30528, 128, 64, MODATTN_POOL_MEAN, true, true, 10},
     {"tiny_modern", ".models/tiny-modernbert", "tests/fixtures/golden_tiny_modernbert.jsonl", "modernbert",
      64, 4, 4, 96, 700, 128, 64, MODATTN_POOL_MEAN, true, true, 100},
+    {"tiny_jina", ".models/tiny-jina", "tests/fixtures/golden_tiny_jina.jsonl", "bert",
+     96, 2, 6, 128, 30522, 128, 96, MODATTN_POOL_MEAN, true, true, 100},
 };
 static const expect MPNET = {"mpnet", ".models/all-mpnet-base-v2", "tests/fixtures/golden_all_mpnet_base_v2.jsonl",
                              "mpnet", 768, 12, 12, 3072, 30527, 384, 768, MODATTN_POOL_MEAN, true, false, 10};
