@@ -193,7 +193,7 @@ static int sparse_ranking(modattn_store *store, const modattn_search_params *p, 
     modattn_sparse_vec qv = {0, NULL, NULL};
     const char *texts[1] = {text ? text : ""};
     const size_t lens[1] = {text ? len : 0};
-    if ((st = modattn_sparse_encode(p->sparse, NULL, texts, lens, 1, &o, &qv, NULL)))
+    if ((st = modattn_sparse_encode(p->sparse, p->sparse_session, texts, lens, 1, &o, &qv, NULL)))
         return modattn__error_prefix(st, "the query's sparse vector");
     st = modattn__store_sparse_topk(store, qv.ids, qv.weights, qv.n, cand, path_prefix, ids, scores, n);
     modattn_sparse_vec_free(&qv, 1);

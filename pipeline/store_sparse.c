@@ -158,12 +158,17 @@ int modattn__store_sparse_bind(modattn_store *s, const modattn__sparse_ident *wa
     return 0;
 }
 
-/* MODATTN_TEST_SPARSE_FAIL_AT=N: the Nth call fails (a fault inside a document's transaction, for
+/* MODATTN_TEST_SPARSE_FAIL_AT=N: the Nth call since it was set to N fails (a fault inside a document's transaction, for
  * the tests of what a failed write leaves) */
 static int fail_hook(void) {
-    static long calls;
+    static long calls;      /* since the variable took its value */
+    static char last[32];
     const char *e = getenv("MODATTN_TEST_SPARSE_FAIL_AT");
     if (!e || !*e) return 0;
+    if (strncmp(e, last, sizeof last) != 0) {
+        snprintf(last, sizeof last, "%s", e);
+        calls = 0;
+    }
     return ++calls == strtol(e, NULL, 10);
 }
 

@@ -415,6 +415,7 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
         r->job.path_prefix = r->sr.path_prefix;
         r->job.mode = r->sr.mode;
         r->job.keyword_weight = r->sr.keyword_weight;
+        r->job.sparse_weight = r->sr.sparse_weight;
         r->job.rrf_k = r->sr.rrf_k;
         r->job.query = r->sr.query;
         r->job.query_len = r->sr.query_len;

@@ -84,8 +84,11 @@ const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vecto
 #define MODATTN_SEARCH_RRF_K 10.0
 #define MODATTN_SEARCH_KEYWORD_WEIGHT 0.7
 /* Hybrid search on a store with sparse vectors (and params.sparse given): the sparse ranking's
- * weight in the same fusion, measured in bench/results/search_quality.md ("Sparse"). */
-#define MODATTN_SEARCH_SPARSE_WEIGHT 1.0
+ * weight in the same fusion (the vector's 1, the keyword's 0.7, the same K), measured by
+ * bench/search_quality_sparse.py (bench/results/search_quality.md, "Learned sparse vectors"): on the
+ * demo corpus's 60 queries with splade-tiny, 0.7 gave the best MRR of 0.3-2 (hybrid 0.872 -> 0.902,
+ * recall@1 0.817 -> 0.867); every weight lost one plain query's recall@3 (-0.033). */
+#define MODATTN_SEARCH_SPARSE_WEIGHT 0.7
 /* Results when the caller gives no k: the same on every surface (`modattn search -k`, the server's
  * "k", Python's Store.search(k=)): 10, the usual first page of a search engine (Elasticsearch's size,
  * sentence-transformers' semantic_search top_k) and two screens of the CLI's text output. */
@@ -128,6 +131,9 @@ typedef struct modattn_search_params {
      * naming the fix. */
     struct modattn_sparse_encoder *sparse;
     double sparse_weight;     /* hybrid: the sparse ranking's weight; 0: MODATTN_SEARCH_SPARSE_WEIGHT */
+    struct modattn_session *sparse_session; /* where the query's sparse vector is encoded (a session
+                                             * of the encoder's ctx; NULL: its own threads): callers
+                                             * searching from several threads give each its own */
 } modattn_search_params;
 
 /* What a search did beyond its results. */
