@@ -155,7 +155,10 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
             if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
                          json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
                 bad = 1;
-            if (!bad && r->sparse_rank && json_object_set_new(o, "sparse", json_real(r->sparse_score))) bad = 1;
+            if (!bad && r->sparse_rank &&
+                (json_object_set_new(o, "sparse_rank", json_integer(r->sparse_rank)) ||
+                 json_object_set_new(o, "sparse_score", json_real(r->sparse_score))))
+                bad = 1;
             if (!bad && g_rerank && i < g_rerank->n &&
                 (json_object_set_new(o, "first_stage_rank", json_integer(g_rerank->first_rank[i])) ||
                  json_object_set_new(o, "first_stage_score", json_real((double)g_rerank->first_score[i]))))

@@ -28,8 +28,8 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 r = j["results"] if isinstance(j, dict) else j
 assert r and r[0]["path"].endswith("a.txt"), r[:1]
-assert all(x["found_by"] == "sparse" and x["sparse"] > 0 for x in r), [x["found_by"] for x in r]
-assert [x["sparse"] for x in r] == sorted([x["sparse"] for x in r], reverse=True)
+assert all(x["found_by"] == "sparse" and x["sparse_score"] > 0 and x["sparse_rank"] == x["rank"] for x in r), [x["found_by"] for x in r]
+assert [x["sparse_score"] for x in r] == sorted([x["sparse_score"] for x in r], reverse=True)
 PY
 "$BIN" search --db "$DB" --json -k 3 "comet tail" > "$T/hy.json" 2> "$T/err"
 check '[ $? -eq 0 ]' "hybrid: $(cat "$T/err")"

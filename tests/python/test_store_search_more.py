@@ -52,7 +52,7 @@ def test_sparse_mode_same_as_cli(modattn, model, cli, sparse_db):
         for h, w in zip(got, want):
             assert h["found_by"] == "sparse" == w["found_by"]
             assert h["sparse_rank"] == h["rank"]
-            assert abs(h["sparse_score"] - w["sparse"]) <= 1e-6 * abs(w["sparse"])
+            assert abs(h["sparse_score"] - w["sparse_score"]) <= 1e-6 * abs(w["sparse_score"])
         hy = s.search("comet tail", k=3, sparse=sp)
         want = cli_json(cli, "--db", sparse_db, "-k", 3, "comet tail")
         assert [h["path"] for h in hy] == [w["path"] for w in want]
