@@ -67,5 +67,43 @@ rc=$?
 check '[ $rc -eq 2 ] && grep -q "sparse" "$T/err"' "--mode sparsee: rc $rc"
 # --help says it
 check '"$BIN" search --help | grep -q -- "--mode M .*sparse" && "$BIN" index --help | grep -q -- "--sparse DIR"' "--help"
+# the server: /search mode sparse with --sparse-model (the same results as the CLI), 400 without it
+serve_search() { # DB EXTRA... -> prints "status json" of POST /search {"query": "lighthouse lamp", "mode": "sparse"}
+    local db=$1; shift
+    rm -f "$T/port"
+    "$BIN" serve --model "$DENSE" --db "$db" --quiet --port 0 --port-file "$T/port" "$@" > /dev/null 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
+    python3 - "$(cat "$T/port" 2>/dev/null)" <<'PY'
+import http.client, json, sys, time
+for _ in range(100):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+        c.request("POST", "/search", json.dumps({"query": "lighthouse lamp", "mode": "sparse", "k": 3}),
+                  {"Content-Type": "application/json"})
+        r = c.getresponse()
+        print(r.status, r.read().decode())
+        break
+    except (OSError, ValueError):
+        time.sleep(0.1)
+PY
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+}
+"$BIN" search --db "$DB" --mode sparse --json -k 3 "lighthouse lamp" > "$T/sp.json" 2> "$T/err"
+serve_search "$DB" --sparse-model "$SPLADE" > "$T/srv"
+python3 - "$T/srv" "$T/sp.json" <<'PY' && ok || bad "server sparse search: $(head -c 600 "$T/srv")"
+import json, sys
+status, body = open(sys.argv[1]).read().split(" ", 1)
+assert status == "200", status
+r = json.loads(body)["results"]
+cli = json.load(open(sys.argv[2]))
+cli = cli["results"] if isinstance(cli, dict) else cli
+assert [x["path"] for x in r] == [x["path"] for x in cli], ([x["path"] for x in r], [x["path"] for x in cli])
+assert all(x["found_by"] == "sparse" for x in r)
+assert all(abs(a["sparse_score"] - b["sparse_score"]) <= 1e-5 * b["sparse_score"] for a, b in zip(r, cli))
+PY
+serve_search "$DB" > "$T/srv"
+check 'grep -q "^400 .*--sparse-model" "$T/srv"' "server sparse search without --sparse-model: $(head -c 300 "$T/srv")"
 echo "cli_sparse_search: $pass passed, $fail failed"
 [ $fail -eq 0 ]
