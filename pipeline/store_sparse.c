@@ -3,6 +3,12 @@
  * Layout: sparse(term, chunk, weight), a WITHOUT ROWID table keyed (term, chunk): SQLite keeps a
  * term's postings together in one b-tree range, ordered by chunk, so a query reads exactly its own
  * terms' postings (one range scan each) and nothing else. An index on chunk serves the deletes.
+ * Measured on the demo corpus with splade-tiny (223 chunks, 63,829 rows, 3.3 MB with the rest of the
+ * store): the plan is "SEARCH p USING PRIMARY KEY (term=?)" per query term, and a query of 10, 50 and
+ * 200 of the 400 most frequent terms took 0.34, 1.16 and 13.6 ms (median of 20, SQLite alone). A
+ * per-term blob of postings would save the rows' keys but need a read-modify-write of every term's
+ * blob per chunk written, and deletes by rewriting them; the table keeps writes and deletes to the
+ * chunk's own rows, inside its transaction.
  * Rows are written by modattn__store_put_sparse inside the chunk's own transaction and removed by
  * a trigger on chunks (every path that deletes a chunk: re-index, rm, prune), so a kill or an
  * error leaves a chunk with all of its rows or none. The model that made them is recorded in meta
