@@ -642,6 +642,12 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         }
         out->rerank_top = (size_t)tv;
     }
+    if (out->mode == MODATTN_SEARCH_SPARSE && !api->sparse) {
+        srv_bad_req(bad, 422, "mode", "no_sparse_model",
+                    "mode \"sparse\" needs the store's SPLADE model and this server has none: start it with "
+                    "--sparse-model DIR (the model `modattn index --sparse DIR` used)");
+        goto done;
+    }
     if (out->rerank && !api->reranker) {
         srv_bad_req(bad, 422, "rerank", "no_reranker",
                     "'rerank' needs a cross-encoder and this server has none: start it with --rerank-model DIR (a "

@@ -231,10 +231,7 @@ static void search_in_snapshot(executor *x, srv_job *job) {
                                 .sparse_weight = job->sparse_weight};
     /* the sparse ranking: the server's --sparse-model, in this executor's session (sparse mode, or
      * hybrid on a store with sparse vectors) */
-    if (sp.mode == MODATTN_SEARCH_SPARSE && !b->cfg.sparse) {
-        set_error(job, 400, "%s", "sparse search needs the store's sparse model: start the server with --sparse-model DIR");
-        return;
-    }
+    /* (mode sparse without --sparse-model was refused with the request: 422 no_sparse_model) */
     if (b->cfg.sparse && (sp.mode == MODATTN_SEARCH_SPARSE || modattn__store_has_sparse(x->store))) {
         sp.sparse = b->cfg.sparse;
         sp.sparse_session = x->cur;

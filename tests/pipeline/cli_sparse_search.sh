@@ -104,6 +104,6 @@ assert all(x["found_by"] == "sparse" for x in r)
 assert all(abs(a["sparse_score"] - b["sparse_score"]) <= 1e-5 * b["sparse_score"] for a, b in zip(r, cli))
 PY
 serve_search "$DB" > "$T/srv"
-check 'grep -q "^400 .*--sparse-model" "$T/srv"' "server sparse search without --sparse-model: $(head -c 300 "$T/srv")"
+check 'grep -q "^422 .*no_sparse_model" "$T/srv"' "server sparse search without --sparse-model: $(head -c 300 "$T/srv")"
 echo "cli_sparse_search: $pass passed, $fail failed"
 [ $fail -eq 0 ]
