@@ -189,6 +189,7 @@ typedef struct cli_search_args {
     modattn_search_params sp;                 /* --mode, --rrf-k, --keyword-weight, --exact, --ann; k */
     modattn_ann_params annp;                  /* --ann-params */
     modattn_embed_options eo;                 /* --prompt-name, --prompt (sp.embed points here) */
+    const char *sparse_dir;                   /* --sparse (NULL: the store's, when it has sparse vectors) */
 } cli_search_args;
 /* 0: parsed; -1: --help asked (nothing said); 1: out of memory; 2: a usage error; 3: no QUERY
  * given (a usage error too: the caller may print the usage). Errors are said on stderr when say.
@@ -236,6 +237,7 @@ void cli_prompt_say(const char *cmd, const modattn_model *m, const modattn_embed
 /* `index`'s options and PATHs, shared by the plain command and `index --mpi`. */
 typedef struct cli_index_args {
     const char *db, *model_dir;               /* --db (default MODATTN_STORE_DEFAULT_PATH), --model */
+    const char *sparse_dir;                   /* --sparse (NULL: the store's, if it records one) */
     bool json, quiet, prune, verbose;
     bool watch;                               /* --watch: keep the store current (cli/cmd_watch.c) */
     double debounce_s;                        /* --debounce (watch: quiet time before a pass) */
@@ -289,6 +291,7 @@ void cli_index_clear_line(cli_index_ui *ui); /* erases the progress line, if one
 typedef struct cli_index_job {
     modattn_ctx *ctx;         /* borrowed (cli_open_ctx) */
     modattn_model *model;
+    struct modattn_sparse_encoder *sparse; /* --sparse, or the store's (NULL: none) */
     modattn_store *store;     /* rank 0 / the plain run only */
     const char *model_dir;
     char mbuf[PATH_MAX + 64];

@@ -18,7 +18,7 @@ void cli_index_usage(FILE *f) {
             "                     [--batch N] [--wait SECONDS] [--ann KIND [--ann-params P]]\n"
             "                     [--file-timeout SECONDS] [--watch [--debounce SECONDS]]\n"
             "                     [--prompt-name NAME | --prompt TEXT] [--dimensions N]\n"
-            "                     [PATH...]\n\n"
+            "                     [--sparse DIR] [PATH...]\n\n"
             "Index files and folders (recursively) into a document store for `modattn search`.\n"
             "With no PATH, the folders and files the store was indexed from are indexed again\n"
             "(new, changed and, with --prune, removed files).\n"
@@ -58,6 +58,12 @@ void cli_index_usage(FILE *f) {
             "                       normalised again; 1 to the model's dimension; default: the\n"
             "                       store's, else the model's truncate_dim, else all. The store\n"
             "                       records it\n"
+            "  --sparse DIR         also keep each chunk's SPLADE vector (a *ForMaskedLM\n"
+            "                       folder, e.g. .models/splade-tiny) in the store's inverted\n"
+            "                       index, for `search --mode sparse` and hybrid search with\n"
+            "                       sparse. From a store's first document on (a store with\n"
+            "                       chunks but no sparse vectors is refused); the store\n"
+            "                       records the model, and later runs use it without --sparse\n"
             "  --chunk-tokens N     tokens per chunk, [CLS]/[SEP] included (default: the\n"
             "                       model's max_seq_length, 256 for all-MiniLM-L6-v2)\n"
             "  --overlap N          word pieces shared by consecutive chunks (default 32)\n"
@@ -145,6 +151,7 @@ static int take_option(int argc, char **argv, int *i, bool say, cli_index_args *
     }
     else if ((v = cli_opt_value(argc, argv, i, "--db", &missing))) a->db = v;
     else if ((v = cli_opt_value(argc, argv, i, "--model", &missing))) a->model_dir = v;
+    else if ((v = cli_opt_value(argc, argv, i, "--sparse", &missing))) a->sparse_dir = v;
     else if ((v = cli_opt_value(argc, argv, i, "--chunk-tokens", &missing))) {
         if (!parse_count(v, 3, 1 << 20, &a->chunk_tokens))
             return SAY("modattn: index: --chunk-tokens: '%s' is not a token count\n", v), 2;

@@ -60,7 +60,7 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
             }
         }
         static const char *const withval[] = {"--db", "--model", "-k", "--k", "--mode", "--rrf-k", "--keyword-weight",
-                                              "--queries", "--ann-params"};
+                                              "--queries", "--ann-params", "--sparse-weight", "--sparse"};
         const char *v = NULL, *name = NULL;
         for (size_t n = 0; n < sizeof withval / sizeof *withval && !name; n++) {
             size_t l = strlen(withval[n]);
@@ -92,10 +92,15 @@ int cli_search_parse(int argc, char **argv, bool say, cli_search_args *a) {
             if (strcmp(v, "hybrid") == 0) a->sp.mode = MODATTN_SEARCH_HYBRID;
             else if (strcmp(v, "vector") == 0) a->sp.mode = MODATTN_SEARCH_VECTOR;
             else if (strcmp(v, "keyword") == 0) a->sp.mode = MODATTN_SEARCH_KEYWORD;
+            else if (strcmp(v, "sparse") == 0) a->sp.mode = MODATTN_SEARCH_SPARSE;
             else {
-                if (say) fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector or keyword\n", v);
+                if (say) fprintf(stderr, "modattn: search: --mode: '%s' is not hybrid, vector, keyword or sparse\n", v);
                 rc = 2;
             }
+        } else if (strcmp(name, "--sparse") == 0) {
+            a->sparse_dir = v;
+        } else if (strcmp(name, "--sparse-weight") == 0) {
+            if (cli_parse_double_say("--sparse-weight", v, 0, 1e6, true, say, &a->sp.sparse_weight) != 0) rc = 2;
         } else if (strcmp(name, "--rrf-k") == 0) {
             if (cli_parse_double_say("--rrf-k", v, 0, 1e6, true, say, &a->sp.rrf_k) != 0) rc = 2;
         } else if (strcmp(name, "--keyword-weight") == 0) {

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "pipeline/internal_search.h"
 #include "core/internal_core.h"
 
 #define SNIPPET_BYTES 240
@@ -146,13 +147,17 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
                     bad = 1;
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
             /* added by issue 40: which rankings found it, and the text output's snippet window */
-            const char *found = r->vector_rank && r->keyword_rank ? "both" : r->keyword_rank ? "words" : "meaning";
+            const char *found = modattn__search_found_by(r);
             const size_t tl = c->text ? strlen(c->text) : 0;
             const size_t from = c->text ? snippet_from(c->text, tl, r->spans, r->nspans) : 0;
             size_t to = from + SNIPPET_BYTES < tl ? from + SNIPPET_BYTES : tl;
             while (to < tl && ((unsigned char)c->text[to] & 0xc0) == 0x80) to++;
             if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
                          json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
+                bad = 1;
+            if (!bad && r->sparse_rank &&
+                (json_object_set_new(o, "sparse_rank", json_integer(r->sparse_rank)) ||
+                 json_object_set_new(o, "sparse_score", json_real(r->sparse_score))))
                 bad = 1;
             if (!bad && g_rerank && i < g_rerank->n &&
                 (json_object_set_new(o, "first_stage_rank", json_integer(g_rerank->first_rank[i])) ||
@@ -219,12 +224,20 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
         const modattn_search_result *r = &res[i];
         const bool reranked = g_rerank && i < g_rerank->n;
         if (reranked) snprintf(score, sizeof score, "rerank %.4f", (double)r->score);
+        else if (sp->mode == MODATTN_SEARCH_SPARSE) snprintf(score, sizeof score, "sparse %.2f", r->sparse_score);
         else if (isfinite(r->cosine)) snprintf(score, sizeof score, "cosine %.2f", (double)r->cosine);
         else snprintf(score, sizeof score, "bm25 %.2f", isfinite(r->bm25) ? r->bm25 : (double)r->score);
         if (r->vector_rank && r->keyword_rank)
             snprintf(why, sizeof why, "found by both: meaning #%d, words #%d", r->vector_rank, r->keyword_rank);
         else if (r->keyword_rank) snprintf(why, sizeof why, "found by words #%d", r->keyword_rank);
         else snprintf(why, sizeof why, "found by meaning #%d", r->vector_rank ? r->vector_rank : r->rank);
+        if (r->sparse_rank) { /* the sparse ranking brought it too (or alone) */
+            if (!r->vector_rank && !r->keyword_rank) snprintf(why, sizeof why, "found by sparse #%d", r->sparse_rank);
+            else {
+                size_t w = strlen(why);
+                snprintf(why + w, sizeof why - w, ", sparse #%d", r->sparse_rank);
+            }
+        }
         if (reranked) {
             size_t w = strlen(why);
             snprintf(why + w, sizeof why - w, "; reranked, first stage #%d", g_rerank->first_rank[i]);

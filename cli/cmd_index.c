@@ -10,9 +10,11 @@
 #include "cli/cli.h"
 #include "modattn/ingest.h"
 #include "modattn/model.h"
+#include "modattn/sparse.h"
 #include "modattn/store.h"
 #include "core/internal_core.h"
 #include "pipeline/internal_store.h"
+#include "pipeline/pipeline_internal.h"
 
 int cli_index_load(cli_globals *g, const cli_index_args *a, cli_index_job *j, const char **what) {
     *what = NULL;
@@ -106,6 +108,7 @@ void cli_index_job_free(cli_index_job *j) {
     json_decref(j->ui.said);
     json_decref(j->ui.skipped);
     modattn_store_close(j->store);
+    modattn_sparse_free(j->sparse);
     modattn_model_free(j->model);
     memset(j, 0, sizeof *j);
 }
@@ -118,6 +121,16 @@ static int index_run(cli_globals *g, const cli_index_args *a, cli_index_job *j) 
     if (st) return what ? cli_fail(what, st) : 1;
     if (cli_prompt_check("index", j->model, &a->eo, true)) return 2;
     if ((st = cli_index_open_store(a, j))) return cli_fail("opening the store", st);
+    /* sparse vectors: --sparse, or the model the store records (every chunk has one, or none) */
+    const char *sdir = a->sparse_dir;
+    modattn__sparse_ident sid;
+    bool have_sparse = false;
+    if (!sdir && (st = modattn__store_sparse_get(j->store, &sid, &have_sparse))) return cli_fail("reading the store", st);
+    if (!sdir && have_sparse && sid.dir[0]) sdir = sid.dir;
+    if (sdir) {
+        if ((st = cli_load_sparse(g, j->ctx, sdir, &j->sparse))) return cli_fail("loading the sparse model", st);
+        j->o.sparse = j->sparse;
+    }
     if (!a->quiet && !a->json && a->npaths) {
         modattn_embed_options eo = a->eo;
         eo.task = MODATTN_EMBED_DOCUMENT;

@@ -450,6 +450,10 @@ int cli_cmd_index_mpi(cli_globals *g, int argc, char **argv) {
     /* the plain command's options, read the same way by every rank (rank 0 says what is wrong) */
     cli_index_args a;
     int rc = cli_index_parse(mr.ac, mr.av, mr.rank == 0, &a);
+    if (!rc && a.sparse_dir) { /* the split run carries dense vectors only (the library refuses it too) */
+        if (mr.rank == 0) fprintf(stderr, "modattn: index: --sparse is not available with --mpi: index without --mpi\n");
+        rc = 2;
+    }
     if (!rc) rc = cli_index_roots(&a, mr.rank == 0);
     if (rc == -1 && mr.rank == 0) cli_index_usage(stdout);
     if (!rc && a.npaths == 0 && mr.rank == 0) /* --ann with no PATH: only the index is built: rank 0 */

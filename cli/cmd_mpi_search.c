@@ -147,6 +147,10 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         if (say) fprintf(stderr, "modattn: search: --ann: search --mpi scans every shard's vectors exactly (no ANN index)\n");
         prc = 2;
     }
+    if (!prc && (args.sp.mode == MODATTN_SEARCH_SPARSE || args.sparse_dir)) {
+        if (say) fprintf(stderr, "modattn: search: --mode sparse / --sparse: search --mpi ranks by meaning and words only\n");
+        prc = 2;
+    }
     if (prc) {
         cli_search_args_free(&args);
         return prc == 3 ? 2 : prc < 0 ? 0 : prc;

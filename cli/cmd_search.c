@@ -10,10 +10,12 @@
 #include "cli/cli.h"
 #include "modattn/model.h"
 #include "modattn/rerank.h"
+#include "modattn/sparse.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
 #include "core/internal_status.h"
 #include "pipeline/internal_search.h"
+#include "pipeline/pipeline_internal.h"
 
 static void search_usage(FILE *f) {
     fprintf(f,
@@ -36,6 +38,10 @@ static void search_usage(FILE *f) {
             "             SQLite without FTS5), or when no chunk holds the query's words: by meaning.\n"
             "  vector     by meaning: cosine of the query's embedding with every stored one (exact)\n"
             "  keyword    by words: BM25 over the chunks' texts and file names (SQLite FTS5)\n"
+            "  sparse     by learned sparse vectors (SPLADE, from `index --sparse`): the dot\n"
+            "             product of the query's with each chunk's over the store's inverted\n"
+            "             index. On such a store, hybrid fuses this ranking too: + S/(K + its\n"
+            "             sparse rank)\n"
             "The query's words are matched as plain words whatever they hold: quotes, AND, OR, NOT,\n"
             "NEAR, *, ^, column filters and parentheses are searched for as text, never obeyed;\n"
             "a word ending in * is a prefix (recurs* finds recursion). Stop words (\"the\", \"on\":\n"
@@ -56,7 +62,10 @@ static void search_usage(FILE *f) {
             "                       for; the store's --dimensions apply by themselves\n"
             "  --prompt TEXT        embed the query with TEXT before it ('': no prompt)\n"
             "  --mpi                under mpirun -np N: scan the vectors on N processes (README: MPI)\n"
-            "  --mode M             hybrid (default), vector or keyword\n"
+            "  --mode M             hybrid (default), vector, keyword or sparse\n"
+            "  --sparse DIR         the SPLADE model of the store's sparse vectors (default: the\n"
+            "                       one the store records, from `index --sparse`)\n"
+            "  --sparse-weight W    hybrid: the sparse ranking's weight (default 0.7)\n"
             "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
             "  --keyword-weight W   hybrid: the word ranking's weight W, meaning's being 1 (default 0.7)\n"
             "  --queries FILE       one query per line (blank lines skipped; - reads standard input)\n"
@@ -190,6 +199,7 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     modattn_store *store = NULL;
     modattn_model *model = NULL;
     modattn_reranker *reranker = NULL;
+    modattn_sparse_encoder *sparse = NULL;
     int *first_rank = NULL;
     float *first_score = NULL;
     const size_t k_print = sp.k;
@@ -223,6 +233,27 @@ int cli_cmd_search(cli_globals *g, int argc, char **argv) {
     if ((st = cli_load_model(g, ctx, model_dir, &model))) {
         rc = cli_fail("loading the model", st);
         goto out;
+    }
+    /* the sparse ranking: sparse mode, or hybrid on a store with sparse vectors */
+    if (sp.mode == MODATTN_SEARCH_SPARSE || (sp.mode == MODATTN_SEARCH_HYBRID && modattn__store_has_sparse(store))) {
+        modattn__sparse_ident sid;
+        bool have = false;
+        if ((st = modattn__store_sparse_get(store, &sid, &have))) {
+            rc = cli_fail("reading the store", st);
+            goto out;
+        }
+        if (!have) {
+            fprintf(stderr, "modattn: search: %s has no sparse vectors: index it with `modattn index --sparse DIR` "
+                            "(into a new store), or search with --mode hybrid, vector or keyword\n", db);
+            rc = 2;
+            goto out;
+        }
+        const char *sdir = args.sparse_dir ? args.sparse_dir : sid.dir;
+        if ((st = cli_load_sparse(g, ctx, sdir, &sparse))) {
+            rc = cli_fail("loading the sparse model", st);
+            goto out;
+        }
+        sp.sparse = sparse;
     }
     if (rerank_dir) {
         if ((st = cli_load_reranker(g, ctx, rerank_dir, &reranker))) {
@@ -297,6 +328,7 @@ out:
     free(res);
     free(nres);
     free(notes);
+    modattn_sparse_free(sparse);
     modattn_model_free(model);
     modattn_reranker_free(reranker);
     free(first_rank);

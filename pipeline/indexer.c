@@ -44,6 +44,7 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/search.h"
+#include "modattn/sparse.h"
 #include "modattn/store.h"
 #include "modattn/tokenizer.h"
 #include "core/internal_core.h"
@@ -151,6 +152,7 @@ typedef struct pdoc {
     size_t embedded; /* chunks whose vector is in vecs */
     float *vecs;     /* [nchunks, dim] normalised vectors, until the document is written */
     int32_t *ntok;   /* [nchunks] word pieces fed to the model, specials included */
+    modattn_sparse_vec *sp; /* [nchunks] sparse vectors (index --sparse; NULL without), until written */
     int64_t doc_id;
     bool remote;     /* another process embeds it (its vectors are fetched: stages->fetch) */
     bool member;     /* a member of an archive (counted for progress with its archive) */
@@ -178,6 +180,7 @@ typedef struct batch {
     size_t *idx;
     float *vec;   /* [n, dim] as the model gives them */
     int32_t *ntok;
+    modattn_sparse_vec *sp; /* [n] their sparse vectors (index --sparse; NULL without) */
     size_t n;
 } batch;
 
@@ -197,6 +200,8 @@ typedef struct embedder {
     batch *b;
     modattn_model *model;
     const modattn_embed_options *eo;
+    modattn_sparse_encoder *sparse; /* also the sparse vectors (NULL: none) */
+    const modattn_sparse_options *spo;
     size_t dim, step;
     int st;
     size_t failed_at;   /* the slice that failed */
@@ -527,6 +532,8 @@ static void pdoc_free(pdoc *d) {
     modattn_free(d->path);
     modattn_doc_text_clear(&d->text);
     modattn_free(d->chunks);
+    if (d->sp) modattn_sparse_vec_free(d->sp, d->nchunks);
+    modattn_free(d->sp);
     modattn_free(d->vecs);
     modattn_free(d->ntok);
     modattn_free(d);
@@ -843,6 +850,8 @@ static int chunk_document(run *r, file_entry *f, file_ctx *c) {
     }
     d->vecs = modattn__malloc(d->nchunks * r->dim * sizeof(float), MODATTN_MEM_INDEX);
     d->ntok = modattn__malloc(d->nchunks * sizeof(int32_t), MODATTN_MEM_OTHER);
+    if (r->opt->sparse && !(d->sp = modattn__calloc(d->nchunks, sizeof *d->sp, MODATTN_MEM_OTHER)))
+        return modattn__mem_last_status();
     return d->vecs && d->ntok ? 0 : modattn__mem_last_status();
 }
 
@@ -1300,6 +1309,10 @@ static int store_doc(run *r, pdoc *d) {
         ci.ntokens = d->ntok[i];
         st = modattn__store_put_chunk(r->store, sd.id, &ci, d->vecs + i * r->dim, r->dim);
         modattn_free(clean);
+        /* its sparse vector in the same transaction: a kill or an error leaves both or neither */
+        if (!st && d->sp)
+            st = modattn__store_put_sparse(r->store, modattn__store_last_chunk(r->store), d->sp[i].ids,
+                                           d->sp[i].weights, d->sp[i].n);
         if (st) goto fail;
     }
     if ((st = modattn__store_commit(r->store))) goto fail;
@@ -1364,6 +1377,10 @@ static void *embed_batch(void *arg) {
                                           b->ntok + o))) {
             e->failed_at = o;
             snprintf(e->msg, sizeof e->msg, "%s", modattn_last_error());
+        } else if (e->sparse && (st = modattn_sparse_encode(e->sparse, NULL, b->texts + o, b->lens + o, k, e->spo,
+                                                            b->sp + o, NULL))) {
+            e->failed_at = o;
+            snprintf(e->msg, sizeof e->msg, "sparse vectors: %s", modattn_last_error());
         }
     }
     pthread_mutex_lock(&e->mu);
@@ -1380,6 +1397,8 @@ static void batch_start(run *r, batch *b) {
     e->b = b;
     e->model = r->model;
     e->eo = &r->eo;
+    e->sparse = r->opt->sparse;
+    e->spo = r->opt->sparse_opt;
     e->dim = r->dim;
     e->step = r->opt->cancel ? CANCEL_SLICE : b->n;
     e->st = 0;
@@ -1398,6 +1417,7 @@ static void batch_clear(batch *b) {
         modattn_free(b->clean[i]);
         b->clean[i] = NULL;
     }
+    if (b->sp) modattn_sparse_vec_free(b->sp, b->n); /* those not moved into their documents */
     b->n = 0;
 }
 
@@ -1442,6 +1462,10 @@ static int batch_wait(run *r, bool poll) {
             memcpy(v, b->vec + i * r->dim, r->dim * sizeof(float));
             modattn__vec_normalize(v, r->dim);
             d->ntok[b->idx[i]] = b->ntok[i];
+            if (b->sp && d->sp) { /* moved into the document */
+                d->sp[b->idx[i]] = b->sp[i];
+                memset(&b->sp[i], 0, sizeof b->sp[i]);
+            }
             d->embedded++;
             r->stats->chunks_embedded++;
             r->stats->tokens_embedded += (uint64_t)b->ntok[i];
@@ -1714,6 +1738,29 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
 
     if (store && (st = modattn__store_bind_model(store, &sm))) return st;
     r->bound = true;
+    /* sparse vectors: every chunk of a store has one, or none has */
+    if (opt->sparse && r->stages)
+        return modattn__error(MODATTN_EUNSUPPORTED, "sparse vectors (--sparse) are not kept by a split run (--mpi)");
+    if (store && opt->sparse) {
+        const modattn_sparse_info *si = modattn_sparse_get_info(opt->sparse);
+        const modattn_model_info *mi = modattn_model_get_info(modattn_sparse_model(opt->sparse));
+        modattn__sparse_ident id;
+        memset(&id, 0, sizeof id);
+        snprintf(id.name, sizeof id.name, "%s", si->name ? si->name : "");
+        snprintf(id.identity, sizeof id.identity, "%s", mi->identity);
+        char *abs = si->dir ? modattn__path_absolute(si->dir) : NULL;
+        snprintf(id.dir, sizeof id.dir, "%s", abs ? abs : si->dir ? si->dir : "");
+        modattn_free(abs);
+        id.top_k = opt->sparse_opt ? opt->sparse_opt->top_k : 0;
+        id.threshold = opt->sparse_opt ? opt->sparse_opt->threshold : 0.0f;
+        if ((st = modattn__store_sparse_bind(store, &id))) return st;
+    } else if (store && modattn__store_has_sparse(store)) {
+        modattn__sparse_ident have;
+        bool found = false;
+        if ((st = modattn__store_sparse_get(store, &have, &found))) return st;
+        return modattn__error(MODATTN_EINVAL, "%s: the store keeps sparse vectors (%s): index it with --sparse %s",
+                              modattn_store_path(store), have.name, have.dir[0] ? have.dir : have.name);
+    }
 
     /* the store's own files are never indexed */
     r->own[0] = store ? modattn__path_absolute(modattn_store_path(store)) : NULL;
@@ -1749,6 +1796,8 @@ static int run_setup(run *r, modattn_store *store, modattn_model *model, const m
         b->idx = modattn__malloc(r->batch * sizeof *b->idx, MODATTN_MEM_OTHER);
         b->vec = modattn__malloc(r->batch * r->dim * sizeof(float), MODATTN_MEM_INDEX);
         b->ntok = modattn__malloc(r->batch * sizeof *b->ntok, MODATTN_MEM_OTHER);
+        if (opt->sparse && !(b->sp = modattn__calloc(r->batch, sizeof *b->sp, MODATTN_MEM_OTHER)))
+            return modattn__mem_last_status();
         if (!b->texts || !b->lens || !b->clean || !b->doc || !b->idx || !b->vec || !b->ntok)
             return modattn__mem_last_status();
     }
@@ -1854,6 +1903,8 @@ static void run_free(run *r) {
         modattn_free(b->idx);
         modattn_free(b->vec);
         modattn_free(b->ntok);
+        if (b->sp) modattn_sparse_vec_free(b->sp, r->batch);
+        modattn_free(b->sp);
     }
     pthread_cond_destroy(&r->emb.cv);
     pthread_mutex_destroy(&r->emb.mu);

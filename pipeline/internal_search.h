@@ -12,6 +12,11 @@
 extern "C" {
 #endif
 
+/* Which rankings brought a result, as every surface's "found_by" (docs/FIELDS.md): "meaning",
+ * "words" or "both" without a sparse ranking; with one, the names of those that did joined by
+ * '+' ("sparse", "meaning+sparse", "words+sparse", "meaning+words+sparse"). */
+const char *modattn__search_found_by(const modattn_search_result *r);
+
 /* "scalar", "avx2", "avx512" ("auto" for AUTO). */
 const char *modattn__scan_isa_name(modattn_scan_isa isa);
 

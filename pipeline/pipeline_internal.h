@@ -82,6 +82,38 @@ int modattn__store_paths_with_hash(struct modattn_store *s, uint64_t hash, int64
                                    int (*fn)(void *ud, const char *path), void *ud);
 /* The connection (keywords.c; what an extension keeps on it: store_ext.h). */
 struct sqlite3 *modattn__store_db(struct modattn_store *s);
+/* The store's sparse (SPLADE) vectors (store_sparse.c): an inverted index sparse(term, chunk,
+ * weight) kept in each chunk's transaction, and the sparse model that made them (in meta). */
+typedef struct modattn__sparse_ident {
+    char name[256];    /* the model folder's last component */
+    char identity[17]; /* modattn_model_info.identity of its encoder (weights, settings, tokenizer) */
+    char dir[4096];    /* the folder as given at index time (what a search loads) */
+    size_t top_k;      /* the pruning it was indexed with */
+    float threshold;
+} modattn__sparse_ident;
+/* The query's heaviest terms that a sparse search reads (the rest are left out). */
+#define MODATTN__SPARSE_QUERY_TERMS 1024
+/* The recorded model (*found false: the store keeps no sparse vectors). */
+int modattn__store_sparse_get(struct modattn_store *s, modattn__sparse_ident *out, bool *found);
+bool modattn__store_has_sparse(struct modattn_store *s);
+/* MODATTN_EVERSION naming the fix when the store's sparse vectors are another model's or pruning's;
+ * *recorded: the store has some. */
+int modattn__store_sparse_check(struct modattn_store *s, const modattn__sparse_ident *want, bool *recorded);
+/* Checks, or records want on a store without chunks (one with chunks but no sparse vectors is
+ * refused: its documents would never be found by sparse search). Outside a transaction. */
+int modattn__store_sparse_bind(struct modattn_store *s, const modattn__sparse_ident *want);
+/* Inside the chunk's transaction: its sparse vector's positive weights. */
+int modattn__store_put_sparse(struct modattn_store *s, int64_t chunk, const int32_t *terms, const float *weights,
+                              size_t n);
+/* The k chunks with the largest dot product with the query (its MODATTN__SPARSE_QUERY_TERMS
+ * heaviest terms), best first, ties by chunk id; only the query's terms' postings are read.
+ * MODATTN_EUNSUPPORTED naming the fix on a store without sparse vectors. */
+int modattn__store_sparse_topk(struct modattn_store *s, const int32_t *terms, const float *weights, size_t n,
+                               size_t k, const char *path_prefix, int64_t *ids, double *scores, size_t *nout);
+/* Rows of the inverted index, and chunks that have any (tests, stats). */
+int modattn__store_sparse_count(struct modattn_store *s, int64_t *rows, int64_t *chunks);
+/* The chunk id the last modattn__store_put_chunk wrote. */
+int64_t modattn__store_last_chunk(const struct modattn_store *s);
 /* How many keyword searches on this store were answered by the pruned passes (keywords.c; tests). */
 size_t modattn__store_kw_pruned(struct modattn_store *s);
 /* Whether this SQLite has FTS5 (MODATTN_TEST_NO_FTS5=1 says it has not, for tests). */

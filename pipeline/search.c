@@ -14,6 +14,7 @@
 #include "modattn/core.h"
 #include "modattn/ingest.h"
 #include "modattn/search.h"
+#include "modattn/sparse.h"
 #include "modattn/store.h"
 #include "core/internal_core.h"
 #include "core/internal_status.h"
@@ -21,6 +22,7 @@
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"
 #include "pipeline/keywords_internal.h"
+#include "pipeline/pipeline_internal.h"
 
 /* A candidate of the merge: score first, then chunk id (the order one scan of every row in
  * chunk order gives, which is what the store's path does). */
@@ -156,8 +158,46 @@ const char *modattn_search_mode_name(modattn_search_mode m) {
     case MODATTN_SEARCH_HYBRID: return "hybrid";
     case MODATTN_SEARCH_VECTOR: return "vector";
     case MODATTN_SEARCH_KEYWORD: return "keyword";
+    case MODATTN_SEARCH_SPARSE: return "sparse";
     }
     return "unknown";
+}
+
+const char *modattn__search_found_by(const modattn_search_result *r) {
+    const bool v = r->vector_rank > 0, k = r->keyword_rank > 0, s = r->sparse_rank > 0;
+    if (!s) return v && k ? "both" : v ? "meaning" : k ? "words" : "none";
+    return v && k ? "meaning+words+sparse" : v ? "meaning+sparse" : k ? "words+sparse" : "sparse";
+}
+
+/* The sparse ranking: the query's sparse vector by p->sparse (the store's encoder: checked, and
+ * pruned as the store's were) dotted with every chunk's over the inverted index, the best cand. */
+static int sparse_ranking(modattn_store *store, const modattn_search_params *p, const char *text, size_t len,
+                          const char *path_prefix, size_t cand, int64_t *ids, double *scores, size_t *n) {
+    *n = 0;
+    if (!p->sparse)
+        return modattn__error(MODATTN_EINVAL, "sparse search needs the store's sparse model (--sparse DIR)");
+    modattn__sparse_ident have, want;
+    bool found = false;
+    int st = modattn__store_sparse_get(store, &have, &found);
+    if (st) return st;
+    if (!found) return modattn__store_sparse_topk(store, NULL, NULL, 0, cand, path_prefix, ids, scores, n); /* says why */
+    memset(&want, 0, sizeof want);
+    const modattn_sparse_info *si = modattn_sparse_get_info(p->sparse);
+    snprintf(want.name, sizeof want.name, "%s", si->name ? si->name : "");
+    snprintf(want.identity, sizeof want.identity, "%s",
+             modattn_model_get_info(modattn_sparse_model(p->sparse))->identity);
+    want.top_k = have.top_k;
+    want.threshold = have.threshold;
+    if ((st = modattn__store_sparse_check(store, &want, &found))) return st;
+    modattn_sparse_options o = {have.top_k, have.threshold};
+    modattn_sparse_vec qv = {0, NULL, NULL};
+    const char *texts[1] = {text ? text : ""};
+    const size_t lens[1] = {text ? len : 0};
+    if ((st = modattn_sparse_encode(p->sparse, p->sparse_session, texts, lens, 1, &o, &qv, NULL)))
+        return modattn__error_prefix(st, "the query's sparse vector");
+    st = modattn__store_sparse_topk(store, qv.ids, qv.weights, qv.n, cand, path_prefix, ids, scores, n);
+    modattn_sparse_vec_free(&qv, 1);
+    return st;
 }
 
 int modattn__search_vectors(modattn_store *store, const modattn_store_vectors *v, const float *query_vec,
@@ -196,9 +236,9 @@ static float cosine_of(const modattn_store_vectors *v, const float *q, int64_t i
 /* a candidate of the fusion */
 typedef struct fused {
     int64_t id;
-    int vrank, krank;
+    int vrank, krank, srank;
     float cosine;
-    double bm25, score;
+    double bm25, sparse, score;
 } fused;
 
 static int fused_by_id(const void *a, const void *b) {
@@ -255,15 +295,21 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     if (cand > SIZE_MAX / 16 || k > SIZE_MAX / 16)
         return modattn__error(MODATTN_ERANGE, "modattn__search_run: k %zu or candidates %zu is too large", k, cand);
     const double rrf_k = p->rrf_k > 0 ? p->rrf_k : MODATTN_SEARCH_RRF_K, kw = p->keyword_weight > 0 ? p->keyword_weight : MODATTN_SEARCH_KEYWORD_WEIGHT;
+    const double sw = p->sparse_weight > 0 ? p->sparse_weight : MODATTN_SEARCH_SPARSE_WEIGHT;
+    const bool dense = mode == MODATTN_SEARCH_HYBRID || mode == MODATTN_SEARCH_VECTOR;
+    const bool words = mode == MODATTN_SEARCH_HYBRID || mode == MODATTN_SEARCH_KEYWORD;
+    /* the sparse ranking: sparse mode, or hybrid with a sparse encoder on a store with sparse vectors */
+    const bool sparse = mode == MODATTN_SEARCH_SPARSE ||
+                        (mode == MODATTN_SEARCH_HYBRID && p->sparse && modattn__store_has_sparse(store));
     const size_t dim = v->dim;
     float *q = modattn__malloc((dim ? dim : 1) * sizeof(float), MODATTN_MEM_OTHER);
-    int64_t *vids = modattn__malloc(cand * sizeof *vids, MODATTN_MEM_OTHER), *kids = NULL, *allow = NULL;
+    int64_t *vids = modattn__malloc(cand * sizeof *vids, MODATTN_MEM_OTHER), *kids = NULL, *allow = NULL, *sids = NULL;
     float *vsc = modattn__malloc(cand * sizeof *vsc, MODATTN_MEM_OTHER);
-    double *ksc = NULL;
+    double *ksc = NULL, *ssc = NULL;
     fused *f = NULL;
     modattn_search_result *res = NULL;
     char *fts = NULL, *marks = NULL;
-    size_t nv = 0, nk = 0, nallow = 0, nf = 0, nres = 0;
+    size_t nv = 0, nk = 0, ns = 0, nallow = 0, nf = 0, nres = 0;
     int st = 0;
     if (!q || !vids || !vsc) goto oom;
     memcpy(q, query_vec, dim * sizeof(float));
@@ -272,7 +318,7 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     memset(&kwi, 0, sizeof kwi);
     if (keywords && query_text && (st = modattn__store_keyword_query_info(store, query_text, query_len, &fts, &marks, &kwi)))
         goto done;
-    if (notes && kwi.fixes[0] && mode != MODATTN_SEARCH_VECTOR)
+    if (notes && kwi.fixes[0] && words)
         snprintf(notes->keywords, sizeof notes->keywords, "%s", kwi.fixes);
     /* hybrid: a query made only of stop words and words most chunks hold finds passages by words
      * that carry no information; they never lift one above what meaning finds (nor are marked) */
@@ -280,12 +326,22 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     if (weak_only && fts) fts[0] = '\0';
     if (kwi.weak_only && mode != MODATTN_SEARCH_KEYWORD && marks) marks[0] = '\0'; /* (vector mode too) */
 
+    /* the sparse ranking */
+    if (sparse) {
+        sids = modattn__malloc(cand * sizeof *sids, MODATTN_MEM_OTHER);
+        ssc = modattn__malloc(cand * sizeof *ssc, MODATTN_MEM_OTHER);
+        if (!sids || !ssc) goto oom;
+        uint64_t tr = modattn__trace_begin();
+        if ((st = sparse_ranking(store, p, query_text, query_len, p->path_prefix, cand, sids, ssc, &ns))) goto done;
+        modattn__trace_end(tr, "search.sparse", "sqlite", "", 0, 0);
+    }
+
     /* the vector ranking */
-    if (mode != MODATTN_SEARCH_KEYWORD && pre_ids) {
+    if (dense && pre_ids) {
         nv = pre_n < cand ? pre_n : cand;
         memcpy(vids, pre_ids, nv * sizeof *vids);
         memcpy(vsc, pre_scores, nv * sizeof *vsc);
-    } else if (mode != MODATTN_SEARCH_KEYWORD && v->n > 0) {
+    } else if (dense && v->n > 0) {
         if (p->path_prefix && (st = modattn__store_chunk_ids_under(store, p->path_prefix, &allow, &nallow))) goto done;
         uint64_t tr = modattn__trace_begin();
         st = p->path_prefix ? modattn__store_vectors_topk_among(v, q, cand, exec, allow ? allow : vids, nallow, vids, vsc, &nv)
@@ -299,7 +355,7 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         }
     }
     /* the keyword ranking */
-    if (mode != MODATTN_SEARCH_VECTOR) {
+    if (words) {
         if (!keywords) {
             note(notes, "the store has no keyword index: by meaning alone (`modattn index` adds it)");
         } else if (weak_only) {
@@ -318,15 +374,17 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         }
     }
     /* the fusion: one entry per chunk that either ranking brought */
-    if (!(f = modattn__calloc(nv + nk + 1, sizeof *f, MODATTN_MEM_OTHER))) goto oom;
-    for (size_t i = 0; i < nv; i++) f[nf++] = (fused){vids[i], (int)i + 1, 0, vsc[i], NAN, 0};
-    for (size_t i = 0; i < nk; i++) f[nf++] = (fused){kids[i], 0, (int)i + 1, NAN, ksc[i], 0};
+    if (!(f = modattn__calloc(nv + nk + ns + 1, sizeof *f, MODATTN_MEM_OTHER))) goto oom;
+    for (size_t i = 0; i < nv; i++) f[nf++] = (fused){vids[i], (int)i + 1, 0, 0, vsc[i], NAN, NAN, 0};
+    for (size_t i = 0; i < nk; i++) f[nf++] = (fused){kids[i], 0, (int)i + 1, 0, NAN, ksc[i], NAN, 0};
+    for (size_t i = 0; i < ns; i++) f[nf++] = (fused){sids[i], 0, 0, (int)i + 1, NAN, NAN, ssc[i], 0};
     qsort(f, nf, sizeof *f, fused_by_id);
     size_t w = 0;
     for (size_t i = 0; i < nf; i++) {
         if (w && f[w - 1].id == f[i].id) { /* found by both */
             if (f[i].vrank) f[w - 1].vrank = f[i].vrank, f[w - 1].cosine = f[i].cosine;
             if (f[i].krank) f[w - 1].krank = f[i].krank, f[w - 1].bm25 = f[i].bm25;
+            if (f[i].srank) f[w - 1].srank = f[i].srank, f[w - 1].sparse = f[i].sparse;
             continue;
         }
         f[w++] = f[i];
@@ -336,8 +394,10 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         fused *x = &f[i];
         x->score = mode == MODATTN_SEARCH_VECTOR    ? (double)x->cosine
                    : mode == MODATTN_SEARCH_KEYWORD ? x->bm25
+                   : mode == MODATTN_SEARCH_SPARSE  ? x->sparse
                                                     : (x->vrank ? 1.0 / (rrf_k + x->vrank) : 0) +
-                                                          (x->krank ? kw / (rrf_k + x->krank) : 0);
+                                                          (x->krank ? kw / (rrf_k + x->krank) : 0) +
+                                                          (x->srank ? sw / (rrf_k + x->srank) : 0);
     }
     qsort(f, nf, sizeof *f, fused_by_score);
     nres = nf < k ? nf : k;
@@ -352,6 +412,8 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
         r->keyword_rank = f[i].krank;
         r->cosine = f[i].vrank ? f[i].cosine : cosine_of(v, q, f[i].id);
         r->bm25 = f[i].bm25;
+        r->sparse_rank = f[i].srank;
+        r->sparse_score = f[i].sparse;
         if ((st = modattn__store_get_chunk(store, f[i].id, &r->chunk))) {
             nres = i + 1; /* frees what was fetched */
             goto done;
@@ -395,6 +457,8 @@ done:
     modattn_free(vsc);
     modattn_free(kids);
     modattn_free(ksc);
+    modattn_free(sids);
+    modattn_free(ssc);
     modattn_free(q);
     *out = res;
     *nout = nres;
@@ -405,7 +469,7 @@ int modattn__search_run_ann(modattn_store *store, const modattn_store_vectors *v
                            const float *query_vec, const char *query_text, size_t query_len,
                            const modattn_search_params *p, const modattn_exec *exec, modattn_search_result **out,
                            size_t *nout, modattn_search_notes *notes) {
-    if (!ann || !p || !v || !query_vec || p->path_prefix || p->mode == MODATTN_SEARCH_KEYWORD ||
+    if (!ann || !p || !v || !query_vec || p->path_prefix || p->mode == MODATTN_SEARCH_KEYWORD || p->mode == MODATTN_SEARCH_SPARSE ||
         p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0)
         return modattn__search_run(store, v, query_vec, query_text, query_len, p, exec, out, nout, notes);
     if (out) *out = NULL;
@@ -460,7 +524,9 @@ static void tell_where(modattn_search_info *where, const modattn_store_vectors *
 static int open_ann_for(modattn_store *store, const modattn_store_vectors *v, const modattn_search_params *p,
                         size_t nq, modattn_ann **a, modattn_search_info *where) {
     *a = NULL;
-    if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || v->n == 0) return 0;
+    if (p->mode == MODATTN_SEARCH_KEYWORD || p->mode == MODATTN_SEARCH_SPARSE || p->index == MODATTN_SEARCH_INDEX_EXACT ||
+        v->n == 0)
+        return 0;
     char why[512] = "";
     uint64_t bytes = 0;
     /* the header first (4 KiB): a missing, damaged or stale index is said at once */
@@ -540,12 +606,13 @@ int modattn__search_with(modattn_store *store, modattn_model *model, const char 
     if (!q) return modattn__mem_last_status();
     const char *texts[1] = {query};
     /* keywords alone need no embedding (nor the vectors: the chunks' cosines stay NaN) */
-    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn_model_embed_opt(model, NULL, &eo, texts, NULL, 1, q, NULL))) {
+    const bool dense = p->mode == MODATTN_SEARCH_HYBRID || p->mode == MODATTN_SEARCH_VECTOR;
+    if (dense && (st = modattn_model_embed_opt(model, NULL, &eo, texts, NULL, 1, q, NULL))) {
         st = modattn__error_prefix(st, "embedding the query");
         goto done;
     }
     uint64_t tr = modattn__trace_begin();
-    if (p->mode != MODATTN_SEARCH_KEYWORD && (st = modattn__store_open_vectors(store, &v))) goto done;
+    if (dense && (st = modattn__store_open_vectors(store, &v))) goto done;
     v.dim = dim;
     tell_where(where, &v);
     if (tr) {
@@ -654,7 +721,9 @@ static void searcher_ann_done(modattn_searcher *h) {
  * reading once). With *a set and a share, the share's lock is held until searcher_ann_done. */
 static int searcher_ann(modattn_searcher *h, const modattn_search_params *p, modattn_ann **a, modattn_search_info *where) {
     *a = NULL;
-    if (p->mode == MODATTN_SEARCH_KEYWORD || p->index == MODATTN_SEARCH_INDEX_EXACT || h->v.n == 0) return 0;
+    if (p->mode == MODATTN_SEARCH_KEYWORD || p->mode == MODATTN_SEARCH_SPARSE || p->index == MODATTN_SEARCH_INDEX_EXACT ||
+        h->v.n == 0)
+        return 0;
     ann_slot *slot = &h->own;
     if (h->share) {
         pthread_mutex_lock(&h->share->mu);
@@ -701,7 +770,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
     int st = modattn_store_embed_options(store, model, p->embed, true, &eo, &sm);
     if (st || (st = modattn_store_check_model(store, &sm)) || p->k == 0 || nq == 0) return st;
     const size_t dim = sm.dim, cand = candidates_for(p);
-    const bool vectors = p->mode != MODATTN_SEARCH_KEYWORD;
+    const bool vectors = p->mode == MODATTN_SEARCH_HYBRID || p->mode == MODATTN_SEARCH_VECTOR;
     if (nq > SIZE_MAX / sizeof(float) / dim || cand > SIZE_MAX / 16 / nq)
         return modattn__error(MODATTN_ERANGE, "modattn__search_batch: %zu queries x %zu candidates is too large", nq, cand);
     /* keyword mode embeds nothing: zero vectors, as modattn__search_with passes */

@@ -149,6 +149,7 @@ struct modattn_store {
     int schema;       /* user_version as opened (a read-only schema-1 store stays 1) */
     int64_t model_id; /* models.id of the bound model, 0 if none */
     size_t dim;       /* of the bound model */
+    int64_t last_chunk; /* the chunk id the last put_chunk wrote */
     sqlite3_stmt *st[ST_COUNT];
     /* waiting for another writer's lock (modattn_store_set_wait) */
     double wait_s;
@@ -1147,6 +1148,7 @@ int modattn__store_put_chunk(modattn_store *s, int64_t doc_id, const modattn_sto
     modattn_free(clean);
     if (st) return st;
     int64_t chunk_id = sqlite3_last_insert_rowid(s->db);
+    s->last_chunk = chunk_id;
     if ((st = bump_generation(s))) return st;
     if ((st = stmt(s, ST_PUT_EMB, &q))) return st;
     sqlite3_bind_int64(q, 1, chunk_id);
@@ -1387,6 +1389,7 @@ void modattn__store_unlock(modattn_store *s) {
 }
 
 int modattn__store_schema(const modattn_store *s) { return s->schema; }
+int64_t modattn__store_last_chunk(const modattn_store *s) { return s->last_chunk; }
 sqlite3 *modattn__store_db(modattn_store *s) { return s->db; }
 void **modattn__store_ext_slot(modattn_store *s, const modattn__store_ext *ext) {
     for (int i = 0; i < s->next; i++)

@@ -26,6 +26,7 @@
 #include "core/internal_core.h"
 #include "core/internal_status.h"
 #include "pipeline/internal_ingest.h"
+#include "pipeline/internal_search.h"
 #include "server/server.h"
 
 /* ---- errors */
@@ -602,13 +603,15 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
         if (strcmp(m, "hybrid") == 0) out->mode = MODATTN_SEARCH_HYBRID;
         else if (strcmp(m, "vector") == 0) out->mode = MODATTN_SEARCH_VECTOR;
         else if (strcmp(m, "keyword") == 0) out->mode = MODATTN_SEARCH_KEYWORD;
+        else if (strcmp(m, "sparse") == 0) out->mode = MODATTN_SEARCH_SPARSE;
         else {
             srv_bad_req(bad, 400, "mode", json_is_string(md) ? "invalid_value" : "invalid_type",
-                    "'mode' must be \"hybrid\", \"vector\" or \"keyword\"");
+                    "'mode' must be \"hybrid\", \"vector\", \"keyword\" or \"sparse\"");
             goto done;
         }
     }
     if (fusion_param(root, "keyword_weight", " (the vector ranking's weight is 1)", &out->keyword_weight, bad) ||
+        fusion_param(root, "sparse_weight", " (the vector ranking's weight is 1)", &out->sparse_weight, bad) ||
         fusion_param(root, "rrf_k", "", &out->rrf_k, bad))
         goto done;
     /* second stage: the candidates re-scored by the cross-encoder of --rerank-model */
@@ -638,6 +641,12 @@ int srv_parse_search(const srv_api *api, const char *body, size_t len, srv_searc
             goto done;
         }
         out->rerank_top = (size_t)tv;
+    }
+    if (out->mode == MODATTN_SEARCH_SPARSE && !api->sparse) {
+        srv_bad_req(bad, 422, "mode", "no_sparse_model",
+                    "mode \"sparse\" needs the store's SPLADE model and this server has none: start it with "
+                    "--sparse-model DIR (the model `modattn index --sparse DIR` used)");
+        goto done;
     }
     if (out->rerank && !api->reranker) {
         srv_bad_req(bad, 422, "rerank", "no_reranker",
@@ -718,7 +727,7 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
     tb_json_string(&b, api->model_id);
     srv_buf_printf(&b, ",\"mode\":\"%s\",\"vectors\":\"%s\",\"index\":\"%s\",\"results\":[",
                    modattn_search_mode_name((modattn_search_mode)job->mode), job->vectors_mapped ? "vector_file" : "store",
-                   job->mode == MODATTN_SEARCH_KEYWORD ? "none"
+                   job->mode == MODATTN_SEARCH_KEYWORD || job->mode == MODATTN_SEARCH_SPARSE ? "none"
                    : job->ann_kind ? modattn_ann_kind_name((modattn_ann_kind)job->ann_kind) : "exact");
     /* the k asked for (a reranked search fetched rerank_top candidates) */
     const size_t shown = job->k_show && job->k_show < job->nresults ? job->k_show : job->nresults;
@@ -734,8 +743,8 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
         if (r->keyword_rank) srv_buf_printf(&b, "\"keyword_rank\":%d,", r->keyword_rank);
         else srv_buf_printf(&b, "\"keyword_rank\":null,");
         /* which rankings found it, as the CLI's "found_by" (docs/FIELDS.md) */
-        srv_buf_printf(&b, "\"found_by\":\"%s\",",
-                       r->vector_rank && r->keyword_rank ? "both" : r->keyword_rank ? "words" : "meaning");
+        if (r->sparse_rank) srv_buf_printf(&b, "\"sparse_rank\":%d,\"sparse_score\":%.9g,", r->sparse_rank, r->sparse_score);
+        srv_buf_printf(&b, "\"found_by\":\"%s\",", modattn__search_found_by(r));
         srv_buf_printf(&b, "\"highlights\":[");
         for (size_t h = 0; h < r->nspans; h++)
             srv_buf_printf(&b, "%s[%zu,%zu]", h ? "," : "", r->spans[h].start, r->spans[h].end);

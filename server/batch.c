@@ -27,6 +27,7 @@
 #include "core/internal_status.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"
+#include "pipeline/pipeline_internal.h"
 #include "server/server.h"
 
 typedef struct executor {
@@ -226,7 +227,15 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     }
     job->vectors_mapped = vec->map != NULL;
     modattn_search_params sp = {.mode = (modattn_search_mode)job->mode, .k = job->k, .path_prefix = job->path_prefix,
-                                .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k};
+                                .keyword_weight = job->keyword_weight, .rrf_k = job->rrf_k,
+                                .sparse_weight = job->sparse_weight};
+    /* the sparse ranking: the server's --sparse-model, in this executor's session (sparse mode, or
+     * hybrid on a store with sparse vectors) */
+    /* (mode sparse without --sparse-model was refused with the request: 422 no_sparse_model) */
+    if (b->cfg.sparse && (sp.mode == MODATTN_SEARCH_SPARSE || modattn__store_has_sparse(x->store))) {
+        sp.sparse = b->cfg.sparse;
+        sp.sparse_session = x->cur;
+    }
     /* through the ANN index when the store has a current one (a server searches often: its reading
      * is paid once per generation), over the mapped vector file only; a path prefix and keywords
      * alone never need it (not even read for them) */
@@ -240,7 +249,11 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     modattn_ann_kind kind = MODATTN_ANN_NONE;
     if (!st && strcmp(where.index, "exact") != 0 && modattn_ann_kind_parse(where.index, &kind) == 0)
         job->ann_kind = kind;
-    if (st == MODATTN_EUNSUPPORTED) { /* keyword mode on a store without its keyword index */
+    if (st == MODATTN_EVERSION) { /* another sparse model than the store's */
+        set_error(job, 409, "%s", modattn_last_error());
+        return;
+    }
+    if (st == MODATTN_EUNSUPPORTED) { /* keyword or sparse mode on a store without its index */
         set_error(job, 400, "%s", modattn_last_error());
         return;
     }

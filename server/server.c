@@ -415,6 +415,7 @@ static enum MHD_Result submit(req *r, srv_job_kind kind, size_t n, int32_t **ids
         r->job.path_prefix = r->sr.path_prefix;
         r->job.mode = r->sr.mode;
         r->job.keyword_weight = r->sr.keyword_weight;
+        r->job.sparse_weight = r->sr.sparse_weight;
         r->job.rrf_k = r->sr.rrf_k;
         r->job.query = r->sr.query;
         r->job.query_len = r->sr.query_len;
@@ -483,16 +484,23 @@ static enum MHD_Result finish_job(req *r) {
     }
     if (r->job.expired)
         return respond_error(r, 503, r->job.message, NULL, "queue_timeout", MHD_HTTP_HEADER_RETRY_AFTER, "1", false);
-    if (r->job.http_status)
+    if (r->job.http_status) {
+        /* a 409 is the query's prompt, or (the store's sparse vectors being another model's or pruning's)
+         * the server's --sparse-model; a 400 the mode's index missing from the store */
+        const bool sparse_conflict = r->job.http_status == 409 && strstr(r->job.message, "sparse vectors were");
         return respond_error(r, r->job.http_status, r->job.message,
-                             r->job.http_status == 409   ? "prompt"
+                             sparse_conflict               ? "mode"
+                             : r->job.http_status == 409   ? "prompt"
                              : r->job.http_status == 400 ? "mode"
                                                          : NULL,
                              r->job.http_status == 503   ? "unavailable"
+                             : sparse_conflict           ? "sparse_model_mismatch"
                              : r->job.http_status == 409 ? "prompt_mismatch"
-                             : r->job.http_status == 400 ? "no_keyword_index"
+                             : r->job.http_status == 400 ? (r->job.mode == MODATTN_SEARCH_SPARSE ? "no_sparse_vectors"
+                                                                                                 : "no_keyword_index")
                                                          : "internal_error",
                              NULL, NULL, false);
+    }
     if (r->route == SRV_ROUTE_EMBED_SPARSE) {
         for (size_t i = 0; i < r->xr.n; i++)
             for (size_t k = 0; k < r->xr.vecs[i].n; k++)

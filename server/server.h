@@ -224,6 +224,7 @@ struct srv_job {
     const char *path_prefix;  /* NULL: all */
     int mode;                 /* modattn_search_mode */
     double keyword_weight;
+    double sparse_weight;
     double rrf_k;
     const char *query;        /* the text (keywords, snippets) */
     size_t query_len;
@@ -347,6 +348,7 @@ typedef struct srv_search_req {
     char *path_prefix;        /* NULL: all */
     int mode;                 /* modattn_search_mode: "mode" ("hybrid", the default, "vector", "keyword") */
     double keyword_weight;
+    double sparse_weight;
     double rrf_k;
     size_t query_len;
     int32_t *ids;

@@ -210,6 +210,13 @@ typedef struct modattn_index_options {
      * max_seq_length, so chunks are made that much shorter (an explicit chunk_tokens that leaves
      * no room for them is refused). */
     const modattn_embed_options *embed;
+    /* Sparse vectors too (modattn/sparse.h; NULL: none): each chunk's, pruned by sparse_opt (NULL:
+     * the encoder's defaults), kept in the store's inverted index in the chunk's transaction. The
+     * store records the encoder's identity and pruning: a store with another's is refused
+     * (MODATTN_EVERSION), as is one with sparse vectors indexed without them, or one with chunks
+     * but no sparse vectors indexed with them (its chunks would never be found by sparse search). */
+    struct modattn_sparse_encoder *sparse;
+    const struct modattn_sparse_options *sparse_opt;
 } modattn_index_options;
 
 /* Walks paths (files and folders, recursively; symbolic links followed, loops detected and

@@ -60,6 +60,10 @@ typedef struct modattn_search_result {
     double bm25;
     modattn_text_span *spans;
     size_t nspans;
+    /* where the sparse ranking put it (1-based; 0: not among its candidates, or no sparse ranking)
+     * and its sparse dot product with the query (NaN when not among them) */
+    int sparse_rank;
+    double sparse_score;
 } modattn_search_result;
 
 /* How modattn__search_run ranks. */
@@ -67,8 +71,10 @@ typedef enum modattn_search_mode {
     MODATTN_SEARCH_HYBRID = 0, /* both rankings, fused by reciprocal rank */
     MODATTN_SEARCH_VECTOR,     /* by meaning: cosine of the embeddings */
     MODATTN_SEARCH_KEYWORD,    /* by words: BM25 over the keyword index (store schema 3) */
+    MODATTN_SEARCH_SPARSE,     /* by learned sparse vectors (SPLADE): the dot product over the store's
+                                * inverted index (`index --sparse`); needs params.sparse */
 } modattn_search_mode;
-const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vector", "keyword" */
+const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vector", "keyword", "sparse" */
 
 /* Hybrid search's defaults: the fusion's K and the keyword ranking's weight (the vector's being 1),
  * the pair of bench/results/search_quality.md's sweep with the best MRR among those no worse than
@@ -77,6 +83,12 @@ const char *modattn_search_mode_name(modattn_search_mode m); /* "hybrid", "vecto
  * by words alone behind all 50 candidates found by meaning. */
 #define MODATTN_SEARCH_RRF_K 10.0
 #define MODATTN_SEARCH_KEYWORD_WEIGHT 0.7
+/* Hybrid search on a store with sparse vectors (and params.sparse given): the sparse ranking's
+ * weight in the same fusion (the vector's 1, the keyword's 0.7, the same K), measured by
+ * bench/search_quality_sparse.py (bench/results/search_quality.md, "Learned sparse vectors"): on the
+ * demo corpus's 60 queries with splade-tiny, 0.7 gave the best MRR of 0.3-2 (hybrid 0.872 -> 0.902,
+ * recall@1 0.817 -> 0.867); every weight lost one plain query's recall@3 (-0.033). */
+#define MODATTN_SEARCH_SPARSE_WEIGHT 0.7
 /* Results when the caller gives no k: the same on every surface (`modattn search -k`, the server's
  * "k", Python's Store.search(k=)): 10, the usual first page of a search engine (Elasticsearch's size,
  * sentence-transformers' semantic_search top_k) and two screens of the CLI's text output. */
@@ -112,6 +124,16 @@ typedef struct modattn_search_params {
      * store's: set them only to say so). A store indexed for another query prompt or cut to other
      * dimensions refuses the search (MODATTN_EVERSION, naming the fix). */
     const struct modattn_embed_options *embed;
+    /* The sparse encoder the store's sparse vectors were made with (modattn/sparse.h; NULL: no
+     * sparse ranking): mode sparse ranks by it alone, hybrid fuses its ranking with the others
+     * when the store has sparse vectors. Another encoder than the store's is refused
+     * (MODATTN_EVERSION); sparse mode on a store without sparse vectors is MODATTN_EUNSUPPORTED
+     * naming the fix. */
+    struct modattn_sparse_encoder *sparse;
+    double sparse_weight;     /* hybrid: the sparse ranking's weight; 0: MODATTN_SEARCH_SPARSE_WEIGHT */
+    struct modattn_session *sparse_session; /* where the query's sparse vector is encoded (a session
+                                             * of the encoder's ctx; NULL: its own threads): callers
+                                             * searching from several threads give each its own */
 } modattn_search_params;
 
 /* What a search did beyond its results. */

@@ -31,7 +31,6 @@ from ._modattn import (
     ModelMismatchError,
     NotFoundError,
     OutOfMemoryError,
-    Store,
     UnsupportedError,
     __version__,
     backends,
@@ -39,6 +38,7 @@ from ._modattn import (
 )
 from ._modattn import CrossEncoder as _CrossEncoder
 from ._modattn import SparseEncoder as _SparseEncoder
+from ._modattn import Store as _Store
 from ._modattn import attention as _attention
 from ._modattn import explain as _explain
 
@@ -107,7 +107,13 @@ class SearchHit(TypedDict):
     cosine: Optional[float]
     bm25: Optional[float]
     highlights: List[Tuple[int, int]]  # byte ranges of text that the query's words match
-    found_by: str  # "meaning", "words" or "both": which rankings brought it (as the CLI and server)
+    found_by: str  # "meaning", "words" or "both": which rankings brought it (as the CLI and server);
+    # with a sparse ranking, those that did joined by "+" ("sparse", "meaning+sparse", "meaning+words+sparse")
+    sparse_rank: Optional[int]  # where the sparse ranking put it (None: not among its candidates)
+    sparse_score: Optional[float]  # its sparse dot product with the query
+    # with rerank=: the first stage's rank and score (score is then the cross-encoder's)
+    first_stage_rank: int
+    first_stage_score: float
 
 
 class CrossEncoder(_CrossEncoder):
@@ -187,6 +193,51 @@ class SparseEncoder(_SparseEncoder):
         a = [a] if isinstance(a, dict) else list(a)
         b = [b] if isinstance(b, dict) else list(b)
         return [[float(sum(w * y[k] for k, w in x.items() if k in y)) for y in b] for x in a]
+
+
+class Store(_Store):
+    """A document store (what `modattn index` makes) searched with a Model: see the module's help.
+
+    search(query, k=10, mode="hybrid", path_prefix=None, sparse=None, sparse_weight=0, rerank=None,
+    rerank_top=50): mode "hybrid", "vector", "keyword" or "sparse" (sparse needs sparse=, the
+    SparseEncoder of the store's `index --sparse DIR`; given in hybrid mode on a store with sparse
+    vectors, its ranking is fused in too). rerank= a CrossEncoder or a cross-encoder's directory:
+    the first rerank_top candidates re-scored and re-ordered by it (ties: first-stage order), each
+    keeping first_stage_rank and first_stage_score, as `modattn search --rerank DIR --rerank-top N`
+    and the server's "rerank": true."""
+
+    def search(self, query, k=10, mode="hybrid", path_prefix=None, sparse=None, sparse_weight=0.0, rerank=None,
+               rerank_top=50):
+        if rerank is None:
+            return super().search(query, k, mode, path_prefix, sparse, sparse_weight)
+        if isinstance(rerank, _CrossEncoder):
+            ce = rerank
+        else:
+            cache = self.__dict__.setdefault("_rerankers", {})
+            ce = cache.get(rerank)
+            if ce is None:
+                ce = cache[rerank] = CrossEncoder(rerank)
+        if ce.num_labels != 1:
+            raise ValueError(f"rerank needs a cross-encoder with one label (a relevance score); this one has "
+                             f"{ce.num_labels} labels (see their scores with CrossEncoder.predict)")
+        if isinstance(rerank_top, bool) or not isinstance(rerank_top, int) or not 1 <= rerank_top <= 1000:
+            raise ValueError(f"rerank_top={rerank_top!r}: expected 1 to 1000")
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 10000:
+            raise ValueError(f"k={k!r}: expected 1 to 10000")
+        hits = super().search(query, max(k, rerank_top), mode, path_prefix, sparse, sparse_weight)
+        top, rest = hits[:rerank_top], hits[rerank_top:]
+        scores = ce.predict([(query if isinstance(query, str) else bytes(query).decode("utf-8", "replace"),
+                              h["text"]) for h in top]) if top else []
+        order = sorted(range(len(top)), key=lambda i: (-float(scores[i]), i))
+        out = []
+        for new, i in enumerate(order):
+            h = dict(top[i])
+            h["first_stage_rank"], h["first_stage_score"] = h["rank"], h["score"]
+            h["rank"], h["score"] = new + 1, float(scores[i])
+            out.append(h)
+        for h in rest:  # past rerank_top: the first stage's order
+            out.append(dict(h, rank=len(out) + 1))
+        return out[:k]
 
 
 class CheckResult(TypedDict):

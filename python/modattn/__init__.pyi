@@ -216,7 +216,11 @@ class SearchHit(TypedDict):
     cosine: Optional[float]
     bm25: Optional[float]
     highlights: List[Tuple[int, int]]
-    found_by: str  # "meaning", "words" or "both": which rankings brought it
+    found_by: str  # "meaning", "words" or "both": which rankings brought it ("sparse", "meaning+sparse", ... with sparse=)
+    sparse_rank: Optional[int]
+    sparse_score: Optional[float]
+    first_stage_rank: int  # with rerank= only
+    first_stage_score: float
 
 @final
 class Store:
@@ -232,7 +236,15 @@ class Store:
         max_file_size: int = 0,
     ) -> IndexResult: ...
     def search(
-        self, query: str, k: int = 10, mode: str = "hybrid", path_prefix: Optional[_Path] = None
+        self,
+        query: str,
+        k: int = 10,
+        mode: str = "hybrid",
+        path_prefix: Optional[_Path] = None,
+        sparse: Optional["SparseEncoder"] = None,
+        sparse_weight: float = 0.0,
+        rerank: Optional[Union["CrossEncoder", _Path]] = None,
+        rerank_top: int = 50,
     ) -> List[SearchHit]: ...
     def counts(self) -> Dict[str, int]: ...
     def close(self) -> None: ...

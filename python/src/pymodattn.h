@@ -267,6 +267,10 @@ void pm_head_free(pm_head *h, void (*free_model)(void *), void *model);
 /* 0 where the model is loaded and this process loaded it; else -1 with an exception naming cls. */
 int pm_head_check(const pm_head *h, int loaded, const char *cls);
 
+/* The encoder of a SparseEncoder o and the lock its calls hold (sparse.c); NULL with TypeError when
+ * o is not one, or with an exception when it is not usable in this process. */
+struct modattn_sparse_encoder *pm_sparse_get(PyObject *o, PyThread_type_lock *lock);
+
 /* A str from bytes that may not be UTF-8 (file names: os.fsdecode's surrogateescape). */
 PyObject *pm_fsdecode(const char *s);
 

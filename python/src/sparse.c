@@ -25,6 +25,17 @@ typedef struct pm_sparse {
 
 static void sparse_free_model(void *m) { modattn_sparse_free(m); }
 
+modattn_sparse_encoder *pm_sparse_get(PyObject *o, PyThread_type_lock *lock) {
+    if (!PyObject_TypeCheck(o, &pm_SparseEncoderType)) {
+        PyErr_Format(PyExc_TypeError, "sparse: expected a modattn.SparseEncoder, not %s", Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    pm_sparse *self = (pm_sparse *)o;
+    if (pm_head_check(&self->h, self->e != NULL, "SparseEncoder") < 0) return NULL;
+    *lock = self->h.lock;
+    return self->e;
+}
+
 static void sparse_dealloc(pm_sparse *self) {
     pm_head_free(&self->h, sparse_free_model, self->e);
     Py_TYPE(self)->tp_free((PyObject *)self);

@@ -8,6 +8,8 @@
  * allocator is left as it is (Python's own sqlite3 module shares libsqlite3). */
 #include "pymodattn.h"
 #include "core/internal_core.h"
+#include "modattn/sparse.h"
+#include "pipeline/internal_search.h"
 
 #include <math.h>
 #include <string.h>
@@ -408,9 +410,9 @@ static PyObject *hit_dict(const modattn_search_result *r) {
         set_obj(d, "bm25", isfinite(r->bm25) ? PyFloat_FromDouble(r->bm25) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "highlights", hl) < 0 ||
         /* which rankings brought it, as the CLI's and the server's "found_by" (docs/FIELDS.md) */
-        set_obj(d, "found_by", PyUnicode_FromString(r->vector_rank && r->keyword_rank ? "both"
-                                                    : r->keyword_rank                 ? "words"
-                                                                                      : "meaning")) < 0) {
+        set_obj(d, "sparse_rank", r->sparse_rank ? PyLong_FromLong(r->sparse_rank) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "sparse_score", r->sparse_rank ? PyFloat_FromDouble(r->sparse_score) : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(d, "found_by", PyUnicode_FromString(modattn__search_found_by(r))) < 0) {
         Py_DECREF(d);
         return NULL;
     }
@@ -418,23 +420,40 @@ static PyObject *hit_dict(const modattn_search_result *r) {
 }
 
 static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"query", "k", "mode", "path_prefix", NULL};
+    static char *kwlist[] = {"query", "k", "mode", "path_prefix", "sparse", "sparse_weight", NULL};
     PyObject *query_obj;
     Py_ssize_t k = MODATTN_SEARCH_DEFAULT_K; /* as `modattn search` and the server's "k" */
     const char *mode = "hybrid";
-    PyObject *prefix_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|nsO:search", kwlist, &query_obj, &k, &mode, &prefix_obj))
+    PyObject *prefix_obj = Py_None, *sparse_obj = Py_None;
+    double sparse_weight = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|nsOOd:search", kwlist, &query_obj, &k, &mode, &prefix_obj,
+                                     &sparse_obj, &sparse_weight))
         return NULL;
+    PyThread_type_lock sparse_lock = NULL;
+    modattn_sparse_encoder *sparse = NULL;
+    if (sparse_obj != Py_None && !(sparse = pm_sparse_get(sparse_obj, &sparse_lock))) return NULL;
+    if (!(sparse_weight >= 0 && sparse_weight <= 1e6)) {
+        pm_invalid("sparse_weight=%g: expected 0 (the default) to 1e6", sparse_weight);
+        return NULL;
+    }
     if (store_ready(self) < 0) return NULL;
     modattn_search_params p;
     memset(&p, 0, sizeof p);
     if (strcmp(mode, "hybrid") == 0) p.mode = MODATTN_SEARCH_HYBRID;
     else if (strcmp(mode, "vector") == 0) p.mode = MODATTN_SEARCH_VECTOR;
     else if (strcmp(mode, "keyword") == 0) p.mode = MODATTN_SEARCH_KEYWORD;
+    else if (strcmp(mode, "sparse") == 0) p.mode = MODATTN_SEARCH_SPARSE;
     else {
-        pm_invalid("mode='%s': expected 'hybrid', 'vector' or 'keyword'", mode);
+        pm_invalid("mode='%s': expected 'hybrid', 'vector', 'keyword' or 'sparse'", mode);
         return NULL;
     }
+    if (p.mode == MODATTN_SEARCH_SPARSE && !sparse) {
+        pm_invalid("mode='sparse' needs sparse=modattn.SparseEncoder(DIR) with the store's SPLADE model "
+                   "(the one `modattn index --sparse DIR` used)");
+        return NULL;
+    }
+    p.sparse = sparse; /* hybrid: fused in when the store has sparse vectors */
+    p.sparse_weight = sparse_weight;
     if (k < 1 || k > 10000) {
         pm_invalid("k=%zd: expected 1 to 10000", k);
         return NULL;
@@ -466,6 +485,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
     PM_BEGIN_CALL
     pm_lock(self->lock);
     pm_lock(self->model->own);
+    if (sparse_lock) pm_lock(sparse_lock);
     if (!self->store) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
@@ -487,6 +507,7 @@ static PyObject *store_search(pm_store *self, PyObject *args, PyObject *kw) {
             if (st) pm_capture(&e, st);
         }
     }
+    if (sparse_lock) pm_unlock(sparse_lock);
     pm_unlock(self->model->own);
     pm_unlock(self->lock);
     PM_END_CALL
@@ -620,7 +641,7 @@ PyTypeObject pm_StoreType = {
     .tp_basicsize = sizeof(pm_store),
     .tp_dealloc = (destructor)store_dealloc,
     .tp_repr = (reprfunc)store_repr,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, /* modattn.Store adds rerank= in Python */
     .tp_doc = "Store(path, model, readonly=False)\n--\n\n"
               "The document store at path (an SQLite file, created if missing unless readonly),\n"
               "bound to model: a store made with another model raises ModelMismatchError.\n"
