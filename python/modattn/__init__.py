@@ -108,6 +108,7 @@ class SearchHit(TypedDict):
     bm25: Optional[float]
     highlights: List[Tuple[int, int]]  # byte ranges of text that the query's words match
     found_by: str  # "meaning", "words" or "both": which rankings brought it (as the CLI and server)
+    snippet: Tuple[int, int]  # byte range of text shown as its snippet (the best window; as the CLI and server)
 
 
 class CrossEncoder(_CrossEncoder):
