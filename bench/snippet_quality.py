@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--judge", default=os.path.join(REPO, ".models", "all-mpnet-base-v2"))
     ap.add_argument("--work", default=None)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--top", type=int, default=10, help="results measured per query (of the 10 shown)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "snippet_quality.md"))
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="snippet-quality-")
@@ -85,26 +86,39 @@ def main():
     before = search_json(a.before, a.model, db, queries, 10)
     assert len(after) == len(before) == len(queries)
 
+    import torch
+    torch.set_num_threads(2)
     from sentence_transformers import SentenceTransformer  # the judge (tooling only)
     judge = SentenceTransformer(a.judge, device="cpu")
     qv = judge.encode(queries, normalize_embeddings=True)
-    answer_of = {}  # chunk_id, query index -> (start, end) of the judge's sentence
+    # every measured chunk's sentences embedded once, in one call
+    chunks = {}
+    for runs in (after, before):
+        for res in runs:
+            for r in res[:a.top]:
+                if len(r["text"].encode()) > WINDOW:
+                    chunks[r["chunk_id"]] = r["text"]
+    ids = sorted(chunks)
+    spans = {c: sentences(chunks[c]) for c in ids}
+    flat = [chunks[c].encode()[s:e].decode("utf-8", "replace") for c in ids for s, e in spans[c]]
+    t0 = time.time()
+    fv = judge.encode(flat, normalize_embeddings=True, batch_size=64)
+    print(f"judge: {len(flat)} sentences of {len(ids)} chunks in {time.time() - t0:.0f} s", file=sys.stderr)
+    sv, at = {}, 0
+    for c in ids:
+        sv[c] = fv[at:at + len(spans[c])]
+        at += len(spans[c])
 
     def answer(qi, r):
-        key = (qi, r["chunk_id"])
-        if key not in answer_of:
-            sents = sentences(r["text"])
-            b = r["text"].encode()
-            sv = judge.encode([b[s:e].decode("utf-8", "replace") for s, e in sents], normalize_embeddings=True)
-            best = max(range(len(sents)), key=lambda i: (float(sv[i] @ qv[qi]), -i))
-            answer_of[key] = sents[best]
-        return answer_of[key]
+        c = r["chunk_id"]
+        best = max(range(len(spans[c])), key=lambda i: (float(sv[c][i] @ qv[qi]), -i))
+        return spans[c][best]
 
     def measure(runs):
         rows = {"all": [], "meaning": [], "expected": []}
         for qi, (e, res) in enumerate(zip(evals, runs)):
             seen_expected = False
-            for r in res:
+            for r in res[:a.top]:
                 b = r["text"].encode()
                 if len(b) <= WINDOW:
                     continue
@@ -162,12 +176,12 @@ def main():
     lines = [
         "# Snippets: the passage that answers (bench/snippet_quality.py)",
         "",
-        "Demo corpus, the %d demo queries of bench/search_eval.jsonl, hybrid search, k = 10; results whose chunk "
-        "is longer than one 240-byte window. **answer**: the snippet holds the chunk's sentence nearest the query "
+        "Demo corpus, the %d demo queries of bench/search_eval.jsonl, hybrid search, k = 10; of each query's first "
+        "%d results, those whose chunk is longer than one 240-byte window. **answer**: the snippet holds the chunk's sentence nearest the query "
         "by an independent judge (all-mpnet-base-v2, sentence-transformers); **words**: the share of the chunk's "
         "distinct marked words the snippet shows. Before: the window with the most distinct marked words, a "
         "meaning-only hit's chunk start (main's build before this change); after: the same words first, then the "
-        "window nearest the query by meaning (pipeline/snippet.c)." % len(queries),
+        "window nearest the query by meaning (pipeline/snippet.c)." % (len(queries), a.top),
         "",
         "| results | n | answer before | answer after | words before | words after |",
         "|---|---|---|---|---|---|",
@@ -184,7 +198,7 @@ def main():
         f"added: median {lat['added_ms']:.1f} ms, p90 {lat['added_p90_ms']:.1f} ms per search.",
         "",
         "Command: `/work/main/bench/.venv/bin/python bench/snippet_quality.py --bin build/modattn --before "
-        "BEFORE/modattn --model .models/all-MiniLM-L6-v2 --judge .models/all-mpnet-base-v2`",
+        f"BEFORE/modattn --model .models/all-MiniLM-L6-v2 --judge .models/all-mpnet-base-v2 --top {a.top} --reps {a.reps}`",
         "",
     ]
     with open(a.out, "w") as f:
