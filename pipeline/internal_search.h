@@ -152,8 +152,8 @@ int modattn__searcher_search_vector(modattn_searcher *h, const float *query_vec,
 /* ---- snippets (pipeline/snippet.c): which window of a result's chunk is shown */
 #define MODATTN_SNIPPET_BYTES 240         /* a window's most bytes (then to a character's end) */
 #define MODATTN_SNIPPET_MAX_WINDOWS 48    /* candidate windows of one chunk: half the tiling, half at marks */
-#define MODATTN_SNIPPET_EMBED_WINDOWS 6   /* windows of one result weighed by meaning (embedded) */
-#define MODATTN_SNIPPET_EMBED_RESULTS 10  /* results whose windows are weighed by meaning */
+#define MODATTN_SNIPPET_EMBED_WINDOWS 4   /* windows of one result weighed by meaning (embedded) */
+#define MODATTN_SNIPPET_EMBED_RESULTS 5  /* results whose windows are weighed by meaning */
 typedef struct modattn_snippet_window {
     size_t start, end;      /* [start, end) of the chunk's text */
     size_t distinct, marks; /* marked words in it: distinct (ASCII case folded), all */
@@ -165,8 +165,9 @@ typedef struct modattn_snippet_window {
  * marked word. Returns how many. */
 size_t modattn__snippet_candidates(const char *t, size_t len, const modattn_text_span *sp, size_t nsp,
                                   modattn_snippet_window *w, size_t cap);
-/* The windows holding the most distinct marked words (their indexes into idx, at most max: when
- * more are tied, spread evenly over them in the order they were made). Returns how many. */
+/* The windows holding the most distinct marked words (their indexes into idx, by start, at most
+ * max: when more are tied, first those that follow one another from the start without overlapping,
+ * which cover the chunk, then the others by start). Returns how many. */
 size_t modattn__snippet_contenders(const modattn_snippet_window *w, size_t nw, size_t *idx, size_t max);
 /* The best of the windows idx[0..nidx) (an index into w): the most distinct marked words, then the
  * highest cos[j] (the window idx[j]'s cosine with the query; cos NULL: not weighed by meaning),

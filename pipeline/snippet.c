@@ -114,18 +114,31 @@ size_t modattn__snippet_candidates(const char *t, size_t len, const modattn_text
 }
 
 size_t modattn__snippet_contenders(const modattn_snippet_window *w, size_t nw, size_t *idx, size_t max) {
-    size_t best = 0, tied = 0;
+    size_t best = 0, tied[MODATTN_SNIPPET_MAX_WINDOWS], nt = 0, n = 0;
     for (size_t i = 0; i < nw; i++)
         if (w[i].distinct > best) best = w[i].distinct;
-    for (size_t i = 0; i < nw; i++) tied += w[i].distinct == best;
-    size_t n = 0, seen = 0;
-    /* more tied than max: every (tied / max)-th of them, in the order they were made (the tiling
-     * first), so that the whole chunk is sampled */
-    for (size_t i = 0; i < nw && n < max; i++) {
-        if (w[i].distinct != best) continue;
-        if (tied <= max || (seen * max) / tied != ((seen + 1) * max) / tied) idx[n++] = i;
-        seen++;
+    for (size_t i = 0; i < nw && nt < MODATTN_SNIPPET_MAX_WINDOWS; i++) /* tied, by start */
+        if (w[i].distinct == best) {
+            size_t j = nt++;
+            for (; j > 0 && w[tied[j - 1]].start > w[i].start; j--) tied[j] = tied[j - 1];
+            tied[j] = i;
+        }
+    if (nt <= max) {
+        memcpy(idx, tied, nt * sizeof *idx);
+        return nt;
     }
+    /* more than max: first those that follow one another without overlapping (they cover the
+     * chunk from its start: every sentence lies in one of them), then the others by start */
+    bool taken[MODATTN_SNIPPET_MAX_WINDOWS] = {false};
+    size_t end = 0;
+    for (size_t j = 0; j < nt && n < max; j++)
+        if (w[tied[j]].start >= end) {
+            idx[n++] = tied[j];
+            taken[j] = true;
+            end = w[tied[j]].end;
+        }
+    for (size_t j = 0; j < nt && n < max; j++)
+        if (!taken[j]) idx[n++] = tied[j];
     return n;
 }
 
