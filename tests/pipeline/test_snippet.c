@@ -97,6 +97,17 @@ static void test_meaning_in_the_middle(void) {
     CHECK_MSG(w[b].start == at, "start %zu, not %zu", w[b].start, at);
     /* every candidate begins a sentence (the text's start or after ". ") */
     for (size_t i = 0; i < nw; i++) CHECK(w[i].start == 0 || (chunk[w[i].start - 1] == ' ' && chunk[w[i].start - 2] == '.'));
+    /* the windows weighed by meaning (at most MODATTN_SNIPPET_EMBED_WINDOWS of the tied) follow one
+     * another from the chunk's start without overlapping: every sentence begins in one of them */
+    size_t idx[MODATTN_SNIPPET_EMBED_WINDOWS];
+    const size_t ni = modattn__snippet_contenders(w, nw, idx, MODATTN_SNIPPET_EMBED_WINDOWS);
+    CHECK(nw > MODATTN_SNIPPET_EMBED_WINDOWS && ni == MODATTN_SNIPPET_EMBED_WINDOWS);
+    for (size_t p = 0; p < strlen(chunk); p++) { /* every sentence begins in one of them */
+        if (p > 0 && !(chunk[p - 1] == ' ' && chunk[p - 2] == '.')) continue;
+        bool in = false;
+        for (size_t j = 0; j < ni; j++) in |= w[idx[j]].start <= p && p < w[idx[j]].end;
+        CHECK_MSG(in, "the sentence at %zu is in no window weighed", p);
+    }
     /* a short chunk is one window, the whole of it */
     const char *s = "A short chunk.";
     CHECK(modattn__snippet_candidates(s, strlen(s), NULL, 0, w, MAXW) == 1 && w[0].start == 0 && w[0].end == strlen(s));
