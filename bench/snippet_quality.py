@@ -178,10 +178,11 @@ def main():
         "",
         "Demo corpus, the %d demo queries of bench/search_eval.jsonl, hybrid search, k = 10; of each query's first "
         "%d results, those whose chunk is longer than one 240-byte window. **answer**: the snippet holds the chunk's sentence nearest the query "
-        "by an independent judge (all-mpnet-base-v2, sentence-transformers); **words**: the share of the chunk's "
+        "by a judge model embedding each sentence (%s through sentence-transformers; when it is the model that "
+        "chooses the window, the judge is not independent: it embeds sentences, the chooser 240-byte windows); **words**: the share of the chunk's "
         "distinct marked words the snippet shows. Before: the window with the most distinct marked words, a "
         "meaning-only hit's chunk start (main's build before this change); after: the same words first, then the "
-        "window nearest the query by meaning (pipeline/snippet.c)." % (len(queries), a.top),
+        "window nearest the query by meaning (pipeline/snippet.c)." % (len(queries), a.top, os.path.basename(a.judge.rstrip("/"))),
         "",
         "| results | n | answer before | answer after | words before | words after |",
         "|---|---|---|---|---|---|",
@@ -198,7 +199,7 @@ def main():
         f"added: median {lat['added_ms']:.1f} ms, p90 {lat['added_p90_ms']:.1f} ms per search.",
         "",
         "Command: `/work/main/bench/.venv/bin/python bench/snippet_quality.py --bin build/modattn --before "
-        f"BEFORE/modattn --model .models/all-MiniLM-L6-v2 --judge .models/all-mpnet-base-v2 --top {a.top} --reps {a.reps}`",
+        f"BEFORE/modattn --model .models/all-MiniLM-L6-v2 --judge {a.judge} --top {a.top} --reps {a.reps}`",
         "",
     ]
     with open(a.out, "w") as f:
