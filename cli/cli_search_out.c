@@ -15,7 +15,7 @@
 #include "pipeline/internal_search.h"
 #include "core/internal_core.h"
 
-#define SNIPPET_BYTES 240
+#define SNIPPET_BYTES 240 /* (MODATTN_SNIPPET_BYTES, pipeline/snippet.c) */
 
 /* One piece of the snippet: whitespace collapsed (across pieces, via *space), escaped for the
  * terminal, appended to out. */
@@ -41,61 +41,14 @@ static void put_piece(const char *t, size_t a, size_t b, bool *space, char *out,
     out[*o] = '\0';
 }
 
-/* A span's word as a key for "distinct": ASCII letters folded (other bytes as they are). */
-static void word_key(const char *t, const modattn_text_span *sp, char *key, size_t cap) {
-    size_t n = sp->end - sp->start < cap - 1 ? sp->end - sp->start : cap - 1;
-    for (size_t i = 0; i < n; i++) {
-        const char c = t[sp->start + i];
-        key[i] = c >= 'A' && c <= 'Z' ? (char)(c + 32) : c;
-    }
-    key[n] = '\0';
-}
-
-/* Where the snippet of a chunk (text t, len bytes) starts: the window of SNIPPET_BYTES that best
- * shows why it matched. Among the windows that begin at a marked word (spans, sorted: the words
- * that carry information; stop words are never marked), the one holding the most distinct marked
- * words, then the one whose first and last of them are nearest together, then the one with the
- * most marks, then the earliest; it begins a little before that word (at a word's start). No
- * marks (found by meaning alone): the chunk's start. */
-static size_t snippet_from(const char *t, size_t len, const modattn_text_span *sp, size_t nsp) {
-    size_t best = SIZE_MAX, bd = 0, bspread = 0, bmarks = 0;
-    for (size_t i = 0; i < nsp; i++) {
-        if (sp[i].end > len || sp[i].start >= sp[i].end) continue;
-        const size_t lim = sp[i].start + SNIPPET_BYTES - 40; /* (the lead before the first word) */
-        char keys[16][64];
-        size_t nk = 0, marks = 0, last = sp[i].end;
-        for (size_t j = i; j < nsp && sp[j].end <= lim && sp[j].end <= len; j++) {
-            char k[64];
-            word_key(t, &sp[j], k, sizeof k);
-            bool seen = false;
-            for (size_t x = 0; x < nk && !seen; x++) seen = strcmp(keys[x], k) == 0;
-            if (!seen && nk < 16) memcpy(keys[nk++], k, sizeof k);
-            marks++;
-            if (!seen) last = sp[j].end;
-        }
-        const size_t spread = last - sp[i].start;
-        if (best == SIZE_MAX || nk > bd || (nk == bd && (spread < bspread || (spread == bspread && marks > bmarks))))
-            best = i, bd = nk, bspread = spread, bmarks = marks;
-    }
-    if (best == SIZE_MAX || sp[best].start <= 40) return 0;
-    size_t from = sp[best].start - 40;
-    for (size_t k = 0; k < 24 && from + k < sp[best].start; k++) /* a word's start, when one is near */
-        if (t[from + k] == ' ' || t[from + k] == '\n') {
-            from += k + 1;
-            break;
-        }
-    while (from > 0 && ((unsigned char)t[from] & 0xc0) == 0x80) from--; /* a character's first byte */
-    return from;
-}
-
-/* The chunk's best window (snippet_from) on one line, whitespace collapsed, the words that matter
+/* The chunk's snippet (the library's choice of window: modattn_search_result.snippet_start and
+ * snippet_end, pipeline/snippet.c) on one line, whitespace collapsed, the words that matter
  * marked (bold on a terminal, else with « »), escaped for the terminal. */
 static void snippet(const modattn_search_result *r, bool tty, char *out, size_t cap) {
     const char *t = r->chunk.text;
     const size_t len = strlen(t);
-    size_t from = snippet_from(t, len, r->spans, r->nspans);
-    size_t to = from + SNIPPET_BYTES < len ? from + SNIPPET_BYTES : len;
-    while (to < len && ((unsigned char)t[to] & 0xc0) == 0x80) to++;
+    const size_t to = r->snippet_end <= len ? r->snippet_end : len;
+    const size_t from = r->snippet_start <= to ? r->snippet_start : to;
     const char *on = tty ? "\033[1m" : "\xc2\xab", *off = tty ? "\033[0m" : "\xc2\xbb";
     size_t o = 0;
     bool space = false;
@@ -148,10 +101,7 @@ int cli_search_print(const modattn_search_params *sp, const modattn_search_info 
             if (!o || !hl || json_object_set_new(o, "highlights", hl)) bad = 1;
             /* added by issue 40: which rankings found it, and the text output's snippet window */
             const char *found = modattn__search_found_by(r);
-            const size_t tl = c->text ? strlen(c->text) : 0;
-            const size_t from = c->text ? snippet_from(c->text, tl, r->spans, r->nspans) : 0;
-            size_t to = from + SNIPPET_BYTES < tl ? from + SNIPPET_BYTES : tl;
-            while (to < tl && ((unsigned char)c->text[to] & 0xc0) == 0x80) to++;
+            const size_t from = r->snippet_start, to = r->snippet_end;
             if (!bad && (json_object_set_new(o, "found_by", json_string(found)) ||
                          json_object_set_new(o, "snippet", json_pack("[I, I]", (json_int_t)from, (json_int_t)to))))
                 bad = 1;

@@ -154,6 +154,37 @@ int modattn__searcher_search_vector(modattn_searcher *h, const float *query_vec,
                                    modattn_search_result **out, size_t *nout, modattn_search_info *info,
                                    modattn_search_notes *notes);
 
+/* ---- snippets (pipeline/snippet.c): which window of a result's chunk is shown */
+#define MODATTN_SNIPPET_BYTES 240         /* a window's most bytes (then to a character's end) */
+#define MODATTN_SNIPPET_MAX_WINDOWS 48    /* candidate windows of one chunk: half the tiling, half at marks */
+#define MODATTN_SNIPPET_EMBED_WINDOWS 4   /* windows of one result weighed by meaning (embedded) */
+#define MODATTN_SNIPPET_EMBED_RESULTS 5  /* results whose windows are weighed by meaning */
+typedef struct modattn_snippet_window {
+    size_t start, end;      /* [start, end) of the chunk's text */
+    size_t distinct, marks; /* marked words in it: distinct (ASCII case folded), all */
+    size_t spread;          /* bytes from its first marked word to the end of its last new one */
+} modattn_snippet_window;
+/* The candidate windows of text (len bytes; spans: its marked words, sorted) into w (at most cap):
+ * one window when the text fits; else the text in windows that begin at sentence or line starts
+ * (at most cap / 2, spread evenly over a huge text), and one beginning a little before each
+ * marked word. Returns how many. */
+size_t modattn__snippet_candidates(const char *t, size_t len, const modattn_text_span *sp, size_t nsp,
+                                  modattn_snippet_window *w, size_t cap);
+/* The windows holding the most distinct marked words (their indexes into idx, by start, at most
+ * max: when more are tied, first those that follow one another from the start without overlapping,
+ * which cover the chunk, then the others by start). Returns how many. */
+size_t modattn__snippet_contenders(const modattn_snippet_window *w, size_t nw, size_t *idx, size_t max);
+/* The best of the windows idx[0..nidx) (an index into w): the most distinct marked words, then the
+ * highest cos[j] (the window idx[j]'s cosine with the query; cos NULL: not weighed by meaning),
+ * then the marked words nearest together, the most marks, the earliest. */
+size_t modattn__snippet_pick(const modattn_snippet_window *w, const size_t *idx, size_t nidx, const float *cos);
+/* Sets every result's snippet_start/snippet_end: the best window (modattn__snippet_pick), the
+ * contenders of the first MODATTN_SNIPPET_EMBED_RESULTS results weighed by their cosine with
+ * query_vec ([dim]; NULL, or model NULL: by words alone), embedded with model on session (NULL:
+ * the model's own) as the store embeds documents, all in one call. */
+int modattn__search_snippets(modattn_store *store, modattn_model *model, modattn_session *session,
+                            const float *query_vec, size_t dim, modattn_search_result *res, size_t n);
+
 /* modattn__search, telling where the vectors came from (info may be NULL). */
 int modattn__search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,
                       const modattn_exec *exec, modattn_search_result **out, size_t *nout,

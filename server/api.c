@@ -748,7 +748,7 @@ char *srv_search_body(const srv_api *api, const srv_job *job) {
         srv_buf_printf(&b, "\"highlights\":[");
         for (size_t h = 0; h < r->nspans; h++)
             srv_buf_printf(&b, "%s[%zu,%zu]", h ? "," : "", r->spans[h].start, r->spans[h].end);
-        srv_buf_printf(&b, "],");
+        srv_buf_printf(&b, "],\"snippet\":[%zu,%zu],", r->snippet_start, r->snippet_end);
         tb_path(&b, c->path);
         srv_buf_printf(&b, ",\"kind\":");
         tb_json_string(&b, c->kind);

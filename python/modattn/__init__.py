@@ -114,6 +114,7 @@ class SearchHit(TypedDict):
     # with rerank=: the first stage's rank and score (score is then the cross-encoder's)
     first_stage_rank: int
     first_stage_score: float
+    snippet: Tuple[int, int]  # byte range of text shown as its snippet (the best window; as the CLI and server)
 
 
 class CrossEncoder(_CrossEncoder):

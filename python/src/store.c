@@ -409,6 +409,8 @@ static PyObject *hit_dict(const modattn_search_result *r) {
         set_obj(d, "cosine", isfinite(r->cosine) ? PyFloat_FromDouble(r->cosine) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "bm25", isfinite(r->bm25) ? PyFloat_FromDouble(r->bm25) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "highlights", hl) < 0 ||
+        /* the snippet's byte range of text (pipeline/snippet.c), as the CLI's and the server's */
+        set_obj(d, "snippet", Py_BuildValue("(nn)", (Py_ssize_t)r->snippet_start, (Py_ssize_t)r->snippet_end)) < 0 ||
         /* which rankings brought it, as the CLI's and the server's "found_by" (docs/FIELDS.md) */
         set_obj(d, "sparse_rank", r->sparse_rank ? PyLong_FromLong(r->sparse_rank) : (Py_INCREF(Py_None), Py_None)) < 0 ||
         set_obj(d, "sparse_score", r->sparse_rank ? PyFloat_FromDouble(r->sparse_score) : (Py_INCREF(Py_None), Py_None)) < 0 ||
@@ -626,7 +628,8 @@ static PyMethodDef store_methods[] = {
      "The k best chunks for query: mode 'hybrid' (meaning and words fused), 'vector' (meaning)\n"
      "or 'keyword' (BM25). A list of dicts: rank, score, path, start_byte, end_byte, line, page,\n"
      "kind, text, chunk_id, vector_rank, keyword_rank, cosine, bm25, highlights ([(start, end)]\n"
-     "byte ranges of text). An empty store gives []."},
+     "byte ranges of text), found_by, snippet ((start, end) of text: the best window). An empty\n"
+     "store gives []."},
     {"counts", (PyCFunction)store_counts, METH_NOARGS,
      "counts($self)\n--\n\nNumbers of documents, chunks and embeddings stored."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "close($self)\n--\n\nCloses the store (idempotent)."},

@@ -105,6 +105,35 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
     ro.close()
 
 
+VILLAGE = ("The village sits in a valley between two rivers, and most of its houses are built from grey stone "
+           "quarried nearby. Every spring the meadows flood, and the farmers move their sheep to the higher "
+           "pastures for a few weeks. The church tower was rebuilt after a storm in the last century and its bell "
+           "can be heard from the next town. The baker closes his shop at noon on Saturdays and Sundays, once the "
+           "last loaves have been sold. A narrow road climbs from the square to the old mill, where the water wheel "
+           "still turns for visitors. In the autumn the orchards are heavy with apples, and children are paid a "
+           "few coins to gather them. The school has three classrooms and a small library that opens in the "
+           "evenings twice a week.\n")
+
+
+def test_snippet_by_meaning(modattn, model, tmp_path):
+    """A chunk found by meaning alone: its snippet is the sentence that answers, not the chunk's start (the
+    library's choice, pipeline/snippet.c, as the CLI's and the server's "snippet")."""
+    root = tmp_path / "village"
+    root.mkdir()
+    (root / "village.txt").write_text(VILLAGE, encoding="utf-8")
+    (root / "volcano.txt").write_text("Lava flows from the volcano after the eruption.\n", encoding="utf-8")
+    with modattn.Store(tmp_path / "village.db", model) as s:
+        s.index([root], progress=False)
+        hit = s.search("where to find fresh bread at the weekend", k=2)[0]
+        assert hit["path"].endswith("village.txt") and hit["found_by"] == "meaning" and hit["highlights"] == []
+        a, b = hit["snippet"]
+        t = hit["text"].encode()
+        assert a == t.index(b"The baker closes") and 0 < b - a <= 243, (a, b)
+        # a short chunk: the whole of it
+        lava = s.search("lava", k=2, mode="vector")[0]
+        assert lava["path"].endswith("volcano.txt") and lava["snippet"] == (0, len(lava["text"].encode()))
+
+
 def test_empty_and_missing(modattn, model, tmp_path):
     with modattn.Store(tmp_path / "new.db", model) as s:
         assert s.search("anything") == []
