@@ -13,6 +13,7 @@ typedef enum modattn__act {
     MODATTN__ACT_GELU_ERF = 0, /* "gelu": x/2 (1 + erf(x/sqrt 2)) */
     MODATTN__ACT_GELU_TANH,    /* "gelu_new", "gelu_pytorch_tanh", "gelu_fast" */
     MODATTN__ACT_RELU,         /* "relu" */
+    MODATTN__ACT_SILU,         /* "silu" (decoders' SwiGLU gate) */
 } modattn__act;
 
 #define MODATTN__PATH_MAX 4096
@@ -24,6 +25,8 @@ typedef enum modattn__arch {
     MODATTN__ARCH_DISTILBERT,  /* "distilbert": no token types, its own weight names */
     MODATTN__ARCH_MPNET,       /* "mpnet": relative position buckets added to the scores */
     MODATTN__ARCH_MODERNBERT,  /* "modernbert": pre-LN, rotary, GeGLU, sliding-window local layers */
+    MODATTN__ARCH_QWEN3,       /* "qwen3": causal decoder, RMSNorm, QK-norm, rotary, GQA, SwiGLU (arch_qwen.c) */
+    MODATTN__ARCH_QWEN2,       /* "qwen2": qwen3's layers without QK-norm, with q/k/v biases */
 } modattn__arch;
 
 #define MODATTN__MAX_LAYERS 1024
@@ -63,6 +66,13 @@ typedef struct modattn__model_config {
     size_t dim;         /* hidden x number of pooling modes */
     /* modattn_model_options.precision: the dense layers' arithmetic */
     modattn_precision precision;
+    /* qwen3, qwen2 (model/arch_qwen.c): causal pre-RMSNorm decoder layers; the embeddings unnormalised,
+     * QKV of heads*head_dim + 2*kv_heads*head_dim columns (GQA), rotary (NeoX) with rope_theta, per-head
+     * RMSNorm of Q and K before it (qk_norm), a SwiGLU FFN (gate|up in one GEMM), a final RMSNorm */
+    bool decoder;
+    bool qk_norm, qkv_bias;
+    int kv_heads, head_dim;
+    double rope_theta;
 } modattn__model_config;
 
 /* Read and check every configuration file of a model directory. Errors name the file and the
@@ -85,6 +95,8 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
  * ends in suffix ("ForMaskedLM"), duplicated into *arch; else an error naming the field and then
  * `needed` ("not a SPLADE model (a *ForMaskedLM model ... is needed)"), *j NULL. */
 struct json_t;
+/* model/arch_qwen.c: config.json of a Qwen3Model / Qwen2Model (F: its path for messages) into c */
+int modattn__read_qwen(const char *F, struct json_t *j, modattn__model_config *c);
 int modattn__head_config_load(const char *dir, const char *suffix, const char *needed, char *F, struct json_t **j,
                               char **arch);
 
@@ -119,6 +131,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                               const float *rel_bias, const float *fin_g, const float *fin_b,
                               const modattn__layer_weights *layers, unsigned host_ops,
                               bool prepare, const char *identity, modattn__dev_model **out);
+/* qwen3: uploads each layer's QK-norm weights (layer_w.qk_g: [(heads + kv_heads) head_dim]) after
+ * modattn__dev_model_create; nothing for other models. */
+int modattn__dev_model_decoder_qk_norm(modattn__dev_model *dm, const float *const *qk_g);
 /* MPNet's bucket of a key at relative position rel = j - i (transformers'
  * MPNetEncoder.relative_position_bucket, in its float32 arithmetic). */
 int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance);

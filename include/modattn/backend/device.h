@@ -51,7 +51,9 @@ extern "C" {
     X(EMBED_POSITIONS, "embed_positions") /* embed_gather with a position id per token (pos_ids) */ \
     X(NORM, "norm")                   /* LayerNorm of rows into another buffer (pre-LN layers) */ \
     X(ROTARY, "rotary")               /* rotary position embedding of Q and K, in place (NeoX) */ \
-    X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */
+    X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */ \
+    X(RMS_NORM, "rms_norm")           /* norm with rms or group set (decoders' RMSNorm, QK-norm) */ \
+    X(EMBED_PLAIN, "embed_plain")     /* embed with plain set: the rows summed, no LayerNorm */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -96,6 +98,7 @@ typedef enum modattn_act {
     MODATTN_ACT_GELU_ERF,   /* x/2 (1 + erf(x/sqrt 2)) */
     MODATTN_ACT_GELU_TANH,  /* x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     MODATTN_ACT_RELU,
+    MODATTN_ACT_SILU,       /* x sigmoid(x) (SwiGLU's gate): the glu op only */
 } modattn_act;
 
 /* A weight prepared once for repeated linear calls (modattn__device_linear_prepare): the device's
@@ -121,6 +124,9 @@ typedef struct modattn_op_embed_args {
     double eps;
     modattn_pool *pool;
     const modattn_buffer *pos_ids;     /* optional int32 [B*S], each in [0, P) (NULL: none) */
+    /* the rows summed only, no LayerNorm (gamma, beta, eps unused): a decoder's token embeddings
+     * (op MODATTN_OP_EMBED_PLAIN) */
+    bool plain;
 } modattn_op_embed_args;
 
 /* y[r, 0..N) = (accumulate ? y[r] : 0) + a[r] . w^T + bias, then act, then (if gamma)
@@ -177,6 +183,11 @@ typedef struct modattn_op_norm_args {
     double eps;
     const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
     modattn_pool *pool;
+    /* op MODATTN_OP_RMS_NORM when either is set: rms, y = x / sqrt(mean(x^2) + eps) * gamma (RMSNorm:
+     * beta unused); group > 0, each run of `group` columns normalised on its own (H a multiple of
+     * it; gamma still [H]): QK-norm over each head's D of a QKV row */
+    bool rms;
+    int64_t group;
 } modattn_op_norm_args;
 
 /* Rotary position embedding, GPT-NeoX's layout (transformers' rotate_half), in place on the
