@@ -292,6 +292,36 @@ static float *owned_array(modattn_model *m, size_t n, int *st) {
     return *st ? NULL : p;
 }
 
+/* A weight as get_f32, or stored as bf16 (Qwen3-Embedding ships bf16 weights): widened exactly to
+ * fp32 (the 16 bits are the float's top half), an owned copy; every value finite. */
+static int get_w(modattn_model *m, const char *prefix, const char *name, int64_t d0, int64_t d1, const float **out) {
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const modattn_st_tensor *t = modattn__st_find(m->st, full);
+    if (!t || t->dtype != MODATTN_ST_BF16) return get_f32(m, prefix, name, d0, d1, out);
+    const int nd = d1 ? 2 : 1;
+    if (t->ndim != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1) ||
+        t->end - t->begin != (uint64_t)(d0 * (d1 ? d1 : 1)) * 2u)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s' (BF16): shape is not [%lld%s%lld]", m->st->path, full,
+                             (long long)d0, d1 ? ", " : "", (long long)(d1 ? d1 : 0));
+    const size_t n = (size_t)(t->end - t->begin) / 2;
+    int st;
+    float *w = owned_array(m, n, &st);
+    if (!w) return st;
+    const unsigned char *src = t->data;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        const uint32_t u = (uint32_t)h << 16;
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': element %zu is %s: the weights are damaged",
+                                 m->st->path, full, i, (u & 0x007fffffu) ? "NaN" : (u >> 31) ? "-inf" : "+inf");
+        memcpy(w + i, &u, 4);
+    }
+    *out = w;
+    return 0;
+}
+
 /* Qwen3Model / Qwen2Model's weights (bare, or under "model." in a *ForCausalLM checkpoint): QKV
  * concatenated to [(heads + 2 kv_heads) D, H], gate_proj and up_proj to one [2I, H] (act(gate) * up
  * by the glu op), QK-norm's weights tiled to the QKV row's Q and K heads (one grouped norm call). */
@@ -313,8 +343,8 @@ static int load_qwen_weights(modattn_model *m) {
     /* no position table: rotary positions act in attention; the plain embedding adds rows of zeros */
     if ((st = zeros(m, c->max_tokens * (size_t)H, &pos_zero))) return st;
     m->pos = pos_zero, m->type0 = zero, m->emb_g = zero, m->emb_b = zero, m->fin_b = zero;
-    if ((st = get_f32(m, prefix, "embed_tokens.weight", c->vocab, H, &m->word)) ||
-        (st = get_f32(m, prefix, "norm.weight", H, 0, &m->fin_g)))
+    if ((st = get_w(m, prefix, "embed_tokens.weight", c->vocab, H, &m->word)) ||
+        (st = get_w(m, prefix, "norm.weight", H, 0, &m->fin_g)))
         return st;
     m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
     if (!m->layers) return modattn__mem_last_status();
@@ -324,22 +354,22 @@ static int load_qwen_weights(modattn_model *m) {
         snprintf(p, sizeof p, "%slayers.%d.", prefix, l);
         const float *wq, *wk, *wv, *bq = zero, *bk = zero, *bv = zero, *gate, *up, *qn = NULL, *kn = NULL;
         L->bo = L->ln1_b = L->ln2_b = L->b2 = zero;
-        if ((st = get_f32(m, p, "input_layernorm.weight", H, 0, &L->ln1_g)) ||
-            (st = get_f32(m, p, "self_attn.q_proj.weight", QD, H, &wq)) ||
-            (st = get_f32(m, p, "self_attn.k_proj.weight", KD, H, &wk)) ||
-            (st = get_f32(m, p, "self_attn.v_proj.weight", KD, H, &wv)) ||
-            (st = get_f32(m, p, "self_attn.o_proj.weight", H, QD, &L->wo)) ||
-            (st = get_f32(m, p, "post_attention_layernorm.weight", H, 0, &L->ln2_g)) ||
-            (st = get_f32(m, p, "mlp.gate_proj.weight", I, H, &gate)) || (st = get_f32(m, p, "mlp.up_proj.weight", I, H, &up)) ||
-            (st = get_f32(m, p, "mlp.down_proj.weight", H, I, &L->w2)))
+        if ((st = get_w(m, p, "input_layernorm.weight", H, 0, &L->ln1_g)) ||
+            (st = get_w(m, p, "self_attn.q_proj.weight", QD, H, &wq)) ||
+            (st = get_w(m, p, "self_attn.k_proj.weight", KD, H, &wk)) ||
+            (st = get_w(m, p, "self_attn.v_proj.weight", KD, H, &wv)) ||
+            (st = get_w(m, p, "self_attn.o_proj.weight", H, QD, &L->wo)) ||
+            (st = get_w(m, p, "post_attention_layernorm.weight", H, 0, &L->ln2_g)) ||
+            (st = get_w(m, p, "mlp.gate_proj.weight", I, H, &gate)) || (st = get_w(m, p, "mlp.up_proj.weight", I, H, &up)) ||
+            (st = get_w(m, p, "mlp.down_proj.weight", H, I, &L->w2)))
             return st;
-        if (c->qkv_bias && ((st = get_f32(m, p, "self_attn.q_proj.bias", QD, 0, &bq)) ||
-                            (st = get_f32(m, p, "self_attn.k_proj.bias", KD, 0, &bk)) ||
-                            (st = get_f32(m, p, "self_attn.v_proj.bias", KD, 0, &bv))))
+        if (c->qkv_bias && ((st = get_w(m, p, "self_attn.q_proj.bias", QD, 0, &bq)) ||
+                            (st = get_w(m, p, "self_attn.k_proj.bias", KD, 0, &bk)) ||
+                            (st = get_w(m, p, "self_attn.v_proj.bias", KD, 0, &bv))))
             return st;
-        if (c->attn_bias && (st = get_f32(m, p, "self_attn.o_proj.bias", H, 0, &L->bo))) return st;
-        if (c->qk_norm && ((st = get_f32(m, p, "self_attn.q_norm.weight", D, 0, &qn)) ||
-                           (st = get_f32(m, p, "self_attn.k_norm.weight", D, 0, &kn))))
+        if (c->attn_bias && (st = get_w(m, p, "self_attn.o_proj.bias", H, 0, &L->bo))) return st;
+        if (c->qk_norm && ((st = get_w(m, p, "self_attn.q_norm.weight", D, 0, &qn)) ||
+                           (st = get_w(m, p, "self_attn.k_norm.weight", D, 0, &kn))))
             return st;
         L->wqkv = modattn__malloc((size_t)(N * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
         L->bqkv = modattn__malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
