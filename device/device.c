@@ -226,7 +226,8 @@ bool modattn_device_supports_op(const modattn_device_iface *dev, modattn_op op, 
         return false;
     }
     const bool rotary = op == MODATTN_OP_ROTARY || op == MODATTN_OP_ROTARY_INTERLEAVED;
-    if ((op == MODATTN_OP_NORM && (!dev->ops || !dev->ops->norm)) || (rotary && (!dev->ops || !dev->ops->rotary)) ||
+    if (((op == MODATTN_OP_NORM || op == MODATTN_OP_RMS_NORM) && (!dev->ops || !dev->ops->norm)) ||
+        (rotary && (!dev->ops || !dev->ops->rotary)) ||
         (op == MODATTN_OP_GLU && (!dev->ops || !dev->ops->glu))) {
         snprintf(reason, len, "'%s' is not implemented on this device", modattn_op_name(op));
         return false;
@@ -274,7 +275,10 @@ int modattn__device_control(const modattn_device_iface *dev, int op, void *arg) 
 
 int modattn__device_embed(const modattn_device_iface *dev, const modattn_op_embed_args *a) {
     char r[256];
-    if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r)) /* the embedding's LayerNorm */
+    if (a->plain) { /* no LayerNorm: an op of its own, which a device that would normalise anyway refuses */
+        if (!modattn_device_supports_op(dev, MODATTN_OP_EMBED_PLAIN, r, sizeof r))
+            return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'embed_plain': %s", r);
+    } else if (!modattn_device_supports_op(dev, MODATTN_OP_LAYERNORM, r, sizeof r)) /* the embedding's LayerNorm */
         return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'layernorm': %s", r);
     if (a->pos_ids && !modattn_device_supports_op(dev, MODATTN_OP_EMBED_POSITIONS, r, sizeof r))
         return modattn__error(MODATTN_EUNSUPPORTED, "device does not run the encoder op 'embed_positions': %s", r);
@@ -311,6 +315,10 @@ int modattn__device_pool(const modattn_device_iface *dev, const modattn_op_pool_
 int modattn__device_norm(const modattn_device_iface *dev, const modattn_op_norm_args *a) {
     if (!a->x || !a->y || !a->gamma || !a->beta || a->H <= 0 || a->ldx < a->H || a->ldy < a->H)
         return modattn__error(MODATTN_EINVAL, "norm: x, y, gamma and beta are required, H >= 1, ldx and ldy >= H");
+    if (a->group < 0 || (a->group > 0 && a->H % a->group != 0))
+        return modattn__error(MODATTN_EINVAL, "norm: group %lld does not divide H = %lld", (long long)a->group,
+                             (long long)a->H);
+    if (a->rms || a->group > 0) RUN_OP(dev, norm, MODATTN_OP_RMS_NORM, a, "encoder.norm");
     RUN_OP(dev, norm, MODATTN_OP_NORM, a, "encoder.norm");
 }
 

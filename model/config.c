@@ -557,10 +557,13 @@ static int read_config(const char *dir, modattn__model_config *c) {
     else if (strcmp(mt, "modernbert") == 0) c->arch = MODATTN__ARCH_MODERNBERT;
     else if (strcmp(mt, "new") == 0 || strcmp(mt, "gte") == 0) c->arch = MODATTN__ARCH_GTE;
     else if (strcmp(mt, "nomic_bert") == 0) c->arch = MODATTN__ARCH_NOMIC_BERT;
+    else if (strcmp(mt, "qwen3") == 0) c->arch = MODATTN__ARCH_QWEN3;
+    else if (strcmp(mt, "qwen2") == 0) c->arch = MODATTN__ARCH_QWEN2;
     else {
         st = modattn__error(MODATTN_EUNSUPPORTED,
                            "%s: field \"model_type\" = \"%.40s\" is not supported (this encoder "
-                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\", \"modernbert\", \"new\", \"gte\" and \"nomic_bert\")",
+                           "runs \"bert\", \"xlm-roberta\", \"distilbert\", \"mpnet\", \"modernbert\", \"new\", \"gte\", "
+                           "\"nomic_bert\", \"qwen3\" and \"qwen2\")",
                            F, mt);
         goto out;
     }
@@ -575,6 +578,10 @@ static int read_config(const char *dir, modattn__model_config *c) {
     }
     if (c->arch == MODATTN__ARCH_NOMIC_BERT) {
         st = read_nomic(F, j, c);
+        goto out;
+    }
+    if (c->arch == MODATTN__ARCH_QWEN3 || c->arch == MODATTN__ARCH_QWEN2) {
+        st = modattn__read_qwen(F, j, c);
         goto out;
     }
     const bool distil = c->arch == MODATTN__ARCH_DISTILBERT;
@@ -803,6 +810,10 @@ int modattn__config_load_hf(const char *dir, size_t max_tokens, modattn__model_c
     memset(c, 0, sizeof *c);
     int st = modattn__path_join(c->transformer_dir, sizeof c->transformer_dir, dir, "");
     if (st || (st = read_config(c->transformer_dir, c))) return st;
+    if (c->decoder) /* a head reads the first token, which a causal decoder has seen nothing but itself at */
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s: model_type \"%s\" as a cross-encoder or SPLADE head is not "
+                             "supported (a decoder runs as an embedding model: sentence-transformers files with "
+                             "lasttoken pooling)", c->transformer_dir, c->model_type);
     c->max_tokens = (size_t)c->max_positions;
     if (max_tokens && max_tokens < c->max_tokens) c->max_tokens = max_tokens;
     c->pooling = MODATTN_POOL_CLS;

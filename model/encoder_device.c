@@ -18,6 +18,7 @@
 typedef struct dev_layer {
     modattn_buffer *wqkv, *bqkv, *wo, *bo, *ln1_g, *ln1_b, *w1, *b1, *w2, *b2, *ln2_g, *ln2_b;
     modattn_linear_plan *pqkv, *po, *p1, *p2; /* the device's prepared weights, or NULL */
+    modattn_buffer *qk_g; /* qwen3: QK-norm's weights over the QKV row's Q and K heads */
 } dev_layer;
 
 struct modattn__dev_model {
@@ -78,12 +79,19 @@ static void graph_of(const modattn__model_config *c, const char *identity, const
     g->layer = layers;
 }
 
+static int decoder_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
+                         const char *model_name, const char *name);
+
 int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
                              const char *model_name, bool fallback, unsigned *host_ops, char (*why)[192]) {
     char name[32], reason[256];
     *host_ops = 0;
     modattn_device_format(dev->id, name, sizeof name);
     if (modattn__device_has_graph(dev)) { /* the whole encoder as one program: the device says */
+        if (c->decoder)
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's post-LN "
+                                 "layers (model_type \"%s\", a causal decoder, needs ops 'embed_plain', 'rms_norm', "
+                                 "'rotary', 'glu' and causal GQA attention)", model_name, name, c->model_type);
         if (c->modern)
             return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: its encoder graph runs BERT's post-LN "
                                  "layers (model_type \"%s\" needs ops 'norm', 'rotary', 'glu' and windowed attention)",
@@ -116,6 +124,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
     if (!dev->ops)
         return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device computes no encoder ops", model_name,
                              name);
+    if (c->decoder) return decoder_check(dev, ctx, c, model_name, name);
     modattn_op need[16];
     int n = 0;
     need[n++] = MODATTN_OP_EMBED_GATHER, need[n++] = MODATTN_OP_LINEAR, need[n++] = MODATTN_OP_LINEAR_GELU;
@@ -200,6 +209,7 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 }
 
 static modattn_act model_act(const modattn__model_config *c) {
+    if (c->act == MODATTN__ACT_SILU) return MODATTN_ACT_SILU;
     return c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
            : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
            : c->act == MODATTN__ACT_SILU      ? MODATTN_ACT_SILU
@@ -262,6 +272,7 @@ void modattn__dev_model_free(modattn__dev_model *dm) {
             for (size_t i = 0; i < sizeof all / sizeof *all; i++) modattn__buffer_free(all[i]);
             modattn__linear_plan_free(L->pqkv), modattn__linear_plan_free(L->po);
             modattn__linear_plan_free(L->p1), modattn__linear_plan_free(L->p2);
+            modattn__buffer_free(L->qk_g);
         }
     modattn_free(dm->layers);
     modattn__buffer_free(dm->word), modattn__buffer_free(dm->pos), modattn__buffer_free(dm->type0);
@@ -320,7 +331,7 @@ static int upload_bias(modattn__dev_model *dm, const float *rel_bias) {
  * product with the position and cos / sin of it. A copy on the device. */
 static int upload_rope(modattn__dev_model *dm, double base, modattn_buffer **cs, modattn_buffer **sn) {
     const modattn__model_config *c = &dm->cfg;
-    const int64_t P = (int64_t)c->max_tokens, D = c->hidden / c->heads, half = D / 2;
+    const int64_t P = (int64_t)c->max_tokens, D = c->decoder ? c->head_dim : c->hidden / c->heads, half = D / 2;
     const size_t bytes = (size_t)(P * half) * sizeof(float);
     float *tc = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS), *ts = modattn__malloc(bytes, MODATTN_MEM_WEIGHTS);
     int st = tc && ts ? 0 : modattn__mem_last_status();
@@ -343,6 +354,80 @@ static int upload_rope(modattn__dev_model *dm, double base, modattn_buffer **cs,
     if (!st) st = modattn__buffer_write(*sn, 0, ts, bytes);
     modattn_free(tc), modattn_free(ts);
     return st;
+}
+
+/* ---- qwen3, qwen2 (model/arch_qwen.c): causal decoder layers */
+
+/* The decoder's ops on `dev`, and attention of its shape: causal, GQA, one text per call. */
+static int decoder_check(const modattn_device_iface *dev, modattn_ctx *ctx, const modattn__model_config *c,
+                         const char *model_name, const char *name) {
+    char reason[256];
+    const modattn_op need[] = {MODATTN_OP_EMBED_GATHER, MODATTN_OP_EMBED_PLAIN, MODATTN_OP_LINEAR,
+                               MODATTN_OP_LINEAR_RESIDUAL, MODATTN_OP_NORM, MODATTN_OP_RMS_NORM,
+                               MODATTN_OP_ROTARY, MODATTN_OP_GLU, MODATTN_OP_POOL_MEAN, MODATTN_OP_L2_NORMALIZE};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++) {
+        if (need[i] == MODATTN_OP_L2_NORMALIZE && !c->normalize) continue;
+        if (!modattn_device_supports_op(dev, need[i], reason, sizeof reason))
+            return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run on %s: the device does not run the op '%s': %s "
+                                 "(model_type \"%s\")", model_name, name, modattn_op_name(need[i]), reason,
+                                 c->model_type);
+    }
+    if (c->precision != MODATTN_PRECISION_FP32)
+        return modattn__error(MODATTN_EUNSUPPORTED, "%s cannot run in %s: model_type \"%s\" runs in fp32 only",
+                             model_name, modattn_precision_name(c->precision), c->model_type);
+    modattn_attn_desc d = modattn_attn_desc_make(1, c->heads, c->kv_heads, (int64_t)c->max_tokens,
+                                                 (int64_t)c->max_tokens, c->head_dim, true);
+    d.device = dev->id;
+    d.inner_contiguous = true;
+    modattn_explain_entry e[64];
+    size_t cnt;
+    int st = modattn_explain(ctx, &d, e, 64, &cnt);
+    if (st)
+        return modattn__error_prefix(st, "%s cannot run on %s: op 'attention', causal with %d query heads over %d "
+                                    "key/value heads (model_type \"%s\")", model_name, name, c->heads, c->kv_heads,
+                                    c->model_type);
+    return 0;
+}
+
+/* One decoder layer's weights on the device: QKV [N, H] (N = (heads + 2 kv_heads) D), o_proj
+ * [H, heads D], gate|up [2I, H], down [H, I]; the norms' weights and QK-norm's tiled weights. */
+static int decoder_upload(modattn__dev_model *dm, const modattn__layer_weights *w, dev_layer *L, bool prepare_weights) {
+    const modattn__model_config *c = &dm->cfg;
+    const modattn_device_iface *dev = dm->dev;
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate, QD = (size_t)c->heads * (size_t)c->head_dim,
+                 N = QD + 2 * (size_t)c->kv_heads * (size_t)c->head_dim;
+    const int64_t h = (int64_t)H, i = (int64_t)I, qd = (int64_t)QD, n = (int64_t)N;
+    const bool few = !prepare_weights;
+    int st;
+    if ((st = upload(dev, w->ln1_g, H, "input_layernorm", &L->ln1_g)) ||
+        (st = upload(dev, w->ln1_b, H, "input_layernorm (zeros)", &L->ln1_b)) ||
+        (st = upload(dev, w->wqkv, N * H, "QKV weight", &L->wqkv)) || (st = upload(dev, w->bqkv, N, "QKV bias", &L->bqkv)) ||
+        (st = upload(dev, w->wo, H * QD, "o_proj weight", &L->wo)) || (st = upload(dev, w->bo, H, "o_proj bias", &L->bo)) ||
+        (st = upload(dev, w->w1, 2 * I * H, "gate_proj|up_proj weight", &L->w1)) ||
+        (st = upload(dev, w->b1, 2 * I, "gate_proj|up_proj bias (zeros)", &L->b1)) ||
+        (st = upload(dev, w->w2, H * I, "down_proj weight", &L->w2)) ||
+        (st = upload(dev, w->b2, H, "down_proj bias (zeros)", &L->b2)) ||
+        (st = upload(dev, w->ln2_g, H, "post_attention_layernorm", &L->ln2_g)) ||
+        (st = upload(dev, w->ln2_b, H, "post_attention_layernorm (zeros)", &L->ln2_b)))
+        return st;
+    if ((st = prepare(dm, &L->wqkv, n, h, h, n, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
+        (st = prepare(dm, &L->wo, h, qd, qd, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
+        (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
+        (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2)))
+        return modattn__error_prefix(st, "preparing the GEMMs");
+    return 0;
+}
+
+int modattn__dev_model_decoder_qk_norm(modattn__dev_model *dm, const float *const *qk_g) {
+    const modattn__model_config *c = &dm->cfg;
+    if (!c->decoder || !c->qk_norm || dm->graph) return 0;
+    const size_t n = (size_t)(c->heads + c->kv_heads) * (size_t)c->head_dim;
+    for (int l = 0; l < c->layers; l++) {
+        if (!qk_g[l]) return modattn__error(MODATTN_EINTERNAL, "layer %d: no QK-norm weights", l);
+        int st = upload(dm->dev, qk_g[l], n, "q_norm|k_norm", &dm->layers[l].qk_g);
+        if (st) return modattn__error_prefix(st, "layer %d", l);
+    }
+    return 0;
 }
 
 int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__model_config *c, const float *word,
@@ -372,7 +457,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         return 0;
     }
     if ((st = upload(dev, word, (size_t)c->vocab * H, "word embeddings", &dm->word)) ||
-        (st = upload(dev, pos, (c->modern || c->gte || c->nomic || c->alibi ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
+        (st = upload(dev, pos, (c->modern || c->gte || c->nomic || c->alibi || c->decoder ? c->max_tokens : (size_t)(c->max_positions - c->pos_offset)) * H,
                      "position embeddings", &dm->pos)) ||
         (st = upload(dev, type0, H, "token type embedding", &dm->type0)) ||
         (st = upload(dev, emb_g, H, "embeddings LayerNorm", &dm->emb_g)) ||
@@ -382,6 +467,12 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         (st = upload(dev, pos - (size_t)c->pos_offset * H, (size_t)c->max_positions * H, "position embeddings",
                      &dm->pos_full)))
         goto fail;
+    if (c->decoder && (!fin_g || !fin_b || (st = upload(dev, fin_g, H, "final norm", &dm->fin_g)) ||
+                       (st = upload(dev, fin_b, H, "final norm", &dm->fin_b)) ||
+                       (st = upload_rope(dm, c->rope_theta, &dm->rope_gc, &dm->rope_gs)))) {
+        if (!st) st = modattn__error(MODATTN_EINTERNAL, "no final norm for %s", c->model_type);
+        goto fail;
+    }
     if (c->modern) {
         if (!fin_g || !fin_b) {
             st = modattn__error(MODATTN_EINTERNAL, "no final norm for %s", c->model_type);
@@ -418,6 +509,13 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
+        if (c->decoder) {
+            if ((st = decoder_upload(dm, w, L, prepare_weights))) {
+                st = modattn__error_prefix(st, "layer %d", l);
+                goto fail;
+            }
+            continue;
+        }
         if (c->modern || c->jina_glu) { /* GeGLU: Wi is [2I, H]; modernbert: pre-LN, layer 0 has no attn_norm */
             const int64_t h = (int64_t)H, i = (int64_t)I;
             const bool few = !prepare_weights;
@@ -519,8 +617,13 @@ void modattn__dev_arena_free(modattn__dev_arena *a) {
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out) {
     *out = NULL;
     const modattn__model_config *c = &dm->cfg;
-    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte || c->nomic || c->jina_glu ? 2 : 1); /* Wi's 2I */
-    const size_t W = 3 * H > I ? 3 * H : I;
+    const size_t H = (size_t)c->hidden, I = (size_t)c->intermediate * (c->modern || c->gte || c->nomic || c->jina_glu || c->decoder ? 2 : 1); /* Wi's 2I */
+    size_t W = 3 * H > I ? 3 * H : I, AW = H; /* big's and att's row widths */
+    if (c->decoder) { /* QKV of (heads + 2 kv_heads) D columns; attention's output of heads D */
+        const size_t QD = (size_t)c->heads * (size_t)c->head_dim, N = QD + 2 * (size_t)c->kv_heads * (size_t)c->head_dim;
+        W = N > I ? N : I;
+        AW = QD > H ? QD : H;
+    }
     modattn__dev_arena *a = modattn__calloc(1, sizeof *a, MODATTN_MEM_OTHER);
     if (!a) return modattn__mem_last_status();
     a->max_T = max_T, a->max_B = max_B;
@@ -539,7 +642,7 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
     int st;
     if ((st = modattn__buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "hidden states", &a->x)) ||
         (st = modattn__buffer_alloc(dev, T * W * 4, MODATTN_MEM_ACTIVATIONS, "QKV / FFN activations", &a->big)) ||
-        (st = modattn__buffer_alloc(dev, T * H * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
+        (st = modattn__buffer_alloc(dev, T * AW * 4, MODATTN_MEM_ACTIVATIONS, "attention output", &a->att)) ||
         (st = modattn__buffer_alloc(dev, T * 4, MODATTN_MEM_ACTIVATIONS, "token ids", &a->ids)) ||
         (st = modattn__buffer_alloc(dev, (size_t)max_B * 4, MODATTN_MEM_ACTIVATIONS, "lengths", &a->lens)) ||
         (st = modattn__buffer_alloc(dev, (size_t)max_B * c->dim * 4, MODATTN_MEM_ACTIVATIONS, "pooled vectors", &a->out)) ||
@@ -661,6 +764,83 @@ static int modern_layers(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     return 0;
 }
 
+/* Qwen3's / Qwen2's decoder layers (transformers' Qwen3DecoderLayer), x the token embeddings:
+ *   n = input_layernorm(x) (RMSNorm); qkv = n Wqkv^T + b; Q, K = RMSNorm per head (qwen3's q_norm,
+ *   k_norm: one grouped norm over the row's Q and K heads); rotary on Q and K (rope_theta);
+ *   x += o_proj(causal attention(q, k, v)) (GQA: kv_heads key/value heads);
+ *   n = post_attention_layernorm(x); [g | u] = n Wgu^T; x += down_proj(silu(g) * u);
+ * then att = norm(x), which the pooling (lasttoken) reads. Attention runs one text per call (B = 1,
+ * S = its length): the contract aligns causal masks to the bottom-right of each row's keys, which is
+ * position i only without padding; so a text's call is the same alone or batched. */
+static int decoder_layers(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, int64_t B,
+                          int64_t S, const int32_t *lens, const char *model_name) {
+    const modattn__model_config *c = &dm->cfg;
+    const modattn_device_iface *dev = dm->dev;
+    const int64_t H = c->hidden, I = c->intermediate, T = B * S, nh = c->heads, kvh = c->kv_heads, D = c->head_dim;
+    const int64_t QD = nh * D, N = QD + 2 * kvh * D;
+    modattn_pool *pool = x->pool;
+    int st;
+    for (int l = 0; l < c->layers; l++) {
+        const dev_layer *L = &dm->layers[l];
+        modattn_op_norm_args nr = {.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = L->ln1_g, .beta = L->ln1_b,
+                                   .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool,
+                                   .rms = true};
+        if ((st = modattn__device_norm(dev, &nr)))
+            return modattn__error_prefix(st, "%s: layer %d input_layernorm", model_name, l);
+        modattn_op_linear_args g = {.a = a->att, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = N,
+                                    .rows = T, .N = N, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
+                                    .name = "encoder.qkv", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d q/k/v_proj", model_name, l);
+        if (L->qk_g) { /* in place on the row's Q and K heads, each head's D on its own */
+            nr = (modattn_op_norm_args){.x = a->big, .ldx = N, .y = a->big, .ldy = N, .gamma = L->qk_g,
+                                        .beta = L->bqkv, .rows = T, .H = QD + kvh * D, .eps = c->ln_eps,
+                                        .lens = a->lens, .S = S, .pool = pool, .rms = true, .group = D};
+            if ((st = modattn__device_norm(dev, &nr)))
+                return modattn__error_prefix(st, "%s: layer %d q_norm/k_norm", model_name, l);
+        }
+        modattn_op_rotary_args ro = {.x = a->big, .ldx = N, .cos = dm->rope_gc, .sin = dm->rope_gs, .rows = T,
+                                     .heads = nh + kvh, .D = D, .lens = a->lens, .S = S, .pool = pool};
+        if ((st = modattn__device_rotary(dev, &ro))) return modattn__error_prefix(st, "%s: layer %d rotary", model_name, l);
+        for (int64_t b = 0; b < B; b++) {
+            if (lens[b] <= 0) continue;
+            const int64_t q0 = b * S * N;
+            modattn_attn_call call;
+            memset(&call, 0, sizeof call);
+            call.q = view(a->big, q0, 1, nh, lens[b], D, N);
+            call.k = view(a->big, q0 + QD, 1, kvh, lens[b], D, N);
+            call.v = view(a->big, q0 + QD + kvh * D, 1, kvh, lens[b], D, N);
+            call.o = view(a->att, b * S * QD, 1, nh, lens[b], D, QD);
+            call.causal = true;
+            if ((st = x->session ? modattn_session_attention(x->session, &call) : modattn_attention(x->ctx, &call)))
+                return modattn__error_prefix(st, "%s: layer %d attention", model_name, l);
+        }
+        g = (modattn_op_linear_args){.a = a->att, .lda = QD, .w = L->wo, .bias = L->bo, .y = a->x, .ldy = H, .rows = T,
+                                     .N = H, .K = QD, .accumulate = true, .lens = a->lens, .S = S, .plan = L->po,
+                                     .name = "encoder.attn_out", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d o_proj", model_name, l);
+        nr = (modattn_op_norm_args){.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = L->ln2_g, .beta = L->ln2_b,
+                                    .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool,
+                                    .rms = true};
+        if ((st = modattn__device_norm(dev, &nr)))
+            return modattn__error_prefix(st, "%s: layer %d post_attention_layernorm", model_name, l);
+        g = (modattn_op_linear_args){.a = a->att, .lda = H, .w = L->w1, .bias = L->b1, .y = a->big, .ldy = 2 * I,
+                                     .rows = T, .N = 2 * I, .K = H, .lens = a->lens, .S = S, .plan = L->p1,
+                                     .name = "encoder.ffn_up", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d gate_proj|up_proj", model_name, l);
+        modattn_op_glu_args gl = {.x = a->big, .ldx = 2 * I, .rows = T, .N = I, .act = MODATTN_ACT_SILU,
+                                  .lens = a->lens, .S = S, .pool = pool};
+        if ((st = modattn__device_glu(dev, &gl))) return modattn__error_prefix(st, "%s: layer %d SwiGLU", model_name, l);
+        g = (modattn_op_linear_args){.a = a->big, .lda = 2 * I, .w = L->w2, .bias = L->b2, .y = a->x, .ldy = H,
+                                     .rows = T, .N = H, .K = I, .accumulate = true, .lens = a->lens, .S = S,
+                                     .plan = L->p2, .name = "encoder.ffn_down", .pool = pool, .precision = c->precision};
+        if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d down_proj", model_name, l);
+    }
+    modattn_op_norm_args nr = {.x = a->x, .ldx = H, .y = a->att, .ldy = H, .gamma = dm->fin_g, .beta = dm->fin_b,
+                               .rows = T, .H = H, .eps = c->ln_eps, .lens = a->lens, .S = S, .pool = pool, .rms = true};
+    if ((st = modattn__device_norm(dev, &nr))) return modattn__error_prefix(st, "%s: norm", model_name);
+    return 0;
+}
+
 /* The last hidden states of each row to the token head (host memory: in place; else read back once). */
 static int token_head(modattn__dev_model *dm, const modattn__fwd_exec *x, modattn__dev_arena *a, modattn_buffer *src,
                       int64_t B, int64_t S, const int32_t *lens) {
@@ -710,7 +890,7 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     modattn_pool *pool = x->pool;
     modattn_op_embed_args e = {.ids = a->ids, .lens = a->lens, .word = dm->word, .pos = dm->pos, .type0 = dm->type0,
                                .gamma = dm->emb_g, .beta = dm->emb_b, .x = a->x, .B = B, .S = S, .H = H,
-                               .eps = c->ln_eps, .pool = pool};
+                               .eps = c->ln_eps, .pool = pool, .plain = c->decoder};
     /* XLMRobertaEmbeddings / MPNetEmbeddings: position = pad_id + (real tokens up to and including
      * this one), pad_id itself for the padding token: a text holding that token (it is in the
      * vocabulary) skips a position there. Rare: only such batches carry a position per token. */
@@ -738,7 +918,8 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         return st;
     const modattn_act act = model_act(c);
     if (c->modern && (st = modern_layers(dm, x, a, B, S, lens, model_name))) return st;
-    for (int l = 0; !c->modern && l < c->layers; l++) {
+    if (c->decoder && (st = decoder_layers(dm, x, a, B, S, lens, model_name))) return st;
+    for (int l = 0; !c->modern && !c->decoder && l < c->layers; l++) {
         const dev_layer *L = &dm->layers[l];
         modattn_op_linear_args g = {.a = a->x, .lda = H, .w = L->wqkv, .bias = L->bqkv, .y = a->big, .ldy = 3 * H,
                                     .rows = T, .N = 3 * H, .K = H, .lens = a->lens, .S = S, .plan = L->pqkv,
@@ -807,8 +988,9 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
         if ((st = run_linear(dm, &g))) return modattn__error_prefix(st, "%s: layer %d FFN down", model_name, l);
     }
     /* modernbert: the final norm's output, in att */
-    if (x->head) return token_head(dm, x, a, c->modern ? a->att : a->x, B, S, lens);
-    modattn_op_pool_args p = {.x = c->modern ? a->att : a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
+    const bool in_att = c->modern || c->decoder; /* the final norm's output */
+    if (x->head) return token_head(dm, x, a, in_att ? a->att : a->x, B, S, lens);
+    modattn_op_pool_args p = {.x = in_att ? a->att : a->x, .lens = a->lens, .B = B, .S = S, .H = H, .modes = c->pooling,
                               .normalize = c->normalize, .out = a->out, .dim = (int64_t)c->dim, .pool = pool};
     const bool pool_host = HOST_OP(dm, MODATTN_OP_POOL_MEAN) || HOST_OP(dm, MODATTN_OP_POOL_CLS) ||
                            HOST_OP(dm, MODATTN_OP_POOL_MAX) || HOST_OP(dm, MODATTN_OP_L2_NORMALIZE);

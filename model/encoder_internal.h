@@ -21,6 +21,7 @@ typedef struct layer_w {
     const float *w1, *b1;       /* [I, H], [I] */
     const float *w2, *b2;       /* [H, I], [H] */
     const float *ln2_g, *ln2_b; /* [H] */
+    const float *qk_g; /* qwen3: q_norm's weight tiled over the heads, then k_norm's over the KV heads, owned */
 } layer_w;
 
 /* --device auto (model/device_auto.c): loads the model on the fastest device, measured. */

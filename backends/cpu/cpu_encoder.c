@@ -78,7 +78,7 @@ static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
             const float *p = j->pos + (j->pos_ids ? (int64_t)j->pos_ids[r] : i) * j->width;
             const float *t = j->type0;
             for (int64_t k = 0; k < j->width; k++) y[k] = w[k] + p[k] + t[k];
-            modattn__bias_layer_norm(y, NULL, j->g, j->b, j->width, j->eps);
+            if (j->g) modattn__bias_layer_norm(y, NULL, j->g, j->b, j->width, j->eps); /* NULL: plain */
             break;
         }
         case ROW_BIAS:
@@ -261,8 +261,8 @@ int modattn__cpu_embed(void *ctx, const modattn_op_embed_args *a, char *reason, 
                  .word = HOST(a->word, const float *), .pos = HOST(a->pos, const float *),
                  .type0 = HOST(a->type0, const float *), .y = HOST(a->x, float *), .ld = a->H, .width = a->H,
                  .pos_ids = a->pos_ids ? HOST(a->pos_ids, const int32_t *) : NULL,
-                 .g = HOST(a->gamma, const float *), .b = HOST(a->beta, const float *), .eps = a->eps,
-                 .rows = a->B * a->S};
+                 .g = a->plain ? NULL : HOST(a->gamma, const float *), .b = a->plain ? NULL : HOST(a->beta, const float *),
+                 .eps = a->eps, .rows = a->B * a->S};
     return run_rows(&j, a->pool, reason, len);
 }
 
@@ -398,7 +398,7 @@ static void norm_task(void *arg, int64_t task, int thread) {
     (void)thread;
     const misc_job *j = arg;
     const modattn_op_norm_args *a = j->n;
-    const float *X = HOST(a->x, const float *), *g = HOST(a->gamma, const float *), *b = HOST(a->beta, const float *);
+    const float *X = HOST(a->x, const float *), *g = HOST(a->gamma, const float *), *b = a->beta ? HOST(a->beta, const float *) : NULL;
     float *Y = HOST(a->y, float *);
     const int64_t r1 = (task + 1) * j->chunk < j->rows ? (task + 1) * j->chunk : j->rows;
     for (int64_t r = task * j->chunk; r < r1; r++) {
@@ -408,7 +408,18 @@ static void norm_task(void *arg, int64_t task, int thread) {
             continue;
         }
         if (y != X + r * a->ldx) memmove(y, X + r * a->ldx, (size_t)a->H * sizeof *y);
-        modattn__bias_layer_norm(y, NULL, g, b, a->H, a->eps);
+        const int64_t G = a->group > 0 ? a->group : a->H;
+        for (int64_t c0 = 0; c0 < a->H; c0 += G) {
+            if (!a->rms) {
+                modattn__bias_layer_norm(y + c0, NULL, g + c0, b + c0, G, a->eps);
+                continue;
+            }
+            /* RMSNorm (transformers' Qwen3RMSNorm in fp32): the mean of squares, then x * rsqrt * gamma */
+            double ss = 0;
+            for (int64_t k = 0; k < G; k++) ss += (double)y[c0 + k] * y[c0 + k];
+            const float inv = (float)(1.0 / sqrt(ss / (double)G + a->eps));
+            for (int64_t k = 0; k < G; k++) y[c0 + k] = g[c0 + k] * (y[c0 + k] * inv);
+        }
     }
 }
 

@@ -67,11 +67,11 @@ static int op_embed(void *ctx, const modattn_op_embed_args *e, char *reason, siz
     if (st) return st;
     cl_mem ids = mem(e->ids), lens = mem(e->lens), word = mem(e->word), pos = mem(e->pos), type0 = mem(e->type0);
     cl_mem g = mem(e->gamma), bt = mem(e->beta), x = mem(e->x);
-    cl_int S = (cl_int)e->S, H = (cl_int)e->H, has_pids = e->pos_ids != NULL;
+    cl_int S = (cl_int)e->S, H = (cl_int)e->H, has_pids = e->pos_ids != NULL, plain = e->plain;
     cl_float eps = e->eps;
     cl_mem pids = e->pos_ids ? mem(e->pos_ids) : ids; /* any buffer when unused */
     KARG(a, ids), KARG(a, lens), KARG(a, word), KARG(a, pos), KARG(a, type0), KARG(a, g), KARG(a, bt), KARG(a, x);
-    KARG(a, S), KARG(a, H), KARG(a, eps), KARG(a, pids), KARG(a, has_pids);
+    KARG(a, S), KARG(a, H), KARG(a, eps), KARG(a, pids), KARG(a, has_pids), KARG(a, plain);
     return launch(d, "embed_ln", &a, (size_t)(e->B * e->S) * WG, WG, "opencl.embed_ln", 0, reason, len);
 }
 
@@ -140,10 +140,10 @@ static int op_norm(void *ctx, const modattn_op_norm_args *n, char *reason, size_
     if (st) return st;
     cl_mem x = mem(n->x), y = mem(n->y), lens = mem(n->lens), g = mem(n->gamma), bt = mem(n->beta);
     cl_long ldx = n->ldx, ldy = n->ldy;
-    cl_int S = (cl_int)n->S, H = (cl_int)n->H;
+    cl_int S = (cl_int)n->S, H = (cl_int)n->H, rms = n->rms, group = (cl_int)n->group;
     cl_float eps = n->eps;
     KARG(a, x), KARG(a, ldx), KARG(a, y), KARG(a, ldy), KARG(a, lens), KARG(a, S), KARG(a, H), KARG(a, g), KARG(a, bt);
-    KARG(a, eps);
+    KARG(a, eps), KARG(a, rms), KARG(a, group);
     return launch(d, "norm_rows", &a, (size_t)n->rows * WG, WG, "opencl.norm", 0, reason, len);
 }
 

@@ -11,11 +11,12 @@ modattn_label(slow test_second_model)
 add_executable(test_model_families test_model_families.c)
 target_link_libraries(test_model_families PRIVATE modattn)
 target_include_directories(test_model_families PRIVATE ${CMAKE_SOURCE_DIR} ${CMAKE_SOURCE_DIR}/tests)
-foreach(part tiny mpnet)
+foreach(part tiny mpnet qwen)
   add_test(NAME test_model_families_${part} COMMAND test_model_families ${part} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(test_model_families_${part} PROPERTIES ENVIRONMENT "MODATTN_CACHE_DIR=${CMAKE_BINARY_DIR}/test-cache")
 endforeach()
 modattn_label(unit test_model_families_tiny)
+modattn_label(unit test_model_families_qwen)
 modattn_label("unit;slow" test_model_families_mpnet)
 # `modattn embed --model DIR` on each of them against the goldens
 add_test(NAME cli_model_families COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/cli_model_families.sh $<TARGET_FILE:modattn_cli>

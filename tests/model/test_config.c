@@ -369,6 +369,60 @@ static void test_jina(void) {
     reset();
 }
 
+/* qwen3 / qwen2: Qwen3-Embedding's config keys (rope_theta, rope_scaling null, use_sliding_window false)
+ * and transformers 5's (rope_parameters, layer_types); what the layers do not do is refused by name. */
+static const char k_qwen3[] =
+    "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+    "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":32,\"intermediate_size\":96,"
+    "\"hidden_act\":\"silu\",\"rms_norm_eps\":1e-06,\"max_position_embeddings\":64,\"vocab_size\":100,"
+    "\"rope_theta\":1000000,\"rope_scaling\":null,\"sliding_window\":null,\"use_sliding_window\":false,"
+    "\"tie_word_embeddings\":true,\"attention_bias\":false}";
+static const char k_pool_last[] =
+    "{\"word_embedding_dimension\":64,\"pooling_mode_lasttoken\":true,\"pooling_mode_mean_tokens\":false}";
+
+static void test_qwen(void) {
+    const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED;
+    modattn__model_config c;
+    expect("config.json", k_qwen3, "\"qwen3\"", "\"qwen3\"", 0, "", NULL);
+    put("1_Pooling/config.json", k_pool_last);
+    put("config.json", k_qwen3);
+    int st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "qwen3: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_QWEN3 && c.decoder && !c.modern && c.hidden == 64 && c.layers == 2 &&
+          c.heads == 4 && c.kv_heads == 2 && c.head_dim == 32 && c.intermediate == 96 && c.act == MODATTN__ACT_SILU &&
+          c.ln_eps == 1e-06 && c.rope_theta == 1000000.0 && c.qk_norm && !c.qkv_bias && !c.attn_bias &&
+          c.pooling == MODATTN_POOL_LAST && c.max_tokens == 16);
+    /* qwen2: q/k/v biases, no QK-norm, head_dim = hidden / heads; transformers 5's rope_parameters */
+    expect("config.json", k_qwen3, "\"qwen3\"", "\"qwen2\"", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0, "qwen2: %s", modattn_last_error());
+    CHECK(c.arch == MODATTN__ARCH_QWEN2 && c.qkv_bias && !c.qk_norm && c.head_dim == 16);
+    expect("config.json", k_qwen3, "\"rope_theta\":1000000,", "\"rope_parameters\":{\"rope_type\":\"default\","
+           "\"rope_theta\":5000.0},\"layer_types\":[\"full_attention\",\"full_attention\"],", 0, "", NULL);
+    st = modattn__config_load(g_dir, &c);
+    CHECK_MSG(st == 0 && c.rope_theta == 5000.0, "qwen3 (transformers 5 keys): %s", modattn_last_error());
+    /* refused, naming the key */
+    expect("config.json", k_qwen3, "\"rope_scaling\":null", "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}",
+           U, "config.json", "\"rope_scaling\" (rope_type \"yarn\")");
+    expect("config.json", k_qwen3, "\"rope_scaling\":null", "\"rope_scaling\":{\"rope_type\":\"default\",\"factor\":4.0}",
+           U, "config.json", "\"rope_scaling.factor\"");
+    expect("config.json", k_qwen3, "\"rope_theta\":1000000,", "\"rope_parameters\":{\"rope_type\":\"dynamic\"},", U,
+           "config.json", "\"rope_parameters\" (rope_type \"dynamic\")");
+    expect("config.json", k_qwen3, "\"use_sliding_window\":false", "\"use_sliding_window\":true", U, "config.json",
+           "\"use_sliding_window\" = true");
+    expect("config.json", k_qwen3, "\"attention_bias\":false}", "\"attention_bias\":false,\"num_experts\":8}", U,
+           "config.json", "\"num_experts\" is not supported (mixture-of-experts");
+    expect("config.json", k_qwen3, "\"attention_bias\":false}", "\"attention_bias\":false,\"auto_map\":{}}", U,
+           "config.json", "\"auto_map\" is not supported (remote code");
+    expect("config.json", k_qwen3, "\"silu\"", "\"gelu\"", U, "config.json", "\"hidden_act\" = \"gelu\"");
+    expect("config.json", k_qwen3, "\"attention_bias\":false}", "\"attention_bias\":false,\"layer_types\":"
+           "[\"full_attention\",\"sliding_attention\"]}", U, "config.json", "\"layer_types\"[1] = \"sliding_attention\"");
+    expect("config.json", k_qwen3, "\"num_key_value_heads\":2", "\"num_key_value_heads\":3", F, "config.json",
+           "\"num_key_value_heads\" = 3");
+    expect("config.json", k_qwen3, "\"head_dim\":32", "\"head_dim\":33", F, "config.json", "rotate pairs");
+    reset();
+}
+
 static void test_errors(void) {
     const int F = MODATTN_EFORMAT, U = MODATTN_EUNSUPPORTED, N = MODATTN_ENOTFOUND;
     /* missing files */
@@ -413,7 +467,7 @@ static void test_errors(void) {
            "config.json", "\"type_vocab_size\"");
     expect("config.json", k_config, "\"bert\"", "\"gpt2\"", U, "config.json",
            "\"model_type\" = \"gpt2\" is not supported (this encoder runs \"bert\", \"xlm-roberta\", "
-           "\"distilbert\", \"mpnet\", \"modernbert\", \"new\", \"gte\" and \"nomic_bert\")");
+           "\"distilbert\", \"mpnet\", \"modernbert\"");
     expect("config.json", k_config, "\"model_type\":\"bert\",", "", F, "config.json",
            "\"model_type\" is missing");
     expect("config.json", k_config, "\"gelu\"", "\"swish\"", U, "config.json",
@@ -506,6 +560,7 @@ int main(void) {
     test_gte();
     test_nomic();
     test_jina();
+    test_qwen();
     reset();
     test_alloc_sweep(g_dir, plain);
     if (have_real) test_alloc_sweep(real, plain_real);

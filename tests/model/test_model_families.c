@@ -26,6 +26,13 @@
  *                      table, ALiBi slopes of 6 heads through the contract (one text per call),
  *                      GEGLU (mlp.gated_layers), post-LN; goldens from tools/make_jina_goldens.py
  *                      (its torch forward: transformers has no jina_bert class); mean, Normalize
+ *   tiny-qwen3         qwen3 (`test_model_families qwen`): a causal decoder as Qwen3-Embedding runs
+ *                      it: RMSNorm, QK-norm, rotary, 4 query heads over 2 key/value heads of 32
+ *                      (heads x head_dim = 128, not hidden 64), SwiGLU, last-token pooling; the
+ *                      byte-level BPE of tests/fixtures/tokenizer_bpe_qwen2.json with <|endoftext|>
+ *                      appended; texts behind the query instruction prompt too; on OpenCL too, bit
+ *                      for bit alone vs batched there, and refused once its 'rms_norm' op is disabled
+ *   tiny-qwen2         qwen2: q/k/v biases, no QK-norm, one key/value head (MQA)
  *   all-mpnet-base-v2  the real one (PyPI parts): 12 layers, 384 tokens, mean, Normalize
  *
  * The tiny ones come from tools/make_tiny_models.py, all four from `make model`. For every input:
@@ -81,6 +88,12 @@ static const expect TINY[] = {
      64, 4, 4, 96, 700, 128, 64, MODATTN_POOL_MEAN, true, true, 100},
     {"tiny_jina", ".models/tiny-jina", "tests/fixtures/golden_tiny_jina.jsonl", "bert",
      96, 2, 6, 128, 30522, 128, 96, MODATTN_POOL_MEAN, true, true, 100},
+};
+static const expect QWEN[] = {
+    {"tiny_qwen3", ".models/tiny-qwen3", "tests/fixtures/golden_tiny_qwen3.jsonl", "qwen3",
+     64, 3, 4, 96, 700, 128, 64, MODATTN_POOL_LAST, true, true, 100},
+    {"tiny_qwen2", ".models/tiny-qwen2", "tests/fixtures/golden_tiny_qwen2.jsonl", "qwen2",
+     64, 2, 4, 80, 700, 96, 64, MODATTN_POOL_LAST, true, true, 100},
 };
 static const expect MPNET = {"mpnet", ".models/all-mpnet-base-v2", "tests/fixtures/golden_all_mpnet_base_v2.jsonl",
                              "mpnet", 768, 12, 12, 3072, 30527, 384, 768, MODATTN_POOL_MEAN, true, false, 10};
@@ -380,6 +393,21 @@ static void run_opencl(modattn_ctx *ctx, const expect *x) {
             }
         }
         printf("%s/opencl: %zu inputs, min cosine %.9f, %zu bad\n", x->label, n, mn, bad);
+        /* a decoder's causal attention runs per text: alone equals batched, bit for bit, here too */
+        const bool decoder = strncmp(x->model_type, "qwen", 4) == 0;
+        size_t differ = 0, nb = n < 48 ? n : 48;
+        float *one = decoder ? malloc(x->dim * sizeof *one) : NULL;
+        for (size_t i = 0; one && st == 0 && i < nb; i++) {
+            st = modattn_model_embed(m, texts + i, lens + i, 1, one, NULL);
+            CHECK_MSG(st == 0, "%s/opencl: embed alone: %s", x->label, modattn_last_error());
+            differ += st == 0 && memcmp(one, out + i * x->dim, x->dim * sizeof *one) != 0;
+        }
+        if (decoder) {
+            CHECK_MSG(differ == 0, "%s/opencl: %zu of %zu texts alone differ from themselves batched", x->label,
+                      differ, nb);
+            printf("%s/opencl: batch independence on %zu inputs: %zu differ in any bit\n", x->label, nb, differ);
+        }
+        free(one);
     }
     free(texts), free(lens), free(out);
     modattn_model_free(m);
@@ -410,12 +438,23 @@ static void run_opencl(modattn_ctx *ctx, const expect *x) {
         printf("%s/opencl without 'rotary': %s\n", x->label, st ? modattn_last_error() : "(loaded)");
         if (st == 0) modattn_model_free(m);
     }
+    if (strcmp(x->model_type, "qwen2") == 0) { /* the last decoder: RMSNorm disabled, a refusal naming it */
+        const int op = MODATTN_OP_RMS_NORM;
+        CHECK(modattn__device_control(dev, MODATTN_DEVICE_CONTROL_DISABLE_OP, (void *)&op) == 0);
+        st = modattn_model_load_ex(ctx, x->dir, &mo, &m);
+        CHECK_MSG(st == MODATTN_EUNSUPPORTED && strstr(modattn_last_error(), "'rms_norm'"),
+                  "%s/opencl without rms_norm: load gave %d (%s), want a refusal naming the op", x->label, st,
+                  st ? modattn_last_error() : "loaded");
+        printf("%s/opencl without 'rms_norm': %s\n", x->label, st ? modattn_last_error() : "(loaded)");
+        if (st == 0) modattn_model_free(m);
+    }
 }
 
 int main(int argc, char **argv) {
     const bool tiny = argc < 2 || strcmp(argv[1], "tiny") == 0, mpnet = argc < 2 || strcmp(argv[1], "mpnet") == 0;
-    if (!tiny && !mpnet) {
-        fprintf(stderr, "usage: test_model_families [tiny | mpnet]\n");
+    const bool qwen = argc < 2 || strcmp(argv[1], "qwen") == 0;
+    if (!tiny && !mpnet && !qwen) {
+        fprintf(stderr, "usage: test_model_families [tiny | mpnet | qwen]\n");
         return 2;
     }
     modattn_ctx *ctx = NULL;
@@ -427,6 +466,8 @@ int main(int argc, char **argv) {
     if (tiny)
         for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) run_model(ctx, &TINY[i]), run_opencl(ctx, &TINY[i]);
     if (mpnet) run_model(ctx, &MPNET);
+    if (qwen) /* a process of its own: the OpenCL part disables an op for the rest of it */
+        for (size_t i = 0; i < sizeof QWEN / sizeof QWEN[0]; i++) run_model(ctx, &QWEN[i]), run_opencl(ctx, &QWEN[i]);
     modattn_ctx_free(ctx);
     return test_finish("test_model_families");
 }

@@ -40,7 +40,7 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void embed_ln(__global const int *ids, __global const int *lens, __global const float *word,
               __global const float *pos, __global const float *type0, __global const float *g,
               __global const float *bt, __global float *x, int S, int H, float eps, __global const int *pos_ids,
-              int has_pos_ids) {
+              int has_pos_ids, int plain) {
     __local float tmp[WG];
     const int r = get_group_id(0), l = get_local_id(0);
     const int b = r / S, i = r - b * S;
@@ -52,7 +52,7 @@ void embed_ln(__global const int *ids, __global const int *lens, __global const 
     __global const float *w = word + (long)ids[r] * H;
     __global const float *p = pos + (long)(has_pos_ids ? pos_ids[r] : i) * H;
     for (int k = l; k < H; k += WG) y[k] = w[k] + p[k] + type0[k];
-    row_layer_norm(y, H, g, bt, eps, tmp);
+    if (!plain) row_layer_norm(y, H, g, bt, eps, tmp); /* plain: a decoder's token embeddings */
 }
 
 /* act: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU */
@@ -128,7 +128,7 @@ void l2_normalize(__global float *out, int dim) {
  * work-group; padding rows zero. Each work-item copies and then normalises the same elements. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void norm_rows(__global const float *x, long ldx, __global float *y, long ldy, __global const int *lens, int S, int H,
-               __global const float *g, __global const float *bt, float eps) {
+               __global const float *g, __global const float *bt, float eps, int rms, int group) {
     __local float tmp[WG];
     const int r = get_group_id(0), l = get_local_id(0);
     const int b = r / S, i = r - b * S;
@@ -139,7 +139,18 @@ void norm_rows(__global const float *x, long ldx, __global float *y, long ldy, _
     }
     __global const float *in = x + (long)r * ldx;
     for (int k = l; k < H; k += WG) row[k] = in[k];
-    row_layer_norm(row, H, g, bt, eps, tmp);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    const int G = group > 0 ? group : H;
+    for (int c0 = 0; c0 < H; c0 += G) { /* group: each head's D on its own (QK-norm) */
+        if (!rms) {
+            row_layer_norm(row + c0, G, g + c0, bt + c0, eps, tmp);
+            continue;
+        }
+        float s = 0.0f; /* RMSNorm: x * rsqrt(mean(x^2) + eps) * gamma */
+        for (int k = l; k < G; k += WG) s += row[c0 + k] * row[c0 + k];
+        const float inv = 1.0f / sqrt(wg_sum(tmp, s) / (float)G + eps);
+        for (int k = l; k < G; k += WG) row[c0 + k] = g[c0 + k] * (row[c0 + k] * inv);
+    }
 }
 
 /* Rotary embedding, NeoX layout (interleaved: GPT-J's adjacent pairs), in place on the first
@@ -176,7 +187,7 @@ void glu_rows(__global float *x, long ldx, __global const int *lens, int S, int 
         if (act == 1) v = 0.5f * v * (1.0f + erf(v * 0.70710678118654752f));
         else if (act == 2) v = 0.5f * v * (1.0f + tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
         else if (act == 3) v = v > 0.0f ? v : 0.0f;
-        else if (act == 4) v = v / (1.0f + exp(-v));
+        else if (act == 4) v = v / (1.0f + exp(-v)); /* SiLU (SwiGLU) */
         row[k] = v * row[N + k];
     }
 }

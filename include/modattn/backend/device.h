@@ -52,7 +52,9 @@ extern "C" {
     X(NORM, "norm")                   /* LayerNorm of rows into another buffer (pre-LN layers) */ \
     X(ROTARY, "rotary")               /* rotary position embedding of Q and K, in place (NeoX) */ \
     X(GLU, "glu")                     /* gated FFN: act(first half) * second half, in place */ \
-    X(ROTARY_INTERLEAVED, "rotary_interleaved") /* rotary in GPT-J's layout: the op 'rotary' with interleaved */
+    X(ROTARY_INTERLEAVED, "rotary_interleaved") /* rotary in GPT-J's layout: the op 'rotary' with interleaved */ \
+    X(RMS_NORM, "rms_norm")           /* norm with rms or group set (decoders' RMSNorm, QK-norm) */ \
+    X(EMBED_PLAIN, "embed_plain")     /* embed with plain set: the rows summed, no LayerNorm */
 
 typedef enum modattn_op {
 #define MODATTN__OP_ENUM(name, text) MODATTN_OP_##name,
@@ -123,6 +125,9 @@ typedef struct modattn_op_embed_args {
     double eps;
     modattn_pool *pool;
     const modattn_buffer *pos_ids;     /* optional int32 [B*S], each in [0, P) (NULL: none) */
+    /* the rows summed only, no LayerNorm (gamma, beta, eps unused): a decoder's token embeddings
+     * (op MODATTN_OP_EMBED_PLAIN) */
+    bool plain;
 } modattn_op_embed_args;
 
 /* y[r, 0..N) = (accumulate ? y[r] : 0) + a[r] . w^T + bias, then act, then (if gamma)
@@ -179,6 +184,11 @@ typedef struct modattn_op_norm_args {
     double eps;
     const modattn_buffer *lens; int64_t S;  /* padding rows: i = r % S >= lens[r / S] */
     modattn_pool *pool;
+    /* op MODATTN_OP_RMS_NORM when either is set: rms, y = x / sqrt(mean(x^2) + eps) * gamma (RMSNorm:
+     * beta unused); group > 0, each run of `group` columns normalised on its own (H a multiple of
+     * it; gamma still [H]): QK-norm over each head's D of a QKV row */
+    bool rms;
+    int64_t group;
 } modattn_op_norm_args;
 
 /* Rotary position embedding, GPT-NeoX's layout (transformers' rotate_half), in place on the
