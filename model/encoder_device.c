@@ -209,7 +209,6 @@ int modattn__dev_model_check(const modattn_device_iface *dev, modattn_ctx *ctx, 
 }
 
 static modattn_act model_act(const modattn__model_config *c) {
-    if (c->act == MODATTN__ACT_SILU) return MODATTN_ACT_SILU;
     return c->act == MODATTN__ACT_GELU_ERF ? MODATTN_ACT_GELU_ERF
            : c->act == MODATTN__ACT_GELU_TANH ? MODATTN_ACT_GELU_TANH
            : c->act == MODATTN__ACT_SILU      ? MODATTN_ACT_SILU

@@ -269,7 +269,6 @@ static double act_of(modattn__act a, double x) {
     case MODATTN__ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case MODATTN__ACT_SILU: return x / (1.0 + exp(-x));
     case MODATTN__ACT_RELU: break;
-    case MODATTN__ACT_SILU: return x / (1.0 + exp(-x));
     }
     return x > 0 ? x : 0;
 }
