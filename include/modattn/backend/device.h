@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-#define MODATTN_DEVICE_API_VERSION 4u /* 3: the graph slot; 4: the norm, rotary and glu ops and slots */
+#define MODATTN_DEVICE_API_VERSION 5u /* 3: the graph slot; 4: the norm, rotary and glu ops and slots; 5: rotary_interleaved, rms_norm, embed_plain and the args fields that carry them (interleaved, rms, group, plain) */
 
 /* The encoder's coarse operations. A device says which it runs (supports_op) and why not. */
 #define MODATTN_OP_MAP(X)                                                   \
