@@ -1,5 +1,5 @@
 /* model/tokenizer_decode.c — ids back to text (modattn_tokenizer_decode): the tokenizer.json's
- * ByteLevel and WordPiece decoders, or none, as `tokenizers`' Tokenizer.decode applies them.
+ * ByteLevel, WordPiece and Metaspace decoders, or none, as `tokenizers`' Tokenizer.decode applies them.
  * Used by the server's POST /detokenize and Python's Model.decode. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -77,7 +77,7 @@ int modattn_tokenizer_decode(const modattn_tokenizer *t, const int32_t *ids, siz
     if (t->decoder == TK_DEC_OTHER)
         return modattn__error(MODATTN_EUNSUPPORTED,
                               "modattn_tokenizer_decode: the tokenizer's decoder \"%s\" is not supported "
-                              "(ByteLevel, WordPiece or none)",
+                              "(ByteLevel, WordPiece, Metaspace or none)",
                               t->dec_type);
     const bool skip = !(flags & MODATTN_DECODE_KEEP_SPECIALS);
     /* the joined tokens' size: the tokens plus a space between each */
@@ -108,6 +108,15 @@ int modattn_tokenizer_decode(const modattn_tokenizer *t, const int32_t *ids, siz
         size_t tl = t->tok_len[id];
         if (t->decoder == TK_DEC_BYTELEVEL) {
             w += bytelevel_token(tok, tl, raw + w);
+        } else if (t->decoder == TK_DEC_METASPACE) { /* never longer than the token */
+            for (size_t k = 0; k < tl;) {
+                if (tl - k >= pl && memcmp(tok + k, t->dec_prefix, pl) == 0) {
+                    if (kept || !t->dec_strip_first) raw[w++] = ' ';
+                    k += pl;
+                } else {
+                    raw[w++] = tok[k++];
+                }
+            }
         } else {
             if (t->decoder == TK_DEC_WORDPIECE && kept && pl && tl >= pl && memcmp(tok, t->dec_prefix, pl) == 0) {
                 tok += pl;

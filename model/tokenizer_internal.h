@@ -18,7 +18,7 @@
 #define TK_NONE 0xFFFFFFFFu
 
 /* tokenizer.json's decoder types (modattn_tokenizer_decode) */
-enum { TK_DEC_NONE = 0, TK_DEC_WORDPIECE, TK_DEC_BYTELEVEL, TK_DEC_OTHER };
+enum { TK_DEC_NONE = 0, TK_DEC_WORDPIECE, TK_DEC_BYTELEVEL, TK_DEC_OTHER, TK_DEC_METASPACE };
 
 /* One character of s at i (i < e), as Python's bytes.decode("utf-8", errors="replace") reads it:
  * *cp (U+FFFD for a maximal ill-formed subpart); returns its length in bytes. A byte below 0x80 or
@@ -192,7 +192,8 @@ struct modattn_tokenizer {
     /* decoder (tokenizer_decode.c): the tokenizer.json's `decoder` */
     uint8_t decoder;       /* TK_DEC_* */
     bool dec_cleanup;      /* WordPiece's cleanup */
-    char dec_prefix[TK_MAX_PREFIX + 1]; /* WordPiece's prefix ("##") */
+    char dec_prefix[TK_MAX_PREFIX + 1]; /* WordPiece's prefix ("##"); Metaspace's replacement ("\u2581") */
+    bool dec_strip_first;  /* Metaspace: the first token's replacements are dropped (prepend_scheme not "never") */
     char dec_type[32];     /* the type named, for TK_DEC_OTHER's refusal */
     uint8_t *special_bits; /* [nids / 8 + 1]: ids of added tokens with "special": true, NULL if none */
 };

@@ -469,7 +469,7 @@ static int load_post_one(tk_load *L, json_t *p, bool *template_seen) {
     return 0;
 }
 
-/* The `decoder` (modattn_tokenizer_decode): ByteLevel, WordPiece or none are decoded; any other
+/* The `decoder` (modattn_tokenizer_decode): ByteLevel, WordPiece, Metaspace or none are decoded; any other
  * type loads (encoding does not need it) and decoding refuses it, naming the type. */
 static int load_decoder(tk_load *L) {
     modattn_tokenizer *t = L->t;
@@ -491,6 +491,27 @@ static int load_decoder(tk_load *L) {
         if (!prefix) return ferr(L, MODATTN_EFORMAT, "decoder.prefix", "not a string");
         if (strlen(prefix) > TK_MAX_PREFIX) return ferr(L, MODATTN_EUNSUPPORTED, "decoder.prefix", "longer than 64 bytes");
         snprintf(t->dec_prefix, sizeof t->dec_prefix, "%s", prefix);
+    } else if (strcmp(type, "Metaspace") == 0) {
+        /* tokenizers' Metaspace decoder: each replacement character becomes a space, except in the
+         * first token kept, where it is dropped unless prepend_scheme is "never" (older files:
+         * add_prefix_space) */
+        t->decoder = TK_DEC_METASPACE;
+        json_t *r = json_object_get(d, "replacement");
+        const char *rep = r ? json_string_value(r) : "\xE2\x96\x81";
+        if (!rep || !*rep || strlen(rep) > TK_MAX_PREFIX)
+            return ferr(L, MODATTN_EFORMAT, "decoder.replacement", "not a non-empty string of at most 64 bytes");
+        snprintf(t->dec_prefix, sizeof t->dec_prefix, "%s", rep);
+        t->dec_strip_first = true;
+        json_t *ps = json_object_get(d, "prepend_scheme");
+        if (ps && !json_is_null(ps)) {
+            const char *v = json_string_value(ps);
+            if (!v || (strcmp(v, "always") && strcmp(v, "first") && strcmp(v, "never")))
+                return ferr(L, MODATTN_EFORMAT, "decoder.prepend_scheme", "not \"always\", \"first\" or \"never\"");
+            t->dec_strip_first = strcmp(v, "never") != 0;
+        } else {
+            int rc = get_bool(L, d, "add_prefix_space", "decoder.add_prefix_space", true, &t->dec_strip_first);
+            if (rc) return rc;
+        }
     } else {
         t->decoder = TK_DEC_OTHER;
     }

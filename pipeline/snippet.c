@@ -6,9 +6,10 @@
  * starts (so that a chunk found by meaning alone can show the passage that answers), and windows
  * that begin a little before each marked word (the words of the query that carry information:
  * stop words and words most chunks hold are never marked). The choice, in order: the most distinct
- * marked words; then the window whose embedding is nearest the query's (the meaning weight; at most
- * MODATTN_SNIPPET_EMBED_WINDOWS windows of each of the first MODATTN_SNIPPET_EMBED_RESULTS results,
- * embedded as documents are, in one call); then the marked words nearest together; then the most
+ * marked words; then, for a chunk no query word marks (found by meaning alone), the window whose
+ * embedding is nearest the query's (the meaning weight; at most MODATTN_SNIPPET_EMBED_WINDOWS windows
+ * of each of the first MODATTN_SNIPPET_EMBED_RESULTS results, embedded as documents are, in one
+ * call); then the marked words nearest together; then the most
  * marks; then the earliest. Deterministic: a window's embedding does not depend on the others of
  * the call, so a query gives the same snippet alone or in a batch. */
 #include <math.h>
@@ -187,7 +188,10 @@ int modattn__search_snippets(modattn_store *store, modattn_model *model, modattn
         const size_t pick = modattn__snippet_pick(wi, all, nall, NULL);
         r->snippet_start = nw ? wi[pick].start : 0;
         r->snippet_end = nw ? wi[pick].end : len;
-        if (i >= R || !query_vec || !model) continue;
+        /* meaning decides only where words cannot: a chunk none of the query's words mark (found by
+         * meaning alone). Where they do, the words pick; embedding their ties cost +474 ms per search
+         * on a loaded host (bench/results/snippet_quality.md) for a choice the marks already explain */
+        if (i >= R || !query_vec || !model || wi[pick].distinct > 0) continue;
         size_t *ix = idx + i * E;
         nidx[i] = modattn__snippet_contenders(wi, nw, ix, E);
         if (nidx[i] < 2) continue;

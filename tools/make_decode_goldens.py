@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tools/make_decode_goldens.py — expected texts of `tokenizers`' Tokenizer.decode for
-tests/model/test_tokenizer_decode.c: tests/fixtures/decode_bpe.jsonl.
+tests/model/test_tokenizer_decode.c: tests/fixtures/decode_bpe.jsonl and decode_unigram.jsonl.
 
 For each base (not variant) line of tests/fixtures/tokens_bpe.jsonl (the BPE goldens' inputs, on
 the GPT-2, Qwen2, ModernBERT layouts with the ByteLevel decoder, and the suffix tokenizer with no
@@ -63,6 +63,38 @@ def main():
         for o in out:
             f.write(json.dumps(o, ensure_ascii=True) + "\n")
     print(f"{len(out) - 1} decodes written")
+    unigram(rng)
+
+
+def unigram(rng):
+    """tests/fixtures/decode_unigram.jsonl: the Metaspace decoder (XLM-R's layout, prepend_scheme
+    "always") of tests/fixtures/tokenizer_unigram.json on the ids of tests/fixtures/tokens_unigram.jsonl
+    (every third line of up to 48 ids: skip_special_tokens True and False, and each list without its first id, so a "▁" opens the
+    first token kept or not), every id alone, and random id lists."""
+    t = Tokenizer.from_file(os.path.join(FIX, "tokenizer_unigram.json"))
+    out = [{"tokenizers": tokenizers.__version__}]
+
+    def add(ids, skip):
+        out.append({"fixture": "unigram", "ids": ids, "skip": skip, "text": t.decode(ids, skip_special_tokens=skip)})
+
+    for line in list(open(os.path.join(FIX, "tokens_unigram.jsonl")))[1::3]:
+        ids = json.loads(line)["ids"]
+        if len(ids) > 48:  # the long texts add size, not cases
+            continue
+        for skip in (True, False):
+            add(ids, skip)
+        if len(ids) > 2:
+            add(ids[1:], True)
+            add(ids[2:], False)
+    n = t.get_vocab_size()
+    for i in range(n):
+        add([i], False)
+    for _ in range(200):
+        add([rng.randrange(n) for _ in range(rng.randrange(1, 12))], rng.random() < 0.5)
+    with open(os.path.join(FIX, "decode_unigram.jsonl"), "w", encoding="utf-8") as f:
+        for o in out:
+            f.write(json.dumps(o, ensure_ascii=True) + "\n")
+    print(f"{len(out) - 1} Metaspace decodes written")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,46 @@ static void goldens(void) {
     for (int i = 0; i < 4; i++) modattn_tokenizer_free(toks[i]);
 }
 
+/* tests/fixtures/decode_unigram.jsonl: the Metaspace decoder of tokenizer_unigram.json (XLM-R's
+ * layout) against tokenizers' decode */
+static void metaspace_goldens(void) {
+    FILE *f = fopen("tests/fixtures/decode_unigram.jsonl", "r");
+    CHECK_MSG(f != NULL, "tests/fixtures/decode_unigram.jsonl: cannot open");
+    if (!f) return;
+    modattn_tokenizer *t = load_path("tests/fixtures/tokenizer_unigram.json");
+    char *line = NULL;
+    size_t cap = 0, lines = 0, bad = 0, lead = 0;
+    int32_t ids[64];
+    while (t && getline(&line, &cap, f) > 0) {
+        json_t *j = json_loads(line, 0, NULL);
+        if (!j || !json_object_get(j, "fixture")) {
+            json_decref(j);
+            continue;
+        }
+        lines++;
+        json_t *jids = json_object_get(j, "ids");
+        const size_t n = json_array_size(jids) < 64 ? json_array_size(jids) : 64;
+        for (size_t i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(jids, i));
+        const char *want = json_string_value(json_object_get(j, "text"));
+        char *got = NULL;
+        int st = modattn_tokenizer_decode(t, ids, n, json_is_true(json_object_get(j, "skip")) ? 0u : MODATTN_DECODE_KEEP_SPECIALS,
+                                          &got, NULL);
+        if (st || !want || strcmp(got, want)) {
+            if (bad++ < 8) fprintf(stderr, "decode_unigram line %zu: got '%s', want '%s'\n", lines, got ? got : "(null)", want);
+        } else if (want[0] == ' ') {
+            lead++;
+        }
+        modattn_free(got);
+        json_decref(j);
+    }
+    free(line);
+    fclose(f);
+    CHECK_MSG(bad == 0 && lines > 2000, "Metaspace decodes: %zu of %zu equal tokenizers'", lines - bad, lines);
+    CHECK_MSG(lead > 50, "the goldens include a replacement opening a later token: %zu", lead);
+    printf("Metaspace decode goldens: %zu/%zu equal\n", lines - bad, lines);
+    modattn_tokenizer_free(t);
+}
+
 static char *dec(const modattn_tokenizer *t, const char *const *pieces, size_t n, unsigned flags) {
     int32_t ids[16];
     for (size_t i = 0; i < n; i++) {
@@ -160,11 +200,29 @@ static void wordpiece(void) {
 
     /* a decoder we do not implement loads (encoding does not need it) and decoding names it */
     int st = 0;
-    t = load_with_decoder("tests/fixtures/tokenizer_tiny.json", json_pack("{s:s, s:s}", "type", "Metaspace", "replacement", "_"), &st);
-    CHECK_MSG(st == 0 && t, "a Metaspace decoder loads: %s", modattn_last_error());
+    t = load_with_decoder("tests/fixtures/tokenizer_tiny.json", json_pack("{s:s, s:s}", "type", "CTC", "pad_token", "_"), &st);
+    CHECK_MSG(st == 0 && t, "a CTC decoder loads: %s", modattn_last_error());
     if (t) {
         int32_t one = 0;
-        CHECK_ERR(modattn_tokenizer_decode(t, &one, 1, 0, &out, NULL), MODATTN_EUNSUPPORTED, "\"Metaspace\"");
+        CHECK_ERR(modattn_tokenizer_decode(t, &one, 1, 0, &out, NULL), MODATTN_EUNSUPPORTED, "\"CTC\"");
+    }
+    modattn_tokenizer_free(t);
+    /* Metaspace's fields are checked */
+    t = load_with_decoder("tests/fixtures/tokenizer_tiny.json",
+                          json_pack("{s:s, s:s, s:s}", "type", "Metaspace", "replacement", "_", "prepend_scheme", "sometimes"), &st);
+    CHECK_ERR(st, MODATTN_EFORMAT, "decoder.prepend_scheme");
+    modattn_tokenizer_free(t);
+    t = load_with_decoder("tests/fixtures/tokenizer_tiny.json", json_pack("{s:s, s:i}", "type", "Metaspace", "replacement", 5), &st);
+    CHECK_ERR(st, MODATTN_EFORMAT, "decoder.replacement");
+    modattn_tokenizer_free(t);
+    /* prepend_scheme "never": the first token's replacement is a space too */
+    t = load_with_decoder("tests/fixtures/tokenizer_tiny.json",
+                          json_pack("{s:s, s:s, s:s}", "type", "Metaspace", "replacement", "#", "prepend_scheme", "never"), &st);
+    if (t) {
+        const char *c[] = {"##s", "the"};
+        s = dec(t, c, 2, 0);
+        CHECK_MSG(s && !strcmp(s, "  sthe"), "Metaspace never: '%s'", s ? s : "(null)");
+        modattn_free(s);
     }
     modattn_tokenizer_free(t);
     t = load_with_decoder("tests/fixtures/tokenizer_tiny.json", json_string("ByteLevel"), &st);
@@ -186,6 +244,7 @@ static void wordpiece(void) {
 
 int main(void) {
     goldens();
+    metaspace_goldens();
     wordpiece();
     return test_finish("test_tokenizer_decode");
 }
