@@ -66,7 +66,8 @@ typedef struct modattn_search_result {
     double sparse_score;
     /* the snippet: [snippet_start, snippet_end) of chunk.text, at most 240 bytes (then to a
      * character's end), the window that best shows why it was found: the most distinct marked
-     * words, then (for the first 5 results) the window whose embedding is nearest the query's,
+     * words, then (for those of the first 5 results no query word marks) the window whose
+     * embedding is nearest the query's,
      * then the marks nearest together, then the earliest. The same on every surface. */
     size_t snippet_start, snippet_end;
 } modattn_search_result;
