@@ -189,12 +189,10 @@ static int read_rope_entry(const char *F, const json_t *rp, const char *type, do
     return 0;
 }
 
-/* config.json of a ModernBertModel (transformers' ModernBertConfig: the Hub's keys, and transformers
- * 5's layer_types / rope_parameters). Keys naming a variant this encoder does not run are refused
- * by name: a rotary scaling, experts (MoE), remote code, a head size other than hidden / heads. */
-static int read_modernbert(const char *F, json_t *j, modattn__model_config *c) {
+/* The sizes of an encoder with rotary positions under transformers' names (modernbert, gte): each
+ * head's dimension even (rotary rotates pairs) and head_dim, where given, hidden / heads. */
+static int read_rotary_sizes(const char *F, json_t *j, modattn__model_config *c) {
     int st;
-    c->modern = true;
     if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden)) ||
         (st = get_int(F, j, "num_hidden_layers", true, 1, MODATTN__MAX_LAYERS, &c->layers)) ||
         (st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads)) ||
@@ -210,6 +208,16 @@ static int read_modernbert(const char *F, json_t *j, modattn__model_config *c) {
     if (head_dim != c->hidden / c->heads)
         return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"head_dim\" = %d is not supported (hidden_size / "
                              "num_attention_heads = %d)", F, head_dim, c->hidden / c->heads);
+    return 0;
+}
+
+/* config.json of a ModernBertModel (transformers' ModernBertConfig: the Hub's keys, and transformers
+ * 5's layer_types / rope_parameters). Keys naming a variant this encoder does not run are refused
+ * by name: a rotary scaling, experts (MoE), remote code, a head size other than hidden / heads. */
+static int read_modernbert(const char *F, json_t *j, modattn__model_config *c) {
+    int st;
+    c->modern = true;
+    if ((st = read_rotary_sizes(F, j, c))) return st;
     c->type_vocab = 0;
     c->pad_id = c->vocab > 50283 ? 50283 : 0; /* ModernBertConfig's default */
     if ((st = get_int(F, j, "pad_token_id", false, 0, c->vocab - 1, &c->pad_id))) return st;
@@ -301,21 +309,7 @@ static int read_gte(const char *F, json_t *j, modattn__model_config *c) {
     const bool hub = strcmp(c->model_type, "new") == 0;
     int st;
     c->gte = true;
-    if ((st = get_int(F, j, "hidden_size", true, 1, 65536, &c->hidden)) ||
-        (st = get_int(F, j, "num_hidden_layers", true, 1, MODATTN__MAX_LAYERS, &c->layers)) ||
-        (st = get_int(F, j, "num_attention_heads", true, 1, 65536, &c->heads)) ||
-        (st = get_int(F, j, "intermediate_size", true, 1, 1 << 20, &c->intermediate)) ||
-        (st = get_int(F, j, "max_position_embeddings", true, 2, 1 << 20, &c->max_positions)) ||
-        (st = get_int(F, j, "vocab_size", true, 1, 1 << 24, &c->vocab)))
-        return st;
-    if (c->hidden % c->heads != 0 || (c->hidden / c->heads) % 2 != 0)
-        return modattn__error(MODATTN_EFORMAT, "%s: field \"hidden_size\" = %d is not an even multiple of "
-                             "\"num_attention_heads\" = %d (rotary embeddings rotate pairs)", F, c->hidden, c->heads);
-    int head_dim = c->hidden / c->heads;
-    if ((st = get_int(F, j, "head_dim", false, 1, 65536, &head_dim))) return st;
-    if (head_dim != c->hidden / c->heads)
-        return modattn__error(MODATTN_EUNSUPPORTED, "%s: field \"head_dim\" = %d is not supported (hidden_size / "
-                             "num_attention_heads = %d)", F, head_dim, c->hidden / c->heads);
+    if ((st = read_rotary_sizes(F, j, c))) return st;
     /* NewConfig writes type_vocab_size (0 in gte-base-en-v1.5: no token types); GteConfig's default is 1 */
     c->type_vocab = 1;
     if ((st = get_int(F, j, "type_vocab_size", hub, 0, 1 << 16, &c->type_vocab))) return st;
