@@ -504,7 +504,6 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         st = modattn__mem_last_status();
         goto fail;
     }
-    const size_t I1 = c->nomic ? 2 * I : I; /* nomic_bert: [fc12; fc11] */
     for (int l = 0; l < c->layers; l++) {
         const modattn__layer_weights *w = &lw[l];
         dev_layer *L = &dm->layers[l];
@@ -515,7 +514,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             }
             continue;
         }
-        if (c->modern || c->jina_glu) { /* GeGLU: Wi is [2I, H]; modernbert: pre-LN, layer 0 has no attn_norm */
+        if (c->modern || c->jina_glu || c->gte || c->nomic) {
+            /* a gated FFN: Wi is [2I, H] ([gate | up]) for the glu op, and the down GEMM reads lda 2I;
+             * modernbert: pre-LN (its residual GEMMs carry no LayerNorm), layer 0 has no attn_norm */
             const int64_t h = (int64_t)H, i = (int64_t)I;
             const bool few = !prepare_weights;
             if ((w->ln1_g && ((st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) ||
@@ -538,34 +539,12 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             }
             continue;
         }
-        if (c->gte) { /* BERT's post-LN layer; w1 is [gate | up], [2I, H], for the glu op */
-            const int64_t h = (int64_t)H, i = (int64_t)I;
-            const bool few = !prepare_weights;
-            if ((st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
-                (st = upload(dev, w->bqkv, 3 * H, "QKV bias", &L->bqkv)) ||
-                (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
-                (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
-                (st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) || (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)) ||
-                (st = upload(dev, w->w1, 2 * I * H, "FFN up_gate weight", &L->w1)) ||
-                (st = upload(dev, w->b1, 2 * I, "FFN up_gate bias", &L->b1)) ||
-                (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
-                (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
-                goto fail;
-            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
-                (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
-                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
-                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
-                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
-                goto fail;
-            }
-            continue;
-        }
         if ((st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
             (st = upload(dev, w->bqkv, 3 * H, "QKV bias", &L->bqkv)) ||
             (st = upload(dev, w->wo, H * H, "attention output weight", &L->wo)) ||
             (st = upload(dev, w->bo, H, "attention output bias", &L->bo)) ||
             (st = upload(dev, w->ln1_g, H, "LayerNorm", &L->ln1_g)) || (st = upload(dev, w->ln1_b, H, "LayerNorm", &L->ln1_b)) ||
-            (st = upload(dev, w->w1, I1 * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I1, "FFN up bias", &L->b1)) ||
+            (st = upload(dev, w->w1, I * H, "FFN up weight", &L->w1)) || (st = upload(dev, w->b1, I, "FFN up bias", &L->b1)) ||
             (st = upload(dev, w->w2, H * I, "FFN down weight", &L->w2)) || (st = upload(dev, w->b2, H, "FFN down bias", &L->b2)) ||
             (st = upload(dev, w->ln2_g, H, "LayerNorm", &L->ln2_g)) || (st = upload(dev, w->ln2_b, H, "LayerNorm", &L->ln2_b)))
             goto fail;
@@ -574,16 +553,6 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
         const modattn_act act = model_act(c);
         /* packed for throughput, or (few inputs: a query) for no set-up cost */
         const bool few = !prepare_weights;
-        if (c->nomic) { /* the gated FFN: [2I] out of the up GEMM, the glu op, the down GEMM reads lda 2I */
-            if ((st = prepare(dm, &L->wqkv, 3 * h, h, h, 3 * h, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->pqkv)) ||
-                (st = prepare(dm, &L->wo, h, h, h, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->po)) ||
-                (st = prepare(dm, &L->w1, 2 * i, h, h, 2 * i, false, false, MODATTN_ACT_NONE, few, NULL, NULL, &L->p1)) ||
-                (st = prepare(dm, &L->w2, h, i, 2 * i, h, true, true, MODATTN_ACT_NONE, few, NULL, NULL, &L->p2))) {
-                st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
-                goto fail;
-            }
-            continue;
-        }
         /* FFN up reads the output of LayerNorm 1, which int8 folds into the weight (min cosine
          * to fp32 on 400 sentences of bench/corpus_sentences.txt: 0.969 -> 0.977). Folding the
          * previous LayerNorm into QKV the same way measured worse (0.956), so QKV does not. */
