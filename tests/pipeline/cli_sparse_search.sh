@@ -76,6 +76,18 @@ serve_search() { # DB EXTRA... -> prints "status json" of POST /search {"query":
     for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
     python3 - "$(cat "$T/port" 2>/dev/null)" <<'PY'
 import http.client, json, sys, time
+# the models load after the port is open (slowly under ASan): GET /health says when it is ready
+for _ in range(1200):
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+        c.request("GET", "/health")
+        r = c.getresponse()
+        r.read()
+        if r.status == 200:
+            break
+    except (OSError, ValueError):
+        pass
+    time.sleep(0.1)
 for _ in range(100):
     try:
         c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
