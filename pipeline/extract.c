@@ -366,8 +366,32 @@ static int child_ended(const char *what, int ws, bool killed, const char *tail, 
                           WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
 }
 
-int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
-                              modattn_doc_text *out, bool *cancelled) {
+/* Is the child asleep without using the CPU? Its state and CPU ticks from /proc/PID/stat (the
+ * child has one thread); false where that cannot be read. */
+static bool child_sample(pid_t pid, char *state, unsigned long long *ticks) {
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char b[1024];
+    ssize_t n = read(fd, b, sizeof b - 1);
+    close(fd);
+    if (n <= 0) return false;
+    b[n] = '\0';
+    const char *p = strrchr(b, ')'); /* the name may hold spaces and parentheses */
+    if (!p || p[1] != ' ' || !p[2]) return false;
+    *state = p[2];
+    unsigned long long ut = 0, stt = 0; /* after the state: ppid pgrp session tty tpgid flags 4 fault counts */
+    if (sscanf(p + 3, " %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2) return false;
+    *ticks = ut + stt;
+    return true;
+}
+
+double modattn__extract_stall_s = MODATTN__EXTRACT_STALL_S;
+void (*modattn__extract_child_hook)(void) = NULL;
+
+static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
+                        modattn_doc_text *out, bool *cancelled, bool *stalled) {
     memset(out, 0, sizeof *out);
     if (cancelled) *cancelled = false;
     if (!modattn__kind_extracted(kind))
@@ -391,6 +415,7 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     if (pid == 0) {
         close(dp[0]);
         if (ep[0] >= 0) close(ep[0]);
+        if (modattn__extract_child_hook) modattn__extract_child_hook(); /* tests: a lock held at the fork */
         child_main(kind, buf, len, lim->mem_bytes, lim->max_text ? lim->max_text : SIZE_MAX / 2, dp[1], ep[1]);
     }
     close(dp[1]);
@@ -407,6 +432,10 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     const uint64_t limit_ns = lim->timeout_s > 0 ? (uint64_t)(lim->timeout_s * 1e9) : 0;
     bool timed_out = false, killed = false, data_eof = false, err_eof = ep[0] < 0;
     char chunk[65536];
+    /* the stall watch: asleep ('S') with no CPU tick since the last look, for modattn__extract_stall_s */
+    const uint64_t stall_ns = modattn__extract_stall_s > 0 ? (uint64_t)(modattn__extract_stall_s * 1e9) : 0;
+    uint64_t last_look = t0, asleep_since = 0;
+    unsigned long long last_ticks = ~0ull;
     while (!data_eof || !err_eof) {
         if (r.st && !killed) { /* nothing more is wanted from it */
             kill(pid, SIGKILL);
@@ -419,6 +448,22 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
                 kill(pid, SIGKILL);
                 killed = true;
             }
+        }
+        if (stall_ns && !killed && now_ns() - last_look >= 250000000ull) { /* every 250 ms */
+            last_look = now_ns();
+            char state = 0;
+            unsigned long long ticks = 0;
+            if (child_sample(pid, &state, &ticks) && state == 'S' && ticks == last_ticks) {
+                if (!asleep_since) asleep_since = last_look;
+                else if (last_look - asleep_since >= stall_ns) {
+                    *stalled = true;
+                    kill(pid, SIGKILL);
+                    killed = true;
+                }
+            } else {
+                asleep_since = 0;
+            }
+            last_ticks = ticks;
         }
         int wait_ms = 100;
         if (limit_ns && !killed) {
@@ -467,6 +512,11 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     int st = 0;
     if (cancelled && *cancelled) {
         st = modattn__error(MODATTN_ERANGE, "interrupted");
+    } else if (*stalled) {
+        st = modattn__error(MODATTN_ERANGE,
+                            "the %s extraction process stalled: asleep %.1f s without using the CPU (waiting on "
+                            "a lock that another thread held when it was forked)",
+                            what, (double)(now_ns() - asleep_since) * 1e-9);
     } else if (timed_out) {
         st = timeout_error(what, lim);
     } else if (r.st) { /* the text over the cap or over this process's budget, or a damaged answer */
@@ -492,6 +542,25 @@ int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len
     modattn_free(r.text);
     modattn_free(r.marks);
     return st;
+}
+
+/* A child forked from a process with other threads (the indexer's embedding thread, an OpenCL
+ * runtime's workers) inherits their locks as they were at the fork: one held then is never
+ * released in the child, and its first use of it waits forever (glibc makes its own malloc safe;
+ * an interposed allocator, such as gcc 12's AddressSanitizer, may not). Such a child sleeps
+ * without using the CPU, which an extractor never does (it only computes and writes to the pipe
+ * that the parent drains): the parent watches for that (extract_once) and forks a new child, at
+ * most MODATTN__EXTRACT_TRIES times, rather than waiting for --file-timeout. */
+int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
+                              modattn_doc_text *out, bool *cancelled) {
+    char why[400] = "";
+    for (int t = 0; t < MODATTN__EXTRACT_TRIES; t++) {
+        bool stalled = false;
+        int st = extract_once(kind, buf, len, lim, out, cancelled, &stalled);
+        if (!stalled) return st;
+        snprintf(why, sizeof why, "%s", modattn_last_error());
+    }
+    return modattn__error(MODATTN_ERANGE, "%s, %d times", why, MODATTN__EXTRACT_TRIES);
 }
 
 /* ------------------------------------------------------------------ containers walked in a child

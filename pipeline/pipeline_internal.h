@@ -145,5 +145,13 @@ typedef struct modattn__extract_limits {
 } modattn__extract_limits;
 int modattn__extract_isolated(enum modattn_doc_kind kind, const char *buf, size_t len,
                               const modattn__extract_limits *lim, struct modattn_doc_text *out, bool *cancelled);
+/* A child asleep this long without using the CPU is stalled on a lock it inherited at the fork:
+ * it is killed and a new one forked, MODATTN__EXTRACT_TRIES times in all (then "... stalled ...").
+ * Tests lower modattn__extract_stall_s (0: no watch) and set modattn__extract_child_hook (run first
+ * in each child). */
+#define MODATTN__EXTRACT_STALL_S 3.0
+#define MODATTN__EXTRACT_TRIES 3
+extern double modattn__extract_stall_s;
+extern void (*modattn__extract_child_hook)(void);
 
 #endif

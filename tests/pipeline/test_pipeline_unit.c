@@ -5,7 +5,9 @@
  * versions, foreign files). Runs from the repository root (the model's tokenizer.json is read from
  * .models/all-MiniLM-L6-v2: `tools/setup_model.sh` puts it there). */
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +285,78 @@ static bool same_text(const modattn_doc_text *a, const modattn_doc_text *b) {
 static int cancel_now(void *ud) {
     (*(int *)ud)++;
     return 1;
+}
+
+/* A lock another thread holds across the fork (as the indexer's embedding thread or an OpenCL
+ * runtime's worker may hold one of the allocator's): the child's copy is never released. The hook
+ * takes it in the first g_stall->limit children (counted across processes in shared memory). */
+typedef struct stall_share {
+    int forked, limit;
+} stall_share;
+static stall_share *g_stall;
+static pthread_mutex_t g_held = PTHREAD_MUTEX_INITIALIZER;
+static void stall_hook(void) {
+    if (__atomic_fetch_add(&g_stall->forked, 1, __ATOMIC_SEQ_CST) < g_stall->limit) pthread_mutex_lock(&g_held);
+}
+static void *hold_lock(void *arg) {
+    pthread_mutex_lock(&g_held);
+    while (!__atomic_load_n((int *)arg, __ATOMIC_SEQ_CST)) usleep(1000);
+    pthread_mutex_unlock(&g_held);
+    return NULL;
+}
+
+/* The stall watch: a child waiting on an inherited lock is replaced in about
+ * modattn__extract_stall_s, not left to --file-timeout; one that stalls every time says so. */
+static void test_extract_stalled(void) {
+    const modattn__extract_limits lim = {256u << 20, 60.0, 64u << 20, NULL, NULL};
+    const char *html = "<p>after a stalled child</p>";
+    g_stall = mmap(NULL, sizeof *g_stall, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(g_stall != MAP_FAILED);
+    if (g_stall == MAP_FAILED) return;
+    int release = 0;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, hold_lock, &release) == 0);
+    while (pthread_mutex_trylock(&g_held) == 0) { /* until the thread holds it */
+        pthread_mutex_unlock(&g_held);
+        usleep(1000);
+    }
+    const double saved = modattn__extract_stall_s;
+    modattn__extract_stall_s = 0.5;
+    modattn__extract_child_hook = stall_hook;
+    modattn_doc_text a, b;
+    bool stopped = false;
+    CHECK(modattn_extract_html(html, strlen(html), &a) == 0);
+    /* the first child stalls, the second answers: the text as in-process, long before 60 s */
+    *g_stall = (stall_share){0, 1};
+    uint64_t t0 = modattn__now_ns();
+    int st = modattn__extract_isolated(MODATTN_DOC_HTML, html, strlen(html), &lim, &b, &stopped);
+    double secs = (double)(modattn__now_ns() - t0) * 1e-9;
+    CHECK_MSG(st == 0 && same_text(&a, &b), "after one stalled child: %s", st ? modattn_last_error() : "other text");
+    CHECK_MSG(g_stall->forked == 2, "after one stalled child: %d children", g_stall->forked);
+    CHECK_MSG(secs >= 0.5 && secs < 20, "one stalled child took %.1f s to replace (watch 0.5 s)", secs);
+    modattn_doc_text_clear(&b);
+    /* every child stalls: the reason, after MODATTN__EXTRACT_TRIES children */
+    *g_stall = (stall_share){0, 1000};
+    t0 = modattn__now_ns();
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, html, strlen(html), &lim, &b, &stopped), MODATTN_ERANGE,
+              "extraction process stalled");
+    secs = (double)(modattn__now_ns() - t0) * 1e-9;
+    CHECK_MSG(g_stall->forked == MODATTN__EXTRACT_TRIES, "every child stalled: %d children", g_stall->forked);
+    CHECK_MSG(strstr(modattn_last_error(), "3 times") != NULL, "the reason: %s", modattn_last_error());
+    CHECK_MSG(secs < 40, "three stalled children took %.1f s", secs);
+    /* no watch (0): the time limit ends it, as before */
+    modattn__extract_stall_s = 0;
+    *g_stall = (stall_share){0, 1000};
+    modattn__extract_limits quick = lim;
+    quick.timeout_s = 1.0;
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, html, strlen(html), &quick, &b, &stopped), MODATTN_ERANGE,
+              "took longer than --file-timeout 1 s");
+    modattn__extract_child_hook = NULL;
+    modattn__extract_stall_s = saved;
+    __atomic_store_n(&release, 1, __ATOMIC_SEQ_CST);
+    pthread_join(th, NULL);
+    modattn_doc_text_clear(&a);
+    munmap(g_stall, sizeof *g_stall);
 }
 
 /* modattn__extract_isolated (pipeline/extract.c): the in-process result bit for bit, the
@@ -1278,6 +1352,7 @@ int main(void) {
     test_html();
     test_pdf();
     test_extract_isolated();
+    test_extract_stalled();
     test_chunking();
     test_topk();
     test_topk_batch();
