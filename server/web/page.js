@@ -143,26 +143,48 @@
     out.textContent = 'Cosine similarity ' + cos.toFixed(4) + ' (1 is the same meaning, 0 unrelated).';
   });
 
-  // byte offsets of the UTF-8 text -> the text cut in pieces, marked or not
-  function pieces(text, spans) {
-    const bytes = new TextEncoder().encode(text);
+  // byte offsets of the UTF-8 text -> the bytes [from, to) of it cut in pieces, marked or not (a
+  // mark that crosses from or to is cut there)
+  function pieces(bytes, spans, from, to) {
     const dec = new TextDecoder();
     const out = [];
-    let at = 0;
+    let at = from;
     const sorted = (Array.isArray(spans) ? spans : []).filter((s) => Array.isArray(s) && s.length === 2)
-      .map((s) => [Math.max(0, s[0] | 0), Math.min(bytes.length, s[1] | 0)]).sort((a, b) => a[0] - b[0]);
+      .map((s) => [Math.max(from, s[0] | 0), Math.min(to, s[1] | 0)]).sort((a, b) => a[0] - b[0]);
     for (const [s, e] of sorted) {
       if (s < at || e <= s) continue;
       if (s > at) out.push([dec.decode(bytes.subarray(at, s)), false]);
       out.push([dec.decode(bytes.subarray(s, e)), true]);
       at = e;
     }
-    if (at < bytes.length) out.push([dec.decode(bytes.subarray(at)), false]);
+    if (at < to) out.push([dec.decode(bytes.subarray(at, to)), false]);
     return out;
   }
 
-  // about 400 characters around the first marked word
-  function snippet(parts) {
+  // The snippet: the byte range [start, end) of the text that the library chose (r.snippet, from
+  // pipeline/snippet.c: the window with the most distinct query words, or for a chunk found by
+  // meaning alone the window nearest the query by meaning; the CLI and Python show the same one),
+  // with the marks inside it and an ellipsis where it does not reach the text's start or end.
+  function snippet(r) {
+    const bytes = new TextEncoder().encode(String(r.text));
+    const n = bytes.length, sn = r.snippet;
+    if (!Array.isArray(sn) || sn.length !== 2 || typeof sn[0] !== 'number' || typeof sn[1] !== 'number') {
+      // An older server gives no snippet: fall back to the page's own cut (about 400 characters
+      // around the first marked word), as the page did before the library chose snippets.
+      return cutAroundFirstMark(pieces(bytes, r.highlights, 0, n));
+    }
+    let from = Math.min(n, Math.max(0, Math.floor(sn[0]))), to = Math.min(n, Math.max(from, Math.floor(sn[1])));
+    // (the library cuts on a character's first byte; a range that did not would show U+FFFD)
+    while (from > 0 && (bytes[from] & 0xc0) === 0x80) from--;
+    while (to < n && (bytes[to] & 0xc0) === 0x80) to++;
+    const out = pieces(bytes, r.highlights, from, to);
+    if (from > 0) out.unshift(['\u2026', false]);
+    if (to < n) out.push(['\u2026', false]);
+    return out;
+  }
+
+  // the fallback for a server without "snippet": about 400 characters around the first marked word
+  function cutAroundFirstMark(parts) {
     const total = parts.reduce((n, p) => n + p[0].length, 0);
     if (total <= 480) return parts;
     let first = 0, pos = 0;
@@ -193,7 +215,7 @@
       meta.textContent = [where, 'score ' + Number(r.score).toFixed(4), r.kind].filter(Boolean).join(' · ');
       const p = document.createElement('p');
       p.className = 'snippet';
-      for (const [t, marked] of snippet(pieces(String(r.text), r.highlights))) {
+      for (const [t, marked] of snippet(r)) {
         if (marked) {
           const m = document.createElement('mark');
           m.textContent = t;

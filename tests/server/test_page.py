@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,9 +51,23 @@ DOCS = {
     # half of them carries no information and is neither searched for nor marked (issue 40)
     "tides.txt": "The moon's pull raises the tides twice a day.\n",
     "violin.txt": "A violin has four strings tuned in fifths.\n",
+    # a long chunk with text in UTF-8 beyond ASCII (2-, 3- and 4-byte characters) before, inside and
+    # after its best window for "saffron paella" (both words together: the second sentence block,
+    # not the chunk's start): the page must show the library's byte range, not a cut of its own
+    "saffron.txt": ("Notes from a cooking class in Valencia, written afterwards in the café on the corner. "
+                    "Señora Pérez began with the sofrito: onions, garlic and ripe tomato grated on the coarse "
+                    "side, stirred in olive oil until it turned dark and sweet. Saffron from La Mancha, she told "
+                    "us, costs more by weight than silver, so nobody buys much of it.\n"
+                    "The rice must be bomba or calasparra, spread thin across the wide pan and never stirred once "
+                    "the broth goes in. For the paella itself she crushed a pinch of saffron in a mortar with warm "
+                    "water (ten threads, not more \U0001F336 no chili either) and poured it over the rice near the "
+                    "end; the socarrat, the crust at the bottom, is the cook's reward.\n"
+                    "Afterwards we ate on the terrace, and Señor Núñez played the guitar while the pan cooled. "
+                    "Nobody wrote down the recipe for the horchata, which was a shame, because it was the best any "
+                    "of us had tasted that summer in Spain.\n"),
 }
 for name, text in DOCS.items():
-    open(os.path.join(corpus, name), "w").write(text)
+    open(os.path.join(corpus, name), "w", encoding="utf-8").write(text)
 db = os.path.join(tmp, "s.db")
 subprocess.run([BIN, "index", "--quiet", "--model", MODEL, "--db", db, corpus], check=True, stdout=subprocess.DEVNULL)
 
@@ -220,6 +235,69 @@ try:
           "more like this: the result's text becomes the query, in the URL: " + str(b.js("location.search")))
     check(b.wait(COUNT_SAID + " && /The knight/.test(document.getElementById('status').textContent)"),
           "more like this: its results")
+
+    # ---- the snippet is the library's window (issue 40): for every result, the shown text is the
+    # byte range "snippet" of "text" in the same /search JSON (UTF-8 bytes, not characters), an
+    # ellipsis where it does not reach the chunk's start or end, the marks those inside the range
+    def shown_vs_json(query, mode):
+        api = {"meaning": "vector", "words": "keyword"}.get(mode, mode)
+        st, _, sj = s.post("/search", {"query": query, "k": 10, "mode": api})
+        check(st == 200 and sj and sj.get("results"), f"/search {query!r} ({mode}) answers: {st}")
+        want, marks_want = [], []
+        for r in (sj or {}).get("results", []):
+            tb = r["text"].encode()
+            a, z = r["snippet"]
+            want.append([r["path"], ("\u2026" if a > 0 else "") + tb[a:z].decode() + ("\u2026" if z < len(tb) else "")])
+            # (a marked word the range cuts is marked as far as it is shown)
+            marks_want.append([tb[max(h0, a):min(h1, z)].decode() for h0, h1 in r["highlights"] if max(h0, a) < min(h1, z)])
+        b.goto(base + "/?q=" + urllib.parse.quote_plus(query) + "&mode=" + mode)
+        check(b.wait(COUNT_SAID), f"{query!r} ({mode}): the results appear")
+        got = b.js("[...document.querySelectorAll('#list > li')].map(li => [li.querySelector('.path').textContent, "
+                   "li.querySelector('.snippet').textContent])")
+        check(got == want, f"{query!r} ({mode}): each shown snippet is text[snippet] of /search's JSON, in bytes:\n"
+              f"  page: {got}\n  json: {want}")
+        marks = b.js("[...document.querySelectorAll('#list > li')].map(li => [...li.querySelectorAll('.snippet mark')]"
+                     ".map(m => m.textContent))")
+        check(marks == marks_want, f"{query!r} ({mode}): the marks are the highlights inside the snippet: {marks} vs {marks_want}")
+        return sj, got
+
+    sj, got = shown_vs_json("saffron paella", "words")
+    top = (sj or {}).get("results", [{}])[0]
+    tb = top.get("text", "").encode()
+    a, z = top.get("snippet", [0, 0])
+    # the case this is here for: a window inside the chunk, after and before text beyond ASCII (so
+    # that byte and character offsets differ), itself holding a 4-byte character
+    check(top.get("path", "").endswith("saffron.txt") and 0 < a and z < len(tb) and
+          len(tb[:a].decode()) < a and len(tb[a:z].decode()) < z - a and "\U0001F336" in tb[a:z].decode() and
+          b"paella" in tb[a:z] and b"paella" not in tb[:a],
+          f"'saffron paella': saffron.txt first, its snippet inside the chunk, beyond ASCII: [{a}, {z}) of {len(tb)}")
+    shown = got[0][1] if got else ""
+    check(shown.startswith("\u2026The rice must be") and shown.endswith("\u2026") and "Notes from" not in shown,
+          f"the shown snippet begins at the window, with ellipses on both sides: {shown!r}")
+    # by meaning and by both: the same, whatever window the library chose
+    shown_vs_json("how much does the spice cost", "meaning")
+    shown_vs_json("saffron rice crust", "hybrid")
+    # more like this still takes the whole chunk (from its start), not the snippet
+    b.goto(base + "/?q=saffron+paella&mode=words")
+    b.wait(COUNT_SAID)
+    b.js("document.querySelector('#list li button').click()")
+    check(b.wait("new URLSearchParams(location.search).get('q').startsWith('Notes from a cooking class in Valencia, "
+                 "written afterwards in the caf\u00e9')"),
+          "more like this on a windowed snippet: the query is the chunk from its start: " + str(b.js("location.search")))
+    # an older server gives no "snippet": the page falls back to its own cut around the first marked
+    # word (fetch wrapped in the page to drop the field, then the same search submitted)
+    b.goto(base + "/?q=saffron+paella&mode=words")
+    b.wait(COUNT_SAID)
+    b.js("(() => { const f = window.fetch; window.fetch = async (...a) => { const r = await f(...a); const j = await r.json();"
+         " (j.results || []).forEach(x => delete x.snippet); return new Response(JSON.stringify(j), {status: r.status}); }; })()")
+    b.js("document.getElementById('status').textContent = ''; document.getElementById('form').requestSubmit()")
+    b.wait(COUNT_SAID)
+    old = b.js("document.querySelector('#list .snippet').textContent")
+    check(old and old != shown and old.startswith("\u2026") and "Saffron from La Mancha" in old and
+          b.js("document.querySelector('#list .snippet mark').textContent") == "Saffron",
+          f"without 'snippet' (an older server) the page cuts around the first marked word: {old!r}")
+    errs = [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"]
+    check(not errs, f"no script errors showing snippets: {errs[:2]}")
 
     # ---- the keyboard alone: Tab reaches the box, the mode, the results; focus is visible
     b.goto(base + "/?q=honey&mode=hybrid")
