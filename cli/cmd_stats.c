@@ -3,7 +3,8 @@
  * and of its search index (DB.ann: hnsw, ivf-*, or the compact f16/int8/binary copies) the kind,
  * parameters, bytes per vector, whether it is current, and its recall@10 against the exact scan,
  * measured here on stored vectors used as queries (their own row left out), with the time per
- * query of both. */
+ * query of both; and of its sparse (SPLADE) vectors, if any, the rows, the chunks that have them
+ * and the model that made them. */
 #include "cli/cli.h"
 
 #include <jansson.h>
@@ -19,6 +20,7 @@
 #include "pipeline/internal_ann.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"
+#include "pipeline/pipeline_internal.h"
 
 #define STATS_K 10
 
@@ -114,7 +116,9 @@ static void usage(FILE *f) {
             "  index      the search index beside the store (DB.ann: `modattn index --ann KIND`):\n"
             "             kind, parameters, bytes per vector, current or why not, and its recall@10\n"
             "             against the exact scan, measured now with N stored vectors as queries (their\n"
-            "             own row left out), with each one's time per query in one batch\n\n"
+            "             own row left out), with each one's time per query in one batch\n"
+            "  sparse     the SPLADE vectors (`modattn index --sparse DIR`): rows of the inverted\n"
+            "             index, chunks that have them, and the model and pruning they were made with\n\n"
             "  --db FILE            the store (default " MODATTN_STORE_DEFAULT_PATH ")\n"
             "  --json               one JSON object\n"
             "  --recall-queries N   stored vectors used as queries for the recall (default 200; 0: not\n"
@@ -163,7 +167,12 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
     memset(&rec, 0, sizeof rec);
     int rc = 0;
     char prec[16] = "fp32", dprompt[1024] = "", qprompt[1024] = "";
+    modattn__sparse_ident sid;
+    bool have_sparse = false;
+    int64_t srows = 0, schunks = 0;
     if ((st = modattn_store_get_model(s, model, sizeof model, hash, &dim)) ||
+        (st = modattn__store_sparse_get(s, &sid, &have_sparse)) ||
+        (st = modattn__store_sparse_count(s, &srows, &schunks)) ||
         (st = modattn_store_get_precision(s, prec, sizeof prec)) || (st = modattn_store_get_counts(s, &c)) ||
         (st = modattn_store_generation(s, &gen)) || (st = modattn__store_vector_file_path(s, vpath, sizeof vpath)) ||
         (st = modattn__store_ann_file_path(s, apath, sizeof apath))) {
@@ -228,9 +237,24 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
                 json_object_set_new(ji, "exact_ms_per_query", json_real(rec.exact_ms));
             }
         }
+        json_t *jsp = json_object();
+        json_object_set_new(jsp, "rows", json_integer((json_int_t)srows));
+        json_object_set_new(jsp, "chunks", json_integer((json_int_t)schunks));
+        json_object_set_new(jsp, "model", have_sparse ? cli_json_text(sid.name) : json_null());
+        if (have_sparse) {
+            json_object_set_new(jsp, "identity", json_string(sid.identity));
+            json_object_set_new(jsp, "top_k", json_integer((json_int_t)sid.top_k));
+            json_object_set_new(jsp, "threshold", json_real((double)sid.threshold));
+        }
         json_object_set_new(o, "store", jst);
         json_object_set_new(o, "vectors", jv);
         json_object_set_new(o, "index", ji);
+        json_object_set_new(o, "sparse", jsp);
+        if (have_sparse && sid.dir[0] && cli_json_set_path(jsp, "dir", sid.dir) != 0) {
+            json_decref(o);
+            rc = cli_json_fail("stats");
+            goto out;
+        }
         if (cli_json_set_path(jst, "path", db) != 0) {
             json_decref(o);
             rc = cli_json_fail("stats");
@@ -263,6 +287,16 @@ int cli_cmd_stats(cli_globals *g, int argc, char **argv) {
             printf("index      not usable: %s\n", cli_term_text(awhy, tb, sizeof tb));
         } else {
             printf("index      none: searches scan every vector exactly (`modattn index --ann KIND` builds one)\n");
+        }
+        if (have_sparse) {
+            char nb[300], db2[1024];
+            printf("sparse     %lld rows over %lld chunks (%.1f per chunk), model %s (%s, identity %s, top-k %zu, "
+                   "threshold %g)\n",
+                   (long long)srows, (long long)schunks, schunks ? (double)srows / (double)schunks : 0.0,
+                   cli_term_text(sid.name, nb, sizeof nb), sid.dir[0] ? cli_term_text(sid.dir, db2, sizeof db2) : "?",
+                   sid.identity, sid.top_k, (double)sid.threshold);
+        } else {
+            printf("sparse     none: 0 rows, 0 chunks (`modattn index --sparse DIR` keeps SPLADE vectors)\n");
         }
     }
 out:

@@ -27,6 +27,7 @@
 #include "core/internal_status.h"
 #include "pipeline/internal_ingest.h"
 #include "pipeline/internal_search.h"
+#include "pipeline/pipeline_internal.h"
 #include "server/server.h"
 
 /* ---- errors */
@@ -880,10 +881,16 @@ static void tb_store(srv_buf *b, const char *db) {
     modattn_store *s = NULL;
     modattn_store_counts c;
     memset(&c, 0, sizeof c);
-    int st = modattn_store_open(db, MODATTN_STORE_READONLY, &s);
+    int64_t srows = 0, schunks = 0;
+    modattn__sparse_ident *sid = calloc(1, sizeof *sid); /* 4 KiB of folder: not on a handler's stack */
+    bool have_sparse = false;
+    int st = sid ? modattn_store_open(db, MODATTN_STORE_READONLY, &s) : MODATTN_ENOMEM;
     if (!st) st = modattn_store_get_counts(s, &c);
+    if (!st) st = modattn__store_sparse_get(s, sid, &have_sparse);
+    if (!st) st = modattn__store_sparse_count(s, &srows, &schunks);
     modattn_store_close(s);
     if (st) {
+        free(sid);
         srv_buf_put(b, "{\"available\":false,\"error\":", 27);
         const char *m = modattn_last_error();
         tb_json_string(b, m && *m ? m : modattn_strerror(st));
@@ -903,6 +910,12 @@ static void tb_store(srv_buf *b, const char *db) {
                    (long long)c.documents, (long long)c.chunks, (long long)c.embeddings);
     if (when[0]) srv_buf_printf(b, "\"%s\"", when);
     else srv_buf_put(b, "null", 4);
+    /* its SPLADE vectors (`index --sparse DIR`): rows, chunks that have them, the model's name */
+    srv_buf_printf(b, ",\"sparse_rows\":%lld,\"sparse_chunks\":%lld,\"sparse_model\":", (long long)srows,
+                   (long long)schunks);
+    if (have_sparse) tb_json_string(b, sid->name);
+    else srv_buf_put(b, "null", 4);
+    free(sid);
     srv_buf_put(b, "}", 1);
 }
 

@@ -19,6 +19,7 @@ modattn.Error subclasses that are also the matching built-in exceptions (Invalid
 ValueError, NotFoundError a FileNotFoundError, OutOfMemoryError a MemoryError, ...).
 """
 
+import os
 from typing import List, Optional, Tuple, TypedDict
 
 from ._modattn import (
@@ -206,6 +207,35 @@ class Store(_Store):
     the first rerank_top candidates re-scored and re-ordered by it (ties: first-stage order), each
     keeping first_stage_rank and first_stage_score, as `modattn search --rerank DIR --rerank-top N`
     and the server's "rerank": true."""
+
+    def index(self, paths, progress=True, *, sparse=None, **kw):
+        """index(paths, progress=True, *, prune=False, chunk_tokens=0, overlap=-1, max_file_size=0,
+        file_timeout=30.0, sparse=None): as `modattn index`; see _modattn.Store.index for the rest.
+
+        sparse: as `modattn index --sparse DIR`: a SPLADE model's folder (a *ForMaskedLM directory,
+        e.g. ".models/splade-tiny"; loaded once per Store) or a modattn.SparseEncoder. Each chunk's
+        sparse vector is kept too, in the chunk's transaction, for search(mode="sparse") and hybrid
+        search with sparse=. Given from a store's first document on (a store with chunks but no
+        sparse vectors raises InvalidArgumentError); the store records the model, and later calls with sparse=None
+        load the recorded folder, as the CLI's later runs without --sparse do. A folder without an
+        MLM head raises UnsupportedError; another model than the store's, ModelMismatchError;
+        anything but a path or a SparseEncoder, TypeError."""
+        if sparse is None:
+            rec = self.sparse_model()
+            if rec is not None and rec["dir"]:
+                sparse = rec["dir"]
+        if sparse is not None and not isinstance(sparse, _SparseEncoder):
+            if isinstance(sparse, (str, bytes)) or hasattr(sparse, "__fspath__"):
+                key = os.fsdecode(sparse)
+                cache = self.__dict__.setdefault("_sparse_encoders", {})
+                enc = cache.get(key)
+                if enc is None:
+                    enc = cache[key] = SparseEncoder(key)
+                sparse = enc
+            else:
+                raise TypeError(f"sparse: expected a SPLADE model's folder (str or os.PathLike) or a "
+                                f"modattn.SparseEncoder, not {type(sparse).__name__}")
+        return super().index(paths, progress, sparse=sparse, **kw)
 
     def search(self, query, k=10, mode="hybrid", path_prefix=None, sparse=None, sparse_weight=0.0, rerank=None,
                rerank_top=50):

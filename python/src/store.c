@@ -10,6 +10,7 @@
 #include "core/internal_core.h"
 #include "modattn/sparse.h"
 #include "pipeline/internal_search.h"
+#include "pipeline/pipeline_internal.h"
 
 #include <math.h>
 #include <string.h>
@@ -248,15 +249,20 @@ static int set_obj_attr(PyObject *o, const char *k, PyObject *v) {
 
 static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"paths", "progress", "prune", "chunk_tokens", "overlap", "max_file_size",
-                             "file_timeout", NULL};
-    PyObject *paths_obj;
+                             "file_timeout", "sparse", NULL};
+    PyObject *paths_obj, *sparse_obj = Py_None;
     int progress = 1, prune = 0;
     Py_ssize_t chunk_tokens = 0, overlap = -1;
     unsigned long long max_file = 0;
     double file_timeout = MODATTN_INGEST_DEFAULT_FILE_TIMEOUT_S;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p$pnnKd:index", kwlist, &paths_obj, &progress, &prune,
-                                     &chunk_tokens, &overlap, &max_file, &file_timeout))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|p$pnnKdO:index", kwlist, &paths_obj, &progress, &prune,
+                                     &chunk_tokens, &overlap, &max_file, &file_timeout, &sparse_obj))
         return NULL;
+    /* sparse: the SparseEncoder whose vectors the store keeps (`index --sparse DIR`; a directory is
+     * loaded by modattn.Store.index, python/modattn/__init__.py) */
+    PyThread_type_lock sparse_lock = NULL;
+    modattn_sparse_encoder *sparse = NULL;
+    if (sparse_obj != Py_None && !(sparse = pm_sparse_get(sparse_obj, &sparse_lock))) return NULL;
     if (!(file_timeout >= 0) || file_timeout > 1e6) {
         pm_invalid("file_timeout=%g: expected seconds in [0, 1e6] (0: no limit)", file_timeout);
         return NULL;
@@ -294,6 +300,7 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     o.cancel = index_cancel;
     o.file_timeout_s = file_timeout > 0 ? file_timeout : -1;
     o.ud = &u;
+    o.sparse = sparse;
     modattn_index_stats s;
     memset(&s, 0, sizeof s);
     pm_error e;
@@ -302,6 +309,7 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
     PM_BEGIN_CALL
     pm_lock(self->lock);
     pm_lock(self->model->own);
+    if (sparse_lock) pm_lock(sparse_lock);
     if (!self->store) {
         st = pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
     } else {
@@ -310,6 +318,7 @@ static PyObject *store_index(pm_store *self, PyObject *args, PyObject *kw) {
         secs = (double)(modattn__now_ns() - t0) * 1e-9;
         if (st) pm_capture(&e, st);
     }
+    if (sparse_lock) pm_unlock(sparse_lock);
     pm_unlock(self->model->own);
     pm_unlock(self->lock);
     PM_END_CALL
@@ -532,17 +541,55 @@ static PyObject *store_counts(pm_store *self, PyObject *unused) {
     (void)unused;
     if (store_ready(self) < 0) return NULL;
     modattn_store_counts c;
+    int64_t srows = 0, schunks = 0;
     pm_error e;
     int st;
     PM_BEGIN_CALL
     pm_lock(self->lock);
     st = self->store ? modattn_store_get_counts(self->store, &c) : pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
+    if (!st && self->store) st = modattn__store_sparse_count(self->store, &srows, &schunks);
     if (st && self->store) pm_capture(&e, st);
     pm_unlock(self->lock);
     PM_END_CALL
     if (st) return pm_raise(&e, "counts");
-    return Py_BuildValue("{s:L,s:L,s:L}", "documents", (long long)c.documents, "chunks", (long long)c.chunks,
-                         "embeddings", (long long)c.embeddings);
+    return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L}", "documents", (long long)c.documents, "chunks", (long long)c.chunks,
+                         "embeddings", (long long)c.embeddings, "sparse_rows", (long long)srows, "sparse_chunks",
+                         (long long)schunks);
+}
+
+/* The SPLADE model the store's sparse vectors were made with (meta), or None. */
+static PyObject *store_sparse_model(pm_store *self, PyObject *unused) {
+    (void)unused;
+    if (store_ready(self) < 0) return NULL;
+    modattn__sparse_ident *id = PyMem_Calloc(1, sizeof *id);
+    if (!id) return PyErr_NoMemory();
+    bool found = false;
+    pm_error e;
+    int st;
+    PM_BEGIN_CALL
+    pm_lock(self->lock);
+    st = self->store ? modattn__store_sparse_get(self->store, id, &found)
+                     : pm_capture_msg(&e, MODATTN_EINVAL, "the Store is closed");
+    if (st && self->store) pm_capture(&e, st);
+    pm_unlock(self->lock);
+    PM_END_CALL
+    PyObject *r = NULL;
+    if (st) {
+        pm_raise(&e, "sparse_model");
+    } else if (!found) {
+        r = Py_None;
+        Py_INCREF(r);
+    } else {
+        PyObject *name = PyUnicode_DecodeUTF8(id->name, (Py_ssize_t)strlen(id->name), "replace");
+        PyObject *dir = id->dir[0] ? pm_fsdecode(id->dir) : (Py_INCREF(Py_None), Py_None);
+        r = (name && dir) ? Py_BuildValue("{s:O,s:O,s:s,s:n,s:d}", "name", name, "dir", dir, "identity", id->identity,
+                                          "top_k", (Py_ssize_t)id->top_k, "threshold", (double)id->threshold)
+                          : NULL;
+        Py_XDECREF(name);
+        Py_XDECREF(dir);
+    }
+    PyMem_Free(id);
+    return r;
 }
 
 static PyObject *store_close(pm_store *self, PyObject *unused) {
@@ -613,7 +660,7 @@ static PyGetSetDef store_getset[] = {
 static PyMethodDef store_methods[] = {
     {"index", (PyCFunction)(void (*)(void))store_index, METH_VARARGS | METH_KEYWORDS,
      "index($self, paths, progress=True, *, prune=False, chunk_tokens=0, overlap=-1, max_file_size=0,\n"
-     "      file_timeout=30.0)\n--\n\n"
+     "      file_timeout=30.0, sparse=None)\n--\n\n"
      "Indexes files and folders (recursively) into the store: new and changed documents are\n"
      "chunked, embedded and written, one transaction each. Returns a dict of counts (files_seen,\n"
      "files_indexed, files_unchanged, files_skipped, files_failed, files_pruned, chunks, tokens,\n"
@@ -622,7 +669,10 @@ static PyMethodDef store_methods[] = {
      "are gone. file_timeout: seconds an HTML or PDF file's text may take to extract (0: no\n"
      "limit); past it the file is in errors. Ctrl-C stops the run within about a second: the\n"
      "KeyboardInterrupt says how many documents were committed (they stay), and its .result\n"
-     "attribute is this dict for what was done."},
+     "attribute is this dict for what was done.\n"
+     "sparse: a modattn.SparseEncoder whose SPLADE vectors the store keeps too, one per chunk in\n"
+     "its transaction (modattn.Store.index also takes the model's folder and loads the store's\n"
+     "recorded model when sparse is None, as `modattn index --sparse DIR`)."},
     {"search", (PyCFunction)(void (*)(void))store_search, METH_VARARGS | METH_KEYWORDS,
      "search($self, query, k=10, mode='hybrid', path_prefix=None)\n--\n\n"
      "The k best chunks for query: mode 'hybrid' (meaning and words fused), 'vector' (meaning)\n"
@@ -631,7 +681,13 @@ static PyMethodDef store_methods[] = {
      "byte ranges of text), found_by, snippet ((start, end) of text: the best window). An empty\n"
      "store gives []."},
     {"counts", (PyCFunction)store_counts, METH_NOARGS,
-     "counts($self)\n--\n\nNumbers of documents, chunks and embeddings stored."},
+     "counts($self)\n--\n\nNumbers of documents, chunks and embeddings stored, and of the sparse\n"
+     "(SPLADE) index: sparse_rows (term weights kept) and sparse_chunks (chunks that have any); both\n"
+     "0 on a store indexed without sparse=."},
+    {"sparse_model", (PyCFunction)store_sparse_model, METH_NOARGS,
+     "sparse_model($self)\n--\n\nThe SPLADE model the store's sparse vectors were made with (what\n"
+     "index(sparse=...) or `modattn index --sparse DIR` recorded): a dict of name, dir (the folder as\n"
+     "given then), identity, top_k and threshold (the pruning); None when it keeps none."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "close($self)\n--\n\nCloses the store (idempotent)."},
     {"__enter__", (PyCFunction)store_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)store_exit, METH_VARARGS, NULL},

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/pipeline/cli_sparse_search.sh MODATTN — `index --sparse DIR` and `search --mode sparse` end to
 # end with the real splade-tiny: results found by "sparse", hybrid fusing it, the store remembering its
-# sparse model, and the refusals (exit 2 with the fix) on a store without sparse vectors.
+# sparse model, `stats` and the server's /info counting the sparse rows, and the refusals (exit 2 with
+# the fix) on a store without sparse vectors.
 set -u
 BIN=$1
 DENSE=.models/all-MiniLM-L6-v2
@@ -61,6 +62,32 @@ check '[ $rc -ne 0 ] && grep -q "without sparse vectors" "$T/err"' "index --spar
 "$BIN" index --quiet --model "$DENSE" --sparse .models/tiny-bert-cls --db "$T/x.db" "$T/docs" > "$T/out" 2> "$T/err"
 rc=$?
 check '[ $rc -ne 0 ] && grep -qi "ForMaskedLM" "$T/err"' "--sparse with a model without an MLM head: rc $rc, $(cat "$T/err")"
+# stats: the sparse rows, the chunks that have them and the model (text and --json); 0, 0, null without
+"$BIN" stats --db "$DB" --json --recall-queries 0 > "$T/st.json" 2> "$T/err"
+check '[ $? -eq 0 ]' "stats --json: $(cat "$T/err")"
+python3 - "$T/st.json" "$DB" <<'PY' && ok || bad "stats --json sparse: $(head -c 900 "$T/st.json")"
+import json, sqlite3, sys
+j = json.load(open(sys.argv[1]))
+sp, st = j["sparse"], j["store"]
+con = sqlite3.connect(sys.argv[2])
+rows, chunks = con.execute("SELECT count(*), count(DISTINCT chunk) FROM sparse").fetchone()
+assert (sp["rows"], sp["chunks"]) == (rows, chunks), (sp, rows, chunks)
+assert sp["chunks"] == st["chunks"] > 0 and sp["rows"] > 5 * sp["chunks"], (sp, st)
+assert sp["model"] == "splade-tiny" and sp["dir"].endswith("splade-tiny") and len(sp["identity"]) == 16, sp
+assert sp["top_k"] == 0 and sp["threshold"] == 0, sp
+PY
+"$BIN" stats --db "$DB" --recall-queries 0 > "$T/st.txt" 2> "$T/err"
+rows=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sparse"]["rows"])' "$T/st.json")
+check 'grep -q "^sparse     $rows rows over [1-9][0-9]* chunks .*model splade-tiny" "$T/st.txt"' "stats text: $(cat "$T/st.txt")"
+"$BIN" stats --db "$T/plain.db" --json --recall-queries 0 > "$T/st0.json" 2> "$T/err"
+python3 - "$T/st0.json" <<'PY' && ok || bad "stats --json on a store without sparse vectors: $(head -c 900 "$T/st0.json")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["sparse"] == {"rows": 0, "chunks": 0, "model": None} and j["store"]["chunks"] > 0, j["sparse"]
+PY
+"$BIN" stats --db "$T/plain.db" --recall-queries 0 > "$T/st.txt" 2> "$T/err"
+check 'grep -q "^sparse     none: 0 rows, 0 chunks" "$T/st.txt"' "stats text without sparse: $(cat "$T/st.txt")"
+check '"$BIN" stats --help | grep -q "^  sparse "' "stats --help names sparse"
 # bad mode named
 "$BIN" search --db "$DB" --mode sparsee x > /dev/null 2> "$T/err"
 rc=$?
@@ -75,7 +102,7 @@ serve_search() { # DB EXTRA... -> prints "status json" of POST /search {"query":
     local pid=$!
     for _ in $(seq 1 300); do [ -s "$T/port" ] && break; sleep 0.1; done
     python3 - "$(cat "$T/port" 2>/dev/null)" <<'PY'
-import http.client, json, sys, time
+import http.client, json, os, sys, time
 # the models load after the port is open (slowly under ASan): GET /health says when it is ready
 for _ in range(1200):
     try:
@@ -84,6 +111,9 @@ for _ in range(1200):
         r = c.getresponse()
         r.read()
         if r.status == 200:
+            if os.environ.get("INFO_OUT"):  # GET /info: the store's counts, sparse ones included
+                c.request("GET", "/info")
+                open(os.environ["INFO_OUT"], "w").write(c.getresponse().read().decode())
             break
     except (OSError, ValueError):
         pass
@@ -103,7 +133,12 @@ PY
     wait "$pid" 2>/dev/null
 }
 "$BIN" search --db "$DB" --mode sparse --json -k 3 "lighthouse lamp" > "$T/sp.json" 2> "$T/err"
-serve_search "$DB" --sparse-model "$SPLADE" > "$T/srv"
+INFO_OUT=$T/info.json serve_search "$DB" --sparse-model "$SPLADE" > "$T/srv"
+python3 - "$T/info.json" "$T/st.json" <<'PY' && ok || bad "server /info sparse counts: $(head -c 900 "$T/info.json")"
+import json, sys
+s, st = json.load(open(sys.argv[1]))["store"], json.load(open(sys.argv[2]))
+assert (s["sparse_rows"], s["sparse_chunks"], s["sparse_model"]) == (st["sparse"]["rows"], st["sparse"]["chunks"], "splade-tiny"), s
+PY
 python3 - "$T/srv" "$T/sp.json" <<'PY' && ok || bad "server sparse search: $(head -c 600 "$T/srv")"
 import json, sys
 status, body = open(sys.argv[1]).read().split(" ", 1)

@@ -14,10 +14,20 @@
 # documents as unchanged and the others as indexed, and leaves a current vector file. The store starts afresh
 # once it is complete. Then the vector file's own updates are killed at each of their stages
 # (below). The random seed is printed; MODATTN_KILL_SEED=N replays a run.
+#
+# With SPARSE_DIR (a SPLADE folder: the pipeline_kill_sparse test, 10 kills), every run is `index
+# --sparse SPARSE_DIR` (a resumed run leaves --sparse out once the store records the model, as a
+# user's later runs do), and after every kill also: no sparse row of a chunk that does not exist,
+# every chunk has its sparse rows, and each chunk's rows are exactly those a clean run gives it (same
+# terms, same weights); a resumed run's `search --mode sparse` equals the clean run's.
 set -u
 BIN=$1
 MODEL=$2
-ROUNDS=${MODATTN_KILL_ROUNDS:-20}
+SPARSE=${3:-}
+if [ -n "$SPARSE" ] && [ ! -f "$SPARSE/model.safetensors" ]; then
+  echo "not available here: no SPLADE model at $SPARSE (make model)"; exit 77
+fi
+ROUNDS=${MODATTN_KILL_ROUNDS:-$([ -n "$SPARSE" ] && echo 10 || echo 20)}
 SEED=${MODATTN_KILL_SEED:-$(( $(date +%s) % 32768 ))}
 RANDOM=$SEED
 pass=0
@@ -49,12 +59,22 @@ assert n == 30, n
 EOF
 N=30
 ARGS=(index --quiet --model "$MODEL" --db "$DB" --chunk-tokens 48 --overlap 8 --batch 6 "$C")
+[ -n "$SPARSE" ] && ARGS=(index --quiet --model "$MODEL" --sparse "$SPARSE" --db "$DB" --chunk-tokens 48 --overlap 8 --batch 6 "$C")
 
 # a query on the store; an empty database (killed before its schema was made) has no rows
 sqlq() { python3 -c "import sqlite3,sys
 c=sqlite3.connect(sys.argv[1])
 if c.execute('pragma user_version').fetchone()[0] == 0: sys.exit(0)
 for r in c.execute(sys.argv[2]): print('|'.join(str(x) for x in r))" "$DB" "$1"; }
+
+# a resumed run: without --sparse once the store records its sparse model (it is used by itself)
+resume_args() {
+  if [ -n "$SPARSE" ] && [ -n "$(sqlq "select value from meta where key = 'sparse_model_identity'")" ]; then
+    printf '%s\0' index --quiet --model "$MODEL" --db "$DB" --chunk-tokens 48 --overlap 8 --batch 6 "$C"
+  else
+    printf '%s\0' "${ARGS[@]}"
+  fi
+}
 
 # the same query through the vector file and through the store itself: the same output
 same_search() {
@@ -66,8 +86,8 @@ same_search() {
 
 # state check after a kill: integrity, completeness; prints the number of documents
 check_state() {
-  python3 - "$DB" <<'EOF'
-import sqlite3, sys
+  python3 - "$DB" "$SPARSE" "$T/sparse_ref.json" <<'EOF'
+import json, os, sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
 r = c.execute("pragma integrity_check").fetchall()
 if r != [("ok",)]:
@@ -101,6 +121,37 @@ if c.execute("pragma user_version").fetchone()[0] >= 3:
         c.execute("insert into chunks_fts(chunks_fts) values('integrity-check')")
     except sqlite3.DatabaseError as e:
         print("FTS5 integrity-check:", e, file=sys.stderr); sys.exit(1)
+# sparse vectors (`index --sparse`): written in each chunk's transaction, removed with it
+if sys.argv[2]:
+    nchunks = c.execute("select count(*) from chunks").fetchone()[0]
+    has = c.execute("select count(*) from sqlite_master where name = 'sparse'").fetchone()[0]
+    if not has:
+        if nchunks:
+            print(nchunks, "chunks and no sparse table", file=sys.stderr); sys.exit(1)
+    else:
+        if nchunks and not c.execute("select count(*) from meta where key = 'sparse_model_identity'").fetchone()[0]:
+            print("sparse rows but no recorded sparse model", file=sys.stderr); sys.exit(1)
+        orph = c.execute("select count(*) from sparse where chunk not in (select id from chunks)").fetchone()[0]
+        bare = c.execute("select count(*) from chunks where id not in (select chunk from sparse)").fetchone()[0]
+        if orph or bare:
+            print("sparse rows of missing chunks:", orph, "chunks without sparse rows:", bare, file=sys.stderr)
+            sys.exit(1)
+        # each chunk's rows are exactly a clean run's for the same text (when the reference exists)
+        if os.path.exists(sys.argv[3]):
+            ref = json.load(open(sys.argv[3]))
+            rows = {}
+            for path, seq, text, term, w in c.execute("""select d.path, k.seq, k.text, s.term, s.weight
+                    from sparse s join chunks k on k.id = s.chunk join documents d on d.id = k.document"""):
+                rows.setdefault("%s|%d|%s" % (path, seq, text), []).append([term, w])
+            compared = 0
+            for key, got in rows.items():
+                if key in ref:
+                    compared += 1
+                    if sorted(got) != ref[key]:
+                        print("sparse rows of", key[:80], "differ from a clean run's", file=sys.stderr); sys.exit(1)
+            if compared * 2 < len(rows):
+                print("only", compared, "of", len(rows), "chunks compared with the clean run", file=sys.stderr)
+                sys.exit(1)
 print(len(bad))
 EOF
 }
@@ -113,6 +164,36 @@ FULL_MS=$(( (t1 - t0) / 1000000 ))
 if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_indexed']==$N else 1)" <<<"$out"; then ok
 else bad "full run: $out"; fi
 echo "kill_index: a full run takes $FULL_MS ms"
+if [ -n "$SPARSE" ]; then
+  # the clean run's sparse rows per chunk (path|seq|text -> sorted [term, weight]), and its sparse search
+  python3 - "$DB" "$T/sparse_ref.json" <<'EOF'
+import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+ref = {}
+for path, seq, text, term, w in c.execute("""select d.path, k.seq, k.text, s.term, s.weight
+        from sparse s join chunks k on k.id = s.chunk join documents d on d.id = k.document"""):
+    ref.setdefault("%s|%d|%s" % (path, seq, text), []).append([term, w])
+assert ref and len(ref) == c.execute("select count(*) from chunks").fetchone()[0], len(ref)
+json.dump({k: sorted(v) for k, v in ref.items()}, open(sys.argv[2], "w"))
+EOF
+  if [ $? -eq 0 ]; then ok; else bad "the clean run with --sparse: not every chunk has sparse rows"; fi
+  "$BIN" search --db "$DB" --mode sparse --json -k 8 "the rabbit hole" > "$T/sparse_ref_search.json" 2>&1 || bad "sparse search of the clean run: $(cat "$T/sparse_ref_search.json")"
+fi
+# the same sparse search as the clean run's: paths, places, scores
+same_sparse_search() {
+  [ -z "$SPARSE" ] && return 0
+  "$BIN" search --db "$DB" --mode sparse --json -k 8 "the rabbit hole" > "$T/sparse_search.json" 2>&1 || return 1
+  python3 - "$T/sparse_search.json" "$T/sparse_ref_search.json" <<'EOF'
+import json, sys
+def key(f):
+    j = json.load(open(f))
+    r = j["results"] if isinstance(j, dict) else j
+    return [(x["path"], x["start"], x["sparse_score"]) for x in r]
+a, b = key(sys.argv[1]), key(sys.argv[2])
+if not a or a != b:
+    print("sparse search differs from the clean run's:", a[:3], b[:3], file=sys.stderr); sys.exit(1)
+EOF
+}
 rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.vec"
 
 landed=0
@@ -149,12 +230,14 @@ while [ "$landed" -lt "$ROUNDS" ] && [ "$round" -lt $((ROUNDS * 2 + 10)) ]; do
   fi
   echo "kill_index: round $round: killed after $delay_ms ms, $docs of $N documents complete"
   if [ $((round % 4)) -eq 0 ] || [ "$landed" -eq "$ROUNDS" ]; then
-    out=$("$BIN" "${ARGS[@]}" --json 2>&1)
+    mapfile -d '' RARGS < <(resume_args)
+    out=$("$BIN" "${RARGS[@]}" --json 2>&1)
     if python3 -c "import json,sys; j=json.loads(sys.stdin.read()); sys.exit(0 if j['files_unchanged']==$docs and j['files_indexed']==$N-$docs and j['files_skipped']==0 else 1)" <<<"$out"; then ok
     else bad "round $round: resumed run after $docs finished documents: $out"; fi
     if [ "$(check_state)" = "$N" ]; then ok; else bad "round $round: resumed run left an incomplete store"; fi
     "$BIN" search --model "$MODEL" --db "$DB" -k 3 "the rabbit hole" > /dev/null 2> "$T/note"
     if [ ! -s "$T/note" ] && same_search; then ok; else bad "round $round: after the resumed run the vector file is not current: $(cat "$T/note")"; fi
+    if same_sparse_search; then ok; else bad "round $round: after the resumed run the sparse search differs from a clean run's"; fi
   fi
 done
 # The vector file's own updates, killed at each stage for certain (MODATTN_TEST_CRASH_POINT, see

@@ -49,7 +49,8 @@ def test_index_and_search(modattn, model, corpus, tmp_path):
         assert r["files_indexed"] == 4 and r["files_failed"] == 0 and r["errors"] == []
         assert r["files_skipped"] == 1 and r["skipped"][0][0].endswith("image.bin")
         assert r["chunks"] >= 4 and r["tokens"] > 0 and r["vector_file"] in ("written", "appended")
-        assert s.counts() == {"documents": 4, "chunks": r["chunks"], "embeddings": r["chunks"]}
+        assert s.counts() == {"documents": 4, "chunks": r["chunks"], "embeddings": r["chunks"], "sparse_rows": 0,
+                            "sparse_chunks": 0}
 
         hits = s.search("who makes honey", k=3)
         assert hits and os.path.basename(hits[0]["path"]) == "bees.txt", [h["path"] for h in hits]

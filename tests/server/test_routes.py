@@ -62,6 +62,8 @@ if check(isinstance(j, dict), f"/info is an object: {j}"):
     st_ = j.get("store") or {}
     check(st_.get("available") is True and st_.get("documents", 0) >= ndocs - 2 and st_.get("chunks", 0) > st_.get("documents", 0),
           f"/info store size (about {ndocs} documents): {st_}")
+    check(st_.get("sparse_rows") == 0 and st_.get("sparse_chunks") == 0 and "sparse_model" in st_
+          and st_["sparse_model"] is None, f"/info store without sparse vectors: 0, 0, null: {st_}")
     mod = st_.get("modified") or ""
     ok = re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", mod)
     check(ok and abs(time.mktime(time.strptime(mod, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone - time.time()) < 3600,
