@@ -31,6 +31,7 @@
 #include <libxml/parser.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -366,6 +367,35 @@ static int child_ended(const char *what, int ws, bool killed, const char *tail, 
                           WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
 }
 
+/* gcc 12's AddressSanitizer has no fork handler: a child forked while another thread is inside
+ * its allocator inherits that lock held, whether the lock sleeps (the stall watch below sees it)
+ * or spins (it does not). In such builds the indexer's embedding thread holds g_fork_guard while
+ * it embeds (modattn__fork_guard_enter/leave) and a fork waits for it, which is what newer ASan's
+ * own handler does (it locks the allocator around fork). Elsewhere both are nothing: glibc's
+ * malloc is safe across fork. */
+#if defined(__SANITIZE_ADDRESS__)
+#define FORK_GUARD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FORK_GUARD 1
+#endif
+#endif
+#ifdef FORK_GUARD
+static pthread_mutex_t g_fork_guard = PTHREAD_MUTEX_INITIALIZER;
+void modattn__fork_guard_enter(void) { pthread_mutex_lock(&g_fork_guard); }
+void modattn__fork_guard_leave(void) { pthread_mutex_unlock(&g_fork_guard); }
+static pid_t guarded_fork(void) {
+    pthread_mutex_lock(&g_fork_guard);
+    pid_t pid = fork();
+    if (pid != 0) pthread_mutex_unlock(&g_fork_guard); /* the child never uses it */
+    return pid;
+}
+#else
+void modattn__fork_guard_enter(void) {}
+void modattn__fork_guard_leave(void) {}
+static pid_t guarded_fork(void) { return fork(); }
+#endif
+
 /* Is the child asleep without using the CPU? Its state and CPU ticks from /proc/PID/stat (the
  * child has one thread); false where that cannot be read. */
 static bool child_sample(pid_t pid, char *state, unsigned long long *ticks) {
@@ -404,7 +434,7 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
         return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
     if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1; /* then the child's stderr is ours */
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t pid = guarded_fork();
     if (pid < 0) {
         int e = errno;
         close(dp[0]);
@@ -714,7 +744,7 @@ static int walker_start(walker *w, modattn__walk_kind kind, const char *buf, siz
         return modattn__error(MODATTN_EIO, "cannot start the %s extraction process: %s", what, strerror(errno));
     if (pipe2(ep, O_CLOEXEC) != 0) ep[0] = ep[1] = -1;
     fflush(stderr);
-    pid_t pid = fork();
+    pid_t pid = guarded_fork();
     if (pid < 0) {
         int e = errno;
         close(dp[0]);

@@ -1373,6 +1373,7 @@ static void *embed_batch(void *arg) {
             break;
         }
         size_t k = b->n - o < e->step ? b->n - o : e->step;
+        modattn__fork_guard_enter();
         if ((st = modattn_model_embed_opt(e->model, NULL, e->eo, b->texts + o, b->lens + o, k, b->vec + o * e->dim,
                                           b->ntok + o))) {
             e->failed_at = o;
@@ -1382,6 +1383,7 @@ static void *embed_batch(void *arg) {
             e->failed_at = o;
             snprintf(e->msg, sizeof e->msg, "sparse vectors: %s", modattn_last_error());
         }
+        modattn__fork_guard_leave();
     }
     pthread_mutex_lock(&e->mu);
     e->st = st;

@@ -153,5 +153,9 @@ int modattn__extract_isolated(enum modattn_doc_kind kind, const char *buf, size_
 #define MODATTN__EXTRACT_TRIES 3
 extern double modattn__extract_stall_s;
 extern void (*modattn__extract_child_hook)(void);
+/* Held by a thread while it allocates a lot beside the extraction forks (the indexer's embedder):
+ * in AddressSanitizer builds a fork waits for it (pipeline/extract.c says why); elsewhere nothing. */
+void modattn__fork_guard_enter(void);
+void modattn__fork_guard_leave(void);
 
 #endif
