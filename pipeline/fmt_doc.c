@@ -19,6 +19,8 @@
  * refusal that says what is wrong (MODATTN_EFORMAT), an encrypted one is refused as such, and the
  * text written is bounded by `cap` (MODATTN_ERANGE: pieces may point at the same bytes again and
  * again). Streams are read whole into memory, each at most the file's own size. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -265,6 +267,22 @@ int modattn__doc_text(const unsigned char *wd, size_t wd_len, const unsigned cha
 
 /* ---- the OLE2 container, through libgsf */
 
+/* libgsf reports a damaged container with g_return_if_fail (a GLib "CRITICAL" on stderr) and then
+ * leaves the entry out. Its messages are kept here instead (the last one, per thread) and named
+ * in the refusal, not printed. */
+static _Thread_local char t_gsf_said[256];
+
+static void gsf_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer ud) {
+    (void)domain, (void)level, (void)ud;
+    snprintf(t_gsf_said, sizeof t_gsf_said, "%s", message ? message : "");
+}
+
+static void gsf_log_once(void) {
+    const GLogLevelFlags lv = G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE;
+    g_log_set_handler("libgsf", lv, gsf_log, NULL);
+    g_log_set_handler("libgsf:msole", lv, gsf_log, NULL);
+}
+
 /* The whole of a named stream, at most max bytes: 0, or EFORMAT (missing: *data NULL and 0 when
  * optional). */
 static int read_stream(GsfInfile *ole, const char *name, size_t max, bool optional, unsigned char **data,
@@ -272,6 +290,9 @@ static int read_stream(GsfInfile *ole, const char *name, size_t max, bool option
     *data = NULL;
     *len = 0;
     GsfInput *in = gsf_infile_child_by_name(ole, name);
+    if (!in && !optional && t_gsf_said[0])
+        return modattn__error(MODATTN_EFORMAT, "damaged Word document: its OLE2 directory is damaged (libgsf: %s)",
+                              t_gsf_said);
     if (!in) return optional ? 0 : modattn__error(MODATTN_EFORMAT, "not a Word document: no %s stream", name);
     gsf_off_t size = gsf_input_size(in);
     if (size < 0 || (uint64_t)size > max) {
@@ -299,13 +320,18 @@ int modattn__extract_doc(const char *buf, size_t len, size_t cap, modattn_doc_te
     memset(out, 0, sizeof *out);
     if (len < 8 || memcmp(buf, "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", 8) != 0)
         return modattn__error(MODATTN_EFORMAT, "not a Word 97-2003 document: no OLE2 compound file header");
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, gsf_log_once);
+    t_gsf_said[0] = '\0';
     GsfInput *mem = gsf_input_memory_new((const guint8 *)buf, (gsf_off_t)len, FALSE);
     if (!mem) return modattn__error(MODATTN_ENOMEM, "out of memory");
     GError *gerr = NULL;
     GsfInfile *ole = gsf_infile_msole_new(mem, &gerr);
     if (!ole) {
         int st = modattn__error(MODATTN_EFORMAT, "damaged Word document: its OLE2 container cannot be read (%s)",
-                                gerr && gerr->message ? gerr->message : "libgsf gave no reason");
+                                gerr && gerr->message ? gerr->message
+                                : t_gsf_said[0]       ? t_gsf_said
+                                                      : "libgsf gave no reason");
         if (gerr) g_error_free(gerr);
         g_object_unref(mem);
         return st;
