@@ -59,6 +59,10 @@ static void good(const char *file, const char *want, const char *omega, int64_t 
     /* by content: the same kind under a name that says nothing */
     CHECK_MSG(modattn_sniff_kind(file, buf, len) == MODATTN_DOC_DOC, "%s", file);
     CHECK_MSG(modattn_sniff_kind("attachment.bin", buf, len) == MODATTN_DOC_DOC, "%s", file);
+    /* a head that ends before the directory: the name decides (.doc/.dot), else not Word */
+    CHECK(modattn_sniff_kind("old.DOC", buf, 1024) == MODATTN_DOC_DOC);
+    CHECK(modattn_sniff_kind("old.dot", buf, 1024) == MODATTN_DOC_DOC);
+    CHECK(modattn_sniff_kind("old.bin", buf, 1024) == MODATTN_DOC_BINARY);
     CHECK(modattn__kind_extracted(MODATTN_DOC_DOC));
     CHECK(strcmp(modattn_doc_kind_name(MODATTN_DOC_DOC), "doc") == 0);
     modattn_doc_text d;
