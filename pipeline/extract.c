@@ -1,7 +1,7 @@
 /* pipeline/extract.c — HTML and PDF text extraction in a child process, under a memory limit and a
  * time limit (the indexer's extractors: modattn__extract_isolated). Issue 40's formats (DOCX, PPTX,
- * XLSX, OpenDocument, EPUB, RTF, e-mail, compressed text: pipeline/fmt_*.c) run the same way,
- * dispatched by kind (modattn__fmt_extract); their decompressed bytes are capped at max_text too.
+ * XLSX, OpenDocument, EPUB, RTF, Word 97-2003 .doc, e-mail, compressed text: pipeline/fmt_*.c)
+ * run the same way, dispatched by kind (modattn__fmt_extract); their decompressed bytes are capped at max_text too.
  *
  * Why a process. libxml2 and poppler allocate with plain malloc/new, out of sight of
  * modattn__malloc's budget, and neither can be stopped part way: a PDF whose one FlateDecode stream
@@ -134,6 +134,7 @@ int modattn__fmt_extract(modattn_doc_kind kind, const char *buf, size_t len, siz
     case MODATTN_DOC_EMAIL: return modattn__extract_mail(buf, len, cap, false, out);
     case MODATTN_DOC_MBOX: return modattn__extract_mail(buf, len, cap, true, out);
     case MODATTN_DOC_COMPRESSED: return modattn__extract_compressed(buf, len, cap, out);
+    case MODATTN_DOC_DOC: return modattn__extract_doc(buf, len, cap, out);
     default: return modattn__error(MODATTN_EINVAL, "no extractor for %s files", modattn_doc_kind_name(kind));
     }
 }
@@ -154,12 +155,14 @@ static const char *kind_what(modattn_doc_kind kind) {
     case MODATTN_DOC_EMAIL: return "e-mail";
     case MODATTN_DOC_MBOX: return "mailbox";
     case MODATTN_DOC_COMPRESSED: return "decompression";
+    case MODATTN_DOC_DOC: return "Word 97-2003";
     default: return "extraction";
     }
 }
 
 static bool kind_uses_xml(modattn_doc_kind kind) {
-    return kind != MODATTN_DOC_PDF && kind != MODATTN_DOC_RTF && kind != MODATTN_DOC_COMPRESSED;
+    return kind != MODATTN_DOC_PDF && kind != MODATTN_DOC_RTF && kind != MODATTN_DOC_COMPRESSED &&
+           kind != MODATTN_DOC_DOC;
 }
 
 /* The child's start, for an extractor and for a walker alike: signals as by default (faults keep

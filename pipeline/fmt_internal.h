@@ -1,5 +1,5 @@
 /* pipeline/fmt_internal.h — the document formats beyond text, HTML and PDF (fmt_*.c): office
- * files, EPUB, RTF, e-mail, compressed text, and the archive reader the indexer's walk will use.
+ * files (Word 97-2003 .doc too), EPUB, RTF, e-mail, compressed text, and the archive reader the indexer's walk will use.
  * Not a public header.
  *
  * Every extractor here reads a file held in memory and writes nothing anywhere: zip members are
@@ -39,6 +39,12 @@ int modattn__extract_xlsx(const char *buf, size_t len, size_t cap, modattn_doc_t
 int modattn__extract_odf(const char *buf, size_t len, size_t cap, modattn_doc_text *out); /* .odt/.odp/.ods */
 int modattn__extract_epub(const char *buf, size_t len, size_t cap, modattn_doc_text *out);
 int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_text *out);
+/* A legacy Word 97-2003 .doc (fmt_doc.c): the OLE2 container through libgsf, then
+ * modattn__doc_text on its WordDocument stream and its 0Table/1Table stream (NULL when absent),
+ * the Word binary text reader, which the tests also call on streams they have damaged. */
+int modattn__extract_doc(const char *buf, size_t len, size_t cap, modattn_doc_text *out);
+int modattn__doc_text(const unsigned char *wd, size_t wd_len, const unsigned char *t0, size_t t0_len,
+                      const unsigned char *t1, size_t t1_len, size_t cap, modattn_doc_text *out);
 int modattn__extract_mail(const char *buf, size_t len, size_t cap, bool mbox, modattn_doc_text *out);
 int modattn__extract_compressed(const char *buf, size_t len, size_t cap, modattn_doc_text *out);
 

@@ -29,6 +29,7 @@ const char *modattn_doc_kind_name(modattn_doc_kind k) {
     case MODATTN_DOC_EMAIL: return "email";
     case MODATTN_DOC_MBOX: return "mbox";
     case MODATTN_DOC_COMPRESSED: return "compressed";
+    case MODATTN_DOC_DOC: return "doc";
     }
     return "unknown";
 }
@@ -163,6 +164,40 @@ static bool starts_like_mail(const unsigned char *h, size_t len) {
     return lines >= 2 && key;
 }
 
+static const unsigned char k_ole2[8] = {0xd0, 0xcf, 0x11, 0xe0, 0xa1, 0xb1, 0x1a, 0xe1};
+
+static bool is_ole2(const unsigned char *h, size_t len) { return h && len >= 512 && memcmp(h, k_ole2, 8) == 0; }
+
+/* An OLE2 compound file's directory, as far as the head holds it: 1 when an entry names a stream
+ * "WordDocument", 0 when the directory's sectors in the head hold none, -1 when the directory (or
+ * the FAT that chains it) lies past the head. Follows the chain through the FAT sectors the
+ * header lists, at most 64 directory sectors. */
+static int ole2_has_word(const unsigned char *h, size_t len) {
+    uint32_t shift = le16(h + 30);
+    if (shift != 9 && shift != 12) return 0;
+    size_t ss = (size_t)1 << shift;
+    uint32_t sect = le32(h + 48); /* the directory's first sector */
+    static const unsigned char name[26] = {'W', 0, 'o', 0, 'r', 0, 'd', 0, 'D', 0, 'o', 0, 'c', 0,
+                                           'u', 0, 'm', 0, 'e', 0, 'n', 0, 't', 0, 0, 0};
+    for (int n = 0; n < 64 && sect < 0xFFFFFFFAu; n++) {
+        uint64_t off = ((uint64_t)sect + 1) * ss;
+        if (off + ss > len) return -1;
+        for (size_t e = 0; e + 128 <= ss; e += 128) {
+            const unsigned char *d = h + off + e;
+            if (le16(d + 64) == 26 && d[66] == 2 && memcmp(d, name, 26) == 0) return 1;
+        }
+        /* the next directory sector: FAT entry `sect`, in FAT sector sect / (ss / 4) */
+        uint64_t per = ss / 4, fs = sect / per;
+        if (fs >= 109) return -1;
+        uint32_t fat_sect = le32(h + 76 + 4 * fs);
+        uint64_t foff = ((uint64_t)fat_sect + 1) * ss + 4 * (sect % per);
+        if (fat_sect >= 0xFFFFFFFAu) return 0;
+        if (foff + 4 > len) return -1;
+        sect = le32(h + foff);
+    }
+    return 0;
+}
+
 static bool starts_like_rtf(const unsigned char *h, size_t len) {
     size_t i = 0;
     while (i < len && isspace(h[i])) i++;
@@ -201,7 +236,8 @@ const char *modattn__sniff_unsupported(const char *name, const unsigned char *h,
         {0, 4, "\0asm", "a WebAssembly module (unsupported format)"},
         {0, 2, "MZ", "a Windows executable (unsupported format)"},
         {0, 8, "\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-         "a legacy Microsoft Office file (.doc/.xls/.ppt: unsupported format)"},
+         "a legacy Microsoft Office (OLE2) file with no WordDocument stream found (.xls, .ppt, .msg ...: "
+         "unsupported format)"},
         {0, 6, "7z\xbc\xaf\x27\x1c", "a 7-Zip archive (unsupported format)"},
         {0, 4, "Rar!", "a RAR archive (unsupported format)"},
         {0, 16, "SQLite format 3\0", "an SQLite database (unsupported format)"},
@@ -239,6 +275,12 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
         return MODATTN_DOC_BINARY; /* a ZIP archive (modattn__sniff_unsupported says so) */
     }
     if (compression(head, len)) return tar_name(base) ? MODATTN_DOC_BINARY : MODATTN_DOC_COMPRESSED;
+    if (is_ole2(head, len)) {
+        /* Word 97-2003 by its WordDocument stream; by name only when the head cannot tell */
+        static const char *const doc[] = {"doc", "dot", NULL};
+        int w = ole2_has_word(head, len);
+        return w == 1 || (w < 0 && has_ext(ext, doc)) ? MODATTN_DOC_DOC : MODATTN_DOC_BINARY;
+    }
     static const char *const pdf[] = {"pdf", NULL};
     static const char *const html[] = {"html", "htm", "xhtml", NULL};
     static const char *const md[] = {"md", "markdown", "mdown", "mkd", NULL};

@@ -9,6 +9,8 @@ PKGS=(
   # issue 40's formats: libarchive (zip containers of DOCX/XLSX/PPTX/ODF/EPUB, ZIP/TAR archives,
   # gzip/bzip2/xz/zstd) and GMime 3.0 (e-mail: .eml and mbox); zstd makes the tests' .zst fixture
   libarchive-dev libgmime-3.0-dev zstd
+  # legacy Word 97-2003 .doc: libgsf opens the OLE2 compound file (pipeline/fmt_doc.c reads the text)
+  libgsf-1-dev
   # issue 40's stop words: the Snowball lists for 13 languages (pipeline/CMakeLists.txt reads them at
   # configure time into a generated header)
   liblingua-stopwords-perl

@@ -70,6 +70,7 @@ typedef enum modattn_doc_kind {
     MODATTN_DOC_EMAIL,      /* one RFC 5322 message (.eml) */
     MODATTN_DOC_MBOX,       /* a mailbox of messages ("From " lines) */
     MODATTN_DOC_COMPRESSED, /* text inside gzip, bzip2, xz or zstd */
+    MODATTN_DOC_DOC,        /* legacy Word 97-2003: an OLE2 compound file with a WordDocument stream */
 } modattn_doc_kind;
 const char *modattn_doc_kind_name(modattn_doc_kind k); /* "binary", "text", ... */
 
@@ -85,7 +86,9 @@ modattn_doc_kind modattn_sniff_kind(const char *name, const unsigned char *head,
  * .docx/.pptx/.xlsx or whose first members show word/, ppt/ or xl/ parts; a zip whose first member
  * "mimetype" holds an OpenDocument or EPUB type (or named .odt/.odp/.ods/.epub); "{\rtf"; a .eml
  * file or text that starts with mail headers; a .mbox file or text that starts with a "From "
- * line followed by headers; gzip/bzip2/xz/zstd magic (not a .tar.*: that is an archive). */
+ * line followed by headers; gzip/bzip2/xz/zstd magic (not a .tar.*: that is an archive); an OLE2 compound file (D0 CF 11 E0 A1 B1
+ * 1A E1) whose directory holds a WordDocument stream (or, when its directory lies past the head,
+ * one named .doc/.dot): other OLE2 files (.xls, .ppt, .msg) stay unsupported. */
 
 
 /* ---- text */

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/pipeline/cli_formats.sh MODATTN MODEL_DIR — issue 40's formats end to end: a folder with
-# one file of each format (made by make_format_fixtures.py) is indexed, and each file is the top
+# one file of each format (made by make_format_fixtures.py; the Word 97-2003 .doc files are the
+# committed tests/fixtures/doc/, written by tools/make_doc_fixtures.py) is indexed, and each file is the top
 # hit for a phrase from its text; the hostile ones (zip slip, XML bomb, encrypted member, a zip
-# bomb over --max-file-size) are skipped with their reason and exit 3, the rest indexed; a ZIP
+# bomb over --max-file-size, an encrypted .doc) are skipped with their reason and exit 3, the rest
+# indexed, an OLE2 file that is not Word (.xls) skipped as unsupported; a ZIP
 # archive is walked as a folder (its members, nested zip included, are documents: cli_archives
 # tests archives in depth).
 set -u
@@ -16,6 +18,9 @@ mkdir -p "$T/docs" "$T/bad"
 for f in budget.docx deck.pptx sheet.xlsx memo.odt talk.odp calc.ods zebras.epub letter.rtf note.eml inbox.mbox \
          README.gz notes.txt.bz2 notes.txt.xz page.html.gz bundle.zip; do cp "$T/all/$f" "$T/docs/"; done
 [ -f "$T/all/notes.txt.zst" ] && cp "$T/all/notes.txt.zst" "$T/docs/"
+DOCS=$(dirname "$0")/../fixtures/doc
+cp "$DOCS/word97.doc" "$DOCS/unicode.doc" "$T/docs/"
+cp "$DOCS/encrypted.doc" "$DOCS/book.xls" "$T/bad/"
 for f in slip.docx bomb.docx encrypted.docx zipbomb.docx truncated.docx xxe.odt bomb.txt.gz; do cp "$T/all/$f" "$T/bad/"; done
 DB=$T/s.db
 "$BIN" index --json --model "$MODEL" --db "$DB" "$T/docs" > "$T/i.json" 2> "$T/i.err"
@@ -25,11 +30,12 @@ check "every format indexed, the zip walked as a folder: $(head -c 1500 "$T/i.js
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["files_skipped"] == 0 and not j["errors"], j
-assert j["files_indexed"] >= 18, j
+assert j["files_indexed"] >= 20, j
 PY
 for pair in "budget.docx:docx alpha phrase" "deck.pptx:pptx omega phrase" "sheet.xlsx:xlsx alpha phrase" \
             "memo.odt:odt alpha phrase" "talk.odp:odp omega phrase" "calc.ods:ods alpha phrase" \
             "zebras.epub:epub alpha phrase" "letter.rtf:rtf omega phrase" \
+            "word97.doc:doc omega phrase ends here" "unicode.doc:unicode alpha phrase" \
             "note.eml:coffee shop closes at noon on Sunday" "inbox.mbox:mbox alpha phrase" \
             "README.gz:gz alpha phrase" "notes.txt.bz2:bz2 omega phrase" "notes.txt.xz:xz alpha phrase" \
             "page.html.gz:htmlgz alpha phrase" "bundle.zip!/inner/file.txt:archive member phrase" \
@@ -57,6 +63,9 @@ assert "--max-file-size" in why["zipbomb.docx"], why
 assert "truncated" in why["truncated.docx"] or "DOCX" in why["truncated.docx"], why
 assert "entities" in why["xxe.odt"], why
 assert "--max-file-size" in why["bomb.txt.gz"], why
+assert "encrypted" in why["encrypted.doc"], why
+skipped = {s["path"].rsplit("/", 1)[1]: s["reason"] for s in j["skipped"]}
+assert "no WordDocument stream" in skipped["book.xls"] and "unsupported format" in skipped["book.xls"], skipped
 assert j["files_indexed"] == 0, j
 PY
 finish cli_formats
