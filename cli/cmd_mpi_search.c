@@ -334,8 +334,8 @@ static int search_mpi(cli_globals *g, int rank, int size, int argc, char **argv)
         if ((st = subset_of(&v, pick, np, &sub, &sub_data, &sub_ids)) ||
             (st = modattn__search_run(store, &sub, q + i * dim, qs[i], strlen(qs[i]), &sp, modattn_ctx_exec(ctx), &res[i],
                                      &nres[i], &notes[i])) ||
-            /* the snippets as a plain search chooses them (the meaning weight embeds on this rank) */
-            (vectors && (st = modattn__search_snippets(store, model, NULL, q + i * dim, dim, res[i], nres[i])))) {
+            /* the snippets as a plain search chooses them (the meaning weight on this rank's model) */
+            (vectors && (st = modattn__search_snippets(model, qs[i], strlen(qs[i]), res[i], nres[i])))) {
             rc = cli_fail(queries_file ? "search --mpi: a query" : "search", st);
             break;
         }

@@ -157,8 +157,7 @@ int modattn__searcher_search_vector(modattn_searcher *h, const float *query_vec,
 /* ---- snippets (pipeline/snippet.c): which window of a result's chunk is shown */
 #define MODATTN_SNIPPET_BYTES 240         /* a window's most bytes (then to a character's end) */
 #define MODATTN_SNIPPET_MAX_WINDOWS 48    /* candidate windows of one chunk: half the tiling, half at marks */
-#define MODATTN_SNIPPET_EMBED_WINDOWS 4   /* windows of one result weighed by meaning (embedded) */
-#define MODATTN_SNIPPET_EMBED_RESULTS 5  /* results whose windows are weighed by meaning */
+#define MODATTN_SNIPPET_MEANING_RESULTS 10 /* results whose windows are weighed by meaning (every window) */
 typedef struct modattn_snippet_window {
     size_t start, end;      /* [start, end) of the chunk's text */
     size_t distinct, marks; /* marked words in it: distinct (ASCII case folded), all */
@@ -179,11 +178,11 @@ size_t modattn__snippet_contenders(const modattn_snippet_window *w, size_t nw, s
  * then the marked words nearest together, the most marks, the earliest. */
 size_t modattn__snippet_pick(const modattn_snippet_window *w, const size_t *idx, size_t nidx, const float *cos);
 /* Sets every result's snippet_start/snippet_end: the best window (modattn__snippet_pick), the
- * contenders of the first MODATTN_SNIPPET_EMBED_RESULTS results weighed by their cosine with
- * query_vec ([dim]; NULL, or model NULL: by words alone), embedded with model on session (NULL:
- * the model's own) as the store embeds documents, all in one call. */
-int modattn__search_snippets(modattn_store *store, modattn_model *model, modattn_session *session,
-                            const float *query_vec, size_t dim, modattn_search_result *res, size_t n);
+ * contenders of a chunk no query word marks among the first MODATTN_SNIPPET_MEANING_RESULTS results
+ * weighed by the cosine of their mean input word embedding with the query's (query: qlen bytes;
+ * model or query NULL: by words alone). */
+int modattn__search_snippets(const modattn_model *model, const char *query, size_t qlen, modattn_search_result *res,
+                            size_t n);
 
 /* modattn__search, telling where the vectors came from (info may be NULL). */
 int modattn__search_ex(modattn_store *store, modattn_model *model, const char *query, size_t k,

@@ -442,7 +442,7 @@ static int search_run(modattn_store *store, const modattn_store_vectors *v, cons
     modattn__trace_end(tr, "search.fetch_chunks", "sqlite", "", 0, 0);
     /* snippets by words alone (whoever holds the model weighs them by meaning: search_with,
      * search_batch_core, the server) */
-    st = modattn__search_snippets(store, NULL, NULL, NULL, 0, res, nres);
+    st = modattn__search_snippets(NULL, NULL, 0, res, nres);
     goto done;
 oom:
     st = modattn__mem_last_status();
@@ -633,9 +633,9 @@ int modattn__search_with(modattn_store *store, modattn_model *model, const char 
     }
     st = modattn__search_run(store, &v, q, query, strlen(query), p, exec, out, nout, notes);
 done:
-    /* the snippets weighed by meaning (keywords alone: no query vector, by words) */
+    /* the snippets weighed by meaning (keywords alone: by words) */
     if (!st && *nout && p->mode != MODATTN_SEARCH_KEYWORD &&
-        (st = modattn__search_snippets(store, model, NULL, q, dim, *out, *nout))) {
+        (st = modattn__search_snippets(model, query, strlen(query), *out, *nout))) {
         modattn_search_results_free(*out, *nout);
         *out = NULL;
         *nout = 0;
@@ -842,7 +842,7 @@ static int search_batch_core(modattn_store *store, modattn_model *model, const c
         st = search_run(store, vp, q + i * dim, queries[i], strlen(queries[i]), p, exec,
                         ids ? ids + i * cand : NULL, sc ? sc + i * cand : NULL, nc ? nc[i] : 0, &out[i], &nout[i],
                         notes ? &notes[i] : NULL);
-        if (!st && vectors) st = modattn__search_snippets(store, model, NULL, q + i * dim, dim, out[i], nout[i]);
+        if (!st && vectors) st = modattn__search_snippets(model, queries[i], strlen(queries[i]), out[i], nout[i]);
         if (st) st = modattn__error_prefix(st, "query %zu", i + 1);
     }
     if (st)

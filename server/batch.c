@@ -246,10 +246,10 @@ static void search_in_snapshot(executor *x, srv_job *job) {
     modattn_search_info where;
     st = modattn__searcher_search_vector(x->searcher, job->out, qt, ql, &sp, exec, &job->results, &job->nresults, &where,
                                         NULL);
-    /* the snippets weighed by meaning, the windows embedded on this executor's session (the same
-     * code as the CLI's and Python's search: pipeline/snippet.c) */
+    /* the snippets weighed by meaning (the model's static proxy: no forward pass; the same code as
+     * the CLI's and Python's search: pipeline/snippet.c) */
     if (!st && sp.mode != MODATTN_SEARCH_KEYWORD)
-        st = modattn__search_snippets(x->store, b->cfg.model, x->cur, job->out, sm.dim, job->results, job->nresults);
+        st = modattn__search_snippets(b->cfg.model, qt, ql, job->results, job->nresults);
     modattn_ann_kind kind = MODATTN_ANN_NONE;
     if (!st && strcmp(where.index, "exact") != 0 && modattn_ann_kind_parse(where.index, &kind) == 0)
         job->ann_kind = kind;

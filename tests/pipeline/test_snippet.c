@@ -2,16 +2,23 @@
  * results people trust): the window with the most distinct marked words even in the middle of a
  * chunk, the meaning weight choosing among windows (a chunk found by meaning alone shows its best
  * passage, not its start), marks that skip stop words (from a store's own keyword query), the same
- * choice every time, and bounds on a huge chunk with many marks. The embedding of windows with a
- * real model is tested end to end by cli_snippet.sh. */
+ * choice every time, and bounds on a huge chunk with many marks. The meaning weight with a real
+ * model (all-MiniLM-L6-v2, `make model`: fails, does not skip, without it): the static proxy (the
+ * mean input word embedding, model/static_embed.c) against the checkpoint's own table, and the
+ * window it picks, alone or in a batch; end to end by cli_snippet.sh. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "modattn/core.h"
+#include "modattn/dispatch.h"
 #include "modattn/ingest.h"
+#include "modattn/model.h"
 #include "modattn/search.h"
 #include "modattn/store.h"
+#include "model/encoder_internal.h"
+#include "model/internal_static.h"
 #include "pipeline/internal_search.h"
 #include "pipeline/internal_store.h"
 #include "pipeline/keywords_internal.h"
@@ -97,14 +104,14 @@ static void test_meaning_in_the_middle(void) {
     CHECK_MSG(w[b].start == at, "start %zu, not %zu", w[b].start, at);
     /* every candidate begins a sentence (the text's start or after ". ") */
     for (size_t i = 0; i < nw; i++) CHECK(w[i].start == 0 || (chunk[w[i].start - 1] == ' ' && chunk[w[i].start - 2] == '.'));
-    /* the windows weighed by meaning (at most MODATTN_SNIPPET_EMBED_WINDOWS of the tied) follow one
-     * another from the chunk's start without overlapping: every sentence begins in one of them */
+    /* at most 4 of more tied contenders: those that follow one another from the chunk's start
+     * without overlapping come first, so every sentence begins in one of them */
     char twice[2048]; /* (the chunk twice: about 1,090 bytes, twelve sentences) */
     snprintf(twice, sizeof twice, "%s %s", chunk, chunk);
     const size_t nw2 = modattn__snippet_candidates(twice, strlen(twice), NULL, 0, w, MAXW);
-    size_t idx[MODATTN_SNIPPET_EMBED_WINDOWS];
-    const size_t ni = modattn__snippet_contenders(w, nw2, idx, MODATTN_SNIPPET_EMBED_WINDOWS);
-    CHECK(nw2 > MODATTN_SNIPPET_EMBED_WINDOWS && ni == MODATTN_SNIPPET_EMBED_WINDOWS);
+    size_t idx[4];
+    const size_t ni = modattn__snippet_contenders(w, nw2, idx, 4);
+    CHECK(nw2 > 4 && ni == 4);
     for (size_t p = 0; p < strlen(twice); p++) { /* every sentence begins in one of them */
         if (p > 0 && !(twice[p - 1] == ' ' && twice[p - 2] == '.')) continue;
         bool in = false;
@@ -154,9 +161,9 @@ static void test_huge(void) {
             if (i < MAXW / 2 && w[i].start > last_tile) last_tile = w[i].start;
         }
         CHECK_MSG(last_tile > len * 9 / 10, "the tiling stops at %zu of %zu", last_tile, len);
-        size_t idx[MODATTN_SNIPPET_EMBED_WINDOWS];
-        const size_t ni = modattn__snippet_contenders(w, nw, idx, MODATTN_SNIPPET_EMBED_WINDOWS);
-        CHECK(ni >= 1 && ni <= MODATTN_SNIPPET_EMBED_WINDOWS);
+        size_t idx[MAXW]; /* every contender is weighed by meaning: at most the candidates */
+        const size_t ni = modattn__snippet_contenders(w, nw, idx, MAXW);
+        CHECK(ni >= 1 && ni <= nw);
         free(sp);
     }
     free(t);
@@ -213,7 +220,7 @@ static void test_store_marks(const char *dir) {
         CHECK_MSG(strcasecmp(word, "on") && strcasecmp(word, "the") && strcasecmp(word, "when") &&
                       strcasecmp(word, "does"), "a stop word marked: %s", word);
     }
-    CHECK(modattn__search_snippets(s, NULL, NULL, NULL, 0, r, 1) == 0);
+    CHECK(modattn__search_snippets(NULL, NULL, 0, r, 1) == 0);
     const size_t a0 = r[0].snippet_start, e0 = r[0].snippet_end;
     const size_t coffee = (size_t)(strstr(chunk, "coffee") - chunk);
     CHECK_MSG(a0 > 0 && a0 <= coffee && e0 >= coffee + 20 && e0 - a0 <= MODATTN_SNIPPET_BYTES, "[%zu, %zu)", a0, e0);
@@ -221,7 +228,7 @@ static void test_store_marks(const char *dir) {
     r[1] = r[0];
     memset(&r[0], 0, sizeof r[0]);
     r[0].chunk.text = (char *)"The lamp on the hill.";
-    CHECK(modattn__search_snippets(s, NULL, NULL, NULL, 0, r, 2) == 0);
+    CHECK(modattn__search_snippets(NULL, NULL, 0, r, 2) == 0);
     CHECK(r[1].snippet_start == a0 && r[1].snippet_end == e0 && r[0].snippet_start == 0 && r[0].snippet_end == 21);
     modattn__store_chunk_clear(&r[1].chunk);
     modattn_free(r[1].spans);
@@ -230,11 +237,79 @@ static void test_store_marks(const char *dir) {
     modattn_store_close(s);
 }
 
+#define MINILM ".models/all-MiniLM-L6-v2"
+
+/* the static proxy: the mean of the checkpoint's word-embedding rows of the text's word pieces,
+ * lower-cased, without [CLS]/[SEP]; then the window it weighs nearest a query, alone or in a batch */
+static void test_static_meaning(void) {
+    modattn_ctx *ctx = NULL;
+    modattn_model *m = NULL;
+    modattn_ctx_options co;
+    memset(&co, 0, sizeof co);
+    co.threads = 1;
+    CHECK(modattn_ctx_create(&co, &ctx) == 0);
+    CHECK_MSG(ctx && modattn_model_load(ctx, MINILM, &m) == 0, "load %s: %s", MINILM, modattn_last_error());
+    if (!m) {
+        modattn_ctx_free(ctx);
+        return;
+    }
+    const size_t H = modattn__model_static_dim(m);
+    CHECK(H == 384);
+    const float *tab = NULL; /* read here by name from the safetensors file, not through the encoder */
+    CHECK(modattn__model_tensor(m, "embeddings.word_embeddings.weight", 30522, 384, &tab) == 0 && tab);
+    int32_t ids[16];
+    size_t nid = 0, ntok = 9;
+    CHECK(modattn_model_tokenize(m, "coffee shop", 11, ids, 16, &nid) == 0 && nid == 4);
+    float got[384], want[384];
+    /* one word piece: its row, bit for bit (upper case folded as embed folds it) */
+    CHECK(modattn__model_static_mean(m, "COFFEE", 6, got, &ntok) == 0 && ntok == 1);
+    CHECK_MSG(memcmp(got, tab + (size_t)ids[1] * H, H * sizeof *got) == 0, "the mean of one word piece is not its row");
+    /* two: the mean of the two rows ([CLS] and [SEP] left out) */
+    CHECK(modattn__model_static_mean(m, "coffee shop", 11, got, &ntok) == 0 && ntok == 2);
+    double worst = 0;
+    for (size_t k = 0; k < H; k++) {
+        want[k] = (float)(((double)tab[(size_t)ids[1] * H + k] + tab[(size_t)ids[2] * H + k]) / 2);
+        if (fabs(got[k] - want[k]) > worst) worst = fabs(got[k] - want[k]);
+    }
+    CHECK_MSG(worst <= 1e-7, "mean of two rows off by %g", worst);
+    /* nothing to average: zeros */
+    got[0] = 1;
+    CHECK(modattn__model_static_mean(m, "", 0, got, &ntok) == 0 && ntok == 0 && got[0] == 0 && got[H - 1] == 0);
+    CHECK(modattn__model_static_mean(NULL, "x", 1, got, NULL) == MODATTN_EINVAL);
+
+    /* a chunk found by meaning alone (no marks): the window of the passage that answers */
+    const char *q = "When is the coffee shop open on Sunday?";
+    const size_t at = (size_t)(strstr(chunk, "The coffee shop") - chunk);
+    modattn_search_result r[3];
+    memset(r, 0, sizeof r);
+    r[0].chunk.text = (char *)chunk;
+    CHECK(modattn__search_snippets(m, q, strlen(q), r, 1) == 0);
+    CHECK_MSG(r[0].snippet_start == at && r[0].snippet_end - r[0].snippet_start <= MODATTN_SNIPPET_BYTES,
+              "snippet [%zu, %zu), the passage starts at %zu", r[0].snippet_start, r[0].snippet_end, at);
+    const size_t a0 = r[0].snippet_start, e0 = r[0].snippet_end;
+    /* another query: another window (the proxy does weigh meaning), and without a model the start */
+    const char *q2 = "the lighthouse keeper lights the lamp at dusk";
+    CHECK(modattn__search_snippets(m, q2, strlen(q2), r, 1) == 0);
+    CHECK_MSG(r[0].snippet_start != a0 && r[0].snippet_start < 100, "another query's window starts at %zu", r[0].snippet_start);
+    CHECK(modattn__search_snippets(NULL, q, strlen(q), r, 1) == 0 && r[0].snippet_start == 0);
+    /* alone or third of three (after another meaning-only chunk and a short one): the same window */
+    char twice[2048];
+    snprintf(twice, sizeof twice, "%s %s", chunk, chunk);
+    r[0].chunk.text = twice;
+    r[1].chunk.text = (char *)"The lamp on the hill.";
+    r[2].chunk.text = (char *)chunk;
+    CHECK(modattn__search_snippets(m, q, strlen(q), r, 3) == 0);
+    CHECK(r[2].snippet_start == a0 && r[2].snippet_end == e0 && r[1].snippet_start == 0 && r[1].snippet_end == 21);
+    modattn_model_free(m);
+    modattn_ctx_free(ctx);
+}
+
 int main(void) {
     char dir[] = "/tmp/modattn_snippet_XXXXXX";
     if (!mkdtemp(dir)) return 1;
     test_words_in_the_middle();
     test_meaning_in_the_middle();
+    test_static_meaning();
     test_deterministic();
     test_huge();
     test_store_marks(dir);
