@@ -8,6 +8,8 @@ in each precision people use (fp32, bf16, int8), with a latency table for small 
     bench/.venv/bin/python bench/embed_bench.py --make-corpus   # (re)write bench/corpus_sentences.txt
     bench/.venv/bin/python bench/embed_bench.py --model .models/all-mpnet-base-v2 --lines 500 --no-latency
                                                                 # another model: embed_<name>.md/.json/.png
+    bench/.venv/bin/python bench/embed_bench.py --model bench/work/qwen3-0.6b-shaped --lines 32 \
+        --token-range 112:144 --no-latency --systems onnx,modattn   # 32 texts of 112-144 word pieces
 
 Systems, all on CPU with 2 threads, model all-MiniLM-L6-v2 from .models/ (tools/setup_model.sh), or the
 sentence-transformers folder --model names (its results go to embed_<folder name>.*; its
@@ -17,7 +19,8 @@ models too slow for all of it on a shared machine):
   onnx          ONNX Runtime: the same transformers model (AutoModel: BertModel, MPNetModel, ...;
                 token_type_ids an input only where its forward takes them) exported with torch.onnx.export (cached under
                 .models/.cache/onnx/), tokenizers (Rust) for the ids, length-sorted batches of 32,
-                mean pooling + L2 normalisation in numpy
+                the folder's pooling (1_Pooling/config.json: mean, or last-token for Qwen3-Embedding
+                and other decoders, or CLS) + L2 normalisation in numpy
   onnx-int8     the same, on the model quantised by onnxruntime.quantization.quantize_dynamic
                 (weight_type=QInt8, its defaults: what its documentation tells users to run)
   modattn       the C CLI: build/modattn embed --model DIR - < corpus (one JSON line per input:
@@ -213,6 +216,33 @@ def _sorted_batches(lengths: list[int], batch: int) -> list[list[int]]:
     return [order[i:i + batch] for i in range(0, len(order), batch)]
 
 
+def pooling_mode() -> str:
+    """The sentence-transformers folder's pooling (1_Pooling/config.json): "lasttoken" (Qwen3-Embedding,
+    decoders), "cls", or "mean" (the default, and every model this bench ran before)."""
+    cfg = MODEL_DIR / "1_Pooling" / "config.json"
+    c = json.loads(cfg.read_text()) if cfg.exists() else {}
+    if c.get("pooling_mode_lasttoken"):
+        return "lasttoken"
+    if c.get("pooling_mode_cls_token"):
+        return "cls"
+    return "mean"
+
+
+def pool(h, mask, mode: str):
+    """ONNX Runtime's last_hidden_state h [batch, seq, hidden] pooled as sentence-transformers does and
+    L2-normalised. The batches here are right-padded (mask [batch, seq] of 1s then 0s), so a text's last
+    token is at its length - 1."""
+    import numpy as np
+    if mode == "lasttoken":
+        p = h[np.arange(h.shape[0]), mask.sum(1) - 1]
+    elif mode == "cls":
+        p = h[:, 0]
+    else:
+        m = mask[:, :, None].astype(np.float32)
+        p = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+    return p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+
+
 def worker_st(corpus: list[str], threads: int, out: Path, _onnx_file: str = "") -> dict:
     import numpy as np
     import torch
@@ -252,6 +282,7 @@ def export_onnx() -> Path:
     tt = torch.zeros(2, 16, dtype=torch.long)
     import inspect
     use_tt = "token_type_ids" in inspect.signature(model.forward).parameters
+    use_cache = "use_cache" in inspect.signature(model.forward).parameters
 
     class Wrap(torch.nn.Module):
         def __init__(self, m):
@@ -260,6 +291,8 @@ def export_onnx() -> Path:
 
         def forward(self, input_ids, attention_mask, token_type_ids=None):
             kw = {"token_type_ids": token_type_ids} if use_tt else {}
+            if use_cache:  # decoders (Qwen3): no key/value cache in the graph, only the hidden states
+                kw["use_cache"] = False
             return self.m(input_ids=input_ids, attention_mask=attention_mask, **kw).last_hidden_state
 
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if use_tt else [])
@@ -320,6 +353,7 @@ def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> d
     lengths = [len(e.ids) for e in encs]
     emb = np.zeros((len(corpus), HIDDEN[0]), dtype=np.float32)
     feeds_tt = any(i.name == "token_type_ids" for i in sess.get_inputs())
+    mode = pooling_mode()
     for idx in _sorted_batches(lengths, BATCH):
         L = max(lengths[i] for i in idx)
         ids = np.zeros((len(idx), L), dtype=np.int64)
@@ -331,10 +365,7 @@ def worker_onnx(corpus: list[str], threads: int, out: Path, onnx_file: str) -> d
         if feeds_tt:
             feed["token_type_ids"] = np.zeros_like(ids)
         (h,) = sess.run(None, feed)
-        m = mask[:, :, None].astype(np.float32)
-        pooled = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-        pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        emb[idx] = pooled
+        emb[idx] = pool(h, mask, mode)
     t2, c2 = time.perf_counter(), time.process_time()
     np.save(out, emb)
     return {"load_s": t1 - t0, "encode_s": t2 - t1, "encode_cpu_s": c2 - c1}
@@ -367,6 +398,7 @@ def worker_latency(corpus: list[str], threads: int, system: str, onnx_file: str)
         tok = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
         tok.enable_truncation(max_length=MAX_SEQ)
         tok.no_padding()
+        mode = pooling_mode()
 
         def embed(texts):  # one padded batch, as a server would run a request
             encs = tok.encode_batch(texts)
@@ -380,9 +412,7 @@ def worker_latency(corpus: list[str], threads: int, system: str, onnx_file: str)
             if any(i.name == "token_type_ids" for i in sess.get_inputs()):
                 feed["token_type_ids"] = np.zeros_like(ids)
             (h,) = sess.run(None, feed)
-            mk = mask[:, :, None].astype(np.float32)
-            p = (h * mk).sum(1) / np.maximum(mk.sum(1), 1e-9)
-            return p / np.maximum(np.linalg.norm(p, axis=1, keepdims=True), 1e-12)
+            return pool(h, mask, mode)
     res = {}
     # one search query of 8-16 word pieces a call ([CLS]/[SEP] included): the call a search box or
     # a server's single-query request makes (issue 15's short-input target)
@@ -732,9 +762,17 @@ def model_flops(counts: list[int]) -> dict:
     """FLOPs the model must do on the corpus, from its config.json: per token and layer the
     four dense products 2*(4*H*H + 2*H*I) (QKV, output, FFN up and down), per text and layer
     attention 4*len^2*H (scores and P.V over all heads). Padding, softmax, LayerNorm, GELU and
-    pooling not counted: a lower bound on the arithmetic any exact fp32 implementation does."""
+    pooling not counted: a lower bound on the arithmetic any exact fp32 implementation does.
+    Qwen2/Qwen3 decoders: Q and O of heads x head_dim, K and V of kv_heads x head_dim (GQA), the gated
+    FFN's three products, and causal attention (text i's query j reads j + 1 keys)."""
     cfg = json.loads((MODEL_DIR / "config.json").read_text())
     H, I, L = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    if cfg.get("model_type") in ("qwen2", "qwen3"):
+        nh, kvh = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+        D = cfg.get("head_dim") or H // nh
+        dense = 2.0 * L * (2 * H * nh * D + 2 * H * kvh * D + 3 * H * I) * sum(counts)
+        attn = 4.0 * L * nh * D * sum(c * (c + 1) / 2 for c in counts)
+        return {"dense": dense, "attention": attn, "total": dense + attn}
     dense = 2.0 * L * (4 * H * H + 2 * H * I) * sum(counts)
     attn = 4.0 * L * H * sum(c * c for c in counts)
     return {"dense": dense, "attention": attn, "total": dense + attn}
@@ -1043,6 +1081,9 @@ def main() -> int:
                          "bench/results/embed_<folder name>.*")
     ap.add_argument("--lines", type=int, default=0,
                     help="time only the corpus' first N lines (a slow model on a shared machine); 0: all")
+    ap.add_argument("--token-range", default="",
+                    help="LO:HI: with --lines N, the first N lines of LO to HI word pieces (the model's tokenizer, "
+                         "specials included): texts of one size, batches with little padding")
     args = ap.parse_args()
     set_model(args.model, args.lines if not args.worker else 0)
 
@@ -1066,11 +1107,18 @@ def main() -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     corpus = load_corpus()
     if args.lines:
-        corpus = corpus[:args.lines]
+        if args.token_range:
+            lo, hi = (int(x) for x in args.token_range.split(":"))
+            counts_all = corpus_token_counts(corpus)
+            corpus = [t for t, c in zip(corpus, counts_all) if lo <= c <= hi][:args.lines]
+            CORPUS_SHOWN[0] = (f"bench/corpus_sentences.txt, its first {len(corpus)} lines of {lo}-{hi} word pieces "
+                               f"(`--token-range {args.token_range}`)")
+        else:
+            corpus = corpus[:args.lines]
+            CORPUS_SHOWN[0] = f"bench/corpus_sentences.txt, its first {args.lines} lines"
         sub = Path(tempfile.gettempdir()) / f"embed_bench_corpus_{os.getpid()}.txt"
         sub.write_text("\n".join(corpus) + "\n", encoding="utf-8")
         CORPUS = sub
-        CORPUS_SHOWN[0] = f"bench/corpus_sentences.txt, its first {args.lines} lines"
     counts = corpus_token_counts(corpus)
     n_sent, n_tok = len(corpus), sum(counts)
     corpus_sha = hashlib.sha256(CORPUS.read_bytes()).hexdigest()

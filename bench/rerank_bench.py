@@ -15,7 +15,8 @@ each pair, [CLS] query [SEP] passage [SEP], is about 210 tokens; none is truncat
 Each repetition scores the 50 pairs once with each system (order alternating), after 2 warm-up calls
 each; p50 and p90 of the wall time are reported, and pairs/s = 50 / p50. sentence-transformers runs
 with its default batch_size (32), modattn with its default token budget (8192 padded tokens a batch).
-The scores are compared (max relative difference). Writes bench/results/rerank.md and rerank.json.
+The scores are compared (max relative difference). Writes bench/results/rerank.md (keeping the sparse
+encoding section bench/sparse_bench.py writes there) and rerank.json.
 """
 
 from __future__ import annotations
@@ -132,7 +133,10 @@ def main() -> int:
               f"torch {torch.__version__}, numpy {np.__version__}; modattn {modattn.__version__} (build/python)",
               f"- Repository commit: {commit}; measured {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}", ""]
     out = REPO / "bench" / "results"
-    (out / "rerank.md").write_text("\n".join(lines), encoding="utf-8")
+    mark = "<!-- sparse_bench.py:"  # bench/sparse_bench.py's section, kept
+    prev = (out / "rerank.md").read_text(encoding="utf-8") if (out / "rerank.md").exists() else ""
+    tail = prev[prev.index(mark):] if mark in prev else ""
+    (out / "rerank.md").write_text("\n".join(lines) + ("\n" + tail if tail else ""), encoding="utf-8")
     (out / "rerank.json").write_text(json.dumps({"results": res, "max_rel_diff": rel, "tokens": ntok}, indent=1) + "\n")
     print("\n".join(lines))
     return 0
