@@ -64,21 +64,6 @@ typedef struct doc_reader {
     size_t cap;
 } doc_reader;
 
-static void put_cp(modattn__textw *w, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
-    if (cp < 0x80) u[0] = (char)cp, n = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), n = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
-    else
-        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)),
-        u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    if (n == 1) modattn__textw_put(w, u, 1);
-    else modattn__textw_raw(w, u, n);
-}
-
 static void new_para(doc_reader *r) { r->owed++; }
 
 /* Before text: the line break and position mark of the paragraphs ended since (none at the end) */
@@ -131,7 +116,7 @@ static int doc_char(doc_reader *r, uint32_t c) {
     }
     if (c < 0x20 || (c >= 0x7F && c < 0xA0) || c == 0xFEFF) return 0; /* special characters */
     start_text(r);
-    put_cp(&r->w, c);
+    modattn__textw_cp(&r->w, c);
     return 0;
 }
 

@@ -144,6 +144,9 @@ typedef struct modattn__textw {
 } modattn__textw;
 void modattn__textw_put(modattn__textw *w, const char *s, size_t len);
 void modattn__textw_raw(modattn__textw *w, const char *s, size_t len); /* no collapsing */
+/* Appends code point cp as UTF-8 (NUL, surrogates and values past U+10FFFF as U+FFFD; ASCII through
+ * modattn__textw_put, so white space collapses): the RTF and Word readers. */
+void modattn__textw_cp(modattn__textw *w, uint32_t cp);
 void modattn__textw_sep(modattn__textw *w, int sep);
 /* Writes the owed separator, then marks the text from here on as source position `number`. */
 void modattn__textw_mark(modattn__textw *w, int64_t number);

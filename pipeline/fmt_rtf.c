@@ -26,21 +26,6 @@ static const uint16_t k_cp1252[32] = {0x20AC, 0, 0x201A, 0x0192, 0x201E, 0x2026,
                                       0x2039, 0x0152, 0, 0x017D, 0, 0, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022,
                                       0x2013, 0x2014, 0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0, 0x017E, 0x0178};
 
-static void put_cp(modattn__textw *w, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
-    if (cp < 0x80) u[0] = (char)cp, n = 1;
-    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), n = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
-    else
-        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)),
-        u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    if (n == 1) modattn__textw_put(w, u, 1);
-    else modattn__textw_raw(w, u, n);
-}
-
 static uint32_t byte_cp(unsigned char c) {
     if (c >= 0x80 && c < 0xA0) return k_cp1252[c - 0x80] ? k_cp1252[c - 0x80] : 0xFFFD;
     return c;
@@ -125,7 +110,7 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
                 pending_skip--;
                 continue;
             }
-            if (!cur.skip) put_cp(&w, c < 0x80 ? c : byte_cp(c));
+            if (!cur.skip) modattn__textw_cp(&w, c < 0x80 ? c : byte_cp(c));
             continue;
         }
         /* a control word or symbol */
@@ -150,7 +135,7 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
                     pending_skip--;
                     continue;
                 }
-                if (!cur.skip && k) put_cp(&w, byte_cp((unsigned char)v));
+                if (!cur.skip && k) modattn__textw_cp(&w, byte_cp((unsigned char)v));
                 continue;
             }
             if (pending_skip > 0) {
@@ -158,9 +143,9 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
                 continue;
             }
             if (cur.skip) continue;
-            if (s == '\\' || s == '{' || s == '}') put_cp(&w, s);
-            else if (s == '~') put_cp(&w, 0xA0);
-            else if (s == '_') put_cp(&w, 0x2011);
+            if (s == '\\' || s == '{' || s == '}') modattn__textw_cp(&w, s);
+            else if (s == '~') modattn__textw_cp(&w, 0xA0);
+            else if (s == '_') modattn__textw_cp(&w, 0x2011);
             else if (s == '\n' || s == '\r') {
                 modattn__textw_sep(&w, 2);
                 modattn__textw_mark(&w, ++para);
@@ -205,12 +190,12 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
                 continue;
             }
             if (u >= 0xDC00 && u <= 0xDFFF && hi_surrogate) {
-                put_cp(&w, 0x10000 + ((hi_surrogate - 0xD800) << 10) + (u - 0xDC00));
+                modattn__textw_cp(&w, 0x10000 + ((hi_surrogate - 0xD800) << 10) + (u - 0xDC00));
                 hi_surrogate = 0;
                 continue;
             }
             hi_surrogate = 0;
-            put_cp(&w, u);
+            modattn__textw_cp(&w, u);
             continue;
         }
         if (pending_skip > 0) { /* a control word stands for one fallback character */
@@ -230,14 +215,14 @@ int modattn__extract_rtf(const char *buf, size_t len, size_t cap, modattn_doc_te
             modattn__textw_sep(&w, 2);
         } else if (strcmp(word, "tab") == 0 || strcmp(word, "cell") == 0) {
             modattn__textw_raw(&w, "\t", 1);
-        } else if (strcmp(word, "emdash") == 0) put_cp(&w, 0x2014);
-        else if (strcmp(word, "endash") == 0) put_cp(&w, 0x2013);
-        else if (strcmp(word, "bullet") == 0) put_cp(&w, 0x2022);
-        else if (strcmp(word, "lquote") == 0) put_cp(&w, 0x2018);
-        else if (strcmp(word, "rquote") == 0) put_cp(&w, 0x2019);
-        else if (strcmp(word, "ldblquote") == 0) put_cp(&w, 0x201C);
-        else if (strcmp(word, "rdblquote") == 0) put_cp(&w, 0x201D);
-        else if (strcmp(word, "emspace") == 0 || strcmp(word, "enspace") == 0) put_cp(&w, ' ');
+        } else if (strcmp(word, "emdash") == 0) modattn__textw_cp(&w, 0x2014);
+        else if (strcmp(word, "endash") == 0) modattn__textw_cp(&w, 0x2013);
+        else if (strcmp(word, "bullet") == 0) modattn__textw_cp(&w, 0x2022);
+        else if (strcmp(word, "lquote") == 0) modattn__textw_cp(&w, 0x2018);
+        else if (strcmp(word, "rquote") == 0) modattn__textw_cp(&w, 0x2019);
+        else if (strcmp(word, "ldblquote") == 0) modattn__textw_cp(&w, 0x201C);
+        else if (strcmp(word, "rdblquote") == 0) modattn__textw_cp(&w, 0x201D);
+        else if (strcmp(word, "emspace") == 0 || strcmp(word, "enspace") == 0) modattn__textw_cp(&w, ' ');
     }
     free(stack);
     if (st) {

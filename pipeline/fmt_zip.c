@@ -200,6 +200,21 @@ void modattn__textw_raw(modattn__textw *w, const char *s, size_t len) {
     modattn__tbuf_put(&w->b, s, len);
 }
 
+void modattn__textw_cp(modattn__textw *w, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp == 0 || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xC0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
+    else
+        u[0] = (char)(0xF0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)),
+        u[3] = (char)(0x80 | (cp & 63)), n = 4;
+    if (n == 1) modattn__textw_put(w, u, 1);
+    else modattn__textw_raw(w, u, n);
+}
+
 void modattn__textw_put(modattn__textw *w, const char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
