@@ -259,6 +259,7 @@ def main():
         others = max(0.0, (busy1 - busy0) - ours) / ((t1 - t0) * ncpu)
         meta = {"cpu": cpu_name, "cpus": ncpu, "load_before": load0, "load_after": load1,
                 "others_cpu_share": others, "seconds": t1 - t0, "runs": a.runs, "files_per_format": pick,
+                "args": {"files": a.files, "runs": a.runs},
                 "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                          text=True).stdout.strip(),
                 "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0))}
@@ -273,15 +274,21 @@ def main():
 
 def write_md(path, meta, rows):
     L = ["# Indexing at the encoder's speed: `modattn index` against `modattn embed` on the same text\n",
-         "Made by `bench/index_vs_embed.py --out bench/results/index_vs_embed` (its docstring has the method) "
+         "Made by `bench/index_vs_embed.py%s --out bench/results/index_vs_embed` (its docstring has the method) "
          "at commit %s, %s. Model all-MiniLM-L6-v2, fp32, 256-token chunks; %d runs a row, alternating index "
          "and embed, medians; tokens/s is the whole process's (model load included) for both.\n" % (
+             "".join(" --%s %s" % (k, meta["args"][k]) for k in ("files", "runs") if k in meta.get("args", {})),
              meta["commit"], meta["when"], meta["runs"]),
-         "**Under load**: %s, %d CPUs shared with other jobs; load average %s at the start, %s at the end; "
-         "other processes used %.0f%% of the CPUs during the run. The absolute tokens/s are therefore low and "
-         "noisy; the ceiling for index is embed on the same text measured in the same minutes (the `embed` "
-         "column), and the ratio is what to read. The CPU-seconds ratio (tokens per CPU second of each "
-         "process) is the least disturbed by the others.\n" % (
+         ("**Quiet host**: %s, %d CPUs; load average %s at the start, %s at the end; other processes used "
+          "%.0f%% of the CPUs during the run. The ceiling for index is embed on the same text measured in the "
+          "same minutes (the `embed` column); the CPU-seconds ratio (tokens per CPU second of each process) "
+          "counts extraction in its child process too.\n"
+          if meta["others_cpu_share"] < 0.10 else
+          "**Under load**: %s, %d CPUs shared with other jobs; load average %s at the start, %s at the end; "
+          "other processes used %.0f%% of the CPUs during the run. The absolute tokens/s are therefore low and "
+          "noisy; the ceiling for index is embed on the same text measured in the same minutes (the `embed` "
+          "column), and the ratio is what to read. The CPU-seconds ratio (tokens per CPU second of each "
+          "process) is the least disturbed by the others.\n") % (
              meta["cpu"], meta["cpus"], " ".join("%.2f" % x for x in meta["load_before"]),
              " ".join("%.2f" % x for x in meta["load_after"]), 100 * meta["others_cpu_share"]),
          "The format rows are the text of %s (demo/corpus) written in each format by the script.\n" % ", ".join(meta["files_per_format"]),
