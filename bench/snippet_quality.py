@@ -63,6 +63,33 @@ def search_json(binary, model, db, queries, k):
     return [json.loads(line)["results"] for line in out.splitlines() if line.strip()]
 
 
+def latency(a, db, work, queries):
+    """each query's hybrid POST /search through before's and after's servers, in turns"""
+    # latency: the two servers in turns, one query at a time
+    load0 = os.getloadavg()
+    # one server at a time holds the CPUs; the order alternates per rep
+    ta = {q: [] for q in queries}
+    tb = {q: [] for q in queries}
+    for rep in range(a.reps):
+        for binary, times in ((a.before, tb), (a.bin, ta)) if rep % 2 == 0 else ((a.bin, ta), (a.before, tb)):
+            s = Server(binary, a.model, db, work, ("--workers", "1"))
+            s.search(queries[0], "hybrid", k=10)  # warm
+            for q in queries:
+                t0 = time.perf_counter()
+                s.search(q, "hybrid", k=10)
+                times[q].append(time.perf_counter() - t0)
+            s.stop()
+    load1 = os.getloadavg()
+    ma = [statistics.median(ta[q]) * 1e3 for q in queries]
+    mb = [statistics.median(tb[q]) * 1e3 for q in queries]
+    diff = [x - y for x, y in zip(ma, mb)]
+    lat = {"after_ms": statistics.median(ma), "before_ms": statistics.median(mb), "added_ms": statistics.median(diff),
+           "added_p90_ms": sorted(diff)[int(0.9 * (len(diff) - 1))], "reps": a.reps, "queries": len(queries),
+           "load": [round(load0[0], 1), round(load1[0], 1)]}
+
+    return lat
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(REPO, "build", "modattn"))
@@ -73,6 +100,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--top", type=int, default=10, help="results measured per query (of the 10 shown)")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "snippet_quality.md"))
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the latency pairs (no judge, nothing written): prints one JSON line")
     a = ap.parse_args()
     work = a.work or tempfile.mkdtemp(prefix="snippet-quality-")
     db = os.path.join(work, "demo.db")
@@ -82,6 +111,9 @@ def main():
     evals = [json.loads(l) for l in open(os.path.join(HERE, "search_eval.jsonl")) if l.strip()]
     evals = [e for e in evals if e["corpus"] == "demo"]
     queries = [e["query"] for e in evals]
+    if a.latency_only:
+        print(json.dumps(latency(a, db, work, queries)))
+        return
     after = search_json(a.bin, a.model, db, queries, 10)
     before = search_json(a.before, a.model, db, queries, 10)
     assert len(after) == len(before) == len(queries)
@@ -143,27 +175,7 @@ def main():
 
     qa, qb = measure(after), measure(before)
 
-    # latency: the two servers in turns, one query at a time
-    load0 = os.getloadavg()
-    # one server at a time holds the CPUs; the order alternates per rep
-    ta = {q: [] for q in queries}
-    tb = {q: [] for q in queries}
-    for rep in range(a.reps):
-        for binary, times in ((a.before, tb), (a.bin, ta)) if rep % 2 == 0 else ((a.bin, ta), (a.before, tb)):
-            s = Server(binary, a.model, db, work, ("--workers", "1"))
-            s.search(queries[0], "hybrid", k=10)  # warm
-            for q in queries:
-                t0 = time.perf_counter()
-                s.search(q, "hybrid", k=10)
-                times[q].append(time.perf_counter() - t0)
-            s.stop()
-    load1 = os.getloadavg()
-    ma = [statistics.median(ta[q]) * 1e3 for q in queries]
-    mb = [statistics.median(tb[q]) * 1e3 for q in queries]
-    diff = [x - y for x, y in zip(ma, mb)]
-    lat = {"after_ms": statistics.median(ma), "before_ms": statistics.median(mb), "added_ms": statistics.median(diff),
-           "added_p90_ms": sorted(diff)[int(0.9 * (len(diff) - 1))], "reps": a.reps, "queries": len(queries),
-           "load": [round(load0[0], 1), round(load1[0], 1)]}
+    lat = latency(a, db, work, queries)
 
     res = {"after": qa, "before": qb, "latency": lat, "queries": len(queries),
            "command": "bench/snippet_quality.py --bin build/modattn --before /work/main/build/modattn"}
