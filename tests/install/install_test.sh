@@ -128,5 +128,19 @@ if out=$(cd "$T" && env -u MODATTN_MODEL HOME="$T/nohome" "$P/bin/modattn" embed
 else
   bad "the installed modattn found no model: $(head -c 300 <<<"$out")"
 fi
+# the installed CLI indexes and searches with no --model: a store made with the installed default model,
+# and a bge store, each searched from another folder (the store names its model; issue 40's "done when")
+mkdir -p "$T/docs" "$T/elsewhere"
+echo "the quick brown fox jumps over the lazy dog" > "$T/docs/fox.txt"
+for m in default bge; do
+  if [ $m = bge ]; then margs=(--model "$REPO/.models/bge-small-en-v1.5-int8"); else margs=(); fi
+  if (cd "$T" && env -u MODATTN_MODEL HOME="$T/nohome" "$P/bin/modattn" index --quiet "${margs[@]}" --db "$T/$m.db" "$T/docs") > "$T/idx.out" 2>&1 &&
+     out=$(cd "$T/elsewhere" && env -u MODATTN_MODEL HOME="$T/nohome" "$P/bin/modattn" search --json --db "$T/$m.db" "foxes" 2>&1) &&
+     grep -q '"path": ".*fox.txt"' <<<"$out"; then
+    ok "the installed modattn indexes ($m model) and searches with no --model"
+  else
+    bad "the installed modattn, $m model, with no --model: $(head -c 300 "$T/idx.out") $(head -c 300 <<<"${out:-}")"
+  fi
+done
 echo "install_test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -93,6 +93,18 @@ printf 'another document about foxes\n' > "$TMP/docs/b.txt"
 check "index again with no --model uses it too (rc $rc: $(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
 (unset MODATTN_MODEL; "$BIN" search --db "$TMP/mem.db" --model "$MODEL" fox) > /dev/null 2> "$TMP/err"; rc=$?
 check "an explicit --model still wins (another model: refused, rc $rc)" '[ $rc -eq 1 ] && grep -q "not of the model in use" "$TMP/err"'
+# a bge store (issue 40's "done when"): indexed with --model bge-small, searched with no --model: the
+# store's model is used, so the results equal those of the same search naming bge (the default model,
+# MiniLM, has the same dimension: a search that fell back to it would be refused as another model)
+BGE=.models/bge-small-en-v1.5-int8
+(unset MODATTN_MODEL; "$BIN" index --quiet --model "$BGE" --db "$TMP/bge.db" "$TMP/docs") > /dev/null 2>&1; rc=$?
+check "index --model bge-small (rc $rc)" '[ $rc -eq 0 ]'
+(unset MODATTN_MODEL; cd "$TMP" && "$BIN" search --json --db "$TMP/bge.db" -k 5 "foxes") > "$TMP/bge1.json" 2> "$TMP/err"; rc=$?
+(unset MODATTN_MODEL; "$BIN" search --json --db "$TMP/bge.db" --model "$BGE" -k 5 "foxes") > "$TMP/bge2.json" 2>/dev/null
+check "search on the bge store with no --model, from another folder (rc $rc: $(head -c 200 "$TMP/err"))" \
+    '[ $rc -eq 0 ] && grep -q a.txt "$TMP/bge1.json"'
+check "its results are the bge model's (the cosines of the search naming it; paths are shown relative to the folder searched from)" \
+    'python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); k=lambda j:[(r[\"path\"].rsplit(\"/\",1)[-1],r[\"cosine\"]) for r in j[\"results\"]]; sys.exit(0 if k(a)==k(b) and k(a) else 1)" "$TMP/bge1.json" "$TMP/bge2.json"'
 # index with no PATH refreshes what the store was indexed from
 mkdir -p "$TMP/roots/sub"
 printf 'the first note about owls\n' > "$TMP/roots/a.txt"
