@@ -156,8 +156,10 @@ def papx_page(runs):
     struct.pack_into(f"<{crun + 1}I", page, 0, *([a for a, _, _ in merged] + [merged[-1][1]]))
     istd = b"\0\0"
     cell = istd + b"\x16\x24\x01"                                   # 5 bytes: cb 3 (2*3-1)
-    row = istd + b"\x16\x24\x01" + b"\x08\xd6\x05\x00" + b"\0" * 4 + b"\x17\x24\x01"  # 16: cb 0, then 8
-    recs = {"cell": bytes([3]) + cell, "row": b"\0" + bytes([8]) + row}
+    # a sprmTDefTable before sprmPFTtp, as Word writes it: its operand's size is 16-bit (257: more
+    # than a byte holds, as a table of a dozen columns has); 268 bytes in all: cb 0, then 134
+    row = istd + b"\x16\x24\x01" + b"\x08\xd6\x01\x01" + b"\0" * 256 + b"\x17\x24\x01"
+    recs = {"cell": bytes([3]) + cell, "row": b"\0" + bytes([len(row) // 2]) + row}
     at, where = 510, {}
     for k in ("cell", "row"):
         at = (at - len(recs[k])) & ~1
