@@ -3,7 +3,12 @@
  * minimal FIB + piece table; checked there with olefile). Here: each is sniffed by its content
  * (OLE2 magic + a WordDocument stream; an OLE2 file without one stays unsupported, saying so); the
  * text of the 8-bit ("compressed") file and of the UTF-16 file equals the string [MS-DOC]'s rules
- * give, in process and in the extraction child; an encrypted document is refused by name; every
+ * give, in process and in the extraction child; stories.doc's every story (footnotes, endnotes, a
+ * comment, text boxes, a header and footer: separators and the text boxes' last range not read)
+ * in its documented order, and its table rows with empty cells, told by sprmPFTtp; each story
+ * count past the piece table, each story table outside its stream or past its story, is a
+ * refusal naming it; unusable paragraph properties fall back to the old row guess, the text all
+ * read; an encrypted document is refused by name; every
  * truncation of a file, and each damaged FIB or piece-table field, is MODATTN_EFORMAT naming what
  * is wrong; a text past cap is MODATTN_ERANGE; every single-byte change of the FIB and the Clx
  * gives text or a refusal, never a crash (run under ASan/UBSan in the sanitizer tree). */
