@@ -12,11 +12,18 @@ table stream the FIB names.
   unicode.doc     UTF-16LE pieces (non-ASCII: accents, CJK, a character past the BMP), a 1Table
                   stream, pieces stored out of order, a Prc before the Pcdt, a nested field, a table
   encrypted.doc   word97.doc with fEncrypted set (refused by name)
+  stories.doc     every story after the main text (FibRgLw97's ccpFtn, ccpHdd, ccpAtn, ccpEdn,
+                  ccpTxbx, ccpHdrTxbx): footnotes, endnotes, a comment, a header and a footer
+                  (a PlcfHdd with the six separator stories first, one with text that is not
+                  read), text boxes and a header text box (PlcftxbxTxt/PlcfHdrtxbxTxt, their last
+                  range not text); a table with empty cells whose row ends are marked by
+                  sprmPFTtp in a PapxFkp page (the PlcBtePapx); pieces cut across story ends
   book.xls        an OLE2 file with a Workbook stream and no WordDocument (unsupported format)
 
 Each file is read back with olefile (the tool's check, not the tests': pip's olefile must be
 importable, e.g. /work/main/bench/.venv/bin/python) and its text checked by the reader's rules.
-The outputs are small and committed; the tests read them, they do not run this script.
+The outputs are small and committed; the tests read them, they do not run this script. Run with
+no argument, it also writes the fuzz seeds fuzz/corpus/doc/stories and streams-stories.
 """
 import os
 import struct
@@ -132,6 +139,137 @@ def word(pieces, text_at=0x800, one_table=False, prc=False, encrypted=False):
     return ole2([("WordDocument", bytes(stream)), ("1Table" if one_table else "0Table", bytes(table))])
 
 
+ROW = "\ue000"  # in a fixture's text: a table row's end mark (0x07 with sprmPFTtp in its paragraph)
+
+
+def papx_page(runs):
+    """runs: [(fc_from, fc_to, kind)], ascending and contiguous; kind None (no properties), "cell"
+    (sprmPFInTable) or "row" (sprmPFInTable, a sprmTDefTable, sprmPFTtp) -> one 512-byte PapxFkp."""
+    merged = []
+    for a, b, k in runs:  # neighbours with the same properties are one run
+        if merged and merged[-1][2] == k and merged[-1][1] == a:
+            merged[-1] = (merged[-1][0], b, k)
+        else:
+            merged.append((a, b, k))
+    crun = len(merged)
+    page = bytearray(512)
+    struct.pack_into(f"<{crun + 1}I", page, 0, *([a for a, _, _ in merged] + [merged[-1][1]]))
+    istd = b"\0\0"
+    cell = istd + b"\x16\x24\x01"                                   # 5 bytes: cb 3 (2*3-1)
+    # a sprmTDefTable before sprmPFTtp, as Word writes it: its operand's size is 16-bit (257: more
+    # than a byte holds, as a table of a dozen columns has); 268 bytes in all: cb 0, then 134
+    row = istd + b"\x16\x24\x01" + b"\x08\xd6\x01\x01" + b"\0" * 256 + b"\x17\x24\x01"
+    recs = {"cell": bytes([3]) + cell, "row": b"\0" + bytes([len(row) // 2]) + row}
+    at, where = 510, {}
+    for k in ("cell", "row"):
+        at = (at - len(recs[k])) & ~1
+        page[at:at + len(recs[k])] = recs[k]
+        where[k] = at // 2
+    assert 4 * (crun + 1) + 13 * crun <= at, "one PapxFkp page is enough for these fixtures"
+    for i, (_, _, k) in enumerate(merged):
+        page[4 * (crun + 1) + 13 * i] = where[k] if k else 0
+    page[511] = crun
+    return bytes(page)
+
+
+def word_stories(main, ftn="", hdd=None, atn="", edn="", txbx=None, hdrtxbx=None, cuts=(), one_table=False,
+                 raw=False):
+    """A document with every story: hdd a list of header stories (the six separators first, each
+    with its guard paragraph mark), txbx/hdrtxbx lists of text box ranges (the last one is not
+    text). The CP text is cut into pieces at `cuts` (CPs, not at story ends), pieces alternately
+    8-bit and UTF-16; a PapxFkp page marks each row end (ROW) and cell."""
+    hdd, txbx, hdrtxbx = hdd or [], txbx or [], hdrtxbx or []
+    hdd_text = "".join(hdd) + ("\r" if hdd else "")  # the header document ends with one more mark
+    stories = [main, ftn, hdd_text, atn, edn, "".join(txbx), "".join(hdrtxbx)]
+    text = "".join(stories) + ("\r" if any(stories[1:]) else "")  # [MS-DOC] 2.3: one mark after all
+    ccps = [len(t) for t in stories]  # the fixtures' stories hold no character past the BMP
+    flags = 0x1000 | (0x0200 if one_table else 0)
+    fib = bytearray(struct.pack("<HHHHHH", 0xA5EC, 0x00C1, 0, 0x0409, 0, flags) + b"\0" * 20)
+    fib[0x0C:0x0E] = struct.pack("<H", 0x00BF)
+    fib += struct.pack("<H", 14) + b"\0" * 28 + struct.pack("<H", 22)
+    lw_at = len(fib)
+    fib += b"\0" * 88 + struct.pack("<H", 93)
+    fclcb_at = len(fib)
+    fib += b"\0" * (93 * 8) + struct.pack("<H", 0)
+    stream = bytearray(fib.ljust(0x800, b"\0"))
+    bounds = [0] + sorted(cuts) + [len(text)]
+    fcs, ends = [], []  # ends: (the byte after a paragraph's mark, its kind)
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        comp = i % 2 == 0 and all(ord(ch) < 128 or 0xA0 <= ord(ch) < 256 or ch == ROW for ch in text[a:b])
+        at = len(stream)
+        fcs.append(at * 2 | 0x40000000 if comp else at)
+        width = 1 if comp else 2
+        for j, ch in enumerate(text[a:b]):
+            c = 7 if ch == ROW else ord(ch)
+            stream += bytes([c]) if comp else struct.pack("<H", c)
+            if ch in "\r\x07" + ROW:
+                ends.append((at + (j + 1) * width, "row" if ch == ROW else "cell" if ch == "\x07" else None))
+        stream += b"\0" * 16  # a gap between pieces: it belongs to the next paragraph's run
+    runs = [(ends[k - 1][0] if k else 0x800, e, kind) for k, (e, kind) in enumerate(ends)]
+    stream += b"\0" * (-len(stream) % 512)
+    pn = len(stream) // 512
+    stream += papx_page(runs)
+    plc = b"".join(struct.pack("<I", c) for c in bounds) + b"".join(struct.pack("<HIH", 0, f, 0) for f in fcs)
+    clx = b"\x02" + struct.pack("<I", len(plc)) + plc
+    table = bytearray(b"\0" * 0x100) + clx
+    pairs = {33: (0x100, len(clx))}
+
+    def put(pair, data):
+        table.extend(b"\0" * (-len(table) % 4))
+        pairs[pair] = (len(table), len(data))
+        table.extend(data)
+
+    put(13, struct.pack("<III", runs[0][0], runs[-1][1], pn))  # PlcBtePapx: one page
+    if hdd:
+        cps = [0]
+        for st in hdd:
+            cps.append(cps[-1] + len(st))
+        put(11, struct.pack(f"<{len(cps) + 1}I", *cps, cps[-1] + 1))  # last CP: undefined
+    for pair, ranges in ((56, txbx), (58, hdrtxbx)):
+        if ranges:
+            cps = [0]
+            for r in ranges:
+                cps.append(cps[-1] + len(r))
+            put(pair, struct.pack(f"<{len(cps)}I", *cps) + b"\0" * (22 * len(ranges)))
+    lw = [0] * 22
+    lw[0] = len(stream)
+    lw[3], lw[4], lw[5], lw[7], lw[8], lw[9], lw[10] = ccps
+    stream[lw_at:lw_at + 88] = struct.pack("<22I", *lw)
+    for pair, (fc, lcb) in pairs.items():
+        stream[fclcb_at + pair * 8:fclcb_at + pair * 8 + 8] = struct.pack("<II", fc, lcb)
+    streams = [("WordDocument", bytes(stream)), ("1Table" if one_table else "0Table", bytes(table))]
+    return streams if raw else ole2(streams)
+
+
+def fuzz_seeds(root):
+    """fuzz/corpus/doc seeds for fuzz_doc.c: first byte odd, a whole .doc; even, a cut point (two
+    bytes, times 4) and the WordDocument stream then the table stream."""
+    (_, wd), (_, tbl) = word_stories(**STORIES, cuts=(30, 75, 120, 170), raw=True)
+    wd = wd.ljust(-(-len(wd) // 4) * 4, b"\0")
+    seeds = {"stories": b"\x01" + word_stories(**STORIES, cuts=(30, 75, 120, 170)),
+             "streams-stories": b"\x00" + struct.pack("<H", len(wd) // 4) + wd + tbl}
+    for name, data in seeds.items():
+        with open(os.path.join(root, "fuzz", "corpus", "doc", name), "wb") as f:
+            f.write(data)
+
+
+# stories.doc: a footnote and an endnote reference (0x02) and a comment's (0x05) in the main text,
+# a table with empty cells, every other story; the separators and the text boxes' last range hold
+# text that must not be read
+STORIES = dict(
+    main=("stories alpha phrase\x02 with notes\x02.\r"
+          "a1\x07\x07c1\x07" + ROW + "\x07b2\x07\x07" + ROW +
+          "stories omega phrase\x01\x05.\r"),
+    ftn="\x02 footnote one text.\r\x02 footnote two \u00e9t\u00e9.\r\r",
+    edn="\x02 endnote text here.\r\r",
+    atn="\x05 comment text here.\r\r",
+    hdd=["\x03\r", "\x04\r", "(continued notice)\r", "\x03\r", "\x04\r", "",  # separators
+         "", "header words here\r\r", "", "footer \x13 PAGE \x141\x15 words\r\r", "", ""],
+    txbx=["text box words.\r", "not text: the last range\r"],
+    hdrtxbx=["header box words.\r", "\r"],
+)
+
+
 # The fixtures' text (CP order). \x13 code \x14 result \x15 is a field; \x07 ends a cell, and a
 # second \x07 right after a row's last cell ends the row; \r ends a paragraph.
 WORD97 = [
@@ -146,12 +284,16 @@ UNICODE = [
      "\u03b1\u03b2\u03b3\x07\u0436\u0437\x07\x07unicode omega phrase\x0bsecond line\r", False),
 ]
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "doc")
+    root = os.path.join(os.path.dirname(__file__), "..")
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "tests", "fixtures", "doc")
+    if len(sys.argv) == 1:
+        fuzz_seeds(root)
     os.makedirs(out, exist_ok=True)
     files = {
         "word97.doc": word(WORD97),
         "unicode.doc": word(UNICODE, one_table=True, prc=True),
         "encrypted.doc": word(WORD97, encrypted=True),
+        "stories.doc": word_stories(**STORIES, cuts=(30, 75, 120, 170)),
         "book.xls": ole2([("Workbook", b"\x09\x08\x10\x00\x00\x06\x05\x00" + b"\0" * 100)]),
     }
     for name, data in files.items():

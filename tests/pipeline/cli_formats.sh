@@ -22,7 +22,7 @@ for f in budget.docx deck.pptx sheet.xlsx memo.odt talk.odp calc.ods zebras.epub
 if [ -f "$T/all/notes.txt.zst" ]; then cp "$T/all/notes.txt.zst" "$T/docs/"
 else bad "no .zst fixture: the zstd command is not installed (tools/install_deps.sh installs it)"; fi
 DOCS=$(dirname "$0")/../fixtures/doc
-cp "$DOCS/word97.doc" "$DOCS/unicode.doc" "$T/docs/"
+cp "$DOCS/word97.doc" "$DOCS/unicode.doc" "$DOCS/stories.doc" "$T/docs/"
 cp "$DOCS/encrypted.doc" "$DOCS/book.xls" "$T/bad/"
 for f in slip.docx bomb.docx encrypted.docx zipbomb.docx truncated.docx xxe.odt bomb.txt.gz; do cp "$T/all/$f" "$T/bad/"; done
 DB=$T/s.db
@@ -39,6 +39,7 @@ for pair in "budget.docx:docx alpha phrase" "deck.pptx:pptx omega phrase" "sheet
             "memo.odt:odt alpha phrase" "talk.odp:odp omega phrase" "calc.ods:ods alpha phrase" \
             "zebras.epub:epub alpha phrase" "letter.rtf:rtf omega phrase" \
             "word97.doc:doc omega phrase ends here" "unicode.doc:unicode alpha phrase" \
+            "stories.doc:footnote one text" "stories.doc:header words here" \
             "note.eml:coffee shop closes at noon on Sunday" "inbox.mbox:mbox alpha phrase" \
             "README.gz:gz alpha phrase" "notes.txt.bz2:bz2 omega phrase" "notes.txt.xz:xz alpha phrase" \
             "notes.txt.zst:zst omega phrase" \

@@ -3,7 +3,12 @@
  * minimal FIB + piece table; checked there with olefile). Here: each is sniffed by its content
  * (OLE2 magic + a WordDocument stream; an OLE2 file without one stays unsupported, saying so); the
  * text of the 8-bit ("compressed") file and of the UTF-16 file equals the string [MS-DOC]'s rules
- * give, in process and in the extraction child; an encrypted document is refused by name; every
+ * give, in process and in the extraction child; stories.doc's every story (footnotes, endnotes, a
+ * comment, text boxes, a header and footer: separators and the text boxes' last range not read)
+ * in its documented order, and its table rows with empty cells, told by sprmPFTtp; each story
+ * count past the piece table, each story table outside its stream or past its story, is a
+ * refusal naming it; unusable paragraph properties fall back to the old row guess, the text all
+ * read; an encrypted document is refused by name; every
  * truncation of a file, and each damaged FIB or piece-table field, is MODATTN_EFORMAT naming what
  * is wrong; a text past cap is MODATTN_ERANGE; every single-byte change of the FIB and the Clx
  * gives text or a refusal, never a crash (run under ASan/UBSan in the sanitizer tree). */
@@ -50,6 +55,24 @@ static const char k_unicode[] =
     "field result kept\n"
     "\xce\xb1\xce\xb2\xce\xb3\t\xd0\xb6\xd0\xb7\n"
     "unicode omega phrase\nsecond line";
+/* stories.doc: every story, in the order written (main text, footnotes, endnotes, comments, text
+ * boxes, headers and footers, header text boxes), each set off by a blank line; the separators'
+ * stories, the text boxes' last ranges and the guard paragraph marks write nothing; a row whose
+ * middle cell is empty keeps two tabs, one whose first is empty starts with a tab (its row end
+ * known from its paragraph's sprmPFTtp, not guessed) */
+static const char k_stories[] =
+    "stories alpha phrase with notes.\n"
+    "a1\t\tc1\n"
+    "\tb2\n"
+    "stories omega phrase.\n\n"
+    "footnote one text.\n"
+    "footnote two \xc3\xa9t\xc3\xa9.\n\n"
+    "endnote text here.\n\n"
+    "comment text here.\n\n"
+    "text box words.\n\n"
+    "header words here\n"
+    "footer 1 words\n\n"
+    "header box words.";
 
 static void good(const char *file, const char *want, const char *omega, int64_t omega_para) {
     size_t len;
@@ -231,6 +254,85 @@ static void test_damaged(void) {
     free(f);
 }
 
+/* stories.doc's streams, edited: the FIB's story counts and the story tables */
+#define LW 64 /* FibRgLw97: ccpText at +12, ccpFtn +16, ccpHdd +20, ccpAtn +28, ccpEdn +32, ccpTxbx +36, ccpHdrTxbx +40 */
+static void e_ftn_over(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)t, (void)tl, put32(w + LW + 16, 100000); }
+static void e_hdrtxbx_over(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)t, (void)tl, put32(w + LW + 40, get32(w + LW + 40) + 50); }
+static void e_edn_negative(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)t, (void)tl, put32(w + LW + 32, 0x80000000u); }
+static void e_hdd_outside(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)t, (void)tl, put32(w + FCLCB + 11 * 8 + 4, 0x10000); }
+static void e_hdd_cp(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)tl, put32(t + get32(w + FCLCB + 11 * 8) + 4 * 7, 0x7fff); }
+static void e_txbx_size(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)t, (void)tl, put32(w + FCLCB + 56 * 8 + 4, get32(w + FCLCB + 56 * 8 + 4) - 1); }
+static void e_txbx_cp(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)tl, put32(t + get32(w + FCLCB + 56 * 8) + 4, get32(w + LW + 36) + 1); }
+
+static void test_stories_damaged(void) {
+    size_t len;
+    unsigned char *f = slurp(DIR "stories.doc", &len);
+    streams s = {0};
+    if (f) {
+        s.wd = stream(f, len, "WordDocument", &s.wl);
+        s.t0 = stream(f, len, "0Table", &s.tl);
+    }
+    CHECK(s.wd && s.t0);
+    if (!s.wd || !s.t0) {
+        free(f);
+        return;
+    }
+    modattn_doc_text d;
+    CHECK(modattn__doc_text(s.wd, s.wl, s.t0, s.tl, NULL, 0, CAP, &d) == 0 && strcmp(d.text, k_stories) == 0);
+    modattn_doc_text_clear(&d);
+    damaged(&s, e_ftn_over, MODATTN_EFORMAT, "footnotes (100000 characters from CP");
+    damaged(&s, e_hdrtxbx_over, MODATTN_EFORMAT, "header text boxes");
+    damaged(&s, e_edn_negative, MODATTN_EFORMAT, "endnotes characters is negative");
+    damaged(&s, e_hdd_outside, MODATTN_EFORMAT, "header stories (PlcfHdd) table (65536 bytes");
+    damaged(&s, e_hdd_cp, MODATTN_EFORMAT, "PlcfHdd) table's CP 7 (32767)");
+    damaged(&s, e_txbx_size, MODATTN_EFORMAT, "text boxes (PlcftxbxTxt) table");
+    damaged(&s, e_txbx_cp, MODATTN_EFORMAT, "PlcftxbxTxt) table's CP 1");
+    /* paragraph properties that cannot be used (the PlcBtePapx's page past the stream): all the
+     * text is still read, and the rows fall back to "a cell mark after a cell mark ends the row",
+     * which an empty cell is taken for (documented in fmt_doc.c) */
+    size_t bte = get32(s.wd + FCLCB + 13 * 8);
+    uint32_t keep = get32(s.t0 + bte + 8);
+    put32(s.t0 + bte + 8, 0x3fffff);
+    int st = modattn__doc_text(s.wd, s.wl, s.t0, s.tl, NULL, 0, CAP, &d);
+    put32(s.t0 + bte + 8, keep);
+    CHECK_MSG(st == 0, "%s", modattn_last_error());
+    if (!st) {
+        const char *rows = "stories alpha phrase with notes.\na1\nc1\n\tb2\n\tstories omega phrase.\n\n";
+        CHECK_MSG(strncmp(d.text, rows, strlen(rows)) == 0 && strcmp(d.text + strlen(rows), strstr(k_stories, "footnote one")) == 0,
+                  "without paragraph properties:\n got [%s]", d.text);
+        modattn_doc_text_clear(&d);
+    }
+    /* every byte of the table stream after the Clx (the story tables, the PlcBtePapx) and of the
+     * PapxFkp page, changed in turn: text or a refusal, never a crash */
+    int ok = 0, refused = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned char *buf = pass ? s.wd : s.t0;
+        size_t from = pass ? s.wl - 512 : CLX, to = pass ? s.wl : s.tl;
+        for (size_t i = from; i < to; i++)
+            for (int x = 0; x < 2; x++) {
+                unsigned char k = buf[i];
+                buf[i] = x ? (unsigned char)(k ^ 0xff) : (unsigned char)(k + 0x41);
+                st = modattn__doc_text(s.wd, s.wl, s.t0, s.tl, NULL, 0, CAP, &d);
+                buf[i] = k;
+                if (!st) {
+                    ok++;
+                    CHECK(d.text && d.text[d.len] == '\0' && memchr(d.text, '\0', d.len) == NULL);
+                    modattn_doc_text_clear(&d);
+                } else {
+                    CHECK_MSG(st == MODATTN_EFORMAT || st == MODATTN_ERANGE, "byte %zu: %d %s", i, st,
+                              modattn_last_error());
+                    refused++;
+                }
+            }
+    }
+    printf("  stories.doc: single-byte changes of the story tables and the PapxFkp: %d read, %d refused\n", ok,
+           refused);
+    CHECK(ok > 0 && refused > 0);
+    free(s.wd);
+    free(s.t0);
+    free(f);
+}
+
 static void test_refused(void) {
     size_t len;
     unsigned char *buf = slurp(DIR "encrypted.doc", &len);
@@ -259,9 +361,12 @@ int main(void) {
     printf("Word 97-2003 fixtures:\n");
     good(DIR "word97.doc", k_word97, "doc omega", 5);
     good(DIR "unicode.doc", k_unicode, "unicode omega", 4);
+    good(DIR "stories.doc", k_stories, "stories omega", 4);
     printf("refused:\n");
     test_refused();
     printf("damaged streams:\n");
     test_damaged();
+    printf("stories and tables:\n");
+    test_stories_damaged();
     return test_finish("test_doc");
 }
