@@ -85,10 +85,25 @@ sys.exit(0 if e['opencl_flash']['verdict']=='chosen' and e['cpu_flash']['verdict
 # allocator lock held and waited forever (pipeline/extract.c: the fork guard and the stall watch)
 FT="--file-timeout 600"
 "$BIN" index $FT --quiet --db "$TMP/cpu.db" demo/corpus > /dev/null 2> "$TMP/e" || bad "index on cpu: $(cat "$TMP/e")"
+# The device's store is made the hard way, and the corpus indexed on the device once (it was twice,
+# a quarter of this test under ASan, where each extraction fork waits for the embedder's batch): the
+# device lost in the middle of indexing (injected after 100 ops): a clear error, exit 1, and the
+# store keeps whole documents only; the next run indexes the rest without redoing them, every file
+# and no error, and that store is the one searched against the CPU's below
+MODATTN_DEVICE_FAIL_AFTER=opencl:0:100 "$BIN" index $FT --device opencl --quiet --json --db "$TMP/ocl.db" demo/corpus > "$TMP/lost.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "device lost" "$TMP/lost.out" && ok || bad "device lost: rc $rc, $(cat "$TMP/lost.out")"
+kept=$(py "import sqlite3,sys
+c=sqlite3.connect('$TMP/ocl.db')
+assert c.execute('pragma integrity_check').fetchall()==[('ok',)]
+bad=c.execute('select count(*) from documents d where d.nchunks=0 or d.nchunks!=(select count(*) from chunks where document=d.id) or d.nchunks!=(select count(*) from embeddings e join chunks k on k.id=e.chunk where k.document=d.id)').fetchone()[0]
+assert bad==0, bad
+print(c.execute('select count(*) from documents').fetchone()[0])" 2>&1) && ok || bad "store after the device was lost: $kept"
 t0=$(date +%s)
 "$BIN" index $FT --device opencl --quiet --json --db "$TMP/ocl.db" demo/corpus > "$TMP/idx.json" 2> "$TMP/e" || bad "index on opencl: $(cat "$TMP/e")"
-echo "cli_devices: indexed demo/corpus on opencl:0 in $(( $(date +%s) - t0 )) s"
-py "import json,sys; j=json.load(open('$TMP/idx.json')); sys.exit(0 if j['files_indexed']==j['files_seen']>0 and not j['errors'] else 1)" && ok || bad "index on opencl: $(cat "$TMP/idx.json")"
+echo "cli_devices: indexed demo/corpus on opencl:0 in $(( $(date +%s) - t0 )) s (after the lost device, $kept documents kept)"
+py "import json,sys; j=json.load(open('$TMP/idx.json')); sys.exit(0 if j['files_indexed']+j['files_unchanged']==j['files_seen']>0 and not j['errors'] else 1)" && ok || bad "index on opencl: $(cat "$TMP/idx.json")"
+py "import json,sys; j=json.load(open('$TMP/idx.json')); sys.exit(0 if j['files_unchanged']==int('$kept') else 1)" && ok ||
+  bad "resumed run after the lost device ($kept documents kept): $(cat "$TMP/idx.json")"
 same=0
 for q in "how does write-ahead logging keep the database safe after a crash" \
          "a tea party with the March Hare and the Hatter" \
@@ -103,20 +118,6 @@ sys.exit(0 if len(a)==10 and [key(r) for r in a]==[key(r) for r in b] and all(ab
   else bad "search '$q': top-10 differs between cpu and opencl"; fi
 done
 [ $same -eq 4 ] && ok
-
-# the device lost in the middle of indexing (injected after 100 ops): a clear error, exit 1, and
-# the store keeps whole documents only; the next run finishes without redoing them
-MODATTN_DEVICE_FAIL_AFTER=opencl:0:100 "$BIN" index $FT --device opencl --quiet --json --db "$TMP/lost2.db" demo/corpus > "$TMP/lost.out" 2>&1; rc=$?
-[ $rc -eq 1 ] && grep -q "device lost" "$TMP/lost.out" && ok || bad "device lost: rc $rc, $(cat "$TMP/lost.out")"
-kept=$(py "import sqlite3,sys
-c=sqlite3.connect('$TMP/lost2.db')
-assert c.execute('pragma integrity_check').fetchall()==[('ok',)]
-bad=c.execute('select count(*) from documents d where d.nchunks=0 or d.nchunks!=(select count(*) from chunks where document=d.id) or d.nchunks!=(select count(*) from embeddings e join chunks k on k.id=e.chunk where k.document=d.id)').fetchone()[0]
-assert bad==0, bad
-print(c.execute('select count(*) from documents').fetchone()[0])" 2>&1) && ok || bad "store after the device was lost: $kept"
-"$BIN" index $FT --device opencl --quiet --json --db "$TMP/lost2.db" demo/corpus > "$TMP/lost.out" 2>&1
-py "import json,sys; j=json.load(open('$TMP/lost.out')); sys.exit(0 if j['files_unchanged']==int('$kept') and j['files_indexed']+j['files_unchanged']==j['files_seen'] else 1)" && ok ||
-  bad "resumed run after the lost device ($kept documents kept): $(cat "$TMP/lost.out")"
 
 # an op the device does not run: the model is refused, naming the op; with --host-fallback it runs
 # on the host, said on stderr, in `explain --model`, counted in --stats, traced, and the vectors
