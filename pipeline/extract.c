@@ -371,8 +371,8 @@ static int child_ended(const char *what, int ws, bool killed, const char *tail, 
 }
 
 /* gcc 12's AddressSanitizer has no fork handler: a child forked while another thread is inside
- * its allocator inherits that lock held, whether the lock sleeps (the stall watch below sees it)
- * or spins (it does not). In such builds the indexer's embedding thread holds g_fork_guard while
+ * its allocator inherits that lock held, whether the lock sleeps or yields (the stall watch below
+ * sees both and forks again; a pure busy loop it would not see). In such builds the indexer's embedding thread holds g_fork_guard while
  * it embeds (modattn__fork_guard_enter/leave) and a fork waits for it, which is what newer ASan's
  * own handler does (it locks the allocator around fork). Elsewhere both are nothing: glibc's
  * malloc is safe across fork. */
@@ -399,9 +399,9 @@ void modattn__fork_guard_leave(void) {}
 static pid_t guarded_fork(void) { return fork(); }
 #endif
 
-/* Is the child asleep without using the CPU? Its state and CPU ticks from /proc/PID/stat (the
- * child has one thread); false where that cannot be read. */
-static bool child_sample(pid_t pid, char *state, unsigned long long *ticks) {
+/* The child's state and its user and system CPU ticks from /proc/PID/stat (the child has one
+ * thread); false where that cannot be read. */
+static bool child_sample(pid_t pid, char *state, unsigned long long *user, unsigned long long *sys) {
     char path[48];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -416,7 +416,7 @@ static bool child_sample(pid_t pid, char *state, unsigned long long *ticks) {
     *state = p[2];
     unsigned long long ut = 0, stt = 0; /* after the state: ppid pgrp session tty tpgid flags 4 fault counts */
     if (sscanf(p + 3, " %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2) return false;
-    *ticks = ut + stt;
+    *user = ut, *sys = stt;
     return true;
 }
 
@@ -465,10 +465,17 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
     const uint64_t limit_ns = lim->timeout_s > 0 ? (uint64_t)(lim->timeout_s * 1e9) : 0;
     bool timed_out = false, killed = false, data_eof = false, err_eof = ep[0] < 0;
     char chunk[65536];
-    /* the stall watch: asleep ('S') with no CPU tick since the last look, for modattn__extract_stall_s */
+    /* the stall watch, for modattn__extract_stall_s: asleep ('S') with no CPU tick since the last
+     * look (a lock that sleeps), or spinning in the kernel (a lock that yields: AddressSanitizer's
+     * spin locks call sched_yield) — nothing sent, at least 4 system ticks for each user tick and a
+     * tenth of the time on a CPU. An extractor computes in user space and never reads a file (its
+     * input is in memory): its system time is page faults, a small share of its user time. */
     const uint64_t stall_ns = modattn__extract_stall_s > 0 ? (uint64_t)(modattn__extract_stall_s * 1e9) : 0;
-    uint64_t last_look = t0, asleep_since = 0;
-    unsigned long long last_ticks = ~0ull;
+    const double hz = (double)sysconf(_SC_CLK_TCK);
+    uint64_t last_look = t0, asleep_since = 0, spin_since = 0;
+    unsigned long long last_ticks = ~0ull, spin_user = 0, spin_sys = 0;
+    size_t got = 0, spin_got = 0; /* bytes read from the child */
+    double spun_user = 0, spun_sys = 0;
     while (!data_eof || !err_eof) {
         if (r.st && !killed) { /* nothing more is wanted from it */
             kill(pid, SIGKILL);
@@ -485,8 +492,10 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
         if (stall_ns && !killed && now_ns() - last_look >= 250000000ull) { /* every 250 ms */
             last_look = now_ns();
             char state = 0;
-            unsigned long long ticks = 0;
-            if (child_sample(pid, &state, &ticks) && state == 'S' && ticks == last_ticks) {
+            unsigned long long user = 0, sys = 0;
+            const bool seen = child_sample(pid, &state, &user, &sys);
+            const unsigned long long ticks = user + sys;
+            if (seen && state == 'S' && ticks == last_ticks) {
                 if (!asleep_since) asleep_since = last_look;
                 else if (last_look - asleep_since >= stall_ns) {
                     *stalled = true;
@@ -497,6 +506,19 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
                 asleep_since = 0;
             }
             last_ticks = ticks;
+            if (!seen || !spin_since || got != spin_got || user < spin_user || sys < spin_sys) {
+                spin_since = last_look, spin_user = user, spin_sys = sys, spin_got = got;
+            } else if (!killed && last_look - spin_since >= stall_ns) {
+                const double du = (double)(user - spin_user), ds = (double)(sys - spin_sys);
+                if (ds >= 4 * du && ds >= 0.1 * (double)(last_look - spin_since) * 1e-9 * hz) {
+                    *stalled = true;
+                    spun_user = du / hz, spun_sys = ds / hz;
+                    kill(pid, SIGKILL);
+                    killed = true;
+                } else {
+                    spin_since = last_look, spin_user = user, spin_sys = sys;
+                }
+            }
         }
         int wait_ms = 100;
         if (limit_ns && !killed) {
@@ -526,6 +548,7 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
                 continue;
             }
             if (pf[i].fd == dp[0]) {
+                got += (size_t)n;
                 size_t o = 0;
                 while (o < (size_t)n && !r.st) o += take(&r, chunk + o, (size_t)n - o);
             } else {
@@ -545,6 +568,12 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
     int st = 0;
     if (cancelled && *cancelled) {
         st = modattn__error(MODATTN_ERANGE, "interrupted");
+    } else if (*stalled && spin_since && (spun_user > 0 || spun_sys > 0)) {
+        st = modattn__error(MODATTN_ERANGE,
+                            "the %s extraction process stalled: spinning %.1f s in the kernel without progress "
+                            "(%.2f s system, %.2f s user CPU; yielding on a lock that another thread held when it "
+                            "was forked)",
+                            what, (double)(now_ns() - spin_since) * 1e-9, spun_sys, spun_user);
     } else if (*stalled) {
         st = modattn__error(MODATTN_ERANGE,
                             "the %s extraction process stalled: asleep %.1f s without using the CPU (waiting on "
@@ -581,9 +610,10 @@ static int extract_once(modattn_doc_kind kind, const char *buf, size_t len, cons
  * runtime's workers) inherits their locks as they were at the fork: one held then is never
  * released in the child, and its first use of it waits forever (glibc makes its own malloc safe;
  * an interposed allocator, such as gcc 12's AddressSanitizer, may not). Such a child sleeps
- * without using the CPU, which an extractor never does (it only computes and writes to the pipe
- * that the parent drains): the parent watches for that (extract_once) and forks a new child, at
- * most MODATTN__EXTRACT_TRIES times, rather than waiting for --file-timeout. */
+ * without using the CPU, or spins in sched_yield (system time, no user time), which an extractor
+ * never does (it only computes and writes to the pipe that the parent drains): the parent watches
+ * for both (extract_once) and forks a new child, at most MODATTN__EXTRACT_TRIES times, rather than
+ * waiting for --file-timeout. */
 int modattn__extract_isolated(modattn_doc_kind kind, const char *buf, size_t len, const modattn__extract_limits *lim,
                               modattn_doc_text *out, bool *cancelled) {
     char why[400] = "";

@@ -6,6 +6,7 @@
  * .models/all-MiniLM-L6-v2: `tools/setup_model.sh` puts it there). */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <sys/mman.h>
 #include <stdint.h>
@@ -298,6 +299,12 @@ static pthread_mutex_t g_held = PTHREAD_MUTEX_INITIALIZER;
 static void stall_hook(void) {
     if (__atomic_fetch_add(&g_stall->forked, 1, __ATOMIC_SEQ_CST) < g_stall->limit) pthread_mutex_lock(&g_held);
 }
+/* A lock that yields rather than sleeps (AddressSanitizer's spin locks call sched_yield): the
+ * first g_stall->limit children spin in the kernel for ever. */
+static void spin_hook(void) {
+    if (__atomic_fetch_add(&g_stall->forked, 1, __ATOMIC_SEQ_CST) < g_stall->limit)
+        for (;;) sched_yield();
+}
 static void *hold_lock(void *arg) {
     pthread_mutex_lock(&g_held);
     while (!__atomic_load_n((int *)arg, __ATOMIC_SEQ_CST)) usleep(1000);
@@ -344,6 +351,23 @@ static void test_extract_stalled(void) {
     CHECK_MSG(g_stall->forked == MODATTN__EXTRACT_TRIES, "every child stalled: %d children", g_stall->forked);
     CHECK_MSG(strstr(modattn_last_error(), "3 times") != NULL, "the reason: %s", modattn_last_error());
     CHECK_MSG(secs < 40, "three stalled children took %.1f s", secs);
+    /* a child spinning on a yielding lock: replaced too, with its own reason when every child spins */
+    modattn__extract_child_hook = spin_hook;
+    *g_stall = (stall_share){0, 1};
+    t0 = modattn__now_ns();
+    st = modattn__extract_isolated(MODATTN_DOC_HTML, html, strlen(html), &lim, &b, &stopped);
+    secs = (double)(modattn__now_ns() - t0) * 1e-9;
+    CHECK_MSG(st == 0 && same_text(&a, &b), "after one spinning child: %s", st ? modattn_last_error() : "other text");
+    CHECK_MSG(g_stall->forked == 2, "after one spinning child: %d children", g_stall->forked);
+    CHECK_MSG(secs >= 0.5 && secs < 20, "one spinning child took %.1f s to replace (watch 0.5 s)", secs);
+    modattn_doc_text_clear(&b);
+    *g_stall = (stall_share){0, 1000};
+    CHECK_ERR(modattn__extract_isolated(MODATTN_DOC_HTML, html, strlen(html), &lim, &b, &stopped), MODATTN_ERANGE,
+              "spinning");
+    CHECK_MSG(g_stall->forked == MODATTN__EXTRACT_TRIES, "every child spun: %d children", g_stall->forked);
+    CHECK_MSG(strstr(modattn_last_error(), "in the kernel without progress") && strstr(modattn_last_error(), "3 times"),
+              "the reason: %s", modattn_last_error());
+    modattn__extract_child_hook = stall_hook;
     /* no watch (0): the time limit ends it, as before */
     modattn__extract_stall_s = 0;
     *g_stall = (stall_share){0, 1000};
