@@ -188,7 +188,10 @@ def by_model(a, rows, base_meta, command):
         if not label:
             label = os.path.basename(path)[len("search_quality_"):-len(".json")] or path
         cj = json.load(open(path))
-        cols.append((label, cj, cj.get("meta") or {}))
+        meta = cj.get("meta") or {}
+        if not meta and os.path.isdir(os.path.join(REPO, ".models", label)):  # a run from before meta: its files
+            meta = {"model_dir": os.path.join(REPO, ".models", label)}
+        cols.append((label, cj, meta))
     common = set.intersection(*[{r["query"] + "\0" + r["corpus"] for r in cr["vector"]} for _, cr, _ in cols])
     corp = sorted({q.split("\0")[1] for q in common})
     out = ["### By model", "",
@@ -198,6 +201,10 @@ def by_model(a, rows, base_meta, command):
            + " for the others). What differs between the models:", ""]
     for label, _, meta in cols:
         out.append(f"- **{label}**: {describe_model(meta) or 'no details recorded'}")
+    ran = [(l, sorted({r["corpus"] for r in cr["vector"]})) for l, cr, _ in cols]
+    if any(c != ran[0][1] for _, c in ran):
+        out += ["", "Not every column ran every corpus (" + "; ".join(f"{l}: {', '.join(c)}" for l, c in ran)
+                + "): the table holds only the queries they share."]
     out += ["",
             "Keyword search ranks the same words with the same BM25 in both; it differs only through the chunks, "
             "whose lengths follow each model's max_seq_length (longer chunks: fewer, and each holds more words).", "",
