@@ -187,7 +187,8 @@ def main():
                 "meta": {"model": os.path.basename(a.model), "sparse": model, "corpora": chosen, "stores": st,
                          "written": time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), "command": command,
                          "load": [load0[0], load1[0]]}}
-    json.dump(out_json, open(os.path.join(os.path.dirname(a.out), "search_quality_sparse.json"), "w"), indent=1)
+    json.dump(out_json, open(os.path.join(os.path.dirname(a.out), "search_quality_sparse.json"), "w"),
+              separators=(",", ":"))
 
 
 if __name__ == "__main__":
