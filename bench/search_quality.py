@@ -20,11 +20,17 @@ p50 and p90 over the queries), with the host's load average at the start and the
   python3 bench/search_quality.py --bin build/modattn --model .models/all-MiniLM-L6-v2 [--work DIR]
       [--rerank .models/tiny-cross-encoder [--rerank-top 50] [--rerank-reps 3]]
 
-Another model, side by side: run it alone into its own file, then the main run with --column, which
-adds a "By model" table (one column per model; the same queries, corpora and search settings):
-  python3 bench/search_quality.py --model .models/all-mpnet-base-v2 --weights "" \
+Another model, side by side: run it alone into its own file, then add a "By model" table to the main
+file, either in the main run (--column) or, without searching again, from the two .json files
+(--columns-only: rewrites only that table, keeping the sections around it; --work names the main run's
+stores, for their chunk counts). The table: recall@1, recall@3 and MRR of each mode, a column per model,
+in every slice (all queries, corpus x kind of query, kind over both corpora), over the queries all runs
+share; above it, what differs between the models (architecture from their files, chunks per store):
+  python3 bench/search_quality.py --model .models/all-mpnet-base-v2 --weights "" --work DIR2 \
       --out bench/results/search_quality_all-mpnet-base-v2.md
-  python3 bench/search_quality.py --column bench/results/search_quality_all-mpnet-base-v2.json
+  python3 bench/search_quality.py --columns-only --work DIR \
+      --column bench/results/search_quality_all-mpnet-base-v2.json
+Each run's .json keeps its rows and, under "meta", the model, date, command and its stores' sizes.
 """
 import argparse
 import http.client
@@ -131,30 +137,88 @@ def timed(f, reps):
         ts.append((time.perf_counter() - t0) * 1e3)
     return out, pct(ts, 0.5)
 
-def by_model(a, rows):
-    """The By model table: this run's rows and each --column's, over the queries all of them ran."""
-    cols = [(os.path.basename(a.model.rstrip("/")), rows)]
+def store_stats(db):
+    """What a store holds (documents, chunks, the chunk length and overlap in word pieces, the seconds between
+    its first document's write and its last: how long indexing took, less the first document), or None."""
+    if not os.path.exists(db):
+        return None
+    import sqlite3
+    c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        d, ch, tok, ov, span = c.execute("SELECT count(*), sum(nchunks), max(chunk_tokens), max(overlap), "
+                                         "max(indexed_at) - min(indexed_at) FROM documents").fetchone()
+        model = c.execute("SELECT value FROM meta WHERE key = 'model_name'").fetchone()
+    finally:
+        c.close()
+    return {"documents": d, "chunks": ch, "chunk_tokens": tok, "overlap": ov, "span_s": span,
+            "model": model[0] if model else None}
+
+
+def describe_model(meta):
+    """One line on a column's model: its architecture from its files, its stores from the run's meta."""
+    cfg, st = {}, {}
+    d = meta.get("model_dir") or ""
+    for f, dst in (("config.json", cfg), ("sentence_bert_config.json", st)):
+        try:
+            dst.update(json.load(open(os.path.join(d, f))))
+        except (OSError, ValueError):
+            pass
+    parts = []
+    if cfg:
+        parts.append(f"{cfg.get('model_type', '?')}, {cfg.get('num_hidden_layers', '?')} layers, width "
+                     f"{cfg.get('hidden_size', '?')} ({cfg.get('hidden_size', '?')}-dimensional vectors), "
+                     f"max_seq_length {st.get('max_seq_length', '?')}")
+    stores = meta.get("stores") or {}
+    for c in sorted(stores):
+        x = stores[c]
+        t = f", its documents written over {x['span_s']:,} s" if x.get("span_s") is not None else ""
+        parts.append(f"{c}: {x['chunks']:,} chunks of up to {x['chunk_tokens']} word pieces (overlap {x['overlap']}){t}")
+    if meta.get("written"):
+        parts.append(f"run {meta['written']}" + (f" by `{meta['command']}`" if meta.get("command") else ""))
+    return "; ".join(parts)
+
+
+def by_model(a, rows, base_meta, command):
+    """The By model table: this run's rows and each --column's, over the queries all of them ran: recall@1,
+    recall@3 and MRR for every mode, a column per model beside each other, in every slice (all queries, each
+    corpus x kind of query, each kind over both corpora)."""
+    cols = [(os.path.basename(a.model.rstrip("/")), rows, base_meta)]
     for c in a.column:
         path, _, label = c.partition(":")
         if not label:
             label = os.path.basename(path)[len("search_quality_"):-len(".json")] or path
-        cols.append((label, json.load(open(path))))
-    common = set.intersection(*[{r["query"] + "\0" + r["corpus"] for r in cr["vector"]} for _, cr in cols])
+        cj = json.load(open(path))
+        meta = cj.get("meta") or {}
+        if not meta and os.path.isdir(os.path.join(REPO, ".models", label)):  # a run from before meta: its files
+            meta = {"model_dir": os.path.join(REPO, ".models", label)}
+        cols.append((label, cj, meta))
+    common = set.intersection(*[{r["query"] + "\0" + r["corpus"] for r in cr["vector"]} for _, cr, _ in cols])
     corp = sorted({q.split("\0")[1] for q in common})
     out = ["### By model", "",
-           f"The same queries ({len(common)}: those of " + " and ".join(corp) + " that every column ran), corpora and "
-           "search settings, each store indexed with the model of its column (" + ", ".join(f"`{c}`" for c in a.column)
-           + " for the others; keyword search differs only through the chunks, whose lengths follow each model's "
-           "tokenizer).", "",
-           "| queries | mode | metric | " + " | ".join(l for l, _ in cols) + " |",
-           "|---|---|---|" + "---:|" * len(cols)]
-    sels = [("all", lambda r: True), ("plain", lambda r: r["kind"] == "plain"),
-            ("keyword", lambda r: r["kind"] == "keyword")]
+           f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: the same queries ({len(common)}: those of " + " and ".join(corp) + " that every column ran), corpora and "
+           "search settings (k = 50 chunks folded into documents; hybrid with K 10 and keyword weight 0.7), each store "
+           "indexed with the model of its column (" + ", ".join(f"`{c.partition(':')[0]}`" for c in a.column)
+           + " for the others). What differs between the models:", ""]
+    for label, _, meta in cols:
+        out.append(f"- **{label}**: {describe_model(meta) or 'no details recorded'}")
+    ran = [(l, sorted({r["corpus"] for r in cr["vector"]})) for l, cr, _ in cols]
+    if any(c != ran[0][1] for _, c in ran):
+        out += ["", "Not every column ran every corpus (" + "; ".join(f"{l}: {', '.join(c)}" for l, c in ran)
+                + "): the table holds only the queries they share."]
+    out += ["",
+            "Keyword search ranks the same words with the same BM25 in both; it differs only through the chunks, "
+            "whose lengths follow each model's max_seq_length (longer chunks: fewer, and each holds more words).", "",
+            "| queries | mode | " + " | ".join(f"{m}, {l}" for m in ("recall@1", "recall@3", "MRR") for l, _, _ in cols)
+            + " |", "|---|---|" + "---:|" * (3 * len(cols))]
+    sels = [("all", lambda r: True)]
+    sels += [(f"{c}, {k}", lambda r, c=c, k=k: r["corpus"] == c and r["kind"] == k)
+             for c in corp for k in ("plain", "keyword")]
+    if len(corp) > 1:
+        sels += [(f"both corpora, {k}", lambda r, k=k: r["kind"] == k) for k in ("plain", "keyword")]
     for title, sel in sels:
         for m in MODES:
-            ms = [metrics([r for r in cr[m] if sel(r) and r["query"] + "\0" + r["corpus"] in common]) for _, cr in cols]
-            for k, name in (("r1", "recall@1"), ("r10", "recall@10"), ("mrr", "MRR")):
-                out.append(f"| {title} | {m} | {name} | " + " | ".join(f"{x[k]:.3f}" for x in ms) + " |")
+            ms = [metrics([r for r in cr[m] if sel(r) and r["query"] + "\0" + r["corpus"] in common]) for _, cr, _ in cols]
+            out.append(f"| {title} ({ms[0]['n']}) | {m} | " + " | ".join(f"{x[k]:.3f}" for k in ("r1", "r3", "mrr") for x in ms) + " |")
     return out + [""]
 
 
@@ -185,12 +249,22 @@ def main():
     os.makedirs(work, exist_ok=True)
     if a.columns_only:
         with open(a.out) as f:
-            old = f.read().split("\n### By model\n")[0].rstrip("\n").split("\n")
+            head, sep, tail = f.read().partition("\n### By model\n")
+        # the sections after the By model table (bench/search_quality_sparse.py's) are kept
+        i = tail.find("\n## ") if sep else -1
+        rest = tail[i:] if i >= 0 else ""
         with open(a.out.replace(".md", ".json")) as f:
             base = json.load(f)
-        lines = old + [""] + by_model(a, base)
-        open(a.out, "w").write("\n".join(lines))
-        print("\n".join(by_model(a, base)))
+        meta = base.get("meta")
+        if not meta:  # a run from before the .json kept its meta: the model's files, and --work's stores
+            meta = {"model_dir": os.path.abspath(a.model), "stores": {}}
+            for c in ("demo", "pydoc"):
+                st = store_stats(os.path.join(work, f"{c}.db"))
+                if st and st["model"] == os.path.basename(a.model.rstrip("/")):
+                    meta["stores"][c] = st
+        table = by_model(a, base, meta, command)
+        open(a.out, "w").write(head.rstrip("\n") + "\n\n" + "\n".join(table) + rest)
+        print("\n".join(table))
         return
     evals = [json.loads(l) for l in open(os.path.join(HERE, "search_eval.jsonl")) if l.strip()]
     chosen = [c.strip() for c in a.corpora.split(",") if c.strip()]
@@ -199,10 +273,13 @@ def main():
     corpora = {"demo": os.path.join(REPO, "demo/corpus"), "pydoc": os.path.join(work, "pydoc")}
     if "pydoc" in stores and not os.path.isdir(corpora["pydoc"]):
         subprocess.run([sys.executable, os.path.join(HERE, "make_pydoc_corpus.py"), corpora["pydoc"]], check=True)
+    meta = {"model": os.path.basename(a.model.rstrip("/")), "model_dir": os.path.abspath(a.model),
+            "written": time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), "command": command, "stores": {}}
     for name, db in stores.items():
         t0 = time.time()
         subprocess.run([a.bin, "index", "--quiet", "--model", a.model, "--db", db, corpora[name]], check=True)
         print(f"search_quality: {name} indexed in {time.time() - t0:.1f} s", flush=True)
+        meta["stores"][name] = dict(store_stats(db) or {}, index_s=time.time() - t0)
     rows = {m: [] for m in MODES}
     weights = [tuple(float(x) for x in w.split(":")) for w in a.weights.split(",") if w.strip()]
     sweep = {w: [] for w in weights}
@@ -327,8 +404,6 @@ def main():
                   f"load average {load0[0]:.1f} when the searches started, {load1[0]:.1f} when they ended, so the "
                   "absolute figures are inflated by that load; the difference is the cross-encoder's "
                   f"{a.rerank_top} pairs. Command: `{command}`.", ""]
-    if a.column:
-        lines += by_model(a, rows)
     misses = [r for r in rows["hybrid"] if not set(r["expect"]) & set(r["docs"][:3])]
     if misses:
         lines += ["Hybrid's misses at 3 (expected: first three documents found):", ""]
@@ -336,9 +411,12 @@ def main():
             lines.append(f"- {r['corpus']}/{r['kind']}: \"{r['query']}\": {', '.join(r['expect'])}: "
                          f"{', '.join(r['docs'][:3]) or '(none)'}")
         lines.append("")
+    if a.column:
+        lines += by_model(a, rows, meta, command)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     open(a.out, "w").write("\n".join(lines))
     out_json = {m: rows[m] for m in MODES}
+    out_json["meta"] = meta
     if a.rerank:
         out_json["hybrid+rerank"] = rr_rows
         out_json["rerank_latency_ms"] = {"plain": lat_plain, "reranked": lat_rr, "reps": a.rerank_reps,

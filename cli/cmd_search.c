@@ -65,7 +65,7 @@ static void search_usage(FILE *f) {
             "  --mode M             hybrid (default), vector, keyword or sparse\n"
             "  --sparse DIR         the SPLADE model of the store's sparse vectors (default: the\n"
             "                       one the store records, from `index --sparse`)\n"
-            "  --sparse-weight W    hybrid: the sparse ranking's weight (default 0.7)\n"
+            "  --sparse-weight W    hybrid: the sparse ranking's weight (default 0.6)\n"
             "  --rrf-k K            hybrid: the fusion's K (default 10)\n"
             "  --keyword-weight W   hybrid: the word ranking's weight W, meaning's being 1 (default 0.7)\n"
             "  --queries FILE       one query per line (blank lines skipped; - reads standard input)\n"
