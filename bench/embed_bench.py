@@ -600,8 +600,11 @@ def onednn_kernel(exe: Path, precision: str, env: dict) -> str:
     e = dict(env, ONEDNN_VERBOSE="1")
     p = subprocess.run([str(exe), "--precision", precision, "embed", "--model", str(MODEL_DIR), "-"],
                        input="warm up\n", capture_output=True, text=True, env=e, timeout=120)
-    kinds = sorted({ln.split(",")[4] for ln in (p.stdout + p.stderr).splitlines()
-                    if ln.startswith("onednn_verbose,exec,cpu,matmul,")})
+    lines = (p.stdout + p.stderr).splitlines()
+    kinds = sorted({ln.split(",")[4] for ln in lines if ln.startswith("onednn_verbose,exec,cpu,matmul,")})
+    isa = next((ln.split("isa:", 1)[1] for ln in lines if ln.startswith("onednn_verbose,info,cpu,isa:")), "")
+    if not kinds and isa:  # oneDNN linked, no matmul primitive: the plans call dnnl_sgemm (its jit GEMM)
+        return f"dnnl_sgemm (oneDNN's jit GEMM for {isa}, called directly: no primitive)"
     return ", ".join(kinds) or "(no oneDNN matmul: OpenBLAS build, or the direct kernel)"
 
 
@@ -802,13 +805,17 @@ GEMM_PROBE = REPO / "build" / "bench" / "gemm_plan"
 
 
 def gemm_ceiling(threads: int) -> dict | None:
-    """What the encoder's fp32 GEMMs reach alone: bench/gemm_plan (the same oneDNN plans on 64-row
-    blocks over 8,192 rows of the four BERT-layer shapes, no post-ops, no attention), one copy per
+    """What the encoder's fp32 GEMMs reach alone: bench/gemm_plan (the encoder's GEMM plans, called as
+    the encoder calls them, over 8,192 rows of the model's four layer shapes, no post-ops, no
+    attention), one copy per
     thread at once (every core busy, as in the forward pass). The rate per copy is its FLOP-weighted
     rate over the four shapes (as a layer mixes them); the copies' rates add up."""
     if not GEMM_PROBE.exists():
         return None
-    procs = [subprocess.Popen([str(GEMM_PROBE), "8192", "5"], stdout=subprocess.PIPE, text=True,
+    cfg = json.loads((MODEL_DIR / "config.json").read_text())
+    shape = (["qwen3"] if cfg.get("model_type") in ("qwen3", "qwen2") else
+             [str(cfg.get("hidden_size", 384)), str(cfg.get("intermediate_size", 1536))])
+    procs = [subprocess.Popen([str(GEMM_PROBE), "8192", "5"] + shape, stdout=subprocess.PIPE, text=True,
                               env=child_env(1)) for _ in range(threads)]
     rates, ops = [], {}
     outs = [(pr, pr.communicate()[0]) for pr in procs]  # every copy reaped
@@ -828,7 +835,7 @@ def gemm_ceiling(threads: int) -> dict | None:
     if len(rates) != threads:
         return None
     return {"per_core": statistics.median(rates), "all": sum(rates),
-            "ops": {k: statistics.median(v) for k, v in ops.items()}}
+            "ops": {k: statistics.median(v) for k, v in ops.items()}, "shape": shape}
 
 
 def peak_class(key: str, data: dict) -> str | None:
@@ -947,8 +954,8 @@ def ceiling_lines(data: dict) -> list[str]:
     m = data["systems"].get("modattn", {}).get("summary")
     if gc and m:
         g = m["tokens_per_s"] * per_tok / 1e9
-        rows += ["", f"**The GEMMs alone** (`build/bench/gemm_plan 8192 5`: the same oneDNN plans on 64-row blocks "
-                 f"of the four layer shapes, no post-ops, no attention, one copy per thread at once, measured in "
+        rows += ["", f"**The GEMMs alone** (`build/bench/gemm_plan 8192 5 {' '.join(gc.get('shape', []))}`: the encoder's "
+                 f"GEMM plans, called as the encoder calls them, on the model's four layer shapes, no post-ops, no attention, one copy per thread at once, measured in "
                  f"this run): {gc['all']:.0f} GFLOP/s on {thr} threads ({gc['per_core']:.0f} per core; "
                  + ", ".join(f"{k} {v:.0f}" for k, v in gc['ops'].items())
                  + f"), **{gc['all'] / peak['all']:.0%} of the FMA peak**. The dense layers are "
