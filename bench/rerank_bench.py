@@ -24,7 +24,8 @@ and after the last repetition, by the wall clock and by CPU-second. Each call's 
 from the pairs' token counts as bench/embed_bench.py counts it: per token and layer 2 (4 H^2 + 2 H I)
 for the four dense products, per pair and layer 4 len^2 H for attention (padding, softmax, LayerNorm,
 GELU not counted). % of peak = (FLOPs / p50 wall) / (peak_flops' wall-clock rate); by CPU time =
-(FLOPs / median process CPU seconds of a call) / (peak_flops' rate per CPU-second), the figure that
+(FLOPs / (median process CPU seconds of a call / threads)) / (peak_flops' rate per CPU-second,
+which is its FLOPs over its CPU seconds per thread), the figure that
 other processes' load on a shared machine does not lower.
 """
 
@@ -154,7 +155,7 @@ def main() -> int:
         p50 = statistics.median(v)
         cpu50 = statistics.median(cpus[k])
         res[k] = {"p50_ms": p50 * 1e3, "p90_ms": v[int(0.9 * (len(v) - 1))] * 1e3, "pairs_per_s": 50 / p50,
-                  "cpu_ms": cpu50 * 1e3, "gflops": fl["total"] / p50 * 1e-9, "gflops_cpu": fl["total"] / cpu50 * 1e-9,
+                  "cpu_ms": cpu50 * 1e3, "gflops": fl["total"] / p50 * 1e-9, "gflops_cpu": fl["total"] / (cpu50 / args.threads) * 1e-9,
                   "runs_ms": [x * 1e3 for x in times[k]], "runs_cpu_ms": [x * 1e3 for x in cpus[k]]}
     pk = [p for p in (peak0, peak1) if p]
     pwall = max(p["wall"] for p in pk) if pk else None
