@@ -159,6 +159,20 @@ typedef struct streams {
     size_t wl, tl;
 } streams;
 
+/* name's WordDocument and 0Table streams (pointers into *file, which the caller frees): false,
+ * with a failed check, when the fixture or a stream is missing */
+static bool load_streams(const char *path, unsigned char **file, streams *s) {
+    size_t len;
+    *file = slurp(path, &len);
+    *s = (streams){0};
+    if (*file) {
+        s->wd = stream(*file, len, "WordDocument", &s->wl);
+        s->t0 = stream(*file, len, "0Table", &s->tl);
+    }
+    CHECK(s->wd && s->t0);
+    return s->wd && s->t0;
+}
+
 /* the reader on a damaged copy of word97.doc's streams: status want, message with needle */
 static void damaged(const streams *s, void (*edit)(unsigned char *wd, size_t *wl, unsigned char *t, size_t *tl),
                     int want, const char *needle) {
@@ -196,15 +210,12 @@ static void e_piece_fc(unsigned char *w, size_t *wl, unsigned char *t, size_t *t
 static void e_stream_cut(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)w, (void)t, (void)tl, *wl = 0x840; }
 
 static void test_damaged(void) {
-    size_t len;
-    unsigned char *f = slurp(DIR "word97.doc", &len);
-    streams s = {0};
-    if (f) {
-        s.wd = stream(f, len, "WordDocument", &s.wl);
-        s.t0 = stream(f, len, "0Table", &s.tl);
+    unsigned char *f;
+    streams s;
+    if (!load_streams(DIR "word97.doc", &f, &s)) {
+        free(f);
+        return;
     }
-    CHECK(s.wd && s.t0);
-    if (!s.wd || !s.t0) return;
     modattn_doc_text d; /* the streams as they are: the same text as through the container */
     CHECK(modattn__doc_text(s.wd, s.wl, s.t0, s.tl, NULL, 0, CAP, &d) == 0 && strcmp(d.text, k_word97) == 0);
     modattn_doc_text_clear(&d);
@@ -265,15 +276,9 @@ static void e_txbx_size(unsigned char *w, size_t *wl, unsigned char *t, size_t *
 static void e_txbx_cp(unsigned char *w, size_t *wl, unsigned char *t, size_t *tl) { (void)wl, (void)tl, put32(t + get32(w + FCLCB + 56 * 8) + 4, get32(w + LW + 36) + 1); }
 
 static void test_stories_damaged(void) {
-    size_t len;
-    unsigned char *f = slurp(DIR "stories.doc", &len);
-    streams s = {0};
-    if (f) {
-        s.wd = stream(f, len, "WordDocument", &s.wl);
-        s.t0 = stream(f, len, "0Table", &s.tl);
-    }
-    CHECK(s.wd && s.t0);
-    if (!s.wd || !s.t0) {
+    unsigned char *f;
+    streams s;
+    if (!load_streams(DIR "stories.doc", &f, &s)) {
         free(f);
         return;
     }
