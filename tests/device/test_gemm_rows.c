@@ -14,8 +14,8 @@
  *   - columns past N and rows past the range are not written;
  *   - a plan that reads W in place says so (modattn__gemm_plan_borrows) and counts no packed bytes;
  *   - no rows: an error that writes nothing.
- * Planted: without the K steps (one dnnl_sgemm call over all of K), 16 checks fail (qwen3.qkv and
- * gate|up: every row of 16..250-row calls differs from the 288-row call's).
+ * Planted: without the K steps (cpu_gemm.c BIG_KSTEP 100000: one dnnl_sgemm call over all of K),
+ * 16 checks fail (on Qwen3's shapes the rows of 768-row calls differ from the 16-row blocks').
  * Where no plan here has the path (oneDNN's brgemm kernels on AVX-512 read packed weights; an
  * OpenBLAS build has no plans), the test says why and exits 77 (CTest: skipped). */
 #include <math.h>
