@@ -5,6 +5,10 @@
  * Prints GFLOP/s (median of --reps passes over all T rows) and the largest difference.
  *
  *   build/bench/gemm_plan [T] [reps] [hidden] [intermediate]     (defaults 8192 7 384 1536)
+ *   build/bench/gemm_plan [T] [reps] qwen3                        (Qwen3-Embedding-0.6B's four GEMMs:
+ *       q|k|v 4096x1024, o_proj 1024x2048, gate|up 6144x1024, down 1024x3072)
+ * Where the plan has the whole-range path (oneDNN's jit GEMM: AVX2), "plan" runs it as the encoder
+ * does (modattn__gemm_plan_run_big on 1024-row blocks); the kernel is printed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,13 +34,14 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     const int64_t T = argc > 1 ? atol(argv[1]) : 8192;
     const int reps = argc > 2 ? atoi(argv[2]) : 7;
-    const int64_t H = argc > 3 ? atol(argv[3]) : 384, I = argc > 4 ? atol(argv[4]) : 1536;
+    const bool qwen = argc > 3 && strcmp(argv[3], "qwen3") == 0;
+    const int64_t H = qwen ? 1024 : argc > 3 ? atol(argv[3]) : 384, I = qwen ? 3072 : argc > 4 ? atol(argv[4]) : 1536;
     if (T < 64 || T % 64 || reps < 1 || reps > 1000 || H < 1 || I < 1) {
-        fprintf(stderr, "usage: gemm_plan [T (multiple of 64)] [reps] [hidden] [intermediate]\n");
+        fprintf(stderr, "usage: gemm_plan [T (multiple of 64)] [reps] [hidden [intermediate] | qwen3]\n");
         return 2;
     }
     const struct { const char *name; int64_t N, K; } shapes[] = {
-        {"qkv", 3 * H, H}, {"attn_out", H, H}, {"ffn_up", I, H}, {"ffn_down", H, I}};
+        {"qkv", qwen ? 4096 : 3 * H, H}, {"attn_out", H, qwen ? 2048 : H}, {"ffn_up", qwen ? 2 * I : I, H}, {"ffn_down", H, I}};
     printf("gemm: %s, one thread, T = %lld rows, median of %d\n", modattn__gemm_name(),
            (long long)T, reps);
     printf("%-9s %6s %6s %14s %14s %10s %12s\n", "op", "N", "K", "sgemm GFLOP/s", "plan GFLOP/s",
@@ -70,7 +75,15 @@ int main(int argc, char **argv) {
             }
             t1[r] = now_s() - t;
             t = now_s();
-            if (p)
+            if (p && modattn__gemm_plan_big(p)) {
+                for (int64_t r0 = 0; r0 < T; r0 += 1024) {
+                    const int64_t mb = T - r0 < 1024 ? T - r0 : 1024;
+                    if (modattn__gemm_plan_run_big(p, mb, A + r0 * K, C2 + r0 * N)) {
+                        fprintf(stderr, "plan run: %s\n", modattn_last_error());
+                        return 1;
+                    }
+                }
+            } else if (p)
                 for (int64_t r0 = 0; r0 < T; r0 += MODATTN__GEMM_BLOCK)
                     if (modattn__gemm_plan_run(p, A + r0 * K, C2 + r0 * N, scr)) {
                         fprintf(stderr, "plan run: %s\n", modattn_last_error());
@@ -85,8 +98,9 @@ int main(int argc, char **argv) {
         double md = 0;
         for (int64_t i = 0; p && i < T * N; i++) md = fmax(md, fabs((double)C1[i] - C2[i]));
         if (p)
-            printf("%-9s %6lld %6lld %14.1f %14.1f %10.2f %12.2e\n", shapes[s].name, (long long)N,
-                   (long long)K, g1, g2, g2 / g1, md);
+            printf("%-9s %6lld %6lld %14.1f %14.1f %10.2f %12.2e  (%s, %s)\n", shapes[s].name, (long long)N,
+                   (long long)K, g1, g2, g2 / g1, md, modattn__gemm_plan_impl(p),
+                   modattn__gemm_plan_big(p) ? "1024-row sgemm calls" : "64-row blocks");
         else
             printf("%-9s %6lld %6lld %14.1f %14s %10s %12s\n", shapes[s].name, (long long)N,
                    (long long)K, g1, "no plans", "-", "-");

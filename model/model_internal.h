@@ -162,7 +162,8 @@ int modattn__mpnet_bucket(int rel, int num_buckets, int max_distance);
 /* Whether a device buffer of dm is `host` itself (a device with host memory borrows the host
  * arrays: they must outlive dm). */
 bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);
-/* Whether the device prepared the weights (fixed row blocks: small batches cost no more per row). */
+/* Whether the device has plans for the weights (packed or read in place: fixed row blocks, small
+ * batches cost no more per row). */
 bool modattn__dev_model_prepared(const modattn__dev_model *dm);
 void modattn__dev_model_free(modattn__dev_model *dm);
 /* Activation buffers for batches of up to max_T padded tokens in max_B rows. */

@@ -404,6 +404,17 @@ void modattn__st_close(modattn_st_file *f) {
     modattn_free(f);
 }
 
+void modattn__st_release(const modattn_st_file *f, const void *p, size_t n) {
+    if (!f || !f->map || !p || n == 0) return;
+    const uintptr_t base = (uintptr_t)f->map, end = base + f->map_len, a = (uintptr_t)p;
+    if (a < base || a >= end) return;
+    const long ps = sysconf(_SC_PAGESIZE);
+    const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096u;
+    const uintptr_t lo = (a + page - 1) / page * page; /* the pages wholly inside the range */
+    uintptr_t hi = (n > end - a ? end : a + n) / page * page;
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* advice: its failure loses nothing */
+}
+
 const modattn_st_tensor *modattn__st_find(const modattn_st_file *f, const char *name) {
     modattn_st_tensor key;
     memset(&key, 0, sizeof key);

@@ -87,6 +87,13 @@ int modattn__st_parse(const void *bytes, size_t len, const char *name, modattn_s
 
 void modattn__st_close(modattn_st_file *f);
 
+/* Gives back the memory of the whole pages of the mapping inside [p, p + n) (nothing where p is
+ * not in the mapping, or for an in-memory parse): for a tensor the loader has copied or packed
+ * elsewhere, so that its pages are not resident beside the copy. The mapping is a read-only
+ * private map of the file, so nothing is lost: a later read of the range reads the file's pages
+ * again (MADV_DONTNEED), it only costs the page faults. */
+void modattn__st_release(const modattn_st_file *f, const void *p, size_t n);
+
 /* The tensor called `name`, or NULL. */
 const modattn_st_tensor *modattn__st_find(const modattn_st_file *f, const char *name);
 

@@ -21,6 +21,7 @@ typedef enum row_op {
     ROW_NONE,
     ROW_EMBED,    /* x[r] = LN(word[id] + pos[i] + type0) */
     ROW_BIAS,     /* y[r] += bias */
+    ROW_PAD,      /* nothing (a bias of zeros: Qwen3's, Llama-style layers'): only padding rows zeroed */
     ROW_RES_LN,   /* y[r] = LN(y[r] + bias): y already holds residual + projection */
     ROW_BIAS_ACT, /* y[r] = act(y[r] + bias) */
 } row_op;
@@ -72,6 +73,7 @@ static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
         }
         switch (j->op) {
         case ROW_NONE:
+        case ROW_PAD:
             break;
         case ROW_EMBED: {
             const float *w = j->word + (int64_t)j->ids[r] * j->width;
@@ -105,7 +107,18 @@ static void row_task(void *arg, int64_t task, int thread) {
     const int64_t r0 = task * j->chunk;
     const int64_t r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
     if (r1 <= r0) return;
-    if (j->plan) {
+    if (j->plan && modattn__gemm_plan_big(j->plan)) {
+        /* oneDNN's jit GEMM (AVX2): the task's rows in calls of up to 768 rows (it packs the
+         * weights on every call: 768 rows pay that once, 64-row blocks 12 times); whole blocks,
+         * the last may run into the buffers' zero rows past `rows`, as below */
+        int st = modattn__gemm_plan_run_big(j->plan, r1 - r0, j->A + r0 * j->lda, j->y + r0 * j->ld);
+        if (st) {
+            int zero = 0;
+            if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+                snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
+            return;
+        }
+    } else if (j->plan) {
         /* whole blocks; the last may run into the buffers' zero rows past `rows` (row_block) */
         void *scr = j->scratch ? j->scratch + (size_t)thread * j->scratch_each : NULL;
         /* the last rows of a short task in blocks of MODATTN__GEMM_SMALL where the plan can */
@@ -145,7 +158,13 @@ static void row_task(void *arg, int64_t task, int thread) {
  * all-MiniLM-L6-v2 with dnnl_sgemm; 4096 no better). */
 static int64_t rows_per_task(int64_t rows, int nthreads) {
     const int64_t blk = MODATTN__GEMM_BLOCK;
-    int64_t per = (rows + nthreads - 1) / nthreads;
+    /* as many tasks as it takes for at most 1024 rows each, a multiple of the threads, so that
+     * no thread is left with one task more than the others (4,608 rows on 2 threads: 6 tasks of
+     * 768, not 4 of 1024 and one of 512, which had one thread do 2,560 rows while the other did
+     * 2,048) */
+    int64_t tasks = (rows + 1023) / 1024;
+    tasks = (tasks + nthreads - 1) / nthreads * nthreads;
+    int64_t per = (rows + tasks - 1) / tasks;
     per = (per + blk - 1) / blk * blk;
     if (per > 1024) per = 1024 / blk * blk;
     return per < blk ? blk : per;
@@ -220,7 +239,9 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
     j->chunk = rows_per_task(j->rows, nth);
     const int64_t ntasks = panels ? j->panels : (j->rows + j->chunk - 1) / j->chunk;
     char *scratch = NULL;
-    if (j->plan && (j->scratch_each = modattn__gemm_plan_scratch(j->plan)) > 0) {
+    /* (the whole-range path needs no scratch: dnnl_sgemm keeps its own) */
+    const bool scratch_used = j->plan && (panels || !modattn__gemm_plan_big(j->plan));
+    if (scratch_used && (j->scratch_each = modattn__gemm_plan_scratch(j->plan)) > 0) {
         j->scratch_each = (j->scratch_each + MODATTN_ALIGN - 1) / MODATTN_ALIGN * MODATTN_ALIGN;
         scratch = modattn__malloc((size_t)nth * j->scratch_each, MODATTN_MEM_WORKSPACE);
         if (!scratch) {
@@ -291,6 +312,11 @@ int modattn__cpu_linear(void *ctx, const modattn_op_linear_args *a, char *reason
                  .eps = a->eps, .A = HOST(a->a, const float *), .lda = a->lda, .K = a->K,
                  .W = a->w ? HOST(a->w, const float *) : NULL, .beta = a->accumulate ? 1.0f : 0.0f, .plan = plan,
                  .direct = direct, .rows = a->rows};
+    if (j.op == ROW_BIAS) { /* a bias of zeros (a checkpoint without biases): no pass over the rows to add it */
+        int64_t n = 0;
+        while (n < a->N && j.bias[n] == 0.0f) n++;
+        if (n == a->N) j.op = ROW_PAD;
+    }
     return run_rows(&j, a->pool, reason, len);
 }
 
@@ -312,7 +338,8 @@ int modattn__cpu_linear_prepare(void *ctx, const modattn_op_linear_args *a, void
         return st;
     }
     *plan = p;
-    *owns_weight = p != NULL; /* the packed copy replaces the weight */
+    /* the packed copy replaces the weight, unless the plan reads the weight in place */
+    *owns_weight = p != NULL && !modattn__gemm_plan_borrows(p);
     return 0;
 }
 

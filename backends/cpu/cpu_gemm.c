@@ -66,6 +66,16 @@ struct modattn__gemm_plan {
      * and W beta [N] added back after */
     float *shift, *inv_g, *corr;
     char impl[64];
+    /* Whole row ranges (modattn__gemm_plan_run_big): where oneDNN's matmul is its jit GEMM
+     * ("gemm:jit", the AVX2 and older kernels), the "packed" weights are a plain matrix that the
+     * kernel packs again on every call, so 64-row blocks pay that packing 16 times per 1024 rows
+     * and the copy buys nothing. Such a plan runs dnnl_sgemm on the caller's whole row range
+     * instead, reading W in place (transb 'T', ldb K; borrowed: no copy, W must outlive the
+     * plan; the caller keeps it, see modattn__gemm_plan_borrows). Every product of such a plan
+     * (blocks, panels) is that sgemm, in the same K steps (run_big_cols). */
+    bool big, borrowed;
+    char transb;
+    int64_t ldb;
     /* Column panels, for a few rows over several threads (modattn__gemm_plan_run_cols): the
      * small-block product for a range of whole weight blocks, reading the same packed weights in
      * place (panel_unit columns a block, panel_step bytes apart; panel_unit 0: the layout has no
@@ -288,6 +298,74 @@ static int dnnl_fail(dnnl_status_t s, const char *what) {
 
 static void panel_layout(modattn__gemm_plan *p);
 
+/* Whether the plan's weights are a plain [K, N] matrix (no blocking, no padding, no extra data):
+ * then big, with transb and ldb as dnnl_sgemm takes them (W[N, K] is [K, N] with strides {1, K}:
+ * 'T', ldb K; strides {N, 1}: 'N', ldb N). */
+static bool plain_layout(modattn__gemm_plan *p) {
+    const dnnl_memory_desc_t *w = &p->w_md;
+    if (w->ndims != 2 || w->format_kind != dnnl_blocked || w->extra.flags != 0 || w->offset0 != 0 ||
+        w->format_desc.blocking.inner_nblks != 0 || w->padded_dims[0] != w->dims[0] || w->padded_dims[1] != w->dims[1])
+        return false;
+    const dnnl_dims_t *st = &w->format_desc.blocking.strides;
+    const int64_t K = w->dims[0], N = w->dims[1];
+    if ((*st)[0] == 1 && (*st)[1] == K) p->transb = 'T', p->ldb = K;
+    else if ((*st)[0] == N && (*st)[1] == 1) p->transb = 'N', p->ldb = N;
+    else return false;
+    p->big = true;
+    return true;
+}
+
+bool modattn__gemm_plan_big(const modattn__gemm_plan *p) { return p && p->big; }
+bool modattn__gemm_plan_borrows(const modattn__gemm_plan *p) { return p && p->borrowed; }
+
+/* The whole-range product's K steps. dnnl_sgemm (oneDNN 2.6, AVX2) splits K itself, by 256 for
+ * up to about 280-380 rows and by 192 above (measured: the rows of a 16-row and a 1024-row call
+ * of 6144x1024 differ, and equal those of explicit 256- and 192-wide K steps respectively), so a
+ * row's sum would depend on how many rows the call had. Steps of 192 here, each added onto C
+ * (beta 1 after the first), are never split again: the same sums for any row count, as fast as
+ * the library's own blocking (86-88 GFLOP per CPU-second on 1024 rows of 6144x1024 either way). */
+#define BIG_KSTEP 192
+
+/* C[rows, n0..n1) (=, or += with accumulate) A . W[n0..n1)^T in K steps of BIG_KSTEP */
+static int run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, int64_t n0, int64_t n1) {
+    const int omp_prev = modattn__blas_single_begin();
+    sigset_t sig; /* oneDNN's JIT GEMM must not take a signal (core/signals.h) */
+    modattn__signals_hold(&sig);
+    const float *W = (const float *)p->packed;
+    dnnl_status_t s = dnnl_success;
+    for (int64_t k0 = 0; k0 < p->K && s == dnnl_success; k0 += BIG_KSTEP) {
+        const int64_t kk = p->K - k0 < BIG_KSTEP ? p->K - k0 : BIG_KSTEP;
+        const float *B = p->transb == 'T' ? W + n0 * p->ldb + k0 : W + k0 * p->ldb + n0;
+        s = dnnl_sgemm('N', p->transb, rows, n1 - n0, kk, 1.0f, A + k0, p->lda, B, p->ldb,
+                       k0 > 0 || p->accumulate ? 1.0f : 0.0f, C + n0, p->ldc);
+    }
+    modattn__signals_release(&sig);
+    modattn__blas_single_end(omp_prev);
+    return s == dnnl_success ? 0 : dnnl_fail(s, "sgemm");
+}
+
+/* Row counts. dnnl_sgemm's rows are not the same bits for every row count even in K steps: its
+ * kernel takes rows in groups of 6 (last groups of 1 to 3 rows go through other code) and above
+ * about 75-150 rows it splits the rows into blocks of its own choosing, each with such a last
+ * group (measured: 441 of the counts 16..1024 give some row other bits on 384x192). Calls of 64,
+ * 192 and 768 rows give every row the bits of 16-row calls, wherever it sits in the call (measured
+ * on the encoder's shapes, MiniLM's and Qwen3-0.6B's: also 96, 144, 240, 288, 384, 480, 576, 960;
+ * not 128, 256 or 512; tests/device/test_gemm_rows checks the sizes used here). So a range is
+ * computed in calls of 768, then 192, then 64 rows, and its last rows below 49 in 16-row calls:
+ * whole 64-row blocks, the last running into the zero rows past the range, as the plan's own
+ * blocks do. 768 rows run at 86-88 GFLOP per CPU-second, 64 at about 71 (6144x1024, one thread). */
+int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C) {
+    if (!p->big || rows < 1)
+        return modattn__error(MODATTN_EINTERNAL, "GEMM plan: no whole-range product of %lld rows here", (long long)rows);
+    int st = 0;
+    for (int64_t r = 0, m; r < rows && !st; r += m) {
+        const int64_t left = rows - r;
+        m = left >= 768 ? 768 : left >= 192 ? 192 : left > 48 ? 64 : MODATTN__GEMM_SMALL;
+        st = run_big_cols(p, m, A + r * p->lda, C + r * p->ldc, 0, p->N);
+    }
+    return st;
+}
+
 void modattn__gemm_plan_free(modattn__gemm_plan *p) {
     if (!p) return;
     if (p->prim) dnnl_primitive_destroy(p->prim);
@@ -296,7 +374,7 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p) {
         if (p->panel[i].prim) dnnl_primitive_destroy(p->panel[i].prim);
     if (p->panel_unit) pthread_mutex_destroy(&p->panel_mu);
     if (p->eng) dnnl_engine_destroy(p->eng);
-    modattn_free(p->packed);
+    if (!p->borrowed) modattn_free(p->packed);
     modattn_free(p->wscale);
     modattn_free(p->shift), modattn_free(p->inv_g), modattn_free(p->corr);
     modattn_free(p);
@@ -500,6 +578,14 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         W = wx;
     }
     if ((s = dnnl_primitive_create(&p->prim, pd))) goto dnnl_err;
+    if (!bf16 && !int8 && strncmp(p->impl, "gemm:", 5) == 0 && plain_layout(p)) {
+        /* every product of this plan is then a dnnl_sgemm (run_big_cols), which reads W as it
+         * is (transb 'T'): no copy, whatever plain layout the matmul primitive asked for */
+        p->transb = 'T', p->ldb = K;
+        p->packed = (void *)W;
+        p->borrowed = true;
+        goto done;
+    }
     p->packed = modattn__malloc(p->packed_bytes ? p->packed_bytes : 1, MODATTN_MEM_WEIGHTS);
     if (!p->packed) {
         st = modattn__mem_last_status();
@@ -546,7 +632,7 @@ done:
 size_t modattn__gemm_plan_scratch(const modattn__gemm_plan *p) { return p ? p->scratch_bytes : 0; }
 modattn_precision modattn__gemm_plan_precision(const modattn__gemm_plan *p) { return p ? p->prec : MODATTN_PRECISION_FP32; }
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p) {
-    return p ? p->packed_bytes + (p->wscale ? (size_t)p->N * sizeof(float) : 0) +
+    return p ? (p->borrowed ? 0 : p->packed_bytes) + (p->wscale ? (size_t)p->N * sizeof(float) : 0) +
                    (p->corr ? (size_t)(p->N + 2 * p->K) * sizeof(float) : 0)
              : 0;
 }
@@ -603,6 +689,8 @@ static const void *convert_a(const modattn__gemm_plan *p, int64_t rows, const fl
 }
 
 int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, void *scratch) {
+    if (p->big) /* the same K steps as every other call of this plan (run_big_cols) */
+        return run_big_cols(p, rows == MODATTN__GEMM_SMALL ? rows : MODATTN__GEMM_BLOCK, A, C, 0, p->N);
     const bool small = rows == MODATTN__GEMM_SMALL && p->prim_small;
     if (!small) rows = MODATTN__GEMM_BLOCK;
     const int omp_prev = modattn__blas_single_begin();
@@ -722,6 +810,7 @@ static probe_result panel_probe(const modattn__gemm_plan *p, const struct gemm_p
 
 bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width) {
     if (!cp || !cp->panel_unit || width <= 0 || width % cp->panel_unit || width > cp->N) return false;
+
     const struct gemm_panel *known = panel_find(cp, width); /* published entries: no lock */
     if (known) return known->ok;
     modattn__gemm_plan *p = (modattn__gemm_plan *)cp; /* the panel cache: under panel_mu */
@@ -737,6 +826,12 @@ bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *cp, int64_t width)
      * (another session's pool on the same model) read the entries without the mutex */
     struct gemm_panel *e = &p->panel[n];
     *e = (struct gemm_panel){.width = width};
+    if (p->big) { /* a range of columns of the same K-stepped sgemm (run_big_cols): nothing to make */
+        e->ok = true;
+        atomic_store_explicit(&p->npanel, n + 1, memory_order_release);
+        pthread_mutex_unlock(&p->panel_mu);
+        return true;
+    }
     const bool int8 = p->prec == MODATTN_PRECISION_INT8;
     const int omp_prev = modattn__blas_single_begin();
     dnnl_primitive_attr_t attr = NULL;
@@ -788,6 +883,7 @@ int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, flo
     if (!e || !e->ok || n0 % p->panel_unit)
         return modattn__error(MODATTN_EINTERNAL, "GEMM plan: no panel of %lld columns (modattn__gemm_plan_panel_ready)",
                              (long long)(n1 - n0));
+    if (p->big) return run_big_cols(p, MODATTN__GEMM_SMALL, A, C, n0, n1);
     return run_panel(p, e, A, C, n0, scratch);
 }
 
@@ -829,6 +925,12 @@ int modattn__gemm_plan_run_rows(const modattn__gemm_plan *p, int64_t rows, const
     return modattn__gemm_plan_run(p, A, C, scratch);
 }
 bool modattn__gemm_plan_has_small(const modattn__gemm_plan *p) { (void)p; return false; }
+bool modattn__gemm_plan_big(const modattn__gemm_plan *p) { (void)p; return false; }
+bool modattn__gemm_plan_borrows(const modattn__gemm_plan *p) { (void)p; return false; }
+int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C) {
+    (void)rows, (void)A, (void)C;
+    return modattn__gemm_plan_run(p, NULL, NULL, NULL);
+}
 int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p) { (void)p; return 0; }
 const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p) { (void)p; return ""; }
 bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *p, int64_t width) { (void)p, (void)width; return false; }

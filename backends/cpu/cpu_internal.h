@@ -29,7 +29,8 @@ int modattn__cpu_glu(void *ctx, const modattn_op_glu_args *a, char *reason, size
  * lda and ldc fixed at creation. The weight is copied into the BLAS's own blocked layout (counted
  * as weights memory), so no call packs it again; a call always computes exactly
  * MODATTN__GEMM_BLOCK rows, so every row goes through the same kernel with the same summation
- * order whatever its position and batch-mates. With a BLAS that has no such path (OpenBLAS)
+ * order whatever its position and batch-mates. (Where oneDNN's kernel takes W's own layout, the
+ * plan reads W in place instead of copying it: modattn__gemm_plan_borrows.) With a BLAS that has no such path (OpenBLAS)
  * modattn__gemm_plan_create gives *out = NULL and status 0: use modattn__sgemm_nt.
  * Runs on the calling thread only; any number of threads may run one plan at once, each with
  * its own scratch of modattn__gemm_plan_scratch() bytes (MODATTN_ALIGN-aligned). */
@@ -75,6 +76,19 @@ const char *modattn__gemm_plan_impl(const modattn__gemm_plan *p);
 bool modattn__gemm_plan_panel_ready(const modattn__gemm_plan *p, int64_t width);
 int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, float *C, int64_t n0, int64_t n1,
                                 void *scratch);
+/* Whole row ranges: where oneDNN's kernel is its jit GEMM (AVX2 and older CPUs: "gemm:jit"),
+ * which packs the weights itself on every call, the plan runs a range of rows of A (stride lda)
+ * in dnnl_sgemm calls of up to 768 rows over W read in place: larger calls amortise that packing
+ * (64-row blocks paid it 12 times per 768 rows). Every row comes out the bits of the plan's 16-
+ * and 64-row blocks and column panels, wherever it sits (tests/device/test_gemm_rows): calls of
+ * sizes that keep it so, in whole 64-row blocks (the last range below 49 rows in 16-row blocks),
+ * so A and C must hold `rows` rounded up to a multiple of 64 from the first row, zero past rows
+ * as the plan's blocks need. modattn__gemm_plan_big: whether the plan has this path. */
+bool modattn__gemm_plan_big(const modattn__gemm_plan *p);
+int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C);
+/* Whether the plan reads the W given to modattn__gemm_plan_create in place (its plain layout is
+ * W's own: no copy is made), so that W must outlive the plan. */
+bool modattn__gemm_plan_borrows(const modattn__gemm_plan *p);
 void modattn__gemm_plan_free(modattn__gemm_plan *p);
 /* Bytes of packed weights a plan holds. */
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
