@@ -3,7 +3,7 @@
  * Layout (model/encoder.c): token-major [B*S, H] activations, the fused QKV GEMM's output viewed
  * as strided Q/K/V for the dispatcher, padding by kv_lens with padded rows kept at zero by every
  * op. Activation buffers hold rows rounded up to the device's row block, the rows past a batch's
- * last kept at zero (modattn_encoder_ops.row_block). */
+ * last zeroed before each batch (modattn_encoder_ops.row_block). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -628,13 +628,12 @@ int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max
             return modattn__mem_last_status();
         }
     }
-    /* the rows past a batch's are GEMM inputs and outputs of whole row blocks: zero, and finite */
-    if (dm->row_block > 1 &&
-        ((st = modattn__buffer_fill(a->x, 0, 0, a->x->bytes)) || (st = modattn__buffer_fill(a->big, 0, 0, a->big->bytes)) ||
-         (st = modattn__buffer_fill(a->att, 0, 0, a->att->bytes)))) {
-        modattn__dev_arena_free(a);
-        return st;
-    }
+    /* Not zeroed here (it was, whole, on every embed call: 3% of a 50 x 210-token rerank): a
+     * batch's rows [0, T) are written before they are read (embeddings, then each op's outputs),
+     * and modattn__dev_forward zeroes x's and att's rows [T, Tr) of its last row block, the GEMM
+     * inputs past T; big's rows there are only ever GEMM outputs of those zero rows (written, never
+     * accumulated into, before any read), and no op reads a row past Tr. Padding rows never reach
+     * a real row (a GEMM's rows are independent; attention clips keys by kv_lens). */
     a->host_out = modattn__malloc((size_t)max_B * c->dim * sizeof(float), MODATTN_MEM_ACTIVATIONS);
     if (!a->host_out) {
         modattn__dev_arena_free(a);
@@ -853,7 +852,8 @@ int modattn__dev_forward(modattn__dev_model *dm, const modattn__fwd_exec *x, mod
     if ((st = modattn__buffer_write(a->ids, 0, ids, (size_t)T * 4)) || (st = modattn__buffer_write(a->lens, 0, lens, (size_t)B * 4)))
         return st;
     /* the rows of the last row block past this batch's T: zero (an earlier, larger batch left its
-     * rows there); big's are only ever written by GEMMs of these zero rows */
+     * rows there, or nothing yet: the arena is not zeroed); big's are only ever written by GEMMs of
+     * these zero rows before they are read */
     const int64_t Tr = (T + dm->row_block - 1) / dm->row_block * dm->row_block;
     if (Tr > T && ((st = modattn__buffer_fill(a->x, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4)) ||
                    (st = modattn__buffer_fill(a->att, (size_t)(T * H) * 4, 0, (size_t)((Tr - T) * H) * 4))))

@@ -45,6 +45,13 @@ typedef struct flash_job {
     float *lse;        /* [B, Hq, Sq] or NULL */
     const int32_t *kv_lens;
     int64_t qs[4], ks[4], vs[4], os[4], ms[4], ls[3];
+    /* Packed heads (the encoder's layout: K and V rows are views of the QKV GEMM's output rows,
+     * 3 H floats apart): a work item is a group of query tiles of one (b, kv head), tiles
+     * [g * ntiles / ngroups, (g + 1) * ntiles / ngroups) of group g, and it first copies the head's
+     * visible K and V rows into its workspace (off_kh, off_vh: rows D and Dv floats apart), which
+     * every tile of the group then reads. 0 groups: one query tile a work item, K and V read in
+     * place. The values read are the same, so are the results' bits. */
+    int64_t ngroups;
     /* split-KV (tile_split): nsplit key ranges of split_keys per (b, kv head), partial results of
      * part_floats each at part (after the threads' slices in the workspace) */
     int64_t nsplit, split_keys;
@@ -56,6 +63,7 @@ typedef struct flash_job {
                      * split holds o_row[e] at [e / slices][row * slices + e % slices] */
     size_t ws_slice_floats; /* floats per thread slice (a multiple of 16) */
     size_t off_qt, off_st, off_ot, off_mt, off_kp, off_vp, off_mrow, off_lane; /* in floats */
+    size_t off_kh, off_vh; /* packed heads (ngroups > 0): [HEAD_PACK_KEYS][D] and [..][Dv], cpu_flash.c */
 } flash_job;
 
 /* Per-lane bookkeeping kept at ws + off_lane (as floats/ints of `lanes` each). */

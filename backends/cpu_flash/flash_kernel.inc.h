@@ -335,9 +335,10 @@ static void FLASH_NAME(store_o)(float *const *orow, const float *ot, const float
 
 /* Query tile t of (b, kv head hk) over the keys [ka, kb) (clipped to what the tile may see):
  * leaves the running max and sum in the workspace's lane area and the unnormalised O^T in its
- * ot. Returns the tile's number of valid rows. */
+ * ot. Returns the tile's number of valid rows. kh, vh: the head's K and V rows, ksr and vsr
+ * floats apart (its rows in the tensors, or their packed copy). */
 static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk, int64_t t, int64_t ka, int64_t kb,
-                                    float *ws) {
+                                    float *ws, const float *kh, int64_t ksr, const float *vh, int64_t vsr) {
     const int64_t G = job->G, D = job->D, Dv = job->Dv;
     const int64_t r0 = t * ROWS;
     const int64_t nrow = job->rows - r0 < ROWS ? job->rows - r0 : ROWS;
@@ -403,8 +404,6 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     }
     if (kend > kb) kend = kb; /* a split's share of the keys (tile_split) */
 
-    const float *kh = job->k + b * job->ks[0] + hk * job->ks[1];
-    const float *vh = job->v + b * job->vs[0] + hk * job->vs[1];
     const float *mb = NULL;
     if (job->mask) mb = job->mask + b * job->ms[0];
     if (mrow) {
@@ -428,8 +427,8 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     for (int64_t j0 = kstart; j0 < kend; j0 += BKT) {
         const int64_t nk = kend - j0 < BKT ? kend - j0 : BKT;
 
-        const float *kbase = kh + j0 * job->ks[2];
-        int64_t kstride = job->ks[2];
+        const float *kbase = kh + j0 * ksr;
+        int64_t kstride = ksr;
         if (!job->k_unit) {
             float *kp = ws + job->off_kp;
             for (int64_t jj = 0; jj < nk; jj++)
@@ -491,8 +490,8 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
         for (int v = 0; v < NV; v++)
             vf_store(lrun + v * VL, vf_fma(vf_load(lrun + v * VL), alpha[v], lsum[v]));
 
-        const float *vbase = vh + j0 * job->vs[2];
-        int64_t vstride = job->vs[2];
+        const float *vbase = vh + j0 * vsr;
+        int64_t vstride = vsr;
         if (!job->v_unit) {
             float *vpk = ws + job->off_vp;
             for (int64_t jj = 0; jj < nk; jj++)
@@ -505,13 +504,18 @@ static int64_t FLASH_NAME(tile_run)(const flash_job *job, int64_t b, int64_t hk,
     return nrow;
 }
 
-static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
+/* The head's rows in the tensors (b, kv head hk). */
+static inline const float *FLASH_NAME(k_head)(const flash_job *job, int64_t b, int64_t hk) {
+    return job->k + b * job->ks[0] + hk * job->ks[1];
+}
+static inline const float *FLASH_NAME(v_head)(const flash_job *job, int64_t b, int64_t hk) {
+    return job->v + b * job->vs[0] + hk * job->vs[1];
+}
+
+/* O = O^T / l and LSE of query tile t of (b, kv head hk), nrow valid rows, after tile_run. */
+static void FLASH_NAME(tile_store)(const flash_job *job, int64_t b, int64_t hk, int64_t t, int64_t nrow, float *ws) {
     const int64_t G = job->G, Dv = job->Dv;
-    const int64_t nt = job->ntiles;
-    const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
-    const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
     const int64_t r0 = t * ROWS;
-    const int64_t nrow = FLASH_NAME(tile_run)(job, b, hk, t, 0, INT64_MAX, ws);
     float *st = ws + job->off_st, *ot = ws + job->off_ot;
     float *mrun = ws + job->off_lane + LANES, *lrun = ws + job->off_lane + 2 * LANES;
 
@@ -530,13 +534,51 @@ static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
     FLASH_NAME(store_o)(orow, ot, inv, nrow, Dv, job->os[3]);
 }
 
+/* Packed heads (job->ngroups > 0, see flash.h): item = (b, kv head, group of query tiles); the
+ * head's keys [0, L) are copied once, then each tile of the group runs as below over the copy. */
+static void FLASH_NAME(tile_group)(const flash_job *job, int64_t item, float *ws) {
+    const int64_t ng = job->ngroups, nt = job->ntiles, D = job->D, Dv = job->Dv;
+    const int64_t g = item % ng, bh = item / ng, b = bh / job->Hkv, hk = bh % job->Hkv;
+    int64_t L = job->Sk;
+    if (job->kv_lens) { /* tile_run's clip: no key past L is read */
+        L = job->kv_lens[b];
+        if (L < 0) L = 0;
+        if (L > job->Sk) L = job->Sk;
+    }
+    const float *kh = FLASH_NAME(k_head)(job, b, hk), *vh = FLASH_NAME(v_head)(job, b, hk);
+    float *kp = ws + job->off_kh, *vp = ws + job->off_vh;
+    for (int64_t j = 0; j < L; j++) {
+        memcpy(kp + j * D, kh + j * job->ks[2], sizeof(float) * (size_t)D);
+        memcpy(vp + j * Dv, vh + j * job->vs[2], sizeof(float) * (size_t)Dv);
+    }
+    const int64_t t0 = g * nt / ng, t1 = (g + 1) * nt / ng;
+    for (int64_t t = t1 - 1; t >= t0; t--) {
+        const int64_t nrow = FLASH_NAME(tile_run)(job, b, hk, t, 0, INT64_MAX, ws, kp, D, vp, Dv);
+        FLASH_NAME(tile_store)(job, b, hk, t, nrow, ws);
+    }
+}
+
+static void FLASH_NAME(tile)(const flash_job *job, int64_t item, float *ws) {
+    if (job->ngroups > 0) {
+        FLASH_NAME(tile_group)(job, item, ws);
+        return;
+    }
+    const int64_t nt = job->ntiles;
+    const int64_t t = nt - 1 - item % nt; /* the heaviest (causal: last) tiles of a head go first */
+    const int64_t bh = item / nt, b = bh / job->Hkv, hk = bh % job->Hkv;
+    const int64_t nrow = FLASH_NAME(tile_run)(job, b, hk, t, 0, INT64_MAX, ws, FLASH_NAME(k_head)(job, b, hk),
+                                              job->ks[2], FLASH_NAME(v_head)(job, b, hk), job->vs[2]);
+    FLASH_NAME(tile_store)(job, b, hk, t, nrow, ws);
+}
+
 /* Split-KV (decode: every query row of a kv head in one tile): item = (b, kv head, split s) over
  * the keys [s * split_keys, (s + 1) * split_keys); its running max, sum and unnormalised O^T go to
  * job->part + item * part_floats ([Dv / TS][LANES] O^T', then m[LANES], l[LANES] right after it; lane
  * row * TS + t) for the merge (cpu_flash.c, which reads them with job->slices = TS). The split points depend on the lengths alone, never on the threads. */
 static void FLASH_NAME(tile_split)(const flash_job *job, int64_t item, float *ws) {
     const int64_t s = item % job->nsplit, bh = item / job->nsplit, b = bh / job->Hkv, hk = bh % job->Hkv;
-    FLASH_NAME(tile_run)(job, b, hk, 0, s * job->split_keys, (s + 1) * job->split_keys, ws);
+    FLASH_NAME(tile_run)(job, b, hk, 0, s * job->split_keys, (s + 1) * job->split_keys, ws,
+                         FLASH_NAME(k_head)(job, b, hk), job->ks[2], FLASH_NAME(v_head)(job, b, hk), job->vs[2]);
     float *part = job->part + (size_t)item * job->part_floats;
     memcpy(part, ws + job->off_ot, sizeof(float) * (size_t)(job->Dv / TS * LANES));
     memcpy(part + job->Dv / TS * LANES, ws + job->off_lane + LANES, sizeof(float) * 2 * LANES);

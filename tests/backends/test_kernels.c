@@ -5,7 +5,9 @@
  * Also: guard regions around o and lse, inputs unchanged, no NaN, bitwise determinism (two runs
  * with 2 threads, one with 1 thread), run() allocating nothing through the modattn allocator,
  * refusals with a reason, a too-small workspace refused; cpu_flash: a text's rows alone and padded in
- * a batch give the same bits (its kernel choice depends on the row count).
+ * a batch give the same bits (its kernel choice depends on the row count), and so do the same values
+ * in the encoder's layout (QKV rows, heads packed) and in contiguous tensors, and its workspace for
+ * an encoder's shape is the same whatever the key count.
  *
  *   test_kernels [NAME...]    (default: every built-in implementation except `reference`)
  * The CTest entries also run it with MODATTN_CPU_DISABLE set, to cover the AVX2 and scalar paths. */
@@ -480,6 +482,99 @@ static void test_alone_vs_padded(modattn_ctx *ctx, const char *name) {
     printf("%s: %d texts alone vs padded in a batch, %d differ\n", name, compared, differ);
 }
 
+/* The encoder's layout: q, k, v views of one [B, S, 3, H, D] buffer (the QKV GEMM's rows, a head's
+ * key rows 3 H D floats apart), o [B, S, H, D], kv_lens padding. cpu_flash copies such a head's K and
+ * V rows once per group of query tiles (packed heads, flash.h); the result must be the same bits as
+ * the same values in contiguous [B, H, S, D] tensors, read in place. S from 17 (2 query tiles) to
+ * 512 (several groups of tiles; the most keys packed), 513 (read in place), lengths 0, short, full;
+ * D = 32 and 64. */
+static void test_packed_heads(modattn_ctx *ctx, const char *name) {
+    long idx = modattn_ctx_find(ctx, name);
+    if (idx < 0) return;
+    const int Ss[] = {17, 40, 130, 210, 300, 512, 513};
+    int compared = 0, differ = 0;
+    for (int D = 32; D <= 64; D += 32)
+        for (size_t si = 0; si < sizeof Ss / sizeof *Ss; si++) {
+            const int B = 3, H = 2, S = Ss[si], HD = H * D;
+            const size_t n = (size_t)(B * H * S * D);
+            float *qkv = malloc(sizeof(float) * 3 * n), *oe = malloc(sizeof(float) * n);
+            float *q = malloc(sizeof(float) * n), *k = malloc(sizeof(float) * n), *v = malloc(sizeof(float) * n);
+            float *oc = malloc(sizeof(float) * n);
+            g_rng = (uint64_t)(S * 31 + D);
+            for (size_t i = 0; i < 3 * n; i++) qkv[i] = (float)(2 * runit() - 1);
+            for (int b = 0; b < B; b++) /* the same values, contiguous */
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < S; i++) {
+                        const float *row = qkv + ((size_t)(b * S + i) * 3) * (size_t)HD + (size_t)(h * D);
+                        const size_t at = ((size_t)(b * H + h) * (size_t)S + (size_t)i) * (size_t)D;
+                        memcpy(q + at, row, sizeof(float) * (size_t)D);
+                        memcpy(k + at, row + HD, sizeof(float) * (size_t)D);
+                        memcpy(v + at, row + 2 * HD, sizeof(float) * (size_t)D);
+                    }
+            int32_t lens[3] = {S, S / 2 + 1, 0};
+            modattn_attn_call c;
+            memset(&c, 0, sizeof c);
+            const int64_t n3 = 3 * (int64_t)n;
+            c.q = modattn_tensor_contiguous(qkv, MODATTN_DTYPE_F32, B, H, S, D);
+            c.k = modattn_tensor_contiguous(qkv + HD, MODATTN_DTYPE_F32, B, H, S, D);
+            c.v = modattn_tensor_contiguous(qkv + 2 * HD, MODATTN_DTYPE_F32, B, H, S, D);
+            c.o = modattn_tensor_contiguous(oe, MODATTN_DTYPE_F32, B, H, S, D);
+            modattn_tensor *qkvt[3] = {&c.q, &c.k, &c.v};
+            for (int t = 0; t < 3; t++) {
+                qkvt[t]->stride[0] = (int64_t)S * 3 * HD, qkvt[t]->stride[1] = D, qkvt[t]->stride[2] = 3 * HD;
+                qkvt[t]->capacity = n3 - t * HD;
+            }
+            c.o.stride[0] = (int64_t)S * HD, c.o.stride[1] = D, c.o.stride[2] = HD;
+            c.kv_lens = lens;
+            CHECK_MSG(modattn_attention_with(ctx, (size_t)idx, &c) == 0, "%s: encoder layout S=%d D=%d: %s", name, S, D,
+                      modattn_last_error());
+            modattn_attn_call cc;
+            memset(&cc, 0, sizeof cc);
+            cc.q = modattn_tensor_contiguous(q, MODATTN_DTYPE_F32, B, H, S, D);
+            cc.k = modattn_tensor_contiguous(k, MODATTN_DTYPE_F32, B, H, S, D);
+            cc.v = modattn_tensor_contiguous(v, MODATTN_DTYPE_F32, B, H, S, D);
+            cc.o = modattn_tensor_contiguous(oc, MODATTN_DTYPE_F32, B, H, S, D);
+            cc.kv_lens = lens;
+            CHECK(modattn_attention_with(ctx, (size_t)idx, &cc) == 0);
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < H; h++)
+                    for (int i = 0; i < S; i++) {
+                        compared++;
+                        const float *re = oe + (size_t)(b * S + i) * (size_t)HD + (size_t)(h * D);
+                        const float *rc = oc + ((size_t)(b * H + h) * (size_t)S + (size_t)i) * (size_t)D;
+                        if (memcmp(re, rc, sizeof(float) * (size_t)D) != 0) {
+                            if (!differ)
+                                CHECK_MSG(0, "%s: encoder layout S=%d D=%d b=%d h=%d row %d differs from contiguous (%g vs %g)",
+                                          name, S, D, b, h, i, re[0], rc[0]);
+                            differ++;
+                        }
+                    }
+            free(qkv), free(oe), free(q), free(k), free(v), free(oc);
+        }
+    printf("%s: %d rows in the encoder's layout vs contiguous, %d differ\n", name, compared, differ);
+}
+
+/* cpu_flash's workspace for an encoder's shape does not depend on the key count (packed heads
+ * reserve a fixed room, cpu_flash.c): the attention workspace is grown to the largest seen, so a
+ * size that followed Sk would grow with each longer batch (test_no_growth). Lengths from 64 (two
+ * tiles on every ISA) past the packing limit (512) to 2048; D = 32 and 64. */
+static void test_ws_independent_of_sk(modattn_ctx *ctx) {
+    long idx = modattn_ctx_find(ctx, "cpu_flash");
+    if (idx < 0) return;
+    const modattn_attn_impl *impl = modattn__ctx_impl(ctx, (size_t)idx);
+    const int64_t Ss[] = {64, 130, 210, 512, 513, 2048};
+    for (int64_t D = 32; D <= 64; D += 32) {
+        size_t first = 0;
+        for (size_t i = 0; i < sizeof Ss / sizeof *Ss; i++) {
+            modattn_attn_desc d = modattn_attn_desc_make(25, 12, 12, Ss[i], Ss[i], D, false);
+            const size_t ws = impl->workspace_bytes(impl->ctx, &d, 2);
+            if (i == 0) first = ws;
+            CHECK_MSG(ws == first && ws > 0, "cpu_flash workspace at S=%lld D=%lld: %zu bytes, %zu at S=%lld",
+                      (long long)Ss[i], (long long)D, ws, first, (long long)Ss[0]);
+        }
+    }
+}
+
 /* cpu_flash answers MODATTN_CTL_KERNEL: GQA decode takes a sliced kernel on AVX-512 and AVX2 (not
  * on the scalar ISA), a split over 512-key ranges, and the same rows with Sq = 2 no sliced one. */
 static void test_kernel_names(modattn_ctx *ctx) {
@@ -543,6 +638,8 @@ int main(int argc, char **argv) {
         CHECK_MSG(flash_ran > 0, "cpu_flash ran no configuration");
         test_isa_choice(ctx2);
         test_alone_vs_padded(ctx2, "cpu_flash");
+        test_packed_heads(ctx2, "cpu_flash");
+        test_ws_independent_of_sk(ctx2);
         test_kernel_names(ctx2);
     }
     /* at least one implementation ran cases: a registry, a list or a filter that leaves none out
