@@ -263,6 +263,10 @@ bool modattn__dev_model_prepared(const modattn__dev_model *dm) {
     return dm && dm->cfg.layers > 0 && dm->layers && dm->layers[0].pqkv != NULL;
 }
 
+bool modattn__dev_model_plans_borrow(const modattn__dev_model *dm) {
+    return modattn__dev_model_prepared(dm) && !dm->layers[0].pqkv->owns_weight;
+}
+
 void modattn__dev_model_free(modattn__dev_model *dm) {
     if (!dm) return;
     modattn__device_graph_unload(dm->dev, dm->graph);

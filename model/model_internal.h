@@ -165,6 +165,9 @@ bool modattn__dev_model_borrows(const modattn__dev_model *dm, const void *host);
 /* Whether the device has plans for the weights (packed or read in place: fixed row blocks, small
  * batches cost no more per row). */
 bool modattn__dev_model_prepared(const modattn__dev_model *dm);
+/* Whether those plans read the weights in place (every GEMM call packs them again: fewer, larger
+ * batches pay off). */
+bool modattn__dev_model_plans_borrow(const modattn__dev_model *dm);
 void modattn__dev_model_free(modattn__dev_model *dm);
 /* Activation buffers for batches of up to max_T padded tokens in max_B rows. */
 int modattn__dev_arena_create(modattn__dev_model *dm, int64_t max_T, int64_t max_B, modattn__dev_arena **out);

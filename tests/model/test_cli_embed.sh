@@ -81,11 +81,12 @@ printf '"ok"\nnot json\n' | "$BIN" embed --model "$MODEL" --jsonl - > /dev/null 
 check "--jsonl bad line exits 1" '[ $rc -eq 1 ]'
 check "--jsonl bad line is named" 'grep -q "line 2" "$TMP/err"'
 
-# batching: with GEMM plans (oneDNN) small batches cost no more per row, so 300 sentences of
-# 5-60 tokens go in batches padded by little (model/encoder.c, plan_batches); without plans
-# (OpenBLAS) batches fill the token budget. The batches from the trace's spans (B, S), the tokens
-# from the output. A model whose plans read the weights in place was once batched as without plans:
-# 13.8% of padding on this corpus and 9x the activations.
+# batching: with GEMM plans (oneDNN) small batches cost little more per row, so 300 sentences of
+# 5-60 tokens go in batches padded by little (model/encoder.c, plan_batches: 2.1% with plans that
+# hold packed weights, 5.6% with plans that read them in place, which favour fewer batches);
+# without plans (OpenBLAS) batches fill the token budget. The batches from the trace's spans
+# (B, S), the tokens from the output. Plans that read the weights in place were once taken for no
+# plans: 73.8% of padding here, 9x the activations.
 head -300 bench/corpus_sentences.txt > "$TMP/s300.txt"
 "$BIN" --trace "$TMP/tr.json" embed --model "$MODEL" - < "$TMP/s300.txt" > "$TMP/s300.out" 2> "$TMP/err"; rc=$?
 check "300 sentences with --trace exit 0 ($(head -c 200 "$TMP/err"))" '[ $rc -eq 0 ]'
@@ -101,7 +102,7 @@ PY
 )
 echo "300 sentences: padded tokens +$pad over the texts' ($GEMM)"
 if [ "$GEMM" = onednn ]; then
-    check "with GEMM plans the batches pad by under 5% (+$pad)" "python3 -c 'import sys; sys.exit(0 if 0 <= float(\"$pad\") < 0.05 else 1)'"
+    check "with GEMM plans the batches pad by under 10% (+$pad)" "python3 -c 'import sys; sys.exit(0 if 0 <= float(\"$pad\") < 0.10 else 1)'"
 else
     check "without GEMM plans the batches are padded, by some (+$pad)" "python3 -c 'import sys; sys.exit(0 if float(\"$pad\") > 0 else 1)'"
 fi
