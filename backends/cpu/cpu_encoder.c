@@ -213,6 +213,39 @@ static bool use_panels(row_job *j, int nth) {
     return true;
 }
 
+/* A big plan's GEMM by column parts: task t computes columns [n0, n1) of every row, the rows in
+ * calls of up to 768 (modattn__gemm_plan_run_big_cols; its bits are the whole product's). */
+static void big_cols_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    row_job *j = arg;
+    const int64_t n0 = task * j->units / j->panels * j->unit;
+    const int64_t n1 = task == j->panels - 1 ? j->width : (task + 1) * j->units / j->panels * j->unit;
+    int st = modattn__gemm_plan_run_big_cols(j->plan, j->rows, j->A, j->y, n0, n1);
+    if (st) {
+        int zero = 0;
+        if (__atomic_compare_exchange_n(&j->err, &zero, st, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            snprintf(j->msg, sizeof j->msg, "%s", modattn_last_error());
+    }
+}
+
+static int64_t rows_per_task(int64_t rows, int nthreads);
+
+/* Whether a big plan's GEMM runs by columns over nth threads (big_cols_task), and how: where a
+ * split by rows would give each thread calls of fewer than 768 rows (2,272 rows on 2 threads:
+ * tasks of 576, three 192-row calls each, on oneDNN's slower kernel), while every thread can have
+ * a part of the columns at least MODATTN__GEMM_BIG_COLS_MIN wide. The post-op is then a pass of
+ * its own (row_pass). Fewer than 768 rows: by rows (the same calls either way, and the post-op
+ * while the rows are in cache). */
+static bool use_big_cols(row_job *j, int nth) {
+    if (!j->plan || !j->A || nth < 2 || !modattn__gemm_plan_big(j->plan) || j->rows < 768 ||
+        rows_per_task(j->rows, nth) % 768 == 0)
+        return false;
+    const int64_t unit = MODATTN__GEMM_BIG_COLS_UNIT, units = j->width / unit;
+    if (units / nth * unit < MODATTN__GEMM_BIG_COLS_MIN) return false;
+    j->unit = unit, j->units = units, j->panels = nth;
+    return true;
+}
+
 static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len);
 
 /* After a GEMM split by columns (the direct kernel's or the plan's panels): the row pass alone. */
@@ -233,6 +266,15 @@ static int run_rows(row_job *j, modattn_pool *pool, char *reason, size_t len) {
         /* the GEMM by columns on every thread, then the row pass (post-ops) alone */
         j->chunk = ((j->width + nth - 1) / nth + 3) / 4 * 4;
         modattn__pool_run(pool, (j->width + j->chunk - 1) / j->chunk, direct_cols_task, j);
+        return row_pass(j, pool, reason, len);
+    }
+    if (use_big_cols(j, nth)) {
+        modattn__pool_run(pool, j->panels, big_cols_task, j);
+        int st = __atomic_load_n(&j->err, __ATOMIC_ACQUIRE);
+        if (st) {
+            snprintf(reason, len, "%s", j->msg);
+            return st;
+        }
         return row_pass(j, pool, reason, len);
     }
     const bool panels = use_panels(j, nth);

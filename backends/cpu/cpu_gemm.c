@@ -355,13 +355,30 @@ static int run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *
  * whole 64-row blocks, the last running into the zero rows past the range, as the plan's own
  * blocks do. 768 rows run at 86-88 GFLOP per CPU-second, 64 at about 71 (6144x1024, one thread). */
 int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C) {
-    if (!p->big || rows < 1)
+    return modattn__gemm_plan_run_big_cols(p, rows, A, C, 0, p ? p->N : 0);
+}
+
+/* Column ranges of the whole-range product. dnnl_sgemm's columns are the same bits in a call of
+ * a part of them as in the whole call, for parts at least MODATTN__GEMM_BIG_COLS_MIN wide that
+ * start at a multiple of MODATTN__GEMM_BIG_COLS_UNIT (measured on 6144x1024 with 16-, 64-, 192-
+ * and 768-row calls, every split at a multiple of 16: only parts 16, 48 or 80 wide gave other
+ * bits; 768-row calls none), so a thread can take a part of the columns of every row: calls of
+ * 768 rows over half the weights, where a split by rows gave each thread calls of 192 rows,
+ * which oneDNN runs through its older AVX kernel (80 GFLOP per CPU-second on 6144x1024 against
+ * 86-88 for 768-row calls, which its AVX2 gemm driver runs). */
+int modattn__gemm_plan_run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, int64_t n0,
+                                    int64_t n1) {
+    if (!p || !p->big || rows < 1)
         return modattn__error(MODATTN_EINTERNAL, "GEMM plan: no whole-range product of %lld rows here", (long long)rows);
+    if (n0 < 0 || n1 > p->N || n1 <= n0 ||
+        ((n0 > 0 || n1 < p->N) && (n0 % MODATTN__GEMM_BIG_COLS_UNIT || n1 - n0 < MODATTN__GEMM_BIG_COLS_MIN)))
+        return modattn__error(MODATTN_EINTERNAL, "GEMM plan: columns %lld..%lld of %lld are not a part it can run",
+                              (long long)n0, (long long)n1, (long long)p->N);
     int st = 0;
     for (int64_t r = 0, m; r < rows && !st; r += m) {
         const int64_t left = rows - r;
         m = left >= 768 ? 768 : left >= 192 ? 192 : left > 48 ? 64 : MODATTN__GEMM_SMALL;
-        st = run_big_cols(p, m, A + r * p->lda, C + r * p->ldc, 0, p->N);
+        st = run_big_cols(p, m, A + r * p->lda, C + r * p->ldc, n0, n1);
     }
     return st;
 }
@@ -929,6 +946,11 @@ bool modattn__gemm_plan_big(const modattn__gemm_plan *p) { (void)p; return false
 bool modattn__gemm_plan_borrows(const modattn__gemm_plan *p) { (void)p; return false; }
 int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C) {
     (void)rows, (void)A, (void)C;
+    return modattn__gemm_plan_run(p, NULL, NULL, NULL);
+}
+int modattn__gemm_plan_run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, int64_t n0,
+                                    int64_t n1) {
+    (void)rows, (void)A, (void)C, (void)n0, (void)n1;
     return modattn__gemm_plan_run(p, NULL, NULL, NULL);
 }
 int64_t modattn__gemm_plan_panel_unit(const modattn__gemm_plan *p) { (void)p; return 0; }

@@ -86,6 +86,14 @@ int modattn__gemm_plan_run_cols(const modattn__gemm_plan *p, const float *A, flo
  * as the plan's blocks need. modattn__gemm_plan_big: whether the plan has this path. */
 bool modattn__gemm_plan_big(const modattn__gemm_plan *p);
 int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C);
+/* The same for columns [n0, n1) of every row: the bits of the whole product's, for n0, n1 the
+ * whole (0, N) or a part that starts at a multiple of MODATTN__GEMM_BIG_COLS_UNIT and is at least
+ * MODATTN__GEMM_BIG_COLS_MIN wide (the last part may end at N, whatever N is); another range is
+ * an internal error. A split of the columns over threads gives each one calls of many rows. */
+#define MODATTN__GEMM_BIG_COLS_UNIT 64
+#define MODATTN__GEMM_BIG_COLS_MIN 128
+int modattn__gemm_plan_run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C, int64_t n0,
+                                    int64_t n1);
 /* Whether the plan reads the W given to modattn__gemm_plan_create in place (its plain layout is
  * W's own: no copy is made), so that W must outlive the plan. */
 bool modattn__gemm_plan_borrows(const modattn__gemm_plan *p);

@@ -10,6 +10,8 @@
  *     ranges that start mid-block (rows 37.., 5.., 11..): bit for bit, what keeps a text's vector
  *     the same alone or batched wherever its rows sit;
  *   - the plan's 64-row blocks and its column panels: bit for bit;
+ *   - column parts (modattn__gemm_plan_run_big_cols) as the encoder splits them over 2-4 threads,
+ *     and cut at every fifth unit: bit for bit; parts it cannot run are refused;
  *   - the products equal an fp64 loop (relative error < 1e-5 of the row's magnitude);
  *   - columns past N and rows past the range are not written;
  *   - a plan that reads W in place says so (modattn__gemm_plan_borrows) and counts no packed bytes;
@@ -148,6 +150,40 @@ static int check_shape(const shape *sh, char *impl, size_t impl_len) {
             CHECK_MSG(rows_differ(R, C, 0, MODATTN__GEMM_SMALL, ldc, N) == 0, "%s: the column panels differ", sh->name);
         }
     }
+    /* column parts, as the encoder splits them over 2, 3 and 4 threads (cpu_encoder.c
+     * use_big_cols) and at other cuts: every row of every part the bits of the whole */
+    const int64_t cu = MODATTN__GEMM_BIG_COLS_UNIT, units_c = N / cu;
+    size_t parts_checked = 0;
+    for (int64_t nparts = 2; nparts <= 4; nparts++) {
+        if (units_c / nparts * cu < MODATTN__GEMM_BIG_COLS_MIN) continue;
+        const int64_t rows_c[] = {ROWS, 777, 100};
+        for (size_t i = 0; i < sizeof rows_c / sizeof *rows_c; i++) {
+            memcpy(C, C0, cbytes);
+            for (int64_t t = 0; t < nparts; t++) {
+                const int64_t n0 = t * units_c / nparts * cu, n1 = t == nparts - 1 ? N : (t + 1) * units_c / nparts * cu;
+                CHECK(modattn__gemm_plan_run_big_cols(p, rows_c[i], A, C, n0, n1) == 0);
+            }
+            const size_t d = rows_differ(R, C, 0, rows_c[i], ldc, N);
+            CHECK_MSG(d == 0, "%s: %lld rows in %lld column parts: %zu rows differ", sh->name, (long long)rows_c[i],
+                      (long long)nparts, d);
+            parts_checked++;
+        }
+    }
+    for (int64_t cut = MODATTN__GEMM_BIG_COLS_MIN; N - cut >= MODATTN__GEMM_BIG_COLS_MIN; cut += 5 * cu) {
+        memcpy(C, C0, cbytes);
+        CHECK(modattn__gemm_plan_run_big_cols(p, 300, A, C, 0, cut) == 0);
+        CHECK(modattn__gemm_plan_run_big_cols(p, 300, A, C, cut, N) == 0);
+        CHECK_MSG(rows_differ(R, C, 0, 300, ldc, N) == 0, "%s: columns cut at %lld differ", sh->name, (long long)cut);
+        parts_checked++;
+    }
+    if (N >= 2 * MODATTN__GEMM_BIG_COLS_MIN) CHECK_MSG(parts_checked > 0, "%s: no column parts checked", sh->name);
+    /* parts it cannot run (not at a unit, too narrow): an error, nothing written */
+    memcpy(C, C0, cbytes);
+    if (N > MODATTN__GEMM_BIG_COLS_MIN + 32) CHECK(modattn__gemm_plan_run_big_cols(p, 100, A, C, 32, N) != 0);
+    if (N > cu) CHECK(modattn__gemm_plan_run_big_cols(p, 100, A, C, N - cu, N) != 0);
+    CHECK(modattn__gemm_plan_run_big_cols(p, 100, A, C, 0, N + 1) != 0);
+    CHECK(memcmp(C, C0, cbytes) == 0);
+    modattn_clear_error();
     /* no rows: an error, nothing written */
     memcpy(C, C0, cbytes);
     CHECK(modattn__gemm_plan_run_big(p, 0, A, C) != 0);
