@@ -350,10 +350,25 @@ static int run_big_cols(const modattn__gemm_plan *p, int64_t rows, const float *
  * group (measured: 441 of the counts 16..1024 give some row other bits on 384x192). Calls of 64,
  * 192 and 768 rows give every row the bits of 16-row calls, wherever it sits in the call (measured
  * on the encoder's shapes, MiniLM's and Qwen3-0.6B's: also 96, 144, 240, 288, 384, 480, 576, 960;
- * not 128, 256 or 512; tests/device/test_gemm_rows checks the sizes used here). So a range is
- * computed in calls of 768, then 192, then 64 rows, and its last rows below 49 in 16-row calls:
- * whole 64-row blocks, the last running into the zero rows past the range, as the plan's own
- * blocks do. 768 rows run at 86-88 GFLOP per CPU-second, 64 at about 71 (6144x1024, one thread). */
+ * not 128, 256 or 512; tests/device/test_gemm_rows checks the sizes used here). oneDNN runs
+ * calls of about 288 rows and more through its AVX2 gemm driver (83-89 GFLOP per CPU-second on
+ * 6144x1024, one thread), fewer through its older AVX kernel (192 rows: 78-80; 64: about 71). So a
+ * range is computed in calls of the sizes below, its last rows below 49 in 16-row calls: the rows
+ * never past the range rounded up to whole 64-row blocks (running into the buffers' zero rows
+ * past it, as the plan's own blocks do). */
+static const int64_t big_sizes[] = {768, 576, 384, 288, 192};
+
+/* The next call's rows, with `left` rows to do and `room` (left rounded up to a whole 64-row block
+ * from the range's start) that may be computed: the largest size that fits the room and computes
+ * at most an eighth of its rows past `left` (the last 736 rows of 2,272 as one 768-row call, 4%
+ * more rows on the faster kernel), else 64; 48 rows or fewer in 16-row calls. */
+static int64_t big_call_rows(int64_t left, int64_t room) {
+    if (left <= 48) return MODATTN__GEMM_SMALL;
+    for (size_t i = 0; i < sizeof big_sizes / sizeof *big_sizes; i++)
+        if (big_sizes[i] <= room && big_sizes[i] - left <= big_sizes[i] / 8) return big_sizes[i];
+    return MODATTN__GEMM_BLOCK;
+}
+
 int modattn__gemm_plan_run_big(const modattn__gemm_plan *p, int64_t rows, const float *A, float *C) {
     return modattn__gemm_plan_run_big_cols(p, rows, A, C, 0, p ? p->N : 0);
 }
@@ -375,9 +390,9 @@ int modattn__gemm_plan_run_big_cols(const modattn__gemm_plan *p, int64_t rows, c
         return modattn__error(MODATTN_EINTERNAL, "GEMM plan: columns %lld..%lld of %lld are not a part it can run",
                               (long long)n0, (long long)n1, (long long)p->N);
     int st = 0;
+    const int64_t end = (rows + MODATTN__GEMM_BLOCK - 1) / MODATTN__GEMM_BLOCK * MODATTN__GEMM_BLOCK;
     for (int64_t r = 0, m; r < rows && !st; r += m) {
-        const int64_t left = rows - r;
-        m = left >= 768 ? 768 : left >= 192 ? 192 : left > 48 ? 64 : MODATTN__GEMM_SMALL;
+        m = big_call_rows(rows - r, end - r);
         st = run_big_cols(p, m, A + r * p->lda, C + r * p->ldc, n0, n1);
     }
     return st;

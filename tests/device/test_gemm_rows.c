@@ -6,8 +6,9 @@
  * the encoder's shapes (Qwen3-0.6B's four, all-MiniLM-L6-v2's four, an odd one), with and without
  * accumulate, dense and with wider row strides, against the plan's 16-row blocks (a short text's
  * path) over the same rows:
- *   - every row count 1..130 (some of them on the large shapes), 250, 300, 400, 777, 1024, and
- *     ranges that start mid-block (rows 37.., 5.., 11..): bit for bit, what keeps a text's vector
+ *   - every row count 1..130 (some of them on the large shapes), 250, 300, 350, 400, 560, 600,
+ *     736, 777, 1024 (between them every call size the plan uses: 768, 576, 384, 288, 192, 64,
+ *     16), and ranges that start mid-block (rows 37.., 5.., 11..): bit for bit, what keeps a text's vector
  *     the same alone or batched wherever its rows sit;
  *   - the plan's 64-row blocks and its column panels: bit for bit;
  *   - column parts (modattn__gemm_plan_run_big_cols) as the encoder splits them over 2-4 threads,
@@ -98,7 +99,7 @@ static int check_shape(const shape *sh, char *impl, size_t impl_len) {
     CHECK_MSG(worst < 1e-5, "%s: relative error %.3g against fp64", sh->name, worst);
     CHECK_MSG(outside == 0, "%s: %zu values outside the product written", sh->name, outside);
     /* every row count from MODATTN__GEMM_SMALL up, and an offset start */
-    const int64_t counts[] = {MODATTN__GEMM_SMALL, MODATTN__GEMM_SMALL + 1, 64, 100, 250, 300, 400, 777};
+    const int64_t counts[] = {MODATTN__GEMM_SMALL, MODATTN__GEMM_SMALL + 1, 64, 100, 250, 300, 350, 400, 560, 600, 736, 777};
     for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
         memcpy(C, C0, cbytes);
         CHECK(modattn__gemm_plan_run_big(p, counts[i], A, C) == 0);
