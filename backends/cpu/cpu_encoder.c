@@ -55,13 +55,6 @@ typedef struct row_job {
 } row_job;
 
 /* The elementwise post-op of rows [r0, r1) (a padding row: zeroed instead). */
-/* y = silu(y + bias): y / (1 + exp(-y)), as torch's F.silu in float32 */
-static void silu_bias(float *y, const float *bias, int64_t n) {
-    for (int64_t k = 0; k < n; k++) {
-        const float v = y[k] + bias[k];
-        y[k] = v / (1.0f + expf(-v));
-    }
-}
 
 static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
@@ -94,7 +87,7 @@ static void row_ops(const row_job *j, int64_t r0, int64_t r1) {
             case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_RELU: modattn__relu_bias(y, j->bias, j->width); break;
-            case MODATTN_ACT_SILU: silu_bias(y, j->bias, j->width); break;
+            case MODATTN_ACT_SILU: modattn__silu_bias(y, j->bias, j->width); break;
             case MODATTN_ACT_NONE: modattn__bias_add(y, j->bias, j->width); break;
             }
             break;
@@ -534,12 +527,15 @@ static void glu_task(void *arg, int64_t task, int thread) {
             memset(x, 0, (size_t)a->N * sizeof *x);
             continue;
         }
+        if (a->act == MODATTN_ACT_SILU) { /* one pass: silu(gate) * up */
+            modattn__silu_mul(x, a->N);
+            continue;
+        }
         switch (a->act) {
         case MODATTN_ACT_GELU_ERF: modattn__gelu_erf_bias(x, j->zeros, a->N); break;
         case MODATTN_ACT_GELU_TANH: modattn__gelu_tanh_bias(x, j->zeros, a->N); break;
         case MODATTN_ACT_RELU: modattn__relu_bias(x, j->zeros, a->N); break;
-        case MODATTN_ACT_SILU: silu_bias(x, j->zeros, a->N); break;
-        case MODATTN_ACT_NONE: break;
+        case MODATTN_ACT_SILU: case MODATTN_ACT_NONE: break;
         }
         for (int64_t k = 0; k < a->N; k++) x[k] *= x[a->N + k];
     }

@@ -109,8 +109,60 @@ static void check_gelu(void) {
     CHECK_MSG(worst < 1e-6, "GELU error %.2e", worst);
 }
 
+/* e^x, SiLU with bias and SwiGLU's silu(gate) * up against libm in double (the compiler's clone
+ * for this CPU), lengths that leave a partial vector, e^x over [-87, 88] densely, SiLU out to
+ * |x| = 100 (e^x clamped), NaN kept. Planted: r's second ln2 part dropped -> exp error 3e-2. */
+static void check_silu(void) {
+    double worst_exp = 0;
+    for (int i = 0; i <= 2000000; i++) {
+        const float x = -87.0f + 175.0f * (float)i / 2000000.0f;
+        const double want = exp((double)x), err = fabs((double)modattn__exp(x) - want) / want;
+        if (err > worst_exp) worst_exp = err;
+    }
+    printf("exp vs libm in double on [-87, 88]: worst relative error %.2e\n", worst_exp);
+    CHECK_MSG(worst_exp < 3e-7, "exp error %.2e", worst_exp);
+    enum { N = 1000 };
+    static float y[2 * N + 1], bias[N];
+    double worst = 0, worst_mul = 0;
+    for (int len = 1; len <= N; len += 37) {
+        for (int i = 0; i < len; i++) {
+            y[i] = -100.0f + 200.0f * (float)i / (float)len;
+            bias[i] = (i % 3) * 0.125f;
+        }
+        const float guard = y[len];
+        modattn__silu_bias(y, bias, len);
+        for (int i = 0; i < len; i++) {
+            const double x = (double)(-100.0f + 200.0f * (float)i / (float)len) + (i % 3) * 0.125;
+            const double want = x / (1.0 + exp(-x)), err = fabs((double)y[i] - want) / (1.0 + fabs(want));
+            if (err > worst) worst = err;
+        }
+        CHECK_MSG(y[len] == guard, "SiLU wrote past its %d elements", len);
+        for (int i = 0; i < len; i++) {
+            y[i] = -30.0f + 60.0f * (float)i / (float)len;
+            y[len + i] = 0.5f - (float)(i % 7) * 0.25f;
+        }
+        const float guard2 = y[2 * len];
+        modattn__silu_mul(y, len);
+        for (int i = 0; i < len; i++) {
+            const double g = -30.0f + 60.0f * (float)i / (float)len, u = 0.5f - (float)(i % 7) * 0.25f;
+            const double want = g / (1.0 + exp(-g)) * u, err = fabs((double)y[i] - want) / (1.0 + fabs(want));
+            if (err > worst_mul) worst_mul = err;
+            CHECK_MSG(y[len + i] == (float)u, "SwiGLU changed its up half");
+        }
+        CHECK_MSG(y[2 * len] == guard2, "SwiGLU wrote past its %d elements", len);
+    }
+    printf("SiLU vs libm in double: worst error %.2e; silu(gate) * up %.2e (relative to 1 + |result|)\n", worst,
+           worst_mul);
+    CHECK_MSG(worst < 1e-6, "SiLU error %.2e", worst);
+    CHECK_MSG(worst_mul < 1e-6, "SwiGLU error %.2e", worst_mul);
+    float nan2[2] = {NAN, 1.0f}, zero = 0.0f;
+    modattn__silu_bias(nan2, &zero, 1);
+    CHECK_MSG(isnan(nan2[0]), "SiLU(NaN) is %g, not NaN", (double)nan2[0]);
+}
+
 int main(void) {
     check_gelu();
+    check_silu();
     const modattn_device_iface *cpu = NULL;
     CHECK(modattn_device_lookup("cpu", &cpu) == 0 && cpu);
     if (!cpu) return test_finish("test_cpu_device");
