@@ -476,11 +476,7 @@ static void norm_task(void *arg, int64_t task, int thread) {
                 modattn__bias_layer_norm(y + c0, NULL, g + c0, b + c0, G, a->eps);
                 continue;
             }
-            /* RMSNorm (transformers' Qwen3RMSNorm in fp32): the mean of squares, then x * rsqrt * gamma */
-            double ss = 0;
-            for (int64_t k = 0; k < G; k++) ss += (double)y[c0 + k] * y[c0 + k];
-            const float inv = (float)(1.0 / sqrt(ss / (double)G + a->eps));
-            for (int64_t k = 0; k < G; k++) y[c0 + k] = g[c0 + k] * (y[c0 + k] * inv);
+            modattn__rms_norm(y + c0, g + c0, G, a->eps);
         }
     }
 }

@@ -108,6 +108,7 @@ void modattn__gelu_tanh_bias(float *y, const float *bias, int64_t n);
 float modattn__exp(float x); /* relative error ~1e-7 on [-87, 88], clamped outside */
 void modattn__silu_bias(float *y, const float *bias, int64_t n);
 void modattn__silu_mul(float *x, int64_t n); /* x[k] = silu(x[k]) * x[n + k] */
+void modattn__rms_norm(float *y, const float *g, int64_t n, double eps);
 void modattn__relu_bias(float *y, const float *bias, int64_t n);
 void modattn__bias_add(float *y, const float *bias, int64_t n);
 /* C[r] (beta 0: =, else +=) A[r] . W^T, r < M, W [N, K] dense: the direct kernel of few-row

@@ -189,6 +189,20 @@ CLONES void modattn__bias_layer_norm(float *restrict y, const float *restrict bi
     for (k = 0; k < n; k++) y[k] = (y[k] - mu) * inv * g[k] + b[k];
 }
 
+/* RMSNorm (transformers' Qwen3RMSNorm / LlamaRMSNorm in fp32): y = g * (y * rsqrt(mean(y^2) + eps)),
+ * the mean of squares in double over LN_PARTS lanes summed in a fixed order (as the LayerNorm's) */
+CLONES void modattn__rms_norm(float *restrict y, const float *restrict g, int64_t n, double eps) {
+    double part[LN_PARTS] = {0};
+    int64_t k = 0;
+    for (; k + LN_PARTS <= n; k += LN_PARTS)
+        for (int u = 0; u < LN_PARTS; u++) part[u] += (double)y[k + u] * (double)y[k + u];
+    double ss = 0;
+    for (; k < n; k++) ss += (double)y[k] * (double)y[k];
+    for (int u = 0; u < LN_PARTS; u++) ss += part[u];
+    const float inv = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (k = 0; k < n; k++) y[k] = g[k] * (y[k] * inv);
+}
+
 /* y[r] (= or +=) a[r] . W^T for rows [0, M): each output one dot product over K in 16 lanes
  * summed in a fixed order, so a row's result depends on nothing but that row (no set-up, no
  * packing, no JIT: the GEMM of `few_rows` plans, where a query's few rows would not repay

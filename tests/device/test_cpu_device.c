@@ -160,9 +160,38 @@ static void check_silu(void) {
     CHECK_MSG(isnan(nan2[0]), "SiLU(NaN) is %g, not NaN", (double)nan2[0]);
 }
 
+/* RMSNorm against double: lengths that leave partial lane groups, a row of large values (the sum of
+ * squares in double), nothing written past n. Planted: the tail's squares dropped -> error 1.7e19. */
+static void check_rms(void) {
+    enum { N = 300 };
+    static float y[N + 1], g[N];
+    double worst = 0;
+    for (int len = 1; len <= N; len += 13) {
+        for (int i = 0; i < len; i++) {
+            y[i] = (float)((i * 37 % 101) - 50) * (len % 2 ? 1e15f : 0.01f);
+            g[i] = 0.5f + (float)(i % 5) * 0.25f;
+        }
+        const float guard = y[len];
+        double ss = 0;
+        for (int i = 0; i < len; i++) ss += (double)y[i] * y[i];
+        const double inv = 1.0 / sqrt(ss / len + 1e-6);
+        double want[N];
+        for (int i = 0; i < len; i++) want[i] = g[i] * (y[i] * inv);
+        modattn__rms_norm(y, g, len, 1e-6);
+        for (int i = 0; i < len; i++) {
+            const double e = fabs(y[i] - want[i]) / (1.0 + fabs(want[i]));
+            if (e > worst) worst = e;
+        }
+        CHECK_MSG(y[len] == guard, "RMSNorm wrote past its %d elements", len);
+    }
+    printf("RMSNorm vs double: worst error %.2e\n", worst);
+    CHECK_MSG(worst < 1e-6, "RMSNorm error %.2e", worst);
+}
+
 int main(void) {
     check_gelu();
     check_silu();
+    check_rms();
     const modattn_device_iface *cpu = NULL;
     CHECK(modattn_device_lookup("cpu", &cpu) == 0 && cpu);
     if (!cpu) return test_finish("test_cpu_device");
