@@ -101,6 +101,21 @@ void modattn__gemm_plan_free(modattn__gemm_plan *p);
 /* Bytes of packed weights a plan holds. */
 size_t modattn__gemm_plan_bytes(const modattn__gemm_plan *p);
 
+/* ---- our fp32 GEMM on AVX2+FMA over weights packed once (cpu_sgemm.c): C[i, n] (= or, with
+ * accumulate, +=) A[i] . W[n] for rows i < M and columns n0 <= n < n1 (n0 a multiple of
+ * MODATTN__SGEMM_NR), each element's sums in the same order for any M, any row's place in the
+ * call and any such column range (K slices of MODATTN__SGEMM_KC added to C in order). W [N, K]
+ * dense is packed by modattn__sgemm_pack into modattn__sgemm_packed_bytes(N, K); scratch holds
+ * modattn__sgemm_scratch_bytes(K) per concurrent call. */
+#define MODATTN__SGEMM_NR 16
+#define MODATTN__SGEMM_KC 512
+bool modattn__sgemm_available(char *reason, size_t len);
+size_t modattn__sgemm_packed_bytes(int64_t N, int64_t K);
+size_t modattn__sgemm_scratch_bytes(int64_t K);
+void modattn__sgemm_pack(const float *W, int64_t N, int64_t K, float *out);
+int modattn__sgemm_run(const float *Wp, int64_t N, int64_t K, int64_t M, const float *A, int64_t lda, float *C,
+                       int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *scratch);
+
 /* ---- elementwise row kernels (cpu_rowops.c): y[0..n) op= bias[0..n) */
 float modattn__erf(float x); /* |error| < 4e-7 */
 void modattn__gelu_erf_bias(float *y, const float *bias, int64_t n);
