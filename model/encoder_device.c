@@ -440,7 +440,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const float *rel_bias, const float *fin_g, const float *fin_b,
                               const modattn__layer_weights *lw, unsigned host_ops,
-                              bool prepare_weights, const char *identity, modattn__dev_model **out) {
+                              bool prepare_weights, const char *identity,
+                              void (*layer_done)(void *arg, const modattn__dev_model *dm, int layer),
+                              void *layer_done_arg, modattn__dev_model **out) {
     *out = NULL;
     modattn__dev_model *dm = modattn__calloc(1, sizeof *dm, MODATTN_MEM_OTHER);
     if (!dm) return modattn__mem_last_status();
@@ -519,6 +521,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                 st = modattn__error_prefix(st, "layer %d", l);
                 goto fail;
             }
+            if (layer_done) layer_done(layer_done_arg, dm, l);
             continue;
         }
         if (c->modern || c->jina_glu || c->gte || c->nomic) {
@@ -544,6 +547,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                 st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
                 goto fail;
             }
+            if (layer_done) layer_done(layer_done_arg, dm, l);
             continue;
         }
         if ((st = upload(dev, w->wqkv, 3 * H * H, "QKV weight", &L->wqkv)) ||
@@ -570,6 +574,7 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
             st = modattn__error_prefix(st, "layer %d: preparing the GEMMs", l);
             goto fail;
         }
+        if (layer_done) layer_done(layer_done_arg, dm, l);
     }
     *out = dm;
     return 0;

@@ -683,6 +683,27 @@ static const char *base_name(const char *dir) {
     (void)b;
     return dir + b;
 }
+/* Layer l's host weights that the device holds on its own (copied or packed): freed, or their
+ * mapped pages released, as soon as the layer is on the device (modattn__dev_model_create calls
+ * this after each layer), so that the packed weights and these are never all resident at once
+ * (Qwen3-0.6B-shaped with packed weights: a 3.4 GB peak where 1.9 GB stay). */
+static void release_layer(void *arg, const modattn__dev_model *dm, int l) {
+    modattn_model *m = arg;
+    const modattn__model_config *c = &m->cfg;
+    layer_w *L = &m->layers[l];
+    if (!modattn__dev_model_borrows(dm, L->wqkv)) modattn_free(L->wqkv), L->wqkv = NULL;
+    if (!modattn__dev_model_borrows(dm, L->bqkv)) modattn_free(L->bqkv), L->bqkv = NULL;
+    /* the matrices the device packed (or copied): their pages or copies go, so that the packed
+     * weights are not resident twice (Qwen3-0.6B-shaped: 4.5 GB peak for 1.8 GB of weights) */
+    const int64_t H = c->hidden, I = c->intermediate, QD = c->decoder ? (int64_t)c->heads * c->head_dim : H;
+    const int64_t I1 = c->decoder || c->jina_glu ? 2 * I : I;
+    if (!c->modern && !c->gte && !c->nomic) {
+        if (!modattn__dev_model_borrows(dm, L->wo)) drop(m, L->wo, (size_t)(H * QD)), L->wo = NULL;
+        if (!modattn__dev_model_borrows(dm, L->w1)) drop(m, L->w1, (size_t)(I1 * H)), L->w1 = NULL;
+        if (!modattn__dev_model_borrows(dm, L->w2)) drop(m, L->w2, (size_t)(H * I)), L->w2 = NULL;
+    }
+}
+
 
 /* Moves the weights to the model's device (after load_weights: wqkv are the host copies). */
 static int upload_to_device(modattn_model *m) {
@@ -698,7 +719,7 @@ static int upload_to_device(modattn_model *m) {
     snprintf(identity, sizeof identity, "%s:%016llx", m->name, (unsigned long long)m->info.weights_xxh3);
     int st = modattn__dev_model_create(m->dev, c, m->word, m->pos, m->type0, m->emb_g, m->emb_b, m->rel_bias, m->fin_g,
                                        m->fin_b, lw,
-                                       m->info.host_fallback_ops, !m->few_inputs, identity, &m->dm);
+                                       m->info.host_fallback_ops, !m->few_inputs, identity, release_layer, m, &m->dm);
     modattn_free(lw);
     if (!st && c->decoder && c->qk_norm) {
         const float **qk = modattn__calloc((size_t)c->layers, sizeof *qk, MODATTN_MEM_OTHER);
@@ -708,20 +729,8 @@ static int upload_to_device(modattn_model *m) {
         modattn_free(qk);
     }
     if (st) return modattn__error_prefix(st, "%s", m->st->path);
-    for (int l = 0; l < c->layers; l++) { /* the copies the device holds on its own (or packed) */
-        layer_w *L = &m->layers[l];
-        if (!modattn__dev_model_borrows(m->dm, L->wqkv)) modattn_free(L->wqkv), L->wqkv = NULL;
-        if (!modattn__dev_model_borrows(m->dm, L->bqkv)) modattn_free(L->bqkv), L->bqkv = NULL;
-        /* the matrices the device packed (or copied): their pages or copies go, so that the packed
-         * weights are not resident twice (Qwen3-0.6B-shaped: 4.5 GB peak for 1.8 GB of weights) */
-        const int64_t H = c->hidden, I = c->intermediate, QD = c->decoder ? (int64_t)c->heads * c->head_dim : H;
-        const int64_t I1 = c->decoder || c->jina_glu ? 2 * I : I;
-        if (!c->modern && !c->gte && !c->nomic) {
-            if (!modattn__dev_model_borrows(m->dm, L->wo)) drop(m, L->wo, (size_t)(H * QD)), L->wo = NULL;
-            if (!modattn__dev_model_borrows(m->dm, L->w1)) drop(m, L->w1, (size_t)(I1 * H)), L->w1 = NULL;
-            if (!modattn__dev_model_borrows(m->dm, L->w2)) drop(m, L->w2, (size_t)(H * I)), L->w2 = NULL;
-        }
-    }
+    /* (again for every layer: a graph device takes the model whole, with no per-layer call) */
+    for (int l = 0; l < c->layers; l++) release_layer(m, m->dm, l);
     return 0;
 }
 

@@ -152,7 +152,9 @@ int modattn__dev_model_create(const modattn_device_iface *dev, const modattn__mo
                               const float *pos, const float *type0, const float *emb_g, const float *emb_b,
                               const float *rel_bias, const float *fin_g, const float *fin_b,
                               const modattn__layer_weights *layers, unsigned host_ops,
-                              bool prepare, const char *identity, modattn__dev_model **out);
+                              bool prepare, const char *identity,
+                              void (*layer_done)(void *arg, const modattn__dev_model *dm, int layer),
+                              void *layer_done_arg, modattn__dev_model **out);
 /* qwen3: uploads each layer's QK-norm weights (layer_w.qk_g: [(heads + kv_heads) head_dim]) after
  * modattn__dev_model_create; nothing for other models. */
 int modattn__dev_model_decoder_qk_norm(modattn__dev_model *dm, const float *const *qk_g);
