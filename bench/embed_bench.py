@@ -603,7 +603,14 @@ def onednn_kernel(exe: Path, precision: str, env: dict) -> str:
     lines = (p.stdout + p.stderr).splitlines()
     kinds = sorted({ln.split(",")[4] for ln in lines if ln.startswith("onednn_verbose,exec,cpu,matmul,")})
     isa = next((ln.split("isa:", 1)[1] for ln in lines if ln.startswith("onednn_verbose,info,cpu,isa:")), "")
-    if not kinds and isa:  # oneDNN linked, no matmul primitive: the plans call dnnl_sgemm (its jit GEMM)
+    if not kinds and isa:
+        # oneDNN linked, no matmul primitive: its matmul would be the jit GEMM, so the plans run our
+        # AVX2 GEMM over weights packed at load (the rule of cpu_gemm.c, checked by test_gemm_rows),
+        # or dnnl_sgemm with MODATTN_GEMM_OWN=0
+        flags = Path("/proc/cpuinfo").read_text().split()
+        if env.get("MODATTN_GEMM_OWN", "1") != "0" and "avx2" in flags and "fma" in flags:
+            return ("our AVX2+FMA GEMM over weights packed at load (backends/cpu/cpu_sgemm.c; "
+                    f"oneDNN's matmul here would be its jit GEMM for {isa})")
         return f"dnnl_sgemm (oneDNN's jit GEMM for {isa}, called directly: no primitive)"
     return ", ".join(kinds) or "(no oneDNN matmul: OpenBLAS build, or the direct kernel)"
 
@@ -962,7 +969,7 @@ def ceiling_lines(data: dict) -> list[str]:
                  f"{fl['dense'] / fl['total']:.0%} of the corpus' FLOPs, so with attention, GELU, LayerNorm and the "
                  f"rest free, the encoder could reach about that share; end to end it runs at {g / peak['all']:.0%}, "
                  f"{g / gc['all']:.0%} of its GEMMs' own rate. An end-to-end share of the peak above "
-                 f"{gc['all'] / peak['all']:.0%} needs GEMMs faster than oneDNN's in isolation."]
+                 f"{gc['all'] / peak['all']:.0%} needs GEMMs faster than these plans' in isolation."]
     return L + rows
 
 

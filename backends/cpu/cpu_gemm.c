@@ -74,13 +74,14 @@ struct modattn__gemm_plan {
      * plan; the caller keeps it, see modattn__gemm_plan_borrows). Every product of such a plan
      * (blocks, panels) is that sgemm, in the same K steps (run_big_cols). */
     bool big, borrowed;
-    /* own (MODATTN_GEMM_OWN=1; off by default): a big plan's products run on our AVX2 GEMM
-     * (cpu_sgemm.c) over its own packing of W (packed, packed_bytes; not borrowed) instead of
-     * dnnl_sgemm. Measured on a Zen 3 EPYC: 0.97-1.04x a whole-range dnnl_sgemm per GEMM against
-     * 0.87-1.00x for the plan's dnnl_sgemm calls (build/bench/gemm_plan 8192 3 qwen3), but end to
-     * end on a Qwen3-0.6B-shaped model the same CPU time (3 interleaved runs, 32 texts) with 1.6 GB
-     * more resident (the packed copy beside the mapped file) and 3 s more to load: not yet the
-     * default. */
+    /* own (the default where the CPU has AVX2 and FMA; MODATTN_GEMM_OWN=0 turns it off): a big
+     * plan's products run on our AVX2 GEMM (cpu_sgemm.c) over its own packing of W (packed,
+     * packed_bytes; not borrowed) instead of dnnl_sgemm. Measured on a Zen 3 EPYC: 85-92% of the
+     * FMA peak against dnnl_sgemm's 73-84% per GEMM (one thread, interleaved, 768 rows), and on a
+     * Qwen3-0.6B-shaped model 5-12% less CPU time for the forward passes (3 interleaved runs of 32
+     * texts, start-up subtracted); it costs packing at load (1.8 GB: about 2-3 s on this VM, most
+     * of it the kernel zeroing fresh pages), and the layer's host copies go as each layer is
+     * packed (encoder_load.c release_layer), so the peak RSS stays that of W read in place. */
     bool own;
     char transb;
     int64_t ldb;
@@ -630,7 +631,7 @@ int modattn__gemm_plan_create(const float *W, int64_t N, int64_t K, int64_t lda,
         /* every product of this plan is then a dnnl_sgemm (run_big_cols), which reads W as it
          * is (transb 'T'): no copy, whatever plain layout the matmul primitive asked for */
         p->transb = 'T', p->ldb = K;
-        if (modattn__sgemm_available(NULL, 0) && modattn__env_bool("MODATTN_GEMM_OWN", false)) {
+        if (modattn__sgemm_available(NULL, 0) && modattn__env_bool("MODATTN_GEMM_OWN", true)) {
             /* our GEMM instead: W packed once (oneDNN's copy kernels repacked it on every call) */
             p->packed_bytes = modattn__sgemm_packed_bytes(N, K);
             if (!(p->packed = modattn__malloc(p->packed_bytes, MODATTN_MEM_WEIGHTS))) {

@@ -19,9 +19,10 @@
  *   - no rows: an error that writes nothing.
  * Planted: without the K steps (cpu_gemm.c BIG_KSTEP 100000: one dnnl_sgemm call over all of K),
  * 16 checks fail (on Qwen3's shapes the rows of 768-row calls differ from the 16-row blocks').
- * test_gemm_rows_own runs the same checks with MODATTN_GEMM_OWN=1, where the products are our
- * AVX2 GEMM over weights packed at load (cpu_sgemm.c), and checks that the plans say so.
- * Planted there: K slices of 256 for calls under 100 rows: every row of the larger calls differs.
+ * By default (AVX2+FMA) the products are our AVX2 GEMM over weights packed at load (cpu_sgemm.c);
+ * test_gemm_rows_onednn runs the same checks with MODATTN_GEMM_OWN=0 (dnnl_sgemm), and each
+ * checks that the plans say which. Planted in ours: K slices of 256 for calls under 100 rows:
+ * every row of the larger calls differs from the 16-row blocks'.
  * Where no plan here has the path (oneDNN's brgemm kernels on AVX-512 read packed weights; an
  * OpenBLAS build has no plans), the test says why and exits 77 (CTest: skipped). */
 #include <math.h>
@@ -194,11 +195,11 @@ static int check_shape(const shape *sh, char *impl, size_t impl_len) {
     CHECK(memcmp(C, C0, cbytes) == 0);
     modattn_clear_error();
     free(scr);
-    /* MODATTN_GEMM_OWN=1 (test_gemm_rows_own): our AVX2 GEMM runs these products where the CPU
-     * has it, and dnnl_sgemm otherwise */
+    /* our AVX2 GEMM runs these products where the CPU has it, unless MODATTN_GEMM_OWN=0
+     * (test_gemm_rows_onednn): then dnnl_sgemm */
     {
         const char *own = getenv("MODATTN_GEMM_OWN");
-        const bool want = own && strcmp(own, "1") == 0 && modattn__sgemm_available(NULL, 0);
+        const bool want = !(own && strcmp(own, "0") == 0) && modattn__sgemm_available(NULL, 0);
         CHECK_MSG((strncmp(impl, "own:", 4) == 0) == want, "%s: MODATTN_GEMM_OWN=%s, yet the plan runs '%s'", sh->name,
                   own ? own : "(unset)", impl);
     }
