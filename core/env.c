@@ -36,6 +36,8 @@ const modattn__env_var modattn__env_vars[] = {
     {"MODATTN_CPU_DISABLE", MODATTN__ENV_LIST, 0, 0, CPU_ISAS,
      "instruction sets to treat as absent (comma-separated: " CPU_ISAS ")"},
     {"MODATTN_GEMM_PLANS", MODATTN__ENV_BOOL, 0, 0, NULL, "0: fp32 GEMMs without prepacked plans (comparisons)"},
+    {"MODATTN_GEMM_OWN", MODATTN__ENV_BOOL, 0, 0, NULL,
+     "0: on AVX2 CPUs, fp32 GEMMs on oneDNN's jit GEMM instead of ours over weights packed at load (comparisons)"},
     {"MODATTN_VECTOR_FILE", MODATTN__ENV_CHOICE, 0, 0, "on,off",
      "off: search reads vectors from SQLite, not the mapped vector file (default on)"},
     {"MODATTN_ANN_FAISS_SEARCH", MODATTN__ENV_BOOL, 0, 0, NULL, "1: FAISS's own HNSW search instead of ours (comparisons)"},
