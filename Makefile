@@ -58,8 +58,11 @@ test-sanitize: deps model
 	cmake --build $(SAN_BUILD) -j$(JOBS)
 	# (no PJRT plugin for the tests but cli_xla: LeakSanitizer's tracer crashes now and then on the
 	# plugin's own threads, "Tracer caught signal 11"; cli_xla runs it under ASan with LSan off)
+	# (MODATTN_ASAN_KERNELS=entry: the hot kernels' uninstrumented twins, each call's operands checked
+	# at its entry, for all but the kernels' own tests, which keep ASan's checks inside them:
+	# core/internal_core.h "kernel twins", tests/CMakeLists.txt modattn_kernel_tests)
 	cd $(SAN_BUILD) && { ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp MODATTN_PJRT_PLUGIN=/nonexistent/no-plugin-under-sanitizers.so \
+	  MODATTN_ASAN_KERNELS=entry LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp MODATTN_PJRT_PLUGIN=/nonexistent/no-plugin-under-sanitizers.so \
 	  ctest --output-on-failure -j$(JOBS) --output-junit ctest-junit.xml; rc=$$?; \
 	  python3 $(CURDIR)/tests/skip_summary.py ctest-junit.xml "$(SAN_BUILD) (ASan+UBSan)"; exit $$rc; }
 

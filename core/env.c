@@ -43,6 +43,9 @@ const modattn__env_var modattn__env_vars[] = {
     {"MODATTN_ANN_FAISS_SEARCH", MODATTN__ENV_BOOL, 0, 0, NULL, "1: FAISS's own HNSW search instead of ours (comparisons)"},
     {"MODATTN_OPENCL_TILED", MODATTN__ENV_BOOL, 0, 0, NULL, "1: OpenCL's local-memory kernels on a CPU device (tests)"},
     {"MODATTN_PEAK_GFLOPS", MODATTN__ENV_REAL, 0.001, 1e9, NULL, "bench attn: the peak to report against (--peak)"},
+    {"MODATTN_ASAN_KERNELS", MODATTN__ENV_CHOICE, 0, 0, "full,entry",
+     "sanitizer builds: entry runs the hot kernels' uninstrumented twins, each call's operands checked at entry "
+     "(default full; ignored by other builds)"},
     {"MODATTN_MPI_VERBOSE", MODATTN__ENV_BOOL, 0, 0, NULL, "1: MPI ranks say what they do on stderr"},
     /* serve: each the same as its flag */
     {"MODATTN_HOST", MODATTN__ENV_TEXT, 0, 0, NULL, "serve --host"},

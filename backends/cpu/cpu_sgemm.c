@@ -42,6 +42,7 @@
 
 enum { MR = 6, NR = MODATTN__SGEMM_NR, KC = MODATTN__SGEMM_KC, MC = 768 };
 
+#ifndef MODATTN_KERNEL_UNCHECKED /* (the twin, cpu_sgemm_unchecked.c, has only the loops below) */
 bool modattn__sgemm_available(char *reason, size_t len) {
 #ifdef SGEMM_X86
     const modattn_cpu_features *f = modattn__cpu_get();
@@ -63,7 +64,10 @@ size_t modattn__sgemm_scratch_bytes(int64_t K) {
     return (size_t)MC * (size_t)kc * sizeof(float);
 }
 
-void modattn__sgemm_pack(const float *restrict W, int64_t N, int64_t K, float *restrict out) {
+#endif /* !MODATTN_KERNEL_UNCHECKED */
+
+/* W [N, K] into 16-column panels, K x 16 each, k-major, columns past N zeros */
+static void pack_w(const float *restrict W, int64_t N, int64_t K, float *restrict out) {
     const int64_t np = (N + NR - 1) / NR;
     for (int64_t q = 0; q < np; q++) {
         float *d = out + q * K * NR;
@@ -74,6 +78,28 @@ void modattn__sgemm_pack(const float *restrict W, int64_t N, int64_t K, float *r
         }
     }
 }
+
+#ifdef MODATTN_KERNEL_UNCHECKED
+void modattn__sgemm_pack_unchecked(const float *W, int64_t N, int64_t K, float *out);
+void modattn__sgemm_pack_unchecked(const float *W, int64_t N, int64_t K, float *out) { pack_w(W, N, K, out); }
+#else
+#ifdef MODATTN_KERNEL_TWINS
+void modattn__sgemm_pack_unchecked(const float *W, int64_t N, int64_t K, float *out);
+#endif
+
+void modattn__sgemm_pack(const float *restrict W, int64_t N, int64_t K, float *restrict out) {
+#ifdef MODATTN_KERNEL_TWINS
+    if (modattn__kernel_twins_on()) { /* the twin, its ranges checked first (core/internal_core.h) */
+        modattn__asan_check_region(W, (size_t)(N * K) * sizeof(float), false, "sgemm pack: W");
+        modattn__asan_check_region(out, modattn__sgemm_packed_bytes(N, K), true, "sgemm pack: panels");
+        modattn__sgemm_pack_unchecked(W, N, K, out);
+        return;
+    }
+#endif
+    pack_w(W, N, K, out);
+}
+
+#endif /* !MODATTN_KERNEL_UNCHECKED */
 
 #ifdef SGEMM_X86
 /* rows [0, m) of A's columns [0, kc) into 6-row groups, kc x 6 each, k-major; a last group's
@@ -140,14 +166,10 @@ __attribute__((target("avx2,fma"))) static void kernel(int64_t kc, const float *
     for (int r = 0; r < mr; r++)
         for (int j = 0; j < nr; j++) c[r * ldc + j] = first ? t[r][j] : c[r * ldc + j] + t[r][j];
 }
-#endif
 
-int modattn__sgemm_run(const float *restrict Wp, int64_t N, int64_t K, int64_t M, const float *restrict A, int64_t lda,
-                       float *restrict C, int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *restrict scratch) {
-#ifdef SGEMM_X86
-    if (M < 0 || n0 < 0 || n0 % NR || n1 > N || n1 < n0 || !scratch)
-        return modattn__error(MODATTN_EINTERNAL, "sgemm: columns %lld..%lld of %lld, %lld rows: not a call it can run",
-                              (long long)n0, (long long)n1, (long long)N, (long long)M);
+/* the products of modattn__sgemm_run, its arguments checked */
+static void run_loops(const float *restrict Wp, int64_t K, int64_t M, const float *restrict A, int64_t lda,
+                      float *restrict C, int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *restrict scratch) {
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
         const int64_t kc = K - k0 < KC ? K - k0 : KC;
         const bool first = k0 == 0 && !accumulate;
@@ -163,6 +185,52 @@ int modattn__sgemm_run(const float *restrict Wp, int64_t N, int64_t K, int64_t M
             }
         }
     }
+}
+#endif
+
+#ifdef MODATTN_KERNEL_UNCHECKED
+#ifdef SGEMM_X86
+void modattn__sgemm_run_unchecked(const float *Wp, int64_t K, int64_t M, const float *A, int64_t lda, float *C,
+                                  int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *scratch);
+void modattn__sgemm_run_unchecked(const float *Wp, int64_t K, int64_t M, const float *A, int64_t lda, float *C,
+                                  int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *scratch) {
+    run_loops(Wp, K, M, A, lda, C, ldc, n0, n1, accumulate, scratch);
+}
+#endif
+#else
+#if defined(SGEMM_X86) && defined(MODATTN_KERNEL_TWINS)
+void modattn__sgemm_run_unchecked(const float *Wp, int64_t K, int64_t M, const float *A, int64_t lda, float *C,
+                                  int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *scratch);
+
+/* the twin's call, after checking every range it reads and writes (core/internal_core.h) */
+static void run_twin(const float *Wp, int64_t K, int64_t M, const float *A, int64_t lda, float *C, int64_t ldc,
+                     int64_t n0, int64_t n1, bool accumulate, float *scratch) {
+    if (M > 0 && K > 0 && n1 > n0) {
+        const int64_t p0 = n0 / NR, p1 = (n1 + NR - 1) / NR, mp = (M + MR - 1) / MR * MR;
+        const int64_t kc = K < KC ? K : KC;
+        modattn__asan_check_region(Wp + p0 * K * NR, (size_t)((p1 - p0) * K * NR) * sizeof(float), false,
+                                   "sgemm: the packed weights' panels");
+        modattn__asan_check_region(A, (size_t)((M - 1) * lda + K) * sizeof(float), false, "sgemm: A");
+        modattn__asan_check_region(C + n0, (size_t)((M - 1) * ldc + (n1 - n0)) * sizeof(float), true, "sgemm: C");
+        modattn__asan_check_region(scratch, (size_t)((mp < MC ? mp : MC) * kc) * sizeof(float), true, "sgemm: scratch");
+    }
+    modattn__sgemm_run_unchecked(Wp, K, M, A, lda, C, ldc, n0, n1, accumulate, scratch);
+}
+#endif
+
+int modattn__sgemm_run(const float *restrict Wp, int64_t N, int64_t K, int64_t M, const float *restrict A, int64_t lda,
+                       float *restrict C, int64_t ldc, int64_t n0, int64_t n1, bool accumulate, float *restrict scratch) {
+#ifdef SGEMM_X86
+    if (M < 0 || n0 < 0 || n0 % NR || n1 > N || n1 < n0 || !scratch)
+        return modattn__error(MODATTN_EINTERNAL, "sgemm: columns %lld..%lld of %lld, %lld rows: not a call it can run",
+                              (long long)n0, (long long)n1, (long long)N, (long long)M);
+#ifdef MODATTN_KERNEL_TWINS
+    if (modattn__kernel_twins_on()) {
+        run_twin(Wp, K, M, A, lda, C, ldc, n0, n1, accumulate, scratch);
+        return 0;
+    }
+#endif
+    run_loops(Wp, K, M, A, lda, C, ldc, n0, n1, accumulate, scratch);
     return 0;
 #else
     (void)Wp, (void)N, (void)K, (void)M, (void)A, (void)lda, (void)C, (void)ldc, (void)n0, (void)n1, (void)accumulate,
@@ -170,3 +238,4 @@ int modattn__sgemm_run(const float *restrict Wp, int64_t N, int64_t K, int64_t M
     return modattn__error(MODATTN_EUNSUPPORTED, "sgemm: not built for this architecture");
 #endif
 }
+#endif /* !MODATTN_KERNEL_UNCHECKED */

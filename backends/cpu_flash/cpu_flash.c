@@ -297,6 +297,35 @@ static void copy_strides(int64_t *dst, const modattn_tensor *t, int n) {
     for (int i = 0; i < n; i++) dst[i] = t->shape[i] == 1 ? 0 : t->stride[i];
 }
 
+#ifdef MODATTN_KERNEL_TWINS
+/* Sanitizer builds running the kernels' uninstrumented twins (core/internal_core.h): every range a
+ * call reads or writes, checked once at its entry. */
+static void check_span(const void *data, const int64_t *shape, const int64_t *stride, int n, size_t elem, bool write,
+                       const char *what) {
+    int64_t last = 0;
+    for (int i = 0; i < n; i++) {
+        if (shape[i] <= 0) return;
+        last += (shape[i] - 1) * stride[i];
+    }
+    modattn__asan_check_region(data, (size_t)(last + 1) * elem, write, what);
+}
+
+static void check_call(const modattn_attn_desc *d, const modattn_attn_call *call, const flash_job *job,
+                       const void *workspace, size_t need) {
+    const int64_t qshape[4] = {d->B, d->Hq, d->Sq, d->D}, kshape[4] = {d->B, d->Hkv, d->Sk, d->D};
+    const int64_t vshape[4] = {d->B, d->Hkv, d->Sk, d->Dv}, oshape[4] = {d->B, d->Hq, d->Sq, d->Dv};
+    check_span(job->q, qshape, call->q.stride, 4, sizeof(float), false, "cpu_flash: q");
+    check_span(job->k, kshape, call->k.stride, 4, sizeof(float), false, "cpu_flash: k");
+    check_span(job->v, vshape, call->v.stride, 4, sizeof(float), false, "cpu_flash: v");
+    check_span(job->o, oshape, call->o.stride, 4, sizeof(float), true, "cpu_flash: o");
+    if (job->mask) check_span(job->mask, call->mask.shape, call->mask.stride, 4, sizeof(float), false, "cpu_flash: mask");
+    if (job->lse) check_span(job->lse, oshape, call->lse.stride, 3, sizeof(float), true, "cpu_flash: lse");
+    if (job->kv_lens) modattn__asan_check_region(job->kv_lens, (size_t)d->B * sizeof(int32_t), false, "cpu_flash: kv_lens");
+    if (job->slopes) modattn__asan_check_region(job->slopes, (size_t)d->Hq * sizeof(float), false, "cpu_flash: ALiBi slopes");
+    modattn__asan_check_region(workspace, need, true, "cpu_flash: workspace");
+}
+#endif
+
 static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_attn_call *call, void *workspace,
                           size_t workspace_bytes, const modattn_exec *exec, char *reason, size_t len) {
     (void)ctx;
@@ -358,6 +387,9 @@ static int flash_run_call(void *ctx, const modattn_attn_desc *d, const modattn_a
     }
     job.kv_lens = d->has_kv_lens ? call->kv_lens : NULL;
 
+#ifdef MODATTN_KERNEL_TWINS
+    if (modattn__kernel_twins_on()) check_call(d, call, &job, workspace, need);
+#endif
     flash_run r;
     r.job = &job;
     r.tile = isa->tile;

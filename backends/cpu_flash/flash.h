@@ -108,6 +108,10 @@ const flash_isa *modattn__flash_isa_scalar(void);
 #if defined(__x86_64__) || defined(__i386__)
 const flash_isa *modattn__flash_isa_avx2(void);
 const flash_isa *modattn__flash_isa_avx512(void);
+#ifdef MODATTN_KERNEL_TWINS /* their uninstrumented twins (core/internal_core.h: kernel twins) */
+const flash_isa *modattn__flash_isa_avx2_unchecked(void);
+const flash_isa *modattn__flash_isa_avx512_unchecked(void);
+#endif
 #endif
 #if defined(__aarch64__)
 const flash_isa *modattn__flash_isa_neon(void);

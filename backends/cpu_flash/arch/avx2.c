@@ -188,4 +188,14 @@ static const flash_isa isa = {
     /* .slices = */ 1,
 };
 
-const flash_isa *modattn__flash_isa_avx2(void) { return &isa; }
+#ifdef MODATTN_KERNEL_UNCHECKED
+const flash_isa *modattn__flash_isa_avx2_unchecked(void) { return &isa; }
+#else
+/* (sanitizer builds: the uninstrumented twin, avx2_unchecked.c, when MODATTN_ASAN_KERNELS=entry) */
+const flash_isa *modattn__flash_isa_avx2(void) {
+#ifdef MODATTN_KERNEL_TWINS
+    if (modattn__kernel_twins_on()) return modattn__flash_isa_avx2_unchecked();
+#endif
+    return &isa;
+}
+#endif

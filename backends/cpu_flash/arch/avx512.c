@@ -219,4 +219,14 @@ static const flash_isa isa = {
     /* .slices = */ 1,
 };
 
-const flash_isa *modattn__flash_isa_avx512(void) { return &isa; }
+#ifdef MODATTN_KERNEL_UNCHECKED
+const flash_isa *modattn__flash_isa_avx512_unchecked(void) { return &isa; }
+#else
+/* (sanitizer builds: the uninstrumented twin, avx512_unchecked.c, when MODATTN_ASAN_KERNELS=entry) */
+const flash_isa *modattn__flash_isa_avx512(void) {
+#ifdef MODATTN_KERNEL_TWINS
+    if (modattn__kernel_twins_on()) return modattn__flash_isa_avx512_unchecked();
+#endif
+    return &isa;
+}
+#endif
