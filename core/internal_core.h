@@ -165,15 +165,17 @@ int modattn__trace_write_json(const char *path);
 
 /* ---- kernel twins (sanitizer builds; core/kernel_twins.c)
  * Under MODATTN_SANITIZE (which defines MODATTN_KERNEL_TWINS) the hottest kernels, our AVX2 GEMM
- * (backends/cpu/cpu_sgemm.c) and cpu_flash's AVX2 and AVX-512 tiles, are compiled twice: like every
- * other file, each load and store checked by ASan, and again without ASan's instrumentation (the
- * *_unchecked.c twins). With MODATTN_ASAN_KERNELS=entry a call runs the twin after
+ * (backends/cpu/cpu_sgemm.c), the row kernels and few-row GEMM (cpu_rowops.c), cpu_flash's AVX2 and
+ * AVX-512 tiles, and the load's scan of the weights for NaNs, are compiled twice: like every other
+ * file, each load and store checked by ASan and each operation by UBSan, and again without either
+ * (the *_unchecked.c twins). With MODATTN_ASAN_KERNELS=entry a call runs the twin after
  * modattn__asan_check_region has checked, at the call's entry, every byte range the call reads or
  * writes: an operand shorter than its shape says is reported by ASan there, with the call's stack.
- * What entry mode does not see is a kernel stepping outside the ranges it was given; the kernels'
- * own tests run with full instrumentation (the default) for that. Under ASan the kernels run 5-8x
- * slower than plain; the twins run at plain speed, which is most of the sanitizer pass's time in
- * the tests that embed whole corpora. Other builds have no twins: false. */
+ * What entry mode does not see is a kernel stepping outside the ranges it was given, or UBSan's
+ * findings inside it; the kernels' own tests run with full instrumentation (the default) for that.
+ * Instrumented, the kernels ran 5-8x slower than plain (UBSan's checks alone kept the row kernels
+ * from vectorising); the twins run at plain speed, and they were most of the sanitizer pass's time
+ * in the tests that embed. Other builds have no twins: false. */
 bool modattn__kernel_twins_on(void);
 /* ASan reports the first byte of [p, p + bytes) that is not live memory (nothing when p is NULL
  * or bytes 0), after a line naming `what` on stderr; a no-op in builds without ASan. */

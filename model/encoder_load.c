@@ -150,7 +150,7 @@ static inline __attribute__((always_inline)) size_t scan_nonfinite(const unsigne
 #ifdef MODATTN_KERNEL_TWINS
 /* sanitizer builds: the scan's uninstrumented twin (core/internal_core.h: kernel twins; under ASan
  * the scan of every weight was a sixth of a short embed's time) */
-__attribute__((no_sanitize_address)) static size_t scan_nonfinite_unchecked(const unsigned char *p, size_t n) {
+__attribute__((no_sanitize("address", "undefined"))) static size_t scan_nonfinite_unchecked(const unsigned char *p, size_t n) {
     return scan_nonfinite(p, n);
 }
 #endif

@@ -20,6 +20,21 @@
 #define CLONES
 #endif
 
+/* Sanitizer builds compile this file twice (core/internal_core.h: kernel twins): ROWOP(f) is the
+ * kernel's own name elsewhere; there it is f_unchecked in the uninstrumented twin
+ * (cpu_rowops_unchecked.c) and a static f_checked here, and f (at the end of this file) runs one or
+ * the other as MODATTN_ASAN_KERNELS says, checking the twin's ranges first. */
+#if defined(MODATTN_KERNEL_UNCHECKED)
+#define ROWOP(f) f##_unchecked
+#define ROWOP_LINK
+#elif defined(MODATTN_KERNEL_TWINS)
+#define ROWOP(f) f##_checked
+#define ROWOP_LINK static
+#else
+#define ROWOP(f) f
+#define ROWOP_LINK
+#endif
+
 static inline float erf_approx(float x) {
     const float xc = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
     const float t = xc * xc;
@@ -38,7 +53,9 @@ static inline float erf_approx(float x) {
     return xc * p / q;
 }
 
+#ifndef MODATTN_KERNEL_UNCHECKED
 float modattn__erf(float x) { return erf_approx(x); }
+#endif
 
 CLONES static void gelu_erf_bias_c(float *restrict y, const float *restrict bias, int64_t n) {
     for (int64_t k = 0; k < n; k++) {
@@ -82,7 +99,7 @@ __attribute__((target("avx512f"))) static void gelu_erf_bias_avx512(float *restr
 }
 #endif
 
-void modattn__gelu_erf_bias(float *restrict y, const float *restrict bias, int64_t n) {
+ROWOP_LINK void ROWOP(modattn__gelu_erf_bias)(float *restrict y, const float *restrict bias, int64_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (modattn__cpu_get()->avx512f) {
         gelu_erf_bias_avx512(y, bias, n);
@@ -92,7 +109,7 @@ void modattn__gelu_erf_bias(float *restrict y, const float *restrict bias, int64
     gelu_erf_bias_c(y, bias, n);
 }
 
-CLONES void modattn__gelu_tanh_bias(float *restrict y, const float *restrict bias, int64_t n) {
+CLONES ROWOP_LINK void ROWOP(modattn__gelu_tanh_bias)(float *restrict y, const float *restrict bias, int64_t n) {
     const float c = 0.7978845608028654f; /* sqrt(2/pi) */
     for (int64_t k = 0; k < n; k++) {
         const float v = y[k] + bias[k];
@@ -123,10 +140,12 @@ static inline float exp_approx(float x) {
     return e * scale;
 }
 
+#ifndef MODATTN_KERNEL_UNCHECKED
 float modattn__exp(float x) { return exp_approx(x); }
+#endif
 
 /* y = silu(y + bias) = v / (1 + e^-v), as torch's F.silu in float32 */
-CLONES void modattn__silu_bias(float *restrict y, const float *restrict bias, int64_t n) {
+CLONES ROWOP_LINK void ROWOP(modattn__silu_bias)(float *restrict y, const float *restrict bias, int64_t n) {
     for (int64_t k = 0; k < n; k++) {
         const float v = y[k] + bias[k];
         y[k] = v / (1.0f + exp_approx(-v));
@@ -134,7 +153,7 @@ CLONES void modattn__silu_bias(float *restrict y, const float *restrict bias, in
 }
 
 /* SwiGLU's product: x[k] = silu(x[k]) * x[n + k] (gate then up, one row) */
-CLONES void modattn__silu_mul(float *restrict x, int64_t n) {
+CLONES ROWOP_LINK void ROWOP(modattn__silu_mul)(float *restrict x, int64_t n) {
     float *restrict up = x + n;
     for (int64_t k = 0; k < n; k++) {
         const float v = x[k];
@@ -142,14 +161,14 @@ CLONES void modattn__silu_mul(float *restrict x, int64_t n) {
     }
 }
 
-CLONES void modattn__relu_bias(float *restrict y, const float *restrict bias, int64_t n) {
+CLONES ROWOP_LINK void ROWOP(modattn__relu_bias)(float *restrict y, const float *restrict bias, int64_t n) {
     for (int64_t k = 0; k < n; k++) {
         const float v = y[k] + bias[k];
         y[k] = v > 0.0f ? v : 0.0f;
     }
 }
 
-CLONES void modattn__bias_add(float *restrict y, const float *restrict bias, int64_t n) {
+CLONES ROWOP_LINK void ROWOP(modattn__bias_add)(float *restrict y, const float *restrict bias, int64_t n) {
     for (int64_t k = 0; k < n; k++) y[k] += bias[k];
 }
 
@@ -159,7 +178,7 @@ CLONES void modattn__bias_add(float *restrict y, const float *restrict bias, int
  * dependent adds that the compiler may not reorder (it took 3.6% of all-MiniLM-L6-v2's time).
  * bias may be NULL. */
 #define LN_PARTS 16
-CLONES void modattn__bias_layer_norm(float *restrict y, const float *restrict bias,
+CLONES ROWOP_LINK void ROWOP(modattn__bias_layer_norm)(float *restrict y, const float *restrict bias,
                                      const float *restrict g, const float *restrict b, int64_t n,
                                      double eps) {
     if (bias)
@@ -191,7 +210,7 @@ CLONES void modattn__bias_layer_norm(float *restrict y, const float *restrict bi
 
 /* RMSNorm (transformers' Qwen3RMSNorm / LlamaRMSNorm in fp32): y = g * (y * rsqrt(mean(y^2) + eps)),
  * the mean of squares in double over LN_PARTS lanes summed in a fixed order (as the LayerNorm's) */
-CLONES void modattn__rms_norm(float *restrict y, const float *restrict g, int64_t n, double eps) {
+CLONES ROWOP_LINK void ROWOP(modattn__rms_norm)(float *restrict y, const float *restrict g, int64_t n, double eps) {
     double part[LN_PARTS] = {0};
     int64_t k = 0;
     for (; k + LN_PARTS <= n; k += LN_PARTS)
@@ -207,7 +226,7 @@ CLONES void modattn__rms_norm(float *restrict y, const float *restrict g, int64_
  * summed in a fixed order, so a row's result depends on nothing but that row (no set-up, no
  * packing, no JIT: the GEMM of `few_rows` plans, where a query's few rows would not repay
  * oneDNN's first-call cost of about 90 ms). Four weight rows per pass share each load of a. */
-CLONES void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *restrict A, int64_t lda,
+CLONES ROWOP_LINK void ROWOP(modattn__gemm_direct)(int64_t M, int64_t N, int64_t K, const float *restrict A, int64_t lda,
                                  const float *restrict W, float beta, float *restrict C, int64_t ldc) {
     enum { L = 16 };
     const int64_t K16 = K / L * L;
@@ -247,3 +266,78 @@ CLONES void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *r
         }
     }
 }
+
+#if defined(MODATTN_KERNEL_TWINS) && !defined(MODATTN_KERNEL_UNCHECKED)
+/* the kernels' own names: the twin after checking its ranges under MODATTN_ASAN_KERNELS=entry, else
+ * the instrumented copy above */
+#define TWIN_RD(p, n, what) modattn__asan_check_region((p), (size_t)(n) * sizeof(float), false, what)
+#define TWIN_RW(p, n, what) modattn__asan_check_region((p), (size_t)(n) * sizeof(float), true, what)
+#define TWIN_Y_BIAS(f)                                                                          \
+    void f##_unchecked(float *y, const float *bias, int64_t n);                                 \
+    void f(float *restrict y, const float *restrict bias, int64_t n) {                          \
+        if (!modattn__kernel_twins_on()) {                                                      \
+            f##_checked(y, bias, n);                                                            \
+            return;                                                                             \
+        }                                                                                       \
+        TWIN_RW(y, n, #f ": y");                                                                \
+        TWIN_RD(bias, n, #f ": bias");                                                          \
+        f##_unchecked(y, bias, n);                                                              \
+    }
+TWIN_Y_BIAS(modattn__gelu_erf_bias)
+TWIN_Y_BIAS(modattn__gelu_tanh_bias)
+TWIN_Y_BIAS(modattn__silu_bias)
+TWIN_Y_BIAS(modattn__relu_bias)
+TWIN_Y_BIAS(modattn__bias_add)
+
+void modattn__silu_mul_unchecked(float *x, int64_t n);
+void modattn__silu_mul(float *restrict x, int64_t n) {
+    if (!modattn__kernel_twins_on()) {
+        modattn__silu_mul_checked(x, n);
+        return;
+    }
+    TWIN_RW(x, 2 * n, "modattn__silu_mul: gate and up");
+    modattn__silu_mul_unchecked(x, n);
+}
+
+void modattn__bias_layer_norm_unchecked(float *y, const float *bias, const float *g, const float *b, int64_t n,
+                                        double eps);
+void modattn__bias_layer_norm(float *restrict y, const float *restrict bias, const float *restrict g,
+                              const float *restrict b, int64_t n, double eps) {
+    if (!modattn__kernel_twins_on()) {
+        modattn__bias_layer_norm_checked(y, bias, g, b, n, eps);
+        return;
+    }
+    TWIN_RW(y, n, "layer norm: y");
+    TWIN_RD(bias, n, "layer norm: bias");
+    TWIN_RD(g, n, "layer norm: gain");
+    TWIN_RD(b, n, "layer norm: shift");
+    modattn__bias_layer_norm_unchecked(y, bias, g, b, n, eps);
+}
+
+void modattn__rms_norm_unchecked(float *y, const float *g, int64_t n, double eps);
+void modattn__rms_norm(float *restrict y, const float *restrict g, int64_t n, double eps) {
+    if (!modattn__kernel_twins_on()) {
+        modattn__rms_norm_checked(y, g, n, eps);
+        return;
+    }
+    TWIN_RW(y, n, "RMS norm: y");
+    TWIN_RD(g, n, "RMS norm: gain");
+    modattn__rms_norm_unchecked(y, g, n, eps);
+}
+
+void modattn__gemm_direct_unchecked(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W,
+                                    float beta, float *C, int64_t ldc);
+void modattn__gemm_direct(int64_t M, int64_t N, int64_t K, const float *restrict A, int64_t lda,
+                          const float *restrict W, float beta, float *restrict C, int64_t ldc) {
+    if (!modattn__kernel_twins_on()) {
+        modattn__gemm_direct_checked(M, N, K, A, lda, W, beta, C, ldc);
+        return;
+    }
+    if (M > 0 && N > 0) {
+        if (K > 0) TWIN_RD(A, (M - 1) * lda + K, "direct GEMM: A");
+        TWIN_RD(W, N * K, "direct GEMM: W");
+        TWIN_RW(C, (M - 1) * ldc + N, "direct GEMM: C");
+    }
+    modattn__gemm_direct_unchecked(M, N, K, A, lda, W, beta, C, ldc);
+}
+#endif

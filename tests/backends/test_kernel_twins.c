@@ -3,8 +3,9 @@
  * this program with MODATTN_ASAN_KERNELS set, its output read back:
  *   - select: with full the library runs the instrumented kernels, with entry the twins (cpu_flash's
  *     ISA is the twin's table; our AVX2 GEMM is told by the overflow case below);
- *   - sums: our AVX2 GEMM (K over two slices, row and column tails) and cpu_flash attention (causal,
- *     a mask, row tails, two threads) give the same bits in both modes;
+ *   - sums: our AVX2 GEMM (K over two slices, row and column tails), the row kernels' direct GEMM
+ *     and LayerNorm, and cpu_flash attention (causal, a mask, row tails, two threads) give the same
+ *     bits in both modes;
  *   - overrun: an output buffer one float shorter than the call's shape is reported by ASan in both
  *     modes: in full mode by the kernel's own instrumented store, in entry mode by the entry check,
  *     which names the operand ("sgemm: C", "cpu_flash: o") before the twin could write anything.
@@ -45,6 +46,24 @@ static int run_sgemm(bool shorter) {
     if (modattn__sgemm_run(Wp, N, K, M, A, lda, C, ldc, 0, N, false, scr) != 0) return 3;
     printf("sgemm %016llx\n", (unsigned long long)fnv(C, cn * sizeof(float)));
     free(W), free(A), free(Wp), free(scr), free(C);
+    return 0;
+}
+
+/* the row kernels' direct GEMM (few-row plans) and a LayerNorm over its rows; short: C one float short */
+static int run_direct(bool shorter) {
+    const int64_t M = 5, N = 37, K = 83, lda = 90, ldc = 41;
+    float *W = malloc((size_t)(N * K) * sizeof(float)), *A = malloc((size_t)(M * lda) * sizeof(float));
+    float *g = malloc((size_t)N * sizeof(float)), *b = malloc((size_t)N * sizeof(float));
+    const size_t cn = (size_t)((M - 1) * ldc + N) - (shorter ? 1 : 0);
+    float *C = calloc(cn, sizeof(float));
+    if (!W || !A || !g || !b || !C) return 2;
+    for (int64_t i = 0; i < N * K; i++) W[i] = val((size_t)i, 6);
+    for (int64_t i = 0; i < M * lda; i++) A[i] = val((size_t)i, 7);
+    for (int64_t i = 0; i < N; i++) g[i] = 1.0f + val((size_t)i, 8), b[i] = val((size_t)i, 9);
+    modattn__gemm_direct(M, N, K, A, lda, W, 0.0f, C, ldc);
+    for (int64_t r = 0; r < M && !shorter; r++) modattn__bias_layer_norm(C + r * ldc, NULL, g, b, N, 1e-12);
+    printf("direct %016llx\n", (unsigned long long)fnv(C, cn * sizeof(float)));
+    free(W), free(A), free(g), free(b), free(C);
     return 0;
 }
 
@@ -92,9 +111,11 @@ static int child(const char *what) {
     }
     if (strcmp(what, "sums") == 0) {
         int st = run_sgemm(false);
+        if (!st) st = run_direct(false);
         return st ? st : run_flash(false);
     }
     if (strcmp(what, "sgemm-short") == 0) return run_sgemm(true);
+    if (strcmp(what, "direct-short") == 0) return run_direct(true);
     if (strcmp(what, "flash-short") == 0) return run_flash(true);
     return 9;
 }
@@ -169,9 +190,12 @@ int main(int argc, char **argv) {
     CHECK_MSG(strncmp(s1, s2, 23) == 0 && strncmp(s1, "sgemm ", 6) == 0, "our GEMM: full %.22s, entry %.22s", s1, s2);
     const char *f1 = line_of(out, "flash "), *f2 = line_of(out2, "flash ");
     CHECK_MSG(strncmp(f1, f2, 23) == 0 && strncmp(f1, "flash ", 6) == 0, "cpu_flash: full %.22s, entry %.22s", f1, f2);
-    printf("same bits in both modes: %.22s, %.22s\n", s1, f1);
+    const char *d1 = line_of(out, "direct "), *d2 = line_of(out2, "direct ");
+    CHECK_MSG(strncmp(d1, d2, 24) == 0 && strncmp(d1, "direct ", 7) == 0, "direct GEMM: full %.23s, entry %.23s", d1, d2);
+    printf("same bits in both modes: %.22s, %.23s, %.22s\n", s1, d1, f1);
 
     static const struct { const char *what, *operand; } cases[] = {{"sgemm-short", "modattn: sgemm: C:"},
+                                                                   {"direct-short", "modattn: direct GEMM: C:"},
                                                                    {"flash-short", "modattn: cpu_flash: o:"}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         run_child(self, "full", cases[i].what, out, sizeof out, &st);
