@@ -197,6 +197,17 @@ void modattn__ocl_tune_clblast(ocl_dev *d) {
     static const size_t values[] = {0, 1, 32, 2, 16, 16, 128, 8, 8, 128, 0, 0, 0, 0, 8, 8};
     d->clblast_tuned = CLBlastOverrideParameters(d->device, "Xgemm", CLBlastPrecisionSingle, 16, names, values) ==
                        CLBlastSuccess;
+    /* Which GEMMs take that kernel: CLBlast runs its direct kernel below m*n*k =
+     * XGEMM_MIN_INDIRECT_SIZE^3, whose default left every encoder GEMM of a batch up to ~2,000 rows
+     * on the direct kernel, 3.5-5 GFLOP/s here ([256 x 384] x [1152 x 384]^T: 64 ms); the tuned
+     * kernel above, with its transposing copies, ran the same call in 14.5 ms, 2048 x 384 x 384 in
+     * 37 ms against 133-185. Below ~40 rows (m*n*k ~ 6e6) the direct kernel is as fast or faster
+     * (one row: 0.7 ms against 2.0): 192^3 = 7.1e6 splits the two. */
+    static const char *rnames[] = {"XGEMM_MIN_INDIRECT_SIZE"};
+    static const size_t rvalues[] = {192};
+    if (d->clblast_tuned)
+        d->clblast_tuned = CLBlastOverrideParameters(d->device, "GemmRoutine", CLBlastPrecisionSingle, 1, rnames,
+                                                     rvalues) == CLBlastSuccess;
 #else
     (void)d;
 #endif
