@@ -129,13 +129,13 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
         return;
     }
 
-    const char **texts = malloc(n * sizeof *texts);
-    size_t *lens = malloc(n * sizeof *lens);
+    const char **texts = malloc(n * sizeof *texts), **stexts = malloc(n * sizeof *stexts);
+    size_t *lens = malloc(n * sizeof *lens), *slens = malloc(n * sizeof *slens), *sel = malloc(n * sizeof *sel);
     float *out = malloc(n * dim * sizeof *out);
     float *ref = malloc(n * dim * sizeof *ref);
     int32_t *ntok = malloc(n * sizeof *ntok);
     int32_t *ids = malloc((info->max_tokens + 1) * sizeof *ids);
-    if (!texts || !lens || !out || !ref || !ntok || !ids) {
+    if (!texts || !lens || !stexts || !slens || !sel || !out || !ref || !ntok || !ids) {
         CHECK_MSG(0, "%s: out of memory", x->label);
         goto done;
     }
@@ -172,33 +172,43 @@ static void run_model(modattn_ctx *ctx, const expect *x) {
             continue;
         }
         impls++;
+        /* which inputs: all of them, but the fp64 oracle in a sanitized build takes those of up to
+         * 256 tokens (its loops are the same at 512; there it ran at 19 tokens/s, 148 of this
+         * test's 167 s, and the plain build checks it on every input) */
+        size_t ns = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (EG_SANITIZED_MAX(SIZE_MAX, 256) < g[i].nids && strcmp(ii.name, "reference") == 0) continue;
+            sel[ns] = i, stexts[ns] = texts[i], slens[ns] = lens[i], ns++;
+        }
+        if (ns < n) printf("%s/%s: sanitized build: the %zu inputs of up to 256 tokens\n", x->label, ii.name, ns);
         uint64_t t0 = modattn__now_ns();
-        st = modattn_model_embed(m, texts, lens, n, out, ntok);
+        st = modattn_model_embed(m, stexts, slens, ns, out, ntok);
         double secs = (double)(modattn__now_ns() - t0) * 1e-9;
         CHECK_MSG(st == 0, "%s/%s: embed: %s", x->label, ii.name, modattn_last_error());
         if (st) continue;
         double mn = 2.0, worst_norm = 0;
         size_t worst = 0, bad = 0, tokens = 0;
-        for (size_t i = 0; i < n; i++) {
-            const float *o = out + i * dim;
+        for (size_t k = 0; k < ns; k++) {
+            const size_t i = sel[k];
+            const float *o = out + k * dim;
             double c = eg_cosine(o, g[i].emb, dim);
             double no = sqrt(eg_dot(o, o, dim)), ng = sqrt(eg_dot(g[i].emb, g[i].emb, dim));
             double dn = fabs(no / (ng + 1e-300) - 1.0);
             if (c < mn) mn = c, worst = i;
             if (dn > worst_norm) worst_norm = dn;
-            bool ok = c >= MIN_COSINE && dn <= NORM_TOL && ntok[i] == (int32_t)g[i].nids;
+            bool ok = c >= MIN_COSINE && dn <= NORM_TOL && ntok[k] == (int32_t)g[i].nids;
             if (!ok) {
                 bad++;
                 CHECK_MSG(0, "%s/%s: input %zu: cosine %.9f (want >= %g), length %.6g vs %.6g, "
                           "%d tokens vs %zu", x->label, ii.name, i, c, MIN_COSINE, no, ng,
-                          (int)ntok[i], g[i].nids);
+                          (int)ntok[k], g[i].nids);
             }
-            tokens += (size_t)ntok[i];
+            tokens += (size_t)ntok[k];
         }
         CHECK(bad == 0);
         printf("%s/%s: %zu inputs, min cosine %.9f (1 - cos = %.1e, input %zu), max |len ratio - 1| "
                "%.1e, %zu bad, %.0f tokens/s\n",
-               x->label, ii.name, n, mn, 1.0 - mn, worst, worst_norm, bad,
+               x->label, ii.name, ns, mn, 1.0 - mn, worst, worst_norm, bad,
                (double)tokens / (secs > 0 ? secs : 1e-9));
     }
     CHECK_MSG(impls > 0, "%s: no available CPU attention implementation", x->label);
@@ -254,6 +264,9 @@ done:
                       (long long)(m1.current[c] - m0.current[c]));
     free(texts);
     free(lens);
+    free(stexts);
+    free(slens);
+    free(sel);
     free(out);
     free(ref);
     free(ntok);
