@@ -25,6 +25,7 @@
 #include "modattn/tokenizer.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@
 #include "modattn/status.h"
 #include "core/internal_core.h"
 #include "core/internal_status.h"
+#include "model/internal_tokenize.h"
 #include "model/tokenizer_internal.h"
 
 /* ------------------------------------------------------------------ Unicode classes */
@@ -250,6 +252,9 @@ typedef struct tk_run {
     size_t index0;     /* index of the first token in the encoding trim_offsets sees */
     size_t seg_orig;   /* first byte of the current raw segment in the text (Metaspace "first") */
     uint32_t seg_start; /* the same, in the block */
+    modattn__tk_pieces *grow; /* modattn__tokenize_pieces: the output, grown inside a long block */
+    bool growing;             /* in such a block: the budget does not stop it */
+    int err;                  /* growing failed */
 } tk_run;
 
 /* ByteLevel's (and RobertaProcessing's) trim_offsets, as HF's process_offsets: a token's leading
@@ -325,10 +330,31 @@ static void trim_one(const modattn_tokenizer *t, const uint8_t *text, size_t len
     *ep = e;
 }
 
+/* Room for more pieces inside a long block (modattn__tokenize_pieces): false, with r->err set,
+ * when memory runs out. */
+static bool grow_output(tk_run *r) {
+    modattn__tk_pieces *p = r->grow;
+    size_t cap = p->cap * 2;
+    int32_t *ids = modattn__realloc(p->ids, cap * sizeof *ids, MODATTN_MEM_OTHER);
+    if (!ids) {
+        r->err = modattn__mem_last_status();
+        return false;
+    }
+    p->ids = r->ids = ids;
+    modattn_token_offset *offs = modattn__realloc(p->offs, cap * sizeof *offs, MODATTN_MEM_OTHER);
+    if (!offs) {
+        r->err = modattn__mem_last_status();
+        return false;
+    }
+    p->offs = r->offs = offs;
+    p->cap = r->cap = cap;
+    return true;
+}
+
 /* lead, trail: the token's leading and trailing spaces for trim_offsets (SIZE_MAX: count them in
  * the id's string) */
 static void emit_ex(tk_run *r, int32_t id, uint32_t s, uint32_t e, size_t lead, size_t trail) {
-    if (r->n >= r->cap) {
+    if (r->n >= r->cap && !(r->growing && grow_output(r))) {
         r->full = true;
         return;
     }
@@ -346,7 +372,7 @@ static void emit_ex(tk_run *r, int32_t id, uint32_t s, uint32_t e, size_t lead, 
         r->offs[r->n].start = as;
         r->offs[r->n].end = ae;
     }
-    if (++r->n >= r->cap) r->full = true;
+    if (++r->n >= r->cap && !r->growing) r->full = true;
 }
 
 static void emit(tk_run *r, int32_t id, uint32_t s, uint32_t e) { emit_ex(r, id, s, e, SIZE_MAX, SIZE_MAX); }
@@ -742,6 +768,83 @@ static int find_cut(tk_run *r, size_t pos, size_t len, size_t *end, size_t *head
     return 0;
 }
 
+static _Atomic uint64_t g_bytes_decoded; /* modattn__tokenize_bytes_decoded */
+
+uint64_t modattn__tokenize_bytes_decoded(void) { return atomic_load_explicit(&g_bytes_decoded, memory_order_relaxed); }
+
+/* r's text, block after block from its start, until the budget (r->cap) is full or the text ends;
+ * *reach: the end of the last block processed. With r->grow (modattn__tokenize_pieces), a block of
+ * MODATTN_TK_LONG_BLOCK bytes or more is finished whatever the budget, and the run stops after it
+ * once the budget is full. */
+static int run_blocks(tk_run *r, size_t len, size_t *reach) {
+    const modattn_tokenizer *t = r->t;
+    const size_t want = r->cap;
+    int rc = 0;
+    size_t pos = 0;
+    while (pos < len && !r->full) {
+        size_t end = len, head_end = 0, tail_start = 0;
+        if (t->unigram) {
+            if (len - pos > 2 * TK_BLOCK_BYTES && (rc = modattn__tk_unigram_cut(t, &r->us, r->text, pos, len, &end)))
+                break;
+        } else if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
+                   (rc = find_cut(r, pos, len, &end, &head_end, &tail_start))) {
+            break;
+        }
+        if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
+            /* byte-level BPE: after a lone "\n" (behind a visible ASCII character) before an
+             * ASCII letter (modattn__tk_bpe_can_block); a longer whitespace run would be split
+             * differently at a block's end, where \s+(?!\S) takes all of it */
+            size_t q = pos + TK_BLOCK_BYTES;
+            const uint8_t *x = r->text;
+            while (q < len && !(x[q - 1] == '\n' && x[q - 2] > ' ' && x[q - 2] < 0x7F &&
+                                (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z'))))
+                q++;
+            end = q;
+        }
+        if (end - pos > UINT32_MAX - 8) {
+            rc = modattn__error(MODATTN_ERANGE,
+                               "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");
+            break;
+        }
+        if (r->grow) {
+            r->growing = end - pos >= MODATTN_TK_LONG_BLOCK;
+            r->cap = r->growing ? r->grow->cap : want;
+        }
+        r->base = pos;
+        r->dec.n = 0;
+        if (tail_start) {
+            /* the middle of one long word, dropped unread (find_cut) */
+            if ((rc = decode_utf8(r->text, pos, head_end, &r->dec))) break;
+            size_t n0 = r->dec.n;
+            if ((rc = decode_utf8(r->text, tail_start, end, &r->dec))) break;
+            for (size_t i = n0; i < r->dec.n; i++) r->dec.v[i].s += (uint32_t)(tail_start - pos);
+            atomic_fetch_add_explicit(&g_bytes_decoded, (head_end - pos) + (end - tail_start), memory_order_relaxed);
+        } else if ((rc = decode_utf8(r->text, pos, end, &r->dec))) {
+            break;
+        } else {
+            atomic_fetch_add_explicit(&g_bytes_decoded, end - pos, memory_order_relaxed);
+        }
+        if ((rc = split_added(r, &t->raw, r->dec.v, 0, r->dec.n, raw_gap))) break;
+        if ((rc = r->err)) break;
+        pos = end;
+        if (r->growing && r->n >= want) break; /* a long block finished past the budget */
+    }
+    if (reach) *reach = pos;
+    modattn__tk_vec_free(&r->dec);
+    modattn__tk_vec_free(&r->norm);
+    modattn__tk_vec_free(&r->mid);
+    modattn__tk_vec_free(&r->tmp);
+    modattn__tk_vec_free(&r->cn);
+    modattn__tk_vec_free(&r->cm);
+    modattn__tk_vec_free(&r->ct);
+    modattn_free(r->wbuf);
+    modattn_free(r->bpos);
+    modattn_free(r->pieces);
+    modattn__tk_uscratch_free(r->us);
+    modattn__tk_bscratch_free(r->bs);
+    return rc;
+}
+
 int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len, unsigned flags,
                         int32_t *ids, modattn_token_offset *offsets, size_t max_tokens,
                         size_t *n) {
@@ -769,60 +872,7 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     r.offs = offsets ? offsets + base : NULL;
     r.full = r.cap == 0;
 
-    int rc = 0;
-    size_t pos = 0;
-    while (pos < len && !r.full) {
-        size_t end = len, head_end = 0, tail_start = 0;
-        if (t->unigram) {
-            if (len - pos > 2 * TK_BLOCK_BYTES && (rc = modattn__tk_unigram_cut(t, &r.us, r.text, pos, len, &end)))
-                break;
-        } else if (t->can_block && len - pos > 2 * TK_BLOCK_BYTES &&
-                   (rc = find_cut(&r, pos, len, &end, &head_end, &tail_start))) {
-            break;
-        }
-        if (t->bpe_block && len - pos > 2 * TK_BLOCK_BYTES) {
-            /* byte-level BPE: after a lone "\n" (behind a visible ASCII character) before an
-             * ASCII letter (modattn__tk_bpe_can_block); a longer whitespace run would be split
-             * differently at a block's end, where \s+(?!\S) takes all of it */
-            size_t q = pos + TK_BLOCK_BYTES;
-            const uint8_t *x = r.text;
-            while (q < len && !(x[q - 1] == '\n' && x[q - 2] > ' ' && x[q - 2] < 0x7F &&
-                                (((x[q] | 32) >= 'a' && (x[q] | 32) <= 'z'))))
-                q++;
-            end = q;
-        }
-        if (end - pos > UINT32_MAX - 8) {
-            rc = modattn__error(MODATTN_ERANGE,
-                               "modattn_tokenize: over 4 GiB of text without whitespace or punctuation");
-            break;
-        }
-        r.base = pos;
-        r.dec.n = 0;
-        if (tail_start) {
-            /* the middle of one long word, dropped unread (find_cut) */
-            if ((rc = decode_utf8(r.text, pos, head_end, &r.dec))) break;
-            size_t n0 = r.dec.n;
-            if ((rc = decode_utf8(r.text, tail_start, end, &r.dec))) break;
-            for (size_t i = n0; i < r.dec.n; i++) r.dec.v[i].s += (uint32_t)(tail_start - pos);
-        } else if ((rc = decode_utf8(r.text, pos, end, &r.dec))) {
-            break;
-        }
-        if ((rc = split_added(&r, &t->raw, r.dec.v, 0, r.dec.n, raw_gap))) break;
-        pos = end;
-    }
-
-    modattn__tk_vec_free(&r.dec);
-    modattn__tk_vec_free(&r.norm);
-    modattn__tk_vec_free(&r.mid);
-    modattn__tk_vec_free(&r.tmp);
-    modattn__tk_vec_free(&r.cn);
-    modattn__tk_vec_free(&r.cm);
-    modattn__tk_vec_free(&r.ct);
-    modattn_free(r.wbuf);
-    modattn_free(r.bpos);
-    modattn_free(r.pieces);
-    modattn__tk_uscratch_free(r.us);
-    modattn__tk_bscratch_free(r.bs);
+    int rc = run_blocks(&r, len, NULL);
     if (rc) return rc;
 
     size_t total = r.n;
@@ -840,6 +890,42 @@ int modattn_tokenize_ex(const modattn_tokenizer *t, const char *text, size_t len
     }
     *n = total;
     return 0;
+}
+
+int modattn__tokenize_pieces(const modattn_tokenizer *t, const char *text, size_t len, size_t want,
+                             modattn__tk_pieces *out, size_t *reach) {
+    if (reach) *reach = 0;
+    if (!t || !out || (!text && len) || want == 0)
+        return modattn__error(MODATTN_EINVAL, "modattn__tokenize_pieces: NULL argument");
+    out->n = 0;
+    if (out->cap < want) {
+        int32_t *ids = modattn__realloc(out->ids, want * sizeof *ids, MODATTN_MEM_OTHER);
+        if (!ids) return modattn__mem_last_status();
+        out->ids = ids;
+        modattn_token_offset *offs = modattn__realloc(out->offs, want * sizeof *offs, MODATTN_MEM_OTHER);
+        if (!offs) return modattn__mem_last_status();
+        out->offs = offs;
+        out->cap = want;
+    }
+    tk_run r;
+    memset(&r, 0, sizeof r);
+    r.t = t;
+    r.text = (const uint8_t *)text;
+    r.len = len;
+    r.cap = want;
+    r.ids = out->ids;
+    r.offs = out->offs;
+    r.grow = out;
+    int rc = run_blocks(&r, len, reach);
+    out->n = rc ? 0 : r.n;
+    return rc;
+}
+
+void modattn__tk_pieces_free(modattn__tk_pieces *p) {
+    if (!p) return;
+    modattn_free(p->ids);
+    modattn_free(p->offs);
+    memset(p, 0, sizeof *p);
 }
 
 int modattn_tokenize(const modattn_tokenizer *t, const char *text, size_t len, int32_t *ids,

@@ -134,7 +134,12 @@ typedef struct modattn_chunk {
  * the cap (a word of more than the tokenizer's max_input_chars_per_word characters, one [UNK])
  * makes a chunk of its first MODATTN_CHUNK_MAX_BYTES bytes (cut on a character boundary: still
  * one [UNK] when tokenised on its own), and the next window starts after it. Memory: O(window)
- * scratch plus the chunk array.
+ * scratch plus the chunk array. Time: linear in the text. Where the tokenizer finds no place to
+ * cut the text into blocks for 32 KiB or more (a SentencePiece piece without spaces, long CJK
+ * text), the windows are taken from one tokenisation of that stretch, not a fresh one from each
+ * window's start: a chunk there tokenised on its own may have a piece or a few more (Unigram's
+ * leading "▁"), and memory is O(the stretch), as the tokenizer's own is for it
+ * (pipeline/chunk.c).
  * Ownership: *out is freed with modattn_free (NULL when *n is 0). overlap < window. */
 int modattn_chunk_text(const modattn_tokenizer *tok, const char *text, size_t len, size_t window,
                        size_t overlap, modattn_chunk **out, size_t *n);

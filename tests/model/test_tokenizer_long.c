@@ -11,7 +11,10 @@
  * chunker over the same texts: bounded the same way, and every chunk inside the text.
  * The Unigram cases (tests/fixtures/tokenizer_unigram*.json) are about 1 MB of multilingual text
  * with spaces, which the Unigram path cuts before a space (tokenizer_unigram.c,
- * modattn__tk_unigram_cut), and one CJK piece without spaces, which it cannot cut (not bounded). */
+ * modattn__tk_unigram_cut), and one CJK piece without spaces, which it cannot cut (not bounded).
+ * Chunking that piece used to tokenise the rest of it again for each window (13 of this test's 31
+ * s); the chunker now takes the windows of such a block from one run of it (pipeline/chunk.c, its
+ * linear work counted by tests/pipeline/test_chunk_linear.c). */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
