@@ -3,10 +3,8 @@
  * with -O3 (model/CMakeLists.txt), and on x86-64 with GCC each kernel is cloned for AVX-512 and
  * AVX2 and picked at load time (target_clones), so the generic build runs wide on wide CPUs.
  *
- * erf: libm's erff is a scalar call and took 12% of the encoder's time; here it is a rational
- * approximation erf(x) = x P(x^2) / Q(x^2) on [-4, 4] (deg 5 / deg 5, our own least-squares fit;
- * |erf(4)| = 1 - 1.5e-8, clamped outside), max abs error 3.8e-7 evaluated in float — about the
- * rounding of the float GELU itself, far below what the goldens' cosine 0.99999 can see. */
+ * erf: a rational approximation (erf_approx.h, shared with the OpenCL device's kernels), not
+ * libm's scalar erff. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -35,23 +33,8 @@
 #define ROWOP_LINK
 #endif
 
-static inline float erf_approx(float x) {
-    const float xc = x > 4.0f ? 4.0f : (x < -4.0f ? -4.0f : x);
-    const float t = xc * xc;
-    float p = 2.0272865730017893e-06f;
-    p = p * t + 0.00028618799735757145f;
-    p = p * t + 0.0038447062794925305f;
-    p = p * t + 0.052981763019024922f;
-    p = p * t + 0.19230819351678446f;
-    p = p * t + 1.1283790461436429f;
-    float q = 3.7928556066565041e-05f;
-    q = q * t + 0.0011810574145035813f;
-    q = q * t + 0.015124428893259751f;
-    q = q * t + 0.11487953582778671f;
-    q = q * t + 0.50376059838675202f;
-    q = q * t + 1.0f;
-    return xc * p / q;
-}
+#include "backends/cpu/erf_approx.h"
+
 
 #ifndef MODATTN_KERNEL_UNCHECKED
 float modattn__erf(float x) { return erf_approx(x); }

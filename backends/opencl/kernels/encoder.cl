@@ -55,27 +55,7 @@ void embed_ln(__global const int *ids, __global const int *lens, __global const 
     if (!plain) row_layer_norm(y, H, g, bt, eps, tmp); /* plain: a decoder's token embeddings */
 }
 
-/* erf for GELU: the CPU's rational approximation (backends/cpu/cpu_rowops.c, erf_approx: x P(x^2) /
- * Q(x^2) on [-4, 4], clamped outside, max abs error 3.8e-7 in float), so both devices round alike;
- * PoCL's erf (SLEEF's erff_u10) was 11-13% of an encoder's time on a CPU device. */
-static inline float erf_approx(float x) {
-    const float xc = clamp(x, -4.0f, 4.0f);
-    const float t = xc * xc;
-    float p = 2.0272865730017893e-06f;
-    p = p * t + 0.00028618799735757145f;
-    p = p * t + 0.0038447062794925305f;
-    p = p * t + 0.052981763019024922f;
-    p = p * t + 0.19230819351678446f;
-    p = p * t + 1.1283790461436429f;
-    float q = 3.7928556066565041e-05f;
-    q = q * t + 0.0011810574145035813f;
-    q = q * t + 0.015124428893259751f;
-    q = q * t + 0.11487953582778671f;
-    q = q * t + 0.50376059838675202f;
-    q = q * t + 1.0f;
-    return xc * p / q;
-}
-
+/* erf_approx: backends/cpu/erf_approx.h, put before this file in the program (CMakeLists.txt) */
 /* act: 0 none, 1 GELU (erf), 2 GELU (tanh), 3 ReLU */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void row_epilogue(__global float *y, long y0, long ldy, __global const float *bias, __global const int *lens, int S,
