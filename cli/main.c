@@ -8,6 +8,7 @@
 #include "device/internal_device.h"
 #include "pipeline/internal_store.h"
 #include "core/env.h"
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -227,7 +228,24 @@ static int take_global(cli_globals *g, int argc, char **argv, int *i) {
     return 0;
 }
 
+/* OpenBLAS, linked into this program for FAISS (the approximate index's training and search),
+ * starts its thread pool as it loads, before main, and each of those threads spins on
+ * sched_yield for about 0.1 s of CPU waiting for work. modattn's own BLAS calls run one thread
+ * each inside its own pool, so for a short command that spin was most of the waste: `embed` of
+ * one text with the test model took 0.27 CPU s on 2 CPUs, 0.15 without it, and the spin grows
+ * with the cores (one thread each). The program owns its process, so it stops that pool first
+ * thing; OpenBLAS starts it again by itself on a threaded call (FAISS's training), found at run
+ * time so that a build or a host without OpenBLAS is unaffected. The library never does this:
+ * it would change a host program's BLAS (the Python binding's numpy). */
+static void cli_stop_idle_blas_pool(void) {
+    int (*stop)(void);
+    void *sym = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    memcpy(&stop, &sym, sizeof stop); /* POSIX: a data pointer from dlsym holds the function's address */
+    if (sym) (void)stop();
+}
+
 int main(int argc, char **argv) {
+    cli_stop_idle_blas_pool();
     cli_stdout_init();
     /* First, before any JSON exists: jansson's allocations (tokenizer.json, config.json, the
      * safetensors header, the JSON we print) count in --stats and against --mem-budget. */
