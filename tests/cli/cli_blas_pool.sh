@@ -2,7 +2,7 @@
 # tests/cli/cli_blas_pool.sh MODATTN — the program stops OpenBLAS's idle thread pool at start
 # (cli/main.c cli_stop_idle_blas_pool): OpenBLAS, linked for FAISS, starts a pool as it loads whose
 # threads spin for ~0.1 s of CPU each, waiting for work modattn never gives them (its BLAS calls
-# run one thread each in its own pool). A waiting `embed --jsonl -` has exactly as many threads as
+# run one thread each in its own pool). A `serve` waiting for requests has exactly as many threads as
 # with OPENBLAS_NUM_THREADS=1, where OpenBLAS starts none; an approximate index (FAISS's training,
 # a BLAS call that may start the pool again) still builds. Exit 77 (skipped), with the
 # reason, where this CPU count or build gives OpenBLAS no pool to stop.
@@ -20,26 +20,25 @@ if [ ! -d "$MODEL" ]; then echo "FAIL: $MODEL is missing: run \`make model\`" >&
 if ! grep -q "libopenblas" <(ldd "$BIN"); then echo "cli_blas_pool: SKIPPED: $BIN does not load OpenBLAS"; exit 77; fi
 if [ "$(nproc)" -lt 2 ]; then echo "cli_blas_pool: SKIPPED: 1 CPU: OpenBLAS starts no pool"; exit 77; fi
 
-# threads of an `embed --jsonl -` that has embedded one line and waits for the next
+# threads of a `serve` (one worker) that is up and waiting for requests
 threads_waiting() { # $1: a name, then env assignments
   local name=$1; shift
-  mkfifo "$TMP/in-$name"
-  env "$@" "$BIN" embed --model "$MODEL" --threads 2 --jsonl - < "$TMP/in-$name" > "$TMP/out-$name" 2> "$TMP/err-$name" &
+  env "$@" "$BIN" serve --model "$MODEL" --host 127.0.0.1 --port 0 --port-file "$TMP/port-$name" --workers 1 \
+    --threads 2 --quiet > "$TMP/log-$name" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
-  exec 7> "$TMP/in-$name"
-  echo '"a first line"' >&7
-  for _ in $(seq 600); do [ -s "$TMP/out-$name" ] && break; sleep 0.1; done
+  for _ in $(seq 600); do [ -s "$TMP/port-$name" ] && break; sleep 0.1; done
   sleep 0.3 # (a pool started late would show here)
-  ls "/proc/$pid/task" | wc -l
-  exec 7>&-
+  if [ -s "$TMP/port-$name" ]; then ls "/proc/$pid/task" | wc -l; else echo "none"; fi
+  kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
 }
 n_default=$(threads_waiting default)
 n_one=$(threads_waiting one OPENBLAS_NUM_THREADS=1)
 n_unstopped=$(threads_waiting unstopped OPENBLAS_NUM_THREADS=2)
-echo "cli_blas_pool: threads of a waiting embed: $n_default; with OPENBLAS_NUM_THREADS=1 (no pool): $n_one"
-[ -s "$TMP/out-default" ] && [ -s "$TMP/out-one" ] && ok || bad "embed --jsonl - gave no line: $(cat "$TMP/err-default" "$TMP/err-one")"
+echo "cli_blas_pool: threads of a waiting serve: $n_default; with OPENBLAS_NUM_THREADS=1 (no pool): $n_one"
+[ "$n_default" != none ] && [ "$n_one" != none ] && [ "$n_unstopped" != none ] && ok ||
+  { bad "serve did not come up: $(tail -n 3 "$TMP/log-default" "$TMP/log-one" "$TMP/log-unstopped")"; echo "cli_blas_pool: $pass passed, $fail failed"; exit 1; }
 [ "$n_default" -eq "$n_one" ] && ok || bad "OpenBLAS's pool is still running: $n_default threads, $n_one without a pool"
 # the check can fail: OPENBLAS_NUM_THREADS=2 starts a pool too, which the program stops as well
 [ "$n_unstopped" -eq "$n_one" ] && ok || bad "OPENBLAS_NUM_THREADS=2: $n_unstopped threads, $n_one without a pool"
