@@ -106,8 +106,9 @@ static inline bool eg_in_subset(const embed_golden *g, size_t n, size_t i, size_
 #define EG_SANITIZED_MAX(n, m) (n)
 #endif
 
-static inline size_t eg_sanitizer_subset(embed_golden *g, size_t n, const char *label) {
-#ifdef EG_SANITIZED
+/* The shape subset in any build (the inputs eg_in_subset keeps moved to the front, the others after
+ * them: all n stay for eg_free); prints what it kept, after `label: why:`. Returns how many. */
+static inline size_t eg_shape_subset(embed_golden *g, size_t n, const char *label, const char *why) {
     size_t longest = 0, m = 0;
     for (size_t i = 1; i < n; i++)
         if (g[i].nids > g[longest].nids) longest = i;
@@ -133,10 +134,15 @@ static inline size_t eg_sanitizer_subset(embed_golden *g, size_t n, const char *
     for (size_t i = 0; i < n; i++) m += cls[i] != 0;
     memcpy(g, tmp, n * sizeof *g);
     free(cls), free(tmp);
-    printf("%s: sanitized build: %zu of %zu inputs (token counts at or next to the block boundaries "
+    printf("%s: %s: %zu of %zu inputs (token counts at or next to the block boundaries "
            "1, 2, 63-65, 127-129, 255, 256 or the nearest there is, the longest, the invalid UTF-8 and "
-           "the truncated ones); the plain build checks all\n", label, m, n);
+           "the truncated ones)\n", label, why, m, n);
     return m;
+}
+
+static inline size_t eg_sanitizer_subset(embed_golden *g, size_t n, const char *label) {
+#ifdef EG_SANITIZED
+    return eg_shape_subset(g, n, label, "sanitized build (the plain build checks all)");
 #else
     (void)g, (void)label;
     return n;
