@@ -28,8 +28,18 @@ threads_waiting() { # $1: a name, then env assignments
   local pid=$!
   PIDS+=("$pid")
   for _ in $(seq 600); do [ -s "$TMP/port-$name" ] && break; sleep 0.1; done
+  # the port file comes as it listens, before the model loads and the executors start: wait for
+  # /health's 200 (ready: every thread of the server started; CI once counted too early, 5 of 7)
+  local up=0
+  if [ -s "$TMP/port-$name" ]; then
+    local url="http://127.0.0.1:$(cat "$TMP/port-$name")/health"
+    for _ in $(seq 600); do
+      [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$url")" = 200 ] && { up=1; break; }
+      sleep 0.1
+    done
+  fi
   sleep 0.3 # (a pool started late would show here)
-  if [ -s "$TMP/port-$name" ]; then ls "/proc/$pid/task" | wc -l; else echo "none"; fi
+  if [ $up = 1 ]; then ls "/proc/$pid/task" | wc -l; else echo "none"; fi
   kill "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
 }
