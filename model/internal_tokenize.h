@@ -12,8 +12,16 @@
 #include "modattn/tokenizer.h"
 
 /* A block of at least this many bytes is one the tokenizer could not cut (it cuts ordinary text
- * every TK_BLOCK_BYTES = 8 KiB, and takes a rest of under 16 KiB whole). */
+ * every TK_BLOCK_BYTES = 8 KiB, and takes a rest of up to 16 KiB whole). */
 #define MODATTN_TK_LONG_BLOCK ((size_t)32 << 10)
+/* Unigram's: over 16 KiB. Its blocks end at the first space it may cut at 8 KiB or more from
+ * their start, and a rest of up to 16 KiB is taken whole, so a block longer than that holds 8 KiB
+ * or more with no such space: a long word (Unigram's Viterbi runs over a whole word, so
+ * tokenising from each window's start inside it ran over the rest of it again: 60 words of 20 KB
+ * took 9.6 s to chunk against 0.14 s to tokenise) or text without spaces. */
+#define MODATTN_TK_LONG_BLOCK_UNIGRAM (((size_t)16 << 10) + 1)
+/* The one of the two for t's model. */
+size_t modattn__tk_long_block(const modattn_tokenizer *t);
 
 /* Word pieces and their byte offsets (relative to the text given), in buffers the callee grows;
  * zero-initialise, free with modattn__tk_pieces_free. */
@@ -25,7 +33,7 @@ typedef struct modattn__tk_pieces {
 
 /* modattn_tokenize_ex(t, text, len, MODATTN_TOKENIZE_NO_SPECIALS, ..., want, ...): the same first
  * min(want, all) pieces (out->n of them), with one difference: when the want-th piece falls in a
- * block of MODATTN_TK_LONG_BLOCK bytes or more, every piece of that block is returned (out->n may
+ * block of modattn__tk_long_block(t) bytes or more, every piece of that block is returned (out->n may
  * exceed want), so that a caller that would otherwise tokenise such a block again from each of
  * many starting points inside it can take them all from this one run. *reach (may be NULL): the
  * end of the last block processed (bytes of text); when out->n > want, every piece of the text

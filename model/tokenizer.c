@@ -776,6 +776,10 @@ uint64_t modattn__tokenize_bytes_decoded(void) { return atomic_load_explicit(&g_
  * *reach: the end of the last block processed. With r->grow (modattn__tokenize_pieces), a block of
  * MODATTN_TK_LONG_BLOCK bytes or more is finished whatever the budget, and the run stops after it
  * once the budget is full. */
+size_t modattn__tk_long_block(const modattn_tokenizer *t) {
+    return t && t->unigram ? MODATTN_TK_LONG_BLOCK_UNIGRAM : MODATTN_TK_LONG_BLOCK;
+}
+
 static int run_blocks(tk_run *r, size_t len, size_t *reach) {
     const modattn_tokenizer *t = r->t;
     const size_t want = r->cap;
@@ -807,7 +811,7 @@ static int run_blocks(tk_run *r, size_t len, size_t *reach) {
             break;
         }
         if (r->grow) {
-            r->growing = end - pos >= MODATTN_TK_LONG_BLOCK;
+            r->growing = end - pos >= modattn__tk_long_block(t);
             r->cap = r->growing ? r->grow->cap : want;
         }
         r->base = pos;

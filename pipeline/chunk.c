@@ -15,12 +15,16 @@
  * byte-level BPE text with no "\n" before an ASCII letter; letters that begin a single_word added
  * token) its block is the whole stretch, and tokenising from each window's start ran over all of
  * it again: O(n) per window, O(n^2 / window) per document (13 s for 480 KB of Chinese, over 20
- * minutes for 5 MB). So when the window's last piece falls in a block of MODATTN_TK_LONG_BLOCK
- * (32 KiB) or more, modattn__tokenize_pieces returns every piece of that block, and the following
+ * minutes for 5 MB). Unigram's Viterbi also runs over a whole word, so a word of 20 KB between
+ * spaces cost the rest of that word per window (60 of them: 9.6 s against 0.14 s to tokenise). So
+ * when the window's last piece falls in a block of modattn__tk_long_block(tok) bytes or more (32
+ * KiB; over 16 KiB for Unigram, whose blocks are that long only around 8 KiB or more without a
+ * space it may cut at), modattn__tokenize_pieces returns every piece of that block, and the following
  * windows are taken from those pieces (the cache) for as long as a whole window + 1 of them is
  * left (or they reach the end of the text), instead of tokenising again from each window's start.
  * Linear time; the memory is that block's pieces, as the tokenizer's own for that block already
- * was. Text the tokenizer cuts never makes such a block: its chunks are exactly what they were.
+ * was. Text the tokenizer cuts at least every 8 KiB never makes such a block: its chunks are exactly
+ * what they were.
  *
  * What changes inside such a block: the windows are windows of one tokenisation, the one from
  * where the cache began (the document's own when it begins at the text's start), where they were

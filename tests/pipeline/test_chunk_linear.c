@@ -103,8 +103,18 @@ int main(void) {
     char *cjk = repeat("数据库是安全的。", 6000, &len);
     check_linear("unigram, Chinese without spaces 254/32", uni, cjk, len, 254, 32, 3, ON_PIECES | COUNTED);
     check_linear("unigram, Chinese without spaces 64/0", uni, cjk, len, 64, 0, 3, ON_PIECES | COUNTED);
-    /* byte-level BPE: newlines, but never before an ASCII letter */
+    /* Unigram words of 20 KB between spaces: the tokenizer cuts at the spaces, but a block holding
+     * such a word (16 to 32 KiB) was tokenised again from each window's start inside it, its
+     * Viterbi over the rest of the word each time (MODATTN_TK_LONG_BLOCK_UNIGRAM) */
     free(cjk);
+    char *word = malloc(20002);
+    memset(word, 'a', 20000);
+    memcpy(word + 20000, " ", 2);
+    char *words = repeat(word, 10, &len);
+    check_linear("unigram, words of 20 KB 254/32", uni, words, len, 254, 32, 3, ON_PIECES | COUNTED);
+    free(words);
+    free(word);
+    /* byte-level BPE: newlines, but never before an ASCII letter */
     cjk = repeat("我们的数据库在崩溃后是安全的，\n数据库是安全的。\n", 3000, &len);
     check_linear("qwen2 BPE, Chinese lines 254/32", qwen, cjk, len, 254, 32, 3, ON_PIECES);
     /* the same between two stretches of ordinary text the tokenizer cuts (50 KB each) */
