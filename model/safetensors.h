@@ -6,6 +6,7 @@
 #ifndef MODATTN_MODEL_SAFETENSORS_H
 #define MODATTN_MODEL_SAFETENSORS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +54,10 @@ typedef struct modattn_st_tensor {
     uint64_t numel;
     uint64_t begin, end;    /* byte offsets in the data buffer (after the header) */
     const void *data;       /* the bytes inside the mapping (or the buffer given to parse) */
+    /* set by a reader's pass over the whole file (model/encoder_load.c hash_weights): with
+     * `scanned`, the index of the first NaN or infinity of an F32 tensor, numel if none */
+    bool scanned;
+    uint64_t first_nonfinite;
 } modattn_st_tensor;
 
 typedef struct modattn_st_meta {

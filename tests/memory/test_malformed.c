@@ -268,6 +268,42 @@ static void nonfinite_weights(void) {
                   "%s: status %d, '%s'", cases[c].tensor, st, modattn_last_error());
         modattn_model_free(m);
     }
+    /* the load checks the values 1 MiB of the file at a time, as it hashes them
+     * (model/encoder_load.c scan_piece): a value whose bytes straddle such a boundary, with a
+     * later one in the next MiB, is the one named (the first), by its index in the tensor */
+    json_t *t = h ? json_object_get(h, "encoder.layer.3.intermediate.dense.weight") : NULL;
+    json_t *off = t ? json_object_get(t, "data_offsets") : NULL;
+    CHECK(off != NULL);
+    /* the header one space longer (safetensors allows the padding), so that every value is one
+     * byte off 4-byte alignment and one straddles each MiB boundary */
+    unsigned char *w1 = off ? malloc(n + 1) : NULL;
+    if (w1) {
+        const uint64_t h1 = hlen + 1;
+        for (int i = 0; i < 8; i++) w1[i] = (unsigned char)(h1 >> (8 * i));
+        memcpy(w1 + 8, w + 8, (size_t)hlen);
+        w1[8 + hlen] = ' ';
+        memcpy(w1 + 9 + hlen, w + 8 + hlen, n - 8 - (size_t)hlen);
+        const size_t ta = 9 + (size_t)hlen + (size_t)json_integer_value(json_array_get(off, 0));
+        const size_t mib = (size_t)1 << 20, boundary = (ta / mib + 1) * mib;
+        /* the value whose bytes straddle the boundary (the last one before it, where the
+         * boundary falls between two values) */
+        const size_t e = (boundary - ta) / 4, strad = (boundary - ta) % 4 ? e : e - 1, later = strad + mib / 4 + 3;
+        CHECK((boundary - ta) % 4 != 0 && 4 * later < 1536 * 384 * 4);
+        const uint32_t nan = 0x7fc00000u, inf = 0x7f800000u;
+        memcpy(w1 + ta + 4 * strad, &nan, 4);
+        memcpy(w1 + ta + 4 * later, &inf, 4);
+        unlink(path);
+        write_file(path, w1, n + 1, 0);
+        free(w1);
+        char want[64];
+        snprintf(want, sizeof want, "element [%zu, %zu] is NaN", strad / 384, strad % 384);
+        modattn_model *m = NULL;
+        int st = modattn_model_load(g_ctx, g_model, &m);
+        CHECK_MSG(st == MODATTN_EFORMAT && strstr(modattn_last_error(), want),
+                  "a NaN across a MiB boundary (tensor at %zu, value at %zu): status %d, '%s' (want '%s')", ta,
+                  ta + 4 * strad, st, modattn_last_error(), want);
+        modattn_model_free(m);
+    }
     unlink(path);
     write_file(path, w, n, 0);
     modattn_model *m = NULL;
