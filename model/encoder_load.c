@@ -801,14 +801,20 @@ int modattn__model_load_head(modattn_ctx *ctx, const char *dir, const modattn_mo
 }
 
 /* The F32 tensors' values whose first byte lies in the file's bytes [a, b): each tensor's first
- * NaN or infinity among them, if it has none yet (a tensor's pieces come in file order). */
-static void scan_piece(modattn_st_file *f, size_t a, size_t b) {
-    for (size_t i = 0; i < f->ntensors; i++) {
-        modattn_st_tensor *t = &f->tensors[i];
+ * NaN or infinity among them, if it has none yet (a tensor's pieces come in file order). *cur: the
+ * first tensor in file order that may still reach [a, b) (the pieces come in order, so the walk
+ * is linear in the tensors, however many of them the header lists). */
+static void scan_piece(modattn_st_file *f, size_t *cur, size_t a, size_t b) {
+    while (*cur < f->ntensors &&
+           (size_t)((const uint8_t *)f->by_offset[*cur]->data - f->bytes) + (f->by_offset[*cur]->end - f->by_offset[*cur]->begin) <= a)
+        ++*cur;
+    for (size_t i = *cur; i < f->ntensors; i++) {
+        modattn_st_tensor *t = f->by_offset[i];
+        const size_t ta = (size_t)((const uint8_t *)t->data - f->bytes);
+        if (ta >= b) break;
         if (t->dtype != MODATTN_ST_F32) continue;
-        const size_t ta = (size_t)((const uint8_t *)t->data - f->bytes), count = (size_t)(t->end - t->begin) / 4;
-        const size_t tb = ta + 4 * count;
-        if (tb <= a || ta >= b) continue;
+        const size_t count = (size_t)(t->end - t->begin) / 4, tb = ta + 4 * count;
+        if (tb <= a) continue;
         if (!t->scanned) t->scanned = true, t->first_nonfinite = count;
         if (t->first_nonfinite < count) continue;
         const size_t e0 = a <= ta ? 0 : (a - ta + 3) / 4, e1 = b >= tb ? count : (b - ta + 3) / 4;
@@ -827,13 +833,14 @@ static int hash_weights(modattn_model *m, uint64_t *out) {
     XXH3_state_t *hs = XXH3_createState();
     if (!hs) return modattn__error(MODATTN_ENOMEM, "%s: cannot hash the weights: out of memory", m->st->path);
     const size_t piece = (size_t)64 << 20, sub = (size_t)1 << 20;
+    size_t cur = 0;
     XXH3_64bits_reset(hs);
     for (size_t o = 0; o < m->st->len; o += piece) {
         const size_t n = m->st->len - o < piece ? m->st->len - o : piece;
         for (size_t q = o; q < o + n; q += sub) {
             const size_t k = o + n - q < sub ? o + n - q : sub;
             XXH3_64bits_update(hs, m->st->bytes + q, k);
-            scan_piece(m->st, q, q + k);
+            if (m->st->by_offset) scan_piece(m->st, &cur, q, q + k);
         }
         modattn__st_release(m->st, m->st->bytes + o, n);
     }

@@ -18,7 +18,9 @@
  * their start, and a rest of up to 16 KiB is taken whole, so a block longer than that holds 8 KiB
  * or more with no such space: a long word (Unigram's Viterbi runs over a whole word, so
  * tokenising from each window's start inside it ran over the rest of it again: 60 words of 20 KB
- * took 9.6 s to chunk against 0.14 s to tokenise) or text without spaces. */
+ * took 9.6 s to chunk against 0.14 s to tokenise) or text without spaces. Where the tokenizer may
+ * cut nowhere (modattn__tk_unigram_cut: a Metaspace without split, a left Strip, an rstrip added
+ * token, ...), the whole text is one block, so any text over 16 KiB counts (it was 32 KiB). */
 #define MODATTN_TK_LONG_BLOCK_UNIGRAM (((size_t)16 << 10) + 1)
 /* The one of the two for t's model. */
 size_t modattn__tk_long_block(const modattn_tokenizer *t);

@@ -241,7 +241,8 @@ static int check_tiling(modattn_st_file *f) {
                      "trailing bytes",
                      (unsigned long long)expect, (unsigned long long)f->data_len,
                      (unsigned long long)(f->data_len - expect));
-    modattn_free(order);
+    if (st == 0) f->by_offset = order; /* kept: readers walk the file in order (encoder_load.c) */
+    else modattn_free(order);
     return st;
 }
 
@@ -393,6 +394,7 @@ void modattn__st_close(modattn_st_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->ntensors; i++) modattn_free((void *)f->tensors[i].name);
     modattn_free(f->tensors);
+    modattn_free(f->by_offset);
     for (size_t i = 0; i < f->nmeta; i++) {
         modattn_free((void *)f->meta[i].key);
         modattn_free((void *)f->meta[i].value);

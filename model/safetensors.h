@@ -75,6 +75,7 @@ typedef struct modattn_st_file {
     uint64_t data_len;
     size_t ntensors;
     modattn_st_tensor *tensors; /* sorted by name */
+    modattn_st_tensor **by_offset; /* the same, in file order (they tile the data: validated) */
     size_t nmeta;
     modattn_st_meta *meta;
     int64_t accounted;          /* bytes accounted as MODATTN_MEM_WEIGHTS */

@@ -772,14 +772,14 @@ static _Atomic uint64_t g_bytes_decoded; /* modattn__tokenize_bytes_decoded */
 
 uint64_t modattn__tokenize_bytes_decoded(void) { return atomic_load_explicit(&g_bytes_decoded, memory_order_relaxed); }
 
-/* r's text, block after block from its start, until the budget (r->cap) is full or the text ends;
- * *reach: the end of the last block processed. With r->grow (modattn__tokenize_pieces), a block of
- * MODATTN_TK_LONG_BLOCK bytes or more is finished whatever the budget, and the run stops after it
- * once the budget is full. */
 size_t modattn__tk_long_block(const modattn_tokenizer *t) {
     return t && t->unigram ? MODATTN_TK_LONG_BLOCK_UNIGRAM : MODATTN_TK_LONG_BLOCK;
 }
 
+/* r's text, block after block from its start, until the budget (r->cap) is full or the text ends;
+ * *reach: the end of the last block processed. With r->grow (modattn__tokenize_pieces), a block of
+ * modattn__tk_long_block(t) bytes or more is finished whatever the budget, and the run stops after
+ * it once the budget is full. */
 static int run_blocks(tk_run *r, size_t len, size_t *reach) {
     const modattn_tokenizer *t = r->t;
     const size_t want = r->cap;

@@ -19,7 +19,8 @@
  * spaces cost the rest of that word per window (60 of them: 9.6 s against 0.14 s to tokenise). So
  * when the window's last piece falls in a block of modattn__tk_long_block(tok) bytes or more (32
  * KiB; over 16 KiB for Unigram, whose blocks are that long only around 8 KiB or more without a
- * space it may cut at), modattn__tokenize_pieces returns every piece of that block, and the following
+ * space it may cut at, or where it may cut nowhere and the text is one block),
+ * modattn__tokenize_pieces returns every piece of that block, and the following
  * windows are taken from those pieces (the cache) for as long as a whole window + 1 of them is
  * left (or they reach the end of the text), instead of tokenising again from each window's start.
  * Linear time; the memory is that block's pieces, as the tokenizer's own for that block already
