@@ -156,10 +156,11 @@ int cli_index_watch(const cli_index_args *a, cli_index_job *j) {
     sigaction(SIGTERM, &sa, &old_term);
     j->o.cancel = stop_asked;
     j->o.prune = true;
+    bool missing = watch_roots(&w, a);
+    /* (said once the watches are in place: a change from now on is seen) */
     if (!a->quiet && !a->json)
         fprintf(stderr, "modattn: index --watch: watching %zu path%s for changes (SIGINT or SIGTERM stops)\n",
                 a->npaths, a->npaths == 1 ? "" : "s");
-    bool missing = watch_roots(&w, a);
     bool dirty = false;
     uint64_t first_ns = 0, last_ns = 0;
     const uint64_t debounce_ns = (uint64_t)(a->debounce_s * 1e9);

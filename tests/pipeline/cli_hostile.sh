@@ -90,8 +90,9 @@ PY
 then ok; else bad "a file over the budget: rc $rc, $(head -c 800 "$T/w2.json" "$T/w2.err")"; fi
 
 # ---- 7: the write lock is held only while a document is written, never while it is embedded
-# (a probe waits up to 1 s for it: writing this document's ~450 chunks, their vectors and their
-# keyword index takes ~0.1 s under ASan on a loaded 2-core machine, its embedding tens of seconds)
+# (a probe waits up to 5 s for it: writing this document's ~450 chunks, their vectors and their
+# keyword index takes ~0.1 s under ASan on a loaded 2-core machine, its embedding tens of seconds;
+# 5 s leaves room for an fsync stalled by another test)
 mkdir -p "$T/long"
 python3 -c "
 import random
@@ -113,7 +114,7 @@ def alive():
 # wait for the store to be made
 while alive():
     try:
-        c = sqlite3.connect(db, timeout=1.0, isolation_level=None)
+        c = sqlite3.connect(db, timeout=5.0, isolation_level=None)
         if c.execute("pragma user_version").fetchone()[0] >= 2: break
         c.close()
     except sqlite3.Error:

@@ -17,9 +17,21 @@ mkdir -p "$D"
 echo "the zebra herd crosses the river" > "$D/a.txt"
 echo "penguins huddle against the cold" > "$D/b.txt"
 PID=
+# start: a watch, returning once it says its watches are in place (after its first pass): a file
+# changed before that makes no event, and a settle that follows the first pass alone could pass
+# before them (a race of a few ms, wider on a loaded machine)
+watching() { local n; n=$(grep -c "index --watch: watching" "$T/err.txt" 2>/dev/null); echo "${n:-0}"; }
 start() {
+  local before
+  before=$(watching)
   "$BIN" index --watch --debounce 0.2 --batch 4 --model "$MODEL" --db "$DB" "$D" >> "$T/out.txt" 2>> "$T/err.txt" &
   PID=$!
+  for _ in $(seq 1 480); do
+    [ "$(watching)" -gt "$before" ] && return
+    kill -0 "$PID" 2>/dev/null || break
+    sleep 0.25
+  done
+  bad "the watch did not say it was watching within 120 s: $(tail -n 3 "$T/err.txt")"
 }
 # agrees: the store holds exactly the files under $D (each once, its current text), and is sound
 agrees() {

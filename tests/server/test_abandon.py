@@ -91,7 +91,12 @@ def long_request():
 
 t = threading.Thread(target=long_request)
 t.start()
-time.sleep(0.3)
+# the long request running first (its body is parsed and tokenised before it queues: wait for
+# the executor to be busy, not a fixed time, which a loaded ASan run could outlast)
+t0 = time.time()
+while (metric(s, "modattn_executor_threads_busy") or 0) < 1 and time.time() - t0 < 60:
+    time.sleep(0.02)
+check((metric(s, "modattn_executor_threads_busy") or 0) >= 1, "the long request is running")
 t0 = time.time()
 st, h, j = s.post("/v1/embeddings", {"input": "behind a long one"}, timeout=300)
 dt = time.time() - t0

@@ -498,7 +498,11 @@ def long_request():
 
 t = threading.Thread(target=long_request)
 t.start()
-time.sleep(0.5)
+# its body complete and admitted (counted in flight), not a fixed time that a loaded ASan run
+# could outlast: a body still arriving at the signal is answered 503 shutting_down
+t0 = time.time()
+while (metric(s.request("GET", "/metrics")[2].decode(), "modattn_requests_in_flight") or 0) < 1 and time.time() - t0 < 60:
+    time.sleep(0.02)
 s.proc.send_signal(15)
 t.join()
 check(holder["r"][0] == 200 and len(holder["r"][2]["data"]) == 200, f"the in-flight request finished: {holder['r'][0]}")
